@@ -1,0 +1,25 @@
+#include "vmm/common/result.h"
+
+#include <cstring>
+
+namespace vmm {
+
+Error Error::from_errno(std::string_view what, int err, std::string_view hint) {
+    std::string m(what);
+    m += ": ";
+    m += std::strerror(err);
+    if (!hint.empty()) {
+        m += "; ";
+        m += hint;
+    }
+    return Error(std::move(m));
+}
+
+Error Error::context(std::string_view where) const {
+    std::string m(where);
+    m += ": ";
+    m += message_;
+    return Error(std::move(m));
+}
+
+}  // namespace vmm

@@ -1,0 +1,71 @@
+// ControlDevice: how a payload talks to the VMM (register map in control_abi.h). It reports
+// progress, steps, results, errors and the longest pause it observed; it reads the host's
+// real-time clock (so it can measure pauses it lives through, e.g. a migration's downtime);
+// it asks to sleep or to end the machine.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/devices/control_abi.h"
+#include "vmm/devices/device.h"
+
+namespace vmm::devices {
+
+// What the payload reported; part of the device's saved state, so it survives migration.
+struct GuestReport {
+    uint64_t progress = 0;
+    uint64_t steps = 0;
+    uint64_t results = 0;
+    uint64_t last_result = 0;
+    uint64_t errors = 0;
+    uint64_t last_error = 0;
+    uint64_t max_pause_ns = 0;
+    std::string last_message;
+    bool operator==(const GuestReport&) const = default;
+};
+
+// Host actions a command asks for; each runs on the vCPU thread that issued it.
+struct ControlHooks {
+    std::function<void(uint32_t cpu, uint64_t ns)> sleep;
+    std::function<void(uint32_t code)> exit;
+    std::function<void(uint64_t step)> step;
+    std::function<void(std::string_view line)> message;
+    std::function<uint64_t()> clock_ns;  // defaults to CLOCK_REALTIME
+};
+
+class ControlDevice final : public PioDevice {
+public:
+    static constexpr size_t kMaxCpus = 256;
+    static constexpr size_t kMaxMessage = 200;
+
+    explicit ControlDevice(ControlHooks hooks);
+
+    std::string_view name() const override { return "control"; }
+    void io_read(uint32_t cpu, uint16_t offset, std::span<uint8_t> data) override;
+    void io_write(uint32_t cpu, uint16_t offset, std::span<const uint8_t> data) override;
+    void save(ByteWriter& out) const override;
+    Status load(ByteReader& in) override;
+
+    GuestReport report() const;
+
+private:
+    struct Latch {
+        uint64_t arg = 0;
+        uint64_t clock = 0;
+    };
+    void command(uint32_t cpu, uint32_t cmd);
+    void message_byte(uint8_t b);
+
+    ControlHooks hooks_;
+    mutable std::mutex mutex_;
+    std::vector<Latch> latches_;
+    GuestReport report_;
+    std::string line_;
+};
+
+}  // namespace vmm::devices

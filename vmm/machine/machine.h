@@ -1,0 +1,117 @@
+// Machine: one VM. Owns KVM objects, RAM, devices and the vCPU threads; boots a payload;
+// runs, pauses and stops; saves and loads vCPU and device state.
+//
+// Thread rules: the public methods may be called from any thread except where noted.
+// pause() returns only when every vCPU is out of KVM_RUN.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmm/common/bytes.h"
+#include "vmm/common/result.h"
+#include "vmm/devices/control.h"
+#include "vmm/devices/pio_bus.h"
+#include "vmm/devices/serial.h"
+#include "vmm/kvm/system.h"
+#include "vmm/machine/vcpu_runner.h"
+#include "vmm/machine/vcpu_state.h"
+#include "vmm/memory/dirty_rate.h"
+#include "vmm/memory/dirty_tracker.h"
+#include "vmm/memory/guest_memory.h"
+
+namespace vmm::machine {
+
+struct MachineSpec {
+    std::string name = "vmm";
+    uint32_t vcpus = 1;
+    std::vector<memory::RamBlockSpec> ram;
+    memory::DirtyBackend dirty_backend = memory::DirtyBackend::log;
+    uint32_t dirty_sample_ms = 1000;
+    devices::Serial::Sink serial_sink;                    // empty: serial output discarded
+    std::function<void(std::string_view)> guest_message;  // control-device text lines
+};
+
+// QEMU's names for the run states a monitor shows.
+enum class RunState { prelaunch, running, paused, shutdown, internal_error };
+std::string_view to_string(RunState s);
+
+class Machine final : public VcpuExitHandler {
+public:
+    static Result<std::unique_ptr<Machine>> create(const MachineSpec& spec);
+    ~Machine() override;
+
+    // Loads the payload, builds the boot structures and sets every vCPU at the entry point.
+    // The machine stays in prelaunch until resume().
+    Status boot(const std::string& payload_path, const std::string& cmdline);
+
+    void resume();
+    void pause();
+    // Ends the machine: every vCPU stops; wait_for_end() returns `exit_code`. Safe from a vCPU.
+    void end(int exit_code, RunState final_state = RunState::shutdown);
+    int wait_for_end();
+    // Returns once the machine is paused (e.g. after pause_at_step) or has ended.
+    void wait_until_paused();
+    RunState run_state() const;
+    bool has_ended() const;
+
+    // Test hook: pause every vCPU once the guest reports step >= `step` (0 = off).
+    void pause_at_step(uint64_t step);
+
+    // Require paused (or prelaunch) state.
+    Result<std::vector<VcpuState>> save_vcpus();
+    Status load_vcpus(const std::vector<VcpuState>& states);
+    void save_devices(ByteWriter& out) const;
+    Status load_devices(ByteReader& in);
+
+    const MachineSpec& spec() const { return spec_; }
+    const memory::GuestMemory& memory() const { return *memory_; }
+    memory::DirtyTracker& dirty_tracker() { return *tracker_; }
+    memory::DirtyRateSampler& dirty_rate() { return *sampler_; }
+    devices::ControlDevice& control() { return *control_; }
+    devices::Serial& serial() { return *serial_; }
+    size_t vcpu_count() const { return vcpus_.size(); }
+
+private:
+    explicit Machine(MachineSpec spec);
+    Status init_kvm();
+    Status init_devices();
+    Status init_vcpus();
+    Status write_boot_info(const std::string& cmdline);
+    Status set_boot_registers(uint64_t entry, uint64_t cr3);
+    void request_pause_all();
+
+    ExitAction handle_exit(uint32_t cpu, kvm_run& run) override;
+    void vcpu_failed(uint32_t cpu, const Error& error) override;
+    ExitAction handle_io(uint32_t cpu, kvm_run& run);
+    void on_guest_step(uint64_t step);
+
+    MachineSpec spec_;
+    std::optional<kvm::System> kvm_;
+    std::optional<kvm::Vm> vm_;
+    std::optional<memory::GuestMemory> memory_;
+    std::unique_ptr<memory::DirtyTracker> tracker_;
+    std::unique_ptr<devices::Serial> serial_;
+    std::unique_ptr<devices::ControlDevice> control_;
+    devices::PioBus bus_;
+    std::vector<std::unique_ptr<kvm::Vcpu>> vcpus_;
+    std::vector<std::unique_ptr<VcpuRunner>> runners_;
+    std::unique_ptr<memory::DirtyRateSampler> sampler_;
+    std::vector<uint32_t> msrs_;
+    size_t xsave_size_ = 0;
+
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    RunState state_ = RunState::prelaunch;
+    bool ended_ = false;
+    int exit_code_ = 0;
+    uint64_t pause_step_ = 0;
+};
+
+}  // namespace vmm::machine

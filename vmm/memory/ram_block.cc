@@ -1,0 +1,55 @@
+#include "vmm/memory/ram_block.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+namespace vmm::memory {
+
+Status validate_block_spec(const RamBlockSpec& spec) {
+    if (spec.name.empty() || spec.name.size() > 64) {
+        return Error(fmt::format("RAM block name '{}' must be 1 to 64 characters", spec.name));
+    }
+    uint64_t align = spec.huge_pages == HugePages::none ? kPageSize : 2 * 1024 * 1024;
+    if (spec.size == 0 || spec.size % align != 0) {
+        return Error(fmt::format("RAM block '{}': size {} must be a non-zero multiple of {}",
+                                 spec.name, spec.size, align));
+    }
+    if (spec.guest_addr % align != 0) {
+        return Error(fmt::format("RAM block '{}': address {:#x} must be a multiple of {}",
+                                 spec.name, spec.guest_addr, align));
+    }
+    if (spec.guest_addr + spec.size < spec.guest_addr || spec.guest_addr + spec.size > (1ull << 46)) {
+        return Error(fmt::format("RAM block '{}': [{:#x}, +{:#x}) lies beyond 64 TiB", spec.name,
+                                 spec.guest_addr, spec.size));
+    }
+    return {};
+}
+
+RamBlock::RamBlock(std::string name, uint64_t gpa, Mapping host, uint32_t slot)
+    : name_(std::move(name)),
+      guest_addr_(gpa),
+      host_(std::move(host)),
+      slot_(slot),
+      dirty_(host_.size() >> kPageShift) {}
+
+Result<RamBlock> RamBlock::create(const RamBlockSpec& spec, uint32_t slot) {
+    if (auto s = validate_block_spec(spec); !s) return s.error();
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (spec.huge_pages == HugePages::hugetlbfs) flags |= MAP_HUGETLB;
+    auto m = Mapping::map(spec.name.c_str(), spec.size, PROT_READ | PROT_WRITE, flags);
+    if (!m) {
+        if (spec.huge_pages == HugePages::hugetlbfs) {
+            return Error(m.error().message() +
+                         "; reserve huge pages (echo N > /proc/sys/vm/nr_hugepages) or set "
+                         "huge_pages = \"transparent\"");
+        }
+        return m.error();
+    }
+    if (spec.huge_pages == HugePages::transparent) {
+        // Advisory: a kernel without THP keeps small pages, which is still correct.
+        ::madvise(m->data(), m->size(), MADV_HUGEPAGE);
+    }
+    return RamBlock(spec.name, spec.guest_addr, std::move(*m), slot);
+}
+
+}  // namespace vmm::memory
