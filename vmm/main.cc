@@ -1,29 +1,110 @@
-#include <unistd.h>
+// vmm: parse the command line, build the machine, boot the payload, serve the monitors, and
+// wait until the VM ends. The exit status is the guest's (control device EXIT), 0 after
+// 'quit' or a signal, 1 when the VM could not be built or the guest crashed, 2 for bad usage.
+#include <signal.h>
+
+#include <cstdio>
+#include <optional>
+
 #include "vmm/common/log.h"
+#include "vmm/common/signal_watcher.h"
+#include "vmm/common/units.h"
+#include "vmm/config/cli.h"
 #include "vmm/machine/machine.h"
 #include "vmm/machine/payload.h"
+#include "vmm/monitor/machine_commands.h"
+#include "vmm/monitor/server.h"
+
+namespace {
+
 using namespace vmm;
-int main(int argc, char** argv) {
+
+Result<machine::MachineSpec> machine_spec(const config::Config& c, monitor::Dispatcher& dispatcher) {
     machine::MachineSpec spec;
-    spec.vcpus = argc > 3 ? 1 : 2;
-    spec.ram.push_back({"ram0", 0, 64 << 20, memory::HugePages::none});
-    spec.serial_sink = devices::stdout_sink();
-    spec.dirty_backend = argc > 2 ? memory::DirtyBackend::ring : memory::DirtyBackend::log;
-    auto m = machine::Machine::create(spec);
-    if (!m) { log::error("{}", m.error().message()); return 1; }
-    auto p = machine::resolve_payload(argc > 1 ? argv[1] : "stress");
-    if (!p) { log::error("{}", p.error().message()); return 1; }
-    if (auto s = (*m)->boot(*p, "bytes=8M"); !s) { log::error("{}", s.error().message()); return 1; }
-    (*m)->resume();
-    for (int i = 0; i < 5; ++i) {
-        sleep(1);
-        auto r = (*m)->control().report();
-        auto d = (*m)->dirty_rate().rate();
-        log::info("progress {} steps {} dirty/s {:.0f} dirty {}", r.progress, r.steps, d.pages_per_second, (*m)->memory().blocks()[0]->dirty().count());
+    spec.name = c.name;
+    spec.vcpus = c.vcpus;
+    spec.ram = config::effective_ram(c);
+    spec.dirty_backend = c.dirty_tracking;
+    switch (c.serial.kind) {
+        case config::SerialOutput::Kind::none: break;
+        case config::SerialOutput::Kind::stdout_stream: spec.serial_sink = devices::stdout_sink(); break;
+        case config::SerialOutput::Kind::file: {
+            auto sink = devices::file_sink(c.serial.path);
+            if (!sink) return sink.error();
+            spec.serial_sink = std::move(*sink);
+            break;
+        }
     }
-    (*m)->pause();
-    auto st = (*m)->save_vcpus();
-    if (!st) { log::error("{}", st.error().message()); return 1; }
-    log::info("rip {:#x}", (*st)[0].regs.rip);
-    return 0;
+    spec.guest_message = [](std::string_view line) { log::info("guest: {}", line); };
+    spec.state_changed = [&dispatcher](machine::RunState s) {
+        switch (s) {
+            case machine::RunState::running: dispatcher.emit("RESUME"); break;
+            case machine::RunState::paused: dispatcher.emit("STOP"); break;
+            case machine::RunState::shutdown: dispatcher.emit("SHUTDOWN"); break;
+            case machine::RunState::internal_error: dispatcher.emit("GUEST_PANICKED"); break;
+            case machine::RunState::prelaunch: break;
+        }
+    };
+    return spec;
+}
+
+Result<std::unique_ptr<monitor::MonitorServer>> start_monitor(monitor::Dispatcher& d, monitor::Protocol p,
+                                                              const config::Endpoint& e) {
+    if (e.kind == config::Endpoint::Kind::none) return std::unique_ptr<monitor::MonitorServer>();
+    auto server = monitor::MonitorServer::create(d, p);
+    if (!server) return server.error();
+    Status s = e.kind == config::Endpoint::Kind::stdio ? (*server)->serve_stdio() : (*server)->listen_unix(e.path);
+    if (!s) return s.error();
+    return std::move(*server);
+}
+
+int run(const config::Config& cfg) {
+    monitor::Dispatcher dispatcher;
+    auto spec = machine_spec(cfg, dispatcher);
+    if (!spec) return log::error("{}", spec.error().message()), 1;
+    auto payload = machine::resolve_payload(cfg.payload);
+    if (!payload) return log::error("{}", payload.error().message()), 1;
+    std::unique_ptr<machine::Machine> m;
+    auto watcher = SignalWatcher::create([&m](int signo) {
+        log::info("received {}, ending the VM", signo == SIGINT ? "SIGINT" : "SIGTERM");
+        if (m) m->end(0);
+    });
+    if (!watcher) return log::error("{}", watcher.error().message()), 1;
+    auto created = machine::Machine::create(*spec);
+    if (!created) return log::error("{}", created.error().message()), 1;
+    m = std::move(*created);
+    if (auto s = m->boot(*payload, cfg.payload_params); !s) return log::error("{}", s.error().message()), 1;
+    monitor::add_machine_commands(dispatcher.table(), *m);
+    monitor::add_help_command(dispatcher.table());
+    auto hmp = start_monitor(dispatcher, monitor::Protocol::hmp, cfg.hmp);
+    if (!hmp) return log::error("{}", hmp.error().message()), 1;
+    auto qmp = start_monitor(dispatcher, monitor::Protocol::qmp, cfg.qmp);
+    if (!qmp) return log::error("{}", qmp.error().message()), 1;
+    log::info("machine '{}': payload {} on {} vCPU(s), {} RAM, dirty tracking: {}, monitor: {}, qmp: {}", cfg.name,
+              cfg.payload, cfg.vcpus, format_size(m->memory().total_size()), memory::to_string(cfg.dirty_tracking),
+              config::to_string(cfg.hmp), config::to_string(cfg.qmp));
+    if (!cfg.start_paused) {
+        if (auto s = m->resume(); !s) return log::error("{}", s.error().message()), 1;
+    }
+    int code = m->wait_for_end();
+    if (*hmp) (*hmp)->stop();
+    if (*qmp) (*qmp)->stop();
+    return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    ::signal(SIGPIPE, SIG_IGN);
+    auto cl = vmm::config::parse_command_line(argc, argv);
+    if (!cl) {
+        vmm::log::error("{}", cl.error().message());
+        return 2;
+    }
+    if (cl->exit_now) {
+        std::fputs(cl->text.c_str(), stdout);
+        return 0;
+    }
+    if (cl->verbose) vmm::log::set_level(vmm::log::Level::debug);
+    return run(cl->config);
 }

@@ -119,13 +119,22 @@ Status Machine::init_vcpus() {
     return {};
 }
 
-void Machine::resume() {
+Status Machine::resume() {
     {
         std::lock_guard lock(mutex_);
-        if (ended_) return;
+        if (ended_) return Error("the machine has ended");
+        if (state_ == RunState::internal_error) {
+            return Error("a vCPU hit an internal error: inspect with 'info registers', then quit");
+        }
         state_ = RunState::running;
     }
     for (auto& r : runners_) r->request_run();
+    notify_state(RunState::running);
+    return {};
+}
+
+void Machine::notify_state(RunState s) {
+    if (spec_.state_changed) spec_.state_changed(s);
 }
 
 void Machine::request_pause_all() {
@@ -135,9 +144,16 @@ void Machine::request_pause_all() {
 void Machine::pause() {
     request_pause_all();
     for (auto& r : runners_) r->wait_until_not_running();
-    std::lock_guard lock(mutex_);
-    if (!ended_ && state_ == RunState::running) state_ = RunState::paused;
+    bool changed = false;
+    {
+        std::lock_guard lock(mutex_);
+        if (!ended_ && state_ == RunState::running) {
+            state_ = RunState::paused;
+            changed = true;
+        }
+    }
     cv_.notify_all();
+    if (changed) notify_state(RunState::paused);
 }
 
 void Machine::end(int exit_code, RunState final_state) {
@@ -150,6 +166,7 @@ void Machine::end(int exit_code, RunState final_state) {
     }
     for (auto& r : runners_) r->request_stop();
     cv_.notify_all();
+    notify_state(final_state);
 }
 
 int Machine::wait_for_end() {
@@ -190,6 +207,7 @@ void Machine::on_guest_step(uint64_t step) {
     // On a vCPU thread: request only; waiters use wait_until_paused().
     request_pause_all();
     cv_.notify_all();
+    notify_state(RunState::paused);
 }
 
 Result<std::vector<VcpuState>> Machine::save_vcpus() {

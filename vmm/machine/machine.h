@@ -20,6 +20,7 @@
 #include "vmm/devices/pio_bus.h"
 #include "vmm/devices/serial.h"
 #include "vmm/kvm/system.h"
+#include "vmm/machine/payload.h"
 #include "vmm/machine/vcpu_runner.h"
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/memory/dirty_rate.h"
@@ -27,6 +28,10 @@
 #include "vmm/memory/guest_memory.h"
 
 namespace vmm::machine {
+
+// QEMU's names for the run states a monitor shows.
+enum class RunState { prelaunch, running, paused, shutdown, internal_error };
+std::string_view to_string(RunState s);
 
 struct MachineSpec {
     std::string name = "vmm";
@@ -36,11 +41,8 @@ struct MachineSpec {
     uint32_t dirty_sample_ms = 1000;
     devices::Serial::Sink serial_sink;                    // empty: serial output discarded
     std::function<void(std::string_view)> guest_message;  // control-device text lines
+    std::function<void(RunState)> state_changed;          // after every run-state change
 };
-
-// QEMU's names for the run states a monitor shows.
-enum class RunState { prelaunch, running, paused, shutdown, internal_error };
-std::string_view to_string(RunState s);
 
 class Machine final : public VcpuExitHandler {
 public:
@@ -51,7 +53,8 @@ public:
     // The machine stays in prelaunch until resume().
     Status boot(const std::string& payload_path, const std::string& cmdline);
 
-    void resume();
+    // Refused once the machine has ended or hit an internal error.
+    Status resume();
     void pause();
     // Ends the machine: every vCPU stops; wait_for_end() returns `exit_code`. Safe from a vCPU.
     void end(int exit_code, RunState final_state = RunState::shutdown);
@@ -77,6 +80,8 @@ public:
     devices::ControlDevice& control() { return *control_; }
     devices::Serial& serial() { return *serial_; }
     size_t vcpu_count() const { return vcpus_.size(); }
+    // Where boot() put the payload (empty before boot, or on a migration destination).
+    const LoadedPayload& payload_image() const { return payload_; }
 
 private:
     explicit Machine(MachineSpec spec);
@@ -86,6 +91,7 @@ private:
     Status write_boot_info(const std::string& cmdline);
     Status set_boot_registers(uint64_t entry, uint64_t cr3);
     void request_pause_all();
+    void notify_state(RunState s);  // call without mutex_ held
 
     ExitAction handle_exit(uint32_t cpu, kvm_run& run) override;
     void vcpu_failed(uint32_t cpu, const Error& error) override;
@@ -105,6 +111,7 @@ private:
     std::unique_ptr<memory::DirtyRateSampler> sampler_;
     std::vector<uint32_t> msrs_;
     size_t xsave_size_ = 0;
+    LoadedPayload payload_;
 
     mutable std::mutex mutex_;
     std::condition_variable cv_;

@@ -21,7 +21,9 @@ Status Machine::boot(const std::string& payload_path, const std::string& cmdline
     auto cr3 = write_page_tables(*memory_, std::max<uint64_t>(top, 4ull << 30));
     if (!cr3) return cr3.error();
     if (auto s = write_boot_info(cmdline); !s) return s;
-    return set_boot_registers(loaded->entry, *cr3);
+    if (auto s = set_boot_registers(loaded->entry, *cr3); !s) return s;
+    payload_ = *loaded;
+    return {};
 }
 
 Status Machine::write_boot_info(const std::string& cmdline) {

@@ -61,6 +61,7 @@ void Machine::vcpu_failed(uint32_t cpu, const Error& error) {
     }
     request_pause_all();
     cv_.notify_all();
+    notify_state(RunState::internal_error);
 }
 
 }  // namespace vmm::machine

@@ -67,9 +67,11 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
 }
 
 static Status check_header(const std::vector<uint8_t>& elf, Elf64_Ehdr& eh) {
-    if (elf.size() < sizeof(Elf64_Ehdr)) return Error("payload is too short to be an ELF file");
+    if (elf.size() < SELFMAG || std::memcmp(elf.data(), ELFMAG, SELFMAG) != 0) {
+        return Error("payload is not an ELF file (build payloads with the project's guest/ rules)");
+    }
+    if (elf.size() < sizeof(Elf64_Ehdr)) return Error("payload's ELF header is truncated");
     std::memcpy(&eh, elf.data(), sizeof(eh));
-    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return Error("payload is not an ELF file");
     if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
         eh.e_machine != EM_X86_64 || eh.e_type != ET_EXEC) {
         return Error("payload must be a little-endian x86-64 ELF executable (ELFCLASS64, ET_EXEC)");

@@ -36,6 +36,7 @@ public:
                 return s.error();
             }
             b->dirty().merge(scratch_.data());
+            b->add_dirtied(n);
             total += n;
         }
         return total;
@@ -87,7 +88,10 @@ private:
             kvm_dirty_gfn& e = gfns[ring.fetch % kRingEntries];
             if ((__atomic_load_n(&e.flags, __ATOMIC_ACQUIRE) & KVM_DIRTY_GFN_F_DIRTY) == 0) break;
             // slot is (address space << 16 | slot id); we use address space 0 only.
-            if (RamBlock* b = memory_.find_by_slot(e.slot & 0xffff)) b->dirty().set(e.offset);
+            if (RamBlock* b = memory_.find_by_slot(e.slot & 0xffff)) {
+                b->dirty().set(e.offset);
+                b->add_dirtied(1);
+            }
             __atomic_store_n(&e.flags, KVM_DIRTY_GFN_F_RESET, __ATOMIC_RELEASE);
             ++ring.fetch;
             ++n;

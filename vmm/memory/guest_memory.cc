@@ -114,6 +114,7 @@ void GuestMemory::mark_dirty(uint64_t gpa, uint64_t len) const {
     uint64_t first = off >> kPageShift;
     uint64_t last = (std::min(off + len, b->size()) - 1) >> kPageShift;
     b->dirty().set_range(first, last - first + 1);
+    b->add_dirtied(last - first + 1);
 }
 
 }  // namespace vmm::memory

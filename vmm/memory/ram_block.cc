@@ -32,6 +32,14 @@ RamBlock::RamBlock(std::string name, uint64_t gpa, Mapping host, uint32_t slot)
       slot_(slot),
       dirty_(host_.size() >> kPageShift) {}
 
+RamBlock::RamBlock(RamBlock&& o) noexcept
+    : name_(std::move(o.name_)),
+      guest_addr_(o.guest_addr_),
+      host_(std::move(o.host_)),
+      slot_(o.slot_),
+      dirty_(std::move(o.dirty_)),
+      dirtied_(o.dirtied_.load()) {}
+
 Result<RamBlock> RamBlock::create(const RamBlockSpec& spec, uint32_t slot) {
     if (auto s = validate_block_spec(spec); !s) return s.error();
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;

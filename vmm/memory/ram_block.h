@@ -2,6 +2,7 @@
 // registered with KVM as one memory slot, with its dirty bitmap.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -38,15 +39,24 @@ public:
 
     DirtyBitmap& dirty() { return dirty_; }
     const DirtyBitmap& dirty() const { return dirty_; }
+    // Page-dirtying events seen since the block was created (KVM's and the VMM's own writes):
+    // unlike dirty().count(), this keeps growing while the guest rewrites the same pages.
+    void add_dirtied(uint64_t pages) { dirtied_.fetch_add(pages, std::memory_order_relaxed); }
+    uint64_t dirtied() const { return dirtied_.load(std::memory_order_relaxed); }
 
 private:
     RamBlock(std::string name, uint64_t gpa, Mapping host, uint32_t slot);
+public:
+    RamBlock(RamBlock&& o) noexcept;
+    RamBlock& operator=(RamBlock&&) = delete;
+private:
 
     std::string name_;
     uint64_t guest_addr_;
     Mapping host_;
     uint32_t slot_;
     DirtyBitmap dirty_;
+    std::atomic<uint64_t> dirtied_{0};
 };
 
 }  // namespace vmm::memory

@@ -1,0 +1,100 @@
+// Each payload boots in long mode and reports through the control device; the run state
+// machine pauses and resumes every vCPU.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "kvm_fixture.h"
+#include "vmm/machine/payload.h"
+
+namespace vmm::test {
+
+using namespace std::chrono_literals;
+using machine::RunState;
+
+struct PayloadCase {
+    const char* name;
+    const char* params;
+    const char* banner;
+};
+
+class EachPayloadBoots : public ::testing::TestWithParam<PayloadCase> {};
+
+TEST_P(EachPayloadBoots, AndReportsProgress) {
+    VMM_REQUIRE_KVM();
+    SerialLog serial;
+    auto spec = small_spec(2);
+    spec.serial_sink = serial.sink();
+    auto m = boot(spec, GetParam().name, GetParam().params);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->run_state(), RunState::prelaunch);
+    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(wait_for([&] { return m->control().report().steps >= 2; }, 60s))
+        << "serial output so far: " << serial.get();
+    EXPECT_NE(serial.get().find(GetParam().banner), std::string::npos) << serial.get();
+    EXPECT_EQ(m->control().report().errors, 0u);
+    EXPECT_EQ(m->run_state(), RunState::running);
+}
+
+INSTANTIATE_TEST_SUITE_P(Payloads, EachPayloadBoots,
+                         ::testing::Values(PayloadCase{"idle", "tick_ms=20", "idle: running on 2 cpu(s)"},
+                                           PayloadCase{"stress", "bytes=1M", "stress: 1 MiB at 0x0000000000400000"},
+                                           PayloadCase{"pattern", "bytes=1M check=64", "pattern: filling 1 MiB"}),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(Machine, PauseStopsEveryVcpuAndResumeRestartsThem) {
+    VMM_REQUIRE_KVM();
+    auto m = boot(small_spec(2), "stress", "bytes=1M");
+    ASSERT_TRUE(m);
+    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(wait_for([&] { return m->control().report().steps >= 2; }, 60s));
+    m->pause();
+    EXPECT_EQ(m->run_state(), RunState::paused);
+    ASSERT_TRUE(m->dirty_rate().sync_now());
+    uint64_t steps = m->control().report().steps;
+    uint64_t dirtied = m->memory().blocks()[0]->dirtied();
+    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(m->dirty_rate().sync_now());
+    EXPECT_EQ(m->control().report().steps, steps);
+    EXPECT_EQ(m->memory().blocks()[0]->dirtied(), dirtied) << "a paused guest dirtied memory";
+    ASSERT_TRUE(m->resume());
+    EXPECT_TRUE(wait_for([&] { return m->control().report().steps > steps + 1; }, 60s));
+    ASSERT_TRUE(m->dirty_rate().sync_now());
+    EXPECT_GT(m->memory().blocks()[0]->dirtied(), dirtied);
+}
+
+TEST(Machine, GuestExitEndsTheMachineWithItsCode) {
+    VMM_REQUIRE_KVM();
+    auto m = boot(small_spec(2), "stress", "bytes=256K passes=3");
+    ASSERT_TRUE(m);
+    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(wait_for([&] { return m->has_ended(); }, 60s));
+    EXPECT_EQ(m->wait_for_end(), 0);
+    EXPECT_EQ(m->run_state(), RunState::shutdown);
+    EXPECT_EQ(m->control().report().last_message, "stress: done");
+    EXPECT_FALSE(m->resume());
+}
+
+TEST(Machine, BadPayloadsAreRefusedWithAReason) {
+    VMM_REQUIRE_KVM();
+    auto m = machine::Machine::create(small_spec());
+    ASSERT_TRUE(m);
+    std::string not_elf = ::testing::TempDir() + "/not-a-payload.txt";
+    {
+        std::ofstream f(not_elf);
+        f << "#!/bin/sh\necho this is a script, not a payload\n";
+    }
+    auto s = (*m)->boot(not_elf, "");
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message().find("not an ELF file"), std::string::npos) << s.error().message();
+    auto tiny = machine::Machine::create(small_spec(1, 1ull << 20));  // 1 MiB: no room above 1 MiB
+    ASSERT_TRUE(tiny);
+    auto path = machine::resolve_payload("idle");
+    ASSERT_TRUE(path);
+    auto t = (*tiny)->boot(*path, "");
+    ASSERT_FALSE(t);
+    EXPECT_NE(t.error().message().find("give the guest more memory"), std::string::npos) << t.error().message();
+}
+
+}  // namespace vmm::test

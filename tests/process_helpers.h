@@ -1,0 +1,75 @@
+// Helpers for tests that run the real vmm binary and talk to its monitors.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmm/common/fd.h"
+
+namespace vmm::test {
+
+using Json = nlohmann::json;
+
+// A vmm child process; killed (SIGKILL) by the destructor if still running.
+class VmmProcess {
+public:
+    // Runs the vmm binary ($VMM_BINARY, else the build tree's) with `args`; stdout and stderr go to `log_path`.
+    static std::unique_ptr<VmmProcess> spawn(const std::vector<std::string>& args, const std::string& log_path);
+    ~VmmProcess();
+    // Exit status, or nullopt if it did not exit within `timeout`.
+    std::optional<int> wait(std::chrono::milliseconds timeout);
+    void signal(int signo);
+    pid_t pid() const { return pid_; }
+
+private:
+    explicit VmmProcess(pid_t pid) : pid_(pid) {}
+    pid_t pid_;
+    bool reaped_ = false;
+};
+
+// Connects to a unix socket, retrying until it exists or `timeout` passes.
+UniqueFd connect_unix(const std::string& path, std::chrono::milliseconds timeout);
+
+class HmpClient {
+public:
+    static std::unique_ptr<HmpClient> connect(const std::string& path);
+    // Sends one command line; returns everything printed before the next prompt.
+    std::string command(const std::string& line);
+
+private:
+    explicit HmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
+    std::string read_until_prompt();
+    UniqueFd fd_;
+    std::string buffer_;
+};
+
+class QmpClient {
+public:
+    // Connects, reads the greeting and negotiates capabilities.
+    static std::unique_ptr<QmpClient> connect(const std::string& path);
+    Json greeting() const { return greeting_; }
+    // Sends a request; returns its reply, keeping events that arrive meanwhile.
+    Json execute(const std::string& name, const Json& args = Json::object());
+    Json send_raw(const std::string& line);
+    // Waits for an event named `name` (already received or arriving within `timeout`).
+    std::optional<Json> wait_event(const std::string& name, std::chrono::milliseconds timeout);
+
+private:
+    explicit QmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
+    std::optional<Json> read_message(std::chrono::milliseconds timeout);
+    UniqueFd fd_;
+    std::string buffer_;
+    Json greeting_;
+    std::vector<Json> events_;
+};
+
+std::string temp_path(const std::string& name);
+std::string read_text_file(const std::string& path);
+
+}  // namespace vmm::test

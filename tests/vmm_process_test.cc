@@ -1,0 +1,138 @@
+// The vmm binary as a user drives it: command line, serial output, both monitors, exit codes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include "machine/kvm_fixture.h"
+#include "process_helpers.h"
+
+namespace vmm::test {
+
+using namespace std::chrono_literals;
+
+namespace {
+// The "Dirtied total" column of a block in `info ramblocks`.
+uint64_t dirtied_total(const std::string& ramblocks, const std::string& block) {
+    std::istringstream in(ramblocks);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(block + " ", 0) != 0) continue;
+        return std::stoull(line.substr(line.find_last_of(' ') + 1));
+    }
+    ADD_FAILURE() << "no block " << block << " in:\n" << ramblocks;
+    return 0;
+}
+
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds timeout) {
+    return wait_for([&] { return read_text_file(path).find(text) != std::string::npos; }, timeout);
+}
+}  // namespace
+
+TEST(VmmProcess, StressGuestDrivenFromTheTextMonitor) {
+    VMM_REQUIRE_KVM();
+    std::string sock = temp_path("hmp.sock"), serial = temp_path("serial.log"), log = temp_path("vmm.log");
+    auto vmm = VmmProcess::spawn({"--guest", "stress", "-m", "256M", "--smp", "2", "--monitor", "unix:" + sock,
+                                  "--serial", "file:" + serial, "--append", "bytes=16M"},
+                                 log);
+    ASSERT_TRUE(vmm);
+    auto hmp = HmpClient::connect(sock);
+    ASSERT_TRUE(hmp) << read_text_file(log);
+    EXPECT_EQ(hmp->command("info status"), "VM status: running\n");
+    ASSERT_TRUE(wait_for_text(serial, "stress: pass 1\n", 60s)) << read_text_file(serial);
+    uint64_t d1 = dirtied_total(hmp->command("info ramblocks"), "pc.ram");
+    std::this_thread::sleep_for(1500ms);
+    uint64_t d2 = dirtied_total(hmp->command("info ramblocks"), "pc.ram");
+    EXPECT_GT(d2, d1) << "dirty pages must grow while the guest runs";
+    EXPECT_EQ(hmp->command("stop"), "");
+    EXPECT_EQ(hmp->command("info status"), "VM status: paused\n");
+    uint64_t s1 = dirtied_total(hmp->command("info ramblocks"), "pc.ram");
+    std::this_thread::sleep_for(1000ms);
+    uint64_t s2 = dirtied_total(hmp->command("info ramblocks"), "pc.ram");
+    EXPECT_EQ(s1, s2) << "no page may be dirtied while stopped";
+    EXPECT_EQ(hmp->command("cont"), "");
+    EXPECT_EQ(hmp->command("info status"), "VM status: running\n");
+    EXPECT_NE(hmp->command("info registers").find("CPU#1"), std::string::npos);
+    EXPECT_NE(hmp->command("info ramhash").find("pc.ram"), std::string::npos);
+    EXPECT_NE(hmp->command("info dirty-rate").find("pages/s"), std::string::npos);
+    EXPECT_NE(hmp->command("help").find("info ramblocks"), std::string::npos);
+    EXPECT_EQ(hmp->command("launch rockets"), "Error: unknown command: 'launch'; type 'help' for the list\n");
+    EXPECT_EQ(hmp->command("info status"), "VM status: running\n") << "a bad command must not disturb the VM";
+    hmp->command("quit");
+    EXPECT_EQ(vmm->wait(30s), std::optional<int>(0)) << read_text_file(log);
+    EXPECT_NE(::access(sock.c_str(), F_OK), 0) << "the monitor socket must be removed at exit";
+    ::unlink(serial.c_str());
+    ::unlink(log.c_str());
+}
+
+TEST(VmmProcess, JsonMonitorWithEventsStartingPaused) {
+    VMM_REQUIRE_KVM();
+    std::string qsock = temp_path("qmp.sock"), log = temp_path("vmm-qmp.log");
+    auto vmm = VmmProcess::spawn({"--guest", "idle", "-m", "64M", "-S", "--qmp", "unix:" + qsock, "--serial", "none",
+                                  "--append", "tick_ms=50"},
+                                 log);
+    ASSERT_TRUE(vmm);
+    auto qmp = QmpClient::connect(qsock);
+    ASSERT_TRUE(qmp) << read_text_file(log);
+    EXPECT_EQ(qmp->greeting()["QMP"]["version"]["package"], "vmm");
+    EXPECT_EQ(qmp->execute("query-status")["return"]["status"], "prelaunch");
+    EXPECT_EQ(qmp->execute("query-guest")["return"]["steps"], 0);
+    EXPECT_TRUE(qmp->execute("cont").contains("return"));
+    EXPECT_TRUE(qmp->wait_event("RESUME", 10s));
+    ASSERT_TRUE(wait_for([&] { return qmp->execute("query-guest")["return"]["steps"].get<uint64_t>() >= 2; }, 60s));
+    EXPECT_TRUE(qmp->execute("stop").contains("return"));
+    EXPECT_TRUE(qmp->wait_event("STOP", 10s));
+    Json blocks = qmp->execute("query-ramblocks")["return"];
+    ASSERT_EQ(blocks.size(), 1u);
+    EXPECT_EQ(blocks[0]["size"], 64u << 20);
+    EXPECT_EQ(qmp->execute("query-ramhash")["return"][0]["digest"].get<std::string>().size(), 16u);
+    EXPECT_EQ(qmp->execute("launch-rockets")["error"]["class"], "CommandNotFound");
+    EXPECT_EQ(qmp->send_raw("{not json")["error"]["desc"], "JSON parse error");
+    EXPECT_EQ(qmp->execute("qmp_capabilities")["error"]["class"], "CommandNotFound");
+    EXPECT_EQ(qmp->send_raw(R"({"execute":"query-status","id":"x1"})")["id"], "x1");
+    EXPECT_TRUE(qmp->execute("quit").contains("return"));
+    EXPECT_EQ(vmm->wait(30s), std::optional<int>(0)) << read_text_file(log);
+    ::unlink(log.c_str());
+}
+
+TEST(VmmProcess, SigtermEndsTheVmCleanly) {
+    VMM_REQUIRE_KVM();
+    std::string log = temp_path("vmm-term.log");
+    auto vmm = VmmProcess::spawn({"--guest", "idle", "-m", "64M", "--serial", "none"}, log);
+    ASSERT_TRUE(vmm);
+    ASSERT_TRUE(wait_for_text(log, "machine 'vmm'", 30s)) << read_text_file(log);
+    vmm->signal(SIGTERM);
+    EXPECT_EQ(vmm->wait(30s), std::optional<int>(0)) << read_text_file(log);
+    EXPECT_NE(read_text_file(log).find("received SIGTERM"), std::string::npos);
+    ::unlink(log.c_str());
+}
+
+struct BadStart {
+    std::vector<std::string> args;
+    int code;
+    const char* message;
+};
+
+TEST(VmmProcess, BadInputIsOneLineAndANonZeroExit) {
+    std::string log = temp_path("vmm-bad.log");
+    const BadStart cases[] = {
+        {{"--config", "/nonexistent.toml"}, 2, "vmm: error: cannot read config file /nonexistent.toml: No such file"},
+        {{"--smp", "two"}, 2, "vmm: error: Could not convert: --smp = two"},
+        {{"-m", "lots"}, 2, "vmm: error: -m/--memory: 'lots' is not a size"},
+        {{"--guest", "no-such-payload", "-m", "64M"}, 1, "vmm: error: no payload named 'no-such-payload'"},
+    };
+    for (const auto& c : cases) {
+        auto vmm = VmmProcess::spawn(c.args, log);
+        ASSERT_TRUE(vmm);
+        EXPECT_EQ(vmm->wait(30s), std::optional<int>(c.code)) << c.args[0];
+        std::string out = read_text_file(log);
+        EXPECT_EQ(out.rfind(c.message, 0), 0u) << out;
+        EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    }
+    ::unlink(log.c_str());
+}
+
+}  // namespace vmm::test

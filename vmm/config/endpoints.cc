@@ -1,0 +1,63 @@
+#include <fmt/format.h>
+
+#include "vmm/config/config.h"
+
+namespace vmm::config {
+
+Result<Endpoint> parse_endpoint(std::string_view text, bool allow_stdio) {
+    if (text == "none") return Endpoint{};
+    if (text == "stdio" && allow_stdio) return Endpoint{Endpoint::Kind::stdio, {}};
+    if (text.starts_with("unix:") && text.size() > 5) {
+        std::string path(text.substr(5));
+        if (path.size() >= 108) return Error(fmt::format("unix socket path '{}' is longer than 107 bytes", path));
+        return Endpoint{Endpoint::Kind::unix_socket, path};
+    }
+    return Error(fmt::format("'{}' is not a monitor endpoint: use {}unix:PATH or none", text,
+                             allow_stdio ? "stdio, " : ""));
+}
+
+std::string to_string(const Endpoint& e) {
+    switch (e.kind) {
+        case Endpoint::Kind::none: return "none";
+        case Endpoint::Kind::stdio: return "stdio";
+        case Endpoint::Kind::unix_socket: return "unix:" + e.path;
+    }
+    return "?";
+}
+
+Result<SerialOutput> parse_serial_output(std::string_view text) {
+    if (text == "stdout") return SerialOutput{SerialOutput::Kind::stdout_stream, {}};
+    if (text == "none") return SerialOutput{SerialOutput::Kind::none, {}};
+    if (text.starts_with("file:") && text.size() > 5) {
+        return SerialOutput{SerialOutput::Kind::file, std::string(text.substr(5))};
+    }
+    return Error(fmt::format("'{}' is not a serial output: use stdout, file:PATH or none", text));
+}
+
+Status validate_payload_params(std::string_view params) {
+    size_t i = 0;
+    while (i < params.size()) {
+        while (i < params.size() && params[i] == ' ') ++i;
+        if (i == params.size()) break;
+        size_t end = params.find(' ', i);
+        std::string_view tok = params.substr(i, end == std::string_view::npos ? params.size() - i : end - i);
+        size_t eq = tok.find('=');
+        if (eq == 0 || eq == std::string_view::npos || eq + 1 == tok.size()) {
+            return Error(fmt::format("payload parameter '{}' is not key=value", tok));
+        }
+        for (char c : tok.substr(0, eq)) {
+            if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_')) {
+                return Error(fmt::format("payload parameter name '{}' may use only a-z, 0-9 and _", tok.substr(0, eq)));
+            }
+        }
+        i += tok.size();
+    }
+    return {};
+}
+
+std::vector<memory::RamBlockSpec> effective_ram(const Config& c) {
+    if (!c.ram.empty()) return c.ram;
+    return {memory::RamBlockSpec{"pc.ram", 0, kDefaultRam, memory::HugePages::none}};
+}
+
+}  // namespace vmm::config

@@ -1,0 +1,63 @@
+// The one command table behind both monitors. A command has an HMP spelling ("info status"),
+// a QMP name ("query-status"), typed arguments, a handler returning JSON, and a text rendering
+// of that JSON for the human monitor.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "vmm/common/result.h"
+
+namespace vmm::monitor {
+
+using Json = nlohmann::json;
+
+enum class ArgType { string, integer, size, boolean };
+
+struct ArgSpec {
+    std::string name;  // QMP key; HMP takes arguments positionally in this order
+    ArgType type = ArgType::string;
+    bool optional = false;
+};
+
+struct Command {
+    std::string hmp;
+    std::string qmp;
+    std::vector<ArgSpec> args;
+    std::string help;
+    std::function<Result<Json>(const Json& args)> run;
+    std::function<std::string(const Json& result)> text;  // empty: print nothing
+};
+
+class CommandTable {
+public:
+    void add(Command c);
+    const std::vector<Command>& commands() const { return commands_; }
+    const Command* find_qmp(std::string_view name) const;
+    const Command* find_hmp(std::string_view name) const;
+
+    // Splits a line into the command (longest matching spelling) and typed arguments.
+    Result<std::pair<const Command*, Json>> parse_hmp(std::string_view line) const;
+    // Checks a QMP "arguments" object against the command's specs.
+    Result<Json> check_qmp_args(const Command& c, const Json& args) const;
+    std::string help_text() const;
+
+private:
+    std::vector<Command> commands_;
+};
+
+// Splits on blanks; "double quoted" tokens may hold blanks.
+Result<std::vector<std::string>> tokenize(std::string_view line);
+
+// Runs one HMP line; returns the text to print (possibly empty) or one error line.
+std::string execute_hmp(const CommandTable& table, std::string_view line);
+// Runs one QMP request object; returns {"return": ...} or {"error": {...}}, echoing "id".
+Json execute_qmp(const CommandTable& table, const Json& request);
+Json qmp_error(std::string_view desc, std::string_view cls = "GenericError");
+
+}  // namespace vmm::monitor

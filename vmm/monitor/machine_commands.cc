@@ -1,0 +1,172 @@
+#include "vmm/monitor/machine_commands.h"
+
+#include <fmt/format.h>
+
+#include "vmm/common/units.h"
+#include "vmm/memory/digest.h"
+
+namespace vmm::monitor {
+
+namespace {
+
+using machine::Machine;
+using machine::RunState;
+
+std::string status_text(const Json& r) { return fmt::format("VM status: {}\n", r["status"].get<std::string>()); }
+
+std::string ramblocks_text(const Json& r) {
+    std::string out = fmt::format("{:<16} {:<18} {:>12} {:>12} {:>14}\n", "Block Name", "Address", "Size",
+                                  "Dirty pages", "Dirtied total");
+    for (const auto& b : r) {
+        out += fmt::format("{:<16} {:#018x} {:>12} {:>12} {:>14}\n", b["name"].get<std::string>(),
+                           b["address"].get<uint64_t>(), format_size(b["size"].get<uint64_t>()),
+                           b["dirty-pages"].get<uint64_t>(), b["dirtied-total"].get<uint64_t>());
+    }
+    return out;
+}
+
+std::string dirty_rate_text(const Json& r) {
+    return fmt::format("dirty pages rate: {:.0f} pages/s ({:.1f} MiB/s) over the last {:.2f} s\n"
+                       "pages dirtied since start: {}\n",
+                       r["dirty-pages-rate"].get<double>(), r["dirty-rate"].get<double>(),
+                       r["period-ms"].get<double>() / 1000.0, r["total-dirty-pages"].get<uint64_t>());
+}
+
+std::string ramhash_text(const Json& r) {
+    std::string out;
+    for (const auto& b : r) out += fmt::format("{:<16} {}\n", b["name"].get<std::string>(), b["digest"].get<std::string>());
+    return out;
+}
+
+std::string guest_text(const Json& r) {
+    return fmt::format("progress: {}\nsteps: {}\nresults: {} (last {})\nerrors: {} (last {:#x})\n"
+                       "longest pause observed: {:.3f} ms\nlast message: {}\n",
+                       r["progress"].get<uint64_t>(), r["steps"].get<uint64_t>(), r["results"].get<uint64_t>(),
+                       r["last-result"].get<uint64_t>(), r["errors"].get<uint64_t>(), r["last-error"].get<uint64_t>(),
+                       static_cast<double>(r["max-pause-ns"].get<uint64_t>()) / 1e6,
+                       r["last-message"].get<std::string>());
+}
+
+std::string registers_text(const Json& r) {
+    std::string out;
+    for (const auto& c : r) {
+        out += fmt::format("CPU#{}\n", c["cpu"].get<uint64_t>());
+        int col = 0;
+        for (const char* name : {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11",
+                                 "r12", "r13", "r14", "r15", "rip", "rflags", "cr0", "cr2", "cr3", "cr4", "efer"}) {
+            out += fmt::format("{:>6}={:016x}{}", name, c[name].get<uint64_t>(), ++col % 4 == 0 ? "\n" : " ");
+        }
+        out += "\n";
+    }
+    return out;
+}
+
+Json registers_json(uint64_t cpu, const machine::VcpuState& s) {
+    const auto& g = s.regs;
+    return Json{{"cpu", cpu},        {"rax", g.rax},       {"rbx", g.rbx},       {"rcx", g.rcx},   {"rdx", g.rdx},
+                {"rsi", g.rsi},      {"rdi", g.rdi},       {"rbp", g.rbp},       {"rsp", g.rsp},   {"r8", g.r8},
+                {"r9", g.r9},        {"r10", g.r10},       {"r11", g.r11},       {"r12", g.r12},   {"r13", g.r13},
+                {"r14", g.r14},      {"r15", g.r15},       {"rip", g.rip},       {"rflags", g.rflags},
+                {"cr0", s.sregs.cr0}, {"cr2", s.sregs.cr2}, {"cr3", s.sregs.cr3}, {"cr4", s.sregs.cr4},
+                {"efer", s.sregs.efer}};
+}
+
+Result<Json> query_registers(Machine& m) {
+    // vCPU registers can only be read outside KVM_RUN: pause briefly if running.
+    bool was_running = m.run_state() == RunState::running;
+    if (was_running) m.pause();
+    auto states = m.save_vcpus();
+    if (was_running) {
+        if (auto s = m.resume(); !s) return s.error();
+    }
+    if (!states) return states.error();
+    Json out = Json::array();
+    for (size_t i = 0; i < states->size(); ++i) out.push_back(registers_json(i, (*states)[i]));
+    return out;
+}
+
+Json ramblocks_json(Machine& m) {
+    Json out = Json::array();
+    for (const auto& b : m.memory().blocks()) {
+        out.push_back({{"name", b->name()}, {"address", b->guest_addr()}, {"size", b->size()}, {"dirty-pages", b->dirty().count()},
+                        {"dirtied-total", b->dirtied()}});
+    }
+    return out;
+}
+
+void add_run_control(CommandTable& t, Machine& m) {
+    t.add({"info status", "query-status", {}, "show the VM's run state",
+           [&m](const Json&) -> Result<Json> {
+               auto s = m.run_state();
+               return Json{{"status", std::string(machine::to_string(s))}, {"running", s == RunState::running}};
+           },
+           status_text});
+    t.add({"stop", "stop", {}, "pause every vCPU", [&m](const Json&) -> Result<Json> {
+               m.pause();
+               return Json::object();
+           }, {}});
+    t.add({"cont", "cont", {}, "resume every vCPU", [&m](const Json&) -> Result<Json> {
+               if (auto s = m.resume(); !s) return s.error();
+               return Json::object();
+           }, {}});
+    t.add({"quit", "quit", {}, "end the VM and exit vmm", [&m](const Json&) -> Result<Json> {
+               m.end(0);
+               return Json::object();
+           }, {}});
+}
+
+void add_inspection(CommandTable& t, Machine& m) {
+    t.add({"info ramblocks", "query-ramblocks", {}, "RAM blocks: name, address, size, dirty pages (pending, and dirtied since start)",
+           [&m](const Json&) -> Result<Json> {
+               if (auto s = m.dirty_rate().sync_now(); !s) return s.error();
+               return ramblocks_json(m);
+           },
+           ramblocks_text});
+    t.add({"info dirty-rate", "query-dirty-rate", {}, "how fast the guest dirties memory",
+           [&m](const Json&) -> Result<Json> {
+               auto r = m.dirty_rate().rate();
+               return Json{{"dirty-pages-rate", r.pages_per_second},
+                           {"dirty-rate", r.pages_per_second * memory::kPageSize / (1024.0 * 1024.0)},
+                           {"period-ms", r.period_seconds * 1000.0},
+                           {"total-dirty-pages", r.total_pages},
+                           {"samples", r.samples}};
+           },
+           dirty_rate_text});
+    t.add({"info ramhash", "query-ramhash", {}, "a digest (XXH3-64) of each RAM block's contents",
+           [&m](const Json&) -> Result<Json> {
+               Json out = Json::array();
+               for (const auto& b : m.memory().blocks())
+                   out.push_back({{"name", b->name()}, {"digest", memory::digest_hex(memory::block_digest(*b))}});
+               return out;
+           },
+           ramhash_text});
+    t.add({"info registers", "query-registers", {}, "every vCPU's registers",
+           [&m](const Json&) { return query_registers(m); }, registers_text});
+    t.add({"info guest", "query-guest", {}, "what the payload reported through the control device",
+           [&m](const Json&) -> Result<Json> {
+               auto r = m.control().report();
+               return Json{{"progress", r.progress}, {"steps", r.steps}, {"results", r.results},
+                           {"last-result", r.last_result}, {"errors", r.errors}, {"last-error", r.last_error},
+                           {"max-pause-ns", r.max_pause_ns}, {"last-message", r.last_message}};
+           },
+           guest_text});
+}
+
+}  // namespace
+
+void add_machine_commands(CommandTable& table, Machine& machine) {
+    add_run_control(table, machine);
+    add_inspection(table, machine);
+}
+
+void add_help_command(CommandTable& table) {
+    table.add({"help", "query-commands", {}, "list the commands",
+               [&table](const Json&) -> Result<Json> {
+                   Json out = Json::array();
+                   for (const auto& c : table.commands()) out.push_back({{"name", c.qmp}, {"hmp", c.hmp}, {"help", c.help}});
+                   return out;
+               },
+               [&table](const Json&) { return table.help_text(); }});
+}
+
+}  // namespace vmm::monitor

@@ -1,0 +1,13 @@
+// The monitor commands that drive and inspect a Machine.
+#pragma once
+
+#include "vmm/machine/machine.h"
+#include "vmm/monitor/command_table.h"
+
+namespace vmm::monitor {
+
+void add_machine_commands(CommandTable& table, machine::Machine& machine);
+// `help`, which lists the table itself (added last so it sees every command).
+void add_help_command(CommandTable& table);
+
+}  // namespace vmm::monitor
