@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -64,19 +66,6 @@ std::optional<int> VmmProcess::wait(std::chrono::milliseconds timeout) {
     }
 }
 
-UniqueFd connect_unix(const std::string& path, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    while (std::chrono::steady_clock::now() < deadline) {
-        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
-        std::this_thread::sleep_for(50ms);
-    }
-    return UniqueFd();
-}
-
 static bool read_more(int fd, std::string& buffer, std::chrono::milliseconds timeout) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
@@ -96,34 +85,18 @@ static void send_all(int fd, const std::string& s) {
     }
 }
 
-std::unique_ptr<HmpClient> HmpClient::connect(const std::string& path) {
-    UniqueFd fd = connect_unix(path, 30s);
-    if (!fd) return nullptr;
-    std::unique_ptr<HmpClient> c(new HmpClient(std::move(fd)));
-    c->read_until_prompt();  // banner
-    return c;
-}
-
-std::string HmpClient::read_until_prompt() {
-    static const std::string kPrompt = "(vmm) ";
-    for (;;) {
-        size_t at = buffer_.find(kPrompt);
-        if (at != std::string::npos) {
-            std::string out = buffer_.substr(0, at);
-            buffer_.erase(0, at + kPrompt.size());
-            return out;
-        }
-        if (!read_more(fd_.get(), buffer_, 30s)) {
-            std::string out = buffer_;
-            buffer_.clear();
-            return out;
-        }
+std::unique_ptr<monitor::HmpClient> connect_hmp(const std::string& path) {
+    auto c = monitor::HmpClient::connect(path, 30s);
+    if (!c) {
+        ADD_FAILURE() << c.error().message();
+        return nullptr;
     }
+    return std::move(*c);
 }
 
-std::string HmpClient::command(const std::string& line) {
-    send_all(fd_.get(), line + "\n");
-    return read_until_prompt();
+std::string hmp(monitor::HmpClient& client, const std::string& line) {
+    auto out = client.command(line);
+    return out ? *out : "monitor I/O failed: " + out.error().message();
 }
 
 std::optional<Json> QmpClient::read_message(std::chrono::milliseconds timeout) {
@@ -141,9 +114,9 @@ std::optional<Json> QmpClient::read_message(std::chrono::milliseconds timeout) {
 }
 
 std::unique_ptr<QmpClient> QmpClient::connect(const std::string& path) {
-    UniqueFd fd = connect_unix(path, 30s);
+    auto fd = monitor::connect_unix(path, 30s);
     if (!fd) return nullptr;
-    std::unique_ptr<QmpClient> c(new QmpClient(std::move(fd)));
+    std::unique_ptr<QmpClient> c(new QmpClient(std::move(*fd)));
     auto g = c->read_message(30s);
     if (!g) return nullptr;
     c->greeting_ = *g;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
+#include "vmm/monitor/client.h"
 
 namespace vmm::test {
 
@@ -33,21 +34,10 @@ private:
     bool reaped_ = false;
 };
 
-// Connects to a unix socket, retrying until it exists or `timeout` passes.
-UniqueFd connect_unix(const std::string& path, std::chrono::milliseconds timeout);
-
-class HmpClient {
-public:
-    static std::unique_ptr<HmpClient> connect(const std::string& path);
-    // Sends one command line; returns everything printed before the next prompt.
-    std::string command(const std::string& line);
-
-private:
-    explicit HmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
-    std::string read_until_prompt();
-    UniqueFd fd_;
-    std::string buffer_;
-};
+// The text-monitor client of the vmm itself; fails the test when it cannot connect.
+std::unique_ptr<monitor::HmpClient> connect_hmp(const std::string& path);
+// Sends one command; an I/O failure becomes the returned text, so assertions show it.
+std::string hmp(monitor::HmpClient& client, const std::string& line);
 
 class QmpClient {
 public:

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace vmm::config {
 
 TEST(Config, ParsesEverySection) {
@@ -106,6 +108,22 @@ TEST(Config, PayloadParameterValidation) {
     EXPECT_FALSE(validate_payload_params("=3"));
     EXPECT_FALSE(validate_payload_params("Bytes=3"));
     EXPECT_FALSE(validate_payload_params("bytes="));
+}
+
+}  // namespace vmm::config
+
+namespace vmm::config {
+
+TEST(Config, EveryShippedConfigParses) {
+    namespace fs = std::filesystem;
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(VMM_SOURCE_DIR) / "configs")) {
+        if (e.path().extension() != ".toml") continue;
+        auto c = load_config_file(e.path().string());
+        EXPECT_TRUE(c) << c.error().message();
+        ++n;
+    }
+    EXPECT_GE(n, 3);
 }
 
 }  // namespace vmm::config

@@ -1,0 +1,82 @@
+#include "vmm/monitor/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+namespace vmm::monitor {
+
+namespace {
+constexpr const char* kPrompt = "(vmm) ";
+constexpr auto kReplyTimeout = std::chrono::seconds(60);
+}  // namespace
+
+Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds timeout) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path)) return Error("socket path is too long: " + path);
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!fd) return Error::from_errno("socket");
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+        int err = errno;
+        if (std::chrono::steady_clock::now() >= deadline) {
+            return Error::from_errno("connect to " + path, err, "is vmm running with --monitor unix:" + path + "?");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
+Result<std::unique_ptr<HmpClient>> HmpClient::connect(const std::string& path, std::chrono::milliseconds timeout) {
+    auto fd = connect_unix(path, timeout);
+    if (!fd) return fd.error();
+    std::unique_ptr<HmpClient> c(new HmpClient(std::move(*fd)));
+    if (auto banner = c->read_until_prompt(); !banner) return banner.error();
+    return c;
+}
+
+Result<std::string> HmpClient::read_until_prompt() {
+    for (;;) {
+        size_t at = buffer_.find(kPrompt);
+        if (at != std::string::npos) {
+            std::string out = buffer_.substr(0, at);
+            buffer_.erase(0, at + std::strlen(kPrompt));
+            return out;
+        }
+        pollfd p{fd_.get(), POLLIN, 0};
+        int r = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kReplyTimeout).count()));
+        if (r == 0) return Error("the monitor did not answer within 60 s");
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Error::from_errno("poll on the monitor socket");
+        char chunk[4096];
+        ssize_t n = ::read(fd_.get(), chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Error::from_errno("read from the monitor");
+        if (n == 0) {  // the monitor closed (e.g. after quit): what came is the answer
+            std::string out = std::move(buffer_);
+            buffer_.clear();
+            return out;
+        }
+        buffer_.append(chunk, static_cast<size_t>(n));
+    }
+}
+
+Result<std::string> HmpClient::command(const std::string& line) {
+    std::string text = line + "\n";
+    size_t done = 0;
+    while (done < text.size()) {
+        ssize_t n = ::send(fd_.get(), text.data() + done, text.size() - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Error::from_errno("send to the monitor");
+        done += static_cast<size_t>(n);
+    }
+    return read_until_prompt();
+}
+
+}  // namespace vmm::monitor

@@ -1,0 +1,29 @@
+// HmpClient: the client side of the text monitor on a unix socket (used by vmmctl and tests).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "vmm/common/fd.h"
+#include "vmm/common/result.h"
+
+namespace vmm::monitor {
+
+// Connects to a unix socket, retrying while it does not exist yet, until `timeout`.
+Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds timeout);
+
+class HmpClient {
+public:
+    static Result<std::unique_ptr<HmpClient>> connect(const std::string& path, std::chrono::milliseconds timeout);
+    // Sends one line; returns what the monitor printed before its next prompt.
+    Result<std::string> command(const std::string& line);
+
+private:
+    explicit HmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
+    Result<std::string> read_until_prompt();
+    UniqueFd fd_;
+    std::string buffer_;
+};
+
+}  // namespace vmm::monitor
