@@ -12,7 +12,9 @@
 #include "vmm/config/cli.h"
 #include "vmm/machine/machine.h"
 #include "vmm/machine/payload.h"
+#include "vmm/migration/manager.h"
 #include "vmm/monitor/machine_commands.h"
+#include "vmm/monitor/migration_commands.h"
 #include "vmm/monitor/server.h"
 
 namespace {
@@ -25,6 +27,7 @@ Result<machine::MachineSpec> machine_spec(const config::Config& c, monitor::Disp
     spec.vcpus = c.vcpus;
     spec.ram = config::effective_ram(c);
     spec.dirty_backend = c.dirty_tracking;
+    spec.start_paused = c.start_paused;
     switch (c.serial.kind) {
         case config::SerialOutput::Kind::none: break;
         case config::SerialOutput::Kind::stdout_stream: spec.serial_sink = devices::stdout_sink(); break;
@@ -42,7 +45,9 @@ Result<machine::MachineSpec> machine_spec(const config::Config& c, monitor::Disp
             case machine::RunState::paused: dispatcher.emit("STOP"); break;
             case machine::RunState::shutdown: dispatcher.emit("SHUTDOWN"); break;
             case machine::RunState::internal_error: dispatcher.emit("GUEST_PANICKED"); break;
-            case machine::RunState::prelaunch: break;
+            case machine::RunState::prelaunch:
+            case machine::RunState::inmigrate:
+            case machine::RunState::postmigrate: break;
         }
     };
     return spec;
@@ -58,11 +63,24 @@ Result<std::unique_ptr<monitor::MonitorServer>> start_monitor(monitor::Dispatche
     return std::move(*server);
 }
 
+Status apply_migration_defaults(const config::Config& cfg, migration::MigrationManager& mgr) {
+    const auto& m = cfg.migration;
+    if (auto s = mgr.set_parameter("downtime-limit", std::to_string(m.downtime_limit_ms)); !s) return s;
+    if (auto s = mgr.set_parameter("max-bandwidth", std::to_string(m.max_bandwidth)); !s) return s;
+    for (const auto& [name, on] : m.capabilities)
+        if (auto s = mgr.set_capability(name, on); !s) return s.error().context(cfg.source + ": [migration.capabilities]");
+    for (const auto& [name, value] : m.parameters)
+        if (auto s = mgr.set_parameter(name, value); !s) return s.error().context(cfg.source + ": [migration.parameters]");
+    return {};
+}
+
 int run(const config::Config& cfg) {
     monitor::Dispatcher dispatcher;
     auto spec = machine_spec(cfg, dispatcher);
     if (!spec) return log::error("{}", spec.error().message()), 1;
-    auto payload = machine::resolve_payload(cfg.payload);
+    bool incoming = !cfg.incoming.empty();
+    Result<std::string> payload = std::string();
+    if (!incoming) payload = machine::resolve_payload(cfg.payload);
     if (!payload) return log::error("{}", payload.error().message()), 1;
     std::unique_ptr<machine::Machine> m;
     auto watcher = SignalWatcher::create([&m](int signo) {
@@ -73,17 +91,33 @@ int run(const config::Config& cfg) {
     auto created = machine::Machine::create(*spec);
     if (!created) return log::error("{}", created.error().message()), 1;
     m = std::move(*created);
-    if (auto s = m->boot(*payload, cfg.payload_params); !s) return log::error("{}", s.error().message()), 1;
+    if (!incoming) {
+        if (auto s = m->boot(*payload, cfg.payload_params); !s) return log::error("{}", s.error().message()), 1;
+    }
+    migration::MigrationManager manager(*m, [&dispatcher](migration::MigrationStatus st) {
+        dispatcher.emit("MIGRATION", monitor::Json{{"status", migration::to_string(st)}});
+    });
+    if (auto s = apply_migration_defaults(cfg, manager); !s) return log::error("{}", s.error().message()), 2;
+    auto incoming_failed = [&m](const Error& e) {
+        log::error("incoming migration failed: {}", e.message());
+        m->end(1);
+    };
     monitor::add_machine_commands(dispatcher.table(), *m);
+    monitor::add_migration_commands(dispatcher.table(), manager, *m, incoming_failed);
     monitor::add_help_command(dispatcher.table());
     auto hmp = start_monitor(dispatcher, monitor::Protocol::hmp, cfg.hmp);
     if (!hmp) return log::error("{}", hmp.error().message()), 1;
     auto qmp = start_monitor(dispatcher, monitor::Protocol::qmp, cfg.qmp);
     if (!qmp) return log::error("{}", qmp.error().message()), 1;
-    log::info("machine '{}': payload {} on {} vCPU(s), {} RAM, dirty tracking: {}, monitor: {}, qmp: {}", cfg.name,
-              cfg.payload, cfg.vcpus, format_size(m->memory().total_size()), memory::to_string(cfg.dirty_tracking),
-              config::to_string(cfg.hmp), config::to_string(cfg.qmp));
-    if (!cfg.start_paused) {
+    log::info("machine '{}': {} on {} vCPU(s), {} RAM, dirty tracking: {}, monitor: {}, qmp: {}", cfg.name,
+              incoming ? "incoming migration " + cfg.incoming : "payload " + cfg.payload, cfg.vcpus,
+              format_size(m->memory().total_size()), memory::to_string(cfg.dirty_tracking), config::to_string(cfg.hmp),
+              config::to_string(cfg.qmp));
+    if (incoming) {
+        if (auto s = manager.incoming(cfg.incoming, cfg.start_paused, incoming_failed); !s) {
+            return log::error("{}", s.error().message()), 1;
+        }
+    } else if (!cfg.start_paused) {
         if (auto s = m->resume(); !s) return log::error("{}", s.error().message()), 1;
     }
     int code = m->wait_for_end();

@@ -14,7 +14,7 @@ namespace vmm::config {
 namespace {
 
 struct Raw {
-    std::string config, name, memory, guest, append, monitor, qmp, serial, dirty;
+    std::string config, name, memory, guest, append, monitor, qmp, serial, dirty, incoming;
     uint32_t smp = 0;
     bool paused = false, version = false, verbose = false;
 };
@@ -31,6 +31,9 @@ void define(CLI::App& app, Raw& raw) {
     app.add_option("--qmp", raw.qmp, "JSON monitor: unix:PATH or none")->type_name("ENDPOINT");
     app.add_option("--serial", raw.serial, "guest serial output: stdout, file:PATH or none")->type_name("OUTPUT");
     app.add_option("--dirty-tracking", raw.dirty, "dirty-page tracking: log or ring")->type_name("BACKEND");
+    app.add_option("--incoming", raw.incoming,
+                   "wait for a live migration: tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT, or defer (then migrate_incoming)")
+        ->type_name("URI");
     app.add_flag("-v,--verbose", raw.verbose, "log debug messages");
     app.add_flag("--version", raw.version, "print the version and exit");
 }
@@ -59,6 +62,7 @@ Status apply(const Raw& raw, Config& c) {
         c.payload_params = raw.append;
     }
     if (raw.paused) c.start_paused = true;
+    if (!raw.incoming.empty()) c.incoming = raw.incoming;
     if (!raw.monitor.empty()) {
         auto e = parse_endpoint(raw.monitor, true);
         if (!e) return Error("--monitor: " + e.error().message());

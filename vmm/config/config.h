@@ -52,6 +52,7 @@ struct Config {
     Endpoint hmp;                           // text monitor
     Endpoint qmp;                           // JSON monitor
     bool start_paused = false;
+    std::string incoming;                   // --incoming URI: wait for a migration instead of booting
     MigrationDefaults migration;
 };
 

@@ -18,6 +18,8 @@ std::string_view to_string(RunState s) {
         case RunState::paused: return "paused";
         case RunState::shutdown: return "shutdown";
         case RunState::internal_error: return "internal-error";
+        case RunState::inmigrate: return "inmigrate";
+        case RunState::postmigrate: return "postmigrate";
     }
     return "?";
 }
@@ -25,6 +27,12 @@ std::string_view to_string(RunState s) {
 Machine::Machine(MachineSpec spec) : spec_(std::move(spec)) {}
 
 Machine::~Machine() {
+    {
+        std::lock_guard lock(mutex_);
+        throttle_stop_ = true;
+    }
+    cv_.notify_all();
+    if (throttle_thread_.joinable()) throttle_thread_.join();
     for (auto& r : runners_) r->request_stop();
     runners_.clear();  // joins the vCPU threads while devices and memory still exist
     sampler_.reset();
@@ -126,6 +134,7 @@ Status Machine::resume() {
         if (state_ == RunState::internal_error) {
             return Error("a vCPU hit an internal error: inspect with 'info registers', then quit");
         }
+        if (state_ == RunState::inmigrate) return Error("an incoming migration has not completed yet");
         state_ = RunState::running;
     }
     for (auto& r : runners_) r->request_run();
@@ -190,6 +199,65 @@ RunState Machine::run_state() const {
 bool Machine::has_ended() const {
     std::lock_guard lock(mutex_);
     return ended_;
+}
+
+void Machine::set_incoming() {
+    {
+        std::lock_guard lock(mutex_);
+        if (state_ != RunState::prelaunch) return;
+        state_ = RunState::inmigrate;
+    }
+    notify_state(RunState::inmigrate);
+}
+
+Status Machine::finish_incoming(bool stay_paused) {
+    {
+        std::lock_guard lock(mutex_);
+        if (state_ != RunState::inmigrate) return Error("the machine is not waiting for a migration");
+        state_ = RunState::paused;
+    }
+    notify_state(RunState::paused);
+    return stay_paused ? Status{} : resume();
+}
+
+void Machine::set_postmigrate() {
+    {
+        std::lock_guard lock(mutex_);
+        if (ended_) return;
+        state_ = RunState::postmigrate;
+    }
+    notify_state(RunState::postmigrate);
+}
+
+void Machine::set_throttle(uint32_t percent) {
+    percent = std::min<uint32_t>(percent, 99);
+    constexpr uint64_t kSliceNs = 10'000'000;  // QEMU's CPU_THROTTLE_TIMESLICE_NS
+    uint64_t sleep_ns = percent == 0 ? 0 : kSliceNs * percent / (100 - percent);
+    for (auto& r : runners_) r->set_throttle_sleep(sleep_ns);
+    std::lock_guard lock(mutex_);
+    throttle_ = percent;
+    if (percent != 0 && !throttle_thread_.joinable()) throttle_thread_ = std::thread([this] { throttle_loop(); });
+    cv_.notify_all();
+}
+
+uint32_t Machine::throttle() const {
+    std::lock_guard lock(mutex_);
+    return throttle_;
+}
+
+void Machine::throttle_loop() {
+    std::unique_lock lock(mutex_);
+    while (!throttle_stop_) {
+        if (throttle_ == 0) {
+            cv_.wait(lock);
+            continue;
+        }
+        cv_.wait_for(lock, std::chrono::milliseconds(10));
+        if (throttle_ == 0 || throttle_stop_) continue;
+        lock.unlock();
+        for (auto& r : runners_) r->kick();
+        lock.lock();
+    }
 }
 
 void Machine::pause_at_step(uint64_t step) {

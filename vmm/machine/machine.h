@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,7 @@
 namespace vmm::machine {
 
 // QEMU's names for the run states a monitor shows.
-enum class RunState { prelaunch, running, paused, shutdown, internal_error };
+enum class RunState { prelaunch, running, paused, shutdown, internal_error, inmigrate, postmigrate };
 std::string_view to_string(RunState s);
 
 struct MachineSpec {
@@ -39,6 +40,7 @@ struct MachineSpec {
     std::vector<memory::RamBlockSpec> ram;
     memory::DirtyBackend dirty_backend = memory::DirtyBackend::log;
     uint32_t dirty_sample_ms = 1000;
+    bool start_paused = false;                            // -S: also after an incoming migration
     devices::Serial::Sink serial_sink;                    // empty: serial output discarded
     std::function<void(std::string_view)> guest_message;  // control-device text lines
     std::function<void(RunState)> state_changed;          // after every run-state change
@@ -63,6 +65,16 @@ public:
     void wait_until_paused();
     RunState run_state() const;
     bool has_ended() const;
+
+    // Migration: a destination waits in inmigrate; a source that handed its guest over stays
+    // paused in postmigrate (like QEMU; 'cont' would run a second copy).
+    void set_incoming();
+    void set_postmigrate();
+    // The incoming migration loaded everything: paused, then running unless `stay_paused`.
+    Status finish_incoming(bool stay_paused);
+    // Auto-converge: each vCPU sleeps `percent` of the time (0 = off).
+    void set_throttle(uint32_t percent);
+    uint32_t throttle() const;
 
     // Test hook: pause every vCPU once the guest reports step >= `step` (0 = off).
     void pause_at_step(uint64_t step);
@@ -92,6 +104,7 @@ private:
     Status set_boot_registers(uint64_t entry, uint64_t cr3);
     void request_pause_all();
     void notify_state(RunState s);  // call without mutex_ held
+    void throttle_loop();
 
     ExitAction handle_exit(uint32_t cpu, kvm_run& run) override;
     void vcpu_failed(uint32_t cpu, const Error& error) override;
@@ -119,6 +132,9 @@ private:
     bool ended_ = false;
     int exit_code_ = 0;
     uint64_t pause_step_ = 0;
+    uint32_t throttle_ = 0;
+    bool throttle_stop_ = false;
+    std::thread throttle_thread_;
 };
 
 }  // namespace vmm::machine

@@ -41,6 +41,11 @@ void VcpuRunner::kick_locked() {
     if (thread_started_) ::pthread_kill(native_, kKickSignal);
 }
 
+void VcpuRunner::kick() {
+    std::lock_guard lock(mutex_);
+    if (requested_ == VcpuRunState::running) kick_locked();
+}
+
 void VcpuRunner::request_run() {
     std::lock_guard lock(mutex_);
     if (requested_ == VcpuRunState::stopped) return;
@@ -116,7 +121,10 @@ void VcpuRunner::thread_main() {
             handler_.vcpu_failed(vcpu_.id(), r.error());
             break;
         }
-        if (*r == kvm::RunOutcome::interrupted) continue;
+        if (*r == kvm::RunOutcome::interrupted) {
+            if (uint64_t ns = throttle_ns_; ns != 0) sleep_interruptible(ns);
+            continue;
+        }
         uint32_t reason = vcpu_.run_struct()->exit_reason;
         io_pending_ = reason == KVM_EXIT_IO || reason == KVM_EXIT_MMIO;
         ExitAction action = handler_.handle_exit(vcpu_.id(), *vcpu_.run_struct());

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -58,6 +59,11 @@ public:
     // pause or stop is requested.
     void sleep_interruptible(uint64_t ns);
 
+    // Throttling (auto-converge): every kick() makes a running vCPU sleep `sleep_ns` before it
+    // re-enters the guest. 0 turns it off.
+    void set_throttle_sleep(uint64_t sleep_ns) { throttle_ns_ = sleep_ns; }
+    void kick();
+
 private:
     void thread_main();
     bool wait_for_run_request();  // false: stop requested
@@ -75,6 +81,7 @@ private:
     std::thread thread_;
     pthread_t native_{};
     bool thread_started_ = false;
+    std::atomic<uint64_t> throttle_ns_{0};
 };
 
 }  // namespace vmm::machine

@@ -9,12 +9,14 @@ namespace vmm::monitor {
 void CommandTable::add(Command c) { commands_.push_back(std::move(c)); }
 
 const Command* CommandTable::find_qmp(std::string_view name) const {
+    if (name.empty()) return nullptr;
     for (const auto& c : commands_)
         if (c.qmp == name) return &c;
     return nullptr;
 }
 
 const Command* CommandTable::find_hmp(std::string_view name) const {
+    if (name.empty()) return nullptr;
     for (const auto& c : commands_)
         if (c.hmp == name) return &c;
     return nullptr;
@@ -59,6 +61,12 @@ static Result<Json> convert(const ArgSpec& spec, const std::string& text) {
             if (text == "on" || text == "true" || text == "yes") return Json(true);
             if (text == "off" || text == "false" || text == "no") return Json(false);
             return Error(fmt::format("argument '{}': expected on or off, got '{}'", spec.name, text));
+        case ArgType::flag: return Json(true);
+        case ArgType::json: {
+            Json j = Json::parse(text, nullptr, false);
+            if (j.is_discarded()) return Error(fmt::format("argument '{}': not JSON", spec.name));
+            return j;
+        }
     }
     return Error("unknown argument type");
 }
@@ -82,10 +90,22 @@ Result<std::pair<const Command*, Json>> CommandTable::parse_hmp(std::string_view
         return Error(fmt::format("unknown command: '{}'; type 'help' for the list", what));
     }
     Json args = Json::object();
+    // Flags ("-d") come first.
+    while (used < tokens->size() && (*tokens)[used].size() > 1 && (*tokens)[used][0] == '-') {
+        const ArgSpec* flag = nullptr;
+        for (const auto& a : cmd->args)
+            if (a.type == ArgType::flag && a.hmp_flag == (*tokens)[used]) flag = &a;
+        if (flag == nullptr) return Error(fmt::format("'{}' has no option '{}'; type 'help'", cmd->hmp, (*tokens)[used]));
+        args[flag->name] = true;
+        ++used;
+    }
+    std::vector<const ArgSpec*> positional;
+    for (const auto& a : cmd->args)
+        if (a.type != ArgType::flag) positional.push_back(&a);
     size_t n = tokens->size() - used;
-    if (n > cmd->args.size()) return Error(fmt::format("'{}' takes at most {} argument(s); type 'help'", cmd->hmp, cmd->args.size()));
-    for (size_t i = 0; i < cmd->args.size(); ++i) {
-        const ArgSpec& spec = cmd->args[i];
+    if (n > positional.size()) return Error(fmt::format("'{}' takes at most {} argument(s); type 'help'", cmd->hmp, positional.size()));
+    for (size_t i = 0; i < positional.size(); ++i) {
+        const ArgSpec& spec = *positional[i];
         if (i >= n) {
             if (!spec.optional) return Error(fmt::format("'{}' needs the argument '{}'; type 'help'", cmd->hmp, spec.name));
             continue;
@@ -102,13 +122,16 @@ static bool json_matches(ArgType t, const Json& v) {
         case ArgType::string: return v.is_string();
         case ArgType::integer:
         case ArgType::size: return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-        case ArgType::boolean: return v.is_boolean();
+        case ArgType::boolean:
+        case ArgType::flag: return v.is_boolean();
+        case ArgType::json: return true;
     }
     return false;
 }
 
 Result<Json> CommandTable::check_qmp_args(const Command& c, const Json& args) const {
     if (!args.is_object()) return Error("'arguments' must be an object");
+    if (c.any_args) return args;
     for (const auto& [key, value] : args.items()) {
         const ArgSpec* spec = nullptr;
         for (const auto& a : c.args)
@@ -124,21 +147,31 @@ Result<Json> CommandTable::check_qmp_args(const Command& c, const Json& args) co
 std::string CommandTable::help_text() const {
     std::string out;
     for (const auto& c : commands_) {
+        if (c.hmp.empty()) continue;
         std::string usage = c.hmp;
-        for (const auto& a : c.args) usage += a.optional ? fmt::format(" [{}]", a.name) : fmt::format(" {}", a.name);
+        for (const auto& a : c.args) {
+            if (a.type == ArgType::flag) usage += fmt::format(" [{}]", a.hmp_flag);
+            else usage += a.optional ? fmt::format(" [{}]", a.name) : fmt::format(" {}", a.name);
+        }
         out += fmt::format("{:<40} -- {}\n", usage, c.help);
     }
     return out;
 }
 
-std::string execute_hmp(const CommandTable& table, std::string_view line) {
+HmpOutcome execute_hmp_full(const CommandTable& table, std::string_view line) {
     auto parsed = table.parse_hmp(line);
-    if (!parsed) return "Error: " + parsed.error().message() + "\n";
+    if (!parsed) return {"Error: " + parsed.error().message() + "\n", {}};
     auto [cmd, args] = std::move(*parsed);
     auto result = cmd->run(args);
-    if (!result) return "Error: " + result.error().message() + "\n";
-    return cmd->text ? cmd->text(*result) : std::string();
+    if (!result) return {"Error: " + result.error().message() + "\n", {}};
+    HmpOutcome out{cmd->text ? cmd->text(*result) : std::string(), {}};
+    if (cmd->follow) {
+        out.follow = [follow = cmd->follow, args](const std::function<bool(const std::string&)>& write) { follow(args, write); };
+    }
+    return out;
 }
+
+std::string execute_hmp(const CommandTable& table, std::string_view line) { return execute_hmp_full(table, line).text; }
 
 Json qmp_error(std::string_view desc, std::string_view cls) {
     return Json{{"error", {{"class", cls}, {"desc", desc}}}};

@@ -17,21 +17,29 @@ namespace vmm::monitor {
 
 using Json = nlohmann::json;
 
-enum class ArgType { string, integer, size, boolean };
+// flag: HMP takes it as "-x" (ArgSpec::hmp_flag) anywhere before the positional arguments;
+// json: any JSON value (QMP only).
+enum class ArgType { string, integer, size, boolean, flag, json };
 
 struct ArgSpec {
     std::string name;  // QMP key; HMP takes arguments positionally in this order
     ArgType type = ArgType::string;
     bool optional = false;
+    std::string hmp_flag{};  // for ArgType::flag, e.g. "-d"
 };
 
 struct Command {
-    std::string hmp;
-    std::string qmp;
+    std::string hmp;  // empty: not on the text monitor
+    std::string qmp;  // empty: not on the JSON monitor
     std::vector<ArgSpec> args;
     std::string help;
     std::function<Result<Json>(const Json& args)> run;
     std::function<std::string(const Json& result)> text;  // empty: print nothing
+    // Optional, HMP only: runs after a successful `run`, outside the command lock, and may
+    // stream output (e.g. a progress bar) until it returns. `write` returns false once the
+    // client is gone.
+    std::function<void(const Json& args, const std::function<bool(const std::string&)>& write)> follow{};
+    bool any_args = false;  // QMP: pass the arguments object through unchecked (the handler checks)
 };
 
 class CommandTable {
@@ -56,6 +64,13 @@ Result<std::vector<std::string>> tokenize(std::string_view line);
 
 // Runs one HMP line; returns the text to print (possibly empty) or one error line.
 std::string execute_hmp(const CommandTable& table, std::string_view line);
+
+// The same, plus the command's follow-up (bound to its arguments), to run after the lock.
+struct HmpOutcome {
+    std::string text;
+    std::function<void(const std::function<bool(const std::string&)>& write)> follow;
+};
+HmpOutcome execute_hmp_full(const CommandTable& table, std::string_view line);
 // Runs one QMP request object; returns {"return": ...} or {"error": {...}}, echoing "id".
 Json execute_qmp(const CommandTable& table, const Json& request);
 Json qmp_error(std::string_view desc, std::string_view cls = "GenericError");

@@ -6,9 +6,9 @@
 
 namespace vmm::monitor {
 
-std::string Dispatcher::run_hmp(std::string_view line) {
+HmpOutcome Dispatcher::run_hmp(std::string_view line) {
     std::lock_guard lock(exec_mutex_);
-    return execute_hmp(table_, line);
+    return execute_hmp_full(table_, line);
 }
 
 Json Dispatcher::run_qmp(const Json& request) {

@@ -16,7 +16,7 @@ public:
     using EventSink = std::function<void(const Json& event)>;
 
     CommandTable& table() { return table_; }
-    std::string run_hmp(std::string_view line);
+    HmpOutcome run_hmp(std::string_view line);
     Json run_qmp(const Json& request);
 
     // Returns an id for unsubscribe.

@@ -108,8 +108,11 @@ void MonitorServer::hmp_session(LineChannel& ch) {
     for (;;) {
         auto line = ch.read_line();
         if (!line || !*line) return;
-        std::string out = (*line)->find_first_not_of(" \t") == std::string::npos ? "" : dispatcher_.run_hmp(**line);
-        if (!ch.write(out + kPrompt)) return;
+        HmpOutcome out;
+        if ((*line)->find_first_not_of(" \t") != std::string::npos) out = dispatcher_.run_hmp(**line);
+        if (!out.text.empty() && !ch.write(out.text)) return;
+        if (out.follow) out.follow([&ch](const std::string& text) { return bool(ch.write(text)); });
+        if (!ch.write(kPrompt)) return;
     }
 }
 

@@ -1,0 +1,39 @@
+// Convergence: the precopy controller's decisions, apart from any I/O so they can be tested.
+// After each dirty round it is told the measured bandwidth and what is still dirty, and says
+// whether to stop and copy the rest with the vCPUs paused, and how hard to throttle the vCPUs.
+#pragma once
+
+#include <cstdint>
+
+#include "vmm/migration/params.h"
+
+namespace vmm::migration {
+
+struct RoundFacts {
+    uint64_t bytes_sent = 0;        // in the round that just ended
+    double seconds = 0;             // its duration
+    uint64_t dirty_bytes = 0;       // dirty now, to be sent next
+};
+
+struct Decision {
+    bool complete = false;          // pause now and finish
+    uint32_t throttle_percent = 0;  // vCPU throttle to apply from now on
+    double bandwidth = 0;           // bytes/s used for the decision
+    double expected_downtime_ms = 0;
+};
+
+class Convergence {
+public:
+    Convergence(const Parameters& p, bool auto_converge) : params_(p), auto_converge_(auto_converge) {}
+    Decision after_round(const RoundFacts& f);
+    uint32_t throttle() const { return throttle_; }
+
+private:
+    Parameters params_;
+    bool auto_converge_;
+    double bandwidth_ = 0;
+    uint64_t stuck_rounds_ = 0;
+    uint32_t throttle_ = 0;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,126 @@
+#include "vmm/migration/destination.h"
+
+#include <fmt/format.h>
+
+#include "vmm/common/log.h"
+#include "vmm/migration/machine_state.h"
+#include "vmm/migration/ram_loader.h"
+#include "vmm/migration/stream_format.h"
+
+namespace vmm::migration {
+
+IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, Settings settings,
+                                     CancelToken cancel, bool stay_paused, StatusFn on_status, FailFn on_failure)
+    : machine_(m), transport_(transport), uri_(std::move(uri)), settings_(std::move(settings)), cancel_(std::move(cancel)),
+      stay_paused_(stay_paused), on_status_(std::move(on_status)), on_failure_(std::move(on_failure)) {
+    stats_.uri = uri_.text;
+    stats_.ram.total = m.memory().total_size();
+}
+
+IncomingMigration::~IncomingMigration() {
+    cancel_.cancel();
+    if (thread_.joinable()) thread_.join();
+}
+
+Status IncomingMigration::listen() {
+    TransportContext ctx;
+    ctx.uri = uri_;
+    ctx.settings = &settings_;
+    ctx.cancel = &cancel_;
+    for (const auto& b : machine_.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
+    auto l = transport_.listen(ctx);
+    if (!l) return l.error();
+    listener_ = std::move(*l);
+    machine_.set_incoming();
+    return {};
+}
+
+void IncomingMigration::start() { thread_ = std::thread([this] { run(); }); }
+
+MigrationStats IncomingMigration::stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+}
+
+void IncomingMigration::set_status(MigrationStatus s) {
+    {
+        std::lock_guard lock(mutex_);
+        stats_.status = s;
+    }
+    if (on_status_ && settings_.caps.events) on_status_(s);
+}
+
+void IncomingMigration::run() {
+    log::info("waiting for an incoming migration on {}", listener_->describe());
+    auto conn = listener_->accept();
+    if (!conn) {
+        if (!cancel_.cancelled()) on_failure_(conn.error());
+        return;
+    }
+    start_ = std::chrono::steady_clock::now();
+    set_status(MigrationStatus::active);
+    Status s = receive(**conn);
+    {
+        std::lock_guard lock(mutex_);
+        stats_.total_time_ms = static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count());
+        if (!s) stats_.error = s.error().message();
+    }
+    set_status(s ? MigrationStatus::completed : MigrationStatus::failed);
+    if (!s) on_failure_(s.error());
+}
+
+static StreamHeader local_header(const machine::Machine& m) {
+    StreamHeader h;
+    h.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
+    for (const auto& b : m.memory().blocks()) h.blocks.push_back({b->name(), b->guest_addr(), b->size()});
+    return h;
+}
+
+static void refuse(ByteStream& st, const Error& e) {
+    // Best effort: the source learns why; the connection may already be gone.
+    if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
+}
+
+Status IncomingMigration::receive(Connection& conn) {
+    ByteStream& st = conn.stream();
+    auto header = read_header(st);
+    if (!header) {
+        refuse(st, header.error());
+        return header.error();
+    }
+    StreamHeader local = local_header(machine_);
+    Status ok = check_compatible(*header, local);
+    if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
+        ok = Error("the source sends RAM through a transport channel this transport lacks");
+    }
+    if (!ok) {
+        refuse(st, ok.error());
+        return ok;
+    }
+    if (auto s = st.write(encode_reply(ReplyType::header_ok)); !s) return s;
+    if (auto s = st.flush(); !s) return s;
+    DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
+    StreamLoader loader(machine_.memory(), st, channel, local.blocks,
+                        [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); });
+    Status loaded = loader.run();
+    {
+        std::lock_guard lock(mutex_);
+        stats_.ram.normal = loader.counters().pages;
+        stats_.ram.duplicate = loader.counters().zero_pages;
+        stats_.ram.transferred = loader.counters().bytes;
+        stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
+    }
+    if (!loaded) {
+        refuse(st, loaded.error());
+        return loaded;
+    }
+    if (auto s = st.write(encode_reply(ReplyType::ready)); !s) return s;
+    if (auto s = st.flush(); !s) return s;
+    auto go = read_reply(st);
+    if (!go) return go.error().context("waiting for the source's go-ahead");
+    if (go->type != ReplyType::go) return Error("the source did not give the go-ahead; not running the guest");
+    return machine_.finish_incoming(stay_paused_);
+}
+
+}  // namespace vmm::migration

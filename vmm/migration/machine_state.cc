@@ -1,0 +1,34 @@
+#include "vmm/migration/machine_state.h"
+
+#include <fmt/format.h>
+
+namespace vmm::migration {
+
+Result<std::vector<uint8_t>> save_machine_state(machine::Machine& m) {
+    auto vcpus = m.save_vcpus();
+    if (!vcpus) return vcpus.error();
+    ByteWriter w;
+    w.put(static_cast<uint32_t>(vcpus->size()));
+    for (const auto& v : *vcpus) machine::encode_vcpu_state(w, v);
+    m.save_devices(w);
+    return std::move(w).take();
+}
+
+Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob) {
+    ByteReader r(blob, "migrated machine state");
+    uint32_t n = 0;
+    if (auto s = r.get(n); !s) return s;
+    if (n != m.vcpu_count()) return Error(fmt::format("migrated state has {} vCPUs, this machine {}", n, m.vcpu_count()));
+    std::vector<machine::VcpuState> vcpus;
+    for (uint32_t i = 0; i < n; ++i) {
+        auto v = machine::decode_vcpu_state(r);
+        if (!v) return v.error().context(fmt::format("vCPU {}", i));
+        vcpus.push_back(std::move(*v));
+    }
+    // Devices validate their own sections; load them last so a bad vCPU section changes nothing.
+    if (auto s = m.load_vcpus(vcpus); !s) return s;
+    if (auto s = m.load_devices(r); !s) return s;
+    return r.expect_end();
+}
+
+}  // namespace vmm::migration

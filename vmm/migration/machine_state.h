@@ -1,0 +1,17 @@
+// The STATE record's payload: every vCPU's state, then every device's, from a paused machine.
+//   u32 vcpu_count, vcpu_count x VcpuState (vmm/machine/vcpu_state.h), device section
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "vmm/machine/machine.h"
+
+namespace vmm::migration {
+
+Result<std::vector<uint8_t>> save_machine_state(machine::Machine& m);
+// Decodes and checks everything before loading anything into the machine.
+Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob);
+
+}  // namespace vmm::migration

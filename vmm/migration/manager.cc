@@ -1,0 +1,119 @@
+#include "vmm/migration/manager.h"
+
+#include <fmt/format.h>
+
+namespace vmm::migration {
+
+MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event) : machine_(m), on_event_(std::move(on_event)) {}
+
+MigrationManager::~MigrationManager() {
+    // Stop the threads before the machine they drive goes away.
+    std::unique_ptr<MigrationSource> out;
+    std::unique_ptr<IncomingMigration> in;
+    {
+        std::lock_guard lock(mutex_);
+        out = std::move(outgoing_);
+        in = std::move(incoming_);
+    }
+}
+
+Settings MigrationManager::settings() const {
+    std::lock_guard lock(mutex_);
+    return settings_;
+}
+
+// "rdma-pin-all" belongs to the rdma: transport: load its plugin so it can declare its names.
+Status MigrationManager::declare_plugin_names(const std::string& name) {
+    size_t dash = name.find('-');
+    if (dash == std::string::npos || dash == 0) return Error("not a transport's name");
+    auto t = registry_.get(name.substr(0, dash));
+    if (!t) return t.error();
+    for (const auto& c : (*t)->capabilities()) settings_.declare_transport_capability(c);
+    for (const auto& p : (*t)->parameters()) settings_.declare_transport_parameter(p);
+    return {};
+}
+
+Status MigrationManager::set_capability(const std::string& name, bool on) {
+    std::lock_guard lock(mutex_);
+    auto s = settings_.set_capability(name, on);
+    if (s || !declare_plugin_names(name)) return s;
+    return settings_.set_capability(name, on);
+}
+
+Status MigrationManager::set_parameter(const std::string& name, const std::string& value) {
+    std::lock_guard lock(mutex_);
+    auto s = settings_.set_parameter(name, value);
+    if (s || !declare_plugin_names(name)) return s;
+    return settings_.set_parameter(name, value);
+}
+
+Status MigrationManager::migrate(const std::string& text) {
+    auto uri = parse_uri(text);
+    if (!uri) return uri.error();
+    if (uri->scheme == "defer") return Error("'defer' is for --incoming only");
+    std::lock_guard lock(mutex_);
+    if (outgoing_ && !is_terminal(outgoing_->stats().status)) {
+        return Error("a migration is already in progress: 'info migrate' shows it, 'migrate_cancel' stops it");
+    }
+    if (incoming_ || deferred_) return Error("this VM is a migration destination");
+    auto state = machine_.run_state();
+    if (state != machine::RunState::running && state != machine::RunState::paused) {
+        return Error(fmt::format("cannot migrate a VM in state '{}'", machine::to_string(state)));
+    }
+    auto transport = registry_.get(uri->scheme);
+    if (!transport) return transport.error();
+    for (const auto& c : (*transport)->capabilities()) settings_.declare_transport_capability(c);
+    for (const auto& p : (*transport)->parameters()) settings_.declare_transport_parameter(p);
+    auto token = CancelToken::create();
+    if (!token) return token.error();
+    outgoing_.reset();  // joins the previous, finished migration's thread
+    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, settings_, std::move(*token), on_event_);
+    outgoing_->start();
+    return {};
+}
+
+void MigrationManager::cancel() {
+    std::lock_guard lock(mutex_);
+    if (outgoing_) outgoing_->cancel();
+}
+
+Status MigrationManager::incoming(const std::string& text, bool stay_paused, FailFn on_failure) {
+    auto uri = parse_uri(text);
+    if (!uri) return uri.error();
+    std::lock_guard lock(mutex_);
+    if (incoming_) return Error("an incoming migration is already set up");
+    auto state = machine_.run_state();
+    if (state != machine::RunState::prelaunch && state != machine::RunState::inmigrate) {
+        return Error("the VM has already run: start a new vmm with --incoming");
+    }
+    if (uri->scheme == "defer") {
+        deferred_ = true;
+        machine_.set_incoming();
+        return {};
+    }
+    auto transport = registry_.get(uri->scheme);
+    if (!transport) return transport.error();
+    auto token = CancelToken::create();
+    if (!token) return token.error();
+    auto in = std::make_unique<IncomingMigration>(machine_, **transport, *uri, settings_, std::move(*token), stay_paused,
+                                                  on_event_, std::move(on_failure));
+    if (auto s = in->listen(); !s) return s;
+    in->start();
+    incoming_ = std::move(in);
+    deferred_ = false;
+    return {};
+}
+
+bool MigrationManager::incoming_deferred() const {
+    std::lock_guard lock(mutex_);
+    return deferred_;
+}
+
+MigrationStats MigrationManager::query() const {
+    std::lock_guard lock(mutex_);
+    if (outgoing_) return outgoing_->stats();
+    if (incoming_) return incoming_->stats();
+    return {};
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,52 @@
+// MigrationManager: the one place the monitor and main() start, cancel and inspect migrations.
+// It owns the settings (capabilities, parameters), the transport registry, the outgoing
+// migration (kept after it ends, for its stats) and the incoming one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "vmm/machine/machine.h"
+#include "vmm/migration/destination.h"
+#include "vmm/migration/registry.h"
+#include "vmm/migration/source.h"
+
+namespace vmm::migration {
+
+class MigrationManager {
+public:
+    using EventFn = std::function<void(MigrationStatus)>;
+    using FailFn = std::function<void(const Error&)>;
+
+    MigrationManager(machine::Machine& m, EventFn on_event);
+    ~MigrationManager();
+
+    Status set_capability(const std::string& name, bool on);
+    Status set_parameter(const std::string& name, const std::string& value);
+    Settings settings() const;
+
+    // Outgoing. Refused while another migration is in progress.
+    Status migrate(const std::string& uri);
+    void cancel();
+    // Incoming: listens now (errors are immediate), then receives on a thread. "defer" waits
+    // for a later incoming() call (migrate_incoming).
+    Status incoming(const std::string& uri, bool stay_paused, FailFn on_failure);
+    bool incoming_deferred() const;
+
+    MigrationStats query() const;
+
+private:
+    Status declare_plugin_names(const std::string& name);
+
+    machine::Machine& machine_;
+    EventFn on_event_;
+    mutable std::mutex mutex_;
+    Settings settings_;
+    TransportRegistry registry_;
+    std::unique_ptr<MigrationSource> outgoing_;
+    std::unique_ptr<IncomingMigration> incoming_;
+    bool deferred_ = false;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,105 @@
+/* The transport plugin ABI, version 1: how a shared object adds a migration transport for a
+ * URI scheme (e.g. rdma:) without our C++ headers.
+ *
+ * A plugin is a shared object named vmm-transport-SCHEME.so that exports
+ *     const struct vmm_transport_ops *vmm_transport_plugin_v1(void);
+ * vmm looks for it in $VMM_PLUGIN_DIR, then <dir of vmm>/../lib/vmm, then <dir of vmm>/../lib,
+ * and loads it with dlopen(RTLD_NOW | RTLD_LOCAL).
+ *
+ * Rules:
+ * - Functions returning int return 0 on success and -1 on failure, after writing one line
+ *   (what failed, why, what to do) into err->text. Pointer-returning ones return NULL on failure.
+ * - No C++ exception, signal or longjmp crosses this boundary.
+ * - `args` and everything it points to is valid only during the call: copy what you keep. RAM
+ *   block host pointers stay valid for the life of the connection.
+ * - Every blocking call must return promptly (with an error) once args->cancel_fd becomes
+ *   readable, and must fail after args->io_timeout_ms of silence from the peer.
+ * - A connection is used by one thread at a time.
+ */
+#ifndef VMM_MIGRATION_PLUGIN_ABI_H
+#define VMM_MIGRATION_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VMM_TRANSPORT_ABI_VERSION 1u
+#define VMM_TRANSPORT_ENTRY "vmm_transport_plugin_v1"
+
+struct vmm_err {
+    char text[512];
+};
+
+struct vmm_ram_block {
+    const char *name;
+    void *host;
+    uint64_t size;
+    uint64_t guest_addr;
+};
+
+struct vmm_kv {
+    const char *name;
+    const char *value; /* parameters as typed; capabilities "on" or "off" */
+};
+
+struct vmm_transport_args {
+    uint32_t struct_size;
+    const char *uri; /* as typed, e.g. "rdma:192.168.1.2:4444" */
+    const char *host; /* tcp-style URIs: host without brackets, and port */
+    uint16_t port;
+    const char *rest; /* everything after "scheme:" */
+    const struct vmm_ram_block *blocks;
+    uint32_t block_count;
+    const struct vmm_kv *params;
+    uint32_t param_count;
+    const struct vmm_kv *caps;
+    uint32_t cap_count;
+    int cancel_fd;
+    uint64_t connect_timeout_ms;
+    uint64_t io_timeout_ms;
+    uint64_t max_bandwidth; /* bytes/s, 0 = unlimited (vmm paces; for information) */
+};
+
+struct vmm_buf {
+    const void *data;
+    size_t len;
+};
+
+struct vmm_transport_ops {
+    uint32_t abi_version; /* VMM_TRANSPORT_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(struct vmm_transport_ops) */
+    const char *scheme;
+    const char *const *capabilities; /* NULL-terminated names this transport reads */
+    const char *const *parameters;
+
+    void *(*connect)(const struct vmm_transport_args *args, struct vmm_err *err);
+    void *(*listen)(const struct vmm_transport_args *args, struct vmm_err *err);
+    void *(*accept)(void *listener, struct vmm_err *err);
+    void (*close_listener)(void *listener);
+
+    /* The byte stream. */
+    int (*write)(void *conn, const struct vmm_buf *bufs, uint32_t count, struct vmm_err *err);
+    int (*flush)(void *conn, struct vmm_err *err);
+    int (*read)(void *conn, void *buf, size_t len, struct vmm_err *err); /* exactly len bytes */
+
+    /* The RAM channel; all NULL when the transport carries RAM in the byte stream. */
+    int (*ram_begin_round)(void *conn, uint32_t round, struct vmm_err *err);
+    int (*ram_send)(void *conn, uint32_t block, uint64_t offset, uint64_t length, struct vmm_err *err);
+    int (*ram_send_zero)(void *conn, uint32_t block, uint64_t offset, uint64_t length, struct vmm_err *err);
+    int (*ram_end_round)(void *conn, struct vmm_err *err);
+    int (*ram_serve_round)(void *conn, uint32_t round, struct vmm_err *err);
+
+    const char *(*describe)(void *conn);
+    void (*close)(void *conn);
+};
+
+typedef const struct vmm_transport_ops *(*vmm_transport_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,72 @@
+#include "vmm/migration/ram_loader.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <cstring>
+
+namespace vmm::migration {
+
+Status StreamLoader::load_pages(const Record& r) {
+    if (!in_round_) return Error("migration stream: PAGES outside a RAM round");
+    // read_record checked the range against this block's size; the host span is exact.
+    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
+    if (auto s = stream_.read_exact({dst, r.length}); !s) return s;
+    counters_.pages += r.length / memory::kPageSize;
+    counters_.bytes += r.length;
+    return {};
+}
+
+Status StreamLoader::load_zero(const Record& r) {
+    if (!in_round_) return Error("migration stream: ZERO outside a RAM round");
+    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
+    // Private anonymous memory reads back as zero after MADV_DONTNEED, and stays unpopulated.
+    if (::madvise(dst, r.length, MADV_DONTNEED) != 0) std::memset(dst, 0, r.length);
+    counters_.zero_pages += r.length / memory::kPageSize;
+    return {};
+}
+
+Status StreamLoader::load_state(const Record& r) {
+    if (in_round_) return Error("migration stream: STATE inside a RAM round");
+    if (have_state_) return Error("migration stream: a second STATE record");
+    std::vector<uint8_t> blob(r.length);
+    if (auto s = stream_.read_exact(blob); !s) return s;
+    have_state_ = true;
+    return on_state_(blob);
+}
+
+Status StreamLoader::round_begin(const Record& r) {
+    if (in_round_) return Error(fmt::format("migration stream: round {} began inside round {}", r.round, round_));
+    in_round_ = true;
+    round_ = r.round;
+    ++counters_.rounds;
+    if (channel_ != nullptr) return channel_->serve_round(r.round);
+    return {};
+}
+
+Status StreamLoader::run() {
+    for (;;) {
+        auto r = read_record(stream_, blocks_, static_cast<uint32_t>(memory::kPageSize));
+        if (!r) return r.error();
+        Status s;
+        switch (r->type) {
+            case RecordType::round_begin: s = round_begin(*r); break;
+            case RecordType::pages: s = load_pages(*r); break;
+            case RecordType::zero: s = load_zero(*r); break;
+            case RecordType::round_end:
+                if (!in_round_ || r->round != round_) {
+                    return Error(fmt::format("migration stream: end of round {} without its beginning", r->round));
+                }
+                in_round_ = false;
+                break;
+            case RecordType::state: s = load_state(*r); break;
+            case RecordType::end:
+                if (in_round_) return Error("migration stream: END inside a RAM round");
+                if (!have_state_) return Error("migration stream: END before the device state");
+                return {};
+        }
+        if (!s) return s;
+    }
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,56 @@
+// StreamLoader: the destination's reading of a migration stream after the header. RAM records
+// land directly in the destination's RAM blocks (no staging copy); transport-channel rounds are
+// served by the transport; the STATE record is handed to `on_state`; END ends the stream.
+// Every record is checked (block index, alignment, bounds, sizes) before it touches memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "vmm/memory/guest_memory.h"
+#include "vmm/migration/stream_format.h"
+#include "vmm/migration/transport.h"
+
+namespace vmm::migration {
+
+struct LoadCounters {
+    uint64_t rounds = 0;
+    uint64_t pages = 0;
+    uint64_t zero_pages = 0;
+    uint64_t bytes = 0;
+};
+
+class StreamLoader {
+public:
+    using StateFn = std::function<Status(std::span<const uint8_t>)>;
+
+    // `blocks` is the destination's layout (already checked against the source's header).
+    StreamLoader(const memory::GuestMemory& mem, ByteStream& stream, DestRamChannel* channel, std::vector<BlockInfo> blocks,
+                 StateFn on_state)
+        : mem_(mem), stream_(stream), channel_(channel), blocks_(std::move(blocks)), on_state_(std::move(on_state)) {}
+
+    // Reads records until END. Fails on the first invalid record, writing nothing for it.
+    Status run();
+    const LoadCounters& counters() const { return counters_; }
+
+private:
+    Status load_pages(const Record& r);
+    Status load_zero(const Record& r);
+    Status load_state(const Record& r);
+    Status round_begin(const Record& r);
+
+    const memory::GuestMemory& mem_;
+    ByteStream& stream_;
+    DestRamChannel* channel_;
+    std::vector<BlockInfo> blocks_;
+    StateFn on_state_;
+    LoadCounters counters_;
+    bool in_round_ = false;
+    uint32_t round_ = 0;
+    bool have_state_ = false;
+};
+
+}  // namespace vmm::migration

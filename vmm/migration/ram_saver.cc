@@ -1,0 +1,158 @@
+#include "vmm/migration/ram_saver.h"
+
+#include <bit>
+#include <cstring>
+
+#include "vmm/migration/stream_format.h"
+
+namespace vmm::migration {
+
+using memory::kPageShift;
+using memory::kPageSize;
+
+bool is_zero_page(const uint8_t* p) {
+    uint64_t acc = 0;
+    for (size_t i = 0; i < kPageSize; i += 64) {
+        uint64_t w[8];
+        std::memcpy(w, p + i, sizeof(w));
+        acc |= w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7];
+        if (acc != 0) return false;
+    }
+    return true;
+}
+
+RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
+                   bool zero_markers, RamStats& stats)
+    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats) {}
+
+Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> data) {
+    std::span<const uint8_t> parts[] = {header, data};
+    if (auto s = stream_.write(std::span<const std::span<const uint8_t>>(parts, data.empty() ? 1 : 2)); !s) return s;
+    uint64_t n = header.size() + data.size();
+    bytes_ += n;
+    stats_.transferred += n;
+    if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {
+        last_progress_ = bytes_;
+        progress_();
+    }
+    return limiter_.consume(n);
+}
+
+Status RamSaver::begin(uint32_t round) {
+    Record r;
+    r.type = RecordType::round_begin;
+    r.round = round;
+    if (auto s = record(encode_record(r)); !s) return s;
+    if (channel_ == nullptr) return {};
+    if (auto s = stream_.flush(); !s) return s;  // the destination starts serving the round
+    return channel_->begin_round(round);
+}
+
+Status RamSaver::end(uint32_t round) {
+    if (channel_ != nullptr) {
+        if (auto s = channel_->end_round(); !s) return s;
+    }
+    Record r;
+    r.type = RecordType::round_end;
+    r.round = round;
+    if (auto s = record(encode_record(r)); !s) return s;
+    return stream_.flush();
+}
+
+Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) {
+    const auto& b = *mem_.blocks()[block];
+    stats_.normal += count;
+    stats_.normal_bytes += count << kPageShift;
+    if (channel_ != nullptr) {
+        if (auto s = channel_->send(block, first_page << kPageShift, count << kPageShift); !s) return s;
+        bytes_ += count << kPageShift;
+        stats_.transferred += count << kPageShift;
+        return limiter_.consume(count << kPageShift);
+    }
+    constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
+    for (uint64_t p = first_page; p < first_page + count; p += kPagesPerRecord) {
+        uint64_t n = std::min(kPagesPerRecord, first_page + count - p);
+        Record r;
+        r.type = RecordType::pages;
+        r.block = block;
+        r.offset = p << kPageShift;
+        r.length = n << kPageShift;
+        if (auto s = record(encode_record(r), {b.host() + r.offset, r.length}); !s) return s;
+    }
+    return {};
+}
+
+Status RamSaver::send_zero(uint32_t block, uint64_t first_page, uint64_t count) {
+    stats_.duplicate += count;
+    if (channel_ != nullptr) return channel_->send_zero(block, first_page << kPageShift, count << kPageShift);
+    Record r;
+    r.type = RecordType::zero;
+    r.block = block;
+    r.offset = first_page << kPageShift;
+    r.length = count << kPageShift;
+    return record(encode_record(r));
+}
+
+Status RamSaver::send_run(uint32_t block, uint64_t first_page, uint64_t count) {
+    const uint8_t* host = mem_.blocks()[block]->host();
+    uint64_t end = first_page + count;
+    uint64_t p = first_page;
+    while (p < end) {
+        bool zero = zero_markers_ && is_zero_page(host + (p << kPageShift));
+        uint64_t q = p + 1;
+        while (q < end && (zero_markers_ && is_zero_page(host + (q << kPageShift))) == zero) ++q;
+        Status s = zero ? send_zero(block, p, q - p) : send_data(block, p, q - p);
+        if (!s) return s;
+        p = q;
+    }
+    return {};
+}
+
+Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
+    if (auto s = begin(0); !s) return s;
+    for (uint32_t i = 0; i < mem_.blocks().size(); ++i) {
+        const auto& b = *mem_.blocks()[i];
+        if (pagemap == nullptr) {
+            if (auto s = send_run(i, 0, b.pages()); !s) return s;
+            continue;
+        }
+        uint64_t seen = 0;
+        auto s = pagemap->for_each_populated_run(b, [&](uint64_t first, uint64_t n) {
+            seen += n;
+            return send_run(i, first, n);
+        });
+        if (!s) return s;
+        stats_.skipped_unpopulated += b.pages() - seen;
+    }
+    return end(0);
+}
+
+Status RamSaver::dirty_round(uint32_t round, const std::vector<std::vector<uint64_t>>& bitmaps) {
+    if (auto s = begin(round); !s) return s;
+    for (uint32_t i = 0; i < bitmaps.size(); ++i) {
+        const auto& words = bitmaps[i];
+        uint64_t pages = mem_.blocks()[i]->pages();
+        uint64_t run_start = 0, run_len = 0;
+        for (size_t w = 0; w < words.size(); ++w) {
+            uint64_t bits = words[w];
+            if (bits == 0 && run_len == 0) continue;
+            for (unsigned b = 0; b < 64; ++b) {
+                uint64_t page = w * 64 + b;
+                if (page >= pages) break;
+                if ((bits >> b) & 1) {
+                    if (run_len == 0) run_start = page;
+                    ++run_len;
+                } else if (run_len != 0) {
+                    if (auto s = send_run(i, run_start, run_len); !s) return s;
+                    run_len = 0;
+                }
+            }
+        }
+        if (run_len != 0) {
+            if (auto s = send_run(i, run_start, run_len); !s) return s;
+        }
+    }
+    return end(round);
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,56 @@
+// RamSaver: sends RAM rounds from the source. The bulk round sends every populated page (the
+// pagemap says which); dirty rounds send the pages of the dirty bitmaps. Contiguous pages merge
+// into one record; zero pages become ZERO markers; everything is paced by the rate limiter.
+// Pages go either inline in the stream or through the transport's RAM channel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "vmm/memory/guest_memory.h"
+#include "vmm/memory/populated.h"
+#include "vmm/migration/rate_limiter.h"
+#include "vmm/migration/stats.h"
+#include "vmm/migration/transport.h"
+
+namespace vmm::migration {
+
+// True when every byte of the 4 KiB page at `p` is zero.
+bool is_zero_page(const uint8_t* p);
+
+class RamSaver {
+public:
+    RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
+             bool zero_markers, RamStats& stats);
+
+    // Round 0: every populated page (every page when `pagemap` is null).
+    Status bulk_round(memory::PagemapReader* pagemap);
+    // A dirty round: `bitmaps[i]` holds block i's dirty pages (taken from its DirtyBitmap).
+    Status dirty_round(uint32_t round, const std::vector<std::vector<uint64_t>>& bitmaps);
+    uint64_t bytes_sent() const { return bytes_; }
+    // Called every few MiB sent, so progress can be published while a round runs.
+    void on_progress(std::function<void()> fn) { progress_ = std::move(fn); }
+
+private:
+    Status begin(uint32_t round);
+    Status end(uint32_t round);
+    Status send_run(uint32_t block, uint64_t first_page, uint64_t count);
+    Status send_data(uint32_t block, uint64_t first_page, uint64_t count);
+    Status send_zero(uint32_t block, uint64_t first_page, uint64_t count);
+    Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> data = {});
+
+    const memory::GuestMemory& mem_;
+    ByteStream& stream_;
+    SourceRamChannel* channel_;
+    RateLimiter& limiter_;
+    bool zero_markers_;
+    RamStats& stats_;
+    uint64_t bytes_ = 0;
+    uint64_t last_progress_ = 0;
+    std::function<void()> progress_;
+};
+
+}  // namespace vmm::migration

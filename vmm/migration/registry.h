@@ -1,0 +1,32 @@
+// TransportRegistry: the transport for a URI scheme, built in (tcp, unix) or loaded from a
+// plugin (vmm-transport-SCHEME.so, see plugin_abi.h) the first time the scheme is used.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "vmm/migration/transport.h"
+
+namespace vmm::migration {
+
+class TransportRegistry {
+public:
+    TransportRegistry();
+    ~TransportRegistry();
+
+    // A missing plugin is one line naming the scheme and the paths searched.
+    Result<Transport*> get(const std::string& scheme);
+    void add(std::unique_ptr<Transport> t);
+    static std::vector<std::string> plugin_dirs();
+
+private:
+    std::map<std::string, std::unique_ptr<Transport>> transports_;
+};
+
+// Loads one plugin file and checks its table (ABI version, size, scheme, functions).
+Result<std::unique_ptr<Transport>> load_transport_plugin(const std::string& path, const std::string& scheme);
+
+}  // namespace vmm::migration

@@ -1,0 +1,135 @@
+#include "vmm/migration/socket_stream.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstring>
+
+namespace vmm::migration {
+
+namespace {
+constexpr size_t kBuffer = 64 * 1024;
+constexpr size_t kMaxIov = 64;
+}  // namespace
+
+SocketStream::SocketStream(UniqueFd fd, const CancelToken& cancel, std::chrono::milliseconds io_timeout, std::string peer)
+    : fd_(std::move(fd)), cancel_(cancel), timeout_(io_timeout), peer_(std::move(peer)) {
+    wbuf_.reserve(kBuffer);
+}
+
+Status SocketStream::wait(Wait what) {
+    pollfd fds[2] = {{fd_.get(), static_cast<short>(what == Wait::readable ? POLLIN : POLLOUT), 0},
+                     {cancel_.fd(), POLLIN, 0}};
+    for (;;) {
+        int r = ::poll(fds, 2, static_cast<int>(timeout_.count()));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Error::from_errno("poll on the migration connection");
+        if (fds[1].revents != 0 || cancel_.cancelled()) return Error("migration cancelled");
+        if (r == 0) {
+            return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", peer_,
+                                     timeout_.count()));
+        }
+        return {};
+    }
+}
+
+Status SocketStream::send_all(std::vector<std::span<const uint8_t>> parts) {
+    size_t first = 0;
+    while (first < parts.size()) {
+        iovec iov[kMaxIov];
+        size_t n = 0;
+        for (size_t i = first; i < parts.size() && n < kMaxIov; ++i, ++n) {
+            iov[n].iov_base = const_cast<uint8_t*>(parts[i].data());
+            iov[n].iov_len = parts[i].size();
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = n;
+        ssize_t sent = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+        if (sent < 0 && errno == EINTR) continue;
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (auto s = wait(Wait::writable); !s) return s;
+            continue;
+        }
+        if (sent < 0) return Error::from_errno("send to " + peer_);
+        auto left = static_cast<size_t>(sent);
+        while (first < parts.size() && left >= parts[first].size()) {
+            left -= parts[first].size();
+            ++first;
+        }
+        if (first < parts.size()) parts[first] = parts[first].subspan(left);
+    }
+    return {};
+}
+
+Status SocketStream::write(std::span<const std::span<const uint8_t>> buffers) {
+    size_t total = 0;
+    for (auto b : buffers) total += b.size();
+    if (wbuf_.size() + total <= kBuffer) {
+        for (auto b : buffers) wbuf_.insert(wbuf_.end(), b.begin(), b.end());
+        return {};
+    }
+    std::vector<std::span<const uint8_t>> parts;
+    parts.reserve(buffers.size() + 1);
+    if (!wbuf_.empty()) parts.emplace_back(wbuf_.data(), wbuf_.size());
+    for (auto b : buffers)
+        if (!b.empty()) parts.push_back(b);
+    auto s = send_all(std::move(parts));
+    wbuf_.clear();
+    return s;
+}
+
+Status SocketStream::flush() {
+    if (wbuf_.empty()) return {};
+    auto s = send_all({std::span<const uint8_t>(wbuf_.data(), wbuf_.size())});
+    wbuf_.clear();
+    return s;
+}
+
+Status SocketStream::read_exact(std::span<uint8_t> out) {
+    size_t done = 0;
+    // Serve from the buffer first.
+    size_t have = rbuf_.size() - rpos_;
+    if (have > 0) {
+        size_t n = std::min(have, out.size());
+        std::memcpy(out.data(), rbuf_.data() + rpos_, n);
+        rpos_ += n;
+        done = n;
+    }
+    while (done < out.size()) {
+        size_t want = out.size() - done;
+        // Small reads refill the buffer; large ones (pages) go straight into the destination.
+        bool buffered = want < kBuffer / 4;
+        uint8_t* dst = buffered ? nullptr : out.data() + done;
+        if (buffered) {
+            rbuf_.resize(kBuffer);
+            rpos_ = 0;
+        }
+        ssize_t n = ::recv(fd_.get(), buffered ? rbuf_.data() : dst, buffered ? kBuffer : want, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (buffered) rbuf_.clear();
+            if (auto s = wait(Wait::readable); !s) return s;
+            continue;
+        }
+        if (n < 0) return Error::from_errno("receive from " + peer_);
+        if (n == 0) {
+            if (buffered) rbuf_.clear();
+            return Error(fmt::format("{} closed the connection in the middle of the migration", peer_));
+        }
+        if (buffered) {
+            rbuf_.resize(static_cast<size_t>(n));
+            size_t take = std::min(rbuf_.size(), want);
+            std::memcpy(out.data() + done, rbuf_.data(), take);
+            rpos_ = take;
+            done += take;
+        } else {
+            done += static_cast<size_t>(n);
+        }
+    }
+    return {};
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,269 @@
+#include "vmm/migration/source.h"
+
+#include <fmt/format.h>
+
+#include "vmm/common/log.h"
+#include "vmm/memory/populated.h"
+#include "vmm/migration/convergence.h"
+#include "vmm/migration/machine_state.h"
+#include "vmm/migration/ram_saver.h"
+#include "vmm/migration/stream_format.h"
+
+namespace vmm::migration {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+uint64_t ms_since(Clock::time_point t) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+StreamHeader local_header(const machine::Machine& m, RamMode mode) {
+    StreamHeader h;
+    h.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
+    for (const auto& b : m.memory().blocks()) h.blocks.push_back({b->name(), b->guest_addr(), b->size()});
+    h.ram_mode = mode;
+    return h;
+}
+}  // namespace
+
+struct MigrationSource::Run {
+    Run(MigrationSource& src, Connection& c)
+        : conn(c),
+          limiter(src.settings_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
+          saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.settings_.caps.zero_blocks, work) {}
+    Connection& conn;
+    RamStats work;
+    RateLimiter limiter;
+    RamSaver saver;
+    uint32_t round = 0;
+};
+
+MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Settings settings, CancelToken cancel,
+                                 StatusFn on_status)
+    : machine_(m), transport_(transport), uri_(std::move(uri)), settings_(std::move(settings)), cancel_(std::move(cancel)),
+      on_status_(std::move(on_status)) {
+    stats_.uri = uri_.text;
+    stats_.ram.total = m.memory().total_size();
+}
+
+MigrationSource::~MigrationSource() {
+    cancel_.cancel();
+    if (thread_.joinable()) thread_.join();
+}
+
+void MigrationSource::start() {
+    start_ = Clock::now();
+    set_status(MigrationStatus::setup);
+    thread_ = std::thread([this] { run(); });
+}
+
+void MigrationSource::cancel() {
+    {
+        std::lock_guard lock(mutex_);
+        if (is_terminal(stats_.status)) return;
+    }
+    set_status(MigrationStatus::cancelling);
+    cancel_.cancel();
+}
+
+bool MigrationSource::finished() const { return finished_; }
+
+MigrationStats MigrationSource::stats() const {
+    std::lock_guard lock(mutex_);
+    MigrationStats s = stats_;
+    if (!is_terminal(s.status)) s.total_time_ms = ms_since(start_);
+    return s;
+}
+
+void MigrationSource::set_status(MigrationStatus s) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stats_.status == s) return;
+        if (stats_.status == MigrationStatus::cancelling && s != MigrationStatus::cancelled) return;
+        stats_.status = s;
+    }
+    if (on_status_ && settings_.caps.events) on_status_(s);
+}
+
+void MigrationSource::fail(const Error& e) {
+    // Give the guest back first: a failed migration must never leave the source stopped.
+    if (paused_by_us_ && was_running_) {
+        machine_.set_throttle(0);
+        (void)machine_.resume();
+    }
+    machine_.set_throttle(0);
+    bool cancelled = cancel_.cancelled();
+    {
+        std::lock_guard lock(mutex_);
+        stats_.error = cancelled ? "cancelled by the user" : e.message();
+        stats_.total_time_ms = ms_since(start_);
+        stats_.cpu_throttle_percentage = 0;
+    }
+    if (!cancelled) log::error("migration to {} failed: {}", uri_.text, e.message());
+    set_status(cancelled ? MigrationStatus::cancelled : MigrationStatus::failed);
+}
+
+void MigrationSource::run() {
+    was_running_ = machine_.run_state() == machine::RunState::running;
+    Connection* conn = nullptr;
+    Status s = setup(conn);
+    if (s) {
+        Run r(*this, *conn);
+        s = precopy(r);
+        if (s) s = complete(r);
+    }
+    if (!s) fail(s.error());
+    conn_.reset();  // closes the connection; the destination sees the end
+    finished_ = true;
+}
+
+Status MigrationSource::setup(Connection*& conn_out) {
+    TransportContext ctx;
+    ctx.uri = uri_;
+    ctx.settings = &settings_;
+    ctx.cancel = &cancel_;
+    for (const auto& b : machine_.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
+    auto conn = transport_.connect(ctx);
+    if (!conn) return conn.error();
+    conn_ = std::move(*conn);
+    RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
+    ByteStream& st = conn_->stream();
+    if (auto w = st.write(encode_header(local_header(machine_, mode))); !w) return w;
+    if (auto f = st.flush(); !f) return f;
+    auto reply = read_reply(st);
+    if (!reply) return reply.error();
+    if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
+    if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
+    std::lock_guard lock(mutex_);
+    stats_.setup_time_ms = ms_since(start_);
+    conn_out = conn_.get();
+    return {};
+}
+
+Result<std::vector<std::vector<uint64_t>>> MigrationSource::take_dirty() {
+    if (auto s = machine_.dirty_rate().sync_now(); !s) return s.error();
+    std::vector<std::vector<uint64_t>> out;
+    for (const auto& b : machine_.memory().blocks()) {
+        out.emplace_back();
+        b->dirty().take(out.back());
+    }
+    std::lock_guard lock(mutex_);
+    ++stats_.ram.dirty_sync_count;
+    return out;
+}
+
+void MigrationSource::update_remaining(uint64_t dirty_pages) {
+    std::lock_guard lock(mutex_);
+    stats_.ram.remaining = dirty_pages * memory::kPageSize;
+}
+
+static uint64_t count_pages(const std::vector<std::vector<uint64_t>>& bitmaps) {
+    uint64_t n = 0;
+    for (const auto& b : bitmaps) n += memory::count_bits(b.data(), b.size());
+    return n;
+}
+
+static uint64_t pending_pages(const machine::Machine& m) {
+    uint64_t n = 0;
+    for (const auto& b : m.memory().blocks()) n += b->dirty().count();
+    return n;
+}
+
+void MigrationSource::publish(const RamStats& work) {
+    std::lock_guard lock(mutex_);
+    RamStats& r = stats_.ram;
+    r.transferred = work.transferred;
+    r.duplicate = work.duplicate;
+    r.normal = work.normal;
+    r.normal_bytes = work.normal_bytes;
+    r.skipped_unpopulated = work.skipped_unpopulated;
+}
+
+Status MigrationSource::precopy(Run& run) {
+    set_status(MigrationStatus::active);
+    run.saver.on_progress([this, &run] { publish(run.work); });
+    // Tracking starts now: what was dirty before is part of the bulk round anyway.
+    if (auto d = take_dirty(); !d) return d.error();
+    auto pagemap = memory::PagemapReader::open();
+    if (!pagemap) log::warn("{}; every page will be scanned", pagemap.error().message());
+    auto t = Clock::now();
+    uint64_t before = 0;
+    if (auto s = run.saver.bulk_round(pagemap ? &*pagemap : nullptr); !s) return s;
+    Convergence conv(settings_.params, settings_.caps.auto_converge);
+    for (;;) {
+        double secs = std::chrono::duration<double>(Clock::now() - t).count();
+        uint64_t sent = run.saver.bytes_sent() - before;
+        if (auto s = machine_.dirty_rate().sync_now(); !s) return s;
+        uint64_t dirty = pending_pages(machine_);
+        Decision d = conv.after_round({sent, secs, dirty * memory::kPageSize});
+        machine_.set_throttle(d.throttle_percent);
+        publish(run.work);
+        {
+            std::lock_guard lock(mutex_);
+            stats_.rounds = run.round + 1;
+            stats_.ram.remaining = dirty * memory::kPageSize;
+            stats_.ram.mbps = d.bandwidth * 8 / 1e6;
+            stats_.ram.pages_per_second = d.bandwidth / memory::kPageSize;
+            stats_.ram.dirty_pages_rate = secs > 0 ? static_cast<double>(dirty) / secs : 0;
+            stats_.expected_downtime_ms = static_cast<uint64_t>(d.expected_downtime_ms);
+            stats_.cpu_throttle_percentage = d.throttle_percent;
+        }
+        if (d.complete) return {};
+        auto bitmaps = take_dirty();
+        if (!bitmaps) return bitmaps.error();
+        t = Clock::now();
+        before = run.saver.bytes_sent();
+        if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+    }
+}
+
+Status MigrationSource::complete(Run& run) {
+    set_status(MigrationStatus::device);
+    uint64_t precopy_bytes = run.work.transferred;
+    auto paused_at = Clock::now();
+    machine_.pause();
+    paused_by_us_ = true;
+    run.limiter.set_rate(0);  // the guest is stopped: send as fast as the link allows
+    auto bitmaps = take_dirty();
+    if (!bitmaps) return bitmaps.error();
+    update_remaining(count_pages(*bitmaps));
+    if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+    auto state = save_machine_state(machine_);
+    if (!state) return state.error();
+    ByteStream& st = run.conn.stream();
+    Record rec;
+    rec.type = RecordType::state;
+    rec.length = state->size();
+    Record end;
+    end.type = RecordType::end;
+    auto header = encode_record(rec);
+    auto end_bytes = encode_record(end);
+    std::span<const uint8_t> all[] = {header, *state, end_bytes};
+    if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s;
+    if (auto s = st.flush(); !s) return s;
+    auto reply = read_reply(st);
+    if (!reply) return reply.error().context("waiting for the destination to load the state");
+    if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
+    if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
+    if (auto s = st.write(encode_reply(ReplyType::go)); !s) return s;
+    if (auto s = st.flush(); !s) return s;
+    // From here on the destination runs the guest: this side must never resume it.
+    paused_by_us_ = false;
+    machine_.set_throttle(0);
+    machine_.set_postmigrate();
+    publish(run.work);
+    {
+        std::lock_guard lock(mutex_);
+        stats_.downtime_ms = ms_since(paused_at);
+        stats_.total_time_ms = ms_since(start_);
+        stats_.ram.remaining = 0;
+        stats_.ram.precopy_bytes = precopy_bytes;
+        stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + state->size();
+        stats_.rounds = run.round + 1;
+        stats_.cpu_throttle_percentage = 0;
+    }
+    set_status(MigrationStatus::completed);
+    return {};
+}
+
+}  // namespace vmm::migration

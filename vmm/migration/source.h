@@ -1,0 +1,69 @@
+// MigrationSource: one outgoing migration, on its own thread.
+//
+//   setup     connect, send the header, wait for the destination to accept it
+//   active    bulk round (populated pages), then dirty rounds until the rest fits in
+//             downtime-limit at the measured bandwidth (auto-converge throttles the vCPUs
+//             when rounds stop shrinking)
+//   device    vCPUs paused: last dirty round, vCPU + device state, END; wait for READY;
+//             send GO -> completed, and the source stays paused (postmigrate)
+//   failed / cancelled: the source resumes if it was running, and says why
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "vmm/machine/machine.h"
+#include "vmm/migration/cancel.h"
+#include "vmm/migration/params.h"
+#include "vmm/migration/stats.h"
+#include "vmm/migration/transport.h"
+
+namespace vmm::migration {
+
+class MigrationSource {
+public:
+    using StatusFn = std::function<void(MigrationStatus)>;
+
+    MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Settings settings, CancelToken cancel,
+                    StatusFn on_status);
+    ~MigrationSource();  // cancels and joins
+    MigrationSource(const MigrationSource&) = delete;
+    MigrationSource& operator=(const MigrationSource&) = delete;
+
+    void start();
+    void cancel();
+    MigrationStats stats() const;
+    bool finished() const;
+
+private:
+    struct Run;  // what the rounds share: working stats, rate limiter, RAM saver
+    void run();
+    Status setup(Connection*& conn_out);
+    Status precopy(Run& run);
+    Status complete(Run& run);
+    void publish(const RamStats& work);
+    Result<std::vector<std::vector<uint64_t>>> take_dirty();
+    void set_status(MigrationStatus s);
+    void fail(const Error& e);
+    void update_remaining(uint64_t dirty_pages);
+
+    machine::Machine& machine_;
+    Transport& transport_;
+    Uri uri_;
+    Settings settings_;
+    CancelToken cancel_;
+    StatusFn on_status_;
+    mutable std::mutex mutex_;
+    MigrationStats stats_;
+    std::unique_ptr<Connection> conn_;
+    std::chrono::steady_clock::time_point start_;
+    bool was_running_ = false;
+    bool paused_by_us_ = false;
+    std::atomic<bool> finished_{false};
+    std::thread thread_;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,42 @@
+// Migration statistics with QEMU's names (query-migrate), kept by whoever runs the migration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vmm::migration {
+
+enum class MigrationStatus { none, setup, active, device, completed, failed, cancelling, cancelled };
+const char* to_string(MigrationStatus s);
+bool is_terminal(MigrationStatus s);
+
+struct RamStats {
+    uint64_t transferred = 0;      // bytes on the wire, records included
+    uint64_t remaining = 0;        // bytes still dirty
+    uint64_t total = 0;            // guest RAM size
+    uint64_t duplicate = 0;        // zero pages, sent as markers
+    uint64_t normal = 0;           // pages sent as data
+    uint64_t normal_bytes = 0;
+    double dirty_pages_rate = 0;   // pages/s dirtied during the last round
+    double mbps = 0;               // measured, megabits/s
+    uint64_t dirty_sync_count = 0;
+    double pages_per_second = 0;
+    uint64_t precopy_bytes = 0;    // sent while the guest ran
+    uint64_t downtime_bytes = 0;   // sent while it was paused
+    uint64_t skipped_unpopulated = 0;  // pages never touched, not even read
+};
+
+struct MigrationStats {
+    MigrationStatus status = MigrationStatus::none;
+    std::string error;             // why it failed
+    std::string uri;
+    uint64_t total_time_ms = 0;
+    uint64_t setup_time_ms = 0;
+    uint64_t expected_downtime_ms = 0;
+    uint64_t downtime_ms = 0;      // VMM-measured: vCPUs paused until the destination may run
+    uint32_t rounds = 0;
+    uint32_t cpu_throttle_percentage = 0;
+    RamStats ram;
+};
+
+}  // namespace vmm::migration

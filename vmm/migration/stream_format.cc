@@ -1,0 +1,222 @@
+#include "vmm/migration/stream_format.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "vmm/common/units.h"
+
+namespace vmm::migration {
+
+Status MemoryStream::write(std::span<const std::span<const uint8_t>> buffers) {
+    for (auto b : buffers) out_.insert(out_.end(), b.begin(), b.end());
+    return {};
+}
+
+Status MemoryStream::read_exact(std::span<uint8_t> out) {
+    if (out.size() > in_.size() - pos_) return Error("the migration stream ended early (truncated)");
+    if (!out.empty()) std::memcpy(out.data(), in_.data() + pos_, out.size());
+    pos_ += out.size();
+    return {};
+}
+
+namespace {
+
+template <typename T>
+Status read_value(ByteStream& in, T& v) {
+    uint8_t b[sizeof(T)];
+    if (auto s = in.read_exact(b); !s) return s;
+    ByteReader r(b, "migration stream");
+    return r.get(v);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_header(const StreamHeader& h) {
+    ByteWriter body;
+    body.put(h.page_size);
+    body.put(h.vcpu_count);
+    body.put(static_cast<uint32_t>(h.blocks.size()));
+    for (const auto& b : h.blocks) {
+        body.put(static_cast<uint8_t>(b.name.size()));
+        body.put_bytes({reinterpret_cast<const uint8_t*>(b.name.data()), b.name.size()});
+        body.put(b.guest_addr);
+        body.put(b.size);
+    }
+    body.put(static_cast<uint8_t>(h.ram_mode));
+    ByteWriter out;
+    out.put_bytes(kMagic);
+    out.put(kVersion);
+    out.put(static_cast<uint32_t>(body.bytes().size()));
+    out.put_bytes(body.bytes());
+    return std::move(out).take();
+}
+
+static Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
+    ByteReader r(body, "migration header");
+    StreamHeader h;
+    uint32_t count = 0;
+    if (auto s = r.get(h.page_size); !s) return s.error();
+    if (auto s = r.get(h.vcpu_count); !s) return s.error();
+    if (auto s = r.get(count); !s) return s.error();
+    if (h.page_size != 4096) return Error(fmt::format("migration header: page size {} is not 4096", h.page_size));
+    if (count == 0 || count > kMaxBlocks) return Error(fmt::format("migration header: {} RAM blocks (1 to {} allowed)", count, kMaxBlocks));
+    for (uint32_t i = 0; i < count; ++i) {
+        BlockInfo b;
+        uint8_t len = 0;
+        if (auto s = r.get(len); !s) return s.error();
+        if (len == 0 || len > 64) return Error(fmt::format("migration header: block name of {} bytes", len));
+        b.name.resize(len);
+        if (auto s = r.get_bytes({reinterpret_cast<uint8_t*>(b.name.data()), len}); !s) return s.error();
+        if (auto s = r.get(b.guest_addr); !s) return s.error();
+        if (auto s = r.get(b.size); !s) return s.error();
+        h.blocks.push_back(std::move(b));
+    }
+    uint8_t mode = 0;
+    if (auto s = r.get(mode); !s) return s.error();
+    if (mode > 1) return Error(fmt::format("migration header: unknown RAM mode {}", mode));
+    h.ram_mode = static_cast<RamMode>(mode);
+    if (auto s = r.expect_end(); !s) return s.error();
+    return h;
+}
+
+Result<StreamHeader> read_header(ByteStream& in) {
+    std::array<uint8_t, 8> magic{};
+    if (auto s = in.read_exact(magic); !s) return s.error();
+    if (magic != kMagic) return Error("this is not a vmm migration stream (bad magic): is the source a vmm of this project?");
+    uint32_t version = 0, length = 0;
+    if (auto s = read_value(in, version); !s) return s.error();
+    if (version != kVersion) {
+        return Error(fmt::format("migration stream version {} is not supported (this vmm speaks version {}): use the "
+                                 "same vmm release on both sides",
+                                 version, kVersion));
+    }
+    if (auto s = read_value(in, length); !s) return s.error();
+    if (length > kMaxHeaderBody) return Error(fmt::format("migration header of {} bytes exceeds the {} byte limit", length, kMaxHeaderBody));
+    std::vector<uint8_t> body(length);
+    if (auto s = in.read_exact(body); !s) return s.error();
+    return decode_header_body(body);
+}
+
+std::vector<uint8_t> encode_record(const Record& r) {
+    ByteWriter w;
+    w.put(static_cast<uint8_t>(r.type));
+    switch (r.type) {
+        case RecordType::round_begin:
+        case RecordType::round_end: w.put(r.round); break;
+        case RecordType::pages:
+            w.put(r.block);
+            w.put(r.offset);
+            w.put(static_cast<uint32_t>(r.length));
+            break;
+        case RecordType::zero:
+            w.put(r.block);
+            w.put(r.offset);
+            w.put(r.length);
+            break;
+        case RecordType::state: w.put(static_cast<uint32_t>(r.length)); break;
+        case RecordType::end: break;
+    }
+    return std::move(w).take();
+}
+
+static Status check_range(const Record& r, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+    if (r.block >= blocks.size()) return Error(fmt::format("migration stream: RAM block index {} (there are {})", r.block, blocks.size()));
+    const BlockInfo& b = blocks[r.block];
+    if (r.offset % page_size != 0 || r.length % page_size != 0 || r.length == 0) {
+        return Error(fmt::format("migration stream: range {:#x}+{:#x} in '{}' is not whole pages", r.offset, r.length, b.name));
+    }
+    if (r.offset >= b.size || r.length > b.size - r.offset) {
+        return Error(fmt::format("migration stream: range {:#x}+{:#x} lies outside RAM block '{}' ({})", r.offset, r.length,
+                                 b.name, format_size(b.size)));
+    }
+    return {};
+}
+
+Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+    uint8_t type = 0;
+    if (auto s = read_value(in, type); !s) return s.error();
+    Record r;
+    switch (type) {
+        case 0x01:
+        case 0x04:
+            r.type = static_cast<RecordType>(type);
+            if (auto s = read_value(in, r.round); !s) return s.error();
+            return r;
+        case 0x02: {
+            r.type = RecordType::pages;
+            uint32_t len = 0;
+            if (auto s = read_value(in, r.block); !s) return s.error();
+            if (auto s = read_value(in, r.offset); !s) return s.error();
+            if (auto s = read_value(in, len); !s) return s.error();
+            if (len > kMaxPagesRecord) return Error(fmt::format("migration stream: PAGES record of {} bytes exceeds {}", len, kMaxPagesRecord));
+            r.length = len;
+            if (auto s = check_range(r, blocks, page_size); !s) return s.error();
+            return r;
+        }
+        case 0x03:
+            r.type = RecordType::zero;
+            if (auto s = read_value(in, r.block); !s) return s.error();
+            if (auto s = read_value(in, r.offset); !s) return s.error();
+            if (auto s = read_value(in, r.length); !s) return s.error();
+            if (auto s = check_range(r, blocks, page_size); !s) return s.error();
+            return r;
+        case 0x05: {
+            r.type = RecordType::state;
+            uint32_t len = 0;
+            if (auto s = read_value(in, len); !s) return s.error();
+            if (len > kMaxStateRecord) return Error(fmt::format("migration stream: STATE record of {} bytes exceeds {}", len, kMaxStateRecord));
+            r.length = len;
+            return r;
+        }
+        case 0x06: r.type = RecordType::end; return r;
+        default: return Error(fmt::format("migration stream: unknown record type {:#04x}", type));
+    }
+}
+
+std::vector<uint8_t> encode_reply(ReplyType t, const std::string& reason) {
+    ByteWriter w;
+    w.put(static_cast<uint8_t>(t));
+    if (t == ReplyType::refused) w.put_string(reason.substr(0, kMaxReason));
+    return std::move(w).take();
+}
+
+Result<Reply> read_reply(ByteStream& in) {
+    uint8_t type = 0;
+    if (auto s = read_value(in, type); !s) return s.error();
+    Reply r;
+    if (type < 0x80 || type > 0x83) return Error(fmt::format("migration peer sent an unknown reply {:#04x}", type));
+    r.type = static_cast<ReplyType>(type);
+    if (r.type != ReplyType::refused) return r;
+    uint32_t len = 0;
+    if (auto s = read_value(in, len); !s) return s.error();
+    if (len > kMaxReason) return Error("migration peer sent an over-long refusal");
+    r.reason.resize(len);
+    if (auto s = in.read_exact({reinterpret_cast<uint8_t*>(r.reason.data()), len}); !s) return s.error();
+    return r;
+}
+
+Status check_compatible(const StreamHeader& src, const StreamHeader& local) {
+    if (src.vcpu_count != local.vcpu_count) {
+        return Error(fmt::format("the source has {} vCPUs, this destination {}: start it with --smp {}", src.vcpu_count,
+                                 local.vcpu_count, src.vcpu_count));
+    }
+    if (src.blocks.size() != local.blocks.size()) {
+        return Error(fmt::format("the source has {} RAM blocks, this destination {}: use the same RAM layout",
+                                 src.blocks.size(), local.blocks.size()));
+    }
+    for (size_t i = 0; i < src.blocks.size(); ++i) {
+        const auto& a = src.blocks[i];
+        const auto& b = local.blocks[i];
+        if (a.name != b.name) return Error(fmt::format("RAM block {} is '{}' on the source but '{}' here", i, a.name, b.name));
+        if (a.size != b.size || a.guest_addr != b.guest_addr) {
+            return Error(fmt::format("RAM block '{}' is {} at {:#x} on the source but {} at {:#x} here: start the "
+                                     "destination with the same memory size (-m {}M)",
+                                     a.name, format_size(a.size), a.guest_addr, format_size(b.size), b.guest_addr,
+                                     a.size >> 20));
+        }
+    }
+    return {};
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,85 @@
+// The migration stream, byte by byte (docs/migration-stream.md). All integers little-endian.
+//
+//   source -> destination   HEADER, then records until END
+//   destination -> source   HEADER_OK or REFUSED(reason) after the header; READY or
+//                           REFUSED(reason) after END
+//   source -> destination   GO, after which the destination runs the guest
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vmm/common/bytes.h"
+#include "vmm/common/result.h"
+#include "vmm/migration/stream.h"
+
+namespace vmm::migration {
+
+constexpr std::array<uint8_t, 8> kMagic = {'V', 'M', 'M', 'M', 'I', 'G', 'R', 0x0a};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaxHeaderBody = 64 * 1024;
+constexpr uint32_t kMaxBlocks = 64;
+constexpr uint32_t kMaxPagesRecord = 4u << 20;     // bytes of data in one PAGES record
+constexpr uint32_t kMaxStateRecord = 64u << 20;    // bytes of device + vCPU state
+constexpr uint32_t kMaxReason = 1024;
+
+enum class RamMode : uint8_t { inline_pages = 0, transport_channel = 1 };
+
+struct BlockInfo {
+    std::string name;
+    uint64_t guest_addr = 0;
+    uint64_t size = 0;
+    bool operator==(const BlockInfo&) const = default;
+};
+
+struct StreamHeader {
+    uint32_t page_size = 4096;
+    uint32_t vcpu_count = 0;
+    std::vector<BlockInfo> blocks;
+    RamMode ram_mode = RamMode::inline_pages;
+};
+
+enum class RecordType : uint8_t {
+    round_begin = 0x01,
+    pages = 0x02,
+    zero = 0x03,
+    round_end = 0x04,
+    state = 0x05,
+    end = 0x06,
+};
+
+enum class ReplyType : uint8_t { header_ok = 0x80, refused = 0x81, ready = 0x82, go = 0x83 };
+
+// The fixed part of a record; PAGES and STATE carry `length` bytes of data after it.
+struct Record {
+    RecordType type = RecordType::end;
+    uint32_t block = 0;   // pages, zero
+    uint64_t offset = 0;  // pages, zero: byte offset in the block
+    uint64_t length = 0;  // pages, zero, state: bytes
+    uint32_t round = 0;   // round_begin, round_end
+};
+
+std::vector<uint8_t> encode_header(const StreamHeader& h);
+// Reads and checks magic, version and body; says what is wrong in one line.
+Result<StreamHeader> read_header(ByteStream& in);
+
+// The fixed part of `r` (without PAGES/STATE data).
+std::vector<uint8_t> encode_record(const Record& r);
+// Reads the fixed part and checks it against the destination's blocks: block index, page
+// alignment, offset + length inside the block (no overflow), size limits.
+Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size);
+
+std::vector<uint8_t> encode_reply(ReplyType t, const std::string& reason = {});
+struct Reply {
+    ReplyType type = ReplyType::refused;
+    std::string reason;
+};
+Result<Reply> read_reply(ByteStream& in);
+
+// Compares the source's header with the destination's machine; the message says what differs
+// and what to do.
+Status check_compatible(const StreamHeader& source, const StreamHeader& local);
+
+}  // namespace vmm::migration

@@ -1,0 +1,82 @@
+// The transport seam. The migration core drives a Connection through its byte stream and,
+// where the transport has one, its RAM channel; it never knows whether that is TCP or RDMA.
+// A transport without a RAM channel gets the core's inline one: pages as records in the stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "vmm/migration/cancel.h"
+#include "vmm/migration/params.h"
+#include "vmm/migration/stream.h"
+#include "vmm/migration/uri.h"
+
+namespace vmm::migration {
+
+// What a transport sees of guest RAM: name, host mapping, length (and guest address).
+struct RamBlockView {
+    std::string name;
+    uint8_t* host = nullptr;
+    uint64_t size = 0;
+    uint64_t guest_addr = 0;
+};
+
+// Source side: moves pages to the destination by the transport's own means.
+class SourceRamChannel {
+public:
+    virtual ~SourceRamChannel() = default;
+    virtual Status begin_round(uint32_t round) = 0;
+    // Pages [offset, offset+length) of block `block`, read from its host memory.
+    virtual Status send(uint32_t block, uint64_t offset, uint64_t length) = 0;
+    virtual Status send_zero(uint32_t block, uint64_t offset, uint64_t length) = 0;
+    // Returns once every page of the round is in the destination's memory.
+    virtual Status end_round() = 0;
+};
+
+// Destination side: serves one round until the source ends it.
+class DestRamChannel {
+public:
+    virtual ~DestRamChannel() = default;
+    virtual Status serve_round(uint32_t round) = 0;
+};
+
+class Connection {
+public:
+    virtual ~Connection() = default;
+    virtual ByteStream& stream() = 0;
+    virtual SourceRamChannel* source_ram() { return nullptr; }
+    virtual DestRamChannel* dest_ram() { return nullptr; }
+    virtual std::string describe() const = 0;
+};
+
+class Listener {
+public:
+    virtual ~Listener() = default;
+    // Waits for the source; returns early with an error when the token is cancelled.
+    virtual Result<std::unique_ptr<Connection>> accept() = 0;
+    virtual std::string describe() const = 0;
+};
+
+struct TransportContext {
+    Uri uri;
+    const Settings* settings = nullptr;
+    std::vector<RamBlockView> blocks;
+    const CancelToken* cancel = nullptr;
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual std::string scheme() const = 0;
+    // Capability and parameter names this transport reads (declared to Settings).
+    virtual std::vector<std::string> capabilities() const { return {}; }
+    virtual std::vector<std::string> parameters() const { return {}; }
+    virtual Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) = 0;
+    virtual Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) = 0;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,20 @@
+// Monitor commands for migration (QEMU's names): migrate, migrate_cancel, migrate_incoming,
+// migrate_set_capability/parameter, info migrate[_capabilities|_parameters], and their QMP forms.
+#pragma once
+
+#include "vmm/machine/machine.h"
+#include "vmm/migration/manager.h"
+#include "vmm/monitor/command_table.h"
+
+namespace vmm::monitor {
+
+// `on_incoming_failure` is what a failed incoming migration does (main ends the process).
+void add_migration_commands(CommandTable& table, migration::MigrationManager& manager, machine::Machine& machine,
+                            std::function<void(const Error&)> on_incoming_failure);
+
+Json migration_stats_json(const migration::MigrationStats& s, const devices::GuestReport& guest);
+std::string migration_stats_text(const Json& j);
+// One line: "[#####-----]  45%  120 MiB of 256 MiB  812 Mbps  round 2  active"
+std::string progress_line(const Json& j);
+
+}  // namespace vmm::monitor
