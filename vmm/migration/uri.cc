@@ -40,15 +40,15 @@ Result<Uri> parse_uri(std::string_view text) {
         return u;
     }
     size_t colon = text.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
+    bool scheme_ok = colon != std::string_view::npos && colon != 0 && std::isalpha(static_cast<unsigned char>(text[0]));
+    for (size_t i = 0; scheme_ok && i < colon; ++i) {
+        char c = text[i];
+        scheme_ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    }
+    if (!scheme_ok) {
         return Error(fmt::format("'{}' is not a migration URI: use tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT", text));
     }
     u.scheme = std::string(text.substr(0, colon));
-    for (char c : u.scheme) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
-            return Error(fmt::format("'{}' is not a valid URI scheme", u.scheme));
-        }
-    }
     std::string_view rest = text.substr(colon + 1);
     if (u.scheme == "unix") {
         if (rest.empty() || rest.size() >= 108) return Error(fmt::format("'{}': unix socket path must be 1 to 107 bytes", text));

@@ -1,0 +1,108 @@
+// Malformed streams sent to `vmm --incoming`: each is refused with one clear line and a
+// non-zero exit, never a crash, and the refusal reaches the sender.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "machine/kvm_fixture.h"
+#include "vm_pair.h"
+#include "vmm/migration/stream_format.h"
+
+namespace vmm::test {
+
+using namespace migration;
+
+namespace {
+
+std::vector<uint8_t> operator+(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+std::vector<uint8_t> good_header() {
+    StreamHeader h;
+    h.vcpu_count = 1;
+    h.blocks = {{"pc.ram", 0, 64ull << 20}};
+    return encode_header(h);
+}
+
+std::vector<uint8_t> rec(Record r) { return encode_record(r); }
+
+// Connects, sends `bytes`, half-closes, and returns what the destination answered.
+std::string send_stream(uint16_t port, const std::vector<uint8_t>& bytes) {
+    int fd = -1;
+    for (int i = 0; i < 100 && fd < 0; ++i) {
+        fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+            ::close(fd);
+            fd = -1;
+            ::usleep(100000);
+        }
+    }
+    if (fd < 0) return "(could not connect)";
+    [[maybe_unused]] auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    std::string reply;
+    char buf[4096];
+    ssize_t r;
+    while ((r = ::recv(fd, buf, sizeof(buf), 0)) > 0) reply.append(buf, static_cast<size_t>(r));
+    ::close(fd);
+    return reply;
+}
+
+struct Malformed {
+    const char* name;
+    std::vector<uint8_t> bytes;
+    const char* error;  // the destination's one line, after "incoming migration failed: "
+};
+
+}  // namespace
+
+TEST(MalformedStream, EachIsRefusedWithAClearErrorAndNoCrash) {
+    VMM_REQUIRE_KVM();
+    auto bad_magic = good_header();
+    bad_magic[1] = 'X';
+    auto bad_version = good_header();
+    bad_version[8] = 9;
+    auto truncated = good_header();
+    truncated.resize(truncated.size() - 3);
+    auto round = rec({RecordType::round_begin, 0, 0, 0, 0});
+    const Malformed cases[] = {
+        {"bad magic", bad_magic, "this is not a vmm migration stream (bad magic)"},
+        {"bad version", bad_version, "migration stream version 9 is not supported"},
+        {"truncated header", truncated, "the migration source closed the connection in the middle of the migration"},
+        {"page outside a block", good_header() + round + rec({RecordType::pages, 0, 64ull << 20, 4096, 0}),
+         "migration stream: range 0x4000000+0x1000 lies outside RAM block 'pc.ram' (64 MiB)"},
+        {"oversized length", good_header() + round + rec({RecordType::pages, 0, 0, 1ull << 30, 0}),
+         "migration stream: PAGES record of 1073741824 bytes exceeds 4194304"},
+        {"block index", good_header() + round + rec({RecordType::zero, 7, 0, 4096, 0}),
+         "migration stream: RAM block index 7 (there are 1)"},
+        {"truncated pages", good_header() + round + rec({RecordType::pages, 0, 0, 8192, 0}) + std::vector<uint8_t>(100, 1),
+         "the migration source closed the connection in the middle of the migration"},
+        {"garbage record", good_header() + std::vector<uint8_t>{0xee}, "migration stream: unknown record type 0xee"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        uint16_t port = free_tcp_port();
+        auto dst = Vm::start("bad-dst", {"-m", "64M", "--smp", "1", "--incoming", "tcp:127.0.0.1:" + std::to_string(port)});
+        ASSERT_TRUE(dst);
+        std::string reply = send_stream(port, c.bytes);
+        dst->forget_monitor();
+        auto code = dst->process().wait(std::chrono::seconds(30));
+        EXPECT_EQ(code, std::optional<int>(1)) << dst->log();
+        std::string log = dst->log();
+        EXPECT_NE(log.find(std::string("vmm: error: incoming migration failed: ") + c.error), std::string::npos) << log;
+        bool closed_early = std::string(c.error).find("closed the connection") != std::string::npos;
+        if (!closed_early) {
+            EXPECT_NE(reply.find(c.error), std::string::npos) << "the sender was not told why";
+        }
+    }
+}
+
+}  // namespace vmm::test

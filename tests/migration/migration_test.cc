@@ -1,0 +1,185 @@
+// Live migration between two vmm processes on loopback. Every successful migration compares
+// the RAM digests of the source (paused for good in postmigrate) and the destination (started
+// with -S, before it resumes), then checks the guest carries on at the destination.
+#include <gtest/gtest.h>
+
+#include "machine/kvm_fixture.h"
+#include "vm_pair.h"
+
+namespace vmm::test {
+
+namespace {
+
+std::string tcp_uri(uint16_t port) { return "tcp:127.0.0.1:" + std::to_string(port); }
+
+std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem = "256M",
+                                const std::string& smp = "2") {
+    return Vm::start(name, {"-m", mem, "--smp", smp, "-S", "--incoming", uri});
+}
+
+// After a completed migration: same memory on both sides, and the guest runs on at the destination.
+void expect_handover(Vm& src, Vm& dst) {
+    EXPECT_EQ(src.status(), "postmigrate");
+    EXPECT_EQ(dst.status(), "paused");
+    std::string h = src.ramhash();
+    EXPECT_EQ(h, dst.ramhash()) << "source and destination RAM differ";
+    uint64_t steps = dst.guest_value("steps");
+    EXPECT_EQ(dst.cmd("cont"), "");
+    EXPECT_TRUE(eventually([&] { return dst.guest_value("steps") > steps + 1; }, 60)) << "the guest did not run on";
+    EXPECT_EQ(dst.guest_value("errors"), 0u);
+}
+
+}  // namespace
+
+TEST(Migration, IdleGuestOverTcp) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("idle-src", {"--guest", "idle", "-m", "256M", "--smp", "2", "--append", "tick_ms=20"});
+    auto dst = destination("idle-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(dst->status(), "inmigrate");
+    std::string out = src->cmd("migrate " + tcp_uri(port));  // without -d: waits, with a progress bar
+    EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    EXPECT_NE(out.find("] 100%"), std::string::npos) << out;
+    expect_handover(*src, *dst);
+    // An idle guest touched little: most of its RAM was never read, let alone sent.
+    EXPECT_GT(std::stoull(src->migrate_field("unpopulated (skipped)").c_str()), 60000u);
+}
+
+TEST(Migration, IdleGuestOverUnixSocket) {
+    VMM_REQUIRE_KVM();
+    std::string path = temp_path("mig.sock");
+    auto src = Vm::start("unix-src", {"--guest", "idle", "-m", "64M", "--smp", "1", "--append", "tick_ms=20"});
+    auto dst = destination("unix-dst", "unix:" + path, "64M", "1");
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate -d unix:" + path), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 60)) << src->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
+TEST(Migration, StressGuestConverges) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("stress-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=64M"});
+    auto dst = destination("stress-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    expect_handover(*src, *dst);
+}
+
+TEST(Migration, PatternGuestsOwnCheckPassesOnTheDestination) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("pattern-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append", "bytes=32M check=512"});
+    auto dst = destination("pattern-dst", tcp_uri(port), "128M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+    uint64_t results = dst->guest_value("results");
+    expect_handover(*src, *dst);
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("results") >= results + 2; }, 60))
+        << "the pattern check did not pass again on the destination:\n" << dst->cmd("info guest");
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+    EXPECT_NE(dst->cmd("info migrate").find("guest-observed pause"), std::string::npos);
+}
+
+TEST(Migration, DirtyRateAboveTheCapConvergesOnlyWithAutoConverge) {
+    VMM_REQUIRE_KVM();
+    auto src = Vm::start("ac-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=32M"});
+    ASSERT_TRUE(src);
+    for (const char* c : {"migrate_set_parameter max-bandwidth 64m", "migrate_set_parameter x-throttle-after-rounds 1",
+                          "migrate_set_parameter cpu-throttle-initial 50", "migrate_set_parameter cpu-throttle-increment 20"})
+        ASSERT_EQ(src->cmd(c), "") << c;
+    uint16_t port1 = free_tcp_port();
+    auto dst1 = destination("ac-dst1", tcp_uri(port1), "128M", "1");
+    ASSERT_TRUE(dst1);
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port1)), "");
+    // Without auto-converge the guest dirties its 32 MiB faster than 64 MB/s can carry it.
+    ASSERT_TRUE(eventually([&] { return std::stoul("0" + src->migrate_field("rounds")) >= 4; }, 60));
+    EXPECT_EQ(src->migrate_status(), "active") << src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_field("cpu throttle percentage"), "0");
+    src->cmd("migrate_cancel");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "cancelled"; }, 30));
+    EXPECT_EQ(src->status(), "running");
+
+    ASSERT_EQ(src->cmd("migrate_set_capability auto-converge on"), "");
+    uint16_t port2 = free_tcp_port();
+    auto dst2 = destination("ac-dst2", tcp_uri(port2), "128M", "1");
+    ASSERT_TRUE(dst2);
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port2)), "");
+    bool throttled = false;
+    ASSERT_TRUE(eventually([&] {
+        throttled = throttled || src->migrate_field("cpu throttle percentage") != "0";
+        return src->migrate_status() == "completed";
+    }, 120)) << src->cmd("info migrate");
+    EXPECT_TRUE(throttled) << "it converged without throttling: the test's dirty rate is too low";
+    expect_handover(*src, *dst2);
+}
+
+TEST(Migration, CancelMidwayKeepsTheSourceRunning) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("cancel-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=64M"});
+    auto dst = destination("cancel-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 8m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 30));
+    EXPECT_EQ(src->cmd("migrate_cancel"), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "cancelled"; }, 30)) << src->cmd("info migrate");
+    EXPECT_EQ(src->status(), "running");
+    uint64_t steps = src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30));
+    dst->forget_monitor();
+    auto code = dst->process().wait(std::chrono::seconds(60));
+    EXPECT_EQ(code, std::optional<int>(1)) << dst->log();
+    EXPECT_NE(dst->log().find("vmm: error: incoming migration failed: "), std::string::npos) << dst->log();
+}
+
+TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("kill-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=64M"});
+    auto dst = destination("kill-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 8m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 30));
+    dst->forget_monitor();
+    dst->process().signal(SIGKILL);
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 60)) << src->cmd("info migrate");
+    EXPECT_FALSE(src->migrate_field("error").empty());
+    EXPECT_EQ(src->status(), "running");
+    uint64_t steps = src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30));
+
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    uint16_t port2 = free_tcp_port();
+    auto dst2 = destination("kill-dst2", tcp_uri(port2));
+    ASSERT_TRUE(dst2);
+    std::string out = src->cmd("migrate " + tcp_uri(port2));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+    expect_handover(*src, *dst2);
+}
+
+TEST(Migration, RamSizeMismatchIsRefusedWithAClearMessage) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("size-src", {"--guest", "idle", "-m", "256M", "--smp", "2"});
+    auto dst = destination("size-dst", tcp_uri(port), "128M", "2");
+    ASSERT_TRUE(src && dst);
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    const std::string why = "RAM block 'pc.ram' is 256 MiB at 0x0 on the source but 128 MiB at 0x0 here: start the "
+                            "destination with the same memory size (-m 256M)";
+    EXPECT_NE(out.find("Migration status: failed"), std::string::npos) << out;
+    EXPECT_NE(out.find("error: the destination refused the migration: " + why), std::string::npos) << out;
+    EXPECT_EQ(src->status(), "running");
+    dst->forget_monitor();
+    EXPECT_EQ(dst->process().wait(std::chrono::seconds(30)), std::optional<int>(1));
+    EXPECT_NE(dst->log().find("vmm: error: incoming migration failed: " + why + "\n"), std::string::npos) << dst->log();
+}
+
+}  // namespace vmm::test

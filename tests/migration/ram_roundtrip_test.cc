@@ -1,0 +1,151 @@
+// RamSaver -> stream -> StreamLoader without KVM: what the source sends lands byte for byte,
+// zero pages travel as markers, untouched pages are not sent at all, and a hostile record
+// changes nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "vmm/memory/populated.h"
+#include "vmm/migration/ram_loader.h"
+#include "vmm/migration/ram_saver.h"
+
+namespace vmm::migration {
+
+namespace {
+constexpr uint64_t M = 1 << 20;
+
+memory::GuestMemory make_memory() {
+    auto m = memory::GuestMemory::create({{"pc.ram", 0, 8 * M, memory::HugePages::none},
+                                          {"high", 16 * M, 4 * M, memory::HugePages::none}});
+    EXPECT_TRUE(m);
+    return std::move(*m);
+}
+
+std::vector<BlockInfo> layout(const memory::GuestMemory& m) {
+    std::vector<BlockInfo> out;
+    for (const auto& b : m.blocks()) out.push_back({b->name(), b->guest_addr(), b->size()});
+    return out;
+}
+
+bool same_memory(const memory::GuestMemory& a, const memory::GuestMemory& b) {
+    for (size_t i = 0; i < a.blocks().size(); ++i)
+        if (std::memcmp(a.blocks()[i]->host(), b.blocks()[i]->host(), a.blocks()[i]->size()) != 0) return false;
+    return true;
+}
+
+Record end_record() {
+    Record r;
+    r.type = RecordType::end;
+    return r;
+}
+
+// Appends STATE("state") + END so the loader accepts the stream.
+void finish(MemoryStream& out) {
+    Record st;
+    st.type = RecordType::state;
+    st.length = 5;
+    std::vector<uint8_t> blob{'s', 't', 'a', 't', 'e'};
+    ASSERT_TRUE(out.write(encode_record(st)));
+    ASSERT_TRUE(out.write(blob));
+    ASSERT_TRUE(out.write(encode_record(end_record())));
+}
+}  // namespace
+
+TEST(RamRoundTrip, BulkThenDirtyRoundLandsByteForByte) {
+    auto src = make_memory();
+    auto dst = make_memory();
+    // Data here and there, one page that is written but zero, most pages never touched.
+    for (uint64_t a : {uint64_t{0}, uint64_t{4096 * 3}, 5 * M, 16 * M + 8192}) std::memset(src.host_span(a, 4096)->data(), 0x5a, 4096);
+    std::memset(src.host_span(2 * M, 4096)->data(), 0, 4096);  // populated, zero
+    std::memset(dst.host_span(2 * M, 4096)->data(), 0x77, 4096);  // stale data the marker must clear
+    MemoryStream wire;
+    RamStats stats;
+    RateLimiter rl(0, nullptr);
+    RamSaver saver(src, wire, nullptr, rl, true, stats);
+    auto pagemap = memory::PagemapReader::open();
+    ASSERT_TRUE(pagemap) << pagemap.error().message();
+    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    EXPECT_EQ(stats.normal, 4u);
+    EXPECT_EQ(stats.duplicate, 1u);
+    EXPECT_EQ(stats.skipped_unpopulated, 3 * 1024u - 5);
+    // A dirty round: page 3 changes again, and one zero page in 'high' is marked dirty.
+    std::memset(src.host_span(4096 * 3, 4096)->data(), 0x33, 4096);
+    std::vector<std::vector<uint64_t>> dirty(2);
+    dirty[0].assign(2 * 1024 / 64, 0);
+    dirty[1].assign(1024 / 64, 0);
+    dirty[0][0] = 1ull << 3;
+    dirty[1][0] = 1ull << 9;
+    ASSERT_TRUE(saver.dirty_round(1, dirty));
+    finish(wire);
+
+    MemoryStream in(wire.written());
+    std::vector<uint8_t> state;
+    StreamLoader loader(dst, in, nullptr, layout(dst), [&](std::span<const uint8_t> s) {
+        state.assign(s.begin(), s.end());
+        return Status{};
+    });
+    ASSERT_TRUE(loader.run()) << "loader failed";
+    EXPECT_TRUE(same_memory(src, dst));
+    EXPECT_EQ(std::string(state.begin(), state.end()), "state");
+    EXPECT_EQ(loader.counters().rounds, 2u);
+    EXPECT_EQ(in.unread(), 0u);
+    // Only the data pages went over the wire as data.
+    EXPECT_LT(wire.written().size(), 6 * 4096u);
+}
+
+TEST(RamRoundTrip, ZeroBlocksOffSendsZeroPagesAsData) {
+    auto src = make_memory();
+    std::memset(src.host_span(0, 4096)->data(), 0, 4096);
+    MemoryStream wire;
+    RamStats stats;
+    RateLimiter rl(0, nullptr);
+    RamSaver saver(src, wire, nullptr, rl, false, stats);
+    auto pagemap = memory::PagemapReader::open();
+    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    EXPECT_EQ(stats.duplicate, 0u);
+    EXPECT_EQ(stats.normal, 1u);
+}
+
+struct Hostile {
+    const char* what;
+    std::vector<Record> records;
+    const char* error;
+};
+
+TEST(RamRoundTrip, InvalidStreamsFailAndWriteNothingForTheBadRecord) {
+    const Hostile cases[] = {
+        {"pages outside a round", {{RecordType::pages, 0, 0, 4096, 0}}, "migration stream: PAGES outside a RAM round"},
+        {"end without state", {end_record()}, "migration stream: END before the device state"},
+        {"nested round", {{RecordType::round_begin, 0, 0, 0, 1}, {RecordType::round_begin, 0, 0, 0, 2}},
+         "migration stream: round 2 began inside round 1"},
+        {"mismatched round end", {{RecordType::round_begin, 0, 0, 0, 1}, {RecordType::round_end, 0, 0, 0, 2}},
+         "migration stream: end of round 2 without its beginning"},
+        {"page beyond the block", {{RecordType::round_begin, 0, 0, 0, 1}, {RecordType::pages, 1, 4 * M, 4096, 0}},
+         "migration stream: range 0x400000+0x1000 lies outside RAM block 'high' (4 MiB)"},
+        {"truncated data", {{RecordType::round_begin, 0, 0, 0, 1}, {RecordType::pages, 0, 0, 8192, 0}},
+         "the migration stream ended early (truncated)"},
+    };
+    for (const auto& c : cases) {
+        auto dst = make_memory();
+        MemoryStream wire;
+        for (const auto& r : c.records) ASSERT_TRUE(wire.write(encode_record(r)));
+        MemoryStream in(wire.written());
+        StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
+        auto s = loader.run();
+        ASSERT_FALSE(s) << c.what;
+        EXPECT_EQ(s.error().message(), c.error) << c.what;
+        EXPECT_EQ(loader.counters().pages, 0u) << c.what;
+    }
+}
+
+TEST(RamRoundTrip, ZeroPageDetection) {
+    std::vector<uint8_t> page(4096, 0);
+    EXPECT_TRUE(is_zero_page(page.data()));
+    page[4095] = 1;
+    EXPECT_FALSE(is_zero_page(page.data()));
+    page[4095] = 0;
+    page[0] = 0x80;
+    EXPECT_FALSE(is_zero_page(page.data()));
+}
+
+}  // namespace vmm::migration

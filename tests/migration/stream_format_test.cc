@@ -1,0 +1,119 @@
+#include "vmm/migration/stream_format.h"
+
+#include <gtest/gtest.h>
+
+namespace vmm::migration {
+
+namespace {
+StreamHeader sample_header() {
+    StreamHeader h;
+    h.vcpu_count = 2;
+    h.blocks = {{"pc.ram", 0, 256ull << 20}, {"high", 4ull << 30, 1ull << 30}};
+    return h;
+}
+
+std::vector<uint8_t> cat(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+Result<Record> decode(const std::vector<uint8_t>& bytes) {
+    MemoryStream in(bytes);
+    return read_record(in, sample_header().blocks, 4096);
+}
+}  // namespace
+
+TEST(StreamHeader, RoundTrips) {
+    MemoryStream in(encode_header(sample_header()));
+    auto h = read_header(in);
+    ASSERT_TRUE(h) << h.error().message();
+    EXPECT_EQ(h->vcpu_count, 2u);
+    EXPECT_EQ(h->blocks, sample_header().blocks);
+    EXPECT_EQ(h->ram_mode, RamMode::inline_pages);
+    EXPECT_EQ(in.unread(), 0u);
+}
+
+TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
+    auto good = encode_header(sample_header());
+    auto bad_magic = good;
+    bad_magic[0] = 'X';
+    MemoryStream m1(bad_magic);
+    EXPECT_EQ(read_header(m1).error().message(),
+              "this is not a vmm migration stream (bad magic): is the source a vmm of this project?");
+    auto bad_version = good;
+    bad_version[8] = 2;
+    MemoryStream m2(bad_version);
+    EXPECT_EQ(read_header(m2).error().message(),
+              "migration stream version 2 is not supported (this vmm speaks version 1): use the same vmm release on both sides");
+    auto huge = good;
+    huge[14] = 0x10;  // body length 0x100000+
+    MemoryStream m3(huge);
+    EXPECT_NE(read_header(m3).error().message().find("exceeds the 65536 byte limit"), std::string::npos);
+    for (size_t cut : {size_t{3}, size_t{12}, good.size() - 1}) {
+        MemoryStream m(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)));
+        EXPECT_FALSE(read_header(m)) << cut;
+    }
+}
+
+TEST(StreamHeader, CompatibilityNamesTheDifference) {
+    auto local = sample_header();
+    auto src = sample_header();
+    EXPECT_TRUE(check_compatible(src, local));
+    src.blocks[0].size = 512ull << 20;
+    EXPECT_EQ(check_compatible(src, local).error().message(),
+              "RAM block 'pc.ram' is 512 MiB at 0x0 on the source but 256 MiB at 0x0 here: start the destination with "
+              "the same memory size (-m 512M)");
+    src = sample_header();
+    src.vcpu_count = 4;
+    EXPECT_EQ(check_compatible(src, local).error().message(),
+              "the source has 4 vCPUs, this destination 2: start it with --smp 4");
+    src = sample_header();
+    src.blocks.pop_back();
+    EXPECT_FALSE(check_compatible(src, local));
+}
+
+TEST(Records, RoundTripEveryType) {
+    for (Record r : {Record{RecordType::round_begin, 0, 0, 0, 7}, Record{RecordType::pages, 1, 4096, 8192, 0},
+                     Record{RecordType::zero, 0, 0, 1ull << 20, 0}, Record{RecordType::round_end, 0, 0, 0, 7},
+                     Record{RecordType::state, 0, 0, 1234, 0}, Record{RecordType::end, 0, 0, 0, 0}}) {
+        auto back = decode(encode_record(r));
+        ASSERT_TRUE(back) << back.error().message();
+        EXPECT_EQ(back->type, r.type);
+        EXPECT_EQ(back->block, r.block);
+        EXPECT_EQ(back->offset, r.offset);
+        EXPECT_EQ(back->length, r.length);
+        EXPECT_EQ(back->round, r.round);
+    }
+}
+
+TEST(Records, HostileRangesAreRefusedBeforeUse) {
+    auto msg = [](Record r) { return decode(encode_record(r)).error().message(); };
+    EXPECT_EQ(msg({RecordType::pages, 2, 0, 4096, 0}), "migration stream: RAM block index 2 (there are 2)");
+    EXPECT_EQ(msg({RecordType::pages, 0, 256ull << 20, 4096, 0}),
+              "migration stream: range 0x10000000+0x1000 lies outside RAM block 'pc.ram' (256 MiB)");
+    EXPECT_EQ(msg({RecordType::zero, 0, (256ull << 20) - 4096, 8192, 0}),
+              "migration stream: range 0xffff000+0x2000 lies outside RAM block 'pc.ram' (256 MiB)");
+    EXPECT_EQ(msg({RecordType::zero, 0, 4096, UINT64_MAX - 4095, 0}),
+              "migration stream: range 0x1000+0xfffffffffffff000 lies outside RAM block 'pc.ram' (256 MiB)");
+    EXPECT_EQ(msg({RecordType::pages, 0, 100, 4096, 0}), "migration stream: range 0x64+0x1000 in 'pc.ram' is not whole pages");
+    EXPECT_EQ(msg({RecordType::zero, 0, 0, 0, 0}), "migration stream: range 0x0+0x0 in 'pc.ram' is not whole pages");
+    EXPECT_EQ(msg({RecordType::pages, 0, 0, 8u << 20, 0}), "migration stream: PAGES record of 8388608 bytes exceeds 4194304");
+    EXPECT_EQ(msg({RecordType::state, 0, 0, 65u << 20, 0}), "migration stream: STATE record of 68157440 bytes exceeds 67108864");
+    EXPECT_EQ(decode({0x42}).error().message(), "migration stream: unknown record type 0x42");
+    EXPECT_FALSE(decode({0x02, 0, 0}));
+}
+
+TEST(Replies, RoundTripWithReasons) {
+    MemoryStream in(cat(encode_reply(ReplyType::refused, "RAM differs"), encode_reply(ReplyType::ready)));
+    auto r1 = read_reply(in);
+    ASSERT_TRUE(r1);
+    EXPECT_EQ(r1->type, ReplyType::refused);
+    EXPECT_EQ(r1->reason, "RAM differs");
+    auto r2 = read_reply(in);
+    ASSERT_TRUE(r2);
+    EXPECT_EQ(r2->type, ReplyType::ready);
+    MemoryStream junk(std::vector<uint8_t>{0x10});
+    EXPECT_FALSE(read_reply(junk));
+}
+
+}  // namespace vmm::migration

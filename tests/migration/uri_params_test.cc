@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "vmm/migration/params.h"
+#include "vmm/migration/uri.h"
+
+namespace vmm::migration {
+
+TEST(Uri, TcpRdmaUnixAndPluginSchemes) {
+    auto t = parse_uri("tcp:127.0.0.1:4444");
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->scheme, "tcp");
+    EXPECT_EQ(t->host, "127.0.0.1");
+    EXPECT_EQ(t->port, 4444);
+    auto v6 = parse_uri("rdma:[fe80::1]:5555");
+    ASSERT_TRUE(v6);
+    EXPECT_EQ(v6->host, "fe80::1");
+    EXPECT_EQ(v6->port, 5555);
+    auto u = parse_uri("unix:/tmp/mig.sock");
+    ASSERT_TRUE(u);
+    EXPECT_EQ(u->path, "/tmp/mig.sock");
+    auto p = parse_uri("loop:anything here");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->scheme, "loop");
+    EXPECT_EQ(parse_uri("defer")->scheme, "defer");
+}
+
+TEST(Uri, MistakesSayWhatIsExpected) {
+    EXPECT_EQ(parse_uri("127.0.0.1:4444").error().message(),
+              "'127.0.0.1:4444' is not a migration URI: use tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT");
+    EXPECT_EQ(parse_uri("localhost").error().message(),
+              "'localhost' is not a migration URI: use tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT");
+    EXPECT_EQ(parse_uri("tcp:host").error().message(), "tcp: 'host' has no :PORT");
+    EXPECT_EQ(parse_uri("tcp:host:0").error().message(), "tcp: 'host:0': port must be 1 to 65535");
+    EXPECT_EQ(parse_uri("tcp:host:70000").error().message(), "tcp: 'host:70000': port must be 1 to 65535");
+    EXPECT_EQ(parse_uri("tcp:::1:5").error().message(), "tcp: '::1:5': write IPv6 addresses in brackets, e.g. [::1]:4444");
+    EXPECT_FALSE(parse_uri("tcp:[::1:5"));
+    EXPECT_FALSE(parse_uri("unix:"));
+}
+
+TEST(Settings, QemuNamesSizesAndBounds) {
+    Settings s;
+    ASSERT_TRUE(s.set_parameter("max-bandwidth", "40g"));
+    EXPECT_EQ(s.params.max_bandwidth, 40ull << 30);
+    ASSERT_TRUE(s.set_parameter("downtime-limit", "50"));
+    EXPECT_EQ(s.params.downtime_limit_ms, 50u);
+    ASSERT_TRUE(s.set_capability("auto-converge", true));
+    EXPECT_TRUE(s.caps.auto_converge);
+    EXPECT_EQ(s.set_parameter("downtime-limit", "0").error().message(),
+              "migration parameter 'downtime-limit' must be an integer from 1 to 2000000, got '0'");
+    EXPECT_EQ(s.set_parameter("cpu-throttle-initial", "100").error().message(),
+              "migration parameter 'cpu-throttle-initial' must be an integer from 1 to 99, got '100'");
+    EXPECT_FALSE(s.set_parameter("max-bandwidth", "fast"));
+    EXPECT_EQ(s.set_capability("warp-drive", true).error().message(),
+              "unknown migration capability 'warp-drive'; 'info migrate_capabilities' lists them");
+}
+
+TEST(Settings, TransportNamesPassThroughOnceDeclared) {
+    Settings s;
+    EXPECT_FALSE(s.set_capability("rdma-pin-all", true));
+    s.declare_transport_capability("rdma-pin-all");
+    s.declare_transport_parameter("rdma-chunk-size");
+    ASSERT_TRUE(s.set_capability("rdma-pin-all", true));
+    ASSERT_TRUE(s.set_parameter("rdma-chunk-size", "2M"));
+    EXPECT_TRUE(s.caps.transport.at("rdma-pin-all"));
+    EXPECT_EQ(s.params.transport.at("rdma-chunk-size"), "2M");
+    bool listed = false;
+    for (const auto& [n, v] : s.parameter_list()) listed = listed || (n == "rdma-chunk-size" && v == "2M");
+    EXPECT_TRUE(listed);
+}
+
+}  // namespace vmm::migration

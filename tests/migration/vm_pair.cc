@@ -1,0 +1,92 @@
+#include "vm_pair.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <thread>
+
+namespace vmm::test {
+
+std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> args) {
+    auto vm = std::unique_ptr<Vm>(new Vm());
+    vm->sock_ = temp_path(name + ".sock");
+    vm->log_ = temp_path(name + ".log");
+    args.push_back("--monitor");
+    args.push_back("unix:" + vm->sock_);
+    args.push_back("--serial");
+    args.push_back("none");
+    vm->proc_ = VmmProcess::spawn(args, vm->log_);
+    if (!vm->proc_) {
+        ADD_FAILURE() << "cannot start vmm";
+        return nullptr;
+    }
+    vm->hmp_ = connect_hmp(vm->sock_);
+    if (!vm->hmp_) {
+        ADD_FAILURE() << name << " log:\n" << vm->log();
+        return nullptr;
+    }
+    return vm;
+}
+
+Vm::~Vm() {
+    hmp_.reset();
+    ::unlink(log_.c_str());
+}
+
+std::string Vm::cmd(const std::string& line) {
+    if (!hmp_) return "(no monitor)";
+    return hmp(*hmp_, line);
+}
+
+std::string Vm::log() { return read_text_file(log_); }
+
+std::string Vm::status() {
+    std::string s = cmd("info status");
+    const std::string prefix = "VM status: ";
+    if (s.rfind(prefix, 0) != 0) return s;
+    return s.substr(prefix.size(), s.find('\n') - prefix.size());
+}
+
+std::string Vm::migrate_field(const std::string& label) {
+    std::istringstream in(cmd("info migrate"));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(label + ": ", 0) == 0) return line.substr(label.size() + 2);
+    return "";
+}
+
+std::string Vm::migrate_status() { return migrate_field("Migration status"); }
+
+uint64_t Vm::guest_value(const std::string& label) {
+    std::istringstream in(cmd("info guest"));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(label + ": ", 0) == 0) return std::stoull(line.substr(label.size() + 2));
+    return 0;
+}
+
+uint16_t free_tcp_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+bool eventually(const std::function<bool()>& pred, int seconds) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return pred();
+}
+
+}  // namespace vmm::test

@@ -1,0 +1,38 @@
+// A vmm process driven through its text monitor, for the migration tests.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process_helpers.h"
+
+namespace vmm::test {
+
+class Vm {
+public:
+    // Starts vmm with `args` plus a text monitor; fails the test if the monitor never appears.
+    static std::unique_ptr<Vm> start(const std::string& name, std::vector<std::string> args);
+    ~Vm();
+
+    std::string cmd(const std::string& line);
+    std::string status();                 // "running", "paused", "postmigrate", ...
+    std::string migrate_status();         // "active", "completed", ...
+    std::string migrate_field(const std::string& label);  // a line of 'info migrate', after "label: "
+    uint64_t guest_value(const std::string& label);       // a number from 'info guest'
+    std::string ramhash() { return cmd("info ramhash"); }
+    std::string log();
+    VmmProcess& process() { return *proc_; }
+    void forget_monitor() { hmp_.reset(); }
+
+private:
+    std::unique_ptr<VmmProcess> proc_;
+    std::unique_ptr<monitor::HmpClient> hmp_;
+    std::string sock_, log_;
+};
+
+uint16_t free_tcp_port();
+// Polls `pred` (e.g. a monitor query) until true or `seconds` pass.
+bool eventually(const std::function<bool()>& pred, int seconds);
+
+}  // namespace vmm::test
