@@ -21,6 +21,12 @@ TEST(Uri, TcpRdmaUnixAndPluginSchemes) {
     auto p = parse_uri("loop:anything here");
     ASSERT_TRUE(p);
     EXPECT_EQ(p->scheme, "loop");
+    EXPECT_EQ(p->path, "anything here");
+    EXPECT_TRUE(p->host.empty());
+    auto hp = parse_uri("loop:10.0.0.1:7");  // a plugin scheme of HOST:PORT form gets both parsed
+    ASSERT_TRUE(hp);
+    EXPECT_EQ(hp->host, "10.0.0.1");
+    EXPECT_EQ(hp->port, 7);
     EXPECT_EQ(parse_uri("defer")->scheme, "defer");
 }
 

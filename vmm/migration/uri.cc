@@ -59,7 +59,13 @@ Result<Uri> parse_uri(std::string_view text) {
         if (auto s = parse_host_port(rest, u); !s) return s.error().context(u.scheme);
         return u;
     }
-    u.path = std::string(rest);  // a plugin's scheme: it parses the rest itself
+    // A plugin's scheme: it gets the rest as typed, and host/port when the rest has that form.
+    u.path = std::string(rest);
+    Uri hp;
+    if (parse_host_port(rest, hp)) {
+        u.host = hp.host;
+        u.port = hp.port;
+    }
     return u;
 }
 
