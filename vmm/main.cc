@@ -12,6 +12,7 @@
 #include "vmm/config/cli.h"
 #include "vmm/machine/machine.h"
 #include "vmm/machine/payload.h"
+#include "vmm/memory/prefill.h"
 #include "vmm/migration/manager.h"
 #include "vmm/monitor/machine_commands.h"
 #include "vmm/monitor/migration_commands.h"
@@ -92,6 +93,10 @@ int run(const config::Config& cfg) {
     if (!created) return log::error("{}", created.error().message()), 1;
     m = std::move(*created);
     if (!incoming) {
+        // Prefill first: boot then writes its structures and the payload over the start of RAM.
+        if (cfg.prefill != 0) {
+            if (auto s = memory::prefill_random(m->memory(), cfg.prefill, 1); !s) return log::error("{}", s.error().message()), 1;
+        }
         if (auto s = m->boot(*payload, cfg.payload_params); !s) return log::error("{}", s.error().message()), 1;
     }
     migration::MigrationManager manager(*m, [&dispatcher](migration::MigrationStatus st) {

@@ -14,7 +14,7 @@ namespace vmm::config {
 namespace {
 
 struct Raw {
-    std::string config, name, memory, guest, append, monitor, qmp, serial, dirty, incoming;
+    std::string config, name, memory, guest, append, monitor, qmp, serial, dirty, incoming, prefill;
     uint32_t smp = 0;
     bool paused = false, version = false, verbose = false;
 };
@@ -26,6 +26,9 @@ void define(CLI::App& app, Raw& raw) {
     app.add_option("--smp", raw.smp, "number of vCPUs")->type_name("N");
     app.add_option("--guest", raw.guest, "payload: idle, stress, pattern, or a path to an ELF")->type_name("NAME|PATH");
     app.add_option("--append", raw.append, "payload parameters, e.g. \"bytes=64M stride=4096\"")->type_name("PARAMS");
+    app.add_option("--prefill", raw.prefill, "fill the first SIZE of RAM with random bytes from the host before boot "
+                                             "(benchmarks)")
+        ->type_name("SIZE");
     app.add_flag("-S", raw.paused, "start paused (resume with 'cont')");
     app.add_option("--monitor", raw.monitor, "text monitor: stdio, unix:PATH or none")->type_name("ENDPOINT");
     app.add_option("--qmp", raw.qmp, "JSON monitor: unix:PATH or none")->type_name("ENDPOINT");
@@ -62,6 +65,11 @@ Status apply(const Raw& raw, Config& c) {
         c.payload_params = raw.append;
     }
     if (raw.paused) c.start_paused = true;
+    if (!raw.prefill.empty()) {
+        auto v = parse_size(raw.prefill);
+        if (!v) return Error("--prefill: " + v.error().message());
+        c.prefill = *v;
+    }
     if (!raw.incoming.empty()) c.incoming = raw.incoming;
     if (!raw.monitor.empty()) {
         auto e = parse_endpoint(raw.monitor, true);

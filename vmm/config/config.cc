@@ -99,7 +99,10 @@ Result<std::string> params_from_table(const TableReader& r, const toml::table& t
 }
 
 Status read_guest(const TableReader& r, Config& c) {
-    if (auto s = r.only_keys({"payload", "params"}); !s) return s;
+    if (auto s = r.only_keys({"payload", "params", "prefill"}); !s) return s;
+    auto prefill = r.size("prefill");
+    if (!prefill) return prefill.error();
+    if (*prefill) c.prefill = **prefill;
     auto payload = r.string("payload");
     if (!payload) return payload.error();
     if (*payload) c.payload = **payload;

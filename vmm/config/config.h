@@ -48,6 +48,7 @@ struct Config {
     memory::DirtyBackend dirty_tracking = memory::DirtyBackend::log;
     std::string payload = "idle";           // name (built by the project) or path
     std::string payload_params;             // "key=value key=value"
+    uint64_t prefill = 0;                   // bytes of RAM the VMM fills with random data before boot (benchmarks)
     SerialOutput serial;
     Endpoint hmp;                           // text monitor
     Endpoint qmp;                           // JSON monitor

@@ -57,7 +57,7 @@ Status validate_payload_params(std::string_view params) {
 
 std::vector<memory::RamBlockSpec> effective_ram(const Config& c) {
     if (!c.ram.empty()) return c.ram;
-    return {memory::RamBlockSpec{"pc.ram", 0, kDefaultRam, memory::HugePages::none}};
+    return {memory::RamBlockSpec{"pc.ram", 0, kDefaultRam, memory::HugePages::transparent}};
 }
 
 }  // namespace vmm::config

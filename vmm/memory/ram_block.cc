@@ -9,7 +9,7 @@ Status validate_block_spec(const RamBlockSpec& spec) {
     if (spec.name.empty() || spec.name.size() > 64) {
         return Error(fmt::format("RAM block name '{}' must be 1 to 64 characters", spec.name));
     }
-    uint64_t align = spec.huge_pages == HugePages::none ? kPageSize : 2 * 1024 * 1024;
+    uint64_t align = spec.huge_pages == HugePages::hugetlbfs ? 2 * 1024 * 1024 : kPageSize;
     if (spec.size == 0 || spec.size % align != 0) {
         return Error(fmt::format("RAM block '{}': size {} must be a non-zero multiple of {}",
                                  spec.name, spec.size, align));

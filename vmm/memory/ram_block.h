@@ -18,7 +18,7 @@ struct RamBlockSpec {
     std::string name;
     uint64_t guest_addr = 0;
     uint64_t size = 0;
-    HugePages huge_pages = HugePages::none;
+    HugePages huge_pages = HugePages::transparent;  // like QEMU: MADV_HUGEPAGE on guest RAM
 };
 
 // Checks one block's own fields (alignment, size, name); overlaps are GuestMemory's business.

@@ -1,0 +1,76 @@
+// vmm-tcpbench: this machine's raw loopback TCP throughput, the ceiling a TCP migration is
+// compared with. A sender thread writes BYTES from an incompressible, already-touched buffer
+// (as a migration sends from guest RAM) in 4 MiB sends; the receiver reads into a buffer.
+//   vmm-tcpbench BYTES   -> prints "bytes=N seconds=S MBps=M"
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "vmm/common/fd.h"
+#include "vmm/common/units.h"
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: vmm-tcpbench BYTES\n");
+        return 2;
+    }
+    auto total = vmm::parse_size(argv[1]);
+    if (!total) {
+        std::fprintf(stderr, "vmm-tcpbench: %s\n", total.error().message().c_str());
+        return 2;
+    }
+    vmm::UniqueFd lfd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(lfd.get(), 1) != 0 ||
+        ::getsockname(lfd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        std::perror("vmm-tcpbench: listen");
+        return 1;
+    }
+    constexpr size_t kChunk = 4 << 20;
+    std::vector<uint64_t> src(kChunk / 8);
+    uint64_t x = 88172645463325252ull;
+    for (auto& w : src) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w = x;
+    }
+    uint64_t bytes = *total;
+    std::thread sender([&] {
+        vmm::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return;
+        int one = 1;
+        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        uint64_t left = bytes;
+        while (left > 0) {
+            size_t n = left < kChunk ? left : kChunk;
+            ssize_t s = ::send(fd.get(), src.data(), n, MSG_NOSIGNAL);
+            if (s <= 0) return;
+            left -= static_cast<uint64_t>(s);
+        }
+    });
+    vmm::UniqueFd c(::accept(lfd.get(), nullptr, nullptr));
+    std::vector<char> dst(kChunk);
+    auto t0 = std::chrono::steady_clock::now();
+    uint64_t got = 0;
+    while (got < bytes) {
+        ssize_t r = ::recv(c.get(), dst.data(), dst.size(), 0);
+        if (r <= 0) break;
+        got += static_cast<uint64_t>(r);
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sender.join();
+    std::printf("bytes=%llu seconds=%.3f MBps=%.1f\n", static_cast<unsigned long long>(got), secs, got / secs / 1e6);
+    return got == bytes ? 0 : 1;
+}
