@@ -1,8 +1,12 @@
 // vmm-tcpbench: this machine's raw loopback TCP throughput, the ceiling a TCP migration is
-// compared with. A sender thread writes BYTES from an incompressible, already-touched buffer
-// (as a migration sends from guest RAM) in 4 MiB sends; the receiver reads into a buffer.
-//   vmm-tcpbench BYTES   -> prints "bytes=N seconds=S MBps=M"
+// compared with. A sender thread writes BYTES of incompressible data in 4 MiB sends.
+//   vmm-tcpbench BYTES         from one 4 MiB buffer into another (what iperf measures:
+//                              both buffers stay in cache)
+//   vmm-tcpbench BYTES --cold  from a BYTES-sized buffer into a fresh BYTES-sized one, as a
+//                              migration moves RAM (memory bandwidth and page population count)
+// prints "bytes=N seconds=S MBps=M"
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,11 +19,13 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
+#include "vmm/common/mapping.h"
 #include "vmm/common/units.h"
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: vmm-tcpbench BYTES\n");
+    bool cold = argc == 3 && std::strcmp(argv[2], "--cold") == 0;
+    if (argc != 2 && !cold) {
+        std::fprintf(stderr, "usage: vmm-tcpbench BYTES [--cold]\n");
         return 2;
     }
     auto total = vmm::parse_size(argv[1]);
@@ -38,7 +44,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     constexpr size_t kChunk = 4 << 20;
-    std::vector<uint64_t> src(kChunk / 8);
+    uint64_t bytes = *total;
+    std::vector<uint64_t> src((cold ? bytes : kChunk) / 8);
     uint64_t x = 88172645463325252ull;
     for (auto& w : src) {
         x ^= x << 13;
@@ -46,7 +53,6 @@ int main(int argc, char** argv) {
         x ^= x << 17;
         w = x;
     }
-    uint64_t bytes = *total;
     std::thread sender([&] {
         vmm::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return;
@@ -55,17 +61,31 @@ int main(int argc, char** argv) {
         uint64_t left = bytes;
         while (left > 0) {
             size_t n = left < kChunk ? left : kChunk;
-            ssize_t s = ::send(fd.get(), src.data(), n, MSG_NOSIGNAL);
+            const char* from = reinterpret_cast<const char*>(src.data()) + (cold ? bytes - left : 0);
+            ssize_t s = ::send(fd.get(), from, n, MSG_NOSIGNAL);
             if (s <= 0) return;
             left -= static_cast<uint64_t>(s);
         }
     });
     vmm::UniqueFd c(::accept(lfd.get(), nullptr, nullptr));
-    std::vector<char> dst(kChunk);
+    auto dst = vmm::Mapping::map("receive buffer", cold ? bytes : kChunk, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    if (!dst) {
+        std::fprintf(stderr, "vmm-tcpbench: %s\n", dst.error().message().c_str());
+        return 1;
+    }
+    // The same memory treatment vmm gives guest RAM: transparent huge pages, and each chunk
+    // populated in one call before data is copied in.
+    if (cold) ::madvise(dst->data(), bytes, MADV_HUGEPAGE);
     auto t0 = std::chrono::steady_clock::now();
     uint64_t got = 0;
     while (got < bytes) {
-        ssize_t r = ::recv(c.get(), dst.data(), dst.size(), 0);
+        uint8_t* to = dst->data() + (cold ? got : 0);
+        size_t want = cold ? std::min<uint64_t>(kChunk, bytes - got) : kChunk;
+#ifdef MADV_POPULATE_WRITE
+        if (cold && got % kChunk == 0) ::madvise(to, want, MADV_POPULATE_WRITE);
+#endif
+        ssize_t r = ::recv(c.get(), to, want, 0);
         if (r <= 0) break;
         got += static_cast<uint64_t>(r);
     }

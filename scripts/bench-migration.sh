@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Migration benchmark: every figure is measured side by side in this one run, never compared
+# with numbers from elsewhere. Three parts:
+#   1. throughput: a host-filled (incompressible) guest of --size, migrated --runs times, beside
+#      this machine's raw loopback TCP (hot 4 MiB buffers, as iperf measures, and memory to
+#      memory over the same size, as a migration moves RAM); medians and ratios
+#   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
+#      was touched, not the RAM size
+#   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
+#      VMM-measured downtime and the pause the pattern guest observed itself
+# Also: each vmm's memory beyond guest RAM, sampled during every migration.
+#
+#   scripts/bench-migration.sh [--size 1G] [--runs 3] [--transport tcp|unix] [--quick]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+size=1G runs=3 transport=tcp quick=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --size) size=$2; shift 2 ;;
+        --runs) runs=$2; shift 2 ;;
+        --transport) transport=$2; shift 2 ;;
+        --quick) quick=1; runs=1; size=256M; shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+build
+VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl"
+work=$(mktemp -d /tmp/vmm-bench.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+uri_for() {  # uri_for NAME
+    if [ "$transport" = unix ]; then echo "unix:$work/$1.mig"; else echo "tcp:127.0.0.1:$(( 20000 + RANDOM % 20000 ))"; fi
+}
+
+# Largest RSS of everything but guest RAM (mappings whose size is a RAM block's), in KiB.
+overhead_kib() {  # overhead_kib PID RAM_KIB
+    awk -v ram="$2" '/^[0-9a-f]+-[0-9a-f]+ /{skip=0} /^Size:/{skip=($2==ram)} /^Rss:/{if(!skip)s+=$2} END{print s+0}' \
+        "/proc/$1/smaps" 2>/dev/null || echo 0
+}
+
+sample_overhead() {  # sample_overhead PID RAM_KIB OUTFILE: max while PID lives or until killed
+    local max=0 v
+    while kill -0 "$1" 2>/dev/null; do
+        v=$(overhead_kib "$1" "$2"); [ "$v" -gt "$max" ] && max=$v && echo "$max" > "$3"
+        sleep 0.05
+    done
+}
+
+field() { grep -m1 "^$1: " | sed "s/^$1: //; s/ .*//"; }  # field LABEL < info-migrate text
+
+# migrate_once NAME SIZE SMP SRC_ARGS...: runs one migration in this shell (so a failure ends
+# the script) and sets R_TOTAL R_MBPS R_DOWN R_PAUSE R_SRC_KIB R_DST_KIB R_SENT_KIB.
+migrate_once() {
+    local name=$1 mem=$2 smp=$3; shift 3
+    local uri; uri=$(uri_for "$name")
+    local ram_kib=$(( $(numfmt --from=iec "$mem") / 1024 ))
+    "$VMM" -m "$mem" --smp "$smp" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none "${DST_ARGS[@]}" \
+        >"$work/$name-d.log" 2>&1 &
+    local dpid=$!; pids+=("$dpid")
+    "$VMM" -m "$mem" --smp "$smp" --monitor "unix:$work/$name-s.sock" --serial none "$@" >"$work/$name-s.log" 2>&1 &
+    local spid=$!; pids+=("$spid")
+    "$CTL" "unix:$work/$name-s.sock" "info status" >/dev/null
+    # Let the payload start (and the pattern guest fill its region) before migrating.
+    for _ in $(seq 1 300); do
+        [ "$("$CTL" "unix:$work/$name-s.sock" "info guest" | field steps)" -ge 1 ] 2>/dev/null && break
+        sleep 0.1
+    done
+    "$CTL" "unix:$work/$name-d.sock" "info status" >/dev/null
+    sample_overhead "$spid" "$ram_kib" "$work/$name-s.rss" >/dev/null & local s1=$!
+    sample_overhead "$dpid" "$ram_kib" "$work/$name-d.rss" >/dev/null & local s2=$!
+    pids+=("$s1" "$s2")
+    local out; out=$("$CTL" "unix:$work/$name-s.sock" "migrate $uri" | tr '\r' '\n')
+    echo "$out" | grep -q "Migration status: completed" || { echo "$out" >&2; cat "$work/$name-d.log" >&2; die "migration $name failed"; }
+    sleep 1.5  # the destination guest runs on and reports the pause it lived through
+    local pause; pause=$("$CTL" "unix:$work/$name-d.sock" "info migrate" | field "guest-observed pause" || true)
+    kill "$s1" "$s2" 2>/dev/null || true; wait "$s1" "$s2" 2>/dev/null || true
+    "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
+    "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
+    wait "$spid" "$dpid" 2>/dev/null || true
+    R_TOTAL=$(echo "$out" | field "total time") R_MBPS=$(echo "$out" | field throughput)
+    R_DOWN=$(echo "$out" | field downtime) R_PAUSE=${pause:--} R_SENT_KIB=$(echo "$out" | field "transferred ram")
+    R_SRC_KIB=$(cat "$work/$name-s.rss" 2>/dev/null || echo 0) R_DST_KIB=$(cat "$work/$name-d.rss" 2>/dev/null || echo 0)
+}
+DST_ARGS=()
+
+median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+printf '\n\033[1mvmm migration benchmark\033[0m  %s  %s, %s cores  transport %s\n' "$(date -u +%FT%TZ)" \
+    "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)" "$transport"
+
+log "1. throughput: host-filled $size guest, $runs run(s), beside raw loopback TCP"
+bytes=$(numfmt --from=iec "$size")
+: >"$work/mig" ; : >"$work/hot" ; : >"$work/cold"; max_src=0 max_dst=0
+for i in $(seq 1 "$runs"); do
+    "$BUILD/bin/vmm-tcpbench" "$size" | sed 's/.*MBps=//' >>"$work/hot"
+    "$BUILD/bin/vmm-tcpbench" "$size" --cold | sed 's/.*MBps=//' >>"$work/cold"
+    migrate_once "fill$i" "$size" 1 --guest idle --prefill "$size"
+    mbs=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
+    echo "$mbs" >>"$work/mig"
+    printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
+        "$i" "$mbs" "$R_TOTAL" "$R_DOWN" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
+    [ "$R_SRC_KIB" -gt "$max_src" ] && max_src=$R_SRC_KIB; [ "$R_DST_KIB" -gt "$max_dst" ] && max_dst=$R_DST_KIB
+done
+mig=$(median <"$work/mig") hot=$(median <"$work/hot") cold=$(median <"$work/cold")
+
+log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
+migrate_once idle1 1G 1 --guest idle
+t1=$R_TOTAL k1=$R_SENT_KIB
+if [ "$quick" = 1 ]; then t16=- k16=-; else migrate_once idle16 16G 1 --guest idle; t16=$R_TOTAL k16=$R_SENT_KIB; fi
+
+log "3. downtime under the stress guest (64 MiB rewritten over and over, 2 vCPUs)"
+declare -A dt gp
+for limit in 300 50; do
+    printf '[migration]\ndowntime_limit_ms = %s\n' "$limit" >"$work/limit$limit.toml"
+    migrate_once "stress$limit" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit.toml"
+    down=$R_DOWN
+    migrate_once "pattern$limit" 512M 1 --guest pattern --append "bytes=64M check=256" --config "$work/limit$limit.toml"
+    dt[$limit]="$down / $R_DOWN" gp[$limit]=$R_PAUSE
+done
+
+printf '\n\033[1m%-58s %s\033[0m\n' "measure" "value"
+row() { printf '%-58s %s\n' "$1" "$2"; }
+row "raw loopback TCP, hot 4 MiB buffers (median)" "$hot MB/s"
+row "raw loopback TCP, memory to memory $size (median)" "$cold MB/s"
+row "migration of a host-filled $size guest (median)" "$mig MB/s"
+row "  ratio to raw TCP hot (target >= 0.8)" "$(awk -v a="$mig" -v b="$hot" 'BEGIN{printf "%.2f", a/b}')"
+row "  ratio to raw TCP memory to memory" "$(awk -v a="$mig" -v b="$cold" 'BEGIN{printf "%.2f", a/b}')"
+row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
+row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
+row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"
+row "downtime, limit 300 ms: stress / pattern guest (VMM)" "${dt[300]} ms"
+row "  pause the pattern guest observed" "${gp[300]} ms"
+row "downtime, limit 50 ms: stress / pattern guest (VMM)" "${dt[50]} ms"
+row "  pause the pattern guest observed" "${gp[50]} ms"
+row "memory beyond guest RAM, max during migration: source" "$(( max_src / 1024 )) MiB (target < 64)"
+row "memory beyond guest RAM, max during migration: destination" "$(( max_dst / 1024 )) MiB (target < 64)"
