@@ -1,49 +1,59 @@
 #!/usr/bin/env bash
-# The main job, for now: boot a stress guest (2 vCPUs, 256 MiB, rewriting 64 MiB) and drive it
-# from its monitor: status, dirty pages growing while it runs and frozen while it is stopped,
-# the guest's own reports, RAM digests, then quit. (Live migration joins with the next issue.)
+# The main job: live-migrate a running guest. A stress guest (2 vCPUs, 256 MiB, rewriting
+# 64 MiB over and over) runs in one vmm; a second vmm waits with --incoming; `migrate` on the
+# source's monitor moves the guest across while it runs, with a live progress bar and the
+# final statistics. Then the two RAM digests are compared and the guest runs on at the
+# destination.
+#   scripts/demo.sh            over TCP on loopback
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 build
 
-sock="$(mktemp -u /tmp/vmm-demo.XXXXXX.sock)"
-serial="$(mktemp /tmp/vmm-demo-serial.XXXXXX)"
-cleanup() { [ -n "${vmm_pid:-}" ] && kill "$vmm_pid" 2>/dev/null; rm -f "$serial"; }
+work=$(mktemp -d /tmp/vmm-demo.XXXXXX)
+port=$(( 20000 + RANDOM % 20000 ))
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
+src="unix:$work/src.sock" dst="unix:$work/dst.sock"
 
-log "starting: vmm --guest stress -m 256M --smp 2 --monitor unix:$sock --append bytes=64M"
-"$BUILD/bin/vmm" --guest stress -m 256M --smp 2 --monitor "unix:$sock" --append "bytes=64M" \
-    --serial "file:$serial" &
-vmm_pid=$!
-
-ctl() {
-    printf '\033[36m(vmm) %s\033[0m\n' "$*"
-    "$BUILD/bin/vmmctl" "unix:$sock" "$*"
+ctl() {  # ctl WHICH COMMAND...
+    local which=$1; shift
+    printf '\033[36m%s (vmm) %s\033[0m\n' "$which" "$*"
+    "$BUILD/bin/vmmctl" "$([ "$which" = source ] && echo "$src" || echo "$dst")" "$*"
 }
 
+log "destination: vmm -m 256M --smp 2 --incoming tcp:127.0.0.1:$port -S"
+"$BUILD/bin/vmm" -m 256M --smp 2 --incoming "tcp:127.0.0.1:$port" -S --monitor "$dst" \
+    --serial "file:$work/dst.serial" 2>"$work/dst.log" &
+pids+=($!)
+log "source: vmm --guest stress -m 256M --smp 2 --append bytes=64M"
+"$BUILD/bin/vmm" --guest stress -m 256M --smp 2 --append bytes=64M --monitor "$src" \
+    --serial "file:$work/src.serial" 2>"$work/src.log" &
+pids+=($!)
 sleep 2
-log "guest serial output so far:"
-sed 's/^/    | /' "$serial"
-ctl info status
-ctl info ramblocks
+log "the guest runs on the source:"
+sed 's/^/    | /' "$work/src.serial"
+ctl source info status
+ctl source info dirty-rate
+ctl destination info status
+
+log "live migration, the guest running all along:"
+ctl source migrate "tcp:127.0.0.1:$port"
+ctl source info status
+ctl destination info status
+
+log "RAM digests (source at the pause, destination before it runs):"
+ctl source info ramhash | tee "$work/h1"
+ctl destination info ramhash | tee "$work/h2"
+if cmp -s <(tail -n +2 "$work/h1") <(tail -n +2 "$work/h2"); then log "identical"; else die "the RAM differs"; fi
+
+log "the guest runs on at the destination:"
+ctl destination cont
 sleep 2
-log "two seconds later the guest has dirtied more pages:"
-ctl info ramblocks
-ctl info dirty-rate
-ctl stop
-ctl info status
-ctl info ramblocks
-sleep 2
-log "stopped for two seconds: nothing was dirtied"
-ctl info ramblocks
-ctl cont
-ctl info status
-ctl info guest
-ctl info ramhash
-ctl quit
-wait "$vmm_pid"
-status=$?
-vmm_pid=""
-log "guest serial output (last lines):"
-tail -n 3 "$serial" | sed 's/^/    | /'
-log "vmm exited with status $status"
+ctl destination info guest
+tail -n 2 "$work/dst.serial" | sed 's/^/    | /'
+ctl destination quit >/dev/null
+ctl source quit >/dev/null
+wait
+pids=()
+log "done"

@@ -25,12 +25,14 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     for (int i = 2; i < argc; ++i) {
-        auto out = (*client)->command(argv[i]);
+        auto out = (*client)->command(argv[i], [](std::string_view text) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);  // a progress bar must show as it moves
+        });
         if (!out) {
             std::fprintf(stderr, "vmmctl: %s\n", out.error().message().c_str());
             return 1;
         }
-        std::fputs(out->c_str(), stdout);
         if (out->rfind("Error:", 0) == 0) status = 1;
     }
     return status;

@@ -41,14 +41,23 @@ Result<std::unique_ptr<HmpClient>> HmpClient::connect(const std::string& path, s
     return c;
 }
 
-Result<std::string> HmpClient::read_until_prompt() {
+Result<std::string> HmpClient::read_until_prompt(const std::function<void(std::string_view)>& stream) {
+    std::string out;
+    // Hands over what is certainly output: all but a tail that could be the start of a prompt.
+    auto emit = [&](size_t n) {
+        if (n == 0) return;
+        out += buffer_.substr(0, n);
+        if (stream) stream(std::string_view(buffer_).substr(0, n));
+        buffer_.erase(0, n);
+    };
     for (;;) {
         size_t at = buffer_.find(kPrompt);
         if (at != std::string::npos) {
-            std::string out = buffer_.substr(0, at);
-            buffer_.erase(0, at + std::strlen(kPrompt));
+            emit(at);
+            buffer_.erase(0, std::strlen(kPrompt));
             return out;
         }
+        if (stream && buffer_.size() > std::strlen(kPrompt)) emit(buffer_.size() - std::strlen(kPrompt));
         pollfd p{fd_.get(), POLLIN, 0};
         int r = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kReplyTimeout).count()));
         if (r == 0) return Error("the monitor did not answer within 60 s");
@@ -59,15 +68,14 @@ Result<std::string> HmpClient::read_until_prompt() {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return Error::from_errno("read from the monitor");
         if (n == 0) {  // the monitor closed (e.g. after quit): what came is the answer
-            std::string out = std::move(buffer_);
-            buffer_.clear();
+            emit(buffer_.size());
             return out;
         }
         buffer_.append(chunk, static_cast<size_t>(n));
     }
 }
 
-Result<std::string> HmpClient::command(const std::string& line) {
+Result<std::string> HmpClient::command(const std::string& line, const std::function<void(std::string_view)>& stream) {
     std::string text = line + "\n";
     size_t done = 0;
     while (done < text.size()) {
@@ -76,7 +84,7 @@ Result<std::string> HmpClient::command(const std::string& line) {
         if (n < 0) return Error::from_errno("send to the monitor");
         done += static_cast<size_t>(n);
     }
-    return read_until_prompt();
+    return read_until_prompt(stream);
 }
 
 }  // namespace vmm::monitor

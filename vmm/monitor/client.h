@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <string_view>
 #include <memory>
 #include <string>
 
@@ -16,12 +18,13 @@ Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds
 class HmpClient {
 public:
     static Result<std::unique_ptr<HmpClient>> connect(const std::string& path, std::chrono::milliseconds timeout);
-    // Sends one line; returns what the monitor printed before its next prompt.
-    Result<std::string> command(const std::string& line);
+    // Sends one line; returns what the monitor printed before its next prompt. With `stream`,
+    // output is handed over as it arrives (e.g. a live progress bar) and also returned.
+    Result<std::string> command(const std::string& line, const std::function<void(std::string_view)>& stream = {});
 
 private:
     explicit HmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
-    Result<std::string> read_until_prompt();
+    Result<std::string> read_until_prompt(const std::function<void(std::string_view)>& stream = {});
     UniqueFd fd_;
     std::string buffer_;
 };
