@@ -66,6 +66,9 @@ TEST(RateLimiter, SleepsExactlyAsLongAsTheSenderIsAhead) {
     EXPECT_EQ(slept.count(), 0);
     RateLimiter unlimited(0, [&](std::chrono::nanoseconds) -> Status { return Error("must not sleep"); });
     EXPECT_TRUE(unlimited.consume(1ull << 40));
+    // A rate requested from another thread applies at the next consume.
+    unlimited.request_rate(1'000'000);
+    EXPECT_FALSE(unlimited.consume(500'000));
 }
 
 }  // namespace vmm::migration

@@ -165,6 +165,20 @@ TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
     expect_handover(*src, *dst2);
 }
 
+TEST(Migration, RaisingMaxBandwidthAppliesToTheRunningMigration) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("bw-src", {"--guest", "stress", "-m", "256M", "--smp", "1", "--append", "bytes=16M"});
+    auto dst = destination("bw-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 1m"), "");  // 16 MiB would take 16 s
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 30));
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    EXPECT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 8)) << src->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
 TEST(Migration, RamSizeMismatchIsRefusedWithAClearMessage) {
     VMM_REQUIRE_KVM();
     uint16_t port = free_tcp_port();

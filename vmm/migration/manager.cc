@@ -43,8 +43,10 @@ Status MigrationManager::set_capability(const std::string& name, bool on) {
 Status MigrationManager::set_parameter(const std::string& name, const std::string& value) {
     std::lock_guard lock(mutex_);
     auto s = settings_.set_parameter(name, value);
-    if (s || !declare_plugin_names(name)) return s;
-    return settings_.set_parameter(name, value);
+    if (!s && declare_plugin_names(name)) s = settings_.set_parameter(name, value);
+    // Like QEMU, a new bandwidth cap applies to the migration already running.
+    if (s && name == "max-bandwidth" && outgoing_) outgoing_->set_max_bandwidth(settings_.params.max_bandwidth);
+    return s;
 }
 
 Status MigrationManager::migrate(const std::string& text) {

@@ -14,6 +14,7 @@ void RateLimiter::set_rate(uint64_t bytes_per_second) {
 }
 
 Status RateLimiter::consume(uint64_t bytes) {
+    if (uint64_t r = requested_.exchange(kNoRequest); r != kNoRequest) set_rate(r);
     if (rate_ == 0) return {};
     sent_ += bytes;
     // Where the sender should be in time for what it has sent.

@@ -2,6 +2,7 @@
 // a sender that is ahead of it sleeps (waking early on cancel). 0 means unlimited.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,8 @@ public:
     RateLimiter(uint64_t bytes_per_second, SleepFn sleep, std::function<Clock::time_point()> now = Clock::now);
 
     void set_rate(uint64_t bytes_per_second);
+    // From any thread: the sender switches to this rate at its next consume().
+    void request_rate(uint64_t bytes_per_second) { requested_ = bytes_per_second; }
     // Accounts `bytes` as sent; sleeps as long as the sender is ahead of the rate.
     Status consume(uint64_t bytes);
 
@@ -32,6 +35,8 @@ private:
     std::function<Clock::time_point()> now_;
     Clock::time_point start_;
     uint64_t sent_ = 0;
+    static constexpr uint64_t kNoRequest = UINT64_MAX;
+    std::atomic<uint64_t> requested_{kNoRequest};
 };
 
 }  // namespace vmm::migration

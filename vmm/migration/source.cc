@@ -68,6 +68,11 @@ void MigrationSource::cancel() {
 
 bool MigrationSource::finished() const { return finished_; }
 
+void MigrationSource::set_max_bandwidth(uint64_t bytes_per_second) {
+    std::lock_guard lock(mutex_);  // limiter_ is only cleared under this lock
+    if (RateLimiter* l = limiter_.load()) l->request_rate(bytes_per_second);
+}
+
 MigrationStats MigrationSource::stats() const {
     std::lock_guard lock(mutex_);
     MigrationStats s = stats_;
@@ -109,7 +114,12 @@ void MigrationSource::run() {
     Status s = setup(conn);
     if (s) {
         Run r(*this, *conn);
+        limiter_ = &r.limiter;
         s = precopy(r);
+        {
+            std::lock_guard lock(mutex_);
+            limiter_ = nullptr;  // the downtime runs unpaced
+        }
         if (s) s = complete(r);
     }
     if (!s) fail(s.error());

@@ -18,6 +18,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/migration/cancel.h"
 #include "vmm/migration/params.h"
+#include "vmm/migration/rate_limiter.h"
 #include "vmm/migration/stats.h"
 #include "vmm/migration/transport.h"
 
@@ -35,6 +36,8 @@ public:
 
     void start();
     void cancel();
+    // max-bandwidth changed while this migration runs (ignored once the guest is paused).
+    void set_max_bandwidth(uint64_t bytes_per_second);
     MigrationStats stats() const;
     bool finished() const;
 
@@ -63,6 +66,7 @@ private:
     bool was_running_ = false;
     bool paused_by_us_ = false;
     std::atomic<bool> finished_{false};
+    std::atomic<RateLimiter*> limiter_{nullptr};  // set while the rounds run
     std::thread thread_;
 };
 
