@@ -23,12 +23,7 @@ IncomingMigration::~IncomingMigration() {
 }
 
 Status IncomingMigration::listen() {
-    TransportContext ctx;
-    ctx.uri = uri_;
-    ctx.settings = &settings_;
-    ctx.cancel = &cancel_;
-    for (const auto& b : machine_.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
-    auto l = transport_.listen(ctx);
+    auto l = transport_.listen(context_for(machine_, uri_, settings_, cancel_));
     if (!l) return l.error();
     listener_ = std::move(*l);
     machine_.set_incoming();
@@ -70,13 +65,6 @@ void IncomingMigration::run() {
     if (!s) on_failure_(s.error());
 }
 
-static StreamHeader local_header(const machine::Machine& m) {
-    StreamHeader h;
-    h.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
-    for (const auto& b : m.memory().blocks()) h.blocks.push_back({b->name(), b->guest_addr(), b->size()});
-    return h;
-}
-
 static void refuse(ByteStream& st, const Error& e) {
     // Best effort: the source learns why; the connection may already be gone.
     if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
@@ -89,7 +77,7 @@ Status IncomingMigration::receive(Connection& conn) {
         refuse(st, header.error());
         return header.error();
     }
-    StreamHeader local = local_header(machine_);
+    StreamHeader local = header_for(machine_);
     Status ok = check_compatible(*header, local);
     if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
         ok = Error("the source sends RAM through a transport channel this transport lacks");

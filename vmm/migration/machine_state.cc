@@ -14,6 +14,24 @@ Result<std::vector<uint8_t>> save_machine_state(machine::Machine& m) {
     return std::move(w).take();
 }
 
+StreamHeader header_for(const machine::Machine& m, RamMode mode) {
+    StreamHeader h;
+    h.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
+    for (const auto& b : m.memory().blocks()) h.blocks.push_back({b->name(), b->guest_addr(), b->size()});
+    h.ram_mode = mode;
+    return h;
+}
+
+TransportContext context_for(const machine::Machine& m, const Uri& uri, const Settings& settings,
+                             const CancelToken& cancel) {
+    TransportContext ctx;
+    ctx.uri = uri;
+    ctx.settings = &settings;
+    ctx.cancel = &cancel;
+    for (const auto& b : m.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
+    return ctx;
+}
+
 Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob) {
     ByteReader r(blob, "migrated machine state");
     uint32_t n = 0;

@@ -16,14 +16,6 @@ using Clock = std::chrono::steady_clock;
 uint64_t ms_since(Clock::time_point t) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
 }
-
-StreamHeader local_header(const machine::Machine& m, RamMode mode) {
-    StreamHeader h;
-    h.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
-    for (const auto& b : m.memory().blocks()) h.blocks.push_back({b->name(), b->guest_addr(), b->size()});
-    h.ram_mode = mode;
-    return h;
-}
 }  // namespace
 
 struct MigrationSource::Run {
@@ -128,17 +120,12 @@ void MigrationSource::run() {
 }
 
 Status MigrationSource::setup(Connection*& conn_out) {
-    TransportContext ctx;
-    ctx.uri = uri_;
-    ctx.settings = &settings_;
-    ctx.cancel = &cancel_;
-    for (const auto& b : machine_.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
-    auto conn = transport_.connect(ctx);
+    auto conn = transport_.connect(context_for(machine_, uri_, settings_, cancel_));
     if (!conn) return conn.error();
     conn_ = std::move(*conn);
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     ByteStream& st = conn_->stream();
-    if (auto w = st.write(encode_header(local_header(machine_, mode))); !w) return w;
+    if (auto w = st.write(encode_header(header_for(machine_, mode))); !w) return w;
     if (auto f = st.flush(); !f) return f;
     auto reply = read_reply(st);
     if (!reply) return reply.error();
