@@ -6,6 +6,7 @@
 
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/migration/stream_format.h"
+#include "wire.h"
 
 using namespace vmm::migration;
 
@@ -15,9 +16,23 @@ static void write(const std::string& path, uint8_t mode, const std::vector<uint8
     f.write(reinterpret_cast<const char*>(body.data()), static_cast<std::streamsize>(body.size()));
 }
 
+static int rdma_seeds(const std::string& dir) {
+    using namespace rdma_migrate;
+    write(dir + "/private", 1, encode_private_data({1, kCapPinAll | kCapChannels, 1, 2, 42}));
+    write(dir + "/blocks", 0, encode_blocks({{"pc.ram", 0x10000000, 0, 64ull << 20, 5}, {"high", 0x20000000, 1ull << 32, 3ull << 20, 0}}));
+    write(dir + "/register", 0, encode_chunk_ranges(Command::register_request, {{0, 3, 2}, {1, 2, 1}}));
+    write(dir + "/result", 0, encode_register_results({{7, 0x10000000}, {8, 0x10100000}}));
+    write(dir + "/compress", 0, encode_compress({{0, 1, 0, 1 << 20}}));
+    write(dir + "/error", 0, encode_error("because"));
+    write(dir + "/file", 0, encode_message(Command::qemu_file, 1, std::vector<uint8_t>(100, 7)));
+    return 0;
+}
+
+// make_fuzz_seeds stream|rdma DIR
 int main(int argc, char** argv) {
-    if (argc != 2) return 2;
-    std::string dir = argv[1];
+    if (argc != 3) return 2;
+    std::string dir = argv[2];
+    if (std::string(argv[1]) == "rdma") return rdma_seeds(dir);
     StreamHeader h;
     h.vcpu_count = 1;
     h.blocks = {{"pc.ram", 0, 1 << 20}, {"high", 4 << 20, 256 << 10}};

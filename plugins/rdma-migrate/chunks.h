@@ -1,0 +1,62 @@
+// Chunks (spec: "Migration of VM's ram"): RAM moves in chunks, 1 MiB by default, any power of
+// two with rdma-chunk-size. Registration works per chunk; writes never cross a chunk.
+// Also: the bounds checks every peer-supplied range passes before it touches memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wire.h"
+
+namespace rdma_migrate {
+
+class ChunkGeometry {
+public:
+    static constexpr uint64_t kDefault = 1 << 20;
+    // A power of two from 4 KiB to 1 GiB.
+    static Result<ChunkGeometry> make(uint64_t chunk_size);
+    uint64_t size() const { return size_; }
+    uint64_t index(uint64_t offset) const { return offset >> shift_; }
+    uint64_t start(uint64_t chunk) const { return chunk << shift_; }
+    uint64_t count(uint64_t block_len) const { return (block_len + size_ - 1) >> shift_; }
+    // The last chunk of a block may be shorter.
+    uint64_t length(uint64_t block_len, uint64_t chunk) const;
+
+private:
+    ChunkGeometry(uint64_t size, unsigned shift) : size_(size), shift_(shift) {}
+    uint64_t size_;
+    unsigned shift_;
+};
+
+// A piece of a range that lies in one chunk: one RDMA WRITE.
+struct Piece {
+    uint64_t chunk;
+    uint64_t offset;  // in the block
+    uint64_t length;
+};
+// Splits [offset, offset+length) at chunk boundaries (contiguous pages stay one piece per chunk).
+std::vector<Piece> split_by_chunk(const ChunkGeometry& g, uint64_t offset, uint64_t length);
+
+struct LocalBlock {
+    std::string name;
+    uint8_t* host = nullptr;
+    uint64_t length = 0;
+    uint64_t guest_addr = 0;
+};
+
+// The byte range a (un)register request names, if it lies inside one of `blocks`, chunk-aligned.
+struct ByteRange {
+    uint64_t offset;
+    uint64_t length;
+};
+Result<ByteRange> check_chunk_range(const ChunkRange& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g);
+// A COMPRESS entry: block index, page-aligned range inside the block, no overflow.
+Status check_compress(const Compress& c, const std::vector<LocalBlock>& blocks);
+// The two sides' RAM blocks must match in count, names, guest addresses and lengths.
+Status check_block_lists(const std::vector<LocalBlock>& local, const std::vector<BlockDesc>& remote);
+// A register result's address must be the start of that chunk in the block the destination
+// announced (so an RDMA WRITE can never aim outside it).
+Status check_register_result(const RegisterResult& r, const BlockDesc& remote, const ChunkGeometry& g, uint64_t chunk);
+
+}  // namespace rdma_migrate
