@@ -107,6 +107,12 @@ int run(const config::Config& cfg) {
         log::error("incoming migration failed: {}", e.message());
         m->end(1);
     };
+    // Listen before the monitors answer: whoever sees the monitor may migrate to us at once.
+    if (incoming) {
+        if (auto s = manager.incoming(cfg.incoming, cfg.start_paused, incoming_failed); !s) {
+            return log::error("{}", s.error().message()), 1;
+        }
+    }
     monitor::add_machine_commands(dispatcher.table(), *m);
     monitor::add_migration_commands(dispatcher.table(), manager, *m, incoming_failed);
     monitor::add_help_command(dispatcher.table());
@@ -118,11 +124,7 @@ int run(const config::Config& cfg) {
               incoming ? "incoming migration " + cfg.incoming : "payload " + cfg.payload, cfg.vcpus,
               format_size(m->memory().total_size()), memory::to_string(cfg.dirty_tracking), config::to_string(cfg.hmp),
               config::to_string(cfg.qmp));
-    if (incoming) {
-        if (auto s = manager.incoming(cfg.incoming, cfg.start_paused, incoming_failed); !s) {
-            return log::error("{}", s.error().message()), 1;
-        }
-    } else if (!cfg.start_paused) {
+    if (!incoming && !cfg.start_paused) {
         if (auto s = m->resume(); !s) return log::error("{}", s.error().message()), 1;
     }
     int code = m->wait_for_end();

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kvm_fixture.h"
+#include "vmm/machine/boot_abi.h"
 
 namespace vmm::test {
 
@@ -60,10 +61,14 @@ TEST_P(DirtyTracking, ReportsExactlyThePagesOneStepWrote) {
     for (uint64_t p = 0; p < bits.size() * 64; ++p) {
         if (!bit(bits, p) || (p >= first && p < first + count)) continue;
         ++outside;
-        EXPECT_TRUE(p >= (image.image_start >> kPageShift) && p < ((image.image_end + 4095) >> kPageShift))
-            << "page " << p << " outside the work region and the payload image is dirty";
+        // Besides its image (stack, data), a guest writes its page tables: the CPU sets their
+        // accessed/dirty bits during page walks (seen under stock KVM; the paravirtual KVM of
+        // the development host does not report those).
+        bool in_image = p >= (image.image_start >> kPageShift) && p < ((image.image_end + 4095) >> kPageShift);
+        bool page_table = p >= (VMM_BOOT_PAGE_TABLES >> kPageShift) && p < (VMM_BOOT_PAGE_TABLES_END >> kPageShift);
+        EXPECT_TRUE(in_image || page_table) << "page " << p << " outside the work region, the image and the page tables is dirty";
     }
-    EXPECT_LE(outside, 8u) << "stack and data of one step span a few pages at most";
+    EXPECT_LE(outside, 12u) << "stack, data and page tables of one step span a few pages at most";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DirtyTracking, ::testing::Values(DirtyBackend::log, DirtyBackend::ring),

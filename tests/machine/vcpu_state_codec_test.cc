@@ -43,6 +43,11 @@ TEST(VcpuStateCodec, SameStateCanIgnoreOnlyTheTsc) {
     EXPECT_TRUE(same_state(a, b, true));
     b.msrs[1].data += 1;
     EXPECT_FALSE(same_state(a, b, true));
+    EXPECT_EQ(first_difference(a, b, true), "MSR 0xc0000081: 0x2a vs 0x2b");
+    VcpuState c = sample(), d = sample();
+    c.msrs.push_back({kMsrHvTimeRefCount, 0, 100});
+    d.msrs.push_back({kMsrHvTimeRefCount, 0, 900});
+    EXPECT_TRUE(same_state(c, d, true));  // the Hyper-V reference counter is a clock too
 }
 
 TEST(VcpuStateCodec, RejectsTruncationWrongStructSizesAndHugeCounts) {

@@ -61,7 +61,7 @@ TEST(VcpuState, RoundTripsAndResumesTheGuestOnASecondMachine) {
     auto reread = b->save_vcpus();
     ASSERT_TRUE(reread);
     for (size_t i = 0; i < decoded.size(); ++i) {
-        EXPECT_TRUE(machine::same_state(decoded[i], (*reread)[i], true)) << "vCPU " << i;
+        EXPECT_EQ(machine::first_difference(decoded[i], (*reread)[i], true), "") << "vCPU " << i;
         EXPECT_GE(tsc_of((*reread)[i]), tsc_of(decoded[i])) << "the TSC went backwards on vCPU " << i;
     }
     uint64_t steps = b->control().report().steps;

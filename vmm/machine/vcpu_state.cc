@@ -38,20 +38,33 @@ Status get_struct(ByteReader& in, T& v, const char* what) {
 
 }  // namespace
 
-bool same_state(const VcpuState& a, const VcpuState& b, bool ignore_tsc) {
-    if (!same_bytes(a.regs, b.regs) || !same_bytes(a.sregs, b.sregs) || !same_bytes(a.fpu, b.fpu) ||
-        a.xsave != b.xsave || !same_bytes(a.xcrs, b.xcrs) || !same_bytes(a.events, b.events) ||
-        !same_bytes(a.mp_state, b.mp_state) || !same_bytes(a.debugregs, b.debugregs) ||
-        a.msrs.size() != b.msrs.size()) {
-        return false;
+bool is_clock_msr(uint32_t index) { return index == kMsrTsc || index == kMsrHvTimeRefCount; }
+
+std::string first_difference(const VcpuState& a, const VcpuState& b, bool ignore_clocks) {
+    if (!same_bytes(a.regs, b.regs)) return "regs";
+    if (!same_bytes(a.sregs, b.sregs)) return "sregs";
+    if (!same_bytes(a.fpu, b.fpu)) return "fpu";
+    if (a.xsave != b.xsave) {
+        for (size_t i = 0; i < std::min(a.xsave.size(), b.xsave.size()); ++i)
+            if (a.xsave[i] != b.xsave[i]) return fmt::format("xsave byte {}", i);
+        return "xsave size";
     }
+    if (!same_bytes(a.xcrs, b.xcrs)) return "xcrs";
+    if (!same_bytes(a.events, b.events)) return "events";
+    if (!same_bytes(a.mp_state, b.mp_state)) return "mp_state";
+    if (!same_bytes(a.debugregs, b.debugregs)) return "debugregs";
+    if (a.msrs.size() != b.msrs.size()) return "msr count";
     for (size_t i = 0; i < a.msrs.size(); ++i) {
-        if (a.msrs[i].index != b.msrs[i].index) return false;
-        if (ignore_tsc && a.msrs[i].index == kMsrTsc) continue;
-        if (a.msrs[i].data != b.msrs[i].data) return false;
+        if (a.msrs[i].index != b.msrs[i].index) return fmt::format("msr list at {}", i);
+        if (ignore_clocks && is_clock_msr(a.msrs[i].index)) continue;
+        if (a.msrs[i].data != b.msrs[i].data) {
+            return fmt::format("MSR {:#x}: {:#x} vs {:#x}", a.msrs[i].index, a.msrs[i].data, b.msrs[i].data);
+        }
     }
-    return true;
+    return "";
 }
+
+bool same_state(const VcpuState& a, const VcpuState& b, bool ignore_clocks) { return first_difference(a, b, ignore_clocks).empty(); }
 
 Result<VcpuState> save_vcpu_state(kvm::Vcpu& vcpu, const std::vector<uint32_t>& msr_indices,
                                   size_t xsave_size) {

@@ -9,6 +9,7 @@
 #include "vmm/kvm/uapi.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "vmm/common/bytes.h"
@@ -18,6 +19,8 @@
 namespace vmm::machine {
 
 constexpr uint32_t kMsrTsc = 0x10;
+constexpr uint32_t kMsrHvTimeRefCount = 0x40000020;  // Hyper-V reference counter: a clock, like the TSC
+bool is_clock_msr(uint32_t index);
 
 struct VcpuState {
     kvm_regs regs{};
@@ -31,8 +34,11 @@ struct VcpuState {
     kvm_debugregs debugregs{};
 };
 
-// Byte-for-byte equality; `ignore_tsc` skips the TSC MSR, which advances while paused.
-bool same_state(const VcpuState& a, const VcpuState& b, bool ignore_tsc);
+// Byte-for-byte equality; `ignore_clocks` skips the MSRs that are clocks (TSC, Hyper-V
+// reference counter), which advance even while the vCPU is paused.
+bool same_state(const VcpuState& a, const VcpuState& b, bool ignore_clocks);
+// The first part that differs ("" when same_state would be true), for diagnostics.
+std::string first_difference(const VcpuState& a, const VcpuState& b, bool ignore_clocks);
 
 Result<VcpuState> save_vcpu_state(kvm::Vcpu& vcpu, const std::vector<uint32_t>& msr_indices,
                                   size_t xsave_size);

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Runs inside the nested VM, in the host's root filesystem: brings up SoftRoCE (rdma_rxe on a
+# dummy netdev) and /dev/kvm (nested SVM), then runs the command softroce-run.sh was given, in
+# the directory it was given in. The rxe device's address is in $VMM_RDMA_ADDR.
+set -u
+say() { echo "softroce: $*"; }
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+# rxe needs the crc32 crypto algorithm; the kernel cannot autoload it (its modprobe helper runs
+# in the initramfs, which has no such module), so load it here.
+modprobe crc32_generic; modprobe crc32_pclmul 2>/dev/null
+modprobe rdma_rxe && modprobe rdma_ucm && modprobe ib_uverbs || { say "cannot load the RDMA modules"; exit 124; }
+modprobe dummy numdummies=0
+ip link set lo up
+ip link add dummy0 type dummy
+ip addr add 10.99.0.1/24 dev dummy0
+ip link set dummy0 up
+rdma link add rxe0 type rxe netdev dummy0 || { say "cannot create the rxe device"; exit 124; }
+export VMM_RDMA_ADDR=10.99.0.1 VMM_RDMA_DEVICE=rxe0
+modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null || say "no nested KVM (kvm tests will skip)"
+# The ring's exactness test needs a stock KVM, which this is.
+export VMM_TEST_DIRTY_RING=1
+say "rxe0 on dummy0 at $VMM_RDMA_ADDR; /dev/kvm: $([ -e /dev/kvm ] && echo yes || echo no); running: $(cat "$VMM_SOFTROCE_DIR/command.txt")"
+cd "$(cat "$VMM_SOFTROCE_DIR/cwd.txt")" || exit 123
+sh "$VMM_SOFTROCE_DIR/command.sh"

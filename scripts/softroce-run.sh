@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# softroce-run.sh COMMAND [ARGS...]: runs COMMAND inside a nested VM with a real RDMA device
+# (SoftRoCE) and /dev/kvm, and returns its exit status. For machines whose kernel has no RDMA.
+#
+# The VM is QEMU (TCG, -cpu max, no NIC) booting Debian's kernel with a tiny busybox initramfs
+# that mounts this host's root filesystem read-only over virtio-9p and this checkout (with its
+# build tree) read-write at the same path; so COMMAND sees the same files, tools and libraries
+# as here:   scripts/softroce-run.sh ctest --test-dir build -L rdma
+# Inside, rdma_rxe runs on a dummy netdev (address in $VMM_RDMA_ADDR) and kvm_amd gives nested
+# KVM. The console log is saved in build/softroce/console.log. Every step has a time limit
+# (SOFTROCE_TIMEOUT seconds for the whole VM, default 1800): a hang fails, never sticks.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+[ $# -ge 1 ] || die "usage: scripts/softroce-run.sh COMMAND [ARGS...]"
+
+SOFTROCE_PACKAGES=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio rdma-core ibverbs-providers
+                   ibverbs-utils rdmacm-utils perftest iproute2)
+ensure_packages "${SOFTROCE_PACKAGES[@]}"
+kernel=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -1)
+[ -n "$kernel" ] || die "no kernel in /boot: install linux-image-amd64"
+kver=${kernel#/boot/vmlinuz-}
+[ -d "/lib/modules/$kver" ] || die "no modules for $kver in /lib/modules"
+
+dir="$BUILD/softroce"
+mkdir -p "$dir"
+log="$dir/console.log"
+# The command, quoted exactly, and where it runs.
+printf '%q ' "$@" >"$dir/command.sh"
+echo >>"$dir/command.sh"
+printf '%s\n' "$*" >"$dir/command.txt"
+pwd >"$dir/cwd.txt"
+
+build_initramfs() {  # a busybox root with just what mounting 9p needs
+    local r="$dir/initramfs" want="virtio_pci 9pnet_virtio 9p" m d f
+    rm -rf "$r"
+    mkdir -p "$r"/{bin,sbin,proc,sys,dev,newroot}
+    cp /bin/busybox "$r/bin/busybox"
+    for a in $("$r/bin/busybox" --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
+    declare -A seen
+    resolve() { for m in "$@"; do
+        [ -n "${seen[$m]:-}" ] && continue; seen[$m]=1
+        d=$(modinfo -k "$kver" -F depends "$m" 2>/dev/null || true); [ -n "$d" ] && resolve ${d//,/ }
+    done; return 0; }
+    resolve $want
+    for m in "${!seen[@]}"; do
+        f=$(modinfo -k "$kver" -F filename "$m" 2>/dev/null) || continue
+        [ "$f" = "(builtin)" ] && continue
+        mkdir -p "$r$(dirname "$f")"; cp "$f" "$r$f"
+    done
+    cp /lib/modules/"$kver"/modules.{order,builtin,builtin.modinfo} "$r/lib/modules/$kver/" 2>/dev/null || true
+    depmod -b "$r" "$kver"
+    cp "$ROOT/scripts/softroce-init.sh" "$r/init"
+    chmod +x "$r/init"
+    (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initramfs.cpio.gz"
+}
+build_initramfs
+
+timeout_s=${SOFTROCE_TIMEOUT:-1800}
+log "booting the nested VM (kernel $kver, TCG; console: $log; limit ${timeout_s}s)"
+virtfs=(-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+        -virtfs "local,path=$ROOT,mount_tag=checkout,security_model=none,multidevs=remap")
+case "$BUILD" in "$ROOT"/*) ;; *) virtfs+=(-virtfs "local,path=$BUILD,mount_tag=build,security_model=none,multidevs=remap") ;; esac
+set +e
+timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -machine q35 -cpu max -m "${SOFTROCE_MEM:-4G}" -smp 2 \
+    -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
+    -append "console=ttyS0 panic=-1 loglevel=3 VMM_CHECKOUT=$ROOT VMM_BUILD=$BUILD VMM_SOFTROCE_DIR=$dir" \
+    "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1 | tr -d '\r' | tee "$log"
+qemu_rc=${PIPESTATUS[0]}
+set -e
+rc=$(grep -a -m1 '^VMM-SOFTROCE-EXIT: ' "$log" | sed 's/.*: //' || true)
+if [ -z "$rc" ]; then
+    [ "$qemu_rc" = 124 ] && die "the nested VM did not finish within ${timeout_s}s (SOFTROCE_TIMEOUT); console: $log"
+    die "the nested VM ended (qemu status $qemu_rc) without reporting the command's status; console: $log"
+fi
+log "nested VM: '$*' exited with status $rc"
+exit "$rc"
