@@ -3,7 +3,8 @@
  * pass (stride=4096 dirties every page at the lowest cost; stride=8 rewrites every byte).
  * CPU 0 reports each pass as a step and prints a line about once a second.
  * Parameters: bytes=SIZE (default 64M) base=ADDR (default 4M) stride=N (default 4096)
- *             passes=N (default 0: forever; then exits the machine with code 0) */
+ *             passes=N (default 0: forever; then exits the machine with code 0)
+ *             zero=1 (write zeros: memory populated but all zero, for zero-page paths) */
 #include "lib/runtime.h"
 
 static volatile uint64_t g_done_cpus;
@@ -25,6 +26,7 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
     if (!work_region(info, 64u << 20, &base, &bytes)) halt_forever();
     uint64_t stride = param_u64("stride", 4096);
     uint64_t passes = param_u64("passes", 0);
+    uint64_t zero = param_u64("zero", 0);
     if (stride < 8 || (stride & 7) != 0) stride = 4096;
     uint64_t share = (bytes / info->cpu_count) & ~(uint64_t)4095;
     uint64_t start = base + share * cpu;
@@ -32,7 +34,7 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
     if (cpu == 0) announce(info, base, bytes, stride);
     uint64_t last_print = ctl_clock_ns();
     for (uint64_t pass = 1; passes == 0 || pass <= passes; ++pass) {
-        for (uint64_t a = start; a < end; a += stride) *(volatile uint64_t *)(uintptr_t)a = pass ^ a;
+        for (uint64_t a = start; a < end; a += stride) *(volatile uint64_t *)(uintptr_t)a = zero ? 0 : pass ^ a;
         if (cpu != 0) continue;
         ctl_command(VMMC_CMD_STEP, pass);
         ctl_command(VMMC_CMD_PROGRESS, pass);

@@ -40,6 +40,8 @@ public:
         return &it->second->handle;
     }
 
+    bool contains(const ChunkKey& k) const { return index_.count(k) != 0; }
+
     // What must be released (oldest first) so `bytes` more fit under the limit.
     Result<std::vector<ChunkKey>> victims_for(uint64_t bytes) const {
         if (limit_ == 0) return std::vector<ChunkKey>{};

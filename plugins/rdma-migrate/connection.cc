@@ -1,0 +1,241 @@
+#include "connection.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <poll.h>
+
+#include <cstring>
+
+namespace rdma_migrate {
+
+namespace {
+
+// Move-only owner of a getaddrinfo() result.
+using AddrInfo = std::unique_ptr<addrinfo, Deleter<::freeaddrinfo>>;
+
+Result<AddrInfo> resolve(const std::string& host, uint16_t port, bool passive) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    addrinfo* res = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (rc != 0) return Error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(rc)));
+    return AddrInfo(res);
+}
+
+Result<EventChannel> make_event_channel() {
+    EventChannel ec(rdma_create_event_channel());
+    if (!ec) {
+        return Error::from_errno("rdma_create_event_channel", errno,
+                                 "this host has no usable RDMA device: load one (e.g. rdma_rxe and 'rdma link add') "
+                                 "or migrate over tcp:");
+    }
+    int flags = ::fcntl(ec->fd, F_GETFL);
+    ::fcntl(ec->fd, F_SETFL, flags | O_NONBLOCK);
+    return ec;
+}
+
+// One CM event of the expected type (its private data copied into `pd` if asked), acked.
+Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char* what, PrivateData* pd = nullptr,
+               rdma_cm_id** new_id = nullptr) {
+    for (;;) {
+        rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(e.events.get(), &ev) == 0) {
+            rdma_cm_event_type type = ev->event;
+            int status = ev->status;
+            Status s;
+            if (type == want) {
+                if (pd != nullptr) {
+                    auto p = decode_private_data({static_cast<const uint8_t*>(ev->param.conn.private_data),
+                                                  ev->param.conn.private_data_len});
+                    if (p) *pd = *p;
+                    else s = p.error();
+                }
+                if (new_id != nullptr) *new_id = ev->id;
+            } else if (type == RDMA_CM_EVENT_REJECTED) {
+                s = Error(fmt::format("{}: the peer rejected the connection (is it a vmm --incoming rdma:, with the same "
+                                      "protocol version?)",
+                                      what));
+            } else {
+                s = Error(fmt::format("{}: {} (status {})", what, rdma_event_str(type), status));
+            }
+            rdma_ack_cm_event(ev);
+            return s;
+        }
+        if (errno != EAGAIN) return verbs_error(std::string(what) + ": rdma_get_cm_event");
+        pollfd fds[2] = {{e.events->fd, POLLIN, 0}, {e.cancel_fd, POLLIN, 0}};
+        int r = ::poll(fds, 2, timeout_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return verbs_error("poll");
+        if (fds[1].revents != 0) return Error("migration cancelled");
+        if (r == 0) return Error(fmt::format("{}: no answer within {} ms", what, timeout_ms));
+    }
+}
+
+Status create_resources(Endpoint& e) {
+    ibv_context* ctx = e.id->verbs;
+    if (ctx == nullptr) return Error("the RDMA-CM id has no device: is an RDMA device bound to that address?");
+    e.pd.reset(ibv_alloc_pd(ctx));
+    if (!e.pd) return verbs_error("ibv_alloc_pd");
+    e.channel.reset(ibv_create_comp_channel(ctx));
+    if (!e.channel) return verbs_error("ibv_create_comp_channel");
+    int flags = ::fcntl(e.channel->fd, F_GETFL);
+    ::fcntl(e.channel->fd, F_SETFL, flags | O_NONBLOCK);
+    e.cq.reset(ibv_create_cq(ctx, static_cast<int>(kSendQueueDepth + kRecvQueueDepth), nullptr, e.channel.get(), 0));
+    if (!e.cq) return verbs_error("ibv_create_cq");
+    if (auto s = posted(ibv_req_notify_cq(e.cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
+    ibv_qp_init_attr attr{};
+    attr.send_cq = e.cq.get();
+    attr.recv_cq = e.cq.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = kSendQueueDepth;
+    attr.cap.max_recv_wr = kRecvQueueDepth;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    if (rdma_create_qp(e.id.get(), e.pd.get(), &attr) != 0) return verbs_error("rdma_create_qp");
+    e.qp = QueuePair(e.id.get());
+    return {};
+}
+
+rdma_conn_param conn_param(const std::vector<uint8_t>& pd) {
+    rdma_conn_param p{};
+    p.private_data = pd.data();
+    p.private_data_len = static_cast<uint8_t>(pd.size());
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    return p;
+}
+
+}  // namespace
+
+Endpoint::~Endpoint() {
+    if (id && !disconnected) rdma_disconnect(id.get());
+}
+
+Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done) {
+    ibv_wc wc[32];
+    while (!done()) {
+        int n = ibv_poll_cq(cq.get(), 32, wc);
+        if (n < 0) return Error("ibv_poll_cq failed");
+        for (int i = 0; i < n; ++i) {
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                if (wc[i].status == IBV_WC_WR_FLUSH_ERR) return Error(fmt::format("{}: the connection is being torn down", describe));
+                return Error(fmt::format("{}: a work request failed: {} (vendor error {:#x})", describe,
+                                         ibv_wc_status_str(wc[i].status), wc[i].vendor_err));
+            }
+            if (auto s = on_wc(wc[i]); !s) return s;
+        }
+        if (n > 0) continue;
+        pollfd fds[3] = {{channel->fd, POLLIN, 0}, {events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+        int r = ::poll(fds, 3, io_timeout_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return verbs_error("poll");
+        if (fds[2].revents != 0) return Error("migration cancelled");
+        if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, io_timeout_ms));
+        if (fds[1].revents != 0) {
+            rdma_cm_event* ev = nullptr;
+            if (rdma_get_cm_event(events.get(), &ev) == 0) {
+                rdma_cm_event_type type = ev->event;
+                rdma_ack_cm_event(ev);
+                if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
+                return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
+            }
+        }
+        if (fds[0].revents != 0) {
+            ibv_cq* ev_cq = nullptr;
+            void* ctx = nullptr;
+            if (ibv_get_cq_event(channel.get(), &ev_cq, &ctx) == 0) {
+                ibv_ack_cq_events(ev_cq, 1);
+                if (auto s = posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
+            }
+        }
+    }
+    return {};
+}
+
+Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
+                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect) {
+    auto e = std::make_unique<Endpoint>();
+    e->cancel_fd = cancel_fd;
+    e->io_timeout_ms = t.io_ms;
+    e->describe = fmt::format("rdma destination {}:{}", host, port);
+    auto ec = make_event_channel();
+    if (!ec) return ec.error();
+    e->events = std::move(*ec);
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(e->events.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return verbs_error("rdma_create_id");
+    e->id.reset(raw);
+    auto ai = resolve(host, port, false);
+    if (!ai) return ai.error();
+    if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0) return verbs_error("rdma_resolve_addr " + host);
+    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return s.error();
+    if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return verbs_error("rdma_resolve_route");
+    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return s.error();
+    if (auto s = create_resources(*e); !s) return s.error();
+    if (auto s = before_connect(*e); !s) return s.error();
+    auto pd = encode_private_data(ours);
+    auto param = conn_param(pd);
+    if (rdma_connect(e->id.get(), &param) != 0) return verbs_error("rdma_connect");
+    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, t.connect_ms, fmt::format("connecting to {}:{}", host, port).c_str(), &e->peer); !s) {
+        return s.error();
+    }
+    return e;
+}
+
+Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t) {
+    auto e = std::make_unique<Endpoint>();
+    e->cancel_fd = cancel_fd;
+    e->io_timeout_ms = t.io_ms;
+    e->describe = fmt::format("rdma:{}:{}", host, port);
+    auto ec = make_event_channel();
+    if (!ec) return ec.error();
+    e->events = std::move(*ec);
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(e->events.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return verbs_error("rdma_create_id");
+    e->listen_id.reset(raw);
+    auto ai = resolve(host, port, true);
+    if (!ai) return ai.error();
+    if (rdma_bind_addr(e->listen_id.get(), (*ai)->ai_addr) != 0) {
+        return Error::from_errno(fmt::format("rdma_bind_addr {}:{}", host, port), errno,
+                                 "is an RDMA device configured with that address (rdma link show)?");
+    }
+    if (rdma_listen(e->listen_id.get(), 1) != 0) return verbs_error("rdma_listen");
+    return e;
+}
+
+Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect) {
+    rdma_cm_id* raw = nullptr;
+    PrivateData theirs;
+    auto s = wait_cm(listener, RDMA_CM_EVENT_CONNECT_REQUEST, -1, "waiting for the RDMA migration source", &theirs, &raw);
+    if (!s) {
+        if (raw != nullptr) {
+            std::string why = s.error().message();
+            rdma_reject(raw, why.data(), static_cast<uint8_t>(std::min<size_t>(why.size(), 148)));
+            rdma_destroy_id(raw);
+        }
+        return s.error();
+    }
+    auto e = std::make_unique<Endpoint>();
+    e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
+    e->listen_id = std::move(listener.listen_id);
+    e->id.reset(raw);
+    e->cancel_fd = listener.cancel_fd;
+    e->io_timeout_ms = listener.io_timeout_ms;
+    e->describe = "the rdma migration source";
+    e->peer = theirs;
+    if (auto r = create_resources(*e); !r) return r.error();
+    if (auto r = before_connect(*e); !r) return r.error();
+    PrivateData ours = theirs;
+    ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
+    auto pd = encode_private_data(ours);
+    auto param = conn_param(pd);
+    if (rdma_accept(e->id.get(), &param) != 0) return verbs_error("rdma_accept");
+    if (auto r = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, 30000, "accepting the RDMA connection"); !r) return r.error();
+    return e;
+}
+
+}  // namespace rdma_migrate

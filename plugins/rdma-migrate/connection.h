@@ -1,0 +1,60 @@
+// Connection (spec: "RDMA Protocol Description", steps 1-6): an RC queue pair set up through
+// RDMA-CM, with its PD, completion channel and CQ. Both sides post receives before connecting
+// (the caller's `before_connect` does that); the private data carries {version, flags} and the
+// destination answers with the flags it supports.
+//
+// Every wait polls the CM event channel, the completion channel and the cancel fd together, so a
+// disconnect, a device removal, a cancel or silence longer than the I/O timeout ends it at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "verbs.h"
+#include "wire.h"
+
+namespace rdma_migrate {
+
+struct Endpoint {
+    // Parent-first: destroyed in reverse (QP, CQ, channel, PD, ids, event channel).
+    EventChannel events;
+    CmId listen_id;  // destination only
+    CmId id;
+    ProtectionDomain pd;
+    CompletionChannel channel;
+    CompletionQueue cq;
+    QueuePair qp;
+    int cancel_fd = -1;
+    int io_timeout_ms = 30000;
+    PrivateData peer;        // what the other side sent in its private data
+    std::string describe;    // "rdma 10.0.0.1:4444"
+    bool disconnected = false;
+
+    ~Endpoint();
+    // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
+    // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error.
+    Status progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done);
+};
+
+struct Timeouts {
+    int connect_ms = 10000;
+    int io_ms = 30000;
+};
+
+constexpr uint32_t kSendQueueDepth = 512;
+constexpr uint32_t kRecvQueueDepth = 4;
+
+using BeforeConnect = std::function<Status(Endpoint&)>;
+
+// Source: resolve, create the QP, `before_connect` (post receives), connect with `ours`.
+Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
+                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect);
+
+// Destination: a listening id; accept_endpoint() takes one connection from it, refusing another
+// protocol version, and answers with the flags this side supports (`supported` & theirs).
+Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t);
+Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect);
+
+}  // namespace rdma_migrate

@@ -1,0 +1,108 @@
+#include "control_channel.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace rdma_migrate {
+
+Status ControlChannel::init() {
+    for (size_t i = 0; i < recv_buf_.size(); ++i) {
+        recv_buf_[i].assign(kControlBufferSize, 0);
+        recv_mr_[i].reset(ibv_reg_mr(e_.pd.get(), recv_buf_[i].data(), recv_buf_[i].size(), IBV_ACCESS_LOCAL_WRITE));
+        if (!recv_mr_[i]) return verbs_error("ibv_reg_mr (control receive buffer)");
+        if (auto s = post_recv(i); !s) return s;
+    }
+    send_buf_.assign(kControlBufferSize, 0);
+    send_mr_.reset(ibv_reg_mr(e_.pd.get(), send_buf_.data(), send_buf_.size(), 0));
+    if (!send_mr_) return verbs_error("ibv_reg_mr (control send buffer)");
+    return {};
+}
+
+Status ControlChannel::post_recv(size_t i) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(recv_buf_[i].data()), static_cast<uint32_t>(recv_buf_[i].size()), recv_mr_[i]->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = make_wr_id(WrKind::recv, i);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return posted(ibv_post_recv(e_.qp.get(), &wr, &bad), "ibv_post_recv");
+}
+
+Status ControlChannel::on_completion(const ibv_wc& wc) {
+    switch (wr_kind(wc.wr_id)) {
+        case WrKind::recv: arrived_.emplace_back(wr_index(wc.wr_id), wc.byte_len); return {};
+        case WrKind::send: send_done_ = true; return {};
+        case WrKind::write: return on_other ? on_other(wc) : Status{};
+    }
+    return Error(fmt::format("unexpected completion wr_id {:#x}", wc.wr_id));
+}
+
+Status ControlChannel::progress(const std::function<bool()>& done) {
+    return e_.progress([this](const ibv_wc& wc) { return on_completion(wc); }, done);
+}
+
+Status ControlChannel::send_now(const std::vector<uint8_t>& msg) {
+    if (msg.size() > send_buf_.size()) return Error("RDMA control message larger than the control buffer");
+    if (auto s = progress([this] { return send_done_; }); !s) return s;  // one SEND in flight at a time
+    std::memcpy(send_buf_.data(), msg.data(), msg.size());
+    ibv_sge sge{reinterpret_cast<uint64_t>(send_buf_.data()), static_cast<uint32_t>(msg.size()), send_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = make_wr_id(WrKind::send, ++sends_);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    send_done_ = false;
+    if (auto s = posted(ibv_post_send(e_.qp.get(), &wr, &bad), "ibv_post_send (control)"); !s) return s;
+    return progress([this] { return send_done_; });
+}
+
+Result<Message> ControlChannel::next_message() {
+    if (auto s = progress([this] { return !arrived_.empty(); }); !s) return s.error();
+    auto [index, length] = arrived_.front();
+    arrived_.pop_front();
+    // The message's length never exceeds the posted buffer: the HCA would have failed the receive.
+    auto m = decode_message({recv_buf_[index].data(), std::min<size_t>(length, recv_buf_[index].size())});
+    if (auto s = post_recv(index); !s) return s.error();
+    return m;
+}
+
+Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg) {
+    auto ready = next_message();
+    if (!ready) return ready.error();
+    if (ready->header.type == Command::error) return Error("the peer aborted: " + decode_error(*ready));
+    if (ready->header.type != Command::ready) {
+        return Error(fmt::format("RDMA control channel: expected READY, received {}", to_string(ready->header.type)));
+    }
+    return send_now(msg);
+}
+
+Result<Message> ControlChannel::exchange_recv(std::initializer_list<Command> expected) {
+    if (auto s = send_now(encode_empty(Command::ready)); !s) return s.error();
+    auto m = next_message();
+    if (!m) return m.error();
+    if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));
+    for (Command c : expected)
+        if (m->header.type == c) return m;
+    return Error(fmt::format("RDMA control channel: unexpected {}", to_string(m->header.type)));
+}
+
+Result<Message> ControlChannel::request(const std::vector<uint8_t>& msg, Command answer) {
+    if (auto s = exchange_send(msg); !s) return s.error();
+    auto m = next_message();
+    if (!m) return m.error();
+    if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));
+    if (m->header.type != answer) {
+        return Error(fmt::format("RDMA control channel: expected {}, received {}", to_string(answer), to_string(m->header.type)));
+    }
+    return m;
+}
+
+void ControlChannel::send_error(const std::string& reason) {
+    if (!send_done_ || !e_.qp.get()) return;
+    (void)send_now(encode_error(reason));
+}
+
+}  // namespace rdma_migrate

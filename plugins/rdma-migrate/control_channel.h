@@ -1,0 +1,66 @@
+// ControlChannel (spec: "qemu_rdma_exchange_send/recv"): SEND messages with a {length, type,
+// repeat} header over the connection's QP. Two receive buffers are posted before connecting;
+// every consumed receive is re-posted at once. The READY handshake: a side that wants to
+// receive says READY first; a side that wants to send waits for READY, then sends.
+//
+// Completions may arrive in any order: wr_id says what each one is (receive buffer index,
+// send, or RDMA WRITE), and anything that is not a control completion goes to `on_other`
+// (the RDMA-WRITE pipeline counts its completions there).
+#pragma once
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "connection.h"
+#include "wire.h"
+
+namespace rdma_migrate {
+
+enum class WrKind : uint64_t { recv = 1, send = 2, write = 3 };
+inline uint64_t make_wr_id(WrKind k, uint64_t n) { return (static_cast<uint64_t>(k) << 56) | (n & ((1ull << 56) - 1)); }
+inline WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
+inline uint64_t wr_index(uint64_t id) { return id & ((1ull << 56) - 1); }
+
+class ControlChannel {
+public:
+    explicit ControlChannel(Endpoint& e) : e_(e) {}
+
+    // Registers the buffers (local access only) and posts both receives.
+    Status init();
+    // The spec's exchange_send: wait for READY, send `msg`.
+    Status exchange_send(const std::vector<uint8_t>& msg);
+    // The spec's exchange_recv: say READY, receive one message of one of `expected` types.
+    // An ERROR from the peer becomes an error carrying the peer's reason.
+    Result<Message> exchange_recv(std::initializer_list<Command> expected);
+    // exchange_send, then receive the peer's answer (READY-less: the peer answers at once).
+    Result<Message> request(const std::vector<uint8_t>& msg, Command answer);
+    // Answers a request just received (the requester waits for it; no READY first).
+    Status reply(const std::vector<uint8_t>& msg) { return send_now(msg); }
+    // Sends ERROR(reason) without waiting for READY (best effort, when aborting).
+    void send_error(const std::string& reason);
+
+    // Completions that are not the control channel's (RDMA WRITEs) go here.
+    std::function<Status(const ibv_wc&)> on_other;
+    // Drives the CQ until `done()`.
+    Status progress(const std::function<bool()>& done);
+
+private:
+    Status post_recv(size_t i);
+    Status send_now(const std::vector<uint8_t>& msg);
+    Result<Message> next_message();
+    Status on_completion(const ibv_wc& wc);
+
+    Endpoint& e_;
+    std::array<std::vector<uint8_t>, 2> recv_buf_;
+    std::vector<uint8_t> send_buf_;
+    std::array<MemoryRegion, 2> recv_mr_;
+    MemoryRegion send_mr_;
+    std::deque<std::pair<size_t, uint32_t>> arrived_;  // buffer index, byte length
+    bool send_done_ = true;
+    uint64_t sends_ = 0;
+};
+
+}  // namespace rdma_migrate

@@ -1,0 +1,173 @@
+// The rdma: transport's C table (vmm/migration/plugin_abi.h). Everything here turns the C
+// calls into Session calls and Session errors into one line in vmm_err; no exception crosses.
+//
+// Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
+// once per side, default 0 = unlimited), rdma-channels (queue pairs; 1). Capability:
+// rdma-pin-all (register all RAM up front on both sides).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "session.h"
+#include "vmm/common/units.h"
+#include "vmm/migration/plugin_abi.h"
+
+using namespace rdma_migrate;
+
+namespace {
+
+int fail(vmm_err* e, const std::string& text) {
+    std::snprintf(e->text, sizeof(e->text), "%s", text.c_str());
+    return -1;
+}
+
+template <typename F>
+int guarded(vmm_err* e, F f) {
+    try {
+        Status s = f();
+        return s ? 0 : fail(e, s.error().message());
+    } catch (const std::exception& x) {
+        return fail(e, std::string("rdma transport: ") + x.what());
+    } catch (...) {
+        return fail(e, "rdma transport: unexpected failure");
+    }
+}
+
+Result<SessionConfig> config_from(const vmm_transport_args* a) {
+    SessionConfig c;
+    c.cancel_fd = a->cancel_fd;
+    c.timeouts.connect_ms = static_cast<int>(a->connect_timeout_ms);
+    c.timeouts.io_ms = static_cast<int>(a->io_timeout_ms);
+    for (uint32_t i = 0; i < a->block_count; ++i) {
+        const auto& b = a->blocks[i];
+        c.blocks.push_back({b.name, static_cast<uint8_t*>(b.host), b.size, b.guest_addr});
+    }
+    for (uint32_t i = 0; i < a->param_count; ++i) {
+        std::string name = a->params[i].name;
+        auto v = vmm::parse_size(a->params[i].value);
+        if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
+        if (name == "rdma-chunk-size") c.chunk_size = *v;
+        else if (name == "rdma-pin-limit") c.pin_limit = *v;
+        else if (name == "rdma-channels" && *v != 1) {
+            return Error(fmt::format("rdma-channels {}: this build drives one queue pair per migration; set it to 1", *v));
+        }
+    }
+    for (uint32_t i = 0; i < a->cap_count; ++i)
+        if (std::strcmp(a->caps[i].name, "rdma-pin-all") == 0) c.pin_all = std::strcmp(a->caps[i].value, "on") == 0;
+    if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
+    if (c.pin_limit != 0 && c.pin_limit < c.chunk_size) {
+        return Error(fmt::format("rdma-pin-limit {} is smaller than one chunk ({}): raise it or lower rdma-chunk-size",
+                                 c.pin_limit, c.chunk_size));
+    }
+    return c;
+}
+
+// Spec TODO 1: check the locked-memory limit against what the chosen mode pins, before
+// connecting, instead of failing later with "cannot get rkey".
+Status check_memlock(const SessionConfig& c) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || ::geteuid() == 0) return {};
+    uint64_t ram = 0;
+    for (const auto& b : c.blocks) ram += b.length;
+    uint64_t need = 3 * kControlBufferSize + (c.pin_all ? ram : (c.pin_limit != 0 ? 2 * c.pin_limit : 2 * ram));
+    if (need <= rl.rlim_cur) return {};
+    const char* mode = c.pin_all ? "rdma-pin-all" : "dynamic registration";
+    return Error(fmt::format("locked-memory limit is {}, {} needs {}: raise it with ulimit -l or set rdma-pin-limit",
+                             vmm::format_size(rl.rlim_cur), mode, vmm::format_size(need)));
+}
+
+struct Listener {
+    std::unique_ptr<Endpoint> ep;
+    SessionConfig cfg;
+};
+
+void* do_connect(const vmm_transport_args* a, vmm_err* e) {
+    void* out = nullptr;
+    guarded(e, [&]() -> Status {
+        auto cfg = config_from(a);
+        if (!cfg) return cfg.error();
+        if (auto s = check_memlock(*cfg); !s) return s;
+        auto s = Session::connect(a->host, a->port, std::move(*cfg));
+        if (!s) return s.error();
+        out = s->release();
+        return {};
+    });
+    return out;
+}
+
+void* do_listen(const vmm_transport_args* a, vmm_err* e) {
+    void* out = nullptr;
+    guarded(e, [&]() -> Status {
+        auto cfg = config_from(a);
+        if (!cfg) return cfg.error();
+        auto ep = listen_endpoint(a->host, a->port, a->cancel_fd, cfg->timeouts);
+        if (!ep) return ep.error();
+        out = new Listener{std::move(*ep), std::move(*cfg)};
+        return {};
+    });
+    return out;
+}
+
+void* do_accept(void* lp, vmm_err* e) {
+    void* out = nullptr;
+    guarded(e, [&]() -> Status {
+        auto* l = static_cast<Listener*>(lp);
+        auto s = Session::accept(*l->ep, l->cfg);
+        if (!s) return s.error();
+        out = s->release();
+        return {};
+    });
+    return out;
+}
+
+Session& S(void* c) { return *static_cast<Session*>(c); }
+
+// On a failed RAM or stream call, tell the peer why (spec: "Error-handling").
+template <typename F>
+int session_call(void* c, vmm_err* e, F f) {
+    int rc = guarded(e, f);
+    if (rc != 0) S(c).abort(e->text);
+    return rc;
+}
+
+int do_write(void* c, const vmm_buf* bufs, uint32_t n, vmm_err* e) {
+    return session_call(c, e, [&]() -> Status {
+        for (uint32_t i = 0; i < n; ++i)
+            if (auto s = S(c).write(bufs[i].data, bufs[i].len); !s) return s;
+        return {};
+    });
+}
+int do_flush(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).flush(); }); }
+int do_read(void* c, void* buf, size_t len, vmm_err* e) { return session_call(c, e, [&] { return S(c).read(buf, len); }); }
+int ram_begin(void* c, uint32_t round, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_begin_round(round); }); }
+int ram_send(void* c, uint32_t b, uint64_t off, uint64_t len, vmm_err* e) {
+    return session_call(c, e, [&] { return S(c).ram_send(b, off, len); });
+}
+int ram_zero(void* c, uint32_t b, uint64_t off, uint64_t len, vmm_err* e) {
+    return session_call(c, e, [&] { return S(c).ram_send_zero(b, off, len); });
+}
+int ram_end(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_end_round(); }); }
+int ram_serve(void* c, uint32_t round, vmm_err* e) { return guarded(e, [&] { return S(c).serve_round(round); }); }
+const char* do_describe(void* c) { return S(c).describe().c_str(); }
+void do_close(void* c) { delete static_cast<Session*>(c); }
+void do_close_listener(void* l) { delete static_cast<Listener*>(l); }
+
+const char* const kCaps[] = {"rdma-pin-all", nullptr};
+const char* const kParams[] = {"rdma-chunk-size", "rdma-pin-limit", "rdma-channels", nullptr};
+
+const vmm_transport_ops kOps = {
+    VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
+    do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
+    ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const vmm_transport_ops* vmm_transport_plugin_v1(void) { return &kOps; }

@@ -1,0 +1,138 @@
+#include "session.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace rdma_migrate {
+
+namespace {
+constexpr size_t kMaxPayload = kControlBufferSize - kHeaderSize;
+}  // namespace
+
+Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g)
+    : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), remote_regs_(cfg_.pin_limit),
+      local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit) {
+    ctl_->on_other = [this](const ibv_wc& wc) {
+        // RC completes in order: a signalled write completing means every earlier one has.
+        writes_done_ = std::max(writes_done_, wr_index(wc.wr_id));
+        return Status{};
+    };
+}
+
+Session::~Session() {
+    // MRs go before the QP's PD (members unwind in reverse); nothing may be in flight then.
+    if (writes_posted_ > writes_done_) (void)drain_writes();
+}
+
+Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint16_t port, SessionConfig cfg) {
+    auto g = ChunkGeometry::make(cfg.chunk_size);
+    if (!g) return g.error();
+    std::unique_ptr<ControlChannel> ctl;
+    PrivateData ours;
+    ours.flags = cfg.pin_all ? kCapPinAll : 0;
+    auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, [&ctl](Endpoint& e) {
+        ctl = std::make_unique<ControlChannel>(e);
+        return ctl->init();
+    });
+    if (!ep) return ep.error();
+    cfg.pin_all = cfg.pin_all && ((*ep)->peer.flags & kCapPinAll) != 0;  // what the destination granted
+    std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
+    if (auto st = s->exchange_blocks_source(); !st) {
+        s->abort(st.error().message());
+        return st.error();
+    }
+    return s;
+}
+
+Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg) {
+    auto g = ChunkGeometry::make(cfg.chunk_size);
+    if (!g) return g.error();
+    std::unique_ptr<ControlChannel> ctl;
+    auto ep = accept_endpoint(listener, kCapPinAll, [&ctl](Endpoint& e) {
+        ctl = std::make_unique<ControlChannel>(e);
+        return ctl->init();
+    });
+    if (!ep) return ep.error();
+    cfg.pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
+    std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
+    if (auto st = s->exchange_blocks_destination(); !st) {
+        s->abort(st.error().message());
+        return st.error();
+    }
+    return s;
+}
+
+Status Session::exchange_blocks_source() {
+    auto m = ctl_->request(encode_empty(Command::ram_blocks_request), Command::ram_blocks_result);
+    if (!m) return m.error();
+    auto blocks = decode_blocks(*m);
+    if (!blocks) return blocks.error();
+    if (auto s = check_block_lists(cfg_.blocks, *blocks); !s) return s;
+    if (cfg_.pin_all) {
+        for (const auto& b : *blocks)
+            if (b.rkey == 0) return Error(fmt::format("rdma-pin-all: the destination sent no rkey for '{}'", b.name));
+    }
+    remote_ = std::move(*blocks);
+    return {};
+}
+
+Status Session::exchange_blocks_destination() {
+    auto m = ctl_->exchange_recv({Command::ram_blocks_request});
+    if (!m) return m.error();
+    std::vector<BlockDesc> descs;
+    for (const auto& b : cfg_.blocks) {
+        BlockDesc d{b.name, reinterpret_cast<uint64_t>(b.host), b.guest_addr, b.length, 0};
+        if (cfg_.pin_all) {
+            MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+            if (!mr) {
+                return Error::from_errno(fmt::format("pinning RAM block '{}' ({} bytes) for rdma-pin-all", b.name, b.length),
+                                         errno, "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off");
+            }
+            d.rkey = mr->rkey;
+            pinned_blocks_.push_back(std::move(mr));
+        }
+        descs.push_back(std::move(d));
+    }
+    return ctl_->reply(encode_blocks(descs));
+}
+
+// ---- byte stream -------------------------------------------------------------------------
+
+Status Session::write(const void* data, size_t len) {
+    auto* p = static_cast<const uint8_t*>(data);
+    out_.insert(out_.end(), p, p + len);
+    while (out_.size() >= kMaxPayload) {
+        if (auto s = ctl_->exchange_send(encode_message(Command::qemu_file, 1, {out_.data(), kMaxPayload})); !s) return s;
+        out_.erase(out_.begin(), out_.begin() + static_cast<long>(kMaxPayload));
+    }
+    return {};
+}
+
+Status Session::flush() {
+    if (out_.empty()) return {};
+    auto s = ctl_->exchange_send(encode_message(Command::qemu_file, 1, out_));
+    out_.clear();
+    return s;
+}
+
+Status Session::read(void* out, size_t len) {
+    auto* p = static_cast<uint8_t*>(out);
+    while (len > 0) {
+        if (in_pos_ == in_.size()) {
+            auto m = ctl_->exchange_recv({Command::qemu_file});
+            if (!m) return m.error();
+            in_ = std::move(m->data);
+            in_pos_ = 0;
+            continue;
+        }
+        size_t n = std::min(len, in_.size() - in_pos_);
+        std::memcpy(p, in_.data() + in_pos_, n);
+        in_pos_ += n;
+        p += n;
+        len -= n;
+    }
+    return {};
+}
+
+}  // namespace rdma_migrate

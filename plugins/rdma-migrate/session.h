@@ -1,0 +1,91 @@
+// Session: one RDMA migration connection, either side.
+//   RAM-block exchange (spec: "Migration of VM's ram"): the source asks, the destination
+//     describes its blocks (with rkeys when everything is pinned up front); mismatches fail.
+//   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages; the receiver keeps the
+//     unread rest of a message for the next read.
+//   Source RAM channel: RDMA WRITE per chunk piece, posted in batches, every 64th signalled;
+//     dynamic registration asks the destination for each chunk's rkey (Register request/result,
+//     many chunks per message), releases least-recently-used ones over rdma-pin-limit
+//     (Unregister request/finished); zero ranges become COMPRESS; Register finished ends a round.
+//   Destination: serves a round — registers chunks for remote write (only inside its RAM
+//     blocks, chunk-aligned), zeroes COMPRESS ranges, unregisters on request — until Register
+//     finished. Every entry is bounds-checked first; anything invalid aborts with ERROR.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chunks.h"
+#include "connection.h"
+#include "control_channel.h"
+#include "registration_cache.h"
+
+namespace rdma_migrate {
+
+struct SessionConfig {
+    std::vector<LocalBlock> blocks;
+    uint64_t chunk_size = ChunkGeometry::kDefault;
+    uint64_t pin_limit = 0;  // bytes registered at once per side, 0 = unlimited
+    bool pin_all = false;    // asked for (source) / granted (after negotiation)
+    Timeouts timeouts;
+    int cancel_fd = -1;
+};
+
+class Session {
+public:
+    // Source side: connect, negotiate capabilities, exchange blocks.
+    static Result<std::unique_ptr<Session>> connect(const std::string& host, uint16_t port, SessionConfig cfg);
+    // Destination side: accept one source on `listener`, answer, describe blocks.
+    static Result<std::unique_ptr<Session>> accept(Endpoint& listener, SessionConfig cfg);
+    ~Session();
+
+    Status write(const void* data, size_t len);
+    Status flush();
+    Status read(void* out, size_t len);
+
+    Status ram_begin_round(uint32_t round);
+    Status ram_send(uint32_t block, uint64_t offset, uint64_t length);
+    Status ram_send_zero(uint32_t block, uint64_t offset, uint64_t length);
+    Status ram_end_round();
+    Status serve_round(uint32_t round);
+
+    // Tells the peer why we give up (best effort).
+    void abort(const std::string& reason) { ctl_->send_error(reason); }
+    const std::string& describe() const { return ep_->describe; }
+    bool pin_all() const { return cfg_.pin_all; }
+
+private:
+    Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g);
+    Status exchange_blocks_source();
+    Status exchange_blocks_destination();
+    Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
+    Result<uint32_t> local_lkey(uint32_t block, uint64_t chunk);
+    Status post_writes(std::vector<ibv_send_wr>& wrs, std::vector<ibv_sge>& sges);
+    Status drain_writes();
+    Status flush_compress();
+    Status handle_register(const Message& m);
+    Status handle_unregister(const Message& m);
+    Status handle_compress(const Message& m);
+
+    std::unique_ptr<Endpoint> ep_;          // first: destroyed last, after every MR below
+    std::unique_ptr<ControlChannel> ctl_;
+    SessionConfig cfg_;
+    ChunkGeometry geo_;
+    std::vector<BlockDesc> remote_;
+    // Source: what the destination has registered for us, and our own (local-read) MRs.
+    RegistrationCache<RegisterResult> remote_regs_;
+    RegistrationCache<MemoryRegion> local_regs_;
+    // Destination: chunks registered for remote write; whole blocks with pin-all.
+    RegistrationCache<MemoryRegion> served_regs_;
+    std::vector<MemoryRegion> pinned_blocks_;  // pin-all: whole blocks (remote write on the destination,
+                                               // local only on the source)
+    std::vector<Compress> compress_;
+    uint64_t writes_posted_ = 0, writes_done_ = 0, last_signalled_ = 0;
+    ibv_send_wr last_wr_{};  // the last write posted, repeated (8 bytes, signalled) to drain
+    ibv_sge last_sge_{};
+    std::vector<uint8_t> out_, in_;
+    size_t in_pos_ = 0;
+};
+
+}  // namespace rdma_migrate

@@ -1,0 +1,281 @@
+// The RAM halves of a Session: the source's RDMA-WRITE pipeline and the destination's round
+// server (spec: "Migration of VM's ram", "Error handling"; TODO 1 and 4: bounded pinning).
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <set>
+
+#include "session.h"
+
+namespace rdma_migrate {
+
+namespace {
+constexpr uint64_t kSignalEvery = 64;  // spec: only the last of every 64 chunks is signalled
+constexpr size_t kPostBatch = 16;      // WRs per ibv_post_send: one doorbell per batch
+constexpr uint64_t kInFlight = 128;    // writes posted and not yet known complete (perftest's tx depth)
+
+Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64_t offset, uint64_t length) {
+    if (block >= blocks.size() || offset > blocks[block].length || length > blocks[block].length - offset) {
+        return Error(fmt::format("RAM range {}:{:#x}+{:#x} is outside the RAM blocks", block, offset, length));
+    }
+    return {};
+}
+}  // namespace
+
+// ---- source ------------------------------------------------------------------------------
+
+Status Session::ram_begin_round(uint32_t) {
+    compress_.clear();
+    return {};
+}
+
+Status Session::drain_writes() {
+    if (writes_posted_ > last_signalled_) {
+        // Everything posted since the last signalled write completes before this one (RC
+        // order): write the last write's first 8 bytes again, signalled (idempotent).
+        ibv_sge sge = last_sge_;
+        sge.length = std::min<uint32_t>(sge.length, 8);
+        ibv_send_wr wr = last_wr_;
+        wr.wr_id = make_wr_id(WrKind::write, ++writes_posted_);
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.next = nullptr;
+        ibv_send_wr* bad = nullptr;
+        if (auto s = posted(ibv_post_send(ep_->qp.get(), &wr, &bad), "ibv_post_send (drain)"); !s) return s;
+        last_signalled_ = writes_posted_;
+    }
+    return ctl_->progress([this] { return writes_done_ >= writes_posted_; });
+}
+
+Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks) {
+    std::vector<uint64_t> missing;
+    uint64_t bytes = 0;
+    for (uint64_t c : chunks) {
+        if (remote_regs_.find({block, c}) != nullptr) continue;
+        missing.push_back(c);
+        bytes += geo_.length(cfg_.blocks[block].length, c);
+    }
+    if (missing.empty()) return {};
+    auto victims = remote_regs_.victims_for(bytes);
+    if (!victims) return victims.error();
+    if (!victims->empty()) {
+        // The destination may unpin only what no write in flight still targets.
+        if (auto s = drain_writes(); !s) return s;
+        std::vector<ChunkRange> release;
+        for (const auto& k : *victims) release.push_back({k.block, k.chunk, 1});
+        auto done = ctl_->request(encode_chunk_ranges(Command::unregister_request, release), Command::unregister_finished);
+        if (!done) return done.error();
+        for (const auto& k : *victims) remote_regs_.erase(k);
+    }
+    for (size_t at = 0; at < missing.size(); at += kMaxRepeat) {
+        std::vector<ChunkRange> ask;
+        for (size_t i = at; i < missing.size() && i < at + kMaxRepeat; ++i) ask.push_back({block, missing[i], 1});
+        auto m = ctl_->request(encode_chunk_ranges(Command::register_request, ask), Command::register_result);
+        if (!m) return m.error();
+        auto results = decode_register_results(*m);
+        if (!results) return results.error();
+        if (results->size() != ask.size()) return Error("the destination answered a register request with the wrong count");
+        for (size_t i = 0; i < ask.size(); ++i) {
+            if (auto s = check_register_result((*results)[i], remote_[block], geo_, ask[i].first); !s) return s;
+            remote_regs_.insert({block, ask[i].first}, geo_.length(cfg_.blocks[block].length, ask[i].first), (*results)[i]);
+        }
+    }
+    return {};
+}
+
+Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
+    const LocalBlock& b = cfg_.blocks[block];
+    if (cfg_.pin_all) {
+        if (pinned_blocks_.size() < cfg_.blocks.size()) pinned_blocks_.resize(cfg_.blocks.size());
+        if (!pinned_blocks_[block]) {
+            // Local read only: the source never registers memory for remote access.
+            pinned_blocks_[block].reset(ibv_reg_mr(ep_->pd.get(), b.host, b.length, 0));
+            if (!pinned_blocks_[block]) return verbs_error(fmt::format("ibv_reg_mr RAM block '{}' (rdma-pin-all)", b.name));
+        }
+        return pinned_blocks_[block]->lkey;
+    }
+    if (MemoryRegion* mr = local_regs_.find({block, chunk})) return (*mr)->lkey;
+    uint64_t len = geo_.length(b.length, chunk);
+    auto victims = local_regs_.victims_for(len);
+    if (!victims) return victims.error();
+    if (!victims->empty()) {
+        if (auto s = drain_writes(); !s) return s.error();
+        for (const auto& k : *victims) local_regs_.erase(k);
+    }
+    MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host + geo_.start(chunk), len, 0));
+    if (!mr) return verbs_error(fmt::format("ibv_reg_mr chunk {} of '{}'", chunk, b.name));
+    uint32_t lkey = mr->lkey;
+    local_regs_.insert({block, chunk}, len, std::move(mr));
+    return lkey;
+}
+
+Status Session::post_writes(std::vector<ibv_send_wr>& wrs, std::vector<ibv_sge>& sges) {
+    if (wrs.empty()) return {};
+    // Room in the send queue: wait for completions while too much is in flight. With a signal
+    // every 64 writes and at most 128 + 16 in flight, a signalled write is always among them.
+    if (auto s = ctl_->progress([&] { return writes_posted_ - writes_done_ <= kInFlight; }); !s) return s;
+    for (size_t i = 0; i < wrs.size(); ++i) {
+        wrs[i].sg_list = &sges[i];
+        wrs[i].next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
+    }
+    last_wr_ = wrs.back();
+    last_sge_ = sges.back();
+    ibv_send_wr* bad = nullptr;
+    auto s = posted(ibv_post_send(ep_->qp.get(), wrs.data(), &bad), "ibv_post_send (RDMA WRITE)");
+    wrs.clear();
+    sges.clear();
+    return s;
+}
+
+Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
+    if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
+    auto pieces = split_by_chunk(geo_, offset, length);
+    if (!cfg_.pin_all) {
+        std::vector<uint64_t> chunks;
+        for (const auto& p : pieces) chunks.push_back(p.chunk);
+        if (auto s = ensure_remote(block, chunks); !s) return s;
+    }
+    std::vector<ibv_send_wr> wrs;
+    std::vector<ibv_sge> sges;
+    wrs.reserve(kPostBatch);
+    sges.reserve(kPostBatch);
+    for (const auto& p : pieces) {
+        auto lkey = local_lkey(block, p.chunk);
+        if (!lkey) return lkey.error();
+        uint64_t remote_addr = 0;
+        uint32_t rkey = 0;
+        if (cfg_.pin_all) {
+            remote_addr = remote_[block].host_addr + p.offset;
+            rkey = remote_[block].rkey;
+        } else {
+            const RegisterResult* r = remote_regs_.find({block, p.chunk});
+            if (r == nullptr) return Error("internal: a chunk lost its registration before its write");
+            remote_addr = r->host_addr + (p.offset - geo_.start(p.chunk));
+            rkey = r->rkey;
+        }
+        ibv_send_wr wr{};
+        wr.wr_id = make_wr_id(WrKind::write, ++writes_posted_);
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.num_sge = 1;
+        if (writes_posted_ % kSignalEvery == 0) {
+            wr.send_flags = IBV_SEND_SIGNALED;
+            last_signalled_ = writes_posted_;
+        }
+        wr.wr.rdma.remote_addr = remote_addr;
+        wr.wr.rdma.rkey = rkey;
+        sges.push_back({reinterpret_cast<uint64_t>(cfg_.blocks[block].host + p.offset), static_cast<uint32_t>(p.length), *lkey});
+        wrs.push_back(wr);
+        if (wrs.size() == kPostBatch) {
+            if (auto s = post_writes(wrs, sges); !s) return s;
+        }
+    }
+    return post_writes(wrs, sges);
+}
+
+Status Session::flush_compress() {
+    if (compress_.empty()) return {};
+    auto s = ctl_->exchange_send(encode_compress(compress_));
+    compress_.clear();
+    return s;
+}
+
+Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) {
+    if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
+    compress_.push_back({0, block, offset, length});
+    return compress_.size() == kMaxRepeat ? flush_compress() : Status{};
+}
+
+Status Session::ram_end_round() {
+    if (auto s = flush_compress(); !s) return s;
+    if (auto s = drain_writes(); !s) return s;
+    return ctl_->exchange_send(encode_empty(Command::register_finished));
+}
+
+// ---- destination -------------------------------------------------------------------------
+
+Status Session::handle_register(const Message& m) {
+    if (cfg_.pin_all) return Error("REGISTER REQUEST although rdma-pin-all registered everything");
+    auto ranges = decode_chunk_ranges(m);
+    if (!ranges) return ranges.error();
+    std::vector<ByteRange> checked;
+    for (const auto& r : *ranges) {  // every entry is checked before anything is registered
+        auto br = check_chunk_range(r, cfg_.blocks, geo_);
+        if (!br) return br.error();
+        checked.push_back(*br);
+    }
+    std::vector<RegisterResult> results;
+    for (size_t i = 0; i < ranges->size(); ++i) {
+        const auto& r = (*ranges)[i];
+        const LocalBlock& b = cfg_.blocks[r.block];
+        ChunkKey key{r.block, r.first};
+        MemoryRegion* mr = served_regs_.find(key);
+        if (mr == nullptr) {
+            auto victims = served_regs_.victims_for(checked[i].length);
+            if (!victims) return victims.error();
+            if (!victims->empty()) {
+                return Error(fmt::format("the source exceeded rdma-pin-limit ({} bytes) without unregistering first",
+                                         served_regs_.limit()));
+            }
+            MemoryRegion reg(ibv_reg_mr(ep_->pd.get(), b.host + checked[i].offset, checked[i].length,
+                                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+            if (!reg) {
+                return Error::from_errno(fmt::format("registering {} bytes of '{}' for RDMA", checked[i].length, b.name), errno,
+                                         "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit");
+            }
+            served_regs_.insert(key, checked[i].length, std::move(reg));
+            mr = served_regs_.find(key);
+        }
+        results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host) + checked[i].offset});
+    }
+    return ctl_->reply(encode_register_results(results));
+}
+
+Status Session::handle_unregister(const Message& m) {
+    auto ranges = decode_chunk_ranges(m);
+    if (!ranges) return ranges.error();
+    for (const auto& r : *ranges)
+        if (auto br = check_chunk_range(r, cfg_.blocks, geo_); !br) return br.error();
+    for (const auto& r : *ranges) served_regs_.erase({r.block, r.first});
+    return ctl_->reply(encode_empty(Command::unregister_finished));
+}
+
+Status Session::handle_compress(const Message& m) {
+    auto entries = decode_compress(m);
+    if (!entries) return entries.error();
+    for (const auto& c : *entries)
+        if (auto s = check_compress(c, cfg_.blocks); !s) return s;
+    for (const auto& c : *entries) {
+        uint8_t* dst = cfg_.blocks[c.block].host + c.offset;
+        bool pinned = cfg_.pin_all;
+        for (uint64_t ch = geo_.index(c.offset); !pinned && ch <= geo_.index(c.offset + c.length - 1); ++ch)
+            pinned = served_regs_.contains({c.block, ch});
+        // Unpinned memory can drop its pages (it reads back as zero and stays unpopulated);
+        // pinned pages must stay the ones the HCA writes to, so those are cleared in place.
+        if (pinned || c.value != 0 || ::madvise(dst, c.length, MADV_DONTNEED) != 0) std::memset(dst, static_cast<int>(c.value), c.length);
+    }
+    return {};
+}
+
+Status Session::serve_round(uint32_t) {
+    for (;;) {
+        auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
+                                      Command::register_finished});
+        if (!m) return m.error();
+        Status s;
+        switch (m->header.type) {
+            case Command::register_request: s = handle_register(*m); break;
+            case Command::unregister_request: s = handle_unregister(*m); break;
+            case Command::compress: s = handle_compress(*m); break;
+            case Command::register_finished: return {};
+            default: return Error(fmt::format("unexpected {} during a RAM round", to_string(m->header.type)));
+        }
+        if (!s) {
+            ctl_->send_error(s.error().message());
+            return s;
+        }
+    }
+}
+
+}  // namespace rdma_migrate

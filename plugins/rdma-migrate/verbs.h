@@ -1,0 +1,66 @@
+// RAII owners for every rdma_cm and ibverbs object the plugin creates. Each is a unique_ptr
+// whose deleter calls the matching destroy function; owners are declared parent-first so they
+// unwind in reverse. Deleters never throw and ignore failures (there is nothing left to do).
+//
+// errno discipline (rdma-core man pages): ibv_reg_mr, ibv_create_* and rdma_create_* return
+// NULL or -1 and set errno; ibv_post_send/recv, ibv_modify_qp and ibv_req_notify_cq *return*
+// the error number. verbs_error() and posted() read each the right way.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+
+#include "wire.h"
+
+namespace rdma_migrate {
+
+template <auto Destroy>
+struct Deleter {
+    template <typename T>
+    void operator()(T* p) const noexcept {
+        if (p != nullptr) (void)Destroy(p);
+    }
+};
+
+using EventChannel = std::unique_ptr<rdma_event_channel, Deleter<rdma_destroy_event_channel>>;
+using CmId = std::unique_ptr<rdma_cm_id, Deleter<rdma_destroy_id>>;
+using ProtectionDomain = std::unique_ptr<ibv_pd, Deleter<ibv_dealloc_pd>>;
+using CompletionChannel = std::unique_ptr<ibv_comp_channel, Deleter<ibv_destroy_comp_channel>>;
+using CompletionQueue = std::unique_ptr<ibv_cq, Deleter<ibv_destroy_cq>>;
+using MemoryRegion = std::unique_ptr<ibv_mr, Deleter<ibv_dereg_mr>>;
+
+// The QP an rdma_cm_id owns (rdma_create_qp / rdma_destroy_qp).
+class QueuePair {
+public:
+    QueuePair() = default;
+    explicit QueuePair(rdma_cm_id* id) : id_(id) {}
+    QueuePair(QueuePair&& o) noexcept : id_(std::exchange(o.id_, nullptr)) {}
+    QueuePair& operator=(QueuePair&& o) noexcept {
+        reset();
+        id_ = std::exchange(o.id_, nullptr);
+        return *this;
+    }
+    ~QueuePair() { reset(); }
+    ibv_qp* get() const { return id_ != nullptr ? id_->qp : nullptr; }
+    void reset() {
+        if (id_ != nullptr && id_->qp != nullptr) rdma_destroy_qp(id_);
+        id_ = nullptr;
+    }
+
+private:
+    rdma_cm_id* id_ = nullptr;
+};
+
+// "<what>: <strerror(errno)>" for calls that set errno.
+inline Error verbs_error(const std::string& what, int err = errno) { return Error::from_errno(what, err); }
+// For calls that return their error number.
+inline Status posted(int rc, const char* what) {
+    if (rc != 0) return Error::from_errno(what, rc);
+    return {};
+}
+
+}  // namespace rdma_migrate
