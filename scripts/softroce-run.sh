@@ -64,7 +64,7 @@ set +e
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -machine q35 -cpu max -m "${SOFTROCE_MEM:-4G}" -smp 2 \
     -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 loglevel=${SOFTROCE_LOGLEVEL:-4} VMM_CHECKOUT=$ROOT VMM_BUILD=$BUILD VMM_SOFTROCE_DIR=$dir" \
-    "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1 | tr -d '\r' | tee "$log"
+    "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$log"
 qemu_rc=${PIPESTATUS[0]}
 set -e
 rc=$(grep -a -m1 '^VMM-SOFTROCE-EXIT: ' "$log" | sed 's/.*: //' || true)

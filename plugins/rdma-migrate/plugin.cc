@@ -3,11 +3,13 @@
 //
 // Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
 // once per side, default 0 = unlimited), rdma-channels (queue pairs; 1). Capability:
-// rdma-pin-all (register all RAM up front on both sides).
+// rdma-pin-all (register all RAM up front on both sides). Environment, for tests only:
+// VMM_RDMA_ANNOUNCE_VERSION makes a source announce another protocol version.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -61,6 +63,10 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     }
     for (uint32_t i = 0; i < a->cap_count; ++i)
         if (std::strcmp(a->caps[i].name, "rdma-pin-all") == 0) c.pin_all = std::strcmp(a->caps[i].value, "on") == 0;
+    // Tests only: announce another protocol version, to check that a peer refuses it.
+    if (const char* v = std::getenv("VMM_RDMA_ANNOUNCE_VERSION"); v != nullptr && *v != '\0') {
+        c.announce_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+    }
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
     if (c.pin_limit != 0 && c.pin_limit < c.chunk_size) {
         return Error(fmt::format("rdma-pin-limit {} is smaller than one chunk ({}): raise it or lower rdma-chunk-size",

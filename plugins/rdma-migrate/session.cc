@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+
 #include <cstring>
 
 namespace rdma_migrate {
@@ -21,8 +23,12 @@ Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> c
 }
 
 Session::~Session() {
-    // MRs go before the QP's PD (members unwind in reverse); nothing may be in flight then.
     if (writes_posted_ > writes_done_) (void)drain_writes();
+    // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
+    // receives) and destroy the QP first; the members then unwind (MRs before the PD).
+    if (ep_->id && !ep_->disconnected) rdma_disconnect(ep_->id.get());
+    ep_->disconnected = true;
+    ep_->qp.reset();
 }
 
 Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint16_t port, SessionConfig cfg) {
@@ -30,7 +36,9 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
     if (!g) return g.error();
     std::unique_ptr<ControlChannel> ctl;
     PrivateData ours;
+    ours.version = cfg.announce_version;
     ours.flags = cfg.pin_all ? kCapPinAll : 0;
+    ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(g->size()));
     auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, [&ctl](Endpoint& e) {
         ctl = std::make_unique<ControlChannel>(e);
         return ctl->init();
@@ -46,8 +54,6 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
 }
 
 Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg) {
-    auto g = ChunkGeometry::make(cfg.chunk_size);
-    if (!g) return g.error();
     std::unique_ptr<ControlChannel> ctl;
     auto ep = accept_endpoint(listener, kCapPinAll, [&ctl](Endpoint& e) {
         ctl = std::make_unique<ControlChannel>(e);
@@ -55,6 +61,9 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
     });
     if (!ep) return ep.error();
     cfg.pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
+    // Chunk numbers in requests are the source's: use its chunk size (checked when decoded).
+    auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
+    if (!g) return g.error();
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
     if (auto st = s->exchange_blocks_destination(); !st) {
         s->abort(st.error().message());

@@ -30,6 +30,7 @@ struct SessionConfig {
     bool pin_all = false;    // asked for (source) / granted (after negotiation)
     Timeouts timeouts;
     int cancel_fd = -1;
+    uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
 };
 
 class Session {
@@ -61,6 +62,7 @@ private:
     Status exchange_blocks_destination();
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
     Result<uint32_t> local_lkey(uint32_t block, uint64_t chunk);
+    Status write_pieces(uint32_t block, const std::vector<Piece>& pieces);
     Status post_writes(std::vector<ibv_send_wr>& wrs, std::vector<ibv_sge>& sges);
     Status drain_writes();
     Status flush_compress();

@@ -132,6 +132,18 @@ Status Session::post_writes(std::vector<ibv_send_wr>& wrs, std::vector<ibv_sge>&
 Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     auto pieces = split_by_chunk(geo_, offset, length);
+    // Under rdma-pin-limit, register and write in groups that fit the limit at once.
+    size_t group = cfg_.pin_limit == 0 || cfg_.pin_all ? pieces.size()
+                                                       : std::max<size_t>(1, cfg_.pin_limit / geo_.size());
+    for (size_t at = 0; at < pieces.size(); at += group) {
+        std::vector<Piece> part(pieces.begin() + static_cast<long>(at),
+                                pieces.begin() + static_cast<long>(std::min(pieces.size(), at + group)));
+        if (auto s = write_pieces(block, part); !s) return s;
+    }
+    return {};
+}
+
+Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
     if (!cfg_.pin_all) {
         std::vector<uint64_t> chunks;
         for (const auto& p : pieces) chunks.push_back(p.chunk);

@@ -106,6 +106,8 @@ std::vector<uint8_t> encode_private_data(const PrivateData& p) {
     o.u32(p.channel);
     o.u32(p.channels);
     o.u64(p.session);
+    o.u32(p.chunk_shift);
+    o.u32(0);
     return std::move(o.b);
 }
 
@@ -124,13 +126,19 @@ Result<PrivateData> decode_private_data(std::span<const uint8_t> bytes) {
                                  "same vmm release on both sides",
                                  p.version, kProtocolVersion));
     }
-    if (bytes.size() >= kPrivateDataSize && (p.flags & kCapChannels)) {
-        p.channel = in.u32();
-        p.channels = in.u32();
-        p.session = in.u64();
-        if (p.channels == 0 || p.channels > 64 || p.channel >= p.channels) {
-            return Error(fmt::format("RDMA private data: channel {} of {} is not valid", p.channel, p.channels));
-        }
+    if (bytes.size() < kPrivateDataSize) return p;  // the spec's 8-byte form: one channel, 1 MiB chunks
+    p.channel = in.u32();
+    p.channels = in.u32();
+    p.session = in.u64();
+    p.chunk_shift = in.u32();
+    if (!(p.flags & kCapChannels)) {
+        p.channel = 0;
+        p.channels = 1;
+    } else if (p.channels == 0 || p.channels > 64 || p.channel >= p.channels) {
+        return Error(fmt::format("RDMA private data: channel {} of {} is not valid", p.channel, p.channels));
+    }
+    if (p.chunk_shift < 12 || p.chunk_shift > 30) {
+        return Error(fmt::format("RDMA private data: chunk size 2^{} is outside 4 KiB..1 GiB", p.chunk_shift));
     }
     return p;
 }

@@ -33,9 +33,10 @@ struct PrivateData {
     uint32_t channel = 0;        // index of this connection, < channels
     uint32_t channels = 1;       // how many connections the migration uses
     uint64_t session = 0;        // ties the channels of one migration together
+    uint32_t chunk_shift = 20;   // log2 of the source's chunk size: both sides must agree
     bool operator==(const PrivateData&) const = default;
 };
-constexpr size_t kPrivateDataSize = 24;
+constexpr size_t kPrivateDataSize = 32;
 constexpr size_t kPrivateDataMax = 56;  // RDMA-CM's limit for RC connect private data
 
 std::vector<uint8_t> encode_private_data(const PrivateData& p);

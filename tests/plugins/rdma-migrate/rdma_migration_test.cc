@@ -101,6 +101,22 @@ TEST(RdmaMigration, ZeroHeavyGuest) {
     EXPECT_GE(std::stoull("0" + p.src->migrate_field("duplicate")), 8000u) << out;
 }
 
+TEST(RdmaMigration, AnotherProtocolVersionIsRefusedClearly) {
+    VMM_REQUIRE_RDMA();
+    ::setenv("VMM_RDMA_ANNOUNCE_VERSION", "2", 1);  // the source announces version 2
+    auto p = start_pair("rdma-version", {"--guest", "idle"});
+    ::unsetenv("VMM_RDMA_ANNOUNCE_VERSION");
+    ASSERT_TRUE(p.src && p.dst);
+    std::string out = p.src->cmd("migrate " + p.uri);
+    EXPECT_NE(out.find("Migration status: failed"), std::string::npos) << out;
+    EXPECT_NE(out.find("the peer rejected the connection"), std::string::npos) << out;
+    EXPECT_EQ(p.src->status(), "running");
+    p.dst->forget_monitor();
+    EXPECT_EQ(p.dst->process().wait(std::chrono::seconds(60)), std::optional<int>(1));
+    EXPECT_NE(p.dst->log().find("the peer speaks RDMA migration protocol version 2, this vmm version 1"), std::string::npos)
+        << p.dst->log();
+}
+
 TEST(RdmaMigration, DestinationKilledMidwaySourceRunsOnAndMigratesAgain) {
     VMM_REQUIRE_RDMA();
     auto p = start_pair("rdma-kill", {"--guest", "stress", "--append", "bytes=16M"});

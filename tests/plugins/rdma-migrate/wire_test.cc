@@ -24,7 +24,7 @@ std::vector<uint8_t> raw(uint32_t length, uint32_t type, uint32_t repeat, size_t
 }  // namespace
 
 TEST(PrivateData, RoundTripsInNetworkOrder) {
-    PrivateData p{1, kCapPinAll | kCapChannels, 1, 2, 0x1122334455667788ull};
+    PrivateData p{1, kCapPinAll | kCapChannels, 1, 2, 0x1122334455667788ull, 16};
     auto bytes = encode_private_data(p);
     ASSERT_EQ(bytes.size(), kPrivateDataSize);
     ASSERT_LE(bytes.size(), kPrivateDataMax);
@@ -41,6 +41,7 @@ TEST(PrivateData, AcceptsTheSpecsEightByteForm) {
     ASSERT_TRUE(p);
     EXPECT_EQ(p->flags, kCapPinAll);
     EXPECT_EQ(p->channels, 1u);
+    EXPECT_EQ(p->chunk_shift, 20u);  // the spec's 1 MiB chunks
 }
 
 TEST(PrivateData, RefusesOtherVersionsShortDataAndBadChannels) {
@@ -52,6 +53,8 @@ TEST(PrivateData, RefusesOtherVersionsShortDataAndBadChannels) {
     EXPECT_EQ(decode_private_data(bad).error().message(), "RDMA private data: channel 3 of 2 is not valid");
     auto zero = encode_private_data({1, kCapChannels, 0, 0, 7});
     EXPECT_FALSE(decode_private_data(zero));
+    auto huge_chunk = encode_private_data({1, 0, 0, 1, 0, 40});
+    EXPECT_EQ(decode_private_data(huge_chunk).error().message(), "RDMA private data: chunk size 2^40 is outside 4 KiB..1 GiB");
 }
 
 TEST(ControlMessages, EveryTypeRoundTrips) {
