@@ -23,8 +23,17 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm 2>/dev/null
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmpfs /newroot/dev/shm
 mount -t tmpfs tmpfs /newroot/root
-mount -t 9p -o "$opts,rw" checkout "/newroot$VMM_CHECKOUT"
-[ -n "$VMM_BUILD" ] && [ "$VMM_BUILD" != "$VMM_CHECKOUT/build" ] && mount -t 9p -o "$opts,rw" build "/newroot$VMM_BUILD"
+# The checkout may live where the VM has a fresh tmpfs (e.g. under /tmp): make the mount point.
+mkdir -p "/newroot$VMM_CHECKOUT" 2>/dev/null
+if ! mount -t 9p -o "$opts,rw" checkout "/newroot$VMM_CHECKOUT"; then
+    say "cannot mount the checkout at $VMM_CHECKOUT"
+    echo "VMM-SOFTROCE-EXIT: 125"
+    poweroff -f
+fi
+case "$VMM_BUILD" in
+    "$VMM_CHECKOUT"/*) ;;
+    *) mkdir -p "/newroot$VMM_BUILD" 2>/dev/null; mount -t 9p -o "$opts,rw" build "/newroot$VMM_BUILD" ;;
+esac
 say "up at $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r)"
 chroot /newroot /bin/sh "$VMM_CHECKOUT/scripts/softroce-inside.sh"
 rc=$?
