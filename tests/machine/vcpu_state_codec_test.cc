@@ -48,6 +48,9 @@ TEST(VcpuStateCodec, SameStateCanIgnoreOnlyTheTsc) {
     c.msrs.push_back({kMsrHvTimeRefCount, 0, 100});
     d.msrs.push_back({kMsrHvTimeRefCount, 0, 900});
     EXPECT_TRUE(same_state(c, d, true));  // the Hyper-V reference counter is a clock too
+    c.msrs.push_back({kMsrHvVpRuntime, 0, 5});
+    d.msrs.push_back({kMsrHvVpRuntime, 0, 7});
+    EXPECT_TRUE(same_state(c, d, true));  // and so is the vCPU run-time counter (seen under stock KVM)
 }
 
 TEST(VcpuStateCodec, RejectsTruncationWrongStructSizesAndHugeCounts) {

@@ -38,7 +38,7 @@ Status get_struct(ByteReader& in, T& v, const char* what) {
 
 }  // namespace
 
-bool is_clock_msr(uint32_t index) { return index == kMsrTsc || index == kMsrHvTimeRefCount; }
+bool is_clock_msr(uint32_t index) { return index == kMsrTsc || index == kMsrHvTimeRefCount || index == kMsrHvVpRuntime; }
 
 std::string first_difference(const VcpuState& a, const VcpuState& b, bool ignore_clocks) {
     if (!same_bytes(a.regs, b.regs)) return "regs";

@@ -20,6 +20,7 @@ namespace vmm::machine {
 
 constexpr uint32_t kMsrTsc = 0x10;
 constexpr uint32_t kMsrHvTimeRefCount = 0x40000020;  // Hyper-V reference counter: a clock, like the TSC
+constexpr uint32_t kMsrHvVpRuntime = 0x40000010;     // Hyper-V vCPU run time: advances too
 bool is_clock_msr(uint32_t index);
 
 struct VcpuState {
