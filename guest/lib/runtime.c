@@ -144,9 +144,13 @@ void payload_start(const struct vmm_boot_info *info, uint32_t cpu) {
         put_str("payload: bad boot info magic\n");
         halt_forever();
     }
-    if (cpu == 0) g_info = info;
-    else
-        while (*(volatile const struct vmm_boot_info *volatile *)&g_info == 0) cpu_relax();
+    if (cpu == 0) {
+        traps_build();
+        __atomic_store_n(&g_info, info, __ATOMIC_RELEASE);
+    } else {
+        while (__atomic_load_n(&g_info, __ATOMIC_ACQUIRE) == 0) cpu_relax();
+    }
+    traps_load();
     payload_main(info, cpu);
     halt_forever();
 }

@@ -24,6 +24,11 @@ static inline void halt_forever(void) {
     for (;;) __asm__ volatile("cli; hlt");
 }
 
+/* CPU exceptions (traps.c): cpu 0 builds the IDT once, every CPU loads it. A fault is reported
+ * (vector, rip, error code, cr2) and ends the machine with exit code 128 + vector. */
+void traps_build(void);
+void traps_load(void);
+
 /* Serial console (COM1). */
 void put_str(const char *s);
 void put_u64(uint64_t v);

@@ -76,6 +76,22 @@ TEST(Machine, GuestExitEndsTheMachineWithItsCode) {
     EXPECT_FALSE(m->resume());
 }
 
+TEST(Machine, AGuestCpuExceptionIsReportedAndEndsTheMachine) {
+    VMM_REQUIRE_KVM();
+    SerialLog serial;
+    auto spec = small_spec(2);
+    spec.serial_sink = serial.sink();
+    auto m = boot(spec, "idle", "tick_ms=10 fault=2");
+    ASSERT_TRUE(m);
+    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(wait_for([&] { return m->has_ended(); }, 60s)) << serial.get();
+    EXPECT_EQ(m->wait_for_end(), 128 + 13) << "exit code 128 + vector of #GP";
+    EXPECT_EQ(m->control().report().errors, 1u);
+    EXPECT_EQ(m->control().report().last_error, 13u);
+    EXPECT_EQ(m->control().report().last_message.rfind("payload: CPU exception #GP at rip 0x", 0), 0u)
+        << m->control().report().last_message;
+}
+
 TEST(Machine, BadPayloadsAreRefusedWithAReason) {
     VMM_REQUIRE_KVM();
     auto m = machine::Machine::create(small_spec());
