@@ -3,6 +3,8 @@
 // with -S, before it resumes), then checks the guest carries on at the destination.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "machine/kvm_fixture.h"
 #include "vm_pair.h"
 
@@ -69,6 +71,27 @@ TEST(Migration, StressGuestConverges) {
     std::string out = src->cmd("migrate " + tcp_uri(port));
     ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
     expect_handover(*src, *dst);
+    // The round log: the bulk round, any dirty rounds, and the paused round last, whose
+    // bytes add up to the RAM the migration put on the wire (records and all).
+    std::istringstream rounds(src->cmd("info migrate-rounds"));
+    std::string line;
+    std::getline(rounds, line);
+    EXPECT_NE(line.find("MB/s"), std::string::npos) << line;
+    uint64_t sum = 0, n = 0, last_dirty = 1;
+    for (uint32_t want = 0; std::getline(rounds, line); ++want, ++n) {
+        std::istringstream f(line);
+        uint32_t round = 0;
+        uint64_t bytes = 0;
+        double ms = 0, mbs = 0;
+        f >> round >> bytes >> ms >> mbs >> last_dirty;
+        EXPECT_EQ(round, want) << line;
+        sum += bytes;
+    }
+    EXPECT_GE(n, 2u);
+    EXPECT_EQ(last_dirty, 0u) << "the paused round leaves nothing dirty";
+    uint64_t transferred = std::stoull(src->migrate_field("transferred ram")) * 1024;
+    EXPECT_LE(sum, transferred + 1024);
+    EXPECT_GE(sum, transferred * 9 / 10) << "the rounds must account for the RAM sent";
 }
 
 TEST(Migration, PatternGuestsOwnCheckPassesOnTheDestination) {

@@ -204,6 +204,7 @@ Status MigrationSource::precopy(Run& run) {
             stats_.ram.dirty_pages_rate = secs > 0 ? static_cast<double>(dirty) / secs : 0;
             stats_.expected_downtime_ms = static_cast<uint64_t>(d.expected_downtime_ms);
             stats_.cpu_throttle_percentage = d.throttle_percent;
+            if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back({run.round, sent, secs, dirty});
         }
         if (d.complete) return {};
         auto bitmaps = take_dirty();
@@ -224,7 +225,11 @@ Status MigrationSource::complete(Run& run) {
     auto bitmaps = take_dirty();
     if (!bitmaps) return bitmaps.error();
     update_remaining(count_pages(*bitmaps));
+    uint64_t before = run.saver.bytes_sent();
+    auto round_start = Clock::now();
     if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+    RoundStats last{run.round, run.saver.bytes_sent() - before,
+                    std::chrono::duration<double>(Clock::now() - round_start).count(), 0};
     auto state = save_machine_state(machine_);
     if (!state) return state.error();
     ByteStream& st = run.conn.stream();
@@ -258,6 +263,7 @@ Status MigrationSource::complete(Run& run) {
         stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + state->size();
         stats_.rounds = run.round + 1;
         stats_.cpu_throttle_percentage = 0;
+        if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);
     }
     set_status(MigrationStatus::completed);
     return {};

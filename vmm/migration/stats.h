@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace vmm::migration {
 
@@ -26,6 +27,15 @@ struct RamStats {
     uint64_t skipped_unpopulated = 0;  // pages never touched, not even read
 };
 
+// One RAM round as the source measured it: round 0 is the bulk round, the last one ran with
+// the vCPUs paused.
+struct RoundStats {
+    uint32_t round = 0;
+    uint64_t bytes = 0;        // on the wire during the round
+    double seconds = 0;
+    uint64_t dirty_after = 0;  // pages dirty when it ended (0 for the paused round)
+};
+
 struct MigrationStats {
     MigrationStatus status = MigrationStatus::none;
     std::string error;             // why it failed
@@ -37,6 +47,9 @@ struct MigrationStats {
     uint32_t rounds = 0;
     uint32_t cpu_throttle_percentage = 0;
     RamStats ram;
+    std::vector<RoundStats> round_log;  // the first kRoundLogMax rounds
 };
+
+inline constexpr size_t kRoundLogMax = 1000;
 
 }  // namespace vmm::migration

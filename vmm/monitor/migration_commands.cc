@@ -21,6 +21,11 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     j["cpu-throttle-percentage"] = s.cpu_throttle_percentage;
     j["x-rounds"] = s.rounds;
     if (!s.error.empty()) j["error-desc"] = s.error;
+    Json rounds = Json::array();
+    for (const auto& rd : s.round_log) {
+        rounds.push_back(Json{{"round", rd.round}, {"bytes", rd.bytes}, {"seconds", rd.seconds}, {"dirty-after", rd.dirty_after}});
+    }
+    j["x-round-log"] = std::move(rounds);
     if (guest.max_pause_ns != 0) j["x-guest-max-pause-ms"] = static_cast<double>(guest.max_pause_ns) / 1e6;
     j["ram"] = Json{{"transferred", r.transferred},       {"remaining", r.remaining},
                     {"total", r.total},                   {"duplicate", r.duplicate},
@@ -52,6 +57,18 @@ std::string migration_stats_text(const Json& j) {
                        r["dirty-pages-rate"].get<double>());
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
                        kb("downtime-bytes"), j["cpu-throttle-percentage"].get<uint64_t>());
+    return out;
+}
+
+std::string round_log_text(const Json& j) {
+    if (!j.contains("x-round-log") || j["x-round-log"].empty()) return "no RAM round yet\n";
+    std::string out = fmt::format("{:>6} {:>14} {:>10} {:>10} {:>12}\n", "round", "bytes", "ms", "MB/s", "dirty after");
+    for (const Json& r : j["x-round-log"]) {
+        double secs = r["seconds"].get<double>();
+        uint64_t bytes = r["bytes"].get<uint64_t>();
+        out += fmt::format("{:>6} {:>14} {:>10.1f} {:>10.1f} {:>12}\n", r["round"].get<uint32_t>(), bytes, secs * 1e3,
+                           secs > 0 ? static_cast<double>(bytes) / secs / 1e6 : 0.0, r["dirty-after"].get<uint64_t>());
+    }
     return out;
 }
 
@@ -105,6 +122,8 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
            {}});
     t.add({"info migrate", "query-migrate", {}, "migration status and statistics",
            [query](const Json&) -> Result<Json> { return query(); }, migration_stats_text});
+    t.add({"info migrate-rounds", "", {}, "each RAM round of the last migration: bytes, time, throughput",
+           [query](const Json&) -> Result<Json> { return query(); }, round_log_text});
 }
 
 void add_settings(CommandTable& t, migration::MigrationManager& mgr) {

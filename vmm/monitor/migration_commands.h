@@ -14,6 +14,8 @@ void add_migration_commands(CommandTable& table, migration::MigrationManager& ma
 
 Json migration_stats_json(const migration::MigrationStats& s, const devices::GuestReport& guest);
 std::string migration_stats_text(const Json& j);
+// The per-round table of "info migrate-rounds" (from the same JSON).
+std::string round_log_text(const Json& j);
 // One line: "[#####-----]  45%  120 MiB of 256 MiB  812 Mbps  round 2  active"
 std::string progress_line(const Json& j);
 
