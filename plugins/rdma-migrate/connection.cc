@@ -37,6 +37,27 @@ Result<EventChannel> make_event_channel() {
     return ec;
 }
 
+// A fresh endpoint with its own event channel and one RDMA-CM id on it, in `slot`.
+Result<std::unique_ptr<Endpoint>> new_endpoint(int cancel_fd, Timeouts t, std::string describe, CmId Endpoint::*slot) {
+    auto e = std::make_unique<Endpoint>();
+    e->cancel_fd = cancel_fd;
+    e->io_timeout_ms = t.io_ms;
+    e->describe = std::move(describe);
+    auto ec = make_event_channel();
+    if (!ec) return ec.error();
+    e->events = std::move(*ec);
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(e->events.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return verbs_error("rdma_create_id");
+    ((*e).*slot).reset(raw);
+    return e;
+}
+
+// Turns down a connection request (its id is ours to destroy), saying why in the reject data.
+void refuse(rdma_cm_id* id, const std::string& why) {
+    rdma_reject(id, why.data(), static_cast<uint8_t>(std::min<size_t>(why.size(), 148)));
+    rdma_destroy_id(id);
+}
+
 // One CM event of the expected type (its private data copied into `pd` if asked), acked.
 Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char* what, PrivateData* pd = nullptr,
                rdma_cm_id** new_id = nullptr) {
@@ -74,11 +95,16 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
     }
 }
 
-Status create_resources(Endpoint& e) {
+Status create_resources(Endpoint& e, ibv_pd* shared_pd) {
     ibv_context* ctx = e.id->verbs;
     if (ctx == nullptr) return Error("the RDMA-CM id has no device: is an RDMA device bound to that address?");
-    e.pd.reset(ibv_alloc_pd(ctx));
-    if (!e.pd) return verbs_error("ibv_alloc_pd");
+    if (shared_pd != nullptr) {
+        if (shared_pd->context != ctx) return Error("an RDMA channel reached another device than channel 0: use one address");
+        e.shared_pd = shared_pd;
+    } else {
+        e.pd.reset(ibv_alloc_pd(ctx));
+        if (!e.pd) return verbs_error("ibv_alloc_pd");
+    }
     e.channel.reset(ibv_create_comp_channel(ctx));
     if (!e.channel) return verbs_error("ibv_create_comp_channel");
     int flags = ::fcntl(e.channel->fd, F_GETFL);
@@ -94,7 +120,7 @@ Status create_resources(Endpoint& e) {
     attr.cap.max_recv_wr = kRecvQueueDepth;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
-    if (rdma_create_qp(e.id.get(), e.pd.get(), &attr) != 0) return verbs_error("rdma_create_qp");
+    if (rdma_create_qp(e.id.get(), e.protection_domain(), &attr) != 0) return verbs_error("rdma_create_qp");
     e.qp = QueuePair(e.id.get());
     return {};
 }
@@ -114,6 +140,22 @@ rdma_conn_param conn_param(const std::vector<uint8_t>& pd) {
 
 Endpoint::~Endpoint() {
     if (id && !disconnected) rdma_disconnect(id.get());
+}
+
+Status Endpoint::cm_event_while_busy() {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(events.get(), &ev) != 0) return {};
+    rdma_cm_event_type type = ev->event;
+    rdma_cm_id* about = ev->id;
+    rdma_ack_cm_event(ev);
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {  // somebody else, mid-migration: not now
+        refuse(about, "a migration is in progress");
+        return {};
+    }
+    // Another channel of this migration: its own completions report its failures.
+    if (about != id.get() && type != RDMA_CM_EVENT_DEVICE_REMOVAL) return {};
+    if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
+    return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
 }
 
 Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done) {
@@ -137,13 +179,7 @@ Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, con
         if (fds[2].revents != 0) return Error("migration cancelled");
         if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, io_timeout_ms));
         if (fds[1].revents != 0) {
-            rdma_cm_event* ev = nullptr;
-            if (rdma_get_cm_event(events.get(), &ev) == 0) {
-                rdma_cm_event_type type = ev->event;
-                rdma_ack_cm_event(ev);
-                if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
-                return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
-            }
+            if (auto s = cm_event_while_busy(); !s) return s;
         }
         if (fds[0].revents != 0) {
             ibv_cq* ev_cq = nullptr;
@@ -158,24 +194,20 @@ Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, con
 }
 
 Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
-                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect) {
-    auto e = std::make_unique<Endpoint>();
-    e->cancel_fd = cancel_fd;
-    e->io_timeout_ms = t.io_ms;
-    e->describe = fmt::format("rdma destination {}:{}", host, port);
-    auto ec = make_event_channel();
-    if (!ec) return ec.error();
-    e->events = std::move(*ec);
-    rdma_cm_id* raw = nullptr;
-    if (rdma_create_id(e->events.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return verbs_error("rdma_create_id");
-    e->id.reset(raw);
+                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
+                                                   ibv_pd* shared_pd) {
+    std::string name = fmt::format("rdma destination {}:{}", host, port);
+    if (ours.channels > 1) name += fmt::format(" (channel {})", ours.channel);
+    auto made = new_endpoint(cancel_fd, t, std::move(name), &Endpoint::id);
+    if (!made) return made.error();
+    auto e = std::move(*made);
     auto ai = resolve(host, port, false);
     if (!ai) return ai.error();
     if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0) return verbs_error("rdma_resolve_addr " + host);
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return s.error();
     if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return verbs_error("rdma_resolve_route");
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return s.error();
-    if (auto s = create_resources(*e); !s) return s.error();
+    if (auto s = create_resources(*e, shared_pd); !s) return s.error();
     if (auto s = before_connect(*e); !s) return s.error();
     auto pd = encode_private_data(ours);
     auto param = conn_param(pd);
@@ -187,16 +219,9 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
 }
 
 Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t) {
-    auto e = std::make_unique<Endpoint>();
-    e->cancel_fd = cancel_fd;
-    e->io_timeout_ms = t.io_ms;
-    e->describe = fmt::format("rdma:{}:{}", host, port);
-    auto ec = make_event_channel();
-    if (!ec) return ec.error();
-    e->events = std::move(*ec);
-    rdma_cm_id* raw = nullptr;
-    if (rdma_create_id(e->events.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return verbs_error("rdma_create_id");
-    e->listen_id.reset(raw);
+    auto made = new_endpoint(cancel_fd, t, fmt::format("rdma:{}:{}", host, port), &Endpoint::listen_id);
+    if (!made) return made.error();
+    auto e = std::move(*made);
     auto ai = resolve(host, port, true);
     if (!ai) return ai.error();
     if (rdma_bind_addr(e->listen_id.get(), (*ai)->ai_addr) != 0) {
@@ -212,11 +237,7 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     PrivateData theirs;
     auto s = wait_cm(listener, RDMA_CM_EVENT_CONNECT_REQUEST, -1, "waiting for the RDMA migration source", &theirs, &raw);
     if (!s) {
-        if (raw != nullptr) {
-            std::string why = s.error().message();
-            rdma_reject(raw, why.data(), static_cast<uint8_t>(std::min<size_t>(why.size(), 148)));
-            rdma_destroy_id(raw);
-        }
+        if (raw != nullptr) refuse(raw, s.error().message());
         return s.error();
     }
     auto e = std::make_unique<Endpoint>();
@@ -227,7 +248,7 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     e->io_timeout_ms = listener.io_timeout_ms;
     e->describe = "the rdma migration source";
     e->peer = theirs;
-    if (auto r = create_resources(*e); !r) return r.error();
+    if (auto r = create_resources(*e, nullptr); !r) return r.error();
     if (auto r = before_connect(*e); !r) return r.error();
     PrivateData ours = theirs;
     ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
@@ -235,6 +256,37 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     auto param = conn_param(pd);
     if (rdma_accept(e->id.get(), &param) != 0) return verbs_error("rdma_accept");
     if (auto r = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, 30000, "accepting the RDMA connection"); !r) return r.error();
+    return e;
+}
+
+Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index) {
+    rdma_cm_id* raw = nullptr;
+    PrivateData theirs;
+    const PrivateData& first = primary.peer;
+    std::string what = fmt::format("waiting for RDMA channel {} of {}", index, first.channels);
+    auto s = wait_cm(primary, RDMA_CM_EVENT_CONNECT_REQUEST, primary.io_timeout_ms, what.c_str(), &theirs, &raw);
+    if (s && (theirs.session != first.session || theirs.channel != index || theirs.channels != first.channels ||
+              theirs.chunk_shift != first.chunk_shift)) {
+        s = Error(fmt::format("{}: a request for channel {} of {} of another migration (session {:#x}, expected {:#x})",
+                              what, theirs.channel, theirs.channels, theirs.session, first.session));
+    }
+    if (!s) {
+        if (raw != nullptr) refuse(raw, s.error().message());
+        return s.error();
+    }
+    auto e = std::make_unique<Endpoint>();
+    e->id.reset(raw);
+    e->cancel_fd = primary.cancel_fd;
+    e->io_timeout_ms = primary.io_timeout_ms;
+    e->describe = fmt::format("{} (channel {})", primary.describe, index);
+    e->peer = theirs;
+    if (auto r = create_resources(*e, primary.protection_domain()); !r) return r.error();
+    PrivateData ours = theirs;
+    ours.flags = theirs.flags & first.flags;  // what channel 0 agreed
+    auto pd = encode_private_data(ours);
+    auto param = conn_param(pd);
+    if (rdma_accept(e->id.get(), &param) != 0) return verbs_error("rdma_accept (channel)");
+    if (auto r = wait_cm(primary, RDMA_CM_EVENT_ESTABLISHED, 30000, "accepting an RDMA channel"); !r) return r.error();
     return e;
 }
 

@@ -19,10 +19,11 @@ namespace rdma_migrate {
 
 struct Endpoint {
     // Parent-first: destroyed in reverse (QP, CQ, channel, PD, ids, event channel).
-    EventChannel events;
+    EventChannel events;  // empty on a destination's extra channel (its events go to channel 0's)
     CmId listen_id;  // destination only
     CmId id;
-    ProtectionDomain pd;
+    ProtectionDomain pd;         // owned by channel 0
+    ibv_pd* shared_pd = nullptr; // channels 1..N-1 use channel 0's, so one rkey serves them all
     CompletionChannel channel;
     CompletionQueue cq;
     QueuePair qp;
@@ -33,9 +34,15 @@ struct Endpoint {
     bool disconnected = false;
 
     ~Endpoint();
+    ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
     // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error.
     Status progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done);
+
+private:
+    // A CM event while data flows: about this connection (or a device removal) it ends the
+    // migration; a stranger's connection request is refused; other channels' events are theirs.
+    Status cm_event_while_busy();
 };
 
 struct Timeouts {
@@ -48,13 +55,19 @@ constexpr uint32_t kRecvQueueDepth = 4;
 
 using BeforeConnect = std::function<Status(Endpoint&)>;
 
-// Source: resolve, create the QP, `before_connect` (post receives), connect with `ours`.
+// Source: resolve, create the QP, `before_connect` (post receives), connect with `ours`. An
+// extra channel (ours.channel > 0) passes channel 0's PD as `shared_pd`.
 Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
-                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect);
+                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
+                                                   ibv_pd* shared_pd = nullptr);
 
 // Destination: a listening id; accept_endpoint() takes one connection from it, refusing another
 // protocol version, and answers with the flags this side supports (`supported` & theirs).
 Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t);
 Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect);
+// Destination: channel `index` of the migration `primary` (an accepted channel 0) belongs to.
+// A request from another migration, or out of order, is rejected and ends the accept. The new
+// channel shares primary's PD and reports its CM events on primary's event channel.
+Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index);
 
 }  // namespace rdma_migrate

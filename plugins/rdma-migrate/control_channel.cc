@@ -1,4 +1,5 @@
 #include "control_channel.h"
+#include "trace.h"
 
 #include <fmt/format.h>
 
@@ -46,6 +47,9 @@ Status ControlChannel::send_now(const std::vector<uint8_t>& msg) {
     if (msg.size() > send_buf_.size()) return Error("RDMA control message larger than the control buffer");
     if (auto s = progress([this] { return send_done_; }); !s) return s;  // one SEND in flight at a time
     std::memcpy(send_buf_.data(), msg.data(), msg.size());
+    if (tracing() && msg.size() >= kHeaderSize) {
+        if (auto h = decode_message(msg)) trace("{} -> {} (repeat {}, {} bytes)", e_.describe, to_string(h->header.type), h->header.repeat, msg.size());
+    }
     ibv_sge sge{reinterpret_cast<uint64_t>(send_buf_.data()), static_cast<uint32_t>(msg.size()), send_mr_->lkey};
     ibv_send_wr wr{};
     wr.wr_id = make_wr_id(WrKind::send, ++sends_);
@@ -65,6 +69,7 @@ Result<Message> ControlChannel::next_message() {
     arrived_.pop_front();
     // The message's length never exceeds the posted buffer: the HCA would have failed the receive.
     auto m = decode_message({recv_buf_[index].data(), std::min<size_t>(length, recv_buf_[index].size())});
+    if (m) trace("{} <- {} (repeat {}, {} bytes)", e_.describe, to_string(m->header.type), m->header.repeat, length);
     if (auto s = post_recv(index); !s) return s.error();
     return m;
 }

@@ -2,7 +2,7 @@
 // calls into Session calls and Session errors into one line in vmm_err; no exception crosses.
 //
 // Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
-// once per side, default 0 = unlimited), rdma-channels (queue pairs; 1). Capability:
+// once per side, default 0 = unlimited), rdma-channels (queue pairs, 1..16; 1). Capability:
 // rdma-pin-all (register all RAM up front on both sides). Environment, for tests only:
 // VMM_RDMA_ANNOUNCE_VERSION makes a source announce another protocol version.
 #include <sys/resource.h>
@@ -24,6 +24,8 @@
 using namespace rdma_migrate;
 
 namespace {
+
+constexpr uint64_t kMaxChannels = 16;
 
 int fail(vmm_err* e, const std::string& text) {
     std::snprintf(e->text, sizeof(e->text), "%s", text.c_str());
@@ -57,8 +59,9 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
         if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
         if (name == "rdma-chunk-size") c.chunk_size = *v;
         else if (name == "rdma-pin-limit") c.pin_limit = *v;
-        else if (name == "rdma-channels" && *v != 1) {
-            return Error(fmt::format("rdma-channels {}: this build drives one queue pair per migration; set it to 1", *v));
+        else if (name == "rdma-channels") {
+            if (*v < 1 || *v > kMaxChannels) return Error(fmt::format("rdma-channels {}: use 1..{}", *v, kMaxChannels));
+            c.channels = static_cast<uint32_t>(*v);
         }
     }
     for (uint32_t i = 0; i < a->cap_count; ++i)

@@ -5,30 +5,71 @@
 #include <bit>
 
 #include <cstring>
+#include <random>
 
 namespace rdma_migrate {
 
 namespace {
 constexpr size_t kMaxPayload = kControlBufferSize - kHeaderSize;
+
+uint64_t new_session_id() {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
 }  // namespace
 
 Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g)
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), remote_regs_(cfg_.pin_limit),
       local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit) {
+    add_lane(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
         // RC completes in order: a signalled write completing means every earlier one has.
-        writes_done_ = std::max(writes_done_, wr_index(wc.wr_id));
+        lanes_[0].done = std::max(lanes_[0].done, wr_index(wc.wr_id));
         return Status{};
     };
 }
 
 Session::~Session() {
-    if (writes_posted_ > writes_done_) (void)drain_writes();
+    if (writes_pending()) (void)drain_writes();
     // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
-    // receives) and destroy the QP first; the members then unwind (MRs before the PD).
+    // receives) and destroy the QPs first; the members then unwind (MRs before the PD).
+    for (auto& e : extra_) {
+        if (e->id && !e->disconnected) rdma_disconnect(e->id.get());
+        e->disconnected = true;
+        e->qp.reset();
+    }
     if (ep_->id && !ep_->disconnected) rdma_disconnect(ep_->id.get());
     ep_->disconnected = true;
     ep_->qp.reset();
+}
+
+void Session::add_lane(Endpoint* ep) {
+    Lane lane;
+    lane.ep = ep;
+    lanes_.push_back(std::move(lane));
+}
+
+Status Session::connect_channels(const std::string& host, uint16_t port, PrivateData first) {
+    for (uint32_t i = 1; i < first.channels; ++i) {
+        PrivateData ours = first;
+        ours.channel = i;
+        auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [](Endpoint&) { return Status{}; },
+                                   ep_->protection_domain());
+        if (!ep) return ep.error().context(fmt::format("RDMA channel {} of {}", i, first.channels));
+        extra_.push_back(std::move(*ep));
+        add_lane(extra_.back().get());
+    }
+    return {};
+}
+
+Status Session::accept_channels() {
+    for (uint32_t i = 1; i < ep_->peer.channels; ++i) {
+        auto ep = accept_channel(*ep_, i);
+        if (!ep) return ep.error();
+        extra_.push_back(std::move(*ep));
+        add_lane(extra_.back().get());
+    }
+    return {};
 }
 
 Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint16_t port, SessionConfig cfg) {
@@ -39,13 +80,23 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
     ours.version = cfg.announce_version;
     ours.flags = cfg.pin_all ? kCapPinAll : 0;
     ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(g->size()));
+    if (cfg.channels > 1) {
+        ours.flags |= kCapChannels;
+        ours.channels = cfg.channels;
+        ours.session = new_session_id();
+    }
     auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, [&ctl](Endpoint& e) {
         ctl = std::make_unique<ControlChannel>(e);
         return ctl->init();
     });
     if (!ep) return ep.error();
     cfg.pin_all = cfg.pin_all && ((*ep)->peer.flags & kCapPinAll) != 0;  // what the destination granted
+    if (((*ep)->peer.flags & kCapChannels) == 0) ours.channels = 1;     // a destination without channels
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
+    if (auto st = s->connect_channels(host, port, ours); !st) {
+        s->abort(st.error().message());
+        return st.error();
+    }
     if (auto st = s->exchange_blocks_source(); !st) {
         s->abort(st.error().message());
         return st.error();
@@ -55,7 +106,7 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
 
 Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg) {
     std::unique_ptr<ControlChannel> ctl;
-    auto ep = accept_endpoint(listener, kCapPinAll, [&ctl](Endpoint& e) {
+    auto ep = accept_endpoint(listener, kCapPinAll | kCapChannels, [&ctl](Endpoint& e) {
         ctl = std::make_unique<ControlChannel>(e);
         return ctl->init();
     });
@@ -65,6 +116,10 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
     auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
     if (!g) return g.error();
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
+    if (auto st = s->accept_channels(); !st) {
+        s->abort(st.error().message());
+        return st.error();
+    }
     if (auto st = s->exchange_blocks_destination(); !st) {
         s->abort(st.error().message());
         return st.error();

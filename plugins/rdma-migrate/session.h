@@ -3,7 +3,8 @@
 //     describes its blocks (with rkeys when everything is pinned up front); mismatches fail.
 //   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages; the receiver keeps the
 //     unread rest of a message for the next read.
-//   Source RAM channel: RDMA WRITE per chunk piece, posted in batches, every 64th signalled;
+//   Source RAM channel: RDMA WRITE per chunk piece, posted in batches, every 64th signalled,
+//     striped by chunk over rdma-channels queue pairs (each with its own CQ, all on one PD);
 //     dynamic registration asks the destination for each chunk's rkey (Register request/result,
 //     many chunks per message), releases least-recently-used ones over rdma-pin-limit
 //     (Unregister request/finished); zero ranges become COMPRESS; Register finished ends a round.
@@ -12,6 +13,7 @@
 //     finished. Every entry is bounds-checked first; anything invalid aborts with ERROR.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +30,7 @@ struct SessionConfig {
     uint64_t chunk_size = ChunkGeometry::kDefault;
     uint64_t pin_limit = 0;  // bytes registered at once per side, 0 = unlimited
     bool pin_all = false;    // asked for (source) / granted (after negotiation)
+    uint32_t channels = 1;   // queue pairs (rdma-channels): asked for (source) / granted
     Timeouts timeouts;
     int cancel_fd = -1;
     uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
@@ -55,22 +58,41 @@ public:
     void abort(const std::string& reason) { ctl_->send_error(reason); }
     const std::string& describe() const { return ep_->describe; }
     bool pin_all() const { return cfg_.pin_all; }
+    uint32_t channels() const { return static_cast<uint32_t>(lanes_.size()); }
 
 private:
+    // One queue pair's RDMA WRITEs: its count of writes posted and known complete, the batch
+    // being built, and its last write (re-posted, 8 bytes, signalled, to drain the lane).
+    struct Lane {
+        Endpoint* ep = nullptr;
+        uint64_t posted = 0, done = 0, last_signalled = 0;
+        ibv_send_wr last_wr{};
+        ibv_sge last_sge{};
+        std::vector<ibv_send_wr> wrs;
+        std::vector<ibv_sge> sges;
+    };
+
     Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g);
+    Status connect_channels(const std::string& host, uint16_t port, PrivateData first);
+    Status accept_channels();
+    void add_lane(Endpoint* ep);
+    Status lane_progress(Lane& lane, const std::function<bool()>& done);
+    Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
     Status exchange_blocks_source();
     Status exchange_blocks_destination();
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
     Result<uint32_t> local_lkey(uint32_t block, uint64_t chunk);
     Status write_pieces(uint32_t block, const std::vector<Piece>& pieces);
-    Status post_writes(std::vector<ibv_send_wr>& wrs, std::vector<ibv_sge>& sges);
+    Status post_writes(Lane& lane);
     Status drain_writes();
+    bool writes_pending() const;
     Status flush_compress();
     Status handle_register(const Message& m);
     Status handle_unregister(const Message& m);
     Status handle_compress(const Message& m);
 
     std::unique_ptr<Endpoint> ep_;          // first: destroyed last, after every MR below
+    std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
     std::unique_ptr<ControlChannel> ctl_;
     SessionConfig cfg_;
     ChunkGeometry geo_;
@@ -83,9 +105,7 @@ private:
     std::vector<MemoryRegion> pinned_blocks_;  // pin-all: whole blocks (remote write on the destination,
                                                // local only on the source)
     std::vector<Compress> compress_;
-    uint64_t writes_posted_ = 0, writes_done_ = 0, last_signalled_ = 0;
-    ibv_send_wr last_wr_{};  // the last write posted, repeated (8 bytes, signalled) to drain
-    ibv_sge last_sge_{};
+    std::vector<Lane> lanes_;  // lane i writes on channel i; chunk c goes to lane c % N
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;
 };

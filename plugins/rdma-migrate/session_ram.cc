@@ -7,6 +7,7 @@
 #include <set>
 
 #include "session.h"
+#include "trace.h"
 
 namespace rdma_migrate {
 
@@ -30,23 +31,46 @@ Status Session::ram_begin_round(uint32_t) {
     return {};
 }
 
+bool Session::writes_pending() const {
+    for (const Lane& l : lanes_)
+        if (l.posted > l.done || !l.wrs.empty()) return true;
+    return false;
+}
+
+Status Session::lane_progress(Lane& lane, const std::function<bool()>& done) {
+    if (&lane == &lanes_[0]) return ctl_->progress(done);  // shares its CQ with the control channel
+    return lane.ep->progress(
+        [&lane](const ibv_wc& wc) {
+            lane.done = std::max(lane.done, wr_index(wc.wr_id));
+            return Status{};
+        },
+        done);
+}
+
 Status Session::drain_writes() {
-    if (writes_posted_ > last_signalled_) {
-        // Everything posted since the last signalled write completes before this one (RC
-        // order): write the last write's first 8 bytes again, signalled (idempotent).
-        ibv_sge sge = last_sge_;
-        sge.length = std::min<uint32_t>(sge.length, 8);
-        ibv_send_wr wr = last_wr_;
-        wr.wr_id = make_wr_id(WrKind::write, ++writes_posted_);
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.next = nullptr;
-        ibv_send_wr* bad = nullptr;
-        if (auto s = posted(ibv_post_send(ep_->qp.get(), &wr, &bad), "ibv_post_send (drain)"); !s) return s;
-        last_signalled_ = writes_posted_;
+    for (Lane& lane : lanes_) {
+        if (auto s = post_writes(lane); !s) return s;  // what is still batched
+        if (lane.posted > lane.last_signalled) {
+            // Everything posted since the last signalled write completes before this one (RC
+            // order): write the last write's first 8 bytes again, signalled (idempotent).
+            ibv_sge sge = lane.last_sge;
+            sge.length = std::min<uint32_t>(sge.length, 8);
+            ibv_send_wr wr = lane.last_wr;
+            wr.wr_id = make_wr_id(WrKind::write, ++lane.posted);
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.next = nullptr;
+            ibv_send_wr* bad = nullptr;
+            if (auto s = posted(ibv_post_send(lane.ep->qp.get(), &wr, &bad), "ibv_post_send (drain)"); !s) return s;
+            lane.last_signalled = lane.posted;
+        }
     }
-    return ctl_->progress([this] { return writes_done_ >= writes_posted_; });
+    for (Lane& lane : lanes_) {
+        trace("source: drain lane {}: {} posted, {} known done", &lane - lanes_.data(), lane.posted, lane.done);
+        if (auto s = lane_progress(lane, [&lane] { return lane.done >= lane.posted; }); !s) return s;
+    }
+    return {};
 }
 
 Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks) {
@@ -64,7 +88,10 @@ Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunk
         // The destination may unpin only what no write in flight still targets.
         if (auto s = drain_writes(); !s) return s;
         std::vector<ChunkRange> release;
-        for (const auto& k : *victims) release.push_back({k.block, k.chunk, 1});
+        for (const auto& k : *victims) {
+            release.push_back({k.block, k.chunk, 1});
+            trace("source: unregister remote chunk {}:{}", k.block, k.chunk);
+        }
         auto done = ctl_->request(encode_chunk_ranges(Command::unregister_request, release), Command::unregister_finished);
         if (!done) return done.error();
         for (const auto& k : *victims) remote_regs_.erase(k);
@@ -79,6 +106,8 @@ Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunk
         if (results->size() != ask.size()) return Error("the destination answered a register request with the wrong count");
         for (size_t i = 0; i < ask.size(); ++i) {
             if (auto s = check_register_result((*results)[i], remote_[block], geo_, ask[i].first); !s) return s;
+            trace("source: remote chunk {}:{} registered, rkey {:#x} at {:#x}", block, ask[i].first, (*results)[i].rkey,
+                  (*results)[i].host_addr);
             remote_regs_.insert({block, ask[i].first}, geo_.length(cfg_.blocks[block].length, ask[i].first), (*results)[i]);
         }
     }
@@ -102,7 +131,10 @@ Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
     if (!victims) return victims.error();
     if (!victims->empty()) {
         if (auto s = drain_writes(); !s) return s.error();
-        for (const auto& k : *victims) local_regs_.erase(k);
+        for (const auto& k : *victims) {
+            trace("source: unregister local chunk {}:{}", k.block, k.chunk);
+            local_regs_.erase(k);
+        }
     }
     MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host + geo_.start(chunk), len, 0));
     if (!mr) return verbs_error(fmt::format("ibv_reg_mr chunk {} of '{}'", chunk, b.name));
@@ -111,22 +143,36 @@ Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
     return lkey;
 }
 
-Status Session::post_writes(std::vector<ibv_send_wr>& wrs, std::vector<ibv_sge>& sges) {
-    if (wrs.empty()) return {};
+Status Session::post_writes(Lane& lane) {
+    if (lane.wrs.empty()) return {};
     // Room in the send queue: wait for completions while too much is in flight. With a signal
     // every 64 writes and at most 128 + 16 in flight, a signalled write is always among them.
-    if (auto s = ctl_->progress([&] { return writes_posted_ - writes_done_ <= kInFlight; }); !s) return s;
-    for (size_t i = 0; i < wrs.size(); ++i) {
-        wrs[i].sg_list = &sges[i];
-        wrs[i].next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
+    if (auto s = lane_progress(lane, [&lane] { return lane.posted - lane.done <= kInFlight; }); !s) return s;
+    for (size_t i = 0; i < lane.wrs.size(); ++i) {
+        lane.wrs[i].sg_list = &lane.sges[i];
+        lane.wrs[i].next = i + 1 < lane.wrs.size() ? &lane.wrs[i + 1] : nullptr;
     }
-    last_wr_ = wrs.back();
-    last_sge_ = sges.back();
+    lane.last_wr = lane.wrs.back();
+    lane.last_sge = lane.sges.back();
     ibv_send_wr* bad = nullptr;
-    auto s = posted(ibv_post_send(ep_->qp.get(), wrs.data(), &bad), "ibv_post_send (RDMA WRITE)");
-    wrs.clear();
-    sges.clear();
+    auto s = posted(ibv_post_send(lane.ep->qp.get(), lane.wrs.data(), &bad), "ibv_post_send (RDMA WRITE)");
+    lane.wrs.clear();
+    lane.sges.clear();
     return s;
+}
+
+Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
+    wr.wr_id = make_wr_id(WrKind::write, ++lane.posted);
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.num_sge = 1;
+    wr.send_flags = 0;
+    if (lane.posted % kSignalEvery == 0) {
+        wr.send_flags = IBV_SEND_SIGNALED;
+        lane.last_signalled = lane.posted;
+    }
+    lane.wrs.push_back(wr);
+    lane.sges.push_back(sge);
+    return lane.wrs.size() == kPostBatch ? post_writes(lane) : Status{};
 }
 
 Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
@@ -149,41 +195,28 @@ Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
         for (const auto& p : pieces) chunks.push_back(p.chunk);
         if (auto s = ensure_remote(block, chunks); !s) return s;
     }
-    std::vector<ibv_send_wr> wrs;
-    std::vector<ibv_sge> sges;
-    wrs.reserve(kPostBatch);
-    sges.reserve(kPostBatch);
     for (const auto& p : pieces) {
         auto lkey = local_lkey(block, p.chunk);
         if (!lkey) return lkey.error();
-        uint64_t remote_addr = 0;
-        uint32_t rkey = 0;
+        ibv_send_wr wr{};
         if (cfg_.pin_all) {
-            remote_addr = remote_[block].host_addr + p.offset;
-            rkey = remote_[block].rkey;
+            wr.wr.rdma.remote_addr = remote_[block].host_addr + p.offset;
+            wr.wr.rdma.rkey = remote_[block].rkey;
         } else {
             const RegisterResult* r = remote_regs_.find({block, p.chunk});
             if (r == nullptr) return Error("internal: a chunk lost its registration before its write");
-            remote_addr = r->host_addr + (p.offset - geo_.start(p.chunk));
-            rkey = r->rkey;
+            wr.wr.rdma.remote_addr = r->host_addr + (p.offset - geo_.start(p.chunk));
+            wr.wr.rdma.rkey = r->rkey;
         }
-        ibv_send_wr wr{};
-        wr.wr_id = make_wr_id(WrKind::write, ++writes_posted_);
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.num_sge = 1;
-        if (writes_posted_ % kSignalEvery == 0) {
-            wr.send_flags = IBV_SEND_SIGNALED;
-            last_signalled_ = writes_posted_;
-        }
-        wr.wr.rdma.remote_addr = remote_addr;
-        wr.wr.rdma.rkey = rkey;
-        sges.push_back({reinterpret_cast<uint64_t>(cfg_.blocks[block].host + p.offset), static_cast<uint32_t>(p.length), *lkey});
-        wrs.push_back(wr);
-        if (wrs.size() == kPostBatch) {
-            if (auto s = post_writes(wrs, sges); !s) return s;
-        }
+        ibv_sge sge{reinterpret_cast<uint64_t>(cfg_.blocks[block].host + p.offset), static_cast<uint32_t>(p.length), *lkey};
+        trace("source: write {}:{:#x}+{:#x} (chunk {}) lane {} -> rkey {:#x} at {:#x}, lkey {:#x}", block, p.offset, p.length,
+              p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
+        if (auto s = queue_write(lanes_[p.chunk % lanes_.size()], wr, sge); !s) return s;
     }
-    return post_writes(wrs, sges);
+    // Batches left short are posted now: a chunk's registration may be released after this.
+    for (Lane& lane : lanes_)
+        if (auto s = post_writes(lane); !s) return s;
+    return {};
 }
 
 Status Session::flush_compress() {
@@ -236,6 +269,8 @@ Status Session::handle_register(const Message& m) {
                 return Error::from_errno(fmt::format("registering {} bytes of '{}' for RDMA", checked[i].length, b.name), errno,
                                          "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit");
             }
+            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", r.block, r.first, reg->rkey,
+                  reinterpret_cast<uint64_t>(b.host) + checked[i].offset, checked[i].length);
             served_regs_.insert(key, checked[i].length, std::move(reg));
             mr = served_regs_.find(key);
         }
@@ -249,7 +284,10 @@ Status Session::handle_unregister(const Message& m) {
     if (!ranges) return ranges.error();
     for (const auto& r : *ranges)
         if (auto br = check_chunk_range(r, cfg_.blocks, geo_); !br) return br.error();
-    for (const auto& r : *ranges) served_regs_.erase({r.block, r.first});
+    for (const auto& r : *ranges) {
+        trace("destination: chunk {}:{} unregistered", r.block, r.first);
+        served_regs_.erase({r.block, r.first});
+    }
     return ctl_->reply(encode_empty(Command::unregister_finished));
 }
 
