@@ -1,30 +1,42 @@
-// vmmctl: send text-monitor commands to a running vmm and print the answers.
-//   vmmctl unix:/tmp/m.sock "info status" "info ramblocks"
-// Exit status: 0, 1 when the monitor cannot be reached or a command printed "Error:", 2 for
-// bad usage.
+// vmmctl: drive a running vmm (or QEMU, over QMP) from the shell.
+//   vmmctl unix:/tmp/m.sock "info status" "info ramblocks"       text monitor: prints the answers
+//   vmmctl --qmp unix:/tmp/q.sock query-status 'migrate {"uri": "tcp:10.0.0.2:4444"}'
+//                                   QMP (ours or QEMU's): each command's return value, a JSON line
+//   vmmctl --qmp unix:/tmp/q.sock 'migrate {"uri": "rdma:10.0.0.2:4444"}' --watch-migration 200
+//                                   then query-migrate every 200 ms, one JSON line each with "t"
+//                                   (s) added, until the migration completes, fails or is
+//                                   cancelled (one connection: QEMU's QMP takes one client)
+// Exit status: 0, 1 when the monitor cannot be reached or a command failed ("Error:" on the text
+// monitor, an error answer over QMP, a migration that did not complete), 2 for bad usage.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "vmm/config/config.h"
 #include "vmm/monitor/client.h"
+#include "vmm/monitor/qmp_client.h"
 
-int main(int argc, char** argv) {
-    if (argc < 3) {
-        std::fprintf(stderr, "usage: vmmctl unix:PATH COMMAND [COMMAND...]\n");
-        return 2;
-    }
-    auto endpoint = vmm::config::parse_endpoint(argv[1], false);
-    if (!endpoint || endpoint->kind != vmm::config::Endpoint::Kind::unix_socket) {
-        std::fprintf(stderr, "vmmctl: '%s' is not unix:PATH\n", argv[1]);
-        return 2;
-    }
-    auto client = vmm::monitor::HmpClient::connect(endpoint->path, std::chrono::seconds(10));
+namespace {
+
+using namespace vmm;
+
+int usage() {
+    std::fprintf(stderr,
+                 "usage: vmmctl unix:PATH COMMAND [COMMAND...]\n"
+                 "       vmmctl --qmp unix:PATH 'NAME [JSON-ARGUMENTS]' [...]\n"
+                 "       vmmctl --qmp unix:PATH ['NAME [JSON-ARGUMENTS]' ...] --watch-migration INTERVAL-MS\n");
+    return 2;
+}
+
+int text_monitor(const std::string& path, int argc, char** argv) {
+    auto client = monitor::HmpClient::connect(path, std::chrono::seconds(10));
     if (!client) {
         std::fprintf(stderr, "vmmctl: %s\n", client.error().message().c_str());
         return 1;
     }
     int status = 0;
-    for (int i = 2; i < argc; ++i) {
+    for (int i = 0; i < argc; ++i) {
         auto out = (*client)->command(argv[i], [](std::string_view text) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);  // a progress bar must show as it moves
@@ -36,4 +48,73 @@ int main(int argc, char** argv) {
         if (out->rfind("Error:", 0) == 0) status = 1;
     }
     return status;
+}
+
+int watch_migration(monitor::QmpClient& qmp, long interval_ms) {
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        auto r = qmp.execute("query-migrate");
+        if (!r) {
+            std::fprintf(stderr, "vmmctl: %s\n", r.error().message().c_str());
+            return 1;
+        }
+        (*r)["t"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::printf("%s\n", r->dump().c_str());
+        std::fflush(stdout);
+        std::string status = r->value("status", "");
+        if (status == "completed") return 0;
+        if (status == "failed" || status == "cancelled") return 1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+}
+
+int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
+    size_t sp = line.find(' ');
+    monitor::Json args = monitor::Json::object();
+    if (sp != std::string::npos) {
+        args = monitor::Json::parse(line.substr(sp + 1), nullptr, false);
+        if (args.is_discarded() || !args.is_object()) {
+            std::fprintf(stderr, "vmmctl: the arguments of '%s' are not a JSON object\n", line.substr(0, sp).c_str());
+            return 2;
+        }
+    }
+    auto r = qmp.execute(line.substr(0, sp), args);
+    if (!r) {
+        std::fprintf(stderr, "vmmctl: %s\n", r.error().message().c_str());
+        return 1;
+    }
+    std::printf("%s\n", r->dump().c_str());
+    std::fflush(stdout);
+    return 0;
+}
+
+int qmp_monitor(const std::string& path, int argc, char** argv) {
+    auto client = monitor::QmpClient::connect(path, std::chrono::seconds(10));
+    if (!client) {
+        std::fprintf(stderr, "vmmctl: %s\n", client.error().message().c_str());
+        return 1;
+    }
+    for (int i = 0; i < argc; ++i) {
+        if (std::string(argv[i]) == "--watch-migration") {
+            long ms = i + 1 < argc ? std::strtol(argv[i + 1], nullptr, 10) : 0;
+            return ms > 0 && i + 2 == argc ? watch_migration(**client, ms) : usage();
+        }
+        if (int rc = qmp_command(**client, argv[i]); rc != 0) return rc;
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool qmp = argc >= 2 && std::string(argv[1]) == "--qmp";
+    int first = qmp ? 2 : 1;
+    if (argc < first + 2) return usage();
+    auto endpoint = vmm::config::parse_endpoint(argv[first], false);
+    if (!endpoint || endpoint->kind != vmm::config::Endpoint::Kind::unix_socket) {
+        std::fprintf(stderr, "vmmctl: '%s' is not unix:PATH\n", argv[first]);
+        return 2;
+    }
+    return qmp ? qmp_monitor(endpoint->path, argc - first - 1, argv + first + 1)
+               : text_monitor(endpoint->path, argc - first - 1, argv + first + 1);
 }

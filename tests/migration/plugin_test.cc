@@ -30,6 +30,26 @@ TEST(Plugin, MigrationThroughAPluginTransportAndItsRamChannel) {
     ::unsetenv("VMM_PLUGIN_DIR");
 }
 
+TEST(Plugin, ProgressMovesDuringARoundThroughTheRamChannel) {
+    VMM_REQUIRE_KVM();
+    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
+    uint16_t port = free_tcp_port();
+    std::string uri = "loop:127.0.0.1:" + std::to_string(port);
+    // 32 MiB host-filled at 16 MB/s: the bulk round takes 2 s; the monitor must see it move.
+    auto src = Vm::start("progress-src", {"--guest", "idle", "-m", "64M", "--prefill", "32M"});
+    auto dst = Vm::start("progress-dst", {"-m", "64M", "-S", "--incoming", uri});
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + uri), "");
+    ASSERT_TRUE(eventually([&] { return std::stoull("0" + src->migrate_field("transferred ram")) > 4096; }, 30))
+        << src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_status(), "active") << "progress must show before the bulk round ends";
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 60)) << src->cmd("info migrate");
+    EXPECT_EQ(src->ramhash(), dst->ramhash());
+    ::unsetenv("VMM_PLUGIN_DIR");
+}
+
 TEST(Plugin, MissingPluginIsOneLineNamingTheSchemeAndPaths) {
     VMM_REQUIRE_KVM();
     ::setenv("VMM_PLUGIN_DIR", "/nonexistent/plugins", 1);

@@ -28,10 +28,13 @@ RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRam
 Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> data) {
     std::span<const uint8_t> parts[] = {header, data};
     if (auto s = stream_.write(std::span<const std::span<const uint8_t>>(parts, data.empty() ? 1 : 2)); !s) return s;
-    uint64_t n = header.size() + data.size();
+    return sent(header.size() + data.size());
+}
+
+Status RamSaver::sent(uint64_t n) {
     bytes_ += n;
     stats_.transferred += n;
-    if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {
+    if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
         last_progress_ = bytes_;
         progress_();
     }
@@ -65,9 +68,7 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
     stats_.normal_bytes += count << kPageShift;
     if (channel_ != nullptr) {
         if (auto s = channel_->send(block, first_page << kPageShift, count << kPageShift); !s) return s;
-        bytes_ += count << kPageShift;
-        stats_.transferred += count << kPageShift;
-        return limiter_.consume(count << kPageShift);
+        return sent(count << kPageShift);
     }
     constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
     for (uint64_t p = first_page; p < first_page + count; p += kPagesPerRecord) {

@@ -1,0 +1,152 @@
+# The measurements of scripts/bench-rdma.sh (sourced; expects $BUILD $work $addr $size $fill).
+# Each run_* leaves $work/MODE-RUN.json: the figures and the query-migrate samples of one
+# migration. Both VMMs are driven the same way: QMP through vmmctl --qmp.
+
+VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl"
+PAYLOAD="$BUILD/guest/pattern.elf"
+# Fill with whole-page patterns (incompressible for both VMMs), then re-check 16 pages a step.
+GUEST_ARGS="bytes=$fill words=512 check=16"
+pids=()
+
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+
+port() { echo $(( 20000 + RANDOM % 20000 )); }
+
+wait_until() {  # wait_until SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s
+    local deadline=$(( $(date +%s) + $1 )) what=$2; shift 2
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt "$deadline" ] || die "timed out waiting for $what"
+        sleep 0.2
+    done
+}
+
+# ib_write_bw server and client on DEVICE, 1 MiB messages for 4 s; prints MB/s (1e6 bytes).
+ib_ceiling() {
+    local p; p=$(port)
+    ib_write_bw -d "$1" -s 1048576 -D 4 -F -p "$p" --report_gbits >"$work/ib-server.log" 2>&1 &
+    pids+=($!)
+    sleep 1
+    ib_write_bw -d "$1" -s 1048576 -D 4 -F -p "$p" --report_gbits "$2" >"$work/ib-client.log" 2>&1 ||
+        { cat "$work/ib-client.log" "$work/ib-server.log" >&2; die "ib_write_bw failed"; }
+    # The result line: bytes, iterations, peak Gb/s, average Gb/s, Mpps.
+    awk '$1 == 1048576 && NF >= 5 { printf "%.1f\n", $4 * 1000 / 8 }' "$work/ib-client.log" | tail -1
+}
+
+# summarize MODE RUN SAMPLES GUEST_PAUSE_MS ROUNDS_JSON: one migration's figures as JSON.
+summarize() {
+    jq -s --arg mode "$1" --argjson run "$2" --arg pause "$4" --argjson rounds "$5" '
+        (map(select(.ram != null))) as $s | ($s | last) as $f |
+        { mode: $mode, run: $run, status: $f.status,
+          total_ms: $f["total-time"], setup_ms: $f["setup-time"], downtime_ms: $f.downtime,
+          transferred: $f.ram.transferred,
+          throughput_mbs: (($f.ram.transferred / (($f["total-time"] - $f["setup-time"]) / 1000) / 1e5 | round) / 10),
+          guest_pause_ms: (if $pause == "" then null else ($pause | tonumber) end),
+          samples: ($s | map([.t, .ram.transferred])),
+          rounds: $rounds }' "$3"
+}
+
+migrate_and_watch() {  # migrate_and_watch QMP-SOCKET URI SAMPLES [SETUP-COMMAND...]
+    local sock=$1 uri=$2 samples=$3; shift 3
+    "$CTL" --qmp "unix:$sock" "$@" "migrate {\"uri\": \"$uri\"}" --watch-migration 200 >"$samples.raw"
+    tail -n +$(( $# + 2 )) "$samples.raw" >"$samples"  # the watch lines only
+}
+
+run_vmm() {  # run_vmm MODE RUN
+    local mode=$1 name="$1-$2" p; p=$(port)
+    local uri="rdma:$addr:$p" setup=()
+    [ "$mode" = vmm-tcp ] && uri="tcp:$addr:$p"
+    "$VMM" -m "$size" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
+    pids+=($!)
+    "$VMM" -m "$size" --guest "$PAYLOAD" --append "$GUEST_ARGS" --monitor "unix:$work/$name-s.sock" \
+        --qmp "unix:$work/$name-sq.sock" --serial none >"$work/$name-s.log" 2>&1 &
+    pids+=($!)
+    wait_until 300 "the guest to fill its memory" sh -c "'$CTL' unix:$work/$name-s.sock 'info guest' | grep -q '^results: [1-9]'"
+    case "$mode" in
+        vmm-rdma-pin-all) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
+        vmm-rdma-2-channels) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
+    esac
+    setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
+    migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
+        { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
+    sleep 1.5  # the destination guest runs on and reports the pause it lived through
+    local pause rounds
+    pause=$("$CTL" "unix:$work/$name-d.sock" "info migrate" | sed -n 's/^guest-observed pause: \([0-9.]*\) ms$/\1/p')
+    rounds=$(tail -1 "$work/$name.samples" | jq -c '."x-round-log" // []')
+    "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
+    "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
+    summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" >"$work/$name.json"
+}
+
+run_qemu() {  # run_qemu MODE RUN
+    local mode=$1 name="$1-$2" p; p=$(port)
+    local uri="rdma:$addr:$p" setup=()
+    local common=(qemu-system-x86_64 -accel kvm -cpu host -m "$size" -nodefaults -no-user-config -display none
+                  -kernel "$PAYLOAD" -append "$GUEST_ARGS")
+    "${common[@]}" -serial "file:$work/$name-d.ser" -qmp "unix:$work/$name-dq.sock,server=on,wait=off" \
+        -incoming "$uri" >"$work/$name-d.log" 2>&1 &
+    pids+=($!)
+    "${common[@]}" -serial "file:$work/$name-s.ser" -qmp "unix:$work/$name-sq.sock,server=on,wait=off" \
+        >"$work/$name-s.log" 2>&1 &
+    pids+=($!)
+    wait_until 300 "the QEMU guest to fill its memory" grep -q "pattern: pass 1," "$work/$name-s.ser"
+    wait_until 30 "the QEMU destination" test -S "$work/$name-dq.sock"
+    [ "$mode" = qemu-rdma-pin-all ] &&
+        setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}')
+    # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
+    setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 107374182400}')
+    migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
+        { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: QEMU's migration did not complete"; }
+    "$CTL" --qmp "unix:$work/$name-sq.sock" quit >/dev/null 2>&1 || true
+    "$CTL" --qmp "unix:$work/$name-dq.sock" quit >/dev/null 2>&1 || true
+    summarize "$mode" "$2" "$work/$name.samples" "" "[]" >"$work/$name.json"
+}
+
+# report CEILING OUT.json: the table, the ratios, and every figure as JSON.
+report() {
+    jq -s --argjson ceiling "$1" --arg size "$size" --arg fill "$fill" --arg date "$(date -u +%FT%TZ)" \
+        --arg machine "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores" \
+        --arg where "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo 'SoftRoCE nested VM (QEMU TCG)' || echo 'RDMA device')" '
+        def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+        (group_by(.mode) | map({key: .[0].mode, value: {
+            throughput_mbs: (map(.throughput_mbs) | median),
+            ratio_to_ceiling: (((map(.throughput_mbs) | median) / $ceiling * 100 | round) / 100),
+            downtime_ms: (map(.downtime_ms) | median),
+            guest_pause_ms: (map(.guest_pause_ms) | if all(. == null) then null else map(select(. != null)) | median end),
+            total_ms: (map(.total_ms) | median)}}) | from_entries) as $m |
+        def ratio(a; b): if $m[a] and $m[b] then (($m[a].throughput_mbs / $m[b].throughput_mbs * 100 | round) / 100) else null end;
+        { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
+          ceiling_ib_write_bw_mbs: $ceiling, modes: $m,
+          ours_over_qemu: { dynamic: ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
+                            pin_all: ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all") },
+          runs: . }' "$work"/*-[0-9]*.json >"$2"
+    printf '\n\033[1m%-22s %12s %10s %14s %16s\033[0m\n' mode "MB/s" "/ceiling" "downtime (ms)" "guest-seen (ms)"
+    printf '%-22s %12s %10s %14s %16s\n' "ib_write_bw" "$1" "1.00" - -
+    jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, .value.ratio_to_ceiling, .value.downtime_ms,
+           (.value.guest_pause_ms // "-")] | @tsv' "$2" |
+        while IFS=$'\t' read -r m t r d g; do printf '%-22s %12s %10s %14s %16s\n' "$m" "$t" "$r" "$d" "$g"; done
+    jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
+                             "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")"' "$2"
+}
+
+# chart IN.json OUT.png: data moved over time, one line per mode (first run).
+chart() {
+    local plot="" m
+    for m in $(jq -r '.modes | keys[]' "$1"); do
+        jq -r --arg m "$m" '.runs[] | select(.mode == $m and .run == 1) | .samples as $s | ($s[0][0]) as $t0 |
+            $s[] | "\(.[0] - $t0) \(.[1] / 1e6)"' "$1" >"$work/$m.dat"
+        plot+="${plot:+, }'$work/$m.dat' with linespoints title '$m'"
+    done
+    gnuplot <<EOF
+set terminal pngcairo size 900,540
+set output '$2'
+set title "Guest RAM moved over time (the slope is the throughput); $(jq -r .where "$1")"
+set xlabel 'seconds since the migration started'
+set ylabel 'MB transferred'
+set key left top
+set grid
+plot $plot
+EOF
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# RDMA migration benchmark: every figure measured side by side in one run on one RDMA device
+# (the SoftRoCE nested VM when this machine has none):
+#   - ib_write_bw on the same device with the chunk size as message size: the ceiling
+#   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
+#   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
+# The workload is the pattern payload (it boots under both VMMs): it fills --fill bytes of RAM
+# with incompressible per-page data, then only re-checks it, so every mode moves the same bytes.
+# Throughput = RAM transferred / (total time - setup time), from query-migrate, for every mode;
+# downtime as each VMM measures it, and the pause our pattern guest observed itself.
+# Writes build/bench/rdma-DATE.json (figures, query-migrate samples, our round logs) and
+# build/bench/rdma-DATE.png (data moved over time, per mode).
+#
+#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+size=128M fill=96M runs=1 qemu=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --size) size=$2; shift 2 ;;
+        --fill) fill=$2; shift 2 ;;
+        --runs) runs=$2; shift 2 ;;
+        --no-qemu) qemu=0; shift ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+
+if [ -z "${VMM_BENCH_INSIDE:-}" ]; then
+    ensure_packages qemu-system-x86 perftest jq gnuplot-nox
+    build
+    if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+        log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM"
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-rdma.sh" \
+            --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu)
+    fi
+    [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
+fi
+source "$ROOT/scripts/bench-rdma-lib.sh"
+
+addr=$VMM_RDMA_ADDR
+dev=$(ls /sys/class/infiniband | head -1)
+out="$BUILD/bench"; mkdir -p "$out"
+stamp=$(date -u +%Y%m%d-%H%M%S)
+work=$(mktemp -d /tmp/vmm-bench-rdma.XXXXXX)
+trap cleanup EXIT
+printf '\n\033[1mvmm RDMA migration benchmark\033[0m  %s  device %s at %s, guest %s (%s filled), %s run(s)\n' \
+    "$(date -u +%FT%TZ)" "$dev" "$addr" "$size" "$fill" "$runs"
+printf '%s, %s cores%s\n' "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)" \
+    "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo ', inside the SoftRoCE nested VM (TCG): absolute figures say little, compare the ratios')"
+
+log "ceiling: ib_write_bw on $dev, 1 MiB writes (the chunk size)"
+ceiling=$(ib_ceiling "$dev" "$addr")
+echo "   ib_write_bw: $ceiling MB/s"
+
+modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp)
+[ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
+for run in $(seq 1 "$runs"); do
+    for mode in "${modes[@]}"; do
+        log "run $run: $mode"
+        case "$mode" in
+            vmm-*) run_vmm "$mode" "$run" ;;
+            qemu-*) run_qemu "$mode" "$run" ;;
+        esac
+        jq -r '"   \(.throughput_mbs) MB/s, total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms"' \
+            "$work/$mode-$run.json"
+    done
+done
+
+report "$ceiling" "$out/rdma-$stamp.json"
+chart "$out/rdma-$stamp.json" "$out/rdma-$stamp.png"
+log "figures: $out/rdma-$stamp.json; chart: $out/rdma-$stamp.png"
