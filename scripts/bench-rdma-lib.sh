@@ -23,16 +23,19 @@ wait_until() {  # wait_until SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s
     done
 }
 
-# ib_write_bw server and client on DEVICE, 1 MiB messages for 4 s; prints MB/s (1e6 bytes).
+# ib_write_bw server and client on DEVICE: as many 1 MiB writes as the guest has filled
+# (iterations, not -D: its duration mode counts 0 iterations under TCG); prints MB/s (1e6 bytes).
 ib_ceiling() {
-    local p; p=$(port)
-    ib_write_bw -d "$1" -s 1048576 -D 4 -F -p "$p" --report_gbits >"$work/ib-server.log" 2>&1 &
+    local p n bw; p=$(port) n=$(( $(numfmt --from=iec "$fill") / 1048576 ))
+    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits >"$work/ib-server.log" 2>&1 &
     pids+=($!)
     sleep 1
-    ib_write_bw -d "$1" -s 1048576 -D 4 -F -p "$p" --report_gbits "$2" >"$work/ib-client.log" 2>&1 ||
+    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits "$2" >"$work/ib-client.log" 2>&1 ||
         { cat "$work/ib-client.log" "$work/ib-server.log" >&2; die "ib_write_bw failed"; }
     # The result line: bytes, iterations, peak Gb/s, average Gb/s, Mpps.
-    awk '$1 == 1048576 && NF >= 5 { printf "%.1f\n", $4 * 1000 / 8 }' "$work/ib-client.log" | tail -1
+    bw=$(awk '$1 == 1048576 && $2 > 0 && NF >= 5 { printf "%.1f\n", $4 * 1000 / 8 }' "$work/ib-client.log" | tail -1)
+    [ -n "$bw" ] && [ "$bw" != 0.0 ] || { cat "$work/ib-client.log" >&2; die "ib_write_bw reported no bandwidth"; }
+    echo "$bw"
 }
 
 # summarize MODE RUN SAMPLES GUEST_PAUSE_MS ROUNDS_JSON: one migration's figures as JSON.
@@ -64,6 +67,10 @@ run_vmm() {  # run_vmm MODE RUN
         --qmp "unix:$work/$name-sq.sock" --serial none >"$work/$name-s.log" 2>&1 &
     pids+=($!)
     wait_until 300 "the guest to fill its memory" sh -c "'$CTL' unix:$work/$name-s.sock 'info guest' | grep -q '^results: [1-9]'"
+    # The longest gap between the guest's steps before migrating: under TCG, the scheduler
+    # alone makes gaps this long, and a migration's load makes them longer.
+    local baseline
+    baseline=$("$CTL" "unix:$work/$name-s.sock" "info guest" | sed -n 's/^longest pause observed: \([0-9.]*\) ms$/\1/p')
     case "$mode" in
         vmm-rdma-pin-all) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
         vmm-rdma-2-channels) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
@@ -77,7 +84,8 @@ run_vmm() {  # run_vmm MODE RUN
     rounds=$(tail -1 "$work/$name.samples" | jq -c '."x-round-log" // []')
     "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
     "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
-    summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" >"$work/$name.json"
+    summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" | jq --arg b "$baseline" '.guest_gap_before_ms = ($b | tonumber? // null)' \
+        >"$work/$name.json"
 }
 
 run_qemu() {  # run_qemu MODE RUN
@@ -112,9 +120,10 @@ report() {
         def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         (group_by(.mode) | map({key: .[0].mode, value: {
             throughput_mbs: (map(.throughput_mbs) | median),
-            ratio_to_ceiling: (((map(.throughput_mbs) | median) / $ceiling * 100 | round) / 100),
+            ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs) | median) / $ceiling * 100 | round) / 100 else null end),
             downtime_ms: (map(.downtime_ms) | median),
             guest_pause_ms: (map(.guest_pause_ms) | if all(. == null) then null else map(select(. != null)) | median end),
+            guest_gap_before_ms: (map(.guest_gap_before_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             total_ms: (map(.total_ms) | median)}}) | from_entries) as $m |
         def ratio(a; b): if $m[a] and $m[b] then (($m[a].throughput_mbs / $m[b].throughput_mbs * 100 | round) / 100) else null end;
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
@@ -122,11 +131,14 @@ report() {
           ours_over_qemu: { dynamic: ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
                             pin_all: ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
-    printf '\n\033[1m%-22s %12s %10s %14s %16s\033[0m\n' mode "MB/s" "/ceiling" "downtime (ms)" "guest-seen (ms)"
-    printf '%-22s %12s %10s %14s %16s\n' "ib_write_bw" "$1" "1.00" - -
-    jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, .value.ratio_to_ceiling, .value.downtime_ms,
-           (.value.guest_pause_ms // "-")] | @tsv' "$2" |
-        while IFS=$'\t' read -r m t r d g; do printf '%-22s %12s %10s %14s %16s\n' "$m" "$t" "$r" "$d" "$g"; done
+    printf '\n\033[1m%-22s %10s %9s %14s %16s %17s\033[0m\n' mode "MB/s" "/ceiling" "downtime (ms)" "guest-seen (ms)" \
+        "gap before (ms)"
+    printf '%-22s %10s %9s %14s %16s %17s\n' "ib_write_bw" "$1" "1.00" - - -
+    jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"), .value.downtime_ms,
+           (.value.guest_pause_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
+        while IFS=$'\t' read -r m t r d g b; do printf '%-22s %10s %9s %14s %16s %17s\n' "$m" "$t" "$r" "$d" "$g" "$b"; done
+    echo "guest-seen: the longest gap between the pattern guest's steps, migration included; gap before:"
+    echo "the same before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")"' "$2"
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# vmmctl --qmp against our vmm: commands answer JSON lines, an error answer exits 1, a watch
+# follows a migration to its end. Usage: vmmctl_qmp_test.sh BUILD_DIR
+set -euo pipefail
+bin=$1/bin
+[ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+dir=$(mktemp -d /tmp/vmmctl-qmp.XXXXXX)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
+port=$(( 30000 + RANDOM % 20000 ))
+"$bin/vmm" -m 64M --incoming "tcp:127.0.0.1:$port" --serial none >"$dir/d.log" 2>&1 & pids+=($!)
+"$bin/vmm" -m 64M --guest idle --qmp "unix:$dir/q.sock" --serial none >"$dir/s.log" 2>&1 & pids+=($!)
+
+out=$("$bin/vmmctl" --qmp "unix:$dir/q.sock" query-status)
+[ "$out" = '{"running":true,"status":"running"}' ] || { echo "query-status answered: $out"; exit 1; }
+if "$bin/vmmctl" --qmp "unix:$dir/q.sock" 'no-such-command' 2>"$dir/err"; then echo "an unknown command succeeded"; exit 1; fi
+grep -q "no-such-command" "$dir/err" || { echo "the error does not name the command:"; cat "$dir/err"; exit 1; }
+"$bin/vmmctl" --qmp "unix:$dir/q.sock" "migrate {\"uri\": \"tcp:127.0.0.1:$port\"}" --watch-migration 50 >"$dir/watch"
+tail -1 "$dir/watch" | grep -q '"status":"completed"' || { echo "the watch did not end with completed:"; cat "$dir/watch"; exit 1; }
+head -1 "$dir/watch" | grep -q '^{}$' || { echo "the migrate command's answer is missing:"; cat "$dir/watch"; exit 1; }
+grep -q '"t":' "$dir/watch" || { echo "watch lines carry no time"; exit 1; }
+echo "ok: $(wc -l <"$dir/watch") lines watched"
