@@ -41,11 +41,13 @@ ib_ceiling() {
 # summarize MODE RUN SAMPLES GUEST_PAUSE_MS ROUNDS_JSON: one migration's figures as JSON.
 summarize() {
     jq -s --arg mode "$1" --argjson run "$2" --arg pause "$4" --argjson rounds "$5" '
-        (map(select(.ram != null))) as $s | ($s | last) as $f |
+        (map(select(.ram != null))) as $s | (map(select(.status == "completed")) | last) as $f |
+        ($f["total-time"] // 0) as $total | ($f["setup-time"] // 0) as $setup |
         { mode: $mode, run: $run, status: $f.status,
           total_ms: $f["total-time"], setup_ms: $f["setup-time"], downtime_ms: $f.downtime,
           transferred: $f.ram.transferred,
-          throughput_mbs: (($f.ram.transferred / (($f["total-time"] - $f["setup-time"]) / 1000) / 1e5 | round) / 10),
+          throughput_mbs: (if $total > $setup then ($f.ram.transferred / (($total - $setup) / 1000) / 1e5 | round) / 10
+                           else null end),  # a VMM that reports no times gets no figure, not a wrong one
           guest_pause_ms: (if $pause == "" then null else ($pause | tonumber) end),
           samples: ($s | map([.t, .ram.transferred])),
           rounds: $rounds }' "$3"
@@ -117,10 +119,11 @@ report() {
     jq -s --argjson ceiling "$1" --arg size "$size" --arg fill "$fill" --arg date "$(date -u +%FT%TZ)" \
         --arg machine "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores" \
         --arg where "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo 'SoftRoCE nested VM (QEMU TCG)' || echo 'RDMA device')" '
-        def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+        def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         (group_by(.mode) | map({key: .[0].mode, value: {
-            throughput_mbs: (map(.throughput_mbs) | median),
-            ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs) | median) / $ceiling * 100 | round) / 100 else null end),
+            throughput_mbs: (map(.throughput_mbs | select(. != null)) | median),
+            ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
+                               else null end),
             downtime_ms: (map(.downtime_ms) | median),
             guest_pause_ms: (map(.guest_pause_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             guest_gap_before_ms: (map(.guest_gap_before_ms) | if all(. == null) then null else map(select(. != null)) | median end),
