@@ -29,22 +29,21 @@ int usage() {
     return 2;
 }
 
+int failed(const Error& e) {
+    std::fprintf(stderr, "vmmctl: %s\n", e.message().c_str());
+    return 1;
+}
+
 int text_monitor(const std::string& path, int argc, char** argv) {
     auto client = monitor::HmpClient::connect(path, std::chrono::seconds(10));
-    if (!client) {
-        std::fprintf(stderr, "vmmctl: %s\n", client.error().message().c_str());
-        return 1;
-    }
+    if (!client) return failed(client.error());
     int status = 0;
     for (int i = 0; i < argc; ++i) {
         auto out = (*client)->command(argv[i], [](std::string_view text) {
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);  // a progress bar must show as it moves
         });
-        if (!out) {
-            std::fprintf(stderr, "vmmctl: %s\n", out.error().message().c_str());
-            return 1;
-        }
+        if (!out) return failed(out.error());
         if (out->rfind("Error:", 0) == 0) status = 1;
     }
     return status;
@@ -54,10 +53,7 @@ int watch_migration(monitor::QmpClient& qmp, long interval_ms) {
     auto start = std::chrono::steady_clock::now();
     for (;;) {
         auto r = qmp.execute("query-migrate");
-        if (!r) {
-            std::fprintf(stderr, "vmmctl: %s\n", r.error().message().c_str());
-            return 1;
-        }
+        if (!r) return failed(r.error());
         (*r)["t"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::printf("%s\n", r->dump().c_str());
         std::fflush(stdout);
@@ -79,10 +75,7 @@ int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
         }
     }
     auto r = qmp.execute(line.substr(0, sp), args);
-    if (!r) {
-        std::fprintf(stderr, "vmmctl: %s\n", r.error().message().c_str());
-        return 1;
-    }
+    if (!r) return failed(r.error());
     std::printf("%s\n", r->dump().c_str());
     std::fflush(stdout);
     return 0;
@@ -90,10 +83,7 @@ int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
 
 int qmp_monitor(const std::string& path, int argc, char** argv) {
     auto client = monitor::QmpClient::connect(path, std::chrono::seconds(10));
-    if (!client) {
-        std::fprintf(stderr, "vmmctl: %s\n", client.error().message().c_str());
-        return 1;
-    }
+    if (!client) return failed(client.error());
     for (int i = 0; i < argc; ++i) {
         if (std::string(argv[i]) == "--watch-migration") {
             long ms = i + 1 < argc ? std::strtol(argv[i + 1], nullptr, 10) : 0;

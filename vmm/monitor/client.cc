@@ -33,6 +33,33 @@ Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds
     }
 }
 
+Status send_all(int fd, std::string_view text, const std::string& peer) {
+    size_t done = 0;
+    while (done < text.size()) {
+        ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Error::from_errno("send to " + peer);
+        done += static_cast<size_t>(n);
+    }
+    return {};
+}
+
+Result<bool> receive_more(int fd, std::string& buffer, const std::string& peer) {
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        int r = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kReplyTimeout).count()));
+        if (r == 0) return Error(peer + " did not answer within 60 s");
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Error::from_errno("poll on the socket of " + peer);
+        char chunk[4096];
+        ssize_t n = ::read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Error::from_errno("read from " + peer);
+        buffer.append(chunk, static_cast<size_t>(n));
+        return n > 0;
+    }
+}
+
 Result<std::unique_ptr<HmpClient>> HmpClient::connect(const std::string& path, std::chrono::milliseconds timeout) {
     auto fd = connect_unix(path, timeout);
     if (!fd) return fd.error();
@@ -58,32 +85,17 @@ Result<std::string> HmpClient::read_until_prompt(const std::function<void(std::s
             return out;
         }
         if (stream && buffer_.size() > std::strlen(kPrompt)) emit(buffer_.size() - std::strlen(kPrompt));
-        pollfd p{fd_.get(), POLLIN, 0};
-        int r = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kReplyTimeout).count()));
-        if (r == 0) return Error("the monitor did not answer within 60 s");
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Error::from_errno("poll on the monitor socket");
-        char chunk[4096];
-        ssize_t n = ::read(fd_.get(), chunk, sizeof(chunk));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error::from_errno("read from the monitor");
-        if (n == 0) {  // the monitor closed (e.g. after quit): what came is the answer
+        auto more = receive_more(fd_.get(), buffer_, "the monitor");
+        if (!more) return more.error();
+        if (!*more) {  // the monitor closed (e.g. after quit): what came is the answer
             emit(buffer_.size());
             return out;
         }
-        buffer_.append(chunk, static_cast<size_t>(n));
     }
 }
 
 Result<std::string> HmpClient::command(const std::string& line, const std::function<void(std::string_view)>& stream) {
-    std::string text = line + "\n";
-    size_t done = 0;
-    while (done < text.size()) {
-        ssize_t n = ::send(fd_.get(), text.data() + done, text.size() - done, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error::from_errno("send to the monitor");
-        done += static_cast<size_t>(n);
-    }
+    if (auto s = send_all(fd_.get(), line + "\n", "the monitor"); !s) return s.error();
     return read_until_prompt(stream);
 }
 

@@ -1,15 +1,8 @@
 #include "vmm/monitor/qmp_client.h"
 
-#include <poll.h>
-#include <unistd.h>
-
 #include "vmm/monitor/client.h"
 
 namespace vmm::monitor {
-
-namespace {
-constexpr int kReplyTimeoutMs = 60000;
-}  // namespace
 
 Result<std::unique_ptr<QmpClient>> QmpClient::connect(const std::string& path, std::chrono::milliseconds timeout) {
     auto fd = connect_unix(path, timeout);
@@ -32,30 +25,16 @@ Result<Json> QmpClient::read_message() {
             if (j.is_discarded()) return Error("the QMP peer sent a line that is not JSON: " + line.substr(0, 120));
             return j;
         }
-        pollfd p{fd_.get(), POLLIN, 0};
-        int r = ::poll(&p, 1, kReplyTimeoutMs);
-        if (r == 0) return Error("the QMP peer did not answer within 60 s");
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Error::from_errno("poll on the QMP socket");
-        char chunk[4096];
-        ssize_t n = ::read(fd_.get(), chunk, sizeof(chunk));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error::from_errno("read from the QMP socket");
-        if (n == 0) return Error("the QMP peer closed the connection");
-        buffer_.append(chunk, static_cast<size_t>(n));
+        auto more = receive_more(fd_.get(), buffer_, "the QMP peer");
+        if (!more) return more.error();
+        if (!*more) return Error("the QMP peer closed the connection");
     }
 }
 
 Result<Json> QmpClient::execute(const std::string& name, const Json& args) {
     Json cmd{{"execute", name}};
     if (!args.empty()) cmd["arguments"] = args;
-    std::string text = cmd.dump() + "\n";
-    for (size_t done = 0; done < text.size();) {
-        ssize_t n = ::write(fd_.get(), text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error::from_errno("write to the QMP socket");
-        done += static_cast<size_t>(n);
-    }
+    if (auto s = send_all(fd_.get(), cmd.dump() + "\n", "the QMP peer"); !s) return s.error();
     for (;;) {
         auto m = read_message();
         if (!m) return m.error();
