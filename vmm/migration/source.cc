@@ -83,12 +83,10 @@ void MigrationSource::set_status(MigrationStatus s) {
 }
 
 void MigrationSource::fail(const Error& e) {
-    // Give the guest back first: a failed migration must never leave the source stopped.
-    if (paused_by_us_ && was_running_) {
-        machine_.set_throttle(0);
-        (void)machine_.resume();
-    }
+    // Give the guest back first, unthrottled: a failed migration must never leave the source
+    // stopped or slowed.
     machine_.set_throttle(0);
+    if (paused_by_us_ && was_running_) (void)machine_.resume();
     bool cancelled = cancel_.cancelled();
     {
         std::lock_guard lock(mutex_);
