@@ -232,61 +232,76 @@ Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint1
     return e;
 }
 
-Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect) {
+namespace {
+
+// The next connection request on `on`'s event channel. `check` may turn it down: the request
+// is then rejected with the reason and its id destroyed.
+Result<rdma_cm_id*> next_request(Endpoint& on, int timeout_ms, const std::string& what, PrivateData& theirs,
+                                 const std::function<Status(const PrivateData&)>& check) {
     rdma_cm_id* raw = nullptr;
-    PrivateData theirs;
-    auto s = wait_cm(listener, RDMA_CM_EVENT_CONNECT_REQUEST, -1, "waiting for the RDMA migration source", &theirs, &raw);
+    auto s = wait_cm(on, RDMA_CM_EVENT_CONNECT_REQUEST, timeout_ms, what.c_str(), &theirs, &raw);
+    if (s) s = check(theirs);
     if (!s) {
         if (raw != nullptr) refuse(raw, s.error().message());
         return s.error();
     }
+    return raw;
+}
+
+// An endpoint for an accepted request, inheriting `from`'s cancel fd and timeout.
+std::unique_ptr<Endpoint> accepted(rdma_cm_id* raw, const Endpoint& from, std::string describe, const PrivateData& theirs) {
     auto e = std::make_unique<Endpoint>();
+    e->id.reset(raw);
+    e->cancel_fd = from.cancel_fd;
+    e->io_timeout_ms = from.io_timeout_ms;
+    e->describe = std::move(describe);
+    e->peer = theirs;
+    return e;
+}
+
+// Accepts with `ours` as private data and waits for ESTABLISHED on `events_of`'s channel.
+Status answer(Endpoint& e, Endpoint& events_of, const PrivateData& ours, const char* what) {
+    auto pd = encode_private_data(ours);
+    auto param = conn_param(pd);
+    if (rdma_accept(e.id.get(), &param) != 0) return verbs_error(fmt::format("rdma_accept ({})", what));
+    return wait_cm(events_of, RDMA_CM_EVENT_ESTABLISHED, 30000, what);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect) {
+    PrivateData theirs;
+    auto raw = next_request(listener, -1, "waiting for the RDMA migration source", theirs,
+                            [](const PrivateData&) { return Status{}; });
+    if (!raw) return raw.error();
+    auto e = accepted(*raw, listener, "the rdma migration source", theirs);
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
     e->listen_id = std::move(listener.listen_id);
-    e->id.reset(raw);
-    e->cancel_fd = listener.cancel_fd;
-    e->io_timeout_ms = listener.io_timeout_ms;
-    e->describe = "the rdma migration source";
-    e->peer = theirs;
     if (auto r = create_resources(*e, nullptr); !r) return r.error();
     if (auto r = before_connect(*e); !r) return r.error();
     PrivateData ours = theirs;
     ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
-    auto pd = encode_private_data(ours);
-    auto param = conn_param(pd);
-    if (rdma_accept(e->id.get(), &param) != 0) return verbs_error("rdma_accept");
-    if (auto r = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, 30000, "accepting the RDMA connection"); !r) return r.error();
+    if (auto r = answer(*e, *e, ours, "accepting the RDMA connection"); !r) return r.error();
     return e;
 }
 
 Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index) {
-    rdma_cm_id* raw = nullptr;
-    PrivateData theirs;
     const PrivateData& first = primary.peer;
     std::string what = fmt::format("waiting for RDMA channel {} of {}", index, first.channels);
-    auto s = wait_cm(primary, RDMA_CM_EVENT_CONNECT_REQUEST, primary.io_timeout_ms, what.c_str(), &theirs, &raw);
-    if (s && (theirs.session != first.session || theirs.channel != index || theirs.channels != first.channels ||
-              theirs.chunk_shift != first.chunk_shift)) {
-        s = Error(fmt::format("{}: a request for channel {} of {} of another migration (session {:#x}, expected {:#x})",
-                              what, theirs.channel, theirs.channels, theirs.session, first.session));
-    }
-    if (!s) {
-        if (raw != nullptr) refuse(raw, s.error().message());
-        return s.error();
-    }
-    auto e = std::make_unique<Endpoint>();
-    e->id.reset(raw);
-    e->cancel_fd = primary.cancel_fd;
-    e->io_timeout_ms = primary.io_timeout_ms;
-    e->describe = fmt::format("{} (channel {})", primary.describe, index);
-    e->peer = theirs;
+    PrivateData theirs;
+    auto raw = next_request(primary, primary.io_timeout_ms, what, theirs, [&](const PrivateData& t) -> Status {
+        if (t.session == first.session && t.channel == index && t.channels == first.channels &&
+            t.chunk_shift == first.chunk_shift)
+            return {};
+        return Error(fmt::format("{}: a request for channel {} of {} of another migration (session {:#x}, expected {:#x})",
+                                 what, t.channel, t.channels, t.session, first.session));
+    });
+    if (!raw) return raw.error();
+    auto e = accepted(*raw, primary, fmt::format("{} (channel {})", primary.describe, index), theirs);
     if (auto r = create_resources(*e, primary.protection_domain()); !r) return r.error();
     PrivateData ours = theirs;
     ours.flags = theirs.flags & first.flags;  // what channel 0 agreed
-    auto pd = encode_private_data(ours);
-    auto param = conn_param(pd);
-    if (rdma_accept(e->id.get(), &param) != 0) return verbs_error("rdma_accept (channel)");
-    if (auto r = wait_cm(primary, RDMA_CM_EVENT_ESTABLISHED, 30000, "accepting an RDMA channel"); !r) return r.error();
+    if (auto r = answer(*e, primary, ours, "accepting an RDMA channel"); !r) return r.error();
     return e;
 }
 

@@ -16,12 +16,20 @@ uint64_t new_session_id() {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
+
+// Before connecting or accepting: make the control channel, which posts its receives.
+BeforeConnect make_control(std::unique_ptr<ControlChannel>& ctl) {
+    return [&ctl](Endpoint& e) {
+        ctl = std::make_unique<ControlChannel>(e);
+        return ctl->init();
+    };
+}
 }  // namespace
 
 Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g)
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), remote_regs_(cfg_.pin_limit),
       local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit) {
-    add_lane(ep_.get());
+    lanes_.emplace_back(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
         // RC completes in order: a signalled write completing means every earlier one has.
         lanes_[0].done = std::max(lanes_[0].done, wr_index(wc.wr_id));
@@ -43,12 +51,6 @@ Session::~Session() {
     ep_->qp.reset();
 }
 
-void Session::add_lane(Endpoint* ep) {
-    Lane lane;
-    lane.ep = ep;
-    lanes_.push_back(std::move(lane));
-}
-
 Status Session::connect_channels(const std::string& host, uint16_t port, PrivateData first) {
     for (uint32_t i = 1; i < first.channels; ++i) {
         PrivateData ours = first;
@@ -57,7 +59,7 @@ Status Session::connect_channels(const std::string& host, uint16_t port, Private
                                    ep_->protection_domain());
         if (!ep) return ep.error().context(fmt::format("RDMA channel {} of {}", i, first.channels));
         extra_.push_back(std::move(*ep));
-        add_lane(extra_.back().get());
+        lanes_.emplace_back(extra_.back().get());
     }
     return {};
 }
@@ -67,7 +69,7 @@ Status Session::accept_channels() {
         auto ep = accept_channel(*ep_, i);
         if (!ep) return ep.error();
         extra_.push_back(std::move(*ep));
-        add_lane(extra_.back().get());
+        lanes_.emplace_back(extra_.back().get());
     }
     return {};
 }
@@ -85,19 +87,14 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
         ours.channels = cfg.channels;
         ours.session = new_session_id();
     }
-    auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, [&ctl](Endpoint& e) {
-        ctl = std::make_unique<ControlChannel>(e);
-        return ctl->init();
-    });
+    auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, make_control(ctl));
     if (!ep) return ep.error();
     cfg.pin_all = cfg.pin_all && ((*ep)->peer.flags & kCapPinAll) != 0;  // what the destination granted
     if (((*ep)->peer.flags & kCapChannels) == 0) ours.channels = 1;     // a destination without channels
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
-    if (auto st = s->connect_channels(host, port, ours); !st) {
-        s->abort(st.error().message());
-        return st.error();
-    }
-    if (auto st = s->exchange_blocks_source(); !st) {
+    Status st = s->connect_channels(host, port, ours);
+    if (st) st = s->exchange_blocks_source();
+    if (!st) {
         s->abort(st.error().message());
         return st.error();
     }
@@ -106,21 +103,16 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
 
 Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg) {
     std::unique_ptr<ControlChannel> ctl;
-    auto ep = accept_endpoint(listener, kCapPinAll | kCapChannels, [&ctl](Endpoint& e) {
-        ctl = std::make_unique<ControlChannel>(e);
-        return ctl->init();
-    });
+    auto ep = accept_endpoint(listener, kCapPinAll | kCapChannels, make_control(ctl));
     if (!ep) return ep.error();
     cfg.pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
     // Chunk numbers in requests are the source's: use its chunk size (checked when decoded).
     auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
     if (!g) return g.error();
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
-    if (auto st = s->accept_channels(); !st) {
-        s->abort(st.error().message());
-        return st.error();
-    }
-    if (auto st = s->exchange_blocks_destination(); !st) {
+    Status st = s->accept_channels();
+    if (st) st = s->exchange_blocks_destination();
+    if (!st) {
         s->abort(st.error().message());
         return st.error();
     }

@@ -58,13 +58,13 @@ public:
     void abort(const std::string& reason) { ctl_->send_error(reason); }
     const std::string& describe() const { return ep_->describe; }
     bool pin_all() const { return cfg_.pin_all; }
-    uint32_t channels() const { return static_cast<uint32_t>(lanes_.size()); }
 
 private:
     // One queue pair's RDMA WRITEs: its count of writes posted and known complete, the batch
     // being built, and its last write (re-posted, 8 bytes, signalled, to drain the lane).
     struct Lane {
-        Endpoint* ep = nullptr;
+        explicit Lane(Endpoint* e) : ep(e) {}
+        Endpoint* ep;
         uint64_t posted = 0, done = 0, last_signalled = 0;
         ibv_send_wr last_wr{};
         ibv_sge last_sge{};
@@ -75,7 +75,6 @@ private:
     Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g);
     Status connect_channels(const std::string& host, uint16_t port, PrivateData first);
     Status accept_channels();
-    void add_lane(Endpoint* ep);
     Status lane_progress(Lane& lane, const std::function<bool()>& done);
     Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
     Status exchange_blocks_source();

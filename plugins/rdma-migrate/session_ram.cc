@@ -213,7 +213,7 @@ Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
               p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
         if (auto s = queue_write(lanes_[p.chunk % lanes_.size()], wr, sge); !s) return s;
     }
-    // Batches left short are posted now: a chunk's registration may be released after this.
+    // Batches left short go to the HCA now rather than when the next ram_send fills them.
     for (Lane& lane : lanes_)
         if (auto s = post_writes(lane); !s) return s;
     return {};
