@@ -56,19 +56,49 @@ build_initramfs() {  # a busybox root with just what mounting 9p needs
 build_initramfs
 
 timeout_s=${SOFTROCE_TIMEOUT:-1800}
-log "booting the nested VM (kernel $kver, TCG; console: $log; limit ${timeout_s}s)"
+# A nested VM whose console stays silent this long has hung (TCG running nested KVM has been
+# seen to wedge the whole guest kernel, rarely): it is killed and, once, booted again. Longer
+# than any silence a command of ours has (ctest's per-test limit is 900 s).
+silence_s=${SOFTROCE_SILENCE:-1000}
 virtfs=(-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
         -virtfs "local,path=$ROOT,mount_tag=checkout,security_model=none,multidevs=remap")
 case "$BUILD" in "$ROOT"/*) ;; *) virtfs+=(-virtfs "local,path=$BUILD,mount_tag=build,security_model=none,multidevs=remap") ;; esac
-set +e
-timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -machine q35 -cpu max -m "${SOFTROCE_MEM:-4G}" -smp 2 \
-    -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 loglevel=${SOFTROCE_LOGLEVEL:-4} VMM_CHECKOUT=$ROOT VMM_BUILD=$BUILD VMM_SOFTROCE_DIR=$dir" \
-    "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$log"
-qemu_rc=${PIPESTATUS[0]}
-set -e
+name="vmm-softroce-$$"
+
+watch_silence() {  # kills the VM when its console log has not grown for $silence_s seconds
+    while sleep 10; do
+        [ -e "$log" ] || continue
+        if [ $(( $(date +%s) - $(stat -c %Y "$log") )) -ge "$silence_s" ]; then
+            : >"$dir/hung"
+            pkill -f -- "-name $name" || true
+            return
+        fi
+    done
+}
+
+boot() {  # one run of the VM; the console goes to $log, qemu's status to $dir/qemu.rc
+    rm -f "$dir/hung" "$dir/qemu.rc"
+    watch_silence & local watcher=$!
+    { timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -name "$name" -accel tcg -machine q35 -cpu max \
+          -m "${SOFTROCE_MEM:-4G}" -smp 2 -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
+          -append "console=ttyS0 panic=-1 loglevel=${SOFTROCE_LOGLEVEL:-4} VMM_CHECKOUT=$ROOT VMM_BUILD=$BUILD VMM_SOFTROCE_DIR=$dir" \
+          "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1; echo $? >"$dir/qemu.rc"; } |
+        stdbuf -oL tr -d '\r' | tee "$log"
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+}
+
+for attempt in 1 2; do
+    log "booting the nested VM (kernel $kver, TCG; console: $log; limit ${timeout_s}s)"
+    boot
+    [ -e "$dir/hung" ] && [ "$attempt" = 1 ] || break
+    cp "$log" "$dir/console-hung.log"
+    log "the nested VM hung (its console was silent for ${silence_s}s; saved as $dir/console-hung.log): booting it once more"
+done
+qemu_rc=$(cat "$dir/qemu.rc" 2>/dev/null || echo "?")
 rc=$(grep -a -m1 '^VMM-SOFTROCE-EXIT: ' "$log" | sed 's/.*: //' || true)
 if [ -z "$rc" ]; then
+    [ -e "$dir/hung" ] && die "the nested VM hung twice (console silent for ${silence_s}s); consoles: $dir/console-hung.log, $log"
     [ "$qemu_rc" = 124 ] && die "the nested VM did not finish within ${timeout_s}s (SOFTROCE_TIMEOUT); console: $log"
     die "the nested VM ended (qemu status $qemu_rc) without reporting the command's status; console: $log"
 fi
