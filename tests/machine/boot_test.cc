@@ -74,6 +74,9 @@ TEST(Machine, GuestExitEndsTheMachineWithItsCode) {
     EXPECT_EQ(m->run_state(), RunState::shutdown);
     EXPECT_EQ(m->control().report().last_message, "stress: done");
     EXPECT_FALSE(m->resume());
+    auto saved = m->save_vcpus();
+    ASSERT_FALSE(saved) << "an ended machine's vCPU state must not be saved (nor migrated)";
+    EXPECT_NE(saved.error().message().find("stopped for good"), std::string::npos) << saved.error().message();
 }
 
 TEST(Machine, AGuestCpuExceptionIsReportedAndEndsTheMachine) {

@@ -279,6 +279,15 @@ void Machine::on_guest_step(uint64_t step) {
 }
 
 Result<std::vector<VcpuState>> Machine::save_vcpus() {
+    {
+        // A vCPU that triple-faulted or failed has no state worth keeping (on AMD, KVM even
+        // resets it after a shutdown): migrating it would start the destination from garbage.
+        std::lock_guard lock(mutex_);
+        if (ended_ || state_ == RunState::internal_error) {
+            return Error(fmt::format("the guest has stopped for good (state {}): its vCPU state cannot be saved",
+                                     to_string(state_)));
+        }
+    }
     std::vector<VcpuState> out;
     for (size_t i = 0; i < vcpus_.size(); ++i) {
         if (runners_[i]->state() == VcpuRunState::running) {
