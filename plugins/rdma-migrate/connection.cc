@@ -158,29 +158,39 @@ Status Endpoint::cm_event_while_busy() {
     return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
 }
 
-Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done) {
+Result<int> Endpoint::take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed) {
     ibv_wc wc[32];
-    while (!done()) {
-        int n = ibv_poll_cq(cq.get(), 32, wc);
-        if (n < 0) return Error("ibv_poll_cq failed");
-        for (int i = 0; i < n; ++i) {
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                if (wc[i].status == IBV_WC_WR_FLUSH_ERR) return Error(fmt::format("{}: the connection is being torn down", describe));
-                return Error(fmt::format("{}: a work request failed: {} (vendor error {:#x})", describe,
-                                         ibv_wc_status_str(wc[i].status), wc[i].vendor_err));
-            }
-            if (auto s = on_wc(wc[i]); !s) return s;
+    int n = ibv_poll_cq(cq.get(), 32, wc);
+    if (n < 0) return Error("ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) {
+        // A flushed request means tear-down has begun; the ones before it still count (the
+        // peer's last message may sit just before the flush), so keep going and decide later.
+        if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
+            flushed = true;
+            continue;
         }
-        if (n > 0) continue;
+        if (wc[i].status != IBV_WC_SUCCESS) {
+            return Error(fmt::format("{}: a work request failed: {} (vendor error {:#x})", describe,
+                                     ibv_wc_status_str(wc[i].status), wc[i].vendor_err));
+        }
+        if (auto s = on_wc(wc[i]); !s) return s.error();
+    }
+    return n;
+}
+
+Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done) {
+    bool flushed = false;
+    while (!done()) {
+        auto n = take_completions(on_wc, flushed);
+        if (!n) return n.error();
+        if (*n > 0) continue;
+        if (flushed) return Error(fmt::format("{}: the connection is being torn down", describe));
         pollfd fds[3] = {{channel->fd, POLLIN, 0}, {events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
         int r = ::poll(fds, 3, io_timeout_ms);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
         if (fds[2].revents != 0) return Error("migration cancelled");
         if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, io_timeout_ms));
-        if (fds[1].revents != 0) {
-            if (auto s = cm_event_while_busy(); !s) return s;
-        }
         if (fds[0].revents != 0) {
             ibv_cq* ev_cq = nullptr;
             void* ctx = nullptr;
@@ -188,6 +198,15 @@ Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, con
                 ibv_ack_cq_events(ev_cq, 1);
                 if (auto s = posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
             }
+            continue;  // completions first: a disconnect may follow the peer's last message closely
+        }
+        if (fds[1].revents != 0) {
+            // The CQ may have filled since it was last polled: what the peer said before it
+            // disconnected is taken before the disconnect is.
+            auto late = take_completions(on_wc, flushed);
+            if (!late) return late.error();
+            if (*late > 0 || flushed) continue;
+            if (auto s = cm_event_while_busy(); !s) return s;
         }
     }
     return {};

@@ -43,6 +43,9 @@ private:
     // A CM event while data flows: about this connection (or a device removal) it ends the
     // migration; a stranger's connection request is refused; other channels' events are theirs.
     Status cm_event_while_busy();
+    // Polls the CQ once and hands each successful completion to on_wc; a flushed request sets
+    // flushed. Returns how many completions were polled.
+    Result<int> take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed);
 };
 
 struct Timeouts {
