@@ -9,6 +9,10 @@
 # Inside, rdma_rxe runs on a dummy netdev (address in $VMM_RDMA_ADDR) and kvm_amd gives nested
 # KVM. The console log is saved in build/softroce/console.log. Every step has a time limit
 # (SOFTROCE_TIMEOUT seconds for the whole VM, default 1800): a hang fails, never sticks.
+# SOFTROCE_TCG_THREAD=single (default) or multi: QEMU 7.2's multi-threaded TCG running nested
+# SVM has wedged the nested kernel (a vCPU stuck in guest mode never takes the TLB-flush IPI,
+# then soft lockup) within two VMs of hammering the dirty log; single-threaded TCG ran six such
+# VMs and the whole rdma|kvm suite without it, at about the same speed for the tests.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ $# -ge 1 ] || die "usage: scripts/softroce-run.sh COMMAND [ARGS...]"
@@ -79,7 +83,7 @@ watch_silence() {  # kills the VM when its console log has not grown for $silenc
 boot() {  # one run of the VM; the console goes to $log, qemu's status to $dir/qemu.rc
     rm -f "$dir/hung" "$dir/qemu.rc"
     watch_silence & local watcher=$!
-    { timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -name "$name" -accel tcg -machine q35 -cpu max \
+    { timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -name "$name" -accel "tcg,thread=${SOFTROCE_TCG_THREAD:-single}" -machine q35 -cpu max \
           -m "${SOFTROCE_MEM:-4G}" -smp 2 -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
           -append "console=ttyS0 panic=-1 loglevel=${SOFTROCE_LOGLEVEL:-4} VMM_CHECKOUT=$ROOT VMM_BUILD=$BUILD VMM_SOFTROCE_DIR=$dir" \
           "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1; echo $? >"$dir/qemu.rc"; } |
