@@ -13,6 +13,7 @@ const std::vector<CapabilityInfo>& core_capabilities() {
         {"auto-converge", "throttle the vCPUs when dirty rounds do not converge"},
         {"zero-blocks", "send zero pages as markers instead of data"},
         {"events", "emit MIGRATION events on the JSON monitor"},
+        {"zero-copy-send", "tcp/unix: splice guest RAM into the socket instead of copying it"},
     };
     return k;
 }
@@ -45,6 +46,7 @@ Status Settings::set_capability(std::string_view name, bool on) {
     if (name == "auto-converge") caps.auto_converge = on;
     else if (name == "zero-blocks") caps.zero_blocks = on;
     else if (name == "events") caps.events = on;
+    else if (name == "zero-copy-send") caps.zero_copy_send = on;
     else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
         caps.transport[std::string(name)] = on;
     else return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
@@ -96,7 +98,8 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
 
 std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out = {
-        {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events}};
+        {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
+        {"zero-copy-send", caps.zero_copy_send}};
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);

@@ -17,6 +17,7 @@ struct Capabilities {
     bool auto_converge = false;
     bool zero_blocks = true;  // zero pages travel as markers; off sends them as data
     bool events = true;       // MIGRATION events on the JSON monitor
+    bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

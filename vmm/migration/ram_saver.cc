@@ -25,10 +25,10 @@ RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRam
                    bool zero_markers, RamStats& stats)
     : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats) {}
 
-Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> data) {
-    std::span<const uint8_t> parts[] = {header, data};
-    if (auto s = stream_.write(std::span<const std::span<const uint8_t>>(parts, data.empty() ? 1 : 2)); !s) return s;
-    return sent(header.size() + data.size());
+Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram) {
+    auto s = ram.empty() ? stream_.write(header) : stream_.write_ram(header, ram);
+    if (!s) return s;
+    return sent(header.size() + ram.size());
 }
 
 Status RamSaver::sent(uint64_t n) {

@@ -40,7 +40,8 @@ private:
     Status send_run(uint32_t block, uint64_t first_page, uint64_t count);
     Status send_data(uint32_t block, uint64_t first_page, uint64_t count);
     Status send_zero(uint32_t block, uint64_t first_page, uint64_t count);
-    Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> data = {});
+    // A record header, and the guest RAM it carries (sent by write_ram: maybe without a copy).
+    Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram = {});
     Status sent(uint64_t bytes);  // counts bytes on the wire, reports progress, applies the rate limit
 
     const memory::GuestMemory& mem_;

@@ -1,7 +1,9 @@
 #include "vmm/migration/socket_stream.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -12,10 +14,21 @@ namespace vmm::migration {
 namespace {
 constexpr size_t kBuffer = 64 * 1024;
 constexpr size_t kMaxIov = 64;
+constexpr size_t kSpliceMin = 64 * 1024;  // below this, copying is cheaper than two syscalls
+constexpr int kPipeSize = 1 << 20;        // the default pipe-max-size: 256 pages per splice
+
+// splice(2) has no MSG_NOSIGNAL: a vanished peer would raise SIGPIPE. vmm ignores SIGPIPE;
+// a program that does not keeps the copying path.
+bool sigpipe_ignored() {
+    struct sigaction sa{};
+    return ::sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN;
+}
 }  // namespace
 
-SocketStream::SocketStream(UniqueFd fd, const CancelToken& cancel, std::chrono::milliseconds io_timeout, std::string peer)
-    : fd_(std::move(fd)), cancel_(cancel), timeout_(io_timeout), peer_(std::move(peer)) {
+SocketStream::SocketStream(UniqueFd fd, const CancelToken& cancel, std::chrono::milliseconds io_timeout, std::string peer,
+                           bool zero_copy)
+    : fd_(std::move(fd)), cancel_(cancel), timeout_(io_timeout), peer_(std::move(peer)),
+      splice_ok_(zero_copy && sigpipe_ignored()) {
     wbuf_.reserve(kBuffer);
 }
 
@@ -86,6 +99,76 @@ Status SocketStream::flush() {
     auto s = send_all({std::span<const uint8_t>(wbuf_.data(), wbuf_.size())});
     wbuf_.clear();
     return s;
+}
+
+Status SocketStream::write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) {
+    if (!splice_ok_ || ram.size() < kSpliceMin) {
+        std::span<const uint8_t> parts[] = {header, ram};
+        return write(std::span<const std::span<const uint8_t>>(parts));
+    }
+    // The header goes out first (with whatever small records wait in the buffer), then the pages.
+    if (auto s = write(header); !s) return s;
+    if (auto s = flush(); !s) return s;
+    std::span<const uint8_t> unsent;
+    if (auto s = splice_ram(ram, unsent); !s) return s;
+    if (unsent.empty()) return {};
+    return send_all({unsent});
+}
+
+Status SocketStream::splice_ram(std::span<const uint8_t> ram, std::span<const uint8_t>& unsent) {
+    if (!pipe_write_) {
+        int p[2];
+        if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {  // out of fds or pipe quota: copy instead
+            splice_ok_ = false;
+            unsent = ram;
+            return {};
+        }
+        pipe_read_.reset(p[0]);
+        pipe_write_.reset(p[1]);
+        int size = ::fcntl(p[1], F_SETPIPE_SZ, kPipeSize);
+        if (size <= 0) size = ::fcntl(p[1], F_GETPIPE_SZ);
+        pipe_size_ = size > 0 ? static_cast<size_t>(size) : 64 * 1024;
+    }
+    size_t done = 0;
+    while (done < ram.size()) {
+        // The pipe is empty here (every splice below drains it), so this never blocks.
+        iovec iov{const_cast<uint8_t*>(ram.data() + done), std::min(pipe_size_, ram.size() - done)};
+        ssize_t in = ::vmsplice(pipe_write_.get(), &iov, 1, SPLICE_F_NONBLOCK);
+        if (in < 0 && errno == EINTR) continue;
+        auto moved = in > 0 ? splice_out(static_cast<size_t>(in), done + static_cast<size_t>(in) < ram.size())
+                            : Result<size_t>(size_t{0});
+        if (!moved) return moved.error();
+        if (in <= 0 || *moved < static_cast<size_t>(in)) {
+            // Refused (a kernel or socket without splicing): what the pipe holds is only
+            // references to guest pages, so it is dropped and the rest goes by sendmsg.
+            splice_ok_ = false;
+            pipe_read_.reset();
+            pipe_write_.reset();
+            unsent = ram.subspan(done + (in > 0 ? *moved : 0));
+            return {};
+        }
+        done += static_cast<size_t>(in);
+    }
+    return {};
+}
+
+Result<size_t> SocketStream::splice_out(size_t n, bool more) {
+    unsigned flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0u);
+    size_t moved = 0;
+    while (moved < n) {
+        ssize_t out = ::splice(pipe_read_.get(), nullptr, fd_.get(), nullptr, n - moved, flags);
+        if (out < 0 && errno == EINTR) continue;
+        if (out < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (auto s = wait(Wait::writable); !s) return s.error();
+            continue;
+        }
+        if (out < 0 && !spliced_any_ && (errno == EINVAL || errno == EOPNOTSUPP)) return moved;
+        if (out < 0) return Error::from_errno("send to " + peer_);
+        if (out == 0) return Error(fmt::format("{} closed the connection in the middle of the migration", peer_));
+        spliced_any_ = true;
+        moved += static_cast<size_t>(out);
+    }
+    return moved;
 }
 
 Status SocketStream::read_exact(std::span<uint8_t> out) {

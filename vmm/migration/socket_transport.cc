@@ -22,7 +22,8 @@ namespace {
 class SocketConnection final : public Connection {
 public:
     SocketConnection(UniqueFd fd, const TransportContext& ctx, std::string peer)
-        : stream_(std::move(fd), *ctx.cancel, std::chrono::milliseconds(ctx.settings->params.io_timeout_ms), peer),
+        : stream_(std::move(fd), *ctx.cancel, std::chrono::milliseconds(ctx.settings->params.io_timeout_ms), peer,
+                  ctx.settings->caps.zero_copy_send),
           peer_(std::move(peer)) {}
     ByteStream& stream() override { return stream_; }
     std::string describe() const override { return peer_; }

@@ -17,6 +17,15 @@ public:
     // Writes every byte of every buffer, in order (transports may gather them into one send).
     virtual Status write(std::span<const std::span<const uint8_t>> buffers) = 0;
     virtual Status flush() { return {}; }
+    // Writes a record header and the guest RAM it describes. `ram` must stay mapped while the
+    // stream lives, and a transport may read it after this call returns, until the peer has
+    // consumed it: for guest RAM under dirty tracking that is safe, since a page changed after
+    // its dirty bit was cleared is sent again in a later round (and the last round runs with
+    // the vCPUs paused). By default it is an ordinary write.
+    virtual Status write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) {
+        std::span<const uint8_t> parts[] = {header, ram};
+        return write(std::span<const std::span<const uint8_t>>(parts));
+    }
     virtual Status read_exact(std::span<uint8_t> out) = 0;
 
     Status write(std::span<const uint8_t> data) {
