@@ -36,20 +36,6 @@ uri_for() {  # uri_for NAME
     if [ "$transport" = unix ]; then echo "unix:$work/$1.mig"; else echo "tcp:127.0.0.1:$(( 20000 + RANDOM % 20000 ))"; fi
 }
 
-# Largest RSS of everything but guest RAM (mappings whose size is a RAM block's), in KiB.
-overhead_kib() {  # overhead_kib PID RAM_KIB
-    awk -v ram="$2" '/^[0-9a-f]+-[0-9a-f]+ /{skip=0} /^Size:/{skip=($2==ram)} /^Rss:/{if(!skip)s+=$2} END{print s+0}' \
-        "/proc/$1/smaps" 2>/dev/null || echo 0
-}
-
-sample_overhead() {  # sample_overhead PID RAM_KIB OUTFILE: max while PID lives or until killed
-    local max=0 v
-    while kill -0 "$1" 2>/dev/null; do
-        v=$(overhead_kib "$1" "$2"); [ "$v" -gt "$max" ] && max=$v && echo "$max" > "$3"
-        sleep 0.05
-    done
-}
-
 field() { grep -m1 "^$1: " | sed "s/^$1: //; s/ .*//"; }  # field LABEL < info-migrate text
 
 # migrate_once NAME SIZE SMP SRC_ARGS...: runs one migration in this shell (so a failure ends

@@ -64,10 +64,11 @@ run_vmm() {  # run_vmm MODE RUN
     local uri="rdma:$addr:$p" setup=()
     [ "$mode" = vmm-tcp ] && uri="tcp:$addr:$p"
     "$VMM" -m "$size" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
-    pids+=($!)
-    "$VMM" -m "$size" --guest "$PAYLOAD" --append "$GUEST_ARGS" --monitor "unix:$work/$name-s.sock" \
+    local dpid=$!; pids+=("$dpid")
+    # The source traces its protocol: each round's registration work is read from it below.
+    VMM_RDMA_TRACE=1 "$VMM" -m "$size" --guest "$PAYLOAD" --append "$GUEST_ARGS" --monitor "unix:$work/$name-s.sock" \
         --qmp "unix:$work/$name-sq.sock" --serial none >"$work/$name-s.log" 2>&1 &
-    pids+=($!)
+    local spid=$!; pids+=("$spid")
     wait_until 300 "the guest to fill its memory" sh -c "'$CTL' unix:$work/$name-s.sock 'info guest' | grep -q '^results: [1-9]'"
     # The longest gap between the guest's steps before migrating: under TCG, the scheduler
     # alone makes gaps this long, and a migration's load makes them longer.
@@ -78,16 +79,33 @@ run_vmm() {  # run_vmm MODE RUN
         vmm-rdma-2-channels) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
     esac
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
+    local ram_kib=$(( $(numfmt --from=iec "$size") / 1024 ))
+    sample_overhead "$spid" "$ram_kib" "$work/$name-s.rss" & local s1=$!
+    sample_overhead "$dpid" "$ram_kib" "$work/$name-d.rss" & local s2=$!
+    pids+=("$s1" "$s2")
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
+    kill "$s1" "$s2" 2>/dev/null || true; wait "$s1" "$s2" 2>/dev/null || true
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
     local pause rounds
     pause=$("$CTL" "unix:$work/$name-d.sock" "info migrate" | sed -n 's/^guest-observed pause: \([0-9.]*\) ms$/\1/p')
     rounds=$(tail -1 "$work/$name.samples" | jq -c '."x-round-log" // []')
     "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
     "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
-    summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" | jq --arg b "$baseline" '.guest_gap_before_ms = ($b | tonumber? // null)' \
-        >"$work/$name.json"
+    summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" |
+        jq --arg b "$baseline" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
+           --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson work "$(round_work "$work/$name-s.log")" \
+           '.guest_gap_before_ms = ($b | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
+            | .registration = $work' >"$work/$name.json"
+}
+
+# round_work SOURCE-LOG: the plugin's per-round registration work (traced at each round's
+# end) as a JSON array; empty for TCP.
+round_work() {
+    sed -n 's/.*source: round \([0-9]*\) work: \([0-9]*\) chunk writes, \([0-9]*\) remote registrations, \([0-9]*\) remote unregistrations, \([0-9]*\) local registrations, \([0-9]*\) local unregistrations; \([0-9]*\) chunks registered now of \([0-9]*\) in RAM.*/\1 \2 \3 \4 \5 \6 \7 \8/p' "$1" |
+        jq -R -s -c 'split("\n") | map(select(length > 0) | split(" ") | map(tonumber) |
+            {round: .[0], writes: .[1], remote_reg: .[2], remote_unreg: .[3], local_reg: .[4], local_unreg: .[5],
+             registered_now: .[6], ram_chunks: .[7]})'
 }
 
 run_qemu() {  # run_qemu MODE RUN
@@ -127,7 +145,10 @@ report() {
             downtime_ms: (map(.downtime_ms) | median),
             guest_pause_ms: (map(.guest_pause_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             guest_gap_before_ms: (map(.guest_gap_before_ms) | if all(. == null) then null else map(select(. != null)) | median end),
-            total_ms: (map(.total_ms) | median)}}) | from_entries) as $m |
+            total_ms: (map(.total_ms) | median),
+            overhead_kib_max: (map(.overhead_kib // {}) | {source: (map(.source // empty) | max),
+                                                          destination: (map(.destination // empty) | max)}),
+            registration_run1: (map(select(.run == 1)) | .[0].registration // null)}}) | from_entries) as $m |
         def ratio(a; b): if $m[a] and $m[b] then (($m[a].throughput_mbs / $m[b].throughput_mbs * 100 | round) / 100) else null end;
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
           ceiling_ib_write_bw_mbs: $ceiling, modes: $m,
@@ -142,6 +163,15 @@ report() {
         while IFS=$'\t' read -r m t r d g b; do printf '%-22s %10s %9s %14s %16s %17s\n' "$m" "$t" "$r" "$d" "$g" "$b"; done
     echo "guest-seen: the longest gap between the pattern guest's steps, migration included; gap before:"
     echo "the same before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
+    echo
+    echo "memory beyond guest RAM (max over runs, target < 64 MiB per side), and registration work per round (run 1):"
+    jq -r '.modes | to_entries[] | select(.key | startswith("vmm-")) | .value as $v |
+        ($v.registration_run1 // []) as $r | ($r | map(select(.round > 0))) as $d |
+        "  \(.key): source \(($v.overhead_kib_max.source // 0) / 1024 | floor) MiB, destination \(($v.overhead_kib_max.destination // 0) / 1024 | floor) MiB" +
+        (if ($r | length) == 0 then "" else
+         "\n      bulk round: \($r[0].writes) chunk writes, \($r[0].remote_reg) remote + \($r[0].local_reg) local registrations" +
+         " (RAM: \($r[0].ram_chunks) chunks); \($d | length) dirty round(s): at most \($d | map(.writes) | max // 0) writes and" +
+         " \($d | map(.remote_reg + .local_reg) | max // 0) registrations in one" end)' "$2"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")"' "$2"
 }

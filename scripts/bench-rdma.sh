@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # RDMA migration benchmark: every figure measured side by side in one run on one RDMA device
 # (the SoftRoCE nested VM when this machine has none):
-#   - ib_write_bw on the same device with the chunk size as message size: the ceiling
+#   - ib_write_bw on the same device with the chunk size as message size: the ceiling (in every
+#     run, next to the migrations; the median is reported)
 #   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
 #   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
 # The workload is the pattern payload (it boots under both VMMs): it fills --fill bytes of RAM
@@ -53,13 +54,16 @@ printf '\n\033[1mvmm RDMA migration benchmark\033[0m  %s  device %s at %s, guest
 printf '%s, %s cores%s\n' "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)" \
     "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo ', inside the SoftRoCE nested VM (TCG): absolute figures say little, compare the ratios')"
 
-log "ceiling: ib_write_bw on $dev, 1 MiB writes (the chunk size)"
-ceiling=$(ib_ceiling "$dev" "$addr")
-echo "   ib_write_bw: $ceiling MB/s"
 
 modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp)
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
+ceilings=()
 for run in $(seq 1 "$runs"); do
+    # The ceiling is measured in every run, next to the migrations it is compared with: on a
+    # shared machine the device's speed drifts between runs.
+    log "run $run: ceiling: ib_write_bw on $dev, 1 MiB writes (the chunk size)"
+    ceilings+=("$(ib_ceiling "$dev" "$addr")")
+    echo "   ib_write_bw: ${ceilings[-1]} MB/s"
     for mode in "${modes[@]}"; do
         log "run $run: $mode"
         case "$mode" in
@@ -71,6 +75,7 @@ for run in $(seq 1 "$runs"); do
     done
 done
 
+ceiling=$(printf '%s\n' "${ceilings[@]}" | sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
 report "$ceiling" "$out/rdma-$stamp.json"
 chart "$out/rdma-$stamp.json" "$out/rdma-$stamp.png"
 log "figures: $out/rdma-$stamp.json; chart: $out/rdma-$stamp.png"

@@ -72,6 +72,17 @@ private:
         std::vector<ibv_sge> sges;
     };
 
+    // Registration work of the source's current round, traced when the round ends: it must
+    // follow the chunks the round touches, never the size of RAM (pin-all registers once).
+    struct RoundWork {
+        uint32_t round = 0;
+        uint64_t pieces = 0;             // chunk-sized (or smaller) writes posted
+        uint64_t remote_registered = 0;  // chunks the destination registered at our request
+        uint64_t remote_released = 0;    // ... and unregistered (rdma-pin-limit)
+        uint64_t local_registered = 0;   // our own local-read registrations
+        uint64_t local_released = 0;
+    };
+
     Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g);
     Status connect_channels(const std::string& host, uint16_t port, PrivateData first);
     Status accept_channels();
@@ -85,6 +96,7 @@ private:
     Status post_writes(Lane& lane);
     Status drain_writes();
     bool writes_pending() const;
+    uint64_t ram_chunks() const;  // chunks in all RAM blocks
     Status flush_compress();
     Status handle_register(const Message& m);
     Status handle_unregister(const Message& m);
@@ -104,6 +116,7 @@ private:
     std::vector<MemoryRegion> pinned_blocks_;  // pin-all: whole blocks (remote write on the destination,
                                                // local only on the source)
     std::vector<Compress> compress_;
+    RoundWork work_;
     std::vector<Lane> lanes_;  // lane i writes on channel i; chunk c goes to lane c % N
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;

@@ -26,9 +26,16 @@ Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64
 
 // ---- source ------------------------------------------------------------------------------
 
-Status Session::ram_begin_round(uint32_t) {
+Status Session::ram_begin_round(uint32_t round) {
     compress_.clear();
+    work_ = RoundWork{round};
     return {};
+}
+
+uint64_t Session::ram_chunks() const {
+    uint64_t n = 0;
+    for (const auto& b : cfg_.blocks) n += geo_.count(b.length);
+    return n;
 }
 
 bool Session::writes_pending() const {
@@ -95,6 +102,7 @@ Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunk
         auto done = ctl_->request(encode_chunk_ranges(Command::unregister_request, release), Command::unregister_finished);
         if (!done) return done.error();
         for (const auto& k : *victims) remote_regs_.erase(k);
+        work_.remote_released += victims->size();
     }
     for (size_t at = 0; at < missing.size(); at += kMaxRepeat) {
         std::vector<ChunkRange> ask;
@@ -110,6 +118,7 @@ Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunk
                   (*results)[i].host_addr);
             remote_regs_.insert({block, ask[i].first}, geo_.length(cfg_.blocks[block].length, ask[i].first), (*results)[i]);
         }
+        work_.remote_registered += ask.size();
     }
     return {};
 }
@@ -122,6 +131,7 @@ Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
             // Local read only: the source never registers memory for remote access.
             pinned_blocks_[block].reset(ibv_reg_mr(ep_->pd.get(), b.host, b.length, 0));
             if (!pinned_blocks_[block]) return verbs_error(fmt::format("ibv_reg_mr RAM block '{}' (rdma-pin-all)", b.name));
+            ++work_.local_registered;
         }
         return pinned_blocks_[block]->lkey;
     }
@@ -135,11 +145,13 @@ Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
             trace("source: unregister local chunk {}:{}", k.block, k.chunk);
             local_regs_.erase(k);
         }
+        work_.local_released += victims->size();
     }
     MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host + geo_.start(chunk), len, 0));
     if (!mr) return verbs_error(fmt::format("ibv_reg_mr chunk {} of '{}'", chunk, b.name));
     uint32_t lkey = mr->lkey;
     local_regs_.insert({block, chunk}, len, std::move(mr));
+    ++work_.local_registered;
     return lkey;
 }
 
@@ -212,6 +224,7 @@ Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
         trace("source: write {}:{:#x}+{:#x} (chunk {}) lane {} -> rkey {:#x} at {:#x}, lkey {:#x}", block, p.offset, p.length,
               p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
         if (auto s = queue_write(lanes_[p.chunk % lanes_.size()], wr, sge); !s) return s;
+        ++work_.pieces;
     }
     // Batches left short go to the HCA now rather than when the next ram_send fills them.
     for (Lane& lane : lanes_)
@@ -235,6 +248,10 @@ Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) 
 Status Session::ram_end_round() {
     if (auto s = flush_compress(); !s) return s;
     if (auto s = drain_writes(); !s) return s;
+    trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
+          "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
+          work_.round, work_.pieces, work_.remote_registered, work_.remote_released, work_.local_registered,
+          work_.local_released, cfg_.pin_all ? ram_chunks() : remote_regs_.size(), ram_chunks());
     return ctl_->exchange_send(encode_empty(Command::register_finished));
 }
 
