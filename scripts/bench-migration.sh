@@ -83,7 +83,7 @@ printf '\n\033[1mvmm migration benchmark\033[0m  %s  %s, %s cores  transport %s\
 
 log "1. throughput: host-filled $size guest, $runs run(s), beside raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-: >"$work/mig" ; : >"$work/copy"; : >"$work/hot" ; : >"$work/cold"; max_src=0 max_dst=0
+: >"$work/mig" ; : >"$work/copy"; : >"$work/pre"; : >"$work/hot" ; : >"$work/cold"; max_src=0 max_dst=0
 printf '[migration.capabilities]\nzero-copy-send = false\n' >"$work/copy.toml"
 for i in $(seq 1 "$runs"); do
     "$BUILD/bin/vmm-tcpbench" "$size" | sed 's/.*MBps=//' >>"$work/hot"
@@ -96,10 +96,15 @@ for i in $(seq 1 "$runs"); do
     migrate_once "copy$i" "$size" 1 --guest idle --prefill "$size" --config "$work/copy.toml"
     copy=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
     echo "$copy" >>"$work/copy"
-    printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), copying %s MB/s, raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
-        "$i" "$mbs" "$total" "$down" "$copy" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
+    DST_ARGS=(--mem-prealloc)
+    migrate_once "pre$i" "$size" 1 --guest idle --prefill "$size"
+    DST_ARGS=()
+    pre=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
+    echo "$pre" >>"$work/pre"
+    printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), copying %s MB/s, destination preallocated %s MB/s, raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
+        "$i" "$mbs" "$total" "$down" "$copy" "$pre" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
 done
-mig=$(median <"$work/mig") copy=$(median <"$work/copy") hot=$(median <"$work/hot") cold=$(median <"$work/cold")
+mig=$(median <"$work/mig") copy=$(median <"$work/copy") pre=$(median <"$work/pre") hot=$(median <"$work/hot") cold=$(median <"$work/cold")
 
 log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
 migrate_once idle1 1G 1 --guest idle
@@ -125,6 +130,8 @@ row "  ratio to raw TCP hot (target >= 0.8)" "$(awk -v a="$mig" -v b="$hot" 'BEG
 row "  ratio to raw TCP memory to memory" "$(awk -v a="$mig" -v b="$cold" 'BEGIN{printf "%.2f", a/b}')"
 row "same, zero-copy-send off (the source copies RAM) (median)" "$copy MB/s"
 row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$copy" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
+row "same, destination started with --mem-prealloc (median)" "$pre MB/s"
+row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$pre" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
 row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"

@@ -32,7 +32,7 @@ TEST(CommandLine, OverridesApplyOnTopOfTheConfigFile) {
         f << "[machine]\nname = \"from-file\"\nvcpus = 4\n[[ram]]\nname = \"r0\"\nsize = \"64M\"\n[[ram]]\nname = \"r1\"\n"
              "address = \"1G\"\nsize = \"64M\"\n";
     }
-    auto cl = parse({"--config", path.c_str(), "--smp", "1", "-m", "128M", "-S", "--name", "cli"});
+    auto cl = parse({"--config", path.c_str(), "--smp", "1", "-m", "128M", "-S", "--name", "cli", "--mem-prealloc"});
     ASSERT_TRUE(cl) << cl.error().message();
     EXPECT_EQ(cl->config.name, "cli");
     EXPECT_EQ(cl->config.vcpus, 1u);
@@ -40,6 +40,7 @@ TEST(CommandLine, OverridesApplyOnTopOfTheConfigFile) {
     ASSERT_EQ(cl->config.ram.size(), 2u);
     EXPECT_EQ(cl->config.ram[0].size, 128ull << 20);  // -m sizes the first block
     EXPECT_EQ(cl->config.ram[1].size, 64ull << 20);
+    EXPECT_TRUE(cl->config.ram[0].prealloc && cl->config.ram[1].prealloc) << "--mem-prealloc covers every block";
     std::remove(path.c_str());
 }
 

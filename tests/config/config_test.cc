@@ -23,6 +23,7 @@ name = "high"
 address = "4G"
 size = 1073741824
 huge_pages = "transparent"
+prealloc = true
 
 [guest]
 payload = "stress"
@@ -49,6 +50,8 @@ parameters = { rdma-chunk-size = "1M", rdma-channels = 2 }
     ASSERT_EQ(c->ram.size(), 2u);
     EXPECT_EQ(c->ram[1].guest_addr, 4ull << 30);
     EXPECT_EQ(c->ram[1].huge_pages, memory::HugePages::transparent);
+    EXPECT_FALSE(c->ram[0].prealloc);
+    EXPECT_TRUE(c->ram[1].prealloc);
     EXPECT_EQ(c->payload, "stress");
     EXPECT_EQ(c->payload_params, "bytes=64M stride=4096");
     EXPECT_EQ(c->serial.kind, SerialOutput::Kind::file);

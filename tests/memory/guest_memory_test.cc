@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
+#include <sys/mman.h>
+#include <vector>
 
 namespace vmm::memory {
 
@@ -64,6 +67,22 @@ TEST(GuestMemory, FailedWriteTouchesNothing) {
     uint8_t data[16] = {};
     EXPECT_FALSE(mem.write(2 * M - 8, data));
     EXPECT_EQ(mem.find_by_name("low")->dirty().count(), 0u);
+}
+
+TEST(GuestMemory, PreallocatedBlocksAreResidentAndZero) {
+    auto m = GuestMemory::create({{"lazy", 0, 4 << 20, HugePages::none, false}, {"pre", 8 << 20, 4 << 20, HugePages::none, true}});
+    ASSERT_TRUE(m) << m.error().message();
+    std::vector<unsigned char> v((4 << 20) / 4096);
+    auto resident = [&](uint8_t* p) {
+        EXPECT_EQ(::mincore(p, 4 << 20, v.data()), 0);
+        size_t n = 0;
+        for (auto c : v) n += c & 1;
+        return n;
+    };
+    EXPECT_EQ(resident(m->blocks()[0]->host()), 0u) << "a block without prealloc was populated";
+    EXPECT_EQ(resident(m->blocks()[1]->host()), v.size()) << "a preallocated block is not resident";
+    const uint8_t* p = m->blocks()[1]->host();
+    EXPECT_TRUE(std::all_of(p, p + (4 << 20), [](uint8_t b) { return b == 0; }));
 }
 
 }  // namespace vmm::memory

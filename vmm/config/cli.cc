@@ -16,7 +16,7 @@ namespace {
 struct Raw {
     std::string config, name, memory, guest, append, monitor, qmp, serial, dirty, incoming, prefill;
     uint32_t smp = 0;
-    bool paused = false, version = false, verbose = false;
+    bool paused = false, version = false, verbose = false, prealloc = false;
 };
 
 void define(CLI::App& app, Raw& raw) {
@@ -30,6 +30,7 @@ void define(CLI::App& app, Raw& raw) {
                                              "(benchmarks)")
         ->type_name("SIZE");
     app.add_flag("-S", raw.paused, "start paused (resume with 'cont')");
+    app.add_flag("--mem-prealloc", raw.prealloc, "populate all guest RAM at start (an incoming migration then skips page zeroing)");
     app.add_option("--monitor", raw.monitor, "text monitor: stdio, unix:PATH or none")->type_name("ENDPOINT");
     app.add_option("--qmp", raw.qmp, "JSON monitor: unix:PATH or none")->type_name("ENDPOINT");
     app.add_option("--serial", raw.serial, "guest serial output: stdout, file:PATH or none")->type_name("OUTPUT");
@@ -65,6 +66,10 @@ Status apply(const Raw& raw, Config& c) {
         c.payload_params = raw.append;
     }
     if (raw.paused) c.start_paused = true;
+    if (raw.prealloc) {
+        if (c.ram.empty()) c.ram = effective_ram(c);
+        for (auto& b : c.ram) b.prealloc = true;
+    }
     if (!raw.prefill.empty()) {
         auto v = parse_size(raw.prefill);
         if (!v) return Error("--prefill: " + v.error().message());

@@ -47,7 +47,7 @@ Status read_machine(const TableReader& r, Config& c) {
 }
 
 Result<memory::RamBlockSpec> read_ram_block(const TableReader& r) {
-    if (auto s = r.only_keys({"name", "address", "size", "huge_pages"}); !s) return s.error();
+    if (auto s = r.only_keys({"name", "address", "size", "huge_pages", "prealloc"}); !s) return s.error();
     memory::RamBlockSpec b;
     auto name = r.string("name");
     if (!name) return name.error();
@@ -68,6 +68,9 @@ Result<memory::RamBlockSpec> read_ram_block(const TableReader& r) {
         else if (**huge == "hugetlbfs") b.huge_pages = memory::HugePages::hugetlbfs;
         else return r.error_at(*r.node("huge_pages"), "huge_pages", "expected \"none\", \"transparent\" or \"hugetlbfs\"");
     }
+    auto prealloc = r.boolean("prealloc");
+    if (!prealloc) return prealloc.error();
+    b.prealloc = prealloc->value_or(false);
     if (auto s = memory::validate_block_spec(b); !s) return r.error_here(s.error().message());
     return b;
 }

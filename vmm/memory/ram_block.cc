@@ -40,6 +40,23 @@ RamBlock::RamBlock(RamBlock&& o) noexcept
       dirty_(std::move(o.dirty_)),
       dirtied_(o.dirtied_.load()) {}
 
+// Populates every page (zeroed by the kernel; the contents stay zero).
+static Status preallocate(Mapping& m) {
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(m.data(), m.size(), MADV_POPULATE_WRITE) == 0) return {};
+    if (errno != EINVAL) {
+        return Error::from_errno(fmt::format("populating {} bytes", m.size()), errno,
+                                 "free memory or drop --mem-prealloc / prealloc");
+    }
+#endif
+    // A kernel without MADV_POPULATE_WRITE: touch each page (a read would map the zero page).
+    for (size_t off = 0; off < m.size(); off += kPageSize) {
+        volatile uint8_t* p = m.data() + off;
+        *p = 0;
+    }
+    return {};
+}
+
 Result<RamBlock> RamBlock::create(const RamBlockSpec& spec, uint32_t slot) {
     if (auto s = validate_block_spec(spec); !s) return s.error();
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
@@ -56,6 +73,9 @@ Result<RamBlock> RamBlock::create(const RamBlockSpec& spec, uint32_t slot) {
     if (spec.huge_pages == HugePages::transparent) {
         // Advisory: a kernel without THP keeps small pages, which is still correct.
         ::madvise(m->data(), m->size(), MADV_HUGEPAGE);
+    }
+    if (spec.prealloc) {
+        if (auto s = preallocate(*m); !s) return s.error().context("preallocating RAM block '" + spec.name + "'");
     }
     return RamBlock(spec.name, spec.guest_addr, std::move(*m), slot);
 }

@@ -19,6 +19,9 @@ struct RamBlockSpec {
     uint64_t guest_addr = 0;
     uint64_t size = 0;
     HugePages huge_pages = HugePages::transparent;  // like QEMU: MADV_HUGEPAGE on guest RAM
+    // Populate all of it at creation (QEMU's -mem-prealloc): costs the whole size up front, and
+    // spares an incoming migration the zeroing of every fresh page it receives.
+    bool prealloc = false;
 };
 
 // Checks one block's own fields (alignment, size, name); overlaps are GuestMemory's business.
