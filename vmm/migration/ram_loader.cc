@@ -14,28 +14,17 @@ Status StreamLoader::load_pages(const Record& r) {
 #ifdef MADV_POPULATE_WRITE
     // Populate the whole record's pages in one call instead of one page fault per 4 KiB while
     // the socket data is copied in (advisory: older kernels say EINVAL and fault as before).
-    // (A no-op where the helper thread got there first.)
     ::madvise(dst, r.length, MADV_POPULATE_WRITE);
 #endif
-    if (r.length == kMaxPagesRecord) populate_after(r);
     if (auto s = stream_.read_exact({dst, r.length}); !s) return s;
     counters_.pages += r.length / memory::kPageSize;
     counters_.bytes += r.length;
     return {};
 }
 
-void StreamLoader::populate_after(const Record& r) {
-    const auto& b = *mem_.blocks()[r.block];
-    uint64_t from = r.offset + r.length;
-    if (from >= b.size()) return;
-    if (!populator_) populator_.emplace();
-    populator_->ahead({b.host() + from, std::min<uint64_t>(kMaxPagesRecord, b.size() - from)});
-}
-
 Status StreamLoader::load_zero(const Record& r) {
     if (!in_round_) return Error("migration stream: ZERO outside a RAM round");
     uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
-    if (populator_) populator_->quiesce();  // or it might populate these pages again after us
     // Private anonymous memory reads back as zero after MADV_DONTNEED, and stays unpopulated.
     if (::madvise(dst, r.length, MADV_DONTNEED) != 0) std::memset(dst, 0, r.length);
     counters_.zero_pages += r.length / memory::kPageSize;

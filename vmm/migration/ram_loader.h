@@ -1,19 +1,16 @@
 // StreamLoader: the destination's reading of a migration stream after the header. RAM records
-// land directly in the destination's RAM blocks (no staging copy), populated ahead on a helper
-// thread while the stream streams long runs (memory::Populator); transport-channel rounds are
+// land directly in the destination's RAM blocks (no staging copy); transport-channel rounds are
 // served by the transport; the STATE record is handed to `on_state`; END ends the stream.
 // Every record is checked (block index, alignment, bounds, sizes) before it touches memory.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <span>
 #include <vector>
 
 #include "vmm/common/result.h"
 #include "vmm/memory/guest_memory.h"
-#include "vmm/memory/populator.h"
 #include "vmm/migration/stream_format.h"
 #include "vmm/migration/transport.h"
 
@@ -44,9 +41,6 @@ private:
     Status load_zero(const Record& r);
     Status load_state(const Record& r);
     Status round_begin(const Record& r);
-    // After a full-length PAGES record the next one most likely continues it: its pages are
-    // populated on the helper thread while this one's data is received.
-    void populate_after(const Record& r);
 
     const memory::GuestMemory& mem_;
     ByteStream& stream_;
@@ -57,7 +51,6 @@ private:
     bool in_round_ = false;
     uint32_t round_ = 0;
     bool have_state_ = false;
-    std::optional<memory::Populator> populator_;  // started by the first full-length record
 };
 
 }  // namespace vmm::migration
