@@ -41,14 +41,12 @@ Session::~Session() {
     if (writes_pending()) (void)drain_writes();
     // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
     // receives) and destroy the QPs first; the members then unwind (MRs before the PD).
-    for (auto& e : extra_) {
-        if (e->id && !e->disconnected) rdma_disconnect(e->id.get());
-        e->disconnected = true;
-        e->qp.reset();
+    for (Lane& lane : lanes_) {  // one per channel: ep_ and every extra_
+        Endpoint& e = *lane.ep;
+        if (e.id && !e.disconnected) rdma_disconnect(e.id.get());
+        e.disconnected = true;
+        e.qp.reset();
     }
-    if (ep_->id && !ep_->disconnected) rdma_disconnect(ep_->id.get());
-    ep_->disconnected = true;
-    ep_->qp.reset();
 }
 
 Status Session::connect_channels(const std::string& host, uint16_t port, PrivateData first) {

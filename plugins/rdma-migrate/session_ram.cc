@@ -248,10 +248,13 @@ Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) 
 Status Session::ram_end_round() {
     if (auto s = flush_compress(); !s) return s;
     if (auto s = drain_writes(); !s) return s;
-    trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
-          "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
-          work_.round, work_.pieces, work_.remote_registered, work_.remote_released, work_.local_registered,
-          work_.local_released, cfg_.pin_all ? ram_chunks() : remote_regs_.size(), ram_chunks());
+    if (tracing()) {  // ram_chunks() walks the blocks: only when someone reads the line
+        uint64_t total = ram_chunks();
+        trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
+              "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
+              work_.round, work_.pieces, work_.remote_registered, work_.remote_released, work_.local_registered,
+              work_.local_released, cfg_.pin_all ? total : remote_regs_.size(), total);
+    }
     return ctl_->exchange_send(encode_empty(Command::register_finished));
 }
 

@@ -102,10 +102,7 @@ Status SocketStream::flush() {
 }
 
 Status SocketStream::write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) {
-    if (!splice_ok_ || ram.size() < kSpliceMin) {
-        std::span<const uint8_t> parts[] = {header, ram};
-        return write(std::span<const std::span<const uint8_t>>(parts));
-    }
+    if (!splice_ok_ || ram.size() < kSpliceMin) return ByteStream::write_ram(header, ram);
     // The header goes out first (with whatever small records wait in the buffer), then the pages.
     if (auto s = write(header); !s) return s;
     if (auto s = flush(); !s) return s;
