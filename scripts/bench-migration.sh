@@ -76,10 +76,18 @@ migrate_once() {
 }
 DST_ARGS=()
 
-median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 printf '\n\033[1mvmm migration benchmark\033[0m  %s  %s, %s cores  transport %s\n' "$(date -u +%FT%TZ)" \
     "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)" "$transport"
+
+# filled_run FILE NAME SRC_ARGS...: one migration of a host-filled guest of $size; its MB/s is
+# set in R_FILLED and appended to $work/FILE.
+filled_run() {
+    local file=$1 name=$2; shift 2
+    migrate_once "$name" "$size" 1 --guest idle --prefill "$size" "$@"
+    R_FILLED=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
+    echo "$R_FILLED" >>"$work/$file"
+}
 
 log "1. throughput: host-filled $size guest, $runs run(s), beside raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
@@ -88,19 +96,13 @@ printf '[migration.capabilities]\nzero-copy-send = false\n' >"$work/copy.toml"
 for i in $(seq 1 "$runs"); do
     "$BUILD/bin/vmm-tcpbench" "$size" | sed 's/.*MBps=//' >>"$work/hot"
     "$BUILD/bin/vmm-tcpbench" "$size" --cold | sed 's/.*MBps=//' >>"$work/cold"
-    migrate_once "fill$i" "$size" 1 --guest idle --prefill "$size"
-    mbs=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
-    echo "$mbs" >>"$work/mig"
+    filled_run mig "fill$i"; mbs=$R_FILLED
     [ "$R_SRC_KIB" -gt "$max_src" ] && max_src=$R_SRC_KIB; [ "$R_DST_KIB" -gt "$max_dst" ] && max_dst=$R_DST_KIB
     total=$R_TOTAL down=$R_DOWN
-    migrate_once "copy$i" "$size" 1 --guest idle --prefill "$size" --config "$work/copy.toml"
-    copy=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
-    echo "$copy" >>"$work/copy"
+    filled_run copy "copy$i" --config "$work/copy.toml"; copy=$R_FILLED
     DST_ARGS=(--mem-prealloc)
-    migrate_once "pre$i" "$size" 1 --guest idle --prefill "$size"
+    filled_run pre "pre$i"; pre=$R_FILLED
     DST_ARGS=()
-    pre=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
-    echo "$pre" >>"$work/pre"
     printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), copying %s MB/s, destination preallocated %s MB/s, raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
         "$i" "$mbs" "$total" "$down" "$copy" "$pre" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
 done

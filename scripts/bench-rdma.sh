@@ -75,7 +75,7 @@ for run in $(seq 1 "$runs"); do
     done
 done
 
-ceiling=$(printf '%s\n' "${ceilings[@]}" | sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
+ceiling=$(printf '%s\n' "${ceilings[@]}" | median)
 report "$ceiling" "$out/rdma-$stamp.json"
 chart "$out/rdma-$stamp.json" "$out/rdma-$stamp.png"
 log "figures: $out/rdma-$stamp.json; chart: $out/rdma-$stamp.png"

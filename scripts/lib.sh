@@ -65,3 +65,5 @@ sample_overhead() {
         sleep 0.05
     done
 }
+
+median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }  # of numbers on stdin

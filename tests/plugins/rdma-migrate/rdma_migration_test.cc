@@ -56,6 +56,15 @@ Pair start_pair(const std::string& name, const std::vector<std::string>& guest) 
     return p;
 }
 
+// start_pair with VMM_RDMA_TRACE=1 in both vmms' environment: the source logs each
+// (un)registration and each round's registration work.
+Pair start_traced_pair(const std::string& name, const std::vector<std::string>& guest) {
+    ::setenv("VMM_RDMA_TRACE", "1", 1);
+    Pair p = start_pair(name, guest);
+    ::unsetenv("VMM_RDMA_TRACE");
+    return p;
+}
+
 void expect_completed_and_same(Pair& p, const std::string& out) {
     ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << p.src->log() << p.dst->log();
     EXPECT_EQ(p.src->status(), "postmigrate") << p.src->log();
@@ -92,9 +101,7 @@ std::vector<RoundWork> round_work(const std::string& log) {
 
 TEST(RdmaMigration, DynamicRegistration) {
     VMM_REQUIRE_RDMA();
-    ::setenv("VMM_RDMA_TRACE", "1", 1);  // each round's registration work is read from the trace
-    auto p = start_pair("rdma-dyn", kPattern);
-    ::unsetenv("VMM_RDMA_TRACE");
+    auto p = start_traced_pair("rdma-dyn", kPattern);  // each round's registration work is read from the trace
     ASSERT_TRUE(p.src && p.dst);
     expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
     // Registration follows the chunks a round writes, never the size of RAM: the bulk round
@@ -124,9 +131,7 @@ TEST(RdmaMigration, PinAll) {
 
 TEST(RdmaMigration, PinAllRegistersOnceAndNeverPerRound) {
     VMM_REQUIRE_RDMA();
-    ::setenv("VMM_RDMA_TRACE", "1", 1);
-    auto p = start_pair("rdma-pin-work", kStress);
-    ::unsetenv("VMM_RDMA_TRACE");
+    auto p = start_traced_pair("rdma-pin-work", kStress);
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_EQ(p.src->cmd("migrate_set_capability rdma-pin-all on"), "");
     expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
@@ -152,9 +157,7 @@ TEST(RdmaMigration, SeveralChunkSizes) {
 
 TEST(RdmaMigration, SmallPinLimitForcesUnregisterTraffic) {
     VMM_REQUIRE_RDMA();
-    ::setenv("VMM_RDMA_TRACE", "1", 1);  // the source logs each (un)registration
-    auto p = start_pair("rdma-limit", kPattern);
-    ::unsetenv("VMM_RDMA_TRACE");
+    auto p = start_traced_pair("rdma-limit", kPattern);  // the source logs each (un)registration
     ASSERT_TRUE(p.src && p.dst);
     // 2 MiB of 1 MiB chunks registered at a time: the ~10 MiB the guest touched cannot all be
     // pinned, so the least recently used chunks must be unregistered on the way.
