@@ -8,8 +8,12 @@ PAYLOAD="$BUILD/guest/pattern.elf"
 GUEST_ARGS="bytes=$fill words=512 check=16"
 pids=()
 
-cleanup() {
+cleanup() {  # on failure the run's logs are kept under build/bench/failed-STAMP
+    local rc=$?
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    if [ "$rc" != 0 ] && [ -n "${out:-}" ]; then
+        cp -r "$work" "$out/failed-${stamp:-run}" 2>/dev/null && echo "logs of the failed run: $out/failed-${stamp:-run}" >&2
+    fi
     rm -rf "$work"
 }
 
@@ -25,13 +29,21 @@ wait_until() {  # wait_until SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s
 
 # ib_write_bw server and client on DEVICE: as many 1 MiB writes as the guest has filled
 # (iterations, not -D: its duration mode counts 0 iterations under TCG); prints MB/s (1e6 bytes).
+# With a third argument "busy", one CPU-bound process runs beside it, as the source guest's
+# vCPU does during every migration measured here (the pattern guest never stops checking):
+# with SoftRoCE the kernel moves every byte on the CPU, so the ceiling depends on the CPU left.
 ib_ceiling() {
-    local p n bw; p=$(port) n=$(( $(numfmt --from=iec "$fill") / 1048576 ))
+    local p n bw busy=; p=$(port) n=$(( $(numfmt --from=iec "$fill") / 1048576 ))
+    if [ "${3:-}" = busy ]; then
+        bash -c 'while :; do :; done' >/dev/null 2>&1 & busy=$!
+    fi
     ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits >"$work/ib-server.log" 2>&1 &
     pids+=($!)
     sleep 1
-    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits "$2" >"$work/ib-client.log" 2>&1 ||
-        { cat "$work/ib-client.log" "$work/ib-server.log" >&2; die "ib_write_bw failed"; }
+    local rc=0
+    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits "$2" >"$work/ib-client.log" 2>&1 || rc=$?
+    [ -z "$busy" ] || kill "$busy" 2>/dev/null || true
+    [ "$rc" = 0 ] || { cat "$work/ib-client.log" "$work/ib-server.log" >&2; die "ib_write_bw failed"; }
     # The result line: bytes, iterations, peak Gb/s, average Gb/s, Mpps.
     bw=$(awk '$1 == 1048576 && $2 > 0 && NF >= 5 { printf "%.1f\n", $4 * 1000 / 8 }' "$work/ib-client.log" | tail -1)
     [ -n "$bw" ] && [ "$bw" != 0.0 ] || { cat "$work/ib-client.log" >&2; die "ib_write_bw reported no bandwidth"; }
@@ -87,8 +99,10 @@ run_vmm() {  # run_vmm MODE RUN
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
     kill "$s1" "$s2" 2>/dev/null || true; wait "$s1" "$s2" 2>/dev/null || true
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
-    local pause rounds
-    pause=$("$CTL" "unix:$work/$name-d.sock" "info migrate" | sed -n 's/^guest-observed pause: \([0-9.]*\) ms$/\1/p')
+    local pause rounds info
+    info=$("$CTL" "unix:$work/$name-d.sock" "info migrate") ||
+        { tail -20 "$work/$name-d.log" >&2; die "$mode: the destination vmm is gone after the migration completed"; }
+    pause=$(echo "$info" | sed -n 's/^guest-observed pause: \([0-9.]*\) ms$/\1/p')
     rounds=$(tail -1 "$work/$name.samples" | jq -c '."x-round-log" // []')
     "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
     "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
@@ -132,9 +146,9 @@ run_qemu() {  # run_qemu MODE RUN
     summarize "$mode" "$2" "$work/$name.samples" "" "[]" >"$work/$name.json"
 }
 
-# report CEILING OUT.json: the table, the ratios, and every figure as JSON.
+# report CEILING OUT.json BUSY-CEILING: the table, the ratios, and every figure as JSON.
 report() {
-    jq -s --argjson ceiling "$1" --arg size "$size" --arg fill "$fill" --arg date "$(date -u +%FT%TZ)" \
+    jq -s --argjson ceiling "$1" --argjson busy "$3" --arg size "$size" --arg fill "$fill" --arg date "$(date -u +%FT%TZ)" \
         --arg machine "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores" \
         --arg where "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo 'SoftRoCE nested VM (QEMU TCG)' || echo 'RDMA device')" '
         def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -142,6 +156,8 @@ report() {
             throughput_mbs: (map(.throughput_mbs | select(. != null)) | median),
             ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
                                else null end),
+            ratio_to_busy_ceiling: (if $busy > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $busy * 100 | round) / 100
+                                    else null end),
             downtime_ms: (map(.downtime_ms) | median),
             guest_pause_ms: (map(.guest_pause_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             guest_gap_before_ms: (map(.guest_gap_before_ms) | if all(. == null) then null else map(select(. != null)) | median end),
@@ -151,18 +167,24 @@ report() {
             registration_run1: (map(select(.run == 1)) | .[0].registration // null)}}) | from_entries) as $m |
         def ratio(a; b): if $m[a] and $m[b] then (($m[a].throughput_mbs / $m[b].throughput_mbs * 100 | round) / 100) else null end;
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
-          ceiling_ib_write_bw_mbs: $ceiling, modes: $m,
+          ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
           ours_over_qemu: { dynamic: ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
                             pin_all: ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
-    printf '\n\033[1m%-22s %10s %9s %14s %16s %17s\033[0m\n' mode "MB/s" "/ceiling" "downtime (ms)" "guest-seen (ms)" \
-        "gap before (ms)"
-    printf '%-22s %10s %9s %14s %16s %17s\n' "ib_write_bw" "$1" "1.00" - - -
-    jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"), .value.downtime_ms,
+    printf '\n\033[1m%-22s %10s %9s %9s %14s %16s %17s\033[0m\n' mode "MB/s" "/ceiling" "/busy" "downtime (ms)" \
+        "guest-seen (ms)" "gap before (ms)"
+    printf '%-22s %10s %9s %9s %14s %16s %17s\n' "ib_write_bw" "$1" "1.00" - - - -
+    printf '%-22s %10s %9s %9s %14s %16s %17s\n' "ib_write_bw, busy core" "$3" - "1.00" - - -
+    jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"),
+           (.value.ratio_to_busy_ceiling // "-"), .value.downtime_ms,
            (.value.guest_pause_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
-        while IFS=$'\t' read -r m t r d g b; do printf '%-22s %10s %9s %14s %16s %17s\n' "$m" "$t" "$r" "$d" "$g" "$b"; done
+        while IFS=$'\t' read -r m t r rb d g b; do
+            printf '%-22s %10s %9s %9s %14s %16s %17s\n' "$m" "$t" "$r" "$rb" "$d" "$g" "$b"
+        done
     echo "guest-seen: the longest gap between the pattern guest's steps, migration included; gap before:"
     echo "the same before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
+    echo "/busy: against ib_write_bw run beside one CPU-bound process, as the source guest's vCPU runs beside"
+    echo "every migration here (SoftRoCE moves bytes on the CPU; an RDMA NIC would not care)."
     echo
     echo "memory beyond guest RAM (max over runs, target < 64 MiB per side), and registration work per round (run 1):"
     jq -r '.modes | to_entries[] | select(.key | startswith("vmm-")) | .value as $v |
