@@ -3,7 +3,8 @@
 # with numbers from elsewhere. Three parts:
 #   1. throughput: a host-filled (incompressible) guest of --size, migrated --runs times, beside
 #      this machine's raw loopback TCP (hot 4 MiB buffers, as iperf measures, and memory to
-#      memory over the same size, as a migration moves RAM); medians and ratios
+#      memory over the same size, as a migration moves RAM); medians and ratios; variants side
+#      by side: zero-copy-send off, a --mem-prealloc destination, the multifd capability
 #   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
 #      was touched, not the RAM size
 #   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
@@ -91,8 +92,9 @@ filled_run() {
 
 log "1. throughput: host-filled $size guest, $runs run(s), beside raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-: >"$work/mig" ; : >"$work/copy"; : >"$work/pre"; : >"$work/hot" ; : >"$work/cold"; max_src=0 max_dst=0
+: >"$work/mig" ; : >"$work/copy"; : >"$work/pre"; : >"$work/mfd"; : >"$work/hot" ; : >"$work/cold"; max_src=0 max_dst=0
 printf '[migration.capabilities]\nzero-copy-send = false\n' >"$work/copy.toml"
+printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes, QEMU's default
 for i in $(seq 1 "$runs"); do
     "$BUILD/bin/vmm-tcpbench" "$size" | sed 's/.*MBps=//' >>"$work/hot"
     "$BUILD/bin/vmm-tcpbench" "$size" --cold | sed 's/.*MBps=//' >>"$work/cold"
@@ -103,10 +105,13 @@ for i in $(seq 1 "$runs"); do
     DST_ARGS=(--mem-prealloc)
     filled_run pre "pre$i"; pre=$R_FILLED
     DST_ARGS=()
-    printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), copying %s MB/s, destination preallocated %s MB/s, raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
-        "$i" "$mbs" "$total" "$down" "$copy" "$pre" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
+    filled_run mfd "mfd$i" --config "$work/multifd.toml"; mfd=$R_FILLED
+    [ "$R_SRC_KIB" -gt "$max_src" ] && max_src=$R_SRC_KIB; [ "$R_DST_KIB" -gt "$max_dst" ] && max_dst=$R_DST_KIB
+    printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), copying %s MB/s, destination preallocated %s MB/s, multifd %s MB/s, raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
+        "$i" "$mbs" "$total" "$down" "$copy" "$pre" "$mfd" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
 done
-mig=$(median <"$work/mig") copy=$(median <"$work/copy") pre=$(median <"$work/pre") hot=$(median <"$work/hot") cold=$(median <"$work/cold")
+mig=$(median <"$work/mig") copy=$(median <"$work/copy") pre=$(median <"$work/pre") mfd=$(median <"$work/mfd")
+hot=$(median <"$work/hot") cold=$(median <"$work/cold")
 
 log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
 migrate_once idle1 1G 1 --guest idle
@@ -134,6 +139,8 @@ row "same, zero-copy-send off (the source copies RAM) (median)" "$copy MB/s"
 row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$copy" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
 row "same, destination started with --mem-prealloc (median)" "$pre MB/s"
 row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$pre" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
+row "same, multifd capability on (2 lanes) (median)" "$mfd MB/s"
+row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$mfd" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
 row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"

@@ -10,29 +10,6 @@
 
 namespace vmm::test {
 
-namespace {
-
-std::string tcp_uri(uint16_t port) { return "tcp:127.0.0.1:" + std::to_string(port); }
-
-std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem = "256M",
-                                const std::string& smp = "2") {
-    return Vm::start(name, {"-m", mem, "--smp", smp, "-S", "--incoming", uri});
-}
-
-// After a completed migration: same memory on both sides, and the guest runs on at the destination.
-void expect_handover(Vm& src, Vm& dst) {
-    EXPECT_EQ(src.status(), "postmigrate");
-    EXPECT_EQ(dst.status(), "paused");
-    std::string h = src.ramhash();
-    EXPECT_EQ(h, dst.ramhash()) << "source and destination RAM differ";
-    uint64_t steps = dst.guest_value("steps");
-    EXPECT_EQ(dst.cmd("cont"), "");
-    EXPECT_TRUE(eventually([&] { return dst.guest_value("steps") > steps + 1; }, 60)) << "the guest did not run on";
-    EXPECT_EQ(dst.guest_value("errors"), 0u);
-}
-
-}  // namespace
-
 TEST(Migration, IdleGuestOverTcp) {
     VMM_REQUIRE_KVM();
     uint16_t port = free_tcp_port();

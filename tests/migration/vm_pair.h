@@ -32,6 +32,12 @@ private:
 };
 
 uint16_t free_tcp_port();
+std::string tcp_uri(uint16_t port);  // tcp:127.0.0.1:PORT
+// A destination vmm: --incoming URI, paused after the migration (-S) so RAM can be compared.
+std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem = "256M",
+                                const std::string& smp = "2");
+// After a completed migration: same memory on both sides, and the guest runs on at the destination.
+void expect_handover(Vm& src, Vm& dst);
 // Polls `pred` (e.g. a monitor query) until true or `seconds` pass.
 bool eventually(const std::function<bool()>& pred, int seconds);
 

@@ -14,6 +14,7 @@ const std::vector<CapabilityInfo>& core_capabilities() {
         {"zero-blocks", "send zero pages as markers instead of data"},
         {"events", "emit MIGRATION events on the JSON monitor"},
         {"zero-copy-send", "tcp/unix: splice guest RAM into the socket instead of copying it"},
+        {"multifd", "tcp/unix: send RAM over multifd-channels connections, one thread each side"},
     };
     return k;
 }
@@ -28,6 +29,7 @@ const std::vector<CapabilityInfo>& core_parameters() {
         {"x-throttle-after-rounds", "dirty rounds that fail to converge before throttling starts"},
         {"x-connect-timeout", "connect timeout, ms"},
         {"x-io-timeout", "peer silence that fails a migration, ms"},
+        {"multifd-channels", "connections for RAM when multifd is on (1 to 16)"},
     };
     return k;
 }
@@ -47,6 +49,7 @@ Status Settings::set_capability(std::string_view name, bool on) {
     else if (name == "zero-blocks") caps.zero_blocks = on;
     else if (name == "events") caps.events = on;
     else if (name == "zero-copy-send") caps.zero_copy_send = on;
+    else if (name == "multifd") caps.multifd = on;
     else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
         caps.transport[std::string(name)] = on;
     else return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
@@ -75,6 +78,7 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
         {"x-throttle-after-rounds", &params.throttle_after_rounds, 1, 1000},
         {"x-connect-timeout", &params.connect_timeout_ms, 100, 3600000},
         {"x-io-timeout", &params.io_timeout_ms, 100, 3600000},
+        {"multifd-channels", &params.multifd_channels, 1, 16},
     };
     if (name == "max-bandwidth") {
         auto v = parse_size(value);
@@ -99,7 +103,7 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
 std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out = {
         {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
-        {"zero-copy-send", caps.zero_copy_send}};
+        {"zero-copy-send", caps.zero_copy_send}, {"multifd", caps.multifd}};
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);
@@ -117,6 +121,7 @@ std::vector<std::pair<std::string, std::string>> Settings::parameter_list() cons
         {"x-throttle-after-rounds", std::to_string(params.throttle_after_rounds)},
         {"x-connect-timeout", std::to_string(params.connect_timeout_ms)},
         {"x-io-timeout", std::to_string(params.io_timeout_ms)},
+        {"multifd-channels", std::to_string(params.multifd_channels)},
     };
     for (const auto& n : transport_params_) {
         auto it = params.transport.find(n);

@@ -18,6 +18,7 @@ struct Capabilities {
     bool zero_blocks = true;  // zero pages travel as markers; off sends them as data
     bool events = true;       // MIGRATION events on the JSON monitor
     bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied
+    bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 
@@ -30,6 +31,7 @@ struct Parameters {
     uint64_t throttle_after_rounds = 2;  // dirty rounds that failed to converge before throttling
     uint64_t connect_timeout_ms = 10000;
     uint64_t io_timeout_ms = 30000;      // silence from the peer longer than this fails the migration
+    uint64_t multifd_channels = 2;       // lanes when the multifd capability is on (QEMU's default)
     std::map<std::string, std::string> transport;  // e.g. rdma-chunk-size
 };
 

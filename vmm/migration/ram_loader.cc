@@ -7,16 +7,24 @@
 
 namespace vmm::migration {
 
-Status StreamLoader::load_pages(const Record& r) {
-    if (!in_round_) return Error("migration stream: PAGES outside a RAM round");
-    // read_record checked the range against this block's size; the host span is exact.
-    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
+Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length) {
 #ifdef MADV_POPULATE_WRITE
     // Populate the whole record's pages in one call instead of one page fault per 4 KiB while
     // the socket data is copied in (advisory: older kernels say EINVAL and fault as before).
-    ::madvise(dst, r.length, MADV_POPULATE_WRITE);
+    ::madvise(dst, length, MADV_POPULATE_WRITE);
 #endif
-    if (auto s = stream_.read_exact({dst, r.length}); !s) return s;
+    return in.read_exact({dst, length});
+}
+
+void zero_pages(uint8_t* dst, uint64_t length) {
+    // Private anonymous memory reads back as zero after MADV_DONTNEED, and stays unpopulated.
+    if (::madvise(dst, length, MADV_DONTNEED) != 0) std::memset(dst, 0, length);
+}
+
+Status StreamLoader::load_pages(const Record& r) {
+    if (!in_round_) return Error("migration stream: PAGES outside a RAM round");
+    // read_record checked the range against this block's size; the host span is exact.
+    if (auto s = receive_pages(stream_, mem_.blocks()[r.block]->host() + r.offset, r.length); !s) return s;
     counters_.pages += r.length / memory::kPageSize;
     counters_.bytes += r.length;
     return {};
@@ -24,9 +32,7 @@ Status StreamLoader::load_pages(const Record& r) {
 
 Status StreamLoader::load_zero(const Record& r) {
     if (!in_round_) return Error("migration stream: ZERO outside a RAM round");
-    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
-    // Private anonymous memory reads back as zero after MADV_DONTNEED, and stays unpopulated.
-    if (::madvise(dst, r.length, MADV_DONTNEED) != 0) std::memset(dst, 0, r.length);
+    zero_pages(mem_.blocks()[r.block]->host() + r.offset, r.length);
     counters_.zero_pages += r.length / memory::kPageSize;
     return {};
 }

@@ -16,6 +16,12 @@
 
 namespace vmm::migration {
 
+// Reads `length` bytes of pages from `in` straight into guest RAM at `dst` (populating the
+// range first, one call instead of a fault per page).
+Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length);
+// Makes guest RAM [dst, dst + length) read as zero, leaving it unpopulated where possible.
+void zero_pages(uint8_t* dst, uint64_t length);
+
 struct LoadCounters {
     uint64_t rounds = 0;
     uint64_t pages = 0;

@@ -168,6 +168,10 @@ Result<size_t> SocketStream::splice_out(size_t n, bool more) {
     return moved;
 }
 
+void SocketStream::unread(std::span<const uint8_t> bytes) {
+    rbuf_.insert(rbuf_.begin() + static_cast<std::ptrdiff_t>(rpos_), bytes.begin(), bytes.end());
+}
+
 Status SocketStream::read_exact(std::span<uint8_t> out) {
     size_t done = 0;
     // Serve from the buffer first.

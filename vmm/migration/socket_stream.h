@@ -28,6 +28,8 @@ public:
     Status flush() override;
     Status write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) override;
     Status read_exact(std::span<uint8_t> out) override;
+    // Puts bytes already read back in front of the unread ones (the next read returns them).
+    void unread(std::span<const uint8_t> bytes);
     int fd() const { return fd_.get(); }
     // Whether guest RAM has gone out by splicing (false: copied by sendmsg).
     bool spliced() const { return spliced_any_; }

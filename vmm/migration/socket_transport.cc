@@ -13,23 +13,29 @@
 
 #include <cstring>
 
+#include "vmm/migration/multifd.h"
 #include "vmm/migration/socket_stream.h"
 
 namespace vmm::migration {
 
 namespace {
 
+constexpr int kBacklog = 1 + static_cast<int>(kMaxLanes);  // the main connection and its lanes
+
 class SocketConnection final : public Connection {
 public:
-    SocketConnection(UniqueFd fd, const TransportContext& ctx, std::string peer)
-        : stream_(std::move(fd), *ctx.cancel, std::chrono::milliseconds(ctx.settings->params.io_timeout_ms), peer,
-                  ctx.settings->caps.zero_copy_send),
-          peer_(std::move(peer)) {}
-    ByteStream& stream() override { return stream_; }
+    SocketConnection(std::unique_ptr<SocketStream> stream, std::string peer)
+        : stream_(std::move(stream)), peer_(std::move(peer)) {}
+    ByteStream& stream() override { return *stream_; }
+    SourceRamChannel* source_ram() override { return source_lanes_.get(); }
+    DestRamChannel* dest_ram() override { return dest_lanes_.get(); }
     std::string describe() const override { return peer_; }
 
+    std::unique_ptr<SourceRamChannel> source_lanes_;
+    std::unique_ptr<DestRamChannel> dest_lanes_;
+
 private:
-    SocketStream stream_;
+    std::unique_ptr<SocketStream> stream_;
     std::string peer_;
 };
 
@@ -62,11 +68,25 @@ Result<UniqueFd> connect_addr(const sockaddr* addr, socklen_t len, int family, c
     return fd;
 }
 
-Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std::string& what) {
-    if (auto s = wait_fd(listen_fd, POLLIN, cancel, -1, "accept on " + what); !s) return s.error();
+Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std::string& what, int timeout_ms = -1) {
+    if (auto s = wait_fd(listen_fd, POLLIN, cancel, timeout_ms, "accept on " + what); !s) return s.error();
     int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) return Error::from_errno("accept on " + what);
+    int one = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // harmless on unix sockets' failure
     return UniqueFd(c);
+}
+
+// The source's connection: the main stream, then the multifd lanes when the capability is on.
+Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const TransportContext& ctx, const OpenFd& again) {
+    std::string peer = "destination " + ctx.uri.text;
+    auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(fd), ctx, peer), peer);
+    if (!ctx.settings->caps.multifd) return std::unique_ptr<Connection>(std::move(conn));
+    auto& main = static_cast<SocketStream&>(conn->stream());
+    auto lanes = open_source_lanes(main, static_cast<uint32_t>(ctx.settings->params.multifd_channels), again, ctx);
+    if (!lanes) return lanes.error();
+    conn->source_lanes_ = make_source_lanes(std::move(*lanes), ctx.blocks);
+    return std::unique_ptr<Connection>(std::move(conn));
 }
 
 class SocketListener final : public Listener {
@@ -79,9 +99,14 @@ public:
     Result<std::unique_ptr<Connection>> accept() override {
         auto c = accept_one(fd_.get(), *ctx_.cancel, what_);
         if (!c) return c.error();
-        int one = 1;
-        ::setsockopt(c->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // harmless on unix sockets' failure
-        return std::unique_ptr<Connection>(new SocketConnection(std::move(*c), ctx_, "the migration source"));
+        std::string peer = "the migration source";
+        auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(*c), ctx_, peer), peer);
+        auto& main = static_cast<SocketStream&>(conn->stream());
+        int timeout = static_cast<int>(ctx_.settings->params.connect_timeout_ms);
+        auto lanes = accept_dest_lanes(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
+        if (!lanes) return lanes.error();
+        if (!lanes->empty()) conn->dest_lanes_ = make_dest_lanes(std::move(*lanes), ctx_.blocks);
+        return std::unique_ptr<Connection>(std::move(conn));
     }
     std::string describe() const override { return what_; }
 
@@ -116,15 +141,20 @@ public:
         if (!ai) return ai.error();
         Error last("no address");
         for (addrinfo* a = ai->get(); a != nullptr; a = a->ai_next) {
-            auto fd = connect_addr(a->ai_addr, a->ai_addrlen, a->ai_family, ctx, ctx.uri.text);
+            OpenFd open = [&]() -> Result<UniqueFd> {
+                auto fd = connect_addr(a->ai_addr, a->ai_addrlen, a->ai_family, ctx, ctx.uri.text);
+                if (!fd) return fd;
+                int one = 1;
+                ::setsockopt(fd->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                return fd;
+            };
+            auto fd = open();
             if (!fd) {
                 last = fd.error();
                 if (ctx.cancel->cancelled()) break;
                 continue;
             }
-            int one = 1;
-            ::setsockopt(fd->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            return std::unique_ptr<Connection>(new SocketConnection(std::move(*fd), ctx, "destination " + ctx.uri.text));
+            return source_connection(std::move(*fd), ctx, open);
         }
         return last;
     }
@@ -140,7 +170,7 @@ public:
         if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) < 0) {
             return Error::from_errno("listen on " + ctx.uri.text, errno, "is another process using the port?");
         }
-        if (::listen(fd.get(), 1) < 0) return Error::from_errno("listen on " + ctx.uri.text);
+        if (::listen(fd.get(), kBacklog) < 0) return Error::from_errno("listen on " + ctx.uri.text);
         return std::unique_ptr<Listener>(new SocketListener(std::move(fd), ctx, ctx.uri.text));
     }
 };
@@ -153,9 +183,10 @@ public:
         sockaddr_un addr{};
         addr.sun_family = AF_UNIX;
         std::memcpy(addr.sun_path, ctx.uri.path.c_str(), ctx.uri.path.size() + 1);
-        auto fd = connect_addr(reinterpret_cast<sockaddr*>(&addr), sizeof(addr), AF_UNIX, ctx, ctx.uri.text);
+        OpenFd open = [&] { return connect_addr(reinterpret_cast<sockaddr*>(&addr), sizeof(addr), AF_UNIX, ctx, ctx.uri.text); };
+        auto fd = open();
         if (!fd) return fd.error();
-        return std::unique_ptr<Connection>(new SocketConnection(std::move(*fd), ctx, "destination " + ctx.uri.text));
+        return source_connection(std::move(*fd), ctx, open);
     }
 
     Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
@@ -172,7 +203,7 @@ public:
         if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
             return Error::from_errno("listen on " + ctx.uri.text);
         }
-        if (::listen(fd.get(), 1) < 0) return Error::from_errno("listen on " + ctx.uri.text);
+        if (::listen(fd.get(), kBacklog) < 0) return Error::from_errno("listen on " + ctx.uri.text);
         return std::unique_ptr<Listener>(new SocketListener(std::move(fd), ctx, ctx.uri.text, ctx.uri.path));
     }
 };

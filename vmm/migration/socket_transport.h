@@ -1,5 +1,6 @@
 // The built-in transports: tcp:HOST:PORT (IPv4, IPv6 in brackets, names) and unix:PATH.
-// Both carry RAM inline in the byte stream.
+// Both carry RAM inline in the byte stream, or over multifd lanes (multifd.h) with the
+// multifd capability.
 #pragma once
 
 #include <memory>

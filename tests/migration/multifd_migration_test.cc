@@ -1,0 +1,95 @@
+// Multifd migrations between two vmm processes on loopback: RAM over several connections,
+// each with its own thread on both sides. Digests compared as in every migration test.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "machine/kvm_fixture.h"
+#include "vm_pair.h"
+
+namespace vmm::test {
+
+TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("mfd-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+    auto dst = destination("mfd-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter multifd-channels 3"), "");
+    EXPECT_NE(src->cmd("info migrate_parameters").find("multifd-channels: 3"), std::string::npos);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
+    expect_handover(*src, *dst);
+    EXPECT_GE(std::stoull(src->migrate_field("dirty sync count")), 2u) << "no dirty round ran over the lanes";
+}
+
+TEST(Multifd, PatternGuestsOwnCheckPassesAfterUnixLanes) {
+    VMM_REQUIRE_KVM();
+    std::string path = temp_path("mfd.sock");
+    auto src = Vm::start("mfd-unix-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append",
+                                          "bytes=32M check=512"});
+    auto dst = destination("mfd-unix-dst", "unix:" + path, "128M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");  // 2 lanes, QEMU's default
+    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
+    std::string out = src->cmd("migrate unix:" + path);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << dst->log();
+    uint64_t results = dst->guest_value("results");
+    expect_handover(*src, *dst);
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("results") >= results + 2; }, 60)) << dst->cmd("info guest");
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+}
+
+TEST(Multifd, DestinationKilledMidwayThenASecondMigrationSucceeds) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("mfd-kill-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+    auto dst = destination("mfd-kill-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 8m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 30));
+    dst->forget_monitor();
+    dst->process().signal(SIGKILL);
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 60)) << src->cmd("info migrate");
+    EXPECT_EQ(src->status(), "running");
+    uint64_t steps = src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30));
+
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    uint16_t port2 = free_tcp_port();
+    auto dst2 = destination("mfd-kill-dst2", tcp_uri(port2));
+    ASSERT_TRUE(dst2);
+    std::string out = src->cmd("migrate " + tcp_uri(port2));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+    expect_handover(*src, *dst2);
+}
+
+TEST(Multifd, ALaneWithoutItsMigrationIsRefusedClearly) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto dst = destination("mfd-stray-dst", tcp_uri(port));
+    ASSERT_TRUE(dst);
+    // A lane hello with no migration behind it, as the first connection.
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const uint8_t hello[24] = {'V', 'M', 'M', 'L', 'A', 'N', 'E', '\n', 1, 0, 0, 0, 0, 0, 0, 0, 7};
+    ASSERT_EQ(::write(fd, hello, sizeof(hello)), 24);
+    dst->forget_monitor();
+    EXPECT_EQ(dst->process().wait(std::chrono::seconds(30)), std::optional<int>(1));
+    ::close(fd);
+    EXPECT_NE(dst->log().find("vmm: error: incoming migration failed: multifd: a lane connected before its "
+                              "migration's main connection\n"),
+              std::string::npos)
+        << dst->log();
+}
+
+}  // namespace vmm::test

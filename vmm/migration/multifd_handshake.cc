@@ -1,0 +1,82 @@
+// Opening and accepting the lanes of a multifd migration (the hellos: multifd_wire.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "vmm/migration/multifd.h"
+
+namespace vmm::migration {
+
+std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer) {
+    return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel,
+                                          std::chrono::milliseconds(ctx.settings->params.io_timeout_ms),
+                                          std::move(peer), ctx.settings->caps.zero_copy_send);
+}
+
+Result<Lanes> open_source_lanes(SocketStream& main, uint32_t count, const OpenFd& connect,
+                                const TransportContext& ctx) {
+    auto session = new_session_id();
+    if (!session) return session.error();
+    auto preface = encode_hello({Hello::Kind::preface, count, *session});
+    if (auto s = main.write(preface); !s) return s.error();
+    if (auto s = main.flush(); !s) return s.error();
+    Lanes lanes;
+    for (uint32_t i = 0; i < count; ++i) {
+        auto fd = connect();
+        if (!fd) return fd.error().context(fmt::format("opening multifd lane {} of {}", i, count));
+        auto lane = make_socket_stream(std::move(*fd), ctx, fmt::format("destination {} (multifd lane {})", ctx.uri.text, i));
+        auto hello = encode_hello({Hello::Kind::lane, i, *session});
+        if (auto s = lane->write(hello); !s) return s.error();
+        if (auto s = lane->flush(); !s) return s.error();
+        lanes.push_back(std::move(lane));
+    }
+    return lanes;
+}
+
+static Result<Hello> read_hello(SocketStream& in, std::span<const uint8_t, 8> first) {
+    std::array<uint8_t, kHelloSize> bytes{};
+    std::copy(first.begin(), first.end(), bytes.begin());
+    if (auto s = in.read_exact(std::span(bytes).subspan(8)); !s) return s.error();
+    return decode_hello(bytes);
+}
+
+// Accepts the preface's lanes in any order; each must carry the session id and a new index.
+static Result<Lanes> accept_lanes(const Hello& preface, const OpenFd& accept, const TransportContext& ctx) {
+    Lanes lanes(preface.value);
+    for (uint32_t n = 0; n < preface.value; ++n) {
+        auto fd = accept();
+        if (!fd) return fd.error().context(fmt::format("waiting for multifd lane {} of {}", n + 1, preface.value));
+        auto lane = make_socket_stream(std::move(*fd), ctx, "the migration source (a multifd lane)");
+        std::array<uint8_t, 8> first{};
+        if (auto s = lane->read_exact(first); !s) return s.error();
+        auto h = read_hello(*lane, first);
+        if (!h) return h.error();
+        if (h->kind != Hello::Kind::lane || h->session != preface.session) {
+            return Error("multifd: a connection that is not a lane of this migration arrived while its lanes were "
+                         "expected (another source on the same port?)");
+        }
+        if (h->value >= preface.value || lanes[h->value]) {
+            return Error(fmt::format("multifd: lane index {} is out of range or repeated ({} lanes announced)",
+                                     h->value, preface.value));
+        }
+        lanes[h->value] = std::move(lane);
+    }
+    return lanes;
+}
+
+Result<Lanes> accept_dest_lanes(SocketStream& main, const OpenFd& accept, const TransportContext& ctx) {
+    std::array<uint8_t, 8> first{};
+    if (auto s = main.read_exact(first); !s) return s.error();
+    if (!starts_with_preface(first)) {
+        if (std::equal(first.begin(), first.end(), kLaneMagic.begin())) {
+            return Error("multifd: a lane connected before its migration's main connection");
+        }
+        main.unread(first);  // an ordinary migration stream
+        return Lanes{};
+    }
+    auto preface = read_hello(main, first);
+    if (!preface) return preface.error();
+    return accept_lanes(*preface, accept, ctx);
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,39 @@
+// The hellos of a multifd migration (docs/migration-stream.md, "Multifd"). With the `multifd`
+// capability the source opens the main connection and then `multifd-channels` lane
+// connections to the same address. The main connection starts with a preface that announces
+// the lanes; each lane starts with a hello that names its index. Both carry the session id the
+// source drew at random, so the destination refuses a lane that belongs to no migration of its.
+// 24 bytes each, little-endian: magic[8], u32 version, u32 lanes (preface) or index (lane),
+// u64 session.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "vmm/common/result.h"
+
+namespace vmm::migration {
+
+constexpr uint32_t kMultifdVersion = 1;
+constexpr uint32_t kMaxLanes = 16;
+constexpr size_t kHelloSize = 24;
+constexpr std::array<uint8_t, 8> kPrefaceMagic = {'V', 'M', 'M', 'M', 'U', 'L', 'T', 0x0a};
+constexpr std::array<uint8_t, 8> kLaneMagic = {'V', 'M', 'M', 'L', 'A', 'N', 'E', 0x0a};
+
+struct Hello {
+    enum class Kind { preface, lane } kind = Kind::preface;
+    uint32_t value = 0;  // preface: lane count (1..kMaxLanes); lane: its index (< lane count)
+    uint64_t session = 0;
+};
+
+std::array<uint8_t, kHelloSize> encode_hello(const Hello& h);
+// Checks magic, version and the range of `value` (an index is checked against the lane count
+// by the caller, which knows it).
+Result<Hello> decode_hello(std::span<const uint8_t, kHelloSize> bytes);
+// Whether the first bytes of a connection are a multifd preface (else: an ordinary stream).
+bool starts_with_preface(std::span<const uint8_t, 8> first);
+// A random session id (getrandom).
+Result<uint64_t> new_session_id();
+
+}  // namespace vmm::migration
