@@ -4,7 +4,8 @@
 #   1. throughput: a host-filled (incompressible) guest of --size, migrated --runs times, beside
 #      this machine's raw loopback TCP (hot 4 MiB buffers, as iperf measures, and memory to
 #      memory over the same size, as a migration moves RAM); medians and ratios; variants side
-#      by side: zero-copy-send off, a --mem-prealloc destination, the multifd capability
+#      by side: the default (multifd), multifd off, multifd off with a --mem-prealloc
+#      destination, zero-copy-send off
 #   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
 #      was touched, not the RAM size
 #   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
@@ -37,7 +38,9 @@ uri_for() {  # uri_for NAME
     if [ "$transport" = unix ]; then echo "unix:$work/$1.mig"; else echo "tcp:127.0.0.1:$(( 20000 + RANDOM % 20000 ))"; fi
 }
 
-field() { grep -m1 "^$1: " | sed "s/^$1: //; s/ .*//"; }  # field LABEL < info-migrate text
+# field LABEL < info-migrate text: the first word after "LABEL: " (reads all its input, so the
+# writer never meets a closed pipe).
+field() { awk -v k="$1: " 'index($0, k) == 1 && !done { s = substr($0, length(k) + 1); sub(/ .*/, "", s); print s; done = 1 }'; }
 
 # migrate_once NAME SIZE SMP SRC_ARGS...: runs one migration in this shell (so a failure ends
 # the script) and sets R_TOTAL R_MBPS R_DOWN R_PAUSE R_SRC_KIB R_DST_KIB R_SENT_KIB.
@@ -90,27 +93,40 @@ filled_run() {
     echo "$R_FILLED" >>"$work/$file"
 }
 
-log "1. throughput: host-filled $size guest, $runs run(s), beside raw loopback TCP"
+log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-: >"$work/mig" ; : >"$work/copy"; : >"$work/pre"; : >"$work/mfd"; : >"$work/hot" ; : >"$work/cold"; max_src=0 max_dst=0
+variants=(mig one pre copy)
+for v in "${variants[@]}" hot cold; do : >"$work/$v"; : >"$work/$v.ratio"; done
+max_src=0 max_dst=0
 printf '[migration.capabilities]\nzero-copy-send = false\n' >"$work/copy.toml"
-printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes, QEMU's default
-for i in $(seq 1 "$runs"); do
-    "$BUILD/bin/vmm-tcpbench" "$size" | sed 's/.*MBps=//' >>"$work/hot"
-    "$BUILD/bin/vmm-tcpbench" "$size" --cold | sed 's/.*MBps=//' >>"$work/cold"
-    filled_run mig "fill$i"; mbs=$R_FILLED
-    [ "$R_SRC_KIB" -gt "$max_src" ] && max_src=$R_SRC_KIB; [ "$R_DST_KIB" -gt "$max_dst" ] && max_dst=$R_DST_KIB
-    total=$R_TOTAL down=$R_DOWN
-    filled_run copy "copy$i" --config "$work/copy.toml"; copy=$R_FILLED
-    DST_ARGS=(--mem-prealloc)
-    filled_run pre "pre$i"; pre=$R_FILLED
+printf '[migration.capabilities]\nmultifd = false\n' >"$work/one.toml"
+
+# paired_run VARIANT NAME: raw hot TCP measured just before the migration it is compared
+# with, so that the ratio of each pair holds while this shared machine's speed drifts.
+paired_run() {
+    local v=$1 name=$2 hot args=()
+    hot=$("$BUILD/bin/vmm-tcpbench" "$size" | sed 's/.*MBps=//')
+    echo "$hot" >>"$work/hot"
     DST_ARGS=()
-    filled_run mfd "mfd$i" --config "$work/multifd.toml"; mfd=$R_FILLED
-    [ "$R_SRC_KIB" -gt "$max_src" ] && max_src=$R_SRC_KIB; [ "$R_DST_KIB" -gt "$max_dst" ] && max_dst=$R_DST_KIB
-    printf '   run %d: migration %s MB/s (total %s ms, downtime %s ms), copying %s MB/s, destination preallocated %s MB/s, multifd %s MB/s, raw TCP hot %s MB/s, memory-to-memory %s MB/s\n' \
-        "$i" "$mbs" "$total" "$down" "$copy" "$pre" "$mfd" "$(tail -1 "$work/hot")" "$(tail -1 "$work/cold")"
+    case "$v" in
+        one) args=(--config "$work/one.toml") ;;
+        pre) args=(--config "$work/one.toml"); DST_ARGS=(--mem-prealloc) ;;
+        copy) args=(--config "$work/copy.toml") ;;
+    esac
+    filled_run "$v" "$v$name" "${args[@]}"
+    DST_ARGS=()
+    awk -v a="$R_FILLED" -v b="$hot" 'BEGIN{printf "%.3f\n", a/b}' >>"$work/$v.ratio"
+    if [ "$R_SRC_KIB" -gt "$max_src" ]; then max_src=$R_SRC_KIB; fi
+    if [ "$R_DST_KIB" -gt "$max_dst" ]; then max_dst=$R_DST_KIB; fi
+    printf '   %-4s %8s MB/s beside raw TCP hot %8s MB/s: %s\n' "$v" "$R_FILLED" "$hot" "$(tail -1 "$work/$v.ratio")"
+}
+for i in $(seq 1 "$runs"); do
+    "$BUILD/bin/vmm-tcpbench" "$size" --cold | sed 's/.*MBps=//' >>"$work/cold"
+    echo "   run $i: raw TCP memory to memory $(tail -1 "$work/cold") MB/s"
+    for v in "${variants[@]}"; do paired_run "$v" "$i"; done
 done
-mig=$(median <"$work/mig") copy=$(median <"$work/copy") pre=$(median <"$work/pre") mfd=$(median <"$work/mfd")
+declare -A mbs ratio
+for v in "${variants[@]}"; do mbs[$v]=$(median <"$work/$v"); ratio[$v]=$(median <"$work/$v.ratio"); done
 hot=$(median <"$work/hot") cold=$(median <"$work/cold")
 
 log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
@@ -132,15 +148,15 @@ printf '\n\033[1m%-58s %s\033[0m\n' "measure" "value"
 row() { printf '%-58s %s\n' "$1" "$2"; }
 row "raw loopback TCP, hot 4 MiB buffers (median)" "$hot MB/s"
 row "raw loopback TCP, memory to memory $size (median)" "$cold MB/s"
-row "migration of a host-filled $size guest (median)" "$mig MB/s"
-row "  ratio to raw TCP hot (target >= 0.8)" "$(awk -v a="$mig" -v b="$hot" 'BEGIN{printf "%.2f", a/b}')"
-row "  ratio to raw TCP memory to memory" "$(awk -v a="$mig" -v b="$cold" 'BEGIN{printf "%.2f", a/b}')"
-row "same, zero-copy-send off (the source copies RAM) (median)" "$copy MB/s"
-row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$copy" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
-row "same, destination started with --mem-prealloc (median)" "$pre MB/s"
-row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$pre" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
-row "same, multifd capability on (2 lanes) (median)" "$mfd MB/s"
-row "  ratio to raw TCP hot / memory to memory" "$(awk -v a="$mfd" -v b="$hot" -v c="$cold" 'BEGIN{printf "%.2f / %.2f", a/b, a/c}')"
+row "host-filled $size guest, MB/s (median) and, in brackets," ""
+row "  the median of each migration's ratio to raw TCP hot just before it (target >= 0.8):" ""
+variant_row() {  # variant_row VARIANT LABEL
+    row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{printf "%.2f", a/c}'))"
+}
+variant_row mig "default (multifd: 2 lanes; zero-copy send)"
+variant_row one "multifd off (one connection)"
+variant_row pre "multifd off, destination started with --mem-prealloc"
+variant_row copy "zero-copy-send off (the source copies RAM)"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
 row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"

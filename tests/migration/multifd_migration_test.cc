@@ -1,5 +1,6 @@
 // Multifd migrations between two vmm processes on loopback: RAM over several connections,
-// each with its own thread on both sides. Digests compared as in every migration test.
+// each with its own thread on both sides (on by default), or inline on the one connection
+// (multifd off). Digests compared as in every migration test.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -24,6 +25,24 @@ TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
     ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
     expect_handover(*src, *dst);
     EXPECT_GE(std::stoull(src->migrate_field("dirty sync count")), 2u) << "no dirty round ran over the lanes";
+    EXPECT_NE(dst->log().find("incoming migration from the migration source, RAM over 3 multifd lanes"),
+              std::string::npos)
+        << dst->log();
+}
+
+TEST(Multifd, OffSendsRamInlineOnOneConnection) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("inline-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+    auto dst = destination("inline-dst", tcp_uri(port));
+    ASSERT_TRUE(src && dst);
+    EXPECT_NE(src->cmd("info migrate_capabilities").find("multifd: on"), std::string::npos) << "on by default";
+    ASSERT_EQ(src->cmd("migrate_set_capability multifd off"), "");
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
+    expect_handover(*src, *dst);
+    EXPECT_NE(dst->log().find("incoming migration from the migration source\n"), std::string::npos) << dst->log();
 }
 
 TEST(Multifd, PatternGuestsOwnCheckPassesAfterUnixLanes) {
@@ -33,7 +52,7 @@ TEST(Multifd, PatternGuestsOwnCheckPassesAfterUnixLanes) {
                                           "bytes=32M check=512"});
     auto dst = destination("mfd-unix-dst", "unix:" + path, "128M", "1");
     ASSERT_TRUE(src && dst);
-    ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");  // 2 lanes, QEMU's default
+    // multifd is on by default, with 2 lanes (QEMU's default count)
     ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
     std::string out = src->cmd("migrate unix:" + path);
     ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << dst->log();

@@ -52,6 +52,7 @@ void IncomingMigration::run() {
         if (!cancel_.cancelled()) on_failure_(conn.error());
         return;
     }
+    log::info("incoming migration from {}", (*conn)->describe());
     start_ = std::chrono::steady_clock::now();
     set_status(MigrationStatus::active);
     Status s = receive(**conn);

@@ -66,13 +66,16 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
     const auto& b = *mem_.blocks()[block];
     stats_.normal += count;
     stats_.normal_bytes += count << kPageShift;
-    if (channel_ != nullptr) {
-        if (auto s = channel_->send(block, first_page << kPageShift, count << kPageShift); !s) return s;
-        return sent(count << kPageShift);
-    }
+    // Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the
+    // progress figures follow every piece, not whole runs (which can span all of RAM).
     constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
     for (uint64_t p = first_page; p < first_page + count; p += kPagesPerRecord) {
         uint64_t n = std::min(kPagesPerRecord, first_page + count - p);
+        if (channel_ != nullptr) {
+            if (auto s = channel_->send(block, p << kPageShift, n << kPageShift); !s) return s;
+            if (auto s = sent(n << kPageShift); !s) return s;
+            continue;
+        }
         Record r;
         r.type = RecordType::pages;
         r.block = block;

@@ -30,6 +30,7 @@ public:
     SourceRamChannel* source_ram() override { return source_lanes_.get(); }
     DestRamChannel* dest_ram() override { return dest_lanes_.get(); }
     std::string describe() const override { return peer_; }
+    void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
 
     std::unique_ptr<SourceRamChannel> source_lanes_;
     std::unique_ptr<DestRamChannel> dest_lanes_;
@@ -105,7 +106,9 @@ public:
         int timeout = static_cast<int>(ctx_.settings->params.connect_timeout_ms);
         auto lanes = accept_dest_lanes(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
         if (!lanes) return lanes.error();
-        if (!lanes->empty()) conn->dest_lanes_ = make_dest_lanes(std::move(*lanes), ctx_.blocks);
+        if (lanes->empty()) return std::unique_ptr<Connection>(std::move(conn));
+        conn->describe_as(fmt::format("the migration source, RAM over {} multifd lanes", lanes->size()));
+        conn->dest_lanes_ = make_dest_lanes(std::move(*lanes), ctx_.blocks);
         return std::unique_ptr<Connection>(std::move(conn));
     }
     std::string describe() const override { return what_; }
