@@ -143,28 +143,32 @@ TEST(Migration, CancelMidwayKeepsTheSourceRunning) {
 
 TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
     VMM_REQUIRE_KVM();
-    uint16_t port = free_tcp_port();
-    auto src = Vm::start("kill-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
-    auto dst = destination("kill-dst", tcp_uri(port));
-    ASSERT_TRUE(src && dst);
-    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 8m"), "");
-    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 30));
-    dst->forget_monitor();
-    dst->process().signal(SIGKILL);
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 60)) << src->cmd("info migrate");
-    EXPECT_FALSE(src->migrate_field("error").empty());
-    EXPECT_EQ(src->status(), "running");
-    uint64_t steps = src->guest_value("steps");
-    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30));
+    for (const char* multifd : {"on", "off"}) {  // lanes (the default) and one connection
+        SCOPED_TRACE(std::string("multifd ") + multifd);
+        uint16_t port = free_tcp_port();
+        auto src = Vm::start("kill-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+        auto dst = destination("kill-dst", tcp_uri(port));
+        ASSERT_TRUE(src && dst);
+        ASSERT_EQ(src->cmd(std::string("migrate_set_capability multifd ") + multifd), "");
+        ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 8m"), "");
+        ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+        ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 30));
+        dst->forget_monitor();
+        dst->process().signal(SIGKILL);
+        ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 60)) << src->cmd("info migrate");
+        EXPECT_FALSE(src->migrate_field("error").empty());
+        EXPECT_EQ(src->status(), "running");
+        uint64_t steps = src->guest_value("steps");
+        EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30));
 
-    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
-    uint16_t port2 = free_tcp_port();
-    auto dst2 = destination("kill-dst2", tcp_uri(port2));
-    ASSERT_TRUE(dst2);
-    std::string out = src->cmd("migrate " + tcp_uri(port2));
-    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
-    expect_handover(*src, *dst2);
+        ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+        uint16_t port2 = free_tcp_port();
+        auto dst2 = destination("kill-dst2", tcp_uri(port2));
+        ASSERT_TRUE(dst2);
+        std::string out = src->cmd("migrate " + tcp_uri(port2));
+        ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+        expect_handover(*src, *dst2);
+    }
 }
 
 TEST(Migration, RaisingMaxBandwidthAppliesToTheRunningMigration) {
