@@ -74,7 +74,7 @@ migrate_and_watch() {  # migrate_and_watch QMP-SOCKET URI SAMPLES [SETUP-COMMAND
 run_vmm() {  # run_vmm MODE RUN
     local mode=$1 name="$1-$2" p; p=$(port)
     local uri="rdma:$addr:$p" setup=()
-    [ "$mode" = vmm-tcp ] && uri="tcp:$addr:$p"
+    case "$mode" in vmm-tcp*) uri="tcp:$addr:$p" ;; esac
     "$VMM" -m "$size" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
     local dpid=$!; pids+=("$dpid")
     # The source traces its protocol: each round's registration work is read from it below.
@@ -87,9 +87,10 @@ run_vmm() {  # run_vmm MODE RUN
     local baseline
     baseline=$("$CTL" "unix:$work/$name-s.sock" "info guest" | sed -n 's/^longest pause observed: \([0-9.]*\) ms$/\1/p')
     case "$mode" in
-        vmm-rdma-pin-all) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
-        vmm-rdma-2-channels) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
+        vmm-rdma-pin-all*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
+        vmm-rdma-2-channels*) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
     esac
+    stopped_setup
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
     local ram_kib=$(( $(numfmt --from=iec "$size") / 1024 ))
     sample_overhead "$spid" "$ram_kib" "$work/$name-s.rss" & local s1=$!
@@ -122,6 +123,14 @@ round_work() {
              registered_now: .[6], ram_chunks: .[7]})'
 }
 
+# A mode ending in -stopped pauses the guest before migrating (both VMMs take "stop"), so
+# every round after the bulk one is empty and no vCPU competes with the transport for the
+# CPU: with SoftRoCE the CPU is the link, so this measures the transport itself against
+# ib_write_bw. Appends to the caller's setup list.
+stopped_setup() {
+    case "$mode" in *-stopped) setup+=('stop') ;; esac
+}
+
 run_qemu() {  # run_qemu MODE RUN
     local mode=$1 name="$1-$2" p; p=$(port)
     local uri="rdma:$addr:$p" setup=()
@@ -135,8 +144,10 @@ run_qemu() {  # run_qemu MODE RUN
     pids+=($!)
     wait_until 300 "the QEMU guest to fill its memory" grep -q "pattern: pass 1," "$work/$name-s.ser"
     wait_until 30 "the QEMU destination" test -S "$work/$name-dq.sock"
-    [ "$mode" = qemu-rdma-pin-all ] &&
-        setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}')
+    case "$mode" in
+        qemu-rdma-pin-all*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
+    esac
+    stopped_setup
     # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 107374182400}')
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
@@ -169,7 +180,9 @@ report() {
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
           ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
           ours_over_qemu: { dynamic: ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
-                            pin_all: ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all") },
+                            pin_all: ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all"),
+                            dynamic_stopped: ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
+                            pin_all_stopped: ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     printf '\n\033[1m%-22s %10s %9s %9s %14s %16s %17s\033[0m\n' mode "MB/s" "/ceiling" "/busy" "downtime (ms)" \
         "guest-seen (ms)" "gap before (ms)"
@@ -195,7 +208,8 @@ report() {
          " (RAM: \($r[0].ram_chunks) chunks); \($d | length) dirty round(s): at most \($d | map(.writes) | max // 0) writes and" +
          " \($d | map(.remote_reg + .local_reg) | max // 0) registrations in one" end)' "$2"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
-                             "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")"' "$2"
+                             "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",
+                             "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")"' "$2"
 }
 
 # chart IN.json OUT.png: data moved over time, one line per mode (first run).

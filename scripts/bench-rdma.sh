@@ -12,18 +12,23 @@
 # Writes build/bench/rdma-DATE.json (figures, query-migrate samples, our round logs) and
 # build/bench/rdma-DATE.png (data moved over time, per mode).
 #
-#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu]
+# --modes picks modes (comma-separated) from those above and their "-stopped" twins (the
+# guest paused before migrating: the transport alone, no vCPU competing for the CPU), e.g.
+#   --modes vmm-rdma-dynamic-stopped,vmm-rdma-pin-all-stopped,qemu-rdma-dynamic-stopped
+#
+#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu] [--modes LIST]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-size=128M fill=96M runs=1 qemu=1
+size=128M fill=96M runs=1 qemu=1 only=
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) size=$2; shift 2 ;;
         --fill) fill=$2; shift 2 ;;
         --runs) runs=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        --modes) only=$2; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
@@ -37,7 +42,8 @@ if [ -z "${VMM_BENCH_INSIDE:-}" ]; then
         # queue pairs need it to run side by side); a wedged VM is retried by the runner.
         SOFTROCE_TCG_THREAD=${SOFTROCE_TCG_THREAD:-multi} \
         exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-rdma.sh" \
-            --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu)
+            --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu) \
+            ${only:+--modes "$only"}
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
 fi
@@ -57,6 +63,13 @@ printf '%s, %s cores%s\n' "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //
 
 modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp)
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
+if [ -n "$only" ]; then
+    IFS=, read -r -a modes <<<"$only"
+    for m in "${modes[@]}"; do
+        [[ "${m%-stopped}" =~ ^(vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|qemu-rdma-dynamic|qemu-rdma-pin-all)$ ]] ||
+            die "unknown mode '$m' (see --help)"
+    done
+fi
 ceilings=() busy_ceilings=()
 for run in $(seq 1 "$runs"); do
     # The ceiling is measured in every run, next to the migrations it is compared with: on a
