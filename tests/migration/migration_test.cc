@@ -171,6 +171,20 @@ TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
     }
 }
 
+TEST(Migration, AGuestPausedOnTheSourceStaysPausedOnTheDestination) {
+    VMM_REQUIRE_KVM();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("stopped-src", {"--guest", "stress", "-m", "64M", "--smp", "1", "--append", "bytes=4M"});
+    auto dst = Vm::start("stopped-dst", {"-m", "64M", "--smp", "1", "--incoming", tcp_uri(port)});  // no -S
+    ASSERT_TRUE(src && dst);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 1; }, 60));
+    ASSERT_EQ(src->cmd("stop"), "");
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+    EXPECT_TRUE(eventually([&] { return dst->status() == "paused"; }, 10)) << dst->status();
+    expect_handover(*src, *dst);  // the same RAM; 'cont' runs it
+}
+
 TEST(Migration, RaisingMaxBandwidthAppliesToTheRunningMigration) {
     VMM_REQUIRE_KVM();
     uint16_t port = free_tcp_port();

@@ -112,8 +112,13 @@ TEST(Replies, RoundTripWithReasons) {
     auto r2 = read_reply(in);
     ASSERT_TRUE(r2);
     EXPECT_EQ(r2->type, ReplyType::ready);
+    MemoryStream go(cat(encode_reply(ReplyType::go), encode_reply(ReplyType::go_paused)));
+    EXPECT_EQ(read_reply(go)->type, ReplyType::go);
+    EXPECT_EQ(read_reply(go)->type, ReplyType::go_paused);
     MemoryStream junk(std::vector<uint8_t>{0x10});
     EXPECT_FALSE(read_reply(junk));
+    MemoryStream past(std::vector<uint8_t>{0x85});
+    EXPECT_EQ(read_reply(past).error().message(), "migration peer sent an unknown reply 0x85");
 }
 
 }  // namespace vmm::migration

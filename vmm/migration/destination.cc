@@ -108,8 +108,11 @@ Status IncomingMigration::receive(Connection& conn) {
     if (auto s = st.flush(); !s) return s;
     auto go = read_reply(st);
     if (!go) return go.error().context("waiting for the source's go-ahead");
-    if (go->type != ReplyType::go) return Error("the source did not give the go-ahead; not running the guest");
-    return machine_.finish_incoming(stay_paused_);
+    if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
+        return Error("the source did not give the go-ahead; not running the guest");
+    }
+    // A guest the source had paused stays paused here too (as with -S): 'cont' runs it.
+    return machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused);
 }
 
 }  // namespace vmm::migration

@@ -245,7 +245,7 @@ Status MigrationSource::complete(Run& run) {
     if (!reply) return reply.error().context("waiting for the destination to load the state");
     if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
     if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
-    if (auto s = st.write(encode_reply(ReplyType::go)); !s) return s;
+    if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s;
     if (auto s = st.flush(); !s) return s;
     // From here on the destination runs the guest: this side must never resume it.
     paused_by_us_ = false;

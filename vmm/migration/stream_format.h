@@ -3,7 +3,8 @@
 //   source -> destination   HEADER, then records until END
 //   destination -> source   HEADER_OK or REFUSED(reason) after the header; READY or
 //                           REFUSED(reason) after END
-//   source -> destination   GO, after which the destination runs the guest
+//   source -> destination   GO (or GO_PAUSED), after which the destination runs the guest
+//                           (or holds it paused, as the source had it)
 #pragma once
 
 #include <array>
@@ -50,7 +51,9 @@ enum class RecordType : uint8_t {
     end = 0x06,
 };
 
-enum class ReplyType : uint8_t { header_ok = 0x80, refused = 0x81, ready = 0x82, go = 0x83 };
+// GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
+// the run state): the destination takes over and leaves it paused.
+enum class ReplyType : uint8_t { header_ok = 0x80, refused = 0x81, ready = 0x82, go = 0x83, go_paused = 0x84 };
 
 // The fixed part of a record; PAGES and STATE carry `length` bytes of data after it.
 struct Record {
