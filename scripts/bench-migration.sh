@@ -135,11 +135,15 @@ t1=$R_TOTAL k1=$R_SENT_KIB
 if [ "$quick" = 1 ]; then t16=- k16=-; else migrate_once idle16 16G 1 --guest idle; t16=$R_TOTAL k16=$R_SENT_KIB; fi
 
 log "3. downtime under the stress guest (64 MiB rewritten over and over, 2 vCPUs)"
-declare -A dt gp
+declare -A dt gp dt_one
 for limit in 300 50; do
     printf '[migration]\ndowntime_limit_ms = %s\n' "$limit" >"$work/limit$limit.toml"
+    printf '[migration]\ndowntime_limit_ms = %s\n[migration.capabilities]\nmultifd = false\n' "$limit" \
+        >"$work/limit$limit-one.toml"
     migrate_once "stress$limit" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit.toml"
     down=$R_DOWN
+    migrate_once "stress$limit-one" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit-one.toml"
+    dt_one[$limit]=$R_DOWN
     migrate_once "pattern$limit" 512M 1 --guest pattern --append "bytes=64M check=8" --config "$work/limit$limit.toml"
     dt[$limit]="$down / $R_DOWN" gp[$limit]="$R_PAUSE (its step time before migrating: $R_BASELINE)"
 done
@@ -161,8 +165,10 @@ row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
 row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"
 row "downtime, limit 300 ms: stress / pattern guest (VMM)" "${dt[300]} ms"
+row "  stress guest with multifd off" "${dt_one[300]} ms"
 row "  pause the pattern guest observed" "${gp[300]} ms"
 row "downtime, limit 50 ms: stress / pattern guest (VMM)" "${dt[50]} ms"
+row "  stress guest with multifd off" "${dt_one[50]} ms"
 row "  pause the pattern guest observed" "${gp[50]} ms"
 row "memory beyond guest RAM, max during migration: source" "$(( max_src / 1024 )) MiB (target < 64)"
 row "memory beyond guest RAM, max during migration: destination" "$(( max_dst / 1024 )) MiB (target < 64)"
