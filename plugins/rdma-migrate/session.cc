@@ -1,4 +1,5 @@
 #include "session.h"
+#include "trace.h"
 
 #include <fmt/format.h>
 
@@ -128,6 +129,23 @@ Status Session::exchange_blocks_source() {
             if (b.rkey == 0) return Error(fmt::format("rdma-pin-all: the destination sent no rkey for '{}'", b.name));
     }
     remote_ = std::move(*blocks);
+    return cfg_.pin_all ? pin_local_blocks() : Status{};
+}
+
+// rdma-pin-all: the source's RAM is registered here, during setup, as the destination's is
+// (and as QEMU does), not inside the bulk round: pinning all of RAM is setup work, and the
+// rounds that follow register nothing. Local read only: the source never registers memory
+// for remote access.
+Status Session::pin_local_blocks() {
+    for (const auto& b : cfg_.blocks) {
+        MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, 0));
+        if (!mr) {
+            return Error::from_errno(fmt::format("pinning RAM block '{}' ({} bytes) for rdma-pin-all", b.name, b.length),
+                                     errno, "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off");
+        }
+        trace("source: RAM block '{}' registered for rdma-pin-all ({} bytes)", b.name, b.length);
+        pinned_blocks_.push_back(std::move(mr));
+    }
     return {};
 }
 

@@ -89,6 +89,7 @@ private:
     Status lane_progress(Lane& lane, const std::function<bool()>& done);
     Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
     Status exchange_blocks_source();
+    Status pin_local_blocks();
     Status exchange_blocks_destination();
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
     Result<uint32_t> local_lkey(uint32_t block, uint64_t chunk);

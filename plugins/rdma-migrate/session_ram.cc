@@ -125,14 +125,8 @@ Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunk
 
 Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
     const LocalBlock& b = cfg_.blocks[block];
-    if (cfg_.pin_all) {
-        if (pinned_blocks_.size() < cfg_.blocks.size()) pinned_blocks_.resize(cfg_.blocks.size());
-        if (!pinned_blocks_[block]) {
-            // Local read only: the source never registers memory for remote access.
-            pinned_blocks_[block].reset(ibv_reg_mr(ep_->pd.get(), b.host, b.length, 0));
-            if (!pinned_blocks_[block]) return verbs_error(fmt::format("ibv_reg_mr RAM block '{}' (rdma-pin-all)", b.name));
-            ++work_.local_registered;
-        }
+    if (cfg_.pin_all) {  // registered whole during setup (pin_local_blocks)
+        if (block >= pinned_blocks_.size()) return Error("internal: rdma-pin-all block was not registered at setup");
         return pinned_blocks_[block]->lkey;
     }
     if (MemoryRegion* mr = local_regs_.find({block, chunk})) return (*mr)->lkey;
