@@ -4,8 +4,8 @@
 #   1. throughput: a host-filled (incompressible) guest of --size, migrated --runs times, beside
 #      this machine's raw loopback TCP (hot 4 MiB buffers, as iperf measures, and memory to
 #      memory over the same size, as a migration moves RAM); medians and ratios; variants side
-#      by side: the default (multifd), multifd off, multifd off with a --mem-prealloc
-#      destination, zero-copy-send off
+#      by side: the default (one connection), multifd on, a --mem-prealloc destination,
+#      zero-copy-send off
 #   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
 #      was touched, not the RAM size
 #   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
@@ -95,11 +95,11 @@ filled_run() {
 
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-variants=(mig one pre copy)
+variants=(mig mfd pre copy)
 for v in "${variants[@]}" hot cold; do : >"$work/$v"; : >"$work/$v.ratio"; done
 max_src=0 max_dst=0
 printf '[migration.capabilities]\nzero-copy-send = false\n' >"$work/copy.toml"
-printf '[migration.capabilities]\nmultifd = false\n' >"$work/one.toml"
+printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes
 
 # paired_run VARIANT NAME: raw hot TCP measured just before the migration it is compared
 # with, so that the ratio of each pair holds while this shared machine's speed drifts.
@@ -109,8 +109,8 @@ paired_run() {
     echo "$hot" >>"$work/hot"
     DST_ARGS=()
     case "$v" in
-        one) args=(--config "$work/one.toml") ;;
-        pre) args=(--config "$work/one.toml"); DST_ARGS=(--mem-prealloc) ;;
+        mfd) args=(--config "$work/multifd.toml") ;;
+        pre) DST_ARGS=(--mem-prealloc) ;;
         copy) args=(--config "$work/copy.toml") ;;
     esac
     filled_run "$v" "$v$name" "${args[@]}"
@@ -135,15 +135,15 @@ t1=$R_TOTAL k1=$R_SENT_KIB
 if [ "$quick" = 1 ]; then t16=- k16=-; else migrate_once idle16 16G 1 --guest idle; t16=$R_TOTAL k16=$R_SENT_KIB; fi
 
 log "3. downtime under the stress guest (64 MiB rewritten over and over, 2 vCPUs)"
-declare -A dt gp dt_one
+declare -A dt gp dt_mfd
 for limit in 300 50; do
     printf '[migration]\ndowntime_limit_ms = %s\n' "$limit" >"$work/limit$limit.toml"
-    printf '[migration]\ndowntime_limit_ms = %s\n[migration.capabilities]\nmultifd = false\n' "$limit" \
-        >"$work/limit$limit-one.toml"
+    printf '[migration]\ndowntime_limit_ms = %s\n[migration.capabilities]\nmultifd = true\n' "$limit" \
+        >"$work/limit$limit-mfd.toml"
     migrate_once "stress$limit" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit.toml"
     down=$R_DOWN
-    migrate_once "stress$limit-one" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit-one.toml"
-    dt_one[$limit]=$R_DOWN
+    migrate_once "stress$limit-mfd" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit-mfd.toml"
+    dt_mfd[$limit]=$R_DOWN
     migrate_once "pattern$limit" 512M 1 --guest pattern --append "bytes=64M check=8" --config "$work/limit$limit.toml"
     dt[$limit]="$down / $R_DOWN" gp[$limit]="$R_PAUSE (its step time before migrating: $R_BASELINE)"
 done
@@ -157,18 +157,18 @@ row "  the median of each migration's ratio to raw TCP hot just before it (targe
 variant_row() {  # variant_row VARIANT LABEL
     row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{printf "%.2f", a/c}'))"
 }
-variant_row mig "default (multifd: 2 lanes; zero-copy send)"
-variant_row one "multifd off (one connection)"
-variant_row pre "multifd off, destination started with --mem-prealloc"
+variant_row mig "default (one connection, zero-copy send)"
+variant_row mfd "multifd on (2 lanes)"
+variant_row pre "destination started with --mem-prealloc"
 variant_row copy "zero-copy-send off (the source copies RAM)"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
 row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"
 row "downtime, limit 300 ms: stress / pattern guest (VMM)" "${dt[300]} ms"
-row "  stress guest with multifd off" "${dt_one[300]} ms"
+row "  stress guest with multifd on" "${dt_mfd[300]} ms"
 row "  pause the pattern guest observed" "${gp[300]} ms"
 row "downtime, limit 50 ms: stress / pattern guest (VMM)" "${dt[50]} ms"
-row "  stress guest with multifd off" "${dt_one[50]} ms"
+row "  stress guest with multifd on" "${dt_mfd[50]} ms"
 row "  pause the pattern guest observed" "${gp[50]} ms"
 row "memory beyond guest RAM, max during migration: source" "$(( max_src / 1024 )) MiB (target < 64)"
 row "memory beyond guest RAM, max during migration: destination" "$(( max_dst / 1024 )) MiB (target < 64)"

@@ -89,7 +89,7 @@ run_vmm() {  # run_vmm MODE RUN
     case "$mode" in
         vmm-rdma-pin-all*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
         vmm-rdma-2-channels*) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
-        vmm-tcp-one*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "multifd", "state": false}]}') ;;
+        vmm-tcp-multifd*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "multifd", "state": true}]}') ;;
     esac
     stopped_setup
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')

@@ -4,7 +4,7 @@
 #   - ib_write_bw on the same device with the chunk size as message size: the ceiling (in every
 #     run, next to the migrations; the median is reported)
 #   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
-#     (multifd, the default; vmm-tcp-one: one connection, only with --modes)
+#     (one connection; vmm-tcp-multifd: 2 lanes, only with --modes)
 #   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
 # The workload is the pattern payload (it boots under both VMMs): it fills --fill bytes of RAM
 # with incompressible per-page data, then only re-checks it, so every mode moves the same bytes.
@@ -67,7 +67,7 @@ modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
     for m in "${modes[@]}"; do
-        [[ "${m%-stopped}" =~ ^(vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-one|qemu-rdma-dynamic|qemu-rdma-pin-all)$ ]] ||
+        [[ "${m%-stopped}" =~ ^(vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd|qemu-rdma-dynamic|qemu-rdma-pin-all)$ ]] ||
             die "unknown mode '$m' (see --help)"
     done
 fi

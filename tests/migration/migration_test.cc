@@ -143,7 +143,7 @@ TEST(Migration, CancelMidwayKeepsTheSourceRunning) {
 
 TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
     VMM_REQUIRE_KVM();
-    for (const char* multifd : {"on", "off"}) {  // lanes (the default) and one connection
+    for (const char* multifd : {"on", "off"}) {  // lanes and one connection (the default)
         SCOPED_TRACE(std::string("multifd ") + multifd);
         uint16_t port = free_tcp_port();
         auto src = Vm::start("kill-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});

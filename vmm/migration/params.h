@@ -18,7 +18,7 @@ struct Capabilities {
     bool zero_blocks = true;  // zero pages travel as markers; off sends them as data
     bool events = true;       // MIGRATION events on the JSON monitor
     bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied
-    bool multifd = true;         // tcp/unix: RAM over multifd-channels extra connections
+    bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 
