@@ -28,6 +28,7 @@ struct MigrationSource::Run {
     RateLimiter limiter;
     RamSaver saver;
     uint32_t round = 0;
+    uint64_t state_bytes = 0;  // the STATE record sent while paused
 };
 
 MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Settings settings, CancelToken cancel,
@@ -213,21 +214,12 @@ Status MigrationSource::precopy(Run& run) {
     }
 }
 
-Status MigrationSource::complete(Run& run) {
-    set_status(MigrationStatus::device);
-    uint64_t precopy_bytes = run.work.transferred;
-    auto paused_at = Clock::now();
-    machine_.pause();
-    paused_by_us_ = true;
-    run.limiter.set_rate(0);  // the guest is stopped: send as fast as the link allows
-    auto bitmaps = take_dirty();
-    if (!bitmaps) return bitmaps.error();
-    update_remaining(count_pages(*bitmaps));
-    uint64_t before = run.saver.bytes_sent();
-    auto round_start = Clock::now();
-    if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
-    RoundStats last{run.round, run.saver.bytes_sent() - before,
-                    std::chrono::duration<double>(Clock::now() - round_start).count(), 0};
+static double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+Status MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
+    auto t = Clock::now();
     auto state = save_machine_state(machine_);
     if (!state) return state.error();
     ByteStream& st = run.conn.stream();
@@ -241,12 +233,40 @@ Status MigrationSource::complete(Run& run) {
     std::span<const uint8_t> all[] = {header, *state, end_bytes};
     if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s;
     if (auto s = st.flush(); !s) return s;
+    auto sent = Clock::now();
+    parts.state = ms_between(t, sent);
     auto reply = read_reply(st);
     if (!reply) return reply.error().context("waiting for the destination to load the state");
     if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
     if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
+    auto ready = Clock::now();
+    parts.destination = ms_between(sent, ready);
     if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s;
     if (auto s = st.flush(); !s) return s;
+    run.state_bytes = state->size();
+    parts.go = ms_between(ready, Clock::now());
+    return {};
+}
+
+Status MigrationSource::complete(Run& run) {
+    set_status(MigrationStatus::device);
+    uint64_t precopy_bytes = run.work.transferred;
+    DowntimeParts parts;
+    auto paused_at = Clock::now();
+    machine_.pause();
+    paused_by_us_ = true;
+    run.limiter.set_rate(0);  // the guest is stopped: send as fast as the link allows
+    auto bitmaps = take_dirty();
+    if (!bitmaps) return bitmaps.error();
+    update_remaining(count_pages(*bitmaps));
+    uint64_t before = run.saver.bytes_sent();
+    auto round_start = Clock::now();
+    parts.pause = ms_between(paused_at, round_start);
+    if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+    RoundStats last{run.round, run.saver.bytes_sent() - before,
+                    std::chrono::duration<double>(Clock::now() - round_start).count(), 0};
+    parts.last_round = last.seconds * 1000;
+    if (auto s = hand_over(run, parts); !s) return s;
     // From here on the destination runs the guest: this side must never resume it.
     paused_by_us_ = false;
     machine_.set_throttle(0);
@@ -255,10 +275,11 @@ Status MigrationSource::complete(Run& run) {
     {
         std::lock_guard lock(mutex_);
         stats_.downtime_ms = ms_since(paused_at);
+        stats_.downtime_parts = parts;
         stats_.total_time_ms = ms_since(start_);
         stats_.ram.remaining = 0;
         stats_.ram.precopy_bytes = precopy_bytes;
-        stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + state->size();
+        stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + run.state_bytes;
         stats_.rounds = run.round + 1;
         stats_.cpu_throttle_percentage = 0;
         if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);

@@ -47,6 +47,8 @@ private:
     Status setup(Connection*& conn_out);
     Status precopy(Run& run);
     Status complete(Run& run);
+    // STATE and END, then READY from the destination, then GO: the end of the downtime.
+    Status hand_over(Run& run, DowntimeParts& parts);
     void publish(const RamStats& work);
     Result<std::vector<std::vector<uint64_t>>> take_dirty();
     void set_status(MigrationStatus s);

@@ -36,6 +36,13 @@ struct RoundStats {
     uint64_t dirty_after = 0;  // pages dirty when it ended (0 for the paused round)
 };
 
+// Where the downtime went, in ms, from the pause until the destination may run: stopping the
+// vCPUs and the last dirty sync; the paused round; saving and sending the vCPU and device
+// state; the destination loading it (until READY); GO and postmigrate.
+struct DowntimeParts {
+    double pause = 0, last_round = 0, state = 0, destination = 0, go = 0;
+};
+
 struct MigrationStats {
     MigrationStatus status = MigrationStatus::none;
     std::string error;             // why it failed
@@ -44,6 +51,7 @@ struct MigrationStats {
     uint64_t setup_time_ms = 0;
     uint64_t expected_downtime_ms = 0;
     uint64_t downtime_ms = 0;      // VMM-measured: vCPUs paused until the destination may run
+    DowntimeParts downtime_parts;  // with a completed migration
     uint32_t rounds = 0;
     uint32_t cpu_throttle_percentage = 0;
     RamStats ram;

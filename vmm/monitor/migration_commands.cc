@@ -18,6 +18,10 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     j["setup-time"] = s.setup_time_ms;
     j["expected-downtime"] = s.expected_downtime_ms;
     if (s.status == MigrationStatus::completed) j["downtime"] = s.downtime_ms;
+    if (const auto& d = s.downtime_parts; s.status == MigrationStatus::completed && d.last_round > 0) {  // the source's
+        j["x-downtime-parts"] = Json{{"pause", d.pause}, {"last-round", d.last_round}, {"state", d.state},
+                                     {"destination", d.destination}, {"go", d.go}};
+    }
     j["cpu-throttle-percentage"] = s.cpu_throttle_percentage;
     j["x-rounds"] = s.rounds;
     if (!s.error.empty()) j["error-desc"] = s.error;
@@ -45,7 +49,13 @@ std::string migration_stats_text(const Json& j) {
     if (j.contains("error-desc")) out += fmt::format("error: {}\n", j["error-desc"].get<std::string>());
     out += fmt::format("total time: {} ms\n", j["total-time"].get<uint64_t>());
     if (j.contains("downtime")) out += fmt::format("downtime: {} ms\n", j["downtime"].get<uint64_t>());
-    else out += fmt::format("expected downtime: {} ms\n", j["expected-downtime"].get<uint64_t>());
+    if (j.contains("x-downtime-parts")) {
+        const Json& d = j["x-downtime-parts"];
+        out += fmt::format("downtime parts: pause {:.1f}, last round {:.1f}, state {:.1f}, destination {:.1f}, go {:.1f} ms\n",
+                           d["pause"].get<double>(), d["last-round"].get<double>(), d["state"].get<double>(),
+                           d["destination"].get<double>(), d["go"].get<double>());
+    }
+    if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", j["expected-downtime"].get<uint64_t>());
     if (j.contains("x-guest-max-pause-ms")) out += fmt::format("guest-observed pause: {:.1f} ms\n", j["x-guest-max-pause-ms"].get<double>());
     out += fmt::format("setup: {} ms\nrounds: {}\n", j["setup-time"].get<uint64_t>(), j["x-rounds"].get<uint64_t>());
     out += fmt::format("transferred ram: {} kbytes\nthroughput: {:.2f} mbps\nremaining ram: {} kbytes\n", kb("transferred"),
