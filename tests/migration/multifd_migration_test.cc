@@ -28,6 +28,8 @@ TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
     EXPECT_NE(dst->log().find("incoming migration from the migration source, RAM over 3 multifd lanes"),
               std::string::npos)
         << dst->log();
+    // The destination counts what its lanes wrote: as many pages as the source sent.
+    EXPECT_EQ(dst->migrate_field("normal"), src->migrate_field("normal")) << dst->cmd("info migrate");
 }
 
 TEST(Multifd, OffByDefaultSendsRamInlineOnOneConnection) {

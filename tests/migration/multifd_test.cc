@@ -180,6 +180,10 @@ TEST(MultifdLanes, RoundsOfPagesAndZerosLandByteForByte) {
         ASSERT_TRUE(served) << served.error().message();
         EXPECT_TRUE(src.same_as(dst)) << "round " << round;
     }
+    auto counts = dest->counts();  // 12 MiB + 4 pages of data, 1 MiB of zeros
+    EXPECT_EQ(counts.pages, (12u << 20) / 4096 + 4);
+    EXPECT_EQ(counts.bytes, (12u << 20) + 4 * 4096);
+    EXPECT_EQ(counts.zero_pages, (1u << 20) / 4096);
 }
 
 TEST(MultifdLanes, AHostileLaneFailsTheRoundAndWritesNothing) {

@@ -95,9 +95,10 @@ Status IncomingMigration::receive(Connection& conn) {
     Status loaded = loader.run();
     {
         std::lock_guard lock(mutex_);
-        stats_.ram.normal = loader.counters().pages;
-        stats_.ram.duplicate = loader.counters().zero_pages;
-        stats_.ram.transferred = loader.counters().bytes;
+        ChannelCounts lanes = channel != nullptr ? channel->counts() : ChannelCounts{};
+        stats_.ram.normal = loader.counters().pages + lanes.pages;
+        stats_.ram.duplicate = loader.counters().zero_pages + lanes.zero_pages;
+        stats_.ram.transferred = loader.counters().bytes + lanes.bytes;
         stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
     }
     if (!loaded) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -39,6 +40,8 @@ public:
         return {};
     }
 
+    ChannelCounts counts() const override { return {pages_.load(), zero_pages_.load(), bytes_.load()}; }
+
 private:
     Status serve_lane(size_t lane, uint32_t round) {
         auto& in = *lanes_[lane];
@@ -49,9 +52,14 @@ private:
                 case RecordType::pages: {
                     auto s = receive_pages(in, views_[r->block].host + r->offset, r->length);
                     if (!s) return s.error().context(fmt::format("multifd lane {}", lane));
+                    pages_ += r->length / memory::kPageSize;
+                    bytes_ += r->length;
                     break;
                 }
-                case RecordType::zero: zero_pages(views_[r->block].host + r->offset, r->length); break;
+                case RecordType::zero:
+                    zero_pages(views_[r->block].host + r->offset, r->length);
+                    zero_pages_ += r->length / memory::kPageSize;
+                    break;
                 case RecordType::round_end:
                     if (r->round != round) {
                         return Error(fmt::format("multifd lane {}: end of round {} inside round {}", lane, r->round,
@@ -77,6 +85,7 @@ private:
     std::vector<BlockInfo> infos_;
     std::mutex mu_;
     std::optional<Error> first_error_;
+    std::atomic<uint64_t> pages_{0}, zero_pages_{0}, bytes_{0};
 };
 
 }  // namespace

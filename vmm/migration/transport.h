@@ -37,11 +37,20 @@ public:
     virtual Status end_round() = 0;
 };
 
+// What a destination's channel has written into guest RAM so far (for `info migrate`).
+struct ChannelCounts {
+    uint64_t pages = 0;       // received as data
+    uint64_t zero_pages = 0;  // zeroed on the source's word
+    uint64_t bytes = 0;       // of page data
+};
+
 // Destination side: serves one round until the source ends it.
 class DestRamChannel {
 public:
     virtual ~DestRamChannel() = default;
     virtual Status serve_round(uint32_t round) = 0;
+    // A channel that does not count (e.g. a plugin's) reports zeros.
+    virtual ChannelCounts counts() const { return {}; }
 };
 
 class Connection {
