@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "vmm/migration/multifd_wire.h"
-
 #include "vmm/migration/socket_stream.h"
 #include "vmm/migration/transport.h"
 
@@ -35,10 +34,8 @@ Result<Lanes> open_source_lanes(SocketStream& main, uint32_t count, const OpenFd
 Result<Lanes> accept_dest_lanes(SocketStream& main, const OpenFd& accept, const TransportContext& ctx);
 
 // Source side: `lanes` are connected and have sent their hellos.
-std::unique_ptr<SourceRamChannel> make_source_lanes(std::vector<std::unique_ptr<SocketStream>> lanes,
-                                                    std::vector<RamBlockView> blocks);
+std::unique_ptr<SourceRamChannel> make_source_lanes(Lanes lanes, std::vector<RamBlockView> blocks);
 // Destination side: `lanes` are accepted and their hellos checked, in index order.
-std::unique_ptr<DestRamChannel> make_dest_lanes(std::vector<std::unique_ptr<SocketStream>> lanes,
-                                                std::vector<RamBlockView> blocks);
+std::unique_ptr<DestRamChannel> make_dest_lanes(Lanes lanes, std::vector<RamBlockView> blocks);
 
 }  // namespace vmm::migration

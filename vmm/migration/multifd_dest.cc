@@ -21,7 +21,7 @@ namespace {
 
 class DestLanes final : public DestRamChannel {
 public:
-    DestLanes(std::vector<std::unique_ptr<SocketStream>> lanes, std::vector<RamBlockView> blocks)
+    DestLanes(Lanes lanes, std::vector<RamBlockView> blocks)
         : lanes_(std::move(lanes)), views_(std::move(blocks)) {
         for (const auto& b : views_) infos_.push_back({b.name, b.guest_addr, b.size});
     }
@@ -80,7 +80,7 @@ private:
         for (auto& l : lanes_) ::shutdown(l->fd(), SHUT_RDWR);
     }
 
-    std::vector<std::unique_ptr<SocketStream>> lanes_;
+    Lanes lanes_;
     std::vector<RamBlockView> views_;
     std::vector<BlockInfo> infos_;
     std::mutex mu_;
@@ -90,8 +90,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<DestRamChannel> make_dest_lanes(std::vector<std::unique_ptr<SocketStream>> lanes,
-                                                std::vector<RamBlockView> blocks) {
+std::unique_ptr<DestRamChannel> make_dest_lanes(Lanes lanes, std::vector<RamBlockView> blocks) {
     return std::make_unique<DestLanes>(std::move(lanes), std::move(blocks));
 }
 

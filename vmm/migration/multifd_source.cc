@@ -107,7 +107,7 @@ private:
 
 class SourceLanes final : public SourceRamChannel {
 public:
-    SourceLanes(std::vector<std::unique_ptr<SocketStream>> streams, std::vector<RamBlockView> blocks)
+    SourceLanes(Lanes streams, std::vector<RamBlockView> blocks)
         : blocks_(std::move(blocks)) {
         for (auto& s : streams) lanes_.push_back(std::make_unique<Lane>(std::move(s)));
     }
@@ -174,8 +174,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<SourceRamChannel> make_source_lanes(std::vector<std::unique_ptr<SocketStream>> lanes,
-                                                    std::vector<RamBlockView> blocks) {
+std::unique_ptr<SourceRamChannel> make_source_lanes(Lanes lanes, std::vector<RamBlockView> blocks) {
     return std::make_unique<SourceLanes>(std::move(lanes), std::move(blocks));
 }
 

@@ -22,11 +22,9 @@ Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length);
 // Makes guest RAM [dst, dst + length) read as zero, leaving it unpopulated where possible.
 void zero_pages(uint8_t* dst, uint64_t length);
 
-struct LoadCounters {
+// What the loader wrote from the stream itself (pages, zero pages, bytes), and its rounds.
+struct LoadCounters : ChannelCounts {
     uint64_t rounds = 0;
-    uint64_t pages = 0;
-    uint64_t zero_pages = 0;
-    uint64_t bytes = 0;
 };
 
 class StreamLoader {

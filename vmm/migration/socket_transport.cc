@@ -40,6 +40,12 @@ private:
     std::string peer_;
 };
 
+// Records go out as soon as they are written (harmless failure on unix sockets).
+void set_nodelay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 Status wait_fd(int fd, short events, const CancelToken& cancel, int timeout_ms, const std::string& what) {
     pollfd fds[2] = {{fd, events, 0}, {cancel.fd(), POLLIN, 0}};
     for (;;) {
@@ -73,8 +79,7 @@ Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std:
     if (auto s = wait_fd(listen_fd, POLLIN, cancel, timeout_ms, "accept on " + what); !s) return s.error();
     int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) return Error::from_errno("accept on " + what);
-    int one = 1;
-    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // harmless on unix sockets' failure
+    set_nodelay(c);
     return UniqueFd(c);
 }
 
@@ -146,9 +151,7 @@ public:
         for (addrinfo* a = ai->get(); a != nullptr; a = a->ai_next) {
             OpenFd open = [&]() -> Result<UniqueFd> {
                 auto fd = connect_addr(a->ai_addr, a->ai_addrlen, a->ai_family, ctx, ctx.uri.text);
-                if (!fd) return fd;
-                int one = 1;
-                ::setsockopt(fd->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                if (fd) set_nodelay(fd->get());
                 return fd;
             };
             auto fd = open();

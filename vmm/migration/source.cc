@@ -28,7 +28,6 @@ struct MigrationSource::Run {
     RateLimiter limiter;
     RamSaver saver;
     uint32_t round = 0;
-    uint64_t state_bytes = 0;  // the STATE record sent while paused
 };
 
 MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Settings settings, CancelToken cancel,
@@ -214,11 +213,11 @@ Status MigrationSource::precopy(Run& run) {
     }
 }
 
-static double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+static double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-Status MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
+Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
     auto t = Clock::now();
     auto state = save_machine_state(machine_);
     if (!state) return state.error();
@@ -231,8 +230,8 @@ Status MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
     auto header = encode_record(rec);
     auto end_bytes = encode_record(end);
     std::span<const uint8_t> all[] = {header, *state, end_bytes};
-    if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s;
-    if (auto s = st.flush(); !s) return s;
+    if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s.error();
+    if (auto s = st.flush(); !s) return s.error();
     auto sent = Clock::now();
     parts.state = ms_between(t, sent);
     auto reply = read_reply(st);
@@ -241,11 +240,10 @@ Status MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
     if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
     auto ready = Clock::now();
     parts.destination = ms_between(sent, ready);
-    if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s;
-    if (auto s = st.flush(); !s) return s;
-    run.state_bytes = state->size();
+    if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s.error();
+    if (auto s = st.flush(); !s) return s.error();
     parts.go = ms_between(ready, Clock::now());
-    return {};
+    return state->size();
 }
 
 Status MigrationSource::complete(Run& run) {
@@ -266,7 +264,8 @@ Status MigrationSource::complete(Run& run) {
     RoundStats last{run.round, run.saver.bytes_sent() - before,
                     std::chrono::duration<double>(Clock::now() - round_start).count(), 0};
     parts.last_round = last.seconds * 1000;
-    if (auto s = hand_over(run, parts); !s) return s;
+    auto state_bytes = hand_over(run, parts);
+    if (!state_bytes) return state_bytes.error();
     // From here on the destination runs the guest: this side must never resume it.
     paused_by_us_ = false;
     machine_.set_throttle(0);
@@ -279,7 +278,7 @@ Status MigrationSource::complete(Run& run) {
         stats_.total_time_ms = ms_since(start_);
         stats_.ram.remaining = 0;
         stats_.ram.precopy_bytes = precopy_bytes;
-        stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + run.state_bytes;
+        stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + *state_bytes;
         stats_.rounds = run.round + 1;
         stats_.cpu_throttle_percentage = 0;
         if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);

@@ -48,7 +48,8 @@ private:
     Status precopy(Run& run);
     Status complete(Run& run);
     // STATE and END, then READY from the destination, then GO: the end of the downtime.
-    Status hand_over(Run& run, DowntimeParts& parts);
+    // Returns the bytes of state sent.
+    Result<uint64_t> hand_over(Run& run, DowntimeParts& parts);
     void publish(const RamStats& work);
     Result<std::vector<std::vector<uint64_t>>> take_dirty();
     void set_status(MigrationStatus s);
