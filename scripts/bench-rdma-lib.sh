@@ -101,13 +101,10 @@ run_vmm() {  # run_vmm MODE RUN
     esac
     stopped_setup
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
-    local ram_kib=$(( $(numfmt --from=iec "$size") / 1024 ))
-    sample_overhead "$spid" "$ram_kib" "$work/$name-s.rss" & local s1=$!
-    sample_overhead "$dpid" "$ram_kib" "$work/$name-d.rss" & local s2=$!
-    pids+=("$s1" "$s2")
+    watch_memory "$spid" "$dpid" "$name"
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
-    kill "$s1" "$s2" 2>/dev/null || true; wait "$s1" "$s2" 2>/dev/null || true
+    unwatch_memory
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
     local pause rounds info
     info=$("$CTL" "unix:$work/$name-d.sock" "info migrate") ||
@@ -132,6 +129,19 @@ round_work() {
              registered_now: .[6], ram_chunks: .[7]})'
 }
 
+# watch_memory SOURCE-PID DESTINATION-PID NAME: sample both VMMs' memory beyond guest RAM into
+# $work/NAME-{s,d}.rss until unwatch_memory; the same for both VMMs, 4 times a second (a
+# migration here lasts seconds, and every sample costs the CPU that is SoftRoCE's link).
+watch_memory() {
+    local ram_kib=$(( $(numfmt --from=iec "$size") / 1024 ))
+    sample_overhead "$1" "$ram_kib" "$work/$3-s.rss" 250 & watchers=($!)
+    sample_overhead "$2" "$ram_kib" "$work/$3-d.rss" 250 & watchers+=($!)
+    pids+=("${watchers[@]}")
+}
+unwatch_memory() {
+    kill "${watchers[@]}" 2>/dev/null || true; wait "${watchers[@]}" 2>/dev/null || true
+}
+
 # A mode ending in -stopped pauses the guest before migrating (both VMMs take "stop"), so
 # every round after the bulk one is empty and no vCPU competes with the transport for the
 # CPU: with SoftRoCE the CPU is the link, so this measures the transport itself against
@@ -147,10 +157,10 @@ run_qemu() {  # run_qemu MODE RUN
                   -kernel "$PAYLOAD" -append "$GUEST_ARGS")
     "${common[@]}" -serial "file:$work/$name-d.ser" -qmp "unix:$work/$name-dq.sock,server=on,wait=off" \
         -incoming "$uri" >"$work/$name-d.log" 2>&1 &
-    pids+=($!)
+    local dpid=$!; pids+=("$dpid")
     "${common[@]}" -serial "file:$work/$name-s.ser" -qmp "unix:$work/$name-sq.sock,server=on,wait=off" \
         >"$work/$name-s.log" 2>&1 &
-    pids+=($!)
+    local spid=$!; pids+=("$spid")
     wait_until 300 "the QEMU guest to fill its memory" grep -q "pattern: pass 1," "$work/$name-s.ser"
     wait_until 30 "the QEMU destination" test -S "$work/$name-dq.sock"
     case "$mode" in
@@ -159,11 +169,16 @@ run_qemu() {  # run_qemu MODE RUN
     stopped_setup
     # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 107374182400}')
+    watch_memory "$spid" "$dpid" "$name"
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: QEMU's migration did not complete"; }
+    unwatch_memory
     "$CTL" --qmp "unix:$work/$name-sq.sock" quit >/dev/null 2>&1 || true
     "$CTL" --qmp "unix:$work/$name-dq.sock" quit >/dev/null 2>&1 || true
-    summarize "$mode" "$2" "$work/$name.samples" "" "[]" >"$work/$name.json"
+    summarize "$mode" "$2" "$work/$name.samples" "" "[]" |
+        jq --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
+           --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" \
+           '.overhead_kib = {source: $src, destination: $dst}' >"$work/$name.json"
 }
 
 # report CEILING OUT.json BUSY-CEILING: the table, the ratios, and every figure as JSON.
@@ -215,7 +230,7 @@ report() {
     echo "every migration here (SoftRoCE moves bytes on the CPU; an RDMA NIC would not care)."
     echo
     echo "memory beyond guest RAM (max over runs, target < 64 MiB per side), and registration work per round (run 1):"
-    jq -r '.modes | to_entries[] | select(.key | startswith("vmm-")) | .value as $v |
+    jq -r '.modes | to_entries[] | .value as $v |
         ($v.registration_run1 // []) as $r | ($r | map(select(.round > 0))) as $d |
         "  \(.key): source \(($v.overhead_kib_max.source // 0) / 1024 | floor) MiB, destination \(($v.overhead_kib_max.destination // 0) / 1024 | floor) MiB" +
         (if ($r | length) == 0 then "" else

@@ -50,20 +50,12 @@ build() {
     [ -x "$BUILD/bin/vmm" ] || die "the build did not produce $BUILD/bin/vmm"
 }
 
-# Resident memory of everything but guest RAM (mappings whose size is the RAM block's), in KiB.
-overhead_kib() {  # overhead_kib PID RAM_KIB
-    awk -v ram="$2" '/^[0-9a-f]+-[0-9a-f]+ /{skip=0} /^Size:/{skip=($2==ram)} /^Rss:/{if(!skip)s+=$2} END{print s+0}' \
-        "/proc/$1/smaps" 2>/dev/null || echo 0
-}
-
-# sample_overhead PID RAM_KIB OUTFILE: the largest overhead_kib seen, written to OUTFILE, while
-# PID lives or until this sampler is killed.
+# sample_overhead PID RAM_KIB OUTFILE [INTERVAL_MS]: the largest resident memory PID holds beyond
+# its guest RAM (every mapping but those of the RAM block's size), in KiB, written to OUTFILE
+# while PID lives or until this sampler is killed. One process (tools/mem_watch.cc), so that
+# sampling does not take the CPU from the migration it watches.
 sample_overhead() {
-    local max=0 v
-    while kill -0 "$1" 2>/dev/null; do
-        v=$(overhead_kib "$1" "$2"); [ "$v" -gt "$max" ] && max=$v && echo "$max" > "$3"
-        sleep 0.05
-    done
+    exec "$BUILD/bin/vmm-memwatch" "$1" "$2" "$3" "${4:-50}"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }  # of numbers on stdin
