@@ -43,7 +43,7 @@ Status ControlChannel::progress(const std::function<bool()>& done) {
     return e_.progress([this](const ibv_wc& wc) { return on_completion(wc); }, done);
 }
 
-Status ControlChannel::send_now(const std::vector<uint8_t>& msg) {
+Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent) {
     if (msg.size() > send_buf_.size()) return Error("RDMA control message larger than the control buffer");
     if (auto s = progress([this] { return send_done_; }); !s) return s;  // one SEND in flight at a time
     std::memcpy(send_buf_.data(), msg.data(), msg.size());
@@ -60,6 +60,7 @@ Status ControlChannel::send_now(const std::vector<uint8_t>& msg) {
     ibv_send_wr* bad = nullptr;
     send_done_ = false;
     if (auto s = posted(ibv_post_send(e_.qp.get(), &wr, &bad), "ibv_post_send (control)"); !s) return s;
+    if (sent == Sent::later) return {};
     return progress([this] { return send_done_; });
 }
 
@@ -74,14 +75,14 @@ Result<Message> ControlChannel::next_message() {
     return m;
 }
 
-Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg) {
+Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg, Sent sent) {
     auto ready = next_message();
     if (!ready) return ready.error();
     if (ready->header.type == Command::error) return Error("the peer aborted: " + decode_error(*ready));
     if (ready->header.type != Command::ready) {
         return Error(fmt::format("RDMA control channel: expected READY, received {}", to_string(ready->header.type)));
     }
-    return send_now(msg);
+    return send_now(msg, sent);
 }
 
 Result<Message> ControlChannel::exchange_recv(std::initializer_list<Command> expected) {
@@ -94,8 +95,12 @@ Result<Message> ControlChannel::exchange_recv(std::initializer_list<Command> exp
     return Error(fmt::format("RDMA control channel: unexpected {}", to_string(m->header.type)));
 }
 
-Result<Message> ControlChannel::request(const std::vector<uint8_t>& msg, Command answer) {
+Result<Message> ControlChannel::request(const std::vector<uint8_t>& msg, Command expected) {
     if (auto s = exchange_send(msg); !s) return s.error();
+    return answer(expected);
+}
+
+Result<Message> ControlChannel::answer(Command answer) {
     auto m = next_message();
     if (!m) return m.error();
     if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));

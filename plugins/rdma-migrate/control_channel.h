@@ -30,8 +30,13 @@ public:
 
     // Registers the buffers (local access only) and posts both receives.
     Status init();
-    // The spec's exchange_send: wait for READY, send `msg`.
-    Status exchange_send(const std::vector<uint8_t>& msg);
+    // The spec's exchange_send: wait for READY, send `msg`. With Sent::later it returns once
+    // the SEND is posted (RDMA WRITEs posted next then queue behind it, not before it); the
+    // next send waits for its completion.
+    enum class Sent { wait, later };
+    Status exchange_send(const std::vector<uint8_t>& msg, Sent sent = Sent::wait);
+    // The answer to a request sent with exchange_send: the next message, of type `answer`.
+    Result<Message> answer(Command answer);
     // The spec's exchange_recv: say READY, receive one message of one of `expected` types.
     // An ERROR from the peer becomes an error carrying the peer's reason.
     Result<Message> exchange_recv(std::initializer_list<Command> expected);
@@ -49,7 +54,7 @@ public:
 
 private:
     Status post_recv(size_t i);
-    Status send_now(const std::vector<uint8_t>& msg);
+    Status send_now(const std::vector<uint8_t>& msg, Sent sent = Sent::wait);
     Result<Message> next_message();
     Status on_completion(const ibv_wc& wc);
 

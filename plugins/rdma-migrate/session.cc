@@ -29,7 +29,8 @@ BeforeConnect make_control(std::unique_ptr<ControlChannel>& ctl) {
 
 Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g)
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), remote_regs_(cfg_.pin_limit),
-      local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit) {
+      local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit),
+      ahead_(std::max<uint64_t>(1, kRegisterAheadBytes / g.size())) {
     lanes_.emplace_back(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
         // RC completes in order: a signalled write completing means every earlier one has.

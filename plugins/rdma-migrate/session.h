@@ -6,7 +6,8 @@
 //   Source RAM channel: RDMA WRITE per chunk piece, posted in batches, every 64th signalled,
 //     striped by chunk over rdma-channels queue pairs (each with its own CQ, all on one PD);
 //     dynamic registration asks the destination for each chunk's rkey (Register request/result,
-//     many chunks per message), releases least-recently-used ones over rdma-pin-limit
+//     many chunks per message) a group ahead of the writes (RegisterAhead), or, under
+//     rdma-pin-limit, just before them, releasing least-recently-used ones over the limit
 //     (Unregister request/finished); zero ranges become COMPRESS; Register finished ends a round.
 //   Destination: serves a round — registers chunks for remote write (only inside its RAM
 //     blocks, chunk-aligned), zeroes COMPRESS ranges, unregisters on request — until Register
@@ -21,6 +22,7 @@
 #include "chunks.h"
 #include "connection.h"
 #include "control_channel.h"
+#include "register_ahead.h"
 #include "registration_cache.h"
 
 namespace rdma_migrate {
@@ -92,6 +94,12 @@ private:
     Status pin_local_blocks();
     Status exchange_blocks_destination();
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
+    Status ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent);
+    Status take_registration(const std::vector<ChunkKey>& chunks);
+    Status register_step(bool final);
+    Status post_ready();
+    Status finish_ahead();
+    Status write_piece(uint32_t block, const Piece& p);
     Result<uint32_t> local_lkey(uint32_t block, uint64_t chunk);
     Status write_pieces(uint32_t block, const std::vector<Piece>& pieces);
     Status post_writes(Lane& lane);
@@ -117,6 +125,10 @@ private:
     std::vector<MemoryRegion> pinned_blocks_;  // pin-all: whole blocks (remote write on the destination,
                                                // local only on the source)
     std::vector<Compress> compress_;
+    // Source, dynamic registration without rdma-pin-limit: the queue of pieces and the group
+    // the destination is registering now (its answer not read yet).
+    RegisterAhead ahead_;
+    std::vector<ChunkKey> asking_;
     RoundWork work_;
     std::vector<Lane> lanes_;  // lane i writes on channel i; chunk c goes to lane c % N
     std::vector<uint8_t> out_, in_;

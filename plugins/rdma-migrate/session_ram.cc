@@ -80,49 +80,6 @@ Status Session::drain_writes() {
     return {};
 }
 
-Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks) {
-    std::vector<uint64_t> missing;
-    uint64_t bytes = 0;
-    for (uint64_t c : chunks) {
-        if (remote_regs_.find({block, c}) != nullptr) continue;
-        missing.push_back(c);
-        bytes += geo_.length(cfg_.blocks[block].length, c);
-    }
-    if (missing.empty()) return {};
-    auto victims = remote_regs_.victims_for(bytes);
-    if (!victims) return victims.error();
-    if (!victims->empty()) {
-        // The destination may unpin only what no write in flight still targets.
-        if (auto s = drain_writes(); !s) return s;
-        std::vector<ChunkRange> release;
-        for (const auto& k : *victims) {
-            release.push_back({k.block, k.chunk, 1});
-            trace("source: unregister remote chunk {}:{}", k.block, k.chunk);
-        }
-        auto done = ctl_->request(encode_chunk_ranges(Command::unregister_request, release), Command::unregister_finished);
-        if (!done) return done.error();
-        for (const auto& k : *victims) remote_regs_.erase(k);
-        work_.remote_released += victims->size();
-    }
-    for (size_t at = 0; at < missing.size(); at += kMaxRepeat) {
-        std::vector<ChunkRange> ask;
-        for (size_t i = at; i < missing.size() && i < at + kMaxRepeat; ++i) ask.push_back({block, missing[i], 1});
-        auto m = ctl_->request(encode_chunk_ranges(Command::register_request, ask), Command::register_result);
-        if (!m) return m.error();
-        auto results = decode_register_results(*m);
-        if (!results) return results.error();
-        if (results->size() != ask.size()) return Error("the destination answered a register request with the wrong count");
-        for (size_t i = 0; i < ask.size(); ++i) {
-            if (auto s = check_register_result((*results)[i], remote_[block], geo_, ask[i].first); !s) return s;
-            trace("source: remote chunk {}:{} registered, rkey {:#x} at {:#x}", block, ask[i].first, (*results)[i].rkey,
-                  (*results)[i].host_addr);
-            remote_regs_.insert({block, ask[i].first}, geo_.length(cfg_.blocks[block].length, ask[i].first), (*results)[i]);
-        }
-        work_.remote_registered += ask.size();
-    }
-    return {};
-}
-
 Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
     const LocalBlock& b = cfg_.blocks[block];
     if (cfg_.pin_all) {  // registered whole during setup (pin_local_blocks)
@@ -184,6 +141,13 @@ Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
 Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     auto pieces = split_by_chunk(geo_, offset, length);
+    if (!cfg_.pin_all && cfg_.pin_limit == 0) {  // registered a group ahead (register_ahead.h)
+        ahead_.add(block, pieces, [this](const ChunkKey& k) { return remote_regs_.find(k) != nullptr; });
+        if (auto s = post_ready(); !s) return s;
+        while (ahead_.ask_due(false))
+            if (auto s = register_step(false); !s) return s;
+        return {};
+    }
     // Under rdma-pin-limit, register and write in groups that fit the limit at once.
     size_t group = cfg_.pin_limit == 0 || cfg_.pin_all ? pieces.size()
                                                        : std::max<size_t>(1, cfg_.pin_limit / geo_.size());
@@ -201,33 +165,38 @@ Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
         for (const auto& p : pieces) chunks.push_back(p.chunk);
         if (auto s = ensure_remote(block, chunks); !s) return s;
     }
-    for (const auto& p : pieces) {
-        auto lkey = local_lkey(block, p.chunk);
-        if (!lkey) return lkey.error();
-        ibv_send_wr wr{};
-        if (cfg_.pin_all) {
-            wr.wr.rdma.remote_addr = remote_[block].host_addr + p.offset;
-            wr.wr.rdma.rkey = remote_[block].rkey;
-        } else {
-            const RegisterResult* r = remote_regs_.find({block, p.chunk});
-            if (r == nullptr) return Error("internal: a chunk lost its registration before its write");
-            wr.wr.rdma.remote_addr = r->host_addr + (p.offset - geo_.start(p.chunk));
-            wr.wr.rdma.rkey = r->rkey;
-        }
-        ibv_sge sge{reinterpret_cast<uint64_t>(cfg_.blocks[block].host + p.offset), static_cast<uint32_t>(p.length), *lkey};
-        trace("source: write {}:{:#x}+{:#x} (chunk {}) lane {} -> rkey {:#x} at {:#x}, lkey {:#x}", block, p.offset, p.length,
-              p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
-        if (auto s = queue_write(lanes_[p.chunk % lanes_.size()], wr, sge); !s) return s;
-        ++work_.pieces;
-    }
+    for (const auto& p : pieces)
+        if (auto s = write_piece(block, p); !s) return s;
     // Batches left short go to the HCA now rather than when the next ram_send fills them.
     for (Lane& lane : lanes_)
         if (auto s = post_writes(lane); !s) return s;
     return {};
 }
 
+// One RDMA WRITE of a piece whose chunk the destination has registered (or pinned whole).
+Status Session::write_piece(uint32_t block, const Piece& p) {
+    auto lkey = local_lkey(block, p.chunk);
+    if (!lkey) return lkey.error();
+    ibv_send_wr wr{};
+    if (cfg_.pin_all) {
+        wr.wr.rdma.remote_addr = remote_[block].host_addr + p.offset;
+        wr.wr.rdma.rkey = remote_[block].rkey;
+    } else {
+        const RegisterResult* r = remote_regs_.find({block, p.chunk});
+        if (r == nullptr) return Error("internal: a chunk lost its registration before its write");
+        wr.wr.rdma.remote_addr = r->host_addr + (p.offset - geo_.start(p.chunk));
+        wr.wr.rdma.rkey = r->rkey;
+    }
+    ibv_sge sge{reinterpret_cast<uint64_t>(cfg_.blocks[block].host + p.offset), static_cast<uint32_t>(p.length), *lkey};
+    trace("source: write {}:{:#x}+{:#x} (chunk {}) lane {} -> rkey {:#x} at {:#x}, lkey {:#x}", block, p.offset, p.length,
+          p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
+    ++work_.pieces;
+    return queue_write(lanes_[p.chunk % lanes_.size()], wr, sge);
+}
+
 Status Session::flush_compress() {
     if (compress_.empty()) return {};
+    if (auto s = finish_ahead(); !s) return s;  // its answer comes before the next READY
     auto s = ctl_->exchange_send(encode_compress(compress_));
     compress_.clear();
     return s;
@@ -240,6 +209,7 @@ Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) 
 }
 
 Status Session::ram_end_round() {
+    if (auto s = finish_ahead(); !s) return s;
     if (auto s = flush_compress(); !s) return s;
     if (auto s = drain_writes(); !s) return s;
     if (tracing()) {  // ram_chunks() walks the blocks: only when someone reads the line

@@ -1,0 +1,104 @@
+// The source's dynamic registration (spec: "Migration of VM's ram", Register request/result;
+// TODO 1 and 4: bounded pinning). Two ways to ask the destination for rkeys:
+//   - a group ahead of the writes (RegisterAhead), the default: the destination pins the next
+//     group while this one's writes are on the wire;
+//   - just before the writes (ensure_remote), under rdma-pin-limit, where a chunk may have to
+//     be unregistered first and only what no write in flight targets may be.
+#include <fmt/format.h>
+
+#include "session.h"
+#include "trace.h"
+
+namespace rdma_migrate {
+
+Status Session::ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent) {
+    std::vector<ChunkRange> ask;
+    for (const auto& k : chunks) ask.push_back({k.block, k.chunk, 1});
+    return ctl_->exchange_send(encode_chunk_ranges(Command::register_request, ask), sent);
+}
+
+// Reads the REGISTER RESULT for `chunks`, checks every entry, and caches the rkeys.
+Status Session::take_registration(const std::vector<ChunkKey>& chunks) {
+    auto m = ctl_->answer(Command::register_result);
+    if (!m) return m.error();
+    auto results = decode_register_results(*m);
+    if (!results) return results.error();
+    if (results->size() != chunks.size()) return Error("the destination answered a register request with the wrong count");
+    for (size_t i = 0; i < chunks.size(); ++i) {
+        const auto& [block, chunk] = chunks[i];
+        const RegisterResult& r = (*results)[i];
+        if (auto s = check_register_result(r, remote_[block], geo_, chunk); !s) return s;
+        trace("source: remote chunk {}:{} registered, rkey {:#x} at {:#x}", block, chunk, r.rkey, r.host_addr);
+        remote_regs_.insert({block, chunk}, geo_.length(cfg_.blocks[block].length, chunk), r);
+    }
+    work_.remote_registered += chunks.size();
+    return {};
+}
+
+// One step of the pipeline: read the answer for the group being registered, ask for the next
+// group (its SEND goes ahead of the writes posted next), then write what is now registered.
+Status Session::register_step(bool final) {
+    if (!asking_.empty()) {
+        if (auto s = take_registration(asking_); !s) return s;
+        asking_.clear();
+    }
+    if (ahead_.ask_due(final)) {
+        asking_ = ahead_.take_ask();
+        if (auto s = ask_registration(asking_, ControlChannel::Sent::later); !s) return s;
+    }
+    return post_ready();
+}
+
+Status Session::post_ready() {
+    auto ready = ahead_.take_ready([this](const ChunkKey& k) { return remote_regs_.find(k) != nullptr; });
+    for (const auto& q : ready)
+        if (auto s = write_piece(q.block, q.piece); !s) return s;
+    for (Lane& lane : lanes_)  // batches left short go to the HCA now
+        if (auto s = post_writes(lane); !s) return s;
+    return {};
+}
+
+// Before any other control message, and at the end of a round: everything asked is answered
+// and everything queued is written (posted).
+Status Session::finish_ahead() {
+    while (!asking_.empty() || ahead_.ask_due(true))
+        if (auto s = register_step(true); !s) return s;
+    if (auto s = post_ready(); !s) return s;
+    if (!ahead_.empty()) return Error("internal: RDMA writes left queued without a registration");
+    return {};
+}
+
+Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks) {
+    std::vector<ChunkKey> missing;
+    uint64_t bytes = 0;
+    for (uint64_t c : chunks) {
+        if (remote_regs_.find({block, c}) != nullptr) continue;
+        missing.push_back({block, c});
+        bytes += geo_.length(cfg_.blocks[block].length, c);
+    }
+    if (missing.empty()) return {};
+    auto victims = remote_regs_.victims_for(bytes);
+    if (!victims) return victims.error();
+    if (!victims->empty()) {
+        // The destination may unpin only what no write in flight still targets.
+        if (auto s = drain_writes(); !s) return s;
+        std::vector<ChunkRange> release;
+        for (const auto& k : *victims) {
+            release.push_back({k.block, k.chunk, 1});
+            trace("source: unregister remote chunk {}:{}", k.block, k.chunk);
+        }
+        auto done = ctl_->request(encode_chunk_ranges(Command::unregister_request, release), Command::unregister_finished);
+        if (!done) return done.error();
+        for (const auto& k : *victims) remote_regs_.erase(k);
+        work_.remote_released += victims->size();
+    }
+    for (size_t at = 0; at < missing.size(); at += kMaxRepeat) {
+        std::vector<ChunkKey> ask(missing.begin() + static_cast<long>(at),
+                                  missing.begin() + static_cast<long>(std::min(missing.size(), at + kMaxRepeat)));
+        if (auto s = ask_registration(ask, ControlChannel::Sent::wait); !s) return s;
+        if (auto s = take_registration(ask); !s) return s;
+    }
+    return {};
+}
+
+}  // namespace rdma_migrate
