@@ -7,11 +7,11 @@
 
 namespace vmm::migration {
 
-Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length) {
+Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length, uint64_t populated) {
 #ifdef MADV_POPULATE_WRITE
     // Populate the whole record's pages in one call instead of one page fault per 4 KiB while
     // the socket data is copied in (advisory: older kernels say EINVAL and fault as before).
-    ::madvise(dst, length, MADV_POPULATE_WRITE);
+    if (populated < length) ::madvise(dst + populated, length - populated, MADV_POPULATE_WRITE);
 #endif
     return in.read_exact({dst, length});
 }
@@ -24,7 +24,10 @@ void zero_pages(uint8_t* dst, uint64_t length) {
 Status StreamLoader::load_pages(const Record& r) {
     if (!in_round_) return Error("migration stream: PAGES outside a RAM round");
     // read_record checked the range against this block's size; the host span is exact.
-    if (auto s = receive_pages(stream_, mem_.blocks()[r.block]->host() + r.offset, r.length); !s) return s;
+    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
+    uint64_t populated = populator_ ? populator_->ready(dst, r.length) : 0;
+    if (auto s = receive_pages(stream_, dst, r.length, populated); !s) return s;
+    if (populator_) populator_->received(dst + r.length);
     counters_.pages += r.length / memory::kPageSize;
     counters_.bytes += r.length;
     return {};
@@ -34,6 +37,13 @@ Status StreamLoader::load_zero(const Record& r) {
     if (!in_round_) return Error("migration stream: ZERO outside a RAM round");
     zero_pages(mem_.blocks()[r.block]->host() + r.offset, r.length);
     counters_.zero_pages += r.length / memory::kPageSize;
+    return {};
+}
+
+Status StreamLoader::load_populate(const Record& r) {
+    if (!in_round_) return Error("migration stream: POPULATE outside a RAM round");
+    if (!populator_) populator_ = std::make_unique<Populator>();
+    populator_->expect(mem_.blocks()[r.block]->host() + r.offset, r.length);
     return {};
 }
 
@@ -64,6 +74,7 @@ Status StreamLoader::run() {
             case RecordType::round_begin: s = round_begin(*r); break;
             case RecordType::pages: s = load_pages(*r); break;
             case RecordType::zero: s = load_zero(*r); break;
+            case RecordType::populate: s = load_populate(*r); break;
             case RecordType::round_end:
                 if (!in_round_ || r->round != round_) {
                     return Error(fmt::format("migration stream: end of round {} without its beginning", r->round));

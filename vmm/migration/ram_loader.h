@@ -2,23 +2,26 @@
 // land directly in the destination's RAM blocks (no staging copy); transport-channel rounds are
 // served by the transport; the STATE record is handed to `on_state`; END ends the stream.
 // Every record is checked (block index, alignment, bounds, sizes) before it touches memory.
+// POPULATE records hand the run that follows to a Populator, which prepares RAM ahead of it.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "vmm/common/result.h"
 #include "vmm/memory/guest_memory.h"
+#include "vmm/migration/populator.h"
 #include "vmm/migration/stream_format.h"
 #include "vmm/migration/transport.h"
 
 namespace vmm::migration {
 
 // Reads `length` bytes of pages from `in` straight into guest RAM at `dst` (populating the
-// range first, one call instead of a fault per page).
-Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length);
+// range first, one call instead of a fault per page; the first `populated` bytes are already).
+Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length, uint64_t populated = 0);
 // Makes guest RAM [dst, dst + length) read as zero, leaving it unpopulated where possible.
 void zero_pages(uint8_t* dst, uint64_t length);
 
@@ -43,6 +46,7 @@ public:
 private:
     Status load_pages(const Record& r);
     Status load_zero(const Record& r);
+    Status load_populate(const Record& r);
     Status load_state(const Record& r);
     Status round_begin(const Record& r);
 
@@ -55,6 +59,7 @@ private:
     bool in_round_ = false;
     uint32_t round_ = 0;
     bool have_state_ = false;
+    std::unique_ptr<Populator> populator_;  // from the first POPULATE record on
 };
 
 }  // namespace vmm::migration

@@ -69,6 +69,15 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
     // Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the
     // progress figures follow every piece, not whole runs (which can span all of RAM).
     constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
+    if (channel_ == nullptr && count > kPagesPerRecord) {
+        // A run longer than one record: the destination may prepare its memory ahead of it.
+        Record r;
+        r.type = RecordType::populate;
+        r.block = block;
+        r.offset = first_page << kPageShift;
+        r.length = count << kPageShift;
+        if (auto s = record(encode_record(r)); !s) return s;
+    }
     for (uint64_t p = first_page; p < first_page + count; p += kPagesPerRecord) {
         uint64_t n = std::min(kPagesPerRecord, first_page + count - p);
         if (channel_ != nullptr) {

@@ -110,6 +110,7 @@ std::vector<uint8_t> encode_record(const Record& r) {
             w.put(static_cast<uint32_t>(r.length));
             break;
         case RecordType::zero:
+        case RecordType::populate:
             w.put(r.block);
             w.put(r.offset);
             w.put(r.length);
@@ -155,7 +156,8 @@ Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks,
             return r;
         }
         case 0x03:
-            r.type = RecordType::zero;
+        case 0x07:
+            r.type = static_cast<RecordType>(type);
             if (auto s = read_value(in, r.block); !s) return s.error();
             if (auto s = read_value(in, r.offset); !s) return s.error();
             if (auto s = read_value(in, r.length); !s) return s.error();

@@ -49,6 +49,7 @@ enum class RecordType : uint8_t {
     round_end = 0x04,
     state = 0x05,
     end = 0x06,
+    populate = 0x07,  // advisory: PAGES for this range follow, in order (prepare the memory)
 };
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
