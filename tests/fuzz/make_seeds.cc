@@ -39,8 +39,11 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> s = encode_header(h);
     auto add = [&s](const std::vector<uint8_t>& b) { s.insert(s.end(), b.begin(), b.end()); };
     add(encode_record({RecordType::round_begin, 0, 0, 0, 0}));
+    add(encode_record({RecordType::populate, 0, 4096, 8192, 0}));
     add(encode_record({RecordType::pages, 0, 4096, 4096, 0}));
     s.insert(s.end(), 4096, 0xab);
+    add(encode_record({RecordType::pages, 0, 8192, 4096, 0}));
+    s.insert(s.end(), 4096, 0xcd);
     add(encode_record({RecordType::zero, 1, 0, 8192, 0}));
     add(encode_record({RecordType::round_end, 0, 0, 0, 0}));
     vmm::ByteWriter state;

@@ -93,6 +93,39 @@ TEST(RamRoundTrip, BulkThenDirtyRoundLandsByteForByte) {
     EXPECT_LT(wire.written().size(), 6 * 4096u);
 }
 
+// A run longer than one PAGES record is announced with POPULATE; the destination's helper
+// prepares memory ahead and the data still lands byte for byte.
+TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
+    auto src = make_memory();
+    auto dst = make_memory();
+    auto* p = src.host_span(0, 7 * M)->data();  // 7 MiB of data: two PAGES records
+    for (uint64_t i = 0; i < 7 * M; ++i) p[i] = static_cast<uint8_t>(i * 31 + (i >> 12));
+    MemoryStream wire;
+    RamStats stats;
+    RateLimiter rl(0, nullptr);
+    RamSaver saver(src, wire, nullptr, rl, true, stats);
+    auto pagemap = memory::PagemapReader::open();
+    ASSERT_TRUE(pagemap) << pagemap.error().message();
+    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    finish(wire);
+    // ROUND_BEGIN, then POPULATE for the whole run, right before its first PAGES record.
+    MemoryStream peek(wire.written());
+    auto blocks = layout(src);
+    ASSERT_EQ(read_record(peek, blocks, 4096)->type, RecordType::round_begin);
+    auto hint = read_record(peek, blocks, 4096);
+    ASSERT_TRUE(hint);
+    EXPECT_EQ(hint->type, RecordType::populate);
+    EXPECT_EQ(hint->offset, 0u);
+    EXPECT_EQ(hint->length, 7 * M);
+    EXPECT_EQ(read_record(peek, blocks, 4096)->type, RecordType::pages);
+
+    MemoryStream in(wire.written());
+    StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
+    ASSERT_TRUE(loader.run()) << "loader failed";
+    EXPECT_TRUE(same_memory(src, dst));
+    EXPECT_EQ(loader.counters().pages, 7 * M / 4096);
+}
+
 TEST(RamRoundTrip, ZeroBlocksOffSendsZeroPagesAsData) {
     auto src = make_memory();
     std::memset(src.host_span(0, 4096)->data(), 0, 4096);
@@ -124,6 +157,9 @@ TEST(RamRoundTrip, InvalidStreamsFailAndWriteNothingForTheBadRecord) {
          "migration stream: range 0x400000+0x1000 lies outside RAM block 'high' (4 MiB)"},
         {"truncated data", {{RecordType::round_begin, 0, 0, 0, 1}, {RecordType::pages, 0, 0, 8192, 0}},
          "the migration stream ended early (truncated)"},
+        {"populate outside a round", {{RecordType::populate, 0, 0, 8192, 0}}, "migration stream: POPULATE outside a RAM round"},
+        {"populate beyond the block", {{RecordType::round_begin, 0, 0, 0, 1}, {RecordType::populate, 1, 0, 8 * M, 0}},
+         "migration stream: range 0x0+0x800000 lies outside RAM block 'high' (4 MiB)"},
     };
     for (const auto& c : cases) {
         auto dst = make_memory();

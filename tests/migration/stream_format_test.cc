@@ -75,7 +75,8 @@ TEST(StreamHeader, CompatibilityNamesTheDifference) {
 TEST(Records, RoundTripEveryType) {
     for (Record r : {Record{RecordType::round_begin, 0, 0, 0, 7}, Record{RecordType::pages, 1, 4096, 8192, 0},
                      Record{RecordType::zero, 0, 0, 1ull << 20, 0}, Record{RecordType::round_end, 0, 0, 0, 7},
-                     Record{RecordType::state, 0, 0, 1234, 0}, Record{RecordType::end, 0, 0, 0, 0}}) {
+                     Record{RecordType::state, 0, 0, 1234, 0}, Record{RecordType::end, 0, 0, 0, 0},
+                     Record{RecordType::populate, 1, 8192, 64ull << 20, 0}}) {
         auto back = decode(encode_record(r));
         ASSERT_TRUE(back) << back.error().message();
         EXPECT_EQ(back->type, r.type);
@@ -95,6 +96,8 @@ TEST(Records, HostileRangesAreRefusedBeforeUse) {
               "migration stream: range 0xffff000+0x2000 lies outside RAM block 'pc.ram' (256 MiB)");
     EXPECT_EQ(msg({RecordType::zero, 0, 4096, UINT64_MAX - 4095, 0}),
               "migration stream: range 0x1000+0xfffffffffffff000 lies outside RAM block 'pc.ram' (256 MiB)");
+    EXPECT_EQ(msg({RecordType::populate, 0, 4096, 256ull << 20, 0}),
+              "migration stream: range 0x1000+0x10000000 lies outside RAM block 'pc.ram' (256 MiB)");
     EXPECT_EQ(msg({RecordType::pages, 0, 100, 4096, 0}), "migration stream: range 0x64+0x1000 in 'pc.ram' is not whole pages");
     EXPECT_EQ(msg({RecordType::zero, 0, 0, 0, 0}), "migration stream: range 0x0+0x0 in 'pc.ram' is not whole pages");
     EXPECT_EQ(msg({RecordType::pages, 0, 0, 8u << 20, 0}), "migration stream: PAGES record of 8388608 bytes exceeds 4194304");
