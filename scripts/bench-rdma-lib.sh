@@ -202,6 +202,7 @@ report() {
             ram_mbs: (map(.ram_mbs | select(. != null)) | median),
             ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
                                else null end),
+            ratio_to_ceiling_before: (map(.ratio_to_ceiling_before | select(. != null)) | median),
             ratio_to_busy_ceiling: (if $busy > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $busy * 100 | round) / 100
                                     else null end),
             downtime_ms: (map(.downtime_ms) | median),
@@ -224,16 +225,17 @@ report() {
                             dynamic_stopped: ram_ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
                             pin_all_stopped: ram_ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
-    printf '\n\033[1m%-22s %10s %9s %9s %14s %16s %17s\033[0m\n' mode "MB/s" "/ceiling" "/busy" "downtime (ms)" \
-        "guest-seen (ms)" "gap before (ms)"
-    printf '%-22s %10s %9s %9s %14s %16s %17s\n' "ib_write_bw" "$1" "1.00" - - - -
-    printf '%-22s %10s %9s %9s %14s %16s %17s\n' "ib_write_bw, busy core" "$3" - "1.00" - - -
+    printf '\n\033[1m%-26s %8s %9s %8s %7s %14s %16s %16s\033[0m\n' mode "MB/s" "/ceiling" "/before" "/busy" \
+        "downtime (ms)" "guest-seen (ms)" "gap before (ms)"
+    printf '%-26s %8s %9s %8s %7s %14s %16s %16s\n' "ib_write_bw" "$1" "1.00" - - - - -
+    printf '%-26s %8s %9s %8s %7s %14s %16s %16s\n' "ib_write_bw, busy core" "$3" - - "1.00" - - -
     jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"),
-           (.value.ratio_to_busy_ceiling // "-"), .value.downtime_ms,
+           (.value.ratio_to_ceiling_before // "-"), (.value.ratio_to_busy_ceiling // "-"), .value.downtime_ms,
            (.value.guest_pause_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
-        while IFS=$'\t' read -r m t r rb d g b; do
-            printf '%-22s %10s %9s %9s %14s %16s %17s\n' "$m" "$t" "$r" "$rb" "$d" "$g" "$b"
+        while IFS=$'\t' read -r m t r rp rb d g b; do
+            printf '%-26s %8s %9s %8s %7s %14s %16s %16s\n' "$m" "$t" "$r" "$rp" "$rb" "$d" "$g" "$b"
         done
+    echo "/before: against ib_write_bw measured just before that migration (the median of those ratios)."
     echo "guest-seen: the longest gap between the pattern guest's steps, migration included; gap before:"
     echo "the same before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
     echo "/busy: against ib_write_bw run beside one CPU-bound process, as the source guest's vCPU runs beside"

@@ -2,7 +2,7 @@
 # RDMA migration benchmark: every figure measured side by side in one run on one RDMA device
 # (the SoftRoCE nested VM when this machine has none):
 #   - ib_write_bw on the same device with the chunk size as message size: the ceiling (in every
-#     run, next to the migrations; the median is reported)
+#     run, and again just before each migration, whose throughput is also divided by that one)
 #   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
 #     (one connection; vmm-tcp-multifd: 2 lanes, only with --modes)
 #   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
@@ -83,12 +83,18 @@ for run in $(seq 1 "$runs"); do
     busy_ceilings+=("$(ib_ceiling "$dev" "$addr" busy)")
     echo "   ib_write_bw beside a busy core: ${busy_ceilings[-1]} MB/s"
     for mode in "${modes[@]}"; do
-        log "run $run: $mode"
+        # The ceiling again just before each migration: this shared machine's speed drifts
+        # within a run too, and a ratio means most between figures measured back to back.
+        before=$(ib_ceiling "$dev" "$addr")
+        log "run $run: $mode (ib_write_bw just before: $before MB/s)"
         case "$mode" in
             vmm-*) run_vmm "$mode" "$run" ;;
             qemu-*) run_qemu "$mode" "$run" ;;
         esac
-        jq -r '"   \(.throughput_mbs) MB/s, total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms"' \
+        jq --argjson c "$before" '.ceiling_before_mbs = $c
+            | .ratio_to_ceiling_before = (if .throughput_mbs then ((.throughput_mbs / $c * 100 | round) / 100) else null end)' \
+            "$work/$mode-$run.json" >"$work/paired.json" && mv "$work/paired.json" "$work/$mode-$run.json"
+        jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_before // "-") of ib_write_bw just before), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms"' \
             "$work/$mode-$run.json"
     done
 done
