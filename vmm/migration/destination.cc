@@ -99,7 +99,10 @@ Status IncomingMigration::receive(Connection& conn) {
         stats_.ram.normal = loader.counters().pages + lanes.pages;
         stats_.ram.duplicate = loader.counters().zero_pages + lanes.zero_pages;
         stats_.ram.transferred = loader.counters().bytes + lanes.bytes;
+        stats_.ram.normal_bytes = stats_.ram.normal * memory::kPageSize;
         stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
+        stats_.ram.populate_announced = loader.counters().announced;
+        stats_.ram.populated_ahead = loader.populated_ahead();
     }
     if (!loaded) {
         refuse(st, loaded.error());

@@ -34,7 +34,7 @@ void Populator::received(uint8_t* upto) {
     cv_.notify_all();
 }
 
-uint64_t Populator::populated_bytes() {
+uint64_t Populator::populated_bytes() const {
     std::lock_guard lock(mutex_);
     return populated_;
 }

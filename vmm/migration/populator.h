@@ -33,12 +33,12 @@ public:
     // The receiver has written everything below `upto`: the helper may go further ahead.
     void received(uint8_t* upto);
     // Bytes the helper has populated (for tests and the numbers).
-    uint64_t populated_bytes();
+    uint64_t populated_bytes() const;
 
 private:
     void loop(std::stop_token stop);
 
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::condition_variable_any cv_;
     uint8_t* begin_ = nullptr;   // the current run
     uint8_t* end_ = nullptr;

@@ -44,6 +44,7 @@ Status StreamLoader::load_populate(const Record& r) {
     if (!in_round_) return Error("migration stream: POPULATE outside a RAM round");
     if (!populator_) populator_ = std::make_unique<Populator>();
     populator_->expect(mem_.blocks()[r.block]->host() + r.offset, r.length);
+    counters_.announced += r.length;
     return {};
 }
 

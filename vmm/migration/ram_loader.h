@@ -28,6 +28,7 @@ void zero_pages(uint8_t* dst, uint64_t length);
 // What the loader wrote from the stream itself (pages, zero pages, bytes), and its rounds.
 struct LoadCounters : ChannelCounts {
     uint64_t rounds = 0;
+    uint64_t announced = 0;  // bytes in POPULATE records
 };
 
 class StreamLoader {
@@ -42,6 +43,8 @@ public:
     // Reads records until END. Fails on the first invalid record, writing nothing for it.
     Status run();
     const LoadCounters& counters() const { return counters_; }
+    // Bytes the Populator prepared before their data arrived.
+    uint64_t populated_ahead() const { return populator_ ? populator_->populated_bytes() : 0; }
 
 private:
     Status load_pages(const Record& r);

@@ -25,6 +25,8 @@ struct RamStats {
     uint64_t precopy_bytes = 0;    // sent while the guest ran
     uint64_t downtime_bytes = 0;   // sent while it was paused
     uint64_t skipped_unpopulated = 0;  // pages never touched, not even read
+    uint64_t populate_announced = 0;   // destination: bytes of runs the source announced (POPULATE)
+    uint64_t populated_ahead = 0;      // destination: ... of which its helper populated before the data came
 };
 
 // One RAM round as the source measured it: round 0 is the bulk round, the last one ran with

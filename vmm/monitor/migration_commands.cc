@@ -37,7 +37,8 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
                     {"dirty-pages-rate", r.dirty_pages_rate}, {"mbps", r.mbps},
                     {"dirty-sync-count", r.dirty_sync_count}, {"pages-per-second", r.pages_per_second},
                     {"precopy-bytes", r.precopy_bytes},   {"downtime-bytes", r.downtime_bytes},
-                    {"x-skipped-unpopulated", r.skipped_unpopulated}};
+                    {"x-skipped-unpopulated", r.skipped_unpopulated},
+                    {"x-populate-announced", r.populate_announced}, {"x-populated-ahead", r.populated_ahead}};
     return j;
 }
 
@@ -65,6 +66,9 @@ std::string migration_stats_text(const Json& j) {
     out += fmt::format("unpopulated (skipped): {} pages\ndirty sync count: {}\ndirty pages rate: {:.0f} pages/s\n",
                        r["x-skipped-unpopulated"].get<uint64_t>(), r["dirty-sync-count"].get<uint64_t>(),
                        r["dirty-pages-rate"].get<double>());
+    if (r.value("x-populate-announced", uint64_t{0}) != 0) {  // a destination that prepared RAM ahead
+        out += fmt::format("populated ahead: {} of {} kbytes announced\n", kb("x-populated-ahead"), kb("x-populate-announced"));
+    }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
                        kb("downtime-bytes"), j["cpu-throttle-percentage"].get<uint64_t>());
     return out;
