@@ -97,6 +97,10 @@ private:
     Status ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent);
     Status take_registration(const std::vector<ChunkKey>& chunks);
     Status register_step(bool final);
+    // Whether the destination has registered a chunk for us (RegisterAhead asks this).
+    RegisterAhead::Registered registered_remotely() const {
+        return [this](const ChunkKey& k) { return remote_regs_.contains(k); };
+    }
     Status post_ready();
     Status finish_ahead();
     Status write_piece(uint32_t block, const Piece& p);

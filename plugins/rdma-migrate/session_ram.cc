@@ -142,15 +142,14 @@ Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     auto pieces = split_by_chunk(geo_, offset, length);
     if (!cfg_.pin_all && cfg_.pin_limit == 0) {  // registered a group ahead (register_ahead.h)
-        ahead_.add(block, pieces, [this](const ChunkKey& k) { return remote_regs_.find(k) != nullptr; });
+        ahead_.add(block, pieces, registered_remotely());
         if (auto s = post_ready(); !s) return s;
         while (ahead_.ask_due(false))
             if (auto s = register_step(false); !s) return s;
         return {};
     }
     // Under rdma-pin-limit, register and write in groups that fit the limit at once.
-    size_t group = cfg_.pin_limit == 0 || cfg_.pin_all ? pieces.size()
-                                                       : std::max<size_t>(1, cfg_.pin_limit / geo_.size());
+    size_t group = cfg_.pin_all ? pieces.size() : std::max<size_t>(1, cfg_.pin_limit / geo_.size());
     for (size_t at = 0; at < pieces.size(); at += group) {
         std::vector<Piece> part(pieces.begin() + static_cast<long>(at),
                                 pieces.begin() + static_cast<long>(std::min(pieces.size(), at + group)));

@@ -50,7 +50,7 @@ Status Session::register_step(bool final) {
 }
 
 Status Session::post_ready() {
-    auto ready = ahead_.take_ready([this](const ChunkKey& k) { return remote_regs_.find(k) != nullptr; });
+    auto ready = ahead_.take_ready(registered_remotely());
     for (const auto& q : ready)
         if (auto s = write_piece(q.block, q.piece); !s) return s;
     for (Lane& lane : lanes_)  // batches left short go to the HCA now

@@ -33,6 +33,20 @@ bool same_memory(const memory::GuestMemory& a, const memory::GuestMemory& b) {
     return true;
 }
 
+// A source side without KVM: RamSaver writing inline records into `wire`, unlimited.
+struct Saving {
+    explicit Saving(const memory::GuestMemory& m, bool zero_markers = true) : saver(m, wire, nullptr, rl, zero_markers, stats) {}
+    Status bulk_round() {
+        auto pagemap = memory::PagemapReader::open();
+        if (!pagemap) return pagemap.error();
+        return saver.bulk_round(&*pagemap);
+    }
+    MemoryStream wire;
+    RamStats stats;
+    RateLimiter rl{0, nullptr};
+    RamSaver saver;
+};
+
 Record end_record() {
     Record r;
     r.type = RecordType::end;
@@ -58,13 +72,11 @@ TEST(RamRoundTrip, BulkThenDirtyRoundLandsByteForByte) {
     for (uint64_t a : {uint64_t{0}, uint64_t{4096 * 3}, 5 * M, 16 * M + 8192}) std::memset(src.host_span(a, 4096)->data(), 0x5a, 4096);
     std::memset(src.host_span(2 * M, 4096)->data(), 0, 4096);  // populated, zero
     std::memset(dst.host_span(2 * M, 4096)->data(), 0x77, 4096);  // stale data the marker must clear
-    MemoryStream wire;
-    RamStats stats;
-    RateLimiter rl(0, nullptr);
-    RamSaver saver(src, wire, nullptr, rl, true, stats);
-    auto pagemap = memory::PagemapReader::open();
-    ASSERT_TRUE(pagemap) << pagemap.error().message();
-    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    Saving out(src);
+    auto& wire = out.wire;
+    auto& stats = out.stats;
+    auto& saver = out.saver;
+    ASSERT_TRUE(out.bulk_round());
     EXPECT_EQ(stats.normal, 4u);
     EXPECT_EQ(stats.duplicate, 1u);
     EXPECT_EQ(stats.skipped_unpopulated, 3 * 1024u - 5);
@@ -100,13 +112,9 @@ TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
     auto dst = make_memory();
     auto* p = src.host_span(0, 7 * M)->data();  // 7 MiB of data: two PAGES records
     for (uint64_t i = 0; i < 7 * M; ++i) p[i] = static_cast<uint8_t>(i * 31 + (i >> 12));
-    MemoryStream wire;
-    RamStats stats;
-    RateLimiter rl(0, nullptr);
-    RamSaver saver(src, wire, nullptr, rl, true, stats);
-    auto pagemap = memory::PagemapReader::open();
-    ASSERT_TRUE(pagemap) << pagemap.error().message();
-    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    Saving out(src);
+    auto& wire = out.wire;
+    ASSERT_TRUE(out.bulk_round());
     finish(wire);
     // ROUND_BEGIN, then POPULATE for the whole run, right before its first PAGES record.
     MemoryStream peek(wire.written());
@@ -129,14 +137,10 @@ TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
 TEST(RamRoundTrip, ZeroBlocksOffSendsZeroPagesAsData) {
     auto src = make_memory();
     std::memset(src.host_span(0, 4096)->data(), 0, 4096);
-    MemoryStream wire;
-    RamStats stats;
-    RateLimiter rl(0, nullptr);
-    RamSaver saver(src, wire, nullptr, rl, false, stats);
-    auto pagemap = memory::PagemapReader::open();
-    ASSERT_TRUE(saver.bulk_round(&*pagemap));
-    EXPECT_EQ(stats.duplicate, 0u);
-    EXPECT_EQ(stats.normal, 1u);
+    Saving out(src, false);
+    ASSERT_TRUE(out.bulk_round());
+    EXPECT_EQ(out.stats.duplicate, 0u);
+    EXPECT_EQ(out.stats.normal, 1u);
 }
 
 struct Hostile {
