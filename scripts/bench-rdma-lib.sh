@@ -116,17 +116,18 @@ run_vmm() {  # run_vmm MODE RUN
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
     unwatch_memory
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
-    local pause rounds info
+    local pause stall rounds info
     info=$("$CTL" "unix:$work/$name-d.sock" "info migrate") ||
         { tail -20 "$work/$name-d.log" >&2; die "$mode: the destination vmm is gone after the migration completed"; }
     pause=$(echo "$info" | sed -n 's/^guest-observed pause: \([0-9.]*\) ms$/\1/p')
+    stall=$(echo "$info" | sed -n "s/^guest's longest stall before the switchover: \([0-9.]*\) ms$/\1/p")
     rounds=$(tail -1 "$work/$name.samples" | jq -c '."x-round-log" // []')
     "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
     "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
     summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" |
-        jq --arg b "$baseline" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
+        jq --arg b "$baseline" --arg stall "$stall" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
            --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson work "$(round_work "$work/$name-s.log")" \
-           '.guest_gap_before_ms = ($b | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
+           '.guest_gap_before_ms = ($b | tonumber? // null) | .guest_stall_ms = ($stall | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
             | .registration = $work' >"$work/$name.json"
 }
 
@@ -207,6 +208,7 @@ report() {
                                     else null end),
             downtime_ms: (map(.downtime_ms) | median),
             guest_pause_ms: (map(.guest_pause_ms) | if all(. == null) then null else map(select(. != null)) | median end),
+            guest_stall_ms: (map(.guest_stall_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             guest_gap_before_ms: (map(.guest_gap_before_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             total_ms: (map(.total_ms) | median),
             overhead_kib_max: (map(.overhead_kib // {}) | {source: (map(.source // empty) | max),
@@ -225,19 +227,20 @@ report() {
                             dynamic_stopped: ram_ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
                             pin_all_stopped: ram_ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
-    printf '\n\033[1m%-26s %8s %9s %8s %7s %14s %16s %16s\033[0m\n' mode "MB/s" "/ceiling" "/before" "/busy" \
-        "downtime (ms)" "guest-seen (ms)" "gap before (ms)"
-    printf '%-26s %8s %9s %8s %7s %14s %16s %16s\n' "ib_write_bw" "$1" "1.00" - - - - -
-    printf '%-26s %8s %9s %8s %7s %14s %16s %16s\n' "ib_write_bw, busy core" "$3" - - "1.00" - - -
+    local f='%-26s %7s %9s %8s %6s %14s %11s %10s %11s\n'
+    printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/before" "/busy" "downtime (ms)" "guest (ms)" "stall (ms)" "before (ms)"
+    printf "$f" "ib_write_bw" "$1" "1.00" - - - - - -
+    printf "$f" "ib_write_bw, busy core" "$3" - - "1.00" - - - -
     jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"),
            (.value.ratio_to_ceiling_before // "-"), (.value.ratio_to_busy_ceiling // "-"), .value.downtime_ms,
-           (.value.guest_pause_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
-        while IFS=$'\t' read -r m t r rp rb d g b; do
-            printf '%-26s %8s %9s %8s %7s %14s %16s %16s\n' "$m" "$t" "$r" "$rp" "$rb" "$d" "$g" "$b"
+           (.value.guest_pause_ms // "-"), (.value.guest_stall_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
+        while IFS=$'\t' read -r m t r rp rb d g st b; do
+            printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$d" "$g" "$st" "$b"
         done
     echo "/before: against ib_write_bw measured just before that migration (the median of those ratios)."
-    echo "guest-seen: the longest gap between the pattern guest's steps, migration included; gap before:"
-    echo "the same before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
+    echo "From the pattern guest's clock reads: guest, the pause it lived through across the switchover;"
+    echo "stall, its longest gap between two steps while the migration ran before that; before, the same"
+    echo "before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
     echo "/busy: against ib_write_bw run beside one CPU-bound process, as the source guest's vCPU runs beside"
     echo "every migration here (SoftRoCE moves bytes on the CPU; an RDMA NIC would not care)."
     echo

@@ -93,13 +93,51 @@ TEST(ControlDevice, StateRoundTripsAndRejectsBadLatchCount) {
     EXPECT_TRUE(r.expect_end());
     EXPECT_EQ(a.report(), b.report());
     std::vector<uint8_t> bad = w.bytes();
-    // The latch count sits right after the version, 7 counters and the two strings (empty).
-    size_t off = 1 + 7 * 8 + 4 + 4;
+    // The latch count sits right after the version, 8 counters and the two strings (empty).
+    size_t off = 1 + 8 * 8 + 4 + 4;
     bad[off] = 3;
     ControlDevice c({});
     ByteReader br(bad, "control");
     EXPECT_FALSE(c.load(br));
     EXPECT_EQ(c.report().progress, 0u);
+}
+
+// The device times the gaps between a CPU's clock reads as the guest sees them: the longest
+// while a migration runs, and the one across the switchover (source's last read before the
+// save to the destination's first after the load).
+TEST(ControlDevice, TimesTheGuestsStallsAndTheSwitchoverFromItsClockReads) {
+    uint64_t now = 1'000'000;
+    ControlHooks h;
+    h.clock_ns = [&] { return now; };
+    ControlDevice src(h);
+    auto read_at = [&](ControlDevice& d, uint32_t cpu, uint64_t t) {
+        now = t;
+        (void)in32(d, cpu, VMMC_REG_ARG_LO_CLOCK_LO);
+    };
+    read_at(src, 0, 1'000'000);
+    read_at(src, 0, 9'000'000);  // an 8 ms gap before any migration: not counted
+    src.start_migration_window();
+    read_at(src, 0, 10'000'000);
+    read_at(src, 0, 13'000'000);  // 3 ms
+    read_at(src, 1, 14'000'000);  // CPU 1's first read: no gap yet
+    read_at(src, 0, 14'500'000);
+    EXPECT_EQ(src.report().migration_stall_ns, 3'000'000u);
+    EXPECT_EQ(src.report().switchover_pause_ns, 0u);
+    ByteWriter w;
+    src.save(w);  // CPU 0 last read at 14.5 ms, CPU 1 at 14 ms
+    ControlDevice dst(h);
+    ByteReader r(w.bytes(), "control");
+    ASSERT_TRUE(dst.load(r));
+    EXPECT_EQ(dst.report().migration_stall_ns, 3'000'000u);  // travelled with the state
+    read_at(dst, 0, 60'500'000);                                 // 46 ms across the switchover
+    EXPECT_EQ(dst.report().switchover_pause_ns, 46'000'000u);
+    read_at(dst, 0, 160'500'000);  // later gaps are neither the switchover nor a migration's
+    read_at(dst, 1, 10'000'000);   // CPU 1: a clock behind the source's (its last read: 14 ms) gives no gap
+    EXPECT_EQ(dst.report().switchover_pause_ns, 46'000'000u);
+    EXPECT_EQ(dst.report().migration_stall_ns, 3'000'000u);
+    dst.start_migration_window();  // the next migration measures afresh
+    EXPECT_EQ(dst.report().migration_stall_ns, 0u);
+    EXPECT_EQ(dst.report().switchover_pause_ns, 0u);
 }
 
 }  // namespace vmm::devices

@@ -68,6 +68,11 @@ uint64_t Vm::guest_value(const std::string& label) {
     return 0;
 }
 
+double ms_field(Vm& vm, const std::string& label) {
+    std::string v = vm.migrate_field(label);
+    return v.empty() ? -1.0 : std::stod(v);
+}
+
 uint16_t free_tcp_port() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};

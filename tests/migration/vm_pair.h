@@ -38,6 +38,8 @@ std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri,
                                 const std::string& smp = "2");
 // After a completed migration: same memory on both sides, and the guest runs on at the destination.
 void expect_handover(Vm& src, Vm& dst);
+// A duration line of 'info migrate' ("label: 12.5 ms") in ms; -1 when the line is missing.
+double ms_field(Vm& vm, const std::string& label);
 // Polls `pred` (e.g. a monitor query) until true or `seconds` pass.
 bool eventually(const std::function<bool()>& pred, int seconds);
 

@@ -2,10 +2,12 @@
 
 #include <time.h>
 
+#include <algorithm>
+
 namespace vmm::devices {
 
 namespace {
-constexpr uint8_t kStateVersion = 1;
+constexpr uint8_t kStateVersion = 2;  // 2 added the gaps timed from the guest's clock reads
 
 uint64_t realtime_ns() {
     timespec ts{};
@@ -25,13 +27,32 @@ void ControlDevice::io_read(uint32_t cpu, uint16_t offset, std::span<uint8_t> da
     switch (offset) {
         case VMMC_REG_ID_CMD: v = VMMC_ID; break;
         case VMMC_REG_ARG_LO_CLOCK_LO:
-            l.clock = hooks_.clock_ns();
+            clock_read(l, hooks_.clock_ns());
             v = static_cast<uint32_t>(l.clock);
             break;
         case VMMC_REG_ARG_HI_CLOCK_HI: v = static_cast<uint32_t>(l.clock >> 32); break;
         default: break;
     }
     io_store(data, v);
+}
+
+void ControlDevice::clock_read(Latch& l, uint64_t now) {
+    // A clock that went back (the destination's host clock behind the source's) gives no gap.
+    uint64_t gap = l.clock != 0 && now > l.clock ? now - l.clock : 0;
+    if (l.first_after_load) {
+        l.first_after_load = false;
+        report_.switchover_pause_ns = std::max(report_.switchover_pause_ns, gap);
+    } else if (window_open_) {
+        report_.migration_stall_ns = std::max(report_.migration_stall_ns, gap);
+    }
+    l.clock = now;
+}
+
+void ControlDevice::start_migration_window() {
+    std::lock_guard lock(mutex_);
+    window_open_ = true;
+    report_.migration_stall_ns = 0;
+    report_.switchover_pause_ns = 0;
 }
 
 void ControlDevice::io_write(uint32_t cpu, uint16_t offset, std::span<const uint8_t> data) {
@@ -109,8 +130,8 @@ GuestReport ControlDevice::report() const {
 void ControlDevice::save(ByteWriter& out) const {
     std::lock_guard lock(mutex_);
     out.put(kStateVersion);
-    for (uint64_t v : {report_.progress, report_.steps, report_.results, report_.last_result,
-                       report_.errors, report_.last_error, report_.max_pause_ns})
+    for (uint64_t v : {report_.progress, report_.steps, report_.results, report_.last_result, report_.errors,
+                       report_.last_error, report_.max_pause_ns, report_.migration_stall_ns})
         out.put(v);
     out.put_string(report_.last_message);
     out.put_string(line_);
@@ -124,11 +145,15 @@ void ControlDevice::save(ByteWriter& out) const {
 Status ControlDevice::load(ByteReader& in) {
     uint8_t version = 0;
     if (auto s = in.get(version); !s) return s;
-    if (version != kStateVersion) return Error("control state: unknown version " + std::to_string(version));
+    if (version != 1 && version != kStateVersion) {
+        return Error("control state: unknown version " + std::to_string(version) + ": the source runs a newer vmm");
+    }
     GuestReport r;
-    for (uint64_t* p : {&r.progress, &r.steps, &r.results, &r.last_result, &r.errors,
-                        &r.last_error, &r.max_pause_ns})
+    for (uint64_t* p : {&r.progress, &r.steps, &r.results, &r.last_result, &r.errors, &r.last_error, &r.max_pause_ns})
         if (auto s = in.get(*p); !s) return s;
+    if (version >= 2) {
+        if (auto s = in.get(r.migration_stall_ns); !s) return s;
+    }
     std::string line;
     if (auto s = in.get_string(r.last_message, kMaxMessage); !s) return s;
     if (auto s = in.get_string(line, kMaxMessage); !s) return s;
@@ -140,8 +165,10 @@ Status ControlDevice::load(ByteReader& in) {
     for (Latch& l : latches) {
         if (auto s = in.get(l.arg); !s) return s;
         if (auto s = in.get(l.clock); !s) return s;
+        l.first_after_load = l.clock != 0;
     }
     std::lock_guard lock(mutex_);
+    window_open_ = false;
     report_ = std::move(r);
     line_ = std::move(line);
     latches_ = std::move(latches);

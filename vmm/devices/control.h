@@ -2,6 +2,9 @@
 // progress, steps, results, errors and the longest pause it observed; it reads the host's
 // real-time clock (so it can measure pauses it lives through, e.g. a migration's downtime);
 // it asks to sleep or to end the machine.
+// The device also times the gaps between a CPU's clock reads, as the guest sees them: the
+// longest while a migration runs (before its switchover) and the one across the switchover
+// (the source's last read before the pause to the destination's first after loading).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,11 @@ struct GuestReport {
     uint64_t errors = 0;
     uint64_t last_error = 0;
     uint64_t max_pause_ns = 0;
+    // From the guest's clock reads (0: none seen). The longest gap between two reads by one
+    // CPU since the last migration started, up to its switchover; and the gap across the
+    // switchover: the last read before the state was saved to the first after it was loaded.
+    uint64_t migration_stall_ns = 0;
+    uint64_t switchover_pause_ns = 0;
     std::string last_message;
     bool operator==(const GuestReport&) const = default;
 };
@@ -52,12 +60,16 @@ public:
     Status load(ByteReader& in) override;
 
     GuestReport report() const;
+    // A migration starts: the longest gap between clock reads is measured afresh from here.
+    void start_migration_window();
 
 private:
     struct Latch {
         uint64_t arg = 0;
-        uint64_t clock = 0;
+        uint64_t clock = 0;          // the last clock read (saved: the destination goes on from it)
+        bool first_after_load = false;  // the next read spans the switchover
     };
+    void clock_read(Latch& l, uint64_t now);
     void command(uint32_t cpu, uint32_t cmd);
     void message_byte(uint8_t b);
 
@@ -66,6 +78,7 @@ private:
     std::vector<Latch> latches_;
     GuestReport report_;
     std::string line_;
+    bool window_open_ = false;
 };
 
 }  // namespace vmm::devices

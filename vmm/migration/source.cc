@@ -100,6 +100,7 @@ void MigrationSource::fail(const Error& e) {
 
 void MigrationSource::run() {
     was_running_ = machine_.run_state() == machine::RunState::running;
+    machine_.control().start_migration_window();  // the guest's stalls are timed from here
     Connection* conn = nullptr;
     Status s = setup(conn);
     if (s) {

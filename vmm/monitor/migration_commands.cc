@@ -30,7 +30,12 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
         rounds.push_back(Json{{"round", rd.round}, {"bytes", rd.bytes}, {"seconds", rd.seconds}, {"dirty-after", rd.dirty_after}});
     }
     j["x-round-log"] = std::move(rounds);
-    if (guest.max_pause_ns != 0) j["x-guest-max-pause-ms"] = static_cast<double>(guest.max_pause_ns) / 1e6;
+    // From the guest: the longest pause it reported, and from its clock reads the pause across
+    // the switchover and its longest stall while the migration ran before it.
+    auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+    if (guest.max_pause_ns != 0) j["x-guest-max-pause-ms"] = ms(guest.max_pause_ns);
+    if (guest.switchover_pause_ns != 0) j["x-guest-switchover-pause-ms"] = ms(guest.switchover_pause_ns);
+    if (guest.migration_stall_ns != 0) j["x-guest-migration-stall-ms"] = ms(guest.migration_stall_ns);
     j["ram"] = Json{{"transferred", r.transferred},       {"remaining", r.remaining},
                     {"total", r.total},                   {"duplicate", r.duplicate},
                     {"normal", r.normal},                 {"normal-bytes", r.normal_bytes},
@@ -57,7 +62,15 @@ std::string migration_stats_text(const Json& j) {
                            d["destination"].get<double>(), d["go"].get<double>());
     }
     if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", j["expected-downtime"].get<uint64_t>());
-    if (j.contains("x-guest-max-pause-ms")) out += fmt::format("guest-observed pause: {:.1f} ms\n", j["x-guest-max-pause-ms"].get<double>());
+    if (j.contains("x-guest-switchover-pause-ms")) {
+        out += fmt::format("guest-observed pause: {:.1f} ms\n", j["x-guest-switchover-pause-ms"].get<double>());
+    }
+    if (j.contains("x-guest-migration-stall-ms")) {
+        out += fmt::format("guest's longest stall before the switchover: {:.1f} ms\n", j["x-guest-migration-stall-ms"].get<double>());
+    }
+    if (j.contains("x-guest-max-pause-ms")) {
+        out += fmt::format("guest's longest pause reported: {:.1f} ms\n", j["x-guest-max-pause-ms"].get<double>());
+    }
     out += fmt::format("setup: {} ms\nrounds: {}\n", j["setup-time"].get<uint64_t>(), j["x-rounds"].get<uint64_t>());
     out += fmt::format("transferred ram: {} kbytes\nthroughput: {:.2f} mbps\nremaining ram: {} kbytes\n", kb("transferred"),
                        r["mbps"].get<double>(), kb("remaining"));
