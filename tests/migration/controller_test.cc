@@ -19,6 +19,36 @@ TEST(Convergence, CompletesWhenTheRestFitsTheDowntimeLimit) {
     EXPECT_TRUE(c.after_round({0, 0.0, 0}).complete);
 }
 
+// The hand-over (saving and loading the state) is part of every downtime: the RAM left gets
+// only what the limit leaves of it, and the expected downtime counts both.
+TEST(Convergence, TheHandOverTakesItsShareOfTheDowntimeLimit) {
+    Parameters p;
+    p.downtime_limit_ms = 300;
+    Convergence c(p, false, 120.0);
+    Decision d = c.after_round({100'000'000, 1.0, 20'000'000});  // 200 ms of RAM + 120 > 300
+    EXPECT_FALSE(d.complete);
+    EXPECT_FALSE(d.limit_unreachable);
+    EXPECT_DOUBLE_EQ(d.expected_downtime_ms, 320);
+    d = c.after_round({100'000'000, 1.0, 18'000'000});  // 180 + 120 = 300: fits
+    EXPECT_TRUE(d.complete);
+    EXPECT_DOUBLE_EQ(d.expected_downtime_ms, 300);
+    EXPECT_DOUBLE_EQ(c.after_round({100'000'000, 1.0, 0}).expected_downtime_ms, 120);  // nothing dirty
+}
+
+// A hand-over longer than the limit: waiting cannot meet it, so the RAM left is held to the
+// whole limit (the migration still ends) and the decision says the limit is out of reach.
+TEST(Convergence, AHandOverOverTheLimitStillLetsTheMigrationEnd) {
+    Parameters p;
+    p.downtime_limit_ms = 50;
+    Convergence c(p, false, 80.0);
+    Decision d = c.after_round({100'000'000, 1.0, 6'000'000});  // 60 ms of RAM
+    EXPECT_FALSE(d.complete);
+    EXPECT_TRUE(d.limit_unreachable);
+    d = c.after_round({100'000'000, 1.0, 4'000'000});  // 40 ms of RAM: as good as it gets
+    EXPECT_TRUE(d.complete);
+    EXPECT_DOUBLE_EQ(d.expected_downtime_ms, 120);
+}
+
 TEST(Convergence, TinyRoundsKeepTheLastRealBandwidth) {
     Parameters p;
     Convergence c(p, false);

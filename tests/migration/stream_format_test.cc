@@ -41,10 +41,10 @@ TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
     EXPECT_EQ(read_header(m1).error().message(),
               "this is not a vmm migration stream (bad magic): is the source a vmm of this project?");
     auto bad_version = good;
-    bad_version[8] = 2;
+    bad_version[8] = 1;  // the version before HEADER_OK carried the hand-over rehearsal
     MemoryStream m2(bad_version);
     EXPECT_EQ(read_header(m2).error().message(),
-              "migration stream version 2 is not supported (this vmm speaks version 1): use the same vmm release on both sides");
+              "migration stream version 1 is not supported (this vmm speaks version 2): use the same vmm release on both sides");
     auto huge = good;
     huge[14] = 0x10;  // body length 0x100000+
     MemoryStream m3(huge);
@@ -115,6 +115,14 @@ TEST(Replies, RoundTripWithReasons) {
     auto r2 = read_reply(in);
     ASSERT_TRUE(r2);
     EXPECT_EQ(r2->type, ReplyType::ready);
+    MemoryStream ok(cat(encode_header_ok(123456), encode_reply(ReplyType::header_ok)));
+    auto h1 = read_reply(ok);
+    ASSERT_TRUE(h1);
+    EXPECT_EQ(h1->type, ReplyType::header_ok);
+    EXPECT_EQ(h1->handover_us, 123456u);  // the destination's rehearsal travels with HEADER_OK
+    EXPECT_EQ(read_reply(ok)->handover_us, 0u);
+    MemoryStream cut(std::vector<uint8_t>{0x80, 1, 2});  // HEADER_OK without its whole field
+    EXPECT_FALSE(read_reply(cut));
     MemoryStream go(cat(encode_reply(ReplyType::go), encode_reply(ReplyType::go_paused)));
     EXPECT_EQ(read_reply(go)->type, ReplyType::go);
     EXPECT_EQ(read_reply(go)->type, ReplyType::go_paused);

@@ -17,6 +17,7 @@ struct RoundFacts {
 
 struct Decision {
     bool complete = false;          // pause now and finish
+    bool limit_unreachable = false; // the hand-over alone takes longer than downtime-limit
     uint32_t throttle_percent = 0;  // vCPU throttle to apply from now on
     double bandwidth = 0;           // bytes/s used for the decision
     double expected_downtime_ms = 0;
@@ -24,13 +25,17 @@ struct Decision {
 
 class Convergence {
 public:
-    Convergence(const Parameters& p, bool auto_converge) : params_(p), auto_converge_(auto_converge) {}
+    // `handover_ms`: the fixed part of any downtime (saving and loading vCPU and device state,
+    // as the destination rehearsed it); the RAM left must fit in what the limit leaves of it.
+    Convergence(const Parameters& p, bool auto_converge, double handover_ms = 0)
+        : params_(p), auto_converge_(auto_converge), handover_ms_(handover_ms) {}
     Decision after_round(const RoundFacts& f);
     uint32_t throttle() const { return throttle_; }
 
 private:
     Parameters params_;
     bool auto_converge_;
+    double handover_ms_;
     double bandwidth_ = 0;
     uint64_t stuck_rounds_ = 0;
     uint32_t throttle_ = 0;

@@ -83,11 +83,12 @@ Status IncomingMigration::receive(Connection& conn) {
     if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
         ok = Error("the source sends RAM through a transport channel this transport lacks");
     }
-    if (!ok) {
-        refuse(st, ok.error());
-        return ok;
+    auto handover_us = ok ? rehearse_handover(machine_) : Result<uint32_t>(ok.error());
+    if (!handover_us) {
+        refuse(st, handover_us.error());
+        return handover_us.error();
     }
-    if (auto s = st.write(encode_reply(ReplyType::header_ok)); !s) return s;
+    if (auto s = st.write(encode_header_ok(*handover_us)); !s) return s;
     if (auto s = st.flush(); !s) return s;
     DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
     StreamLoader loader(machine_.memory(), st, channel, local.blocks,

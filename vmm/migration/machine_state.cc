@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
 namespace vmm::migration {
 
 Result<std::vector<uint8_t>> save_machine_state(machine::Machine& m) {
@@ -47,6 +51,17 @@ Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob) {
     if (auto s = m.load_vcpus(vcpus); !s) return s;
     if (auto s = m.load_devices(r); !s) return s;
     return r.expect_end();
+}
+
+Result<uint32_t> rehearse_handover(machine::Machine& m) {
+    auto t = std::chrono::steady_clock::now();
+    auto state = save_machine_state(m);
+    if (!state) return state.error().context("rehearsing the switchover: saving this machine's own state");
+    if (auto s = load_machine_state(m, *state); !s) {
+        return s.error().context("rehearsing the switchover: loading this machine's own state");
+    }
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t).count();
+    return static_cast<uint32_t>(std::min<int64_t>(us, UINT32_MAX));
 }
 
 }  // namespace vmm::migration

@@ -21,5 +21,10 @@ TransportContext context_for(const machine::Machine& m, const Uri& uri, const Se
                              const CancelToken& cancel);
 // Decodes and checks everything before loading anything into the machine.
 Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob);
+// On a destination whose guest has not run: saves its own state and loads it back, as a
+// switchover will (the source saving, this side loading), and returns how long that took in
+// microseconds: the fixed part of the downtime, which the source's controller adds to the
+// time the remaining RAM needs. Also proves before any RAM moves that the state loads here.
+Result<uint32_t> rehearse_handover(machine::Machine& m);
 
 }  // namespace vmm::migration

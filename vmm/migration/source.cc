@@ -130,7 +130,14 @@ Status MigrationSource::setup(Connection*& conn_out) {
     if (!reply) return reply.error();
     if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
+    double handover_ms = reply->handover_us / 1000.0;
+    if (handover_ms >= static_cast<double>(settings_.params.downtime_limit_ms)) {
+        log::warn("saving and loading the machine state alone took {:.0f} ms when the destination rehearsed it, "
+                  "more than downtime-limit {} ms: the downtime will exceed the limit (raise it to allow for this)",
+                  handover_ms, settings_.params.downtime_limit_ms);
+    }
     std::lock_guard lock(mutex_);
+    stats_.handover_estimate_ms = handover_ms;
     stats_.setup_time_ms = ms_since(start_);
     conn_out = conn_.get();
     return {};
@@ -185,7 +192,7 @@ Status MigrationSource::precopy(Run& run) {
     auto t = Clock::now();
     uint64_t before = 0;
     if (auto s = run.saver.bulk_round(pagemap ? &*pagemap : nullptr); !s) return s;
-    Convergence conv(settings_.params, settings_.caps.auto_converge);
+    Convergence conv(settings_.params, settings_.caps.auto_converge, stats().handover_estimate_ms);
     for (;;) {
         double secs = std::chrono::duration<double>(Clock::now() - t).count();
         uint64_t sent = run.saver.bytes_sent() - before;

@@ -51,7 +51,8 @@ struct MigrationStats {
     std::string uri;
     uint64_t total_time_ms = 0;
     uint64_t setup_time_ms = 0;
-    uint64_t expected_downtime_ms = 0;
+    uint64_t expected_downtime_ms = 0;  // the RAM left at the measured bandwidth + the hand-over
+    double handover_estimate_ms = 0;    // the destination's rehearsal of saving and loading the state
     uint64_t downtime_ms = 0;      // VMM-measured: vCPUs paused until the destination may run
     DowntimeParts downtime_parts;  // with a completed migration
     uint32_t rounds = 0;

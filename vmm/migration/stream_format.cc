@@ -177,9 +177,17 @@ Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks,
 }
 
 std::vector<uint8_t> encode_reply(ReplyType t, const std::string& reason) {
+    if (t == ReplyType::header_ok) return encode_header_ok(0);
     ByteWriter w;
     w.put(static_cast<uint8_t>(t));
     if (t == ReplyType::refused) w.put_string(reason.substr(0, kMaxReason));
+    return std::move(w).take();
+}
+
+std::vector<uint8_t> encode_header_ok(uint32_t handover_us) {
+    ByteWriter w;
+    w.put(static_cast<uint8_t>(ReplyType::header_ok));
+    w.put(handover_us);
     return std::move(w).take();
 }
 
@@ -189,6 +197,10 @@ Result<Reply> read_reply(ByteStream& in) {
     Reply r;
     if (type < 0x80 || type > 0x84) return Error(fmt::format("migration peer sent an unknown reply {:#04x}", type));
     r.type = static_cast<ReplyType>(type);
+    if (r.type == ReplyType::header_ok) {
+        if (auto s = read_value(in, r.handover_us); !s) return s.error();
+        return r;
+    }
     if (r.type != ReplyType::refused) return r;
     uint32_t len = 0;
     if (auto s = read_value(in, len); !s) return s.error();

@@ -19,7 +19,7 @@
 namespace vmm::migration {
 
 constexpr std::array<uint8_t, 8> kMagic = {'V', 'M', 'M', 'M', 'I', 'G', 'R', 0x0a};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: HEADER_OK carries the destination's hand-over rehearsal
 constexpr uint32_t kMaxHeaderBody = 64 * 1024;
 constexpr uint32_t kMaxBlocks = 64;
 constexpr uint32_t kMaxPagesRecord = 4u << 20;     // bytes of data in one PAGES record
@@ -75,10 +75,14 @@ std::vector<uint8_t> encode_record(const Record& r);
 // alignment, offset + length inside the block (no overflow), size limits.
 Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size);
 
+// REFUSED carries `reason`; HEADER_OK carries `handover_us`: how long the destination took to
+// save and load its own (not yet running) vCPU and device state, the fixed part of a downtime.
 std::vector<uint8_t> encode_reply(ReplyType t, const std::string& reason = {});
+std::vector<uint8_t> encode_header_ok(uint32_t handover_us);
 struct Reply {
     ReplyType type = ReplyType::refused;
     std::string reason;
+    uint32_t handover_us = 0;
 };
 Result<Reply> read_reply(ByteStream& in);
 

@@ -17,6 +17,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     j["total-time"] = s.total_time_ms;
     j["setup-time"] = s.setup_time_ms;
     j["expected-downtime"] = s.expected_downtime_ms;
+    if (s.handover_estimate_ms > 0) j["x-handover-estimate-ms"] = s.handover_estimate_ms;
     if (s.status == MigrationStatus::completed) j["downtime"] = s.downtime_ms;
     if (const auto& d = s.downtime_parts; s.status == MigrationStatus::completed && d.last_round > 0) {  // the source's
         j["x-downtime-parts"] = Json{{"pause", d.pause}, {"last-round", d.last_round}, {"state", d.state},
@@ -62,6 +63,10 @@ std::string migration_stats_text(const Json& j) {
                            d["destination"].get<double>(), d["go"].get<double>());
     }
     if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", j["expected-downtime"].get<uint64_t>());
+    if (j.contains("x-handover-estimate-ms")) {
+        out += fmt::format("hand-over estimate: {:.1f} ms (the destination saved and loaded its own state)\n",
+                           j["x-handover-estimate-ms"].get<double>());
+    }
     if (j.contains("x-guest-switchover-pause-ms")) {
         out += fmt::format("guest-observed pause: {:.1f} ms\n", j["x-guest-switchover-pause-ms"].get<double>());
     }
