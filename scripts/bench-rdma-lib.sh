@@ -72,6 +72,7 @@ summarize() {
         ($f["total-time"] // 0) as $total | ($f["setup-time"] // 0) as $setup |
         { mode: $mode, run: $run, status: $f.status,
           total_ms: $f["total-time"], setup_ms: $f["setup-time"], downtime_ms: $f.downtime,
+          downtime_parts: $f["x-downtime-parts"], handover_estimate_ms: $f["x-handover-estimate-ms"],
           transferred: $f.ram.transferred,
           throughput_mbs: (if $total > $setup then ($f.ram.transferred / (($total - $setup) / 1000) / 1e5 | round) / 10
                            else null end),  # a VMM that reports no times gets no figure, not a wrong one
