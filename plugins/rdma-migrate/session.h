@@ -107,6 +107,7 @@ private:
     Result<uint32_t> local_lkey(uint32_t block, uint64_t chunk);
     Status write_pieces(uint32_t block, const std::vector<Piece>& pieces);
     Status post_writes(Lane& lane);
+    Status post_short_batches();
     Status drain_writes();
     bool writes_pending() const;
     uint64_t ram_chunks() const;  // chunks in all RAM blocks

@@ -166,7 +166,11 @@ Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
     }
     for (const auto& p : pieces)
         if (auto s = write_piece(block, p); !s) return s;
-    // Batches left short go to the HCA now rather than when the next ram_send fills them.
+    return post_short_batches();
+}
+
+// Batches left short go to the HCA now rather than when the next ram_send fills them.
+Status Session::post_short_batches() {
     for (Lane& lane : lanes_)
         if (auto s = post_writes(lane); !s) return s;
     return {};

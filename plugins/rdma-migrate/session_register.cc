@@ -53,9 +53,7 @@ Status Session::post_ready() {
     auto ready = ahead_.take_ready(registered_remotely());
     for (const auto& q : ready)
         if (auto s = write_piece(q.block, q.piece); !s) return s;
-    for (Lane& lane : lanes_)  // batches left short go to the HCA now
-        if (auto s = post_writes(lane); !s) return s;
-    return {};
+    return post_short_batches();
 }
 
 // Before any other control message, and at the end of a round: everything asked is answered

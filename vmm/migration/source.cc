@@ -130,14 +130,8 @@ Status MigrationSource::setup(Connection*& conn_out) {
     if (!reply) return reply.error();
     if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
-    double handover_ms = reply->handover_us / 1000.0;
-    if (handover_ms >= static_cast<double>(settings_.params.downtime_limit_ms)) {
-        log::warn("saving and loading the machine state alone took {:.0f} ms when the destination rehearsed it, "
-                  "more than downtime-limit {} ms: the downtime will exceed the limit (raise it to allow for this)",
-                  handover_ms, settings_.params.downtime_limit_ms);
-    }
     std::lock_guard lock(mutex_);
-    stats_.handover_estimate_ms = handover_ms;
+    stats_.handover_estimate_ms = reply->handover_us / 1000.0;
     stats_.setup_time_ms = ms_since(start_);
     conn_out = conn_.get();
     return {};
@@ -199,6 +193,11 @@ Status MigrationSource::precopy(Run& run) {
         if (auto s = machine_.dirty_rate().sync_now(); !s) return s;
         uint64_t dirty = pending_pages(machine_);
         Decision d = conv.after_round({sent, secs, dirty * memory::kPageSize});
+        if (d.limit_unreachable && run.round == 0) {  // said once, after the bulk round
+            log::warn("saving and loading the machine state alone took {:.0f} ms when the destination rehearsed it, "
+                      "more than downtime-limit {} ms: the downtime will exceed the limit (raise it to allow for this)",
+                      stats().handover_estimate_ms, settings_.params.downtime_limit_ms);
+        }
         machine_.set_throttle(d.throttle_percent);
         publish(run.work);
         {
