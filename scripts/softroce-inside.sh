@@ -13,9 +13,12 @@ modprobe dummy numdummies=0
 ip link set lo up
 ip link add dummy0 type dummy
 ip addr add 10.99.0.1/24 dev dummy0
+# An IPv6 address too (nodad: usable at once), for the RDMA-CM tests over IPv6.
+ip -6 addr add fd99::1/64 dev dummy0 nodad 2>/dev/null || say "no IPv6 on dummy0 (the IPv6 test will skip)"
 ip link set dummy0 up
 rdma link add rxe0 type rxe netdev dummy0 || { say "cannot create the rxe device"; exit 124; }
 export VMM_RDMA_ADDR=10.99.0.1 VMM_RDMA_DEVICE=rxe0
+ip -6 addr show dev dummy0 | grep -q fd99::1 && export VMM_RDMA_ADDR6=fd99::1
 modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null || say "no nested KVM (kvm tests will skip)"
 # The ring's exactness test needs a stock KVM, which this is.
 export VMM_TEST_DIRTY_RING=1
