@@ -21,7 +21,9 @@ using Json = nlohmann::json;
 class VmmProcess {
 public:
     // Runs the vmm binary ($VMM_BINARY, else the build tree's) with `args`; stdout and stderr go to `log_path`.
-    static std::unique_ptr<VmmProcess> spawn(const std::vector<std::string>& args, const std::string& log_path);
+    // A `wrapper` (e.g. {"prlimit", "--memlock=1048576"}, found in $PATH) runs it and must exec it in turn.
+    static std::unique_ptr<VmmProcess> spawn(const std::vector<std::string>& args, const std::string& log_path,
+                                             const std::vector<std::string>& wrapper = {});
     ~VmmProcess();
     // Exit status, or nullopt if it did not exit within `timeout`.
     std::optional<int> wait(std::chrono::milliseconds timeout);

@@ -5,7 +5,6 @@
 // once per side, default 0 = unlimited), rdma-channels (queue pairs, 1..16; 1). Capability:
 // rdma-pin-all (register all RAM up front on both sides). Environment, for tests only:
 // VMM_RDMA_ANNOUNCE_VERSION makes a source announce another protocol version.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "memlock.h"
 #include "session.h"
 #include "vmm/common/units.h"
 #include "vmm/migration/plugin_abi.h"
@@ -78,18 +78,10 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     return c;
 }
 
-// Spec TODO 1: check the locked-memory limit against what the chosen mode pins, before
-// connecting, instead of failing later with "cannot get rkey".
-Status check_memlock(const SessionConfig& c) {
-    rlimit rl{};
-    if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || ::geteuid() == 0) return {};
+uint64_t ram_bytes(const SessionConfig& c) {
     uint64_t ram = 0;
     for (const auto& b : c.blocks) ram += b.length;
-    uint64_t need = 3 * kControlBufferSize + (c.pin_all ? ram : (c.pin_limit != 0 ? 2 * c.pin_limit : 2 * ram));
-    if (need <= rl.rlim_cur) return {};
-    const char* mode = c.pin_all ? "rdma-pin-all" : "dynamic registration";
-    return Error(fmt::format("locked-memory limit is {}, {} needs {}: raise it with ulimit -l or set rdma-pin-limit",
-                             vmm::format_size(rl.rlim_cur), mode, vmm::format_size(need)));
+    return ram;
 }
 
 struct Listener {
@@ -102,7 +94,7 @@ void* do_connect(const vmm_transport_args* a, vmm_err* e) {
     guarded(e, [&]() -> Status {
         auto cfg = config_from(a);
         if (!cfg) return cfg.error();
-        if (auto s = check_memlock(*cfg); !s) return s;
+        if (auto s = check_source_memlock(memlock_budget(), ram_bytes(*cfg), cfg->pin_all, cfg->pin_limit); !s) return s;
         auto s = Session::connect(a->host, a->port, std::move(*cfg));
         if (!s) return s.error();
         out = s->release();
@@ -128,7 +120,10 @@ void* do_accept(void* lp, vmm_err* e) {
     void* out = nullptr;
     guarded(e, [&]() -> Status {
         auto* l = static_cast<Listener*>(lp);
-        auto s = Session::accept(*l->ep, l->cfg);
+        // Grant rdma-pin-all only if all of this side's RAM can be pinned.
+        std::string refusal = pin_all_refusal(memlock_budget(), ram_bytes(l->cfg));
+        uint32_t supported = kCapChannels | (refusal.empty() ? kCapPinAll : 0u);
+        auto s = Session::accept(*l->ep, l->cfg, supported, refusal);
         if (!s) return s.error();
         out = s->release();
         return {};

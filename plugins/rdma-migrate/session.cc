@@ -1,5 +1,6 @@
 #include "session.h"
 #include "trace.h"
+#include "vmm/common/units.h"
 
 #include <fmt/format.h>
 
@@ -31,6 +32,7 @@ Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> c
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), remote_regs_(cfg_.pin_limit),
       local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit),
       ahead_(std::max<uint64_t>(1, kRegisterAheadBytes / g.size())) {
+    summary_ = ep_->describe;
     lanes_.emplace_back(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
         // RC completes in order: a signalled write completing means every earlier one has.
@@ -89,6 +91,7 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
     }
     auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, make_control(ctl));
     if (!ep) return ep.error();
+    bool asked_pin_all = cfg.pin_all;
     cfg.pin_all = cfg.pin_all && ((*ep)->peer.flags & kCapPinAll) != 0;  // what the destination granted
     if (((*ep)->peer.flags & kCapChannels) == 0) ours.channels = 1;     // a destination without channels
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
@@ -98,14 +101,17 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
         s->abort(st.error().message());
         return st.error();
     }
+    s->summarize(asked_pin_all && !s->pin_all() ? "the destination did not grant rdma-pin-all: its log says why" : "");
     return s;
 }
 
-Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg) {
+Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg, uint32_t supported,
+                                                 const std::string& refusal) {
     std::unique_ptr<ControlChannel> ctl;
-    auto ep = accept_endpoint(listener, kCapPinAll | kCapChannels, make_control(ctl));
+    auto ep = accept_endpoint(listener, supported, make_control(ctl));
     if (!ep) return ep.error();
-    cfg.pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
+    bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
+    cfg.pin_all = asked_pin_all && (supported & kCapPinAll) != 0;
     // Chunk numbers in requests are the source's: use its chunk size (checked when decoded).
     auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
     if (!g) return g.error();
@@ -116,7 +122,16 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
         s->abort(st.error().message());
         return st.error();
     }
+    s->summarize(asked_pin_all && !s->pin_all() ? refusal : "");
     return s;
+}
+
+void Session::summarize(const std::string& note) {
+    std::string mode = cfg_.pin_all ? "rdma-pin-all" : "dynamic registration";
+    if (!cfg_.pin_all && cfg_.pin_limit != 0) mode += ", rdma-pin-limit " + vmm::format_size(cfg_.pin_limit);
+    summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", ep_->describe, mode, vmm::format_size(geo_.size()),
+                           lanes_.size(), lanes_.size() == 1 ? "" : "s");
+    if (!note.empty()) summary_ += " (" + note + ")";
 }
 
 Status Session::exchange_blocks_source() {

@@ -42,8 +42,10 @@ class Session {
 public:
     // Source side: connect, negotiate capabilities, exchange blocks.
     static Result<std::unique_ptr<Session>> connect(const std::string& host, uint16_t port, SessionConfig cfg);
-    // Destination side: accept one source on `listener`, answer, describe blocks.
-    static Result<std::unique_ptr<Session>> accept(Endpoint& listener, SessionConfig cfg);
+    // Destination side: accept one source on `listener`, answer with the capabilities in
+    // `supported` (`refusal` says why rdma-pin-all is not among them), describe blocks.
+    static Result<std::unique_ptr<Session>> accept(Endpoint& listener, SessionConfig cfg, uint32_t supported,
+                                                   const std::string& refusal);
     ~Session();
 
     Status write(const void* data, size_t len);
@@ -58,10 +60,14 @@ public:
 
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }
-    const std::string& describe() const { return ep_->describe; }
+    // The peer and what was negotiated: "rdma 10.0.0.1:4444: dynamic registration, 1 MiB
+    // chunks, 1 channel", and why rdma-pin-all was not granted if it was asked for.
+    const std::string& describe() const { return summary_; }
     bool pin_all() const { return cfg_.pin_all; }
 
 private:
+    void summarize(const std::string& note);  // sets describe() once negotiated
+
     // One queue pair's RDMA WRITEs: its count of writes posted and known complete, the batch
     // being built, and its last write (re-posted, 8 bytes, signalled, to drain the lane).
     struct Lane {
@@ -120,6 +126,7 @@ private:
     std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
     std::unique_ptr<ControlChannel> ctl_;
     SessionConfig cfg_;
+    std::string summary_;  // describe()
     ChunkGeometry geo_;
     std::vector<BlockDesc> remote_;
     // Source: what the destination has registered for us, and our own (local-read) MRs.

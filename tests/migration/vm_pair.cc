@@ -10,7 +10,8 @@
 
 namespace vmm::test {
 
-std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> args) {
+std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> args,
+                              const std::vector<std::string>& wrapper) {
     auto vm = std::unique_ptr<Vm>(new Vm());
     vm->sock_ = temp_path(name + ".sock");
     vm->log_ = temp_path(name + ".log");
@@ -18,7 +19,7 @@ std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> 
     args.push_back("unix:" + vm->sock_);
     args.push_back("--serial");
     args.push_back("none");
-    vm->proc_ = VmmProcess::spawn(args, vm->log_);
+    vm->proc_ = VmmProcess::spawn(args, vm->log_, wrapper);
     if (!vm->proc_) {
         ADD_FAILURE() << "cannot start vmm";
         return nullptr;

@@ -11,8 +11,10 @@ namespace vmm::test {
 
 class Vm {
 public:
-    // Starts vmm with `args` plus a text monitor; fails the test if the monitor never appears.
-    static std::unique_ptr<Vm> start(const std::string& name, std::vector<std::string> args);
+    // Starts vmm with `args` plus a text monitor (through `wrapper`, see VmmProcess::spawn); fails
+    // the test if the monitor never appears.
+    static std::unique_ptr<Vm> start(const std::string& name, std::vector<std::string> args,
+                                     const std::vector<std::string>& wrapper = {});
     ~Vm();
 
     std::string cmd(const std::string& line);

@@ -122,6 +122,7 @@ Status MigrationSource::setup(Connection*& conn_out) {
     auto conn = transport_.connect(context_for(machine_, uri_, settings_, cancel_));
     if (!conn) return conn.error();
     conn_ = std::move(*conn);
+    log::info("migrating to {}", conn_->describe());
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header_for(machine_, mode))); !w) return w;

@@ -1,0 +1,74 @@
+// The locked-memory budget: what each mode needs, the source's refusal, the destination's
+// reason for not granting rdma-pin-all, and how the budget is read (limit and CAP_IPC_LOCK).
+#include "memlock.h"
+
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+namespace rdma_migrate {
+
+namespace {
+constexpr uint64_t M = 1 << 20;
+constexpr uint64_t kControl = 3 * kControlBufferSize;
+}  // namespace
+
+TEST(Memlock, NeedFollowsTheMode) {
+    EXPECT_EQ(memlock_need(128 * M, true, 0), kControl + 128 * M);
+    EXPECT_EQ(memlock_need(128 * M, true, 4 * M), kControl + 128 * M) << "pin-all pins all RAM whatever the limit";
+    EXPECT_EQ(memlock_need(128 * M, false, 4 * M), kControl + 8 * M);
+    EXPECT_EQ(memlock_need(128 * M, false, 0), kControl + 256 * M);
+}
+
+TEST(Memlock, SourceRefusesAShortBudgetWithTheWayOut) {
+    EXPECT_TRUE(check_source_memlock({}, 1ull << 40, true, 0)) << "unlimited covers anything";
+    MemlockBudget b{false, 64 * M};
+    EXPECT_TRUE(check_source_memlock(b, 128 * M, false, 16 * M));
+    auto s = check_source_memlock(b, 128 * M, true, 0);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().message(),
+              "locked-memory limit is 64 MiB, rdma-pin-all needs 129.5 MiB: raise it with ulimit -l or set rdma-pin-limit");
+    EXPECT_NE(check_source_memlock(b, 128 * M, false, 0).error().message().find("dynamic registration needs"),
+              std::string::npos);
+}
+
+TEST(Memlock, DestinationGrantsPinAllOnlyWhenAllRamFits) {
+    EXPECT_EQ(pin_all_refusal({}, 1ull << 40), "");
+    EXPECT_EQ(pin_all_refusal({false, kControl + 128 * M}, 128 * M), "");
+    EXPECT_EQ(pin_all_refusal({false, 64 * M}, 128 * M),
+              "rdma-pin-all not granted: the locked-memory limit is 64 MiB and pinning all RAM needs 129.5 MiB "
+              "(raise it with ulimit -l to allow it)");
+}
+
+TEST(Memlock, BudgetIsTheLimitUnlessTheProcessMayLockWithoutOne) {
+    // In a child: lower the limit, then drop CAP_IPC_LOCK (root has it); exit 0 when the
+    // budget read at each step is what it must be.
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        rlimit rl{2 * M, 2 * M};
+        if (::setrlimit(RLIMIT_MEMLOCK, &rl) != 0) ::_exit(10);
+        __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3]{};
+        if (::syscall(SYS_capget, &h, d) != 0) ::_exit(11);
+        bool had = (d[0].effective >> CAP_IPC_LOCK) & 1u;
+        MemlockBudget before = memlock_budget();
+        if (before.unlimited != had || (!had && before.limit != 2 * M)) ::_exit(12);
+        d[0].effective &= ~(1u << CAP_IPC_LOCK);
+        if (::syscall(SYS_capset, &h, d) != 0) ::_exit(13);
+        MemlockBudget after = memlock_budget();
+        ::_exit(!after.unlimited && after.limit == 2 * M ? 0 : 14);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "10/11/13: a system call failed; 12: the budget before dropping "
+                                         "CAP_IPC_LOCK; 14: after";
+}
+
+}  // namespace rdma_migrate
