@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "vmm/common/units.h"
 #include "wire.h"
 
@@ -30,7 +32,9 @@ MemlockBudget memlock_budget() {
 }
 
 uint64_t memlock_need(uint64_t ram, bool pin_all, uint64_t pin_limit) {
-    uint64_t registered = pin_all ? ram : (pin_limit != 0 ? 2 * pin_limit : 2 * ram);
+    // Each chunk is registered at most once per side and kept, or, under a pin limit, older
+    // ones are released before a new one is registered over the limit.
+    uint64_t registered = pin_all || pin_limit == 0 ? ram : std::min(pin_limit, ram);
     return 3 * kControlBufferSize + registered;
 }
 

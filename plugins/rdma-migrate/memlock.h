@@ -24,8 +24,8 @@ struct MemlockBudget {
 // This process's budget.
 MemlockBudget memlock_budget();
 
-// What one side pins: the control buffers, plus all RAM (pin-all) or, registering dynamically,
-// twice the pin limit (or all RAM twice over without one: chunks registered ahead included).
+// What one side pins at most: the control buffers, plus all RAM (pin-all, or registering
+// dynamically without a pin limit: every chunk the guest touched) or the pin limit.
 uint64_t memlock_need(uint64_t ram, bool pin_all, uint64_t pin_limit);
 
 // Source: an error naming the limit, the need and the way out when the budget is short.

@@ -21,14 +21,16 @@ constexpr uint64_t kControl = 3 * kControlBufferSize;
 TEST(Memlock, NeedFollowsTheMode) {
     EXPECT_EQ(memlock_need(128 * M, true, 0), kControl + 128 * M);
     EXPECT_EQ(memlock_need(128 * M, true, 4 * M), kControl + 128 * M) << "pin-all pins all RAM whatever the limit";
-    EXPECT_EQ(memlock_need(128 * M, false, 4 * M), kControl + 8 * M);
-    EXPECT_EQ(memlock_need(128 * M, false, 0), kControl + 256 * M);
+    EXPECT_EQ(memlock_need(128 * M, false, 4 * M), kControl + 4 * M);
+    EXPECT_EQ(memlock_need(128 * M, false, 256 * M), kControl + 128 * M) << "never more than RAM";
+    EXPECT_EQ(memlock_need(128 * M, false, 0), kControl + 128 * M) << "a source turned down for pin-all needs no more";
 }
 
 TEST(Memlock, SourceRefusesAShortBudgetWithTheWayOut) {
     EXPECT_TRUE(check_source_memlock({}, 1ull << 40, true, 0)) << "unlimited covers anything";
     MemlockBudget b{false, 64 * M};
     EXPECT_TRUE(check_source_memlock(b, 128 * M, false, 16 * M));
+    EXPECT_TRUE(check_source_memlock({false, kControl + 128 * M}, 128 * M, true, 0));
     auto s = check_source_memlock(b, 128 * M, true, 0);
     ASSERT_FALSE(s);
     EXPECT_EQ(s.error().message(),
