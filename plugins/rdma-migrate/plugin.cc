@@ -121,9 +121,7 @@ void* do_accept(void* lp, vmm_err* e) {
     guarded(e, [&]() -> Status {
         auto* l = static_cast<Listener*>(lp);
         // Grant rdma-pin-all only if all of this side's RAM can be pinned.
-        std::string refusal = pin_all_refusal(memlock_budget(), ram_bytes(l->cfg));
-        uint32_t supported = kCapChannels | (refusal.empty() ? kCapPinAll : 0u);
-        auto s = Session::accept(*l->ep, l->cfg, supported, refusal);
+        auto s = Session::accept(*l->ep, l->cfg, pin_all_refusal(memlock_budget(), ram_bytes(l->cfg)));
         if (!s) return s.error();
         out = s->release();
         return {};

@@ -105,13 +105,14 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
     return s;
 }
 
-Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg, uint32_t supported,
-                                                 const std::string& refusal) {
+Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg,
+                                                 const std::string& pin_all_refusal) {
     std::unique_ptr<ControlChannel> ctl;
+    uint32_t supported = kCapChannels | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     auto ep = accept_endpoint(listener, supported, make_control(ctl));
     if (!ep) return ep.error();
     bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
-    cfg.pin_all = asked_pin_all && (supported & kCapPinAll) != 0;
+    cfg.pin_all = asked_pin_all && pin_all_refusal.empty();
     // Chunk numbers in requests are the source's: use its chunk size (checked when decoded).
     auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
     if (!g) return g.error();
@@ -122,7 +123,7 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
         s->abort(st.error().message());
         return st.error();
     }
-    s->summarize(asked_pin_all && !s->pin_all() ? refusal : "");
+    s->summarize(asked_pin_all && !s->pin_all() ? pin_all_refusal : "");
     return s;
 }
 

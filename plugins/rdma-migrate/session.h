@@ -42,10 +42,10 @@ class Session {
 public:
     // Source side: connect, negotiate capabilities, exchange blocks.
     static Result<std::unique_ptr<Session>> connect(const std::string& host, uint16_t port, SessionConfig cfg);
-    // Destination side: accept one source on `listener`, answer with the capabilities in
-    // `supported` (`refusal` says why rdma-pin-all is not among them), describe blocks.
-    static Result<std::unique_ptr<Session>> accept(Endpoint& listener, SessionConfig cfg, uint32_t supported,
-                                                   const std::string& refusal);
+    // Destination side: accept one source on `listener`, answer with the capabilities this side
+    // supports (rdma-pin-all unless `pin_all_refusal` says why not), describe blocks.
+    static Result<std::unique_ptr<Session>> accept(Endpoint& listener, SessionConfig cfg,
+                                                   const std::string& pin_all_refusal);
     ~Session();
 
     Status write(const void* data, size_t len);

@@ -51,13 +51,15 @@ std::string Vm::status() {
     return s.substr(prefix.size(), s.find('\n') - prefix.size());
 }
 
-std::string Vm::migrate_field(const std::string& label) {
-    std::istringstream in(cmd("info migrate"));
+std::string text_field(const std::string& text, const std::string& label) {
+    std::istringstream in(text);
     std::string line;
     while (std::getline(in, line))
         if (line.rfind(label + ": ", 0) == 0) return line.substr(label.size() + 2);
     return "";
 }
+
+std::string Vm::migrate_field(const std::string& label) { return text_field(cmd("info migrate"), label); }
 
 std::string Vm::migrate_status() { return migrate_field("Migration status"); }
 

@@ -40,6 +40,8 @@ std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri,
                                 const std::string& smp = "2");
 // After a completed migration: same memory on both sides, and the guest runs on at the destination.
 void expect_handover(Vm& src, Vm& dst);
+// The value of the first "label: value" line of a monitor answer; "" if there is none.
+std::string text_field(const std::string& text, const std::string& label);
 // A duration line of 'info migrate' ("label: 12.5 ms") in ms; -1 when the line is missing.
 double ms_field(Vm& vm, const std::string& label);
 // Polls `pred` (e.g. a monitor query) until true or `seconds` pass.
