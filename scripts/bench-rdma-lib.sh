@@ -79,6 +79,10 @@ summarize() {
           # The guest moved per second: its RAM over the same time. A VMM that writes zero or
           # never-touched memory (QEMU in pin-all mode) sends more bytes for the same guest.
           ram_mbs: (if $total > $setup then ($f.ram.total / (($total - $setup) / 1000) / 1e5 | round) / 10 else null end),
+          # The bulk round alone (round 0 of our round log: every populated page, ended when
+          # all of it has arrived), as the issue states the ceiling target; QEMU keeps no log.
+          bulk_mbs: (if ($rounds | length) > 0 and $rounds[0].seconds > 0
+                     then ($rounds[0].bytes / $rounds[0].seconds / 1e5 | round) / 10 else null end),
           guest_pause_ms: (if $pause == "" then null else ($pause | tonumber) end),
           samples: ($s | map([.t, .ram.transferred])),
           rounds: $rounds }' "$3"
@@ -205,6 +209,8 @@ report() {
             ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
                                else null end),
             ratio_to_ceiling_before: (map(.ratio_to_ceiling_before | select(. != null)) | median),
+            bulk_mbs: (map(.bulk_mbs | select(. != null)) | median),
+            bulk_ratio_to_ceiling_before: (map(.bulk_ratio_to_ceiling_before | select(. != null)) | median),
             ratio_to_busy_ceiling: (if $busy > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $busy * 100 | round) / 100
                                     else null end),
             downtime_ms: (map(.downtime_ms) | median),
@@ -228,16 +234,21 @@ report() {
                             dynamic_stopped: ram_ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
                             pin_all_stopped: ram_ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
-    local f='%-26s %7s %9s %8s %6s %14s %11s %10s %11s\n'
-    printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/before" "/busy" "downtime (ms)" "guest (ms)" "stall (ms)" "before (ms)"
-    printf "$f" "ib_write_bw" "$1" "1.00" - - - - - -
-    printf "$f" "ib_write_bw, busy core" "$3" - - "1.00" - - - -
+    local f='%-26s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
+    printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/before" "/busy" "bulk" "bulk/bef" "downtime (ms)" "guest (ms)" \
+        "stall (ms)" "before (ms)"
+    printf "$f" "ib_write_bw" "$1" "1.00" - - - - - - - -
+    printf "$f" "ib_write_bw, busy core" "$3" - - "1.00" - - - - - -
     jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"),
-           (.value.ratio_to_ceiling_before // "-"), (.value.ratio_to_busy_ceiling // "-"), .value.downtime_ms,
+           (.value.ratio_to_ceiling_before // "-"), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-"),
+           (.value.bulk_ratio_to_ceiling_before // "-"), .value.downtime_ms,
            (.value.guest_pause_ms // "-"), (.value.guest_stall_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
-        while IFS=$'\t' read -r m t r rp rb d g st b; do
-            printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$d" "$g" "$st" "$b"
+        while IFS=$'\t' read -r m t r rp rb bk bb d g st b; do
+            printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$bk" "$bb" "$d" "$g" "$st" "$b"
         done
+    echo "MB/s: RAM transferred over the whole migration after setup (every round and the switchover)."
+    echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/bef: that against the"
+    echo "ib_write_bw measured just before the migration, the issue's >= 0.9 target."
     echo "/before: against ib_write_bw measured just before that migration (the median of those ratios)."
     echo "From the pattern guest's clock reads: guest, the pause it lived through across the switchover;"
     echo "stall, its longest gap between two steps while the migration ran before that; before, the same"

@@ -35,8 +35,7 @@ Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> c
     summary_ = ep_->describe;
     lanes_.emplace_back(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
-        // RC completes in order: a signalled write completing means every earlier one has.
-        lanes_[0].done = std::max(lanes_[0].done, wr_index(wc.wr_id));
+        lanes_[0].completed(wr_index(wc.wr_id));
         return Status{};
     };
 }

@@ -14,6 +14,7 @@
 //     finished. Every entry is bounds-checked first; anything invalid aborts with ERROR.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "control_channel.h"
 #include "register_ahead.h"
 #include "registration_cache.h"
+#include "write_ledger.h"
 
 namespace rdma_migrate {
 
@@ -56,6 +58,8 @@ public:
     Status ram_send(uint32_t block, uint64_t offset, uint64_t length);
     Status ram_send_zero(uint32_t block, uint64_t offset, uint64_t length);
     Status ram_end_round();
+    // Bytes of RDMA WRITEs posted and not yet known to have arrived (see WriteLedger).
+    uint64_t ram_in_flight() const;
     Status serve_round(uint32_t round);
 
     // Tells the peer why we give up (best effort).
@@ -68,12 +72,18 @@ public:
 private:
     void summarize(const std::string& note);  // sets describe() once negotiated
 
-    // One queue pair's RDMA WRITEs: its count of writes posted and known complete, the batch
-    // being built, and its last write (re-posted, 8 bytes, signalled, to drain the lane).
+    // One queue pair's RDMA WRITEs: its count of writes posted and known complete (and their
+    // bytes), the batch being built, and its last write (re-posted, 8 bytes, signalled, to
+    // drain the lane).
     struct Lane {
         explicit Lane(Endpoint* e) : ep(e) {}
+        void completed(uint64_t index) {  // RC: every earlier write on this queue pair is done too
+            done = std::max(done, index);
+            ledger.completed(index);
+        }
         Endpoint* ep;
         uint64_t posted = 0, done = 0, last_signalled = 0;
+        WriteLedger ledger;
         ibv_send_wr last_wr{};
         ibv_sge last_sge{};
         std::vector<ibv_send_wr> wrs;

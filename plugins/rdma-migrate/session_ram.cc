@@ -38,6 +38,12 @@ uint64_t Session::ram_chunks() const {
     return n;
 }
 
+uint64_t Session::ram_in_flight() const {
+    uint64_t n = 0;
+    for (const Lane& l : lanes_) n += l.ledger.in_flight();
+    return n;
+}
+
 bool Session::writes_pending() const {
     for (const Lane& l : lanes_)
         if (l.posted > l.done || !l.wrs.empty()) return true;
@@ -48,7 +54,7 @@ Status Session::lane_progress(Lane& lane, const std::function<bool()>& done) {
     if (&lane == &lanes_[0]) return ctl_->progress(done);  // shares its CQ with the control channel
     return lane.ep->progress(
         [&lane](const ibv_wc& wc) {
-            lane.done = std::max(lane.done, wr_index(wc.wr_id));
+            lane.completed(wr_index(wc.wr_id));
             return Status{};
         },
         done);
@@ -64,6 +70,7 @@ Status Session::drain_writes() {
             sge.length = std::min<uint32_t>(sge.length, 8);
             ibv_send_wr wr = lane.last_wr;
             wr.wr_id = make_wr_id(WrKind::write, ++lane.posted);
+            lane.ledger.posted(lane.posted, 0);  // its bytes were counted with the write it repeats
             wr.send_flags = IBV_SEND_SIGNALED;
             wr.sg_list = &sge;
             wr.num_sge = 1;
@@ -126,6 +133,7 @@ Status Session::post_writes(Lane& lane) {
 
 Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
     wr.wr_id = make_wr_id(WrKind::write, ++lane.posted);
+    lane.ledger.posted(lane.posted, sge.length);
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.num_sge = 1;
     wr.send_flags = 0;

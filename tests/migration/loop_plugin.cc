@@ -226,8 +226,10 @@ void do_close_listener(void* l) { delete static_cast<ListenerState*>(l); }
 const char* const kCaps[] = {"loop-verify", nullptr};
 const char* const kParams[] = {"loop-chunk-size", nullptr};
 
+// The table as a plugin built before ABI 1 grew optional members declares it (its RAM channel
+// confirms every write synchronously, so it has no use for ram_in_flight): vmm must still load it.
 const vmm_transport_ops kOps = {
-    VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "loop", kCaps, kParams,
+    VMM_TRANSPORT_ABI_VERSION, VMM_TRANSPORT_OPS_V1_MIN_SIZE, "loop", kCaps, kParams,
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close,
 };

@@ -143,6 +143,55 @@ TEST(RamRoundTrip, ZeroBlocksOffSendsZeroPagesAsData) {
     EXPECT_EQ(out.stats.normal, 1u);
 }
 
+// A RAM channel that confirms asynchronously, as RDMA WRITE does: the last `window` bytes it
+// accepted are in flight until the round ends.
+struct AsyncChannel final : SourceRamChannel {
+    Status begin_round(uint32_t) override { return {}; }
+    Status send(uint32_t, uint64_t, uint64_t length) override {
+        accepted += length;
+        arrived = accepted > window ? accepted - window : 0;
+        return {};
+    }
+    Status send_zero(uint32_t, uint64_t, uint64_t) override { return {}; }
+    Status end_round() override {
+        arrived = accepted;
+        return {};
+    }
+    uint64_t in_flight() const override { return accepted - arrived; }
+    uint64_t window = 3 * M;
+    uint64_t accepted = 0, arrived = 0;
+};
+
+// `transferred` counts what has arrived, never what the channel holds in flight; once the
+// round has ended, everything sent.
+TEST(RamRoundTrip, TransferredCountsWhatArrivedNotWhatIsInFlight) {
+    auto src = make_memory();
+    std::memset(src.host_span(0, 8 * M)->data(), 0x5a, 8 * M);
+    MemoryStream wire;
+    RamStats stats;
+    RateLimiter rl{0, nullptr};
+    AsyncChannel ch;
+    RamSaver saver(src, wire, &ch, rl, true, stats);
+    struct Seen {
+        uint64_t transferred, arrived, accepted;  // arrived and accepted include the stream's bytes
+    };
+    std::vector<Seen> seen;  // at each progress call, while the round runs
+    saver.on_progress([&] {
+        seen.push_back({stats.transferred, wire.written().size() + ch.arrived, wire.written().size() + ch.accepted});
+    });
+    auto pagemap = memory::PagemapReader::open();
+    ASSERT_TRUE(pagemap);
+    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    ASSERT_FALSE(seen.empty());
+    for (const Seen& x : seen) {
+        EXPECT_EQ(x.transferred, x.arrived);
+        EXPECT_EQ(x.accepted - x.transferred, ch.window);  // the window in flight is not counted
+    }
+    EXPECT_EQ(ch.accepted, 8 * M);
+    EXPECT_EQ(stats.transferred, saver.bytes_sent());
+    EXPECT_EQ(stats.transferred, wire.written().size() + 8 * M);
+}
+
 struct Hostile {
     const char* what;
     std::vector<Record> records;

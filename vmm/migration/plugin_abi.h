@@ -15,6 +15,8 @@
  * - Every blocking call must return promptly (with an error) once args->cancel_fd becomes
  *   readable, and must fail after args->io_timeout_ms of silence from the peer.
  * - A connection is used by one thread at a time.
+ * - Members appended later are optional: vmm reads one only when ops->struct_size covers it,
+ *   so a plugin built against an older header keeps loading.
  */
 #ifndef VMM_MIGRATION_PLUGIN_ABI_H
 #define VMM_MIGRATION_PLUGIN_ABI_H
@@ -94,7 +96,16 @@ struct vmm_transport_ops {
 
     const char *(*describe)(void *conn);
     void (*close)(void *conn);
+
+    /* Optional, appended to ABI 1 (present when struct_size covers it; may be NULL): bytes
+     * accepted by ram_send that are not yet known to be in the destination's memory. vmm reads
+     * it after each ram_send so that `transferred` counts what has arrived; ram_end_round
+     * leaves none. Must not block. */
+    uint64_t (*ram_in_flight)(void *conn);
 };
+
+/* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
+#define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))
 
 typedef const struct vmm_transport_ops *(*vmm_transport_entry_fn)(void);
 

@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "vmm/migration/plugin_abi.h"
@@ -80,6 +81,10 @@ public:
         return call("ram_send_zero", [&](vmm_err* e) { return ops_->ram_send_zero(conn_, block, offset, length, e); });
     }
     Status end_round() override { return call("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
+    uint64_t in_flight() const override {
+        bool has = ops_->struct_size >= offsetof(vmm_transport_ops, ram_in_flight) + sizeof(ops_->ram_in_flight);
+        return has && ops_->ram_in_flight != nullptr ? ops_->ram_in_flight(conn_) : 0;
+    }
     Status serve_round(uint32_t round) override {
         return call("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
     }
@@ -154,7 +159,7 @@ Status check_table(const vmm_transport_ops* ops, const std::string& path, const 
         return Error(fmt::format("{}: plugin ABI version {}, this vmm speaks {}: rebuild the plugin", path, ops->abi_version,
                                  VMM_TRANSPORT_ABI_VERSION));
     }
-    if (ops->struct_size < sizeof(vmm_transport_ops)) return Error(path + ": the plugin's table is too small for ABI 1");
+    if (ops->struct_size < VMM_TRANSPORT_OPS_V1_MIN_SIZE) return Error(path + ": the plugin's table is too small for ABI 1");
     if (ops->scheme == nullptr || scheme != ops->scheme) {
         return Error(fmt::format("{}: serves '{}:', not '{}:'", path, ops->scheme ? ops->scheme : "(null)", scheme));
     }

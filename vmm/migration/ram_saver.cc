@@ -1,5 +1,6 @@
 #include "vmm/migration/ram_saver.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -33,7 +34,10 @@ Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint
 
 Status RamSaver::sent(uint64_t n) {
     bytes_ += n;
-    stats_.transferred += n;
+    // What has arrived, not what the channel has merely accepted: an RDMA channel may have
+    // many MiB of writes in flight.
+    uint64_t pending = channel_ != nullptr ? std::min(channel_->in_flight(), bytes_) : 0;
+    stats_.transferred = bytes_ - pending;
     if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
         last_progress_ = bytes_;
         progress_();

@@ -30,6 +30,7 @@ public:
     Status bulk_round(memory::PagemapReader* pagemap);
     // A dirty round: `bitmaps[i]` holds block i's dirty pages (taken from its DirtyBitmap).
     Status dirty_round(uint32_t round, const std::vector<std::vector<uint64_t>>& bitmaps);
+    // Bytes handed to the stream or the channel (all arrived once a round has ended).
     uint64_t bytes_sent() const { return bytes_; }
     // Called every few MiB sent, so progress can be published while a round runs.
     void on_progress(std::function<void()> fn) { progress_ = std::move(fn); }
@@ -42,7 +43,7 @@ private:
     Status send_zero(uint32_t block, uint64_t first_page, uint64_t count);
     // A record header, and the guest RAM it carries (sent by write_ram: maybe without a copy).
     Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram = {});
-    Status sent(uint64_t bytes);  // counts bytes on the wire, reports progress, applies the rate limit
+    Status sent(uint64_t bytes);  // counts bytes sent and arrived, reports progress, applies the rate limit
 
     const memory::GuestMemory& mem_;
     ByteStream& stream_;

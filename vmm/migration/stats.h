@@ -12,7 +12,7 @@ const char* to_string(MigrationStatus s);
 bool is_terminal(MigrationStatus s);
 
 struct RamStats {
-    uint64_t transferred = 0;      // bytes on the wire, records included
+    uint64_t transferred = 0;      // bytes that reached the destination, records included
     uint64_t remaining = 0;        // bytes still dirty
     uint64_t total = 0;            // guest RAM size
     uint64_t duplicate = 0;        // zero pages, sent as markers

@@ -35,6 +35,10 @@ public:
     virtual Status send_zero(uint32_t block, uint64_t offset, uint64_t length) = 0;
     // Returns once every page of the round is in the destination's memory.
     virtual Status end_round() = 0;
+    // Bytes accepted by send() that are not yet known to be in the destination's memory (a
+    // transport that confirms asynchronously, like RDMA WRITE); none once end_round() returns.
+    // `transferred` counts only what has arrived.
+    virtual uint64_t in_flight() const { return 0; }
 };
 
 // What a destination's channel has written into guest RAM so far (for `info migrate`).

@@ -1,0 +1,44 @@
+// WriteLedger: how many bytes of one queue pair's RDMA WRITEs are known to be in the
+// destination's memory. Only every 64th write is signalled (spec), but on an RC queue pair a
+// completion vouches for every write posted before it; the ledger keeps the running byte total
+// at each write index still in the window, so a completion for write i turns into "every byte
+// posted through i has arrived". The source reports `transferred` from this, never from what it
+// has merely posted (up to 144 writes, 144 MiB at the default chunk size, may be in flight).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace rdma_migrate {
+
+class WriteLedger {
+public:
+    // More writes than may ever be in flight at once on one lane (128 + a batch of 16 + 1 drain).
+    static constexpr uint64_t kWindow = 256;
+
+    // Write number `index` (1, 2, 3 …: one more than the last) carries `bytes` (0 for the
+    // re-posted 8 bytes that drain a lane: they are counted already).
+    void posted(uint64_t index, uint64_t bytes) {
+        posted_bytes_ += bytes;
+        last_ = index;
+        through_[index % kWindow] = posted_bytes_;
+    }
+
+    // A completion for write `index`: it and every earlier write have arrived. Indexes outside
+    // the window (never posted, or older than what is known) change nothing.
+    void completed(uint64_t index) {
+        if (index <= done_ || index > last_ || last_ - index >= kWindow) return;
+        done_ = index;
+        done_bytes_ = through_[index % kWindow];
+    }
+
+    uint64_t in_flight() const { return posted_bytes_ - done_bytes_; }
+    uint64_t delivered() const { return done_bytes_; }
+
+private:
+    std::array<uint64_t, kWindow> through_{};  // bytes posted through write i, at i % kWindow
+    uint64_t last_ = 0, done_ = 0;
+    uint64_t posted_bytes_ = 0, done_bytes_ = 0;
+};
+
+}  // namespace rdma_migrate
