@@ -212,6 +212,14 @@ Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, con
     return {};
 }
 
+Status Endpoint::reap(const std::function<Status(const ibv_wc&)>& on_wc) {
+    bool flushed = false;
+    auto n = take_completions(on_wc, flushed);
+    if (!n) return n.error();
+    if (flushed) return Error(fmt::format("{}: the connection is being torn down", describe));
+    return {};
+}
+
 Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
                                                    int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
                                                    ibv_pd* shared_pd) {

@@ -38,6 +38,8 @@ struct Endpoint {
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
     // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error.
     Status progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done);
+    // Hands over what the CQ holds now, without waiting.
+    Status reap(const std::function<Status(const ibv_wc&)>& on_wc);
 
 private:
     // A CM event while data flows: about this connection (or a device removal) it ends the

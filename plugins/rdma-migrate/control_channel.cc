@@ -43,6 +43,10 @@ Status ControlChannel::progress(const std::function<bool()>& done) {
     return e_.progress([this](const ibv_wc& wc) { return on_completion(wc); }, done);
 }
 
+Status ControlChannel::reap() {
+    return e_.reap([this](const ibv_wc& wc) { return on_completion(wc); });
+}
+
 Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent) {
     if (msg.size() > send_buf_.size()) return Error("RDMA control message larger than the control buffer");
     if (auto s = progress([this] { return send_done_; }); !s) return s;  // one SEND in flight at a time

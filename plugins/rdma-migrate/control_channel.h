@@ -51,6 +51,8 @@ public:
     std::function<Status(const ibv_wc&)> on_other;
     // Drives the CQ until `done()`.
     Status progress(const std::function<bool()>& done);
+    // Handles what the CQ holds now, without waiting.
+    Status reap();
 
 private:
     Status post_recv(size_t i);

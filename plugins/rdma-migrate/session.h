@@ -58,7 +58,8 @@ public:
     Status ram_send(uint32_t block, uint64_t offset, uint64_t length);
     Status ram_send_zero(uint32_t block, uint64_t offset, uint64_t length);
     Status ram_end_round();
-    // Bytes of RDMA WRITEs posted and not yet known to have arrived (see WriteLedger).
+    // Bytes given to ram_send not yet known to have arrived: queued for registration, batched,
+    // or posted and not yet vouched for by a completion (see WriteLedger).
     uint64_t ram_in_flight() const;
     Status serve_round(uint32_t round);
 
@@ -125,6 +126,7 @@ private:
     Status post_writes(Lane& lane);
     Status post_short_batches();
     Status drain_writes();
+    Status reap_writes();  // takes the completions that have come, without waiting
     bool writes_pending() const;
     uint64_t ram_chunks() const;  // chunks in all RAM blocks
     Status flush_compress();
@@ -153,6 +155,7 @@ private:
     std::vector<ChunkKey> asking_;
     RoundWork work_;
     std::vector<Lane> lanes_;  // lane i writes on channel i; chunk c goes to lane c % N
+    uint64_t accepted_ = 0;    // bytes given to ram_send
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;
 };

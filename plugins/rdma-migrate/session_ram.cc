@@ -39,9 +39,21 @@ uint64_t Session::ram_chunks() const {
 }
 
 uint64_t Session::ram_in_flight() const {
-    uint64_t n = 0;
-    for (const Lane& l : lanes_) n += l.ledger.in_flight();
-    return n;
+    uint64_t arrived = 0;
+    for (const Lane& l : lanes_) arrived += l.ledger.delivered();
+    return accepted_ - arrived;
+}
+
+Status Session::reap_writes() {
+    for (Lane& lane : lanes_) {
+        if (lane.done >= lane.last_signalled) continue;  // nothing it could tell
+        Status s = &lane == &lanes_[0] ? ctl_->reap() : lane.ep->reap([&lane](const ibv_wc& wc) {
+            lane.completed(wr_index(wc.wr_id));
+            return Status{};
+        });
+        if (!s) return s;
+    }
+    return {};
 }
 
 bool Session::writes_pending() const {
@@ -148,13 +160,14 @@ Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
 
 Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
+    accepted_ += length;
     auto pieces = split_by_chunk(geo_, offset, length);
     if (!cfg_.pin_all && cfg_.pin_limit == 0) {  // registered a group ahead (register_ahead.h)
         ahead_.add(block, pieces, registered_remotely());
         if (auto s = post_ready(); !s) return s;
         while (ahead_.ask_due(false))
             if (auto s = register_step(false); !s) return s;
-        return {};
+        return reap_writes();  // so that ram_in_flight() follows the wire
     }
     // Under rdma-pin-limit, register and write in groups that fit the limit at once.
     size_t group = cfg_.pin_all ? pieces.size() : std::max<size_t>(1, cfg_.pin_limit / geo_.size());
@@ -163,7 +176,7 @@ Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
                                 pieces.begin() + static_cast<long>(std::min(pieces.size(), at + group)));
         if (auto s = write_pieces(block, part); !s) return s;
     }
-    return {};
+    return reap_writes();
 }
 
 Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {

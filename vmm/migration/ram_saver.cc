@@ -38,6 +38,7 @@ Status RamSaver::sent(uint64_t n) {
     // many MiB of writes in flight.
     uint64_t pending = channel_ != nullptr ? std::min(channel_->in_flight(), bytes_) : 0;
     stats_.transferred = bytes_ - pending;
+    stats_.in_flight = pending;
     if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
         last_progress_ = bytes_;
         progress_();

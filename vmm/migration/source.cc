@@ -171,6 +171,7 @@ void MigrationSource::publish(const RamStats& work) {
     std::lock_guard lock(mutex_);
     RamStats& r = stats_.ram;
     r.transferred = work.transferred;
+    r.in_flight = work.in_flight;
     r.duplicate = work.duplicate;
     r.normal = work.normal;
     r.normal_bytes = work.normal_bytes;

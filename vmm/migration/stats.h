@@ -13,6 +13,7 @@ bool is_terminal(MigrationStatus s);
 
 struct RamStats {
     uint64_t transferred = 0;      // bytes that reached the destination, records included
+    uint64_t in_flight = 0;        // sent, not yet known to have arrived (RDMA writes under way)
     uint64_t remaining = 0;        // bytes still dirty
     uint64_t total = 0;            // guest RAM size
     uint64_t duplicate = 0;        // zero pages, sent as markers

@@ -37,7 +37,8 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     if (guest.max_pause_ns != 0) j["x-guest-max-pause-ms"] = ms(guest.max_pause_ns);
     if (guest.switchover_pause_ns != 0) j["x-guest-switchover-pause-ms"] = ms(guest.switchover_pause_ns);
     if (guest.migration_stall_ns != 0) j["x-guest-migration-stall-ms"] = ms(guest.migration_stall_ns);
-    j["ram"] = Json{{"transferred", r.transferred},       {"remaining", r.remaining},
+    j["ram"] = Json{{"transferred", r.transferred},       {"x-in-flight", r.in_flight},
+                    {"remaining", r.remaining},
                     {"total", r.total},                   {"duplicate", r.duplicate},
                     {"normal", r.normal},                 {"normal-bytes", r.normal_bytes},
                     {"dirty-pages-rate", r.dirty_pages_rate}, {"mbps", r.mbps},
@@ -77,8 +78,9 @@ std::string migration_stats_text(const Json& j) {
         out += fmt::format("guest's longest pause reported: {:.1f} ms\n", j["x-guest-max-pause-ms"].get<double>());
     }
     out += fmt::format("setup: {} ms\nrounds: {}\n", j["setup-time"].get<uint64_t>(), j["x-rounds"].get<uint64_t>());
-    out += fmt::format("transferred ram: {} kbytes\nthroughput: {:.2f} mbps\nremaining ram: {} kbytes\n", kb("transferred"),
-                       r["mbps"].get<double>(), kb("remaining"));
+    out += fmt::format("transferred ram: {} kbytes\n", kb("transferred"));
+    if (r.value("x-in-flight", uint64_t{0}) != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));
+    out += fmt::format("throughput: {:.2f} mbps\nremaining ram: {} kbytes\n", r["mbps"].get<double>(), kb("remaining"));
     out += fmt::format("total ram: {} kbytes\nduplicate: {} pages\nnormal: {} pages\nnormal bytes: {} kbytes\n", kb("total"),
                        r["duplicate"].get<uint64_t>(), r["normal"].get<uint64_t>(), kb("normal-bytes"));
     out += fmt::format("unpopulated (skipped): {} pages\ndirty sync count: {}\ndirty pages rate: {:.0f} pages/s\n",
@@ -114,9 +116,11 @@ std::string progress_line(const Json& j) {
                                       4096);
     int pct = status == "completed" ? 100 : std::min(99, static_cast<int>(total > 0 ? done * 100 / total : 0));
     int bars = pct / 5;
-    return fmt::format("\r[{}{}] {:3}%  {} sent  {:.0f} Mbps  round {}  {:<10}", std::string(static_cast<size_t>(bars), '#'),
-                       std::string(static_cast<size_t>(20 - bars), '-'), pct,
-                       format_size(r["transferred"].get<uint64_t>()), r["mbps"].get<double>(),
+    uint64_t in_flight = r.value("x-in-flight", uint64_t{0});
+    std::string moved = format_size(r["transferred"].get<uint64_t>()) + (in_flight != 0 ? " arrived" : " sent");
+    if (in_flight != 0) moved += ", " + format_size(in_flight) + " in flight";
+    return fmt::format("\r[{}{}] {:3}%  {}  {:.0f} Mbps  round {}  {:<10}", std::string(static_cast<size_t>(bars), '#'),
+                       std::string(static_cast<size_t>(20 - bars), '-'), pct, moved, r["mbps"].get<double>(),
                        j["x-rounds"].get<uint64_t>(), status);
 }
 

@@ -1,0 +1,41 @@
+// How a migration's figures read on the monitor: RDMA writes still in flight are shown apart
+// from what has arrived, and only when there are some.
+#include <gtest/gtest.h>
+
+#include "vmm/monitor/migration_commands.h"
+
+namespace vmm::monitor {
+
+namespace {
+migration::MigrationStats active(uint64_t arrived, uint64_t in_flight) {
+    migration::MigrationStats s;
+    s.status = migration::MigrationStatus::active;
+    s.ram.total = 128u << 20;
+    s.ram.transferred = arrived;
+    s.ram.in_flight = in_flight;
+    s.ram.normal = (arrived + in_flight) / 4096;
+    return s;
+}
+}  // namespace
+
+TEST(MigrationMonitor, InFlightBytesAreShownApartFromWhatArrived) {
+    Json j = migration_stats_json(active(64u << 20, 37u << 20), {});
+    EXPECT_EQ(j["ram"]["transferred"], 64u << 20);
+    EXPECT_EQ(j["ram"]["x-in-flight"], 37u << 20);
+    std::string text = migration_stats_text(j);
+    EXPECT_NE(text.find("transferred ram: 65536 kbytes\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("in flight ram: 37888 kbytes\n"), std::string::npos) << text;
+    std::string line = progress_line(j);
+    EXPECT_NE(line.find("64 MiB arrived, 37 MiB in flight"), std::string::npos) << line;
+    EXPECT_NE(line.find(" 78%"), std::string::npos) << line;  // pages handed over: 101 of 128 MiB
+}
+
+TEST(MigrationMonitor, NothingInFlightReadsAsBefore) {
+    Json j = migration_stats_json(active(100u << 20, 0), {});
+    EXPECT_EQ(migration_stats_text(j).find("in flight"), std::string::npos);
+    std::string line = progress_line(j);
+    EXPECT_NE(line.find("100 MiB sent "), std::string::npos) << line;
+    EXPECT_EQ(line.find("in flight"), std::string::npos) << line;
+}
+
+}  // namespace vmm::monitor
