@@ -84,7 +84,7 @@ summarize() {
           bulk_mbs: (if ($rounds | length) > 0 and $rounds[0].seconds > 0
                      then ($rounds[0].bytes / $rounds[0].seconds / 1e5 | round) / 10 else null end),
           guest_pause_ms: (if $pause == "" then null else ($pause | tonumber) end),
-          samples: ($s | map([.t, .ram.transferred])),
+          samples: ($s | map([.t, .ram.transferred, (.ram["x-in-flight"] // 0)])),
           rounds: $rounds }' "$3"
 }
 
@@ -271,20 +271,25 @@ report() {
            "  dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"), stopped: dynamic \(.dynamic_stopped // "-"), pin-all \(.pin_all_stopped // "-")"' "$2"
 }
 
-# chart IN.json OUT.png: data moved over time, one line per mode (first run).
+# chart IN.json OUT.png: data moved over time, one line per mode (first run); where RDMA
+# writes were in flight, a dashed line of the same colour adds them (sent, not yet arrived).
 chart() {
-    local plot="" m
+    local plot="" m i=0
     for m in $(jq -r '.modes | keys[]' "$1"); do
+        i=$((i + 1))
         jq -r --arg m "$m" '.runs[] | select(.mode == $m and .run == 1) | .samples as $s | ($s[0][0]) as $t0 |
-            $s[] | "\(.[0] - $t0) \(.[1] / 1e6)"' "$1" >"$work/$m.dat"
-        plot+="${plot:+, }'$work/$m.dat' with linespoints title '$m'"
+            $s[] | "\(.[0] - $t0) \(.[1] / 1e6) \((.[1] + (.[2] // 0)) / 1e6)"' "$1" >"$work/$m.dat"
+        plot+="${plot:+, }'$work/$m.dat' using 1:2 with linespoints lc $i title '$m'"
+        if awk '$3 != $2 { found = 1 } END { exit !found }' "$work/$m.dat"; then
+            plot+=", '$work/$m.dat' using 1:3 with lines dt 2 lc $i title '$m, with writes in flight'"
+        fi
     done
     gnuplot <<EOF
 set terminal pngcairo size 900,540
 set output '$2'
 set title "Guest RAM moved over time (the slope is the throughput); $(jq -r .where "$1")"
 set xlabel 'seconds since the migration started'
-set ylabel 'MB transferred'
+set ylabel 'MB arrived (dashed: sent)'
 set key left top
 set grid
 plot $plot
