@@ -30,6 +30,13 @@ TEST(MigrationMonitor, InFlightBytesAreShownApartFromWhatArrived) {
     EXPECT_NE(line.find(" 78%"), std::string::npos) << line;  // pages handed over: 101 of 128 MiB
 }
 
+TEST(MigrationMonitor, ProgressLinesHaveOneWidthSoAShortOneOverwritesALongOne) {
+    std::string longer = progress_line(migration_stats_json(active(64u << 20, 37u << 20), {}));
+    std::string shorter = progress_line(migration_stats_json(active(1u << 20, 0), {}));
+    EXPECT_EQ(longer.front(), '\r');
+    EXPECT_EQ(longer.size(), shorter.size());
+}
+
 TEST(MigrationMonitor, NothingInFlightReadsAsBefore) {
     Json j = migration_stats_json(active(100u << 20, 0), {});
     EXPECT_EQ(migration_stats_text(j).find("in flight"), std::string::npos);

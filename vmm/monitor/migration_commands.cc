@@ -119,9 +119,10 @@ std::string progress_line(const Json& j) {
     uint64_t in_flight = r.value("x-in-flight", uint64_t{0});
     std::string moved = format_size(r["transferred"].get<uint64_t>()) + (in_flight != 0 ? " arrived" : " sent");
     if (in_flight != 0) moved += ", " + format_size(in_flight) + " in flight";
-    return fmt::format("\r[{}{}] {:3}%  {}  {:.0f} Mbps  round {}  {:<10}", std::string(static_cast<size_t>(bars), '#'),
-                       std::string(static_cast<size_t>(20 - bars), '-'), pct, moved, r["mbps"].get<double>(),
-                       j["x-rounds"].get<uint64_t>(), status);
+    std::string line = fmt::format("[{}{}] {:3}%  {}  {:.0f} Mbps  round {}  {}", std::string(static_cast<size_t>(bars), '#'),
+                                   std::string(static_cast<size_t>(20 - bars), '-'), pct, moved, r["mbps"].get<double>(),
+                                   j["x-rounds"].get<uint64_t>(), status);
+    return fmt::format("\r{:<96}", line);  // padded: it overwrites a longer line before it
 }
 
 namespace {

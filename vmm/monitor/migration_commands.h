@@ -16,7 +16,8 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
 std::string migration_stats_text(const Json& j);
 // The per-round table of "info migrate-rounds" (from the same JSON).
 std::string round_log_text(const Json& j);
-// One line: "[#####-----]  45%  120 MiB of 256 MiB  812 Mbps  round 2  active"
+// One line, "\r" first and padded to one width: "[#########-----------]  45%  120 MiB sent  812 Mbps
+// round 2  active", or "… 64 MiB arrived, 37 MiB in flight …" while RDMA writes are under way.
 std::string progress_line(const Json& j);
 
 }  // namespace vmm::monitor
