@@ -158,6 +158,7 @@ int ram_zero(void* c, uint32_t b, uint64_t off, uint64_t len, vmm_err* e) {
 int ram_end(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_end_round(); }); }
 int ram_serve(void* c, uint32_t round, vmm_err* e) { return guarded(e, [&] { return S(c).serve_round(round); }); }
 uint64_t ram_in_flight(void* c) { return S(c).ram_in_flight(); }
+void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) { S(c).on_arrival(fn, ctx); }
 const char* do_describe(void* c) { return S(c).describe().c_str(); }
 void do_close(void* c) { delete static_cast<Session*>(c); }
 void do_close_listener(void* l) { delete static_cast<Listener*>(l); }
@@ -169,6 +170,7 @@ const vmm_transport_ops kOps = {
     VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
+    ram_on_arrival,
 };
 
 }  // namespace

@@ -35,7 +35,7 @@ Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> c
     summary_ = ep_->describe;
     lanes_.emplace_back(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
-        lanes_[0].completed(wr_index(wc.wr_id));
+        write_completed(lanes_[0], wr_index(wc.wr_id));
         return Status{};
     };
 }

@@ -61,6 +61,11 @@ public:
     // Bytes given to ram_send not yet known to have arrived: queued for registration, batched,
     // or posted and not yet vouched for by a completion (see WriteLedger).
     uint64_t ram_in_flight() const;
+    // `fn(ctx)` is called whenever more of what ram_in_flight() counts has arrived (NULL: never).
+    void on_arrival(void (*fn)(void*), void* ctx) {
+        arrival_fn_ = fn;
+        arrival_ctx_ = ctx;
+    }
     Status serve_round(uint32_t round);
 
     // Tells the peer why we give up (best effort).
@@ -127,6 +132,7 @@ private:
     Status post_short_batches();
     Status drain_writes();
     Status reap_writes();  // takes the completions that have come, without waiting
+    void write_completed(Lane& lane, uint64_t index);  // and tells on_arrival's callback
     bool writes_pending() const;
     uint64_t ram_chunks() const;  // chunks in all RAM blocks
     Status flush_compress();
@@ -156,6 +162,8 @@ private:
     RoundWork work_;
     std::vector<Lane> lanes_;  // lane i writes on channel i; chunk c goes to lane c % N
     uint64_t accepted_ = 0;    // bytes given to ram_send
+    void (*arrival_fn_)(void*) = nullptr;
+    void* arrival_ctx_ = nullptr;
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;
 };

@@ -44,11 +44,17 @@ uint64_t Session::ram_in_flight() const {
     return accepted_ - arrived;
 }
 
+void Session::write_completed(Lane& lane, uint64_t index) {
+    uint64_t before = lane.ledger.delivered();
+    lane.completed(index);
+    if (arrival_fn_ != nullptr && lane.ledger.delivered() != before) arrival_fn_(arrival_ctx_);
+}
+
 Status Session::reap_writes() {
     for (Lane& lane : lanes_) {
         if (lane.done >= lane.last_signalled) continue;  // nothing it could tell
-        Status s = &lane == &lanes_[0] ? ctl_->reap() : lane.ep->reap([&lane](const ibv_wc& wc) {
-            lane.completed(wr_index(wc.wr_id));
+        Status s = &lane == &lanes_[0] ? ctl_->reap() : lane.ep->reap([this, &lane](const ibv_wc& wc) {
+            write_completed(lane, wr_index(wc.wr_id));
             return Status{};
         });
         if (!s) return s;
@@ -65,8 +71,8 @@ bool Session::writes_pending() const {
 Status Session::lane_progress(Lane& lane, const std::function<bool()>& done) {
     if (&lane == &lanes_[0]) return ctl_->progress(done);  // shares its CQ with the control channel
     return lane.ep->progress(
-        [&lane](const ibv_wc& wc) {
-            lane.completed(wr_index(wc.wr_id));
+        [this, &lane](const ibv_wc& wc) {
+            write_completed(lane, wr_index(wc.wr_id));
             return Status{};
         },
         done);

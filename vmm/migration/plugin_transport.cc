@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <functional>
 
 #include "vmm/migration/plugin_abi.h"
 #include "vmm/migration/registry.h"
@@ -82,14 +83,27 @@ public:
     }
     Status end_round() override { return call("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
     uint64_t in_flight() const override {
-        bool has = ops_->struct_size >= offsetof(vmm_transport_ops, ram_in_flight) + sizeof(ops_->ram_in_flight);
-        return has && ops_->ram_in_flight != nullptr ? ops_->ram_in_flight(conn_) : 0;
+        if (!covers(offsetof(vmm_transport_ops, ram_in_flight), sizeof ops_->ram_in_flight)) return 0;
+        return ops_->ram_in_flight != nullptr ? ops_->ram_in_flight(conn_) : 0;
+    }
+    void on_arrival(std::function<void()> fn) override {
+        arrival_ = std::move(fn);
+        if (!covers(offsetof(vmm_transport_ops, ram_on_arrival), sizeof ops_->ram_on_arrival)) return;
+        if (ops_->ram_on_arrival != nullptr) ops_->ram_on_arrival(conn_, arrival_ ? &PluginConnection::arrived : nullptr, this);
     }
     Status serve_round(uint32_t round) override {
         return call("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
     }
 
 private:
+    // Whether the plugin's table reaches the optional member at `offset` (read it only then).
+    bool covers(size_t offset, size_t size) const { return ops_->struct_size >= offset + size; }
+    static void arrived(void* self) noexcept {  // called by the plugin: no exception may escape
+        try {
+            if (auto& fn = static_cast<PluginConnection*>(self)->arrival_) fn();
+        } catch (...) {
+        }
+    }
     template <typename F>
     Status call(const char* what, F f) {
         vmm_err e{};
@@ -99,6 +113,7 @@ private:
     Library lib_;
     const vmm_transport_ops* ops_;
     void* conn_;
+    std::function<void()> arrival_;
 };
 
 class PluginListener final : public Listener {

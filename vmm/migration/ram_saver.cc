@@ -24,7 +24,26 @@ bool is_zero_page(const uint8_t* p) {
 
 RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
                    bool zero_markers, RamStats& stats)
-    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats) {}
+    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats) {
+    if (channel_ != nullptr) {
+        channel_->on_arrival([this] {
+            count_arrived();
+            if (progress_) progress_();
+        });
+    }
+}
+
+RamSaver::~RamSaver() {
+    if (channel_ != nullptr) channel_->on_arrival(nullptr);
+}
+
+void RamSaver::count_arrived() {
+    // What has arrived, not what the channel has merely accepted: an RDMA channel may have
+    // many MiB of writes in flight.
+    uint64_t pending = channel_ != nullptr ? std::min(channel_->in_flight(), bytes_) : 0;
+    stats_.transferred = bytes_ - pending;
+    stats_.in_flight = pending;
+}
 
 Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram) {
     auto s = ram.empty() ? stream_.write(header) : stream_.write_ram(header, ram);
@@ -34,11 +53,7 @@ Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint
 
 Status RamSaver::sent(uint64_t n) {
     bytes_ += n;
-    // What has arrived, not what the channel has merely accepted: an RDMA channel may have
-    // many MiB of writes in flight.
-    uint64_t pending = channel_ != nullptr ? std::min(channel_->in_flight(), bytes_) : 0;
-    stats_.transferred = bytes_ - pending;
-    stats_.in_flight = pending;
+    count_arrived();
     if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
         last_progress_ = bytes_;
         progress_();

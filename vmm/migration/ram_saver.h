@@ -25,6 +25,9 @@ class RamSaver {
 public:
     RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
              bool zero_markers, RamStats& stats);
+    ~RamSaver();
+    RamSaver(const RamSaver&) = delete;
+    RamSaver& operator=(const RamSaver&) = delete;
 
     // Round 0: every populated page (every page when `pagemap` is null).
     Status bulk_round(memory::PagemapReader* pagemap);
@@ -44,6 +47,7 @@ private:
     // A record header, and the guest RAM it carries (sent by write_ram: maybe without a copy).
     Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram = {});
     Status sent(uint64_t bytes);  // counts bytes sent and arrived, reports progress, applies the rate limit
+    void count_arrived();         // transferred and in_flight, from the channel's word
 
     const memory::GuestMemory& mem_;
     ByteStream& stream_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,6 +40,9 @@ public:
     // transport that confirms asynchronously, like RDMA WRITE); none once end_round() returns.
     // `transferred` counts only what has arrived.
     virtual uint64_t in_flight() const { return 0; }
+    // `fn` runs (on the calling thread, inside send or end_round) whenever more of what is in
+    // flight has arrived, so progress can be published while the channel waits on the wire.
+    virtual void on_arrival(std::function<void()> fn) { (void)fn; }
 };
 
 // What a destination's channel has written into guest RAM so far (for `info migrate`).
