@@ -2,8 +2,9 @@
 // destination's memory. Only every 64th write is signalled (spec), but on an RC queue pair a
 // completion vouches for every write posted before it; the ledger keeps the running byte total
 // at each write index still in the window, so a completion for write i turns into "every byte
-// posted through i has arrived". The source reports `transferred` from this, never from what it
-// has merely posted (up to 144 writes, 144 MiB at the default chunk size, may be in flight).
+// posted through i has arrived". The session reports as in flight what it was given and the
+// ledgers do not yet vouch for, so `transferred` never counts what was merely posted (up to 144
+// writes, 144 MiB at the default chunk size, may be in flight on a lane).
 #pragma once
 
 #include <array>

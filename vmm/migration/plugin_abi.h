@@ -102,10 +102,11 @@ struct vmm_transport_ops {
      * it after each ram_send so that `transferred` counts what has arrived; ram_end_round
      * leaves none. Must not block. */
     uint64_t (*ram_in_flight)(void *conn);
-    /* Optional, appended to ABI 1: vmm registers `fn(ctx)` (NULL to unregister), which the
-     * plugin calls on the same thread, from inside ram_send or ram_end_round, whenever more of
-     * what ram_in_flight counted has arrived; vmm then reads ram_in_flight again and publishes
-     * its progress. Lets `info migrate` follow the wire while the plugin waits on it. */
+    /* Optional, appended to ABI 1 (as above): vmm registers `fn(ctx)` (NULL to unregister),
+     * which the plugin calls on the calling thread, from inside any call on this connection
+     * (ram_send, ram_end_round, the stream's), whenever more of what ram_in_flight counted has
+     * arrived; vmm then reads ram_in_flight again and publishes its progress. Lets `info
+     * migrate` follow the wire while the plugin waits on it. */
     void (*ram_on_arrival)(void *conn, void (*fn)(void *ctx), void *ctx);
 };
 

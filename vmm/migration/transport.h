@@ -40,8 +40,8 @@ public:
     // transport that confirms asynchronously, like RDMA WRITE); none once end_round() returns.
     // `transferred` counts only what has arrived.
     virtual uint64_t in_flight() const { return 0; }
-    // `fn` runs (on the calling thread, inside send or end_round) whenever more of what is in
-    // flight has arrived, so progress can be published while the channel waits on the wire.
+    // `fn` runs (on the calling thread, inside any call on the connection) whenever more of what
+    // is in flight has arrived, so progress can be published while the channel waits on the wire.
     virtual void on_arrival(std::function<void()> fn) { (void)fn; }
 };
 
