@@ -84,6 +84,10 @@ void expect_completed_and_same(Pair& p, const std::string& out) {
     std::cout << "migration: total " << text_field(out, "total time") << ", setup " << text_field(out, "setup") << ", "
               << text_field(out, "rounds") << " rounds, downtime " << text_field(out, "downtime")
               << ", hand-over estimate " << text_field(out, "hand-over estimate") << "\n";
+    // A completion vouched for every write the source posted: nothing is left in flight, and
+    // all the RAM sent as data counts as arrived.
+    EXPECT_EQ(text_field(out, "in flight ram"), "") << out;
+    EXPECT_GE(std::stoull("0" + text_field(out, "transferred ram")), std::stoull("0" + text_field(out, "normal bytes"))) << out;
     EXPECT_EQ(p.src->status(), "postmigrate") << p.src->log();
     EXPECT_EQ(p.src->ramhash(), p.dst->ramhash()) << "source and destination RAM differ";
     uint64_t steps = p.dst->guest_value("steps"), results = p.dst->guest_value("results");
