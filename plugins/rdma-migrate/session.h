@@ -14,7 +14,6 @@
 //     finished. Every entry is bounds-checked first; anything invalid aborts with ERROR.
 #pragma once
 
-#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,18 +77,14 @@ public:
 private:
     void summarize(const std::string& note);  // sets describe() once negotiated
 
-    // One queue pair's RDMA WRITEs: its count of writes posted and known complete (and their
-    // bytes), the batch being built, and its last write (re-posted, 8 bytes, signalled, to
-    // drain the lane).
+    // One queue pair's RDMA WRITEs: the writes posted and known complete (and their bytes),
+    // the batch being built, and its last write (re-posted, 8 bytes, signalled, to drain the
+    // lane).
     struct Lane {
         explicit Lane(Endpoint* e) : ep(e) {}
-        void completed(uint64_t index) {  // RC: every earlier write on this queue pair is done too
-            done = std::max(done, index);
-            ledger.completed(index);
-        }
         Endpoint* ep;
-        uint64_t posted = 0, done = 0, last_signalled = 0;
         WriteLedger ledger;
+        uint64_t last_signalled = 0;
         ibv_send_wr last_wr{};
         ibv_sge last_sge{};
         std::vector<ibv_send_wr> wrs;
@@ -111,6 +106,8 @@ private:
     Status connect_channels(const std::string& host, uint16_t port, PrivateData first);
     Status accept_channels();
     Status lane_progress(Lane& lane, const std::function<bool()>& done);
+    // The completion handler of a lane other than lane 0, whose CQ the control channel reads.
+    std::function<Status(const ibv_wc&)> on_lane_completion(Lane& lane);
     Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
     Status exchange_blocks_source();
     Status pin_local_blocks();

@@ -46,17 +46,14 @@ uint64_t Session::ram_in_flight() const {
 
 void Session::write_completed(Lane& lane, uint64_t index) {
     uint64_t before = lane.ledger.delivered();
-    lane.completed(index);
+    lane.ledger.completed(index);  // RC: every earlier write on this queue pair is done too
     if (arrival_fn_ != nullptr && lane.ledger.delivered() != before) arrival_fn_(arrival_ctx_);
 }
 
 Status Session::reap_writes() {
     for (Lane& lane : lanes_) {
-        if (lane.done >= lane.last_signalled) continue;  // nothing it could tell
-        Status s = &lane == &lanes_[0] ? ctl_->reap() : lane.ep->reap([this, &lane](const ibv_wc& wc) {
-            write_completed(lane, wr_index(wc.wr_id));
-            return Status{};
-        });
+        if (lane.ledger.done() >= lane.last_signalled) continue;  // nothing it could tell
+        Status s = &lane == &lanes_[0] ? ctl_->reap() : lane.ep->reap(on_lane_completion(lane));
         if (!s) return s;
     }
     return {};
@@ -64,43 +61,45 @@ Status Session::reap_writes() {
 
 bool Session::writes_pending() const {
     for (const Lane& l : lanes_)
-        if (l.posted > l.done || !l.wrs.empty()) return true;
+        if (l.ledger.posted() > l.ledger.done() || !l.wrs.empty()) return true;
     return false;
 }
 
 Status Session::lane_progress(Lane& lane, const std::function<bool()>& done) {
     if (&lane == &lanes_[0]) return ctl_->progress(done);  // shares its CQ with the control channel
-    return lane.ep->progress(
-        [this, &lane](const ibv_wc& wc) {
-            write_completed(lane, wr_index(wc.wr_id));
-            return Status{};
-        },
-        done);
+    return lane.ep->progress(on_lane_completion(lane), done);
+}
+
+std::function<Status(const ibv_wc&)> Session::on_lane_completion(Lane& lane) {
+    return [this, &lane](const ibv_wc& wc) {
+        write_completed(lane, wr_index(wc.wr_id));
+        return Status{};
+    };
 }
 
 Status Session::drain_writes() {
     for (Lane& lane : lanes_) {
         if (auto s = post_writes(lane); !s) return s;  // what is still batched
-        if (lane.posted > lane.last_signalled) {
+        if (lane.ledger.posted() > lane.last_signalled) {
             // Everything posted since the last signalled write completes before this one (RC
             // order): write the last write's first 8 bytes again, signalled (idempotent).
             ibv_sge sge = lane.last_sge;
             sge.length = std::min<uint32_t>(sge.length, 8);
             ibv_send_wr wr = lane.last_wr;
-            wr.wr_id = make_wr_id(WrKind::write, ++lane.posted);
-            lane.ledger.posted(lane.posted, 0);  // its bytes were counted with the write it repeats
+            wr.wr_id = make_wr_id(WrKind::write, lane.ledger.post(0));  // its bytes count with the write it repeats
             wr.send_flags = IBV_SEND_SIGNALED;
             wr.sg_list = &sge;
             wr.num_sge = 1;
             wr.next = nullptr;
             ibv_send_wr* bad = nullptr;
             if (auto s = posted(ibv_post_send(lane.ep->qp.get(), &wr, &bad), "ibv_post_send (drain)"); !s) return s;
-            lane.last_signalled = lane.posted;
+            lane.last_signalled = lane.ledger.posted();
         }
     }
     for (Lane& lane : lanes_) {
-        trace("source: drain lane {}: {} posted, {} known done", &lane - lanes_.data(), lane.posted, lane.done);
-        if (auto s = lane_progress(lane, [&lane] { return lane.done >= lane.posted; }); !s) return s;
+        const WriteLedger& l = lane.ledger;
+        trace("source: drain lane {}: {} posted, {} known done", &lane - lanes_.data(), l.posted(), l.done());
+        if (auto s = lane_progress(lane, [&l] { return l.done() >= l.posted(); }); !s) return s;
     }
     return {};
 }
@@ -135,7 +134,8 @@ Status Session::post_writes(Lane& lane) {
     if (lane.wrs.empty()) return {};
     // Room in the send queue: wait for completions while too much is in flight. With a signal
     // every 64 writes and at most 128 + 16 in flight, a signalled write is always among them.
-    if (auto s = lane_progress(lane, [&lane] { return lane.posted - lane.done <= kInFlight; }); !s) return s;
+    const WriteLedger& l = lane.ledger;
+    if (auto s = lane_progress(lane, [&l] { return l.posted() - l.done() <= kInFlight; }); !s) return s;
     for (size_t i = 0; i < lane.wrs.size(); ++i) {
         lane.wrs[i].sg_list = &lane.sges[i];
         lane.wrs[i].next = i + 1 < lane.wrs.size() ? &lane.wrs[i + 1] : nullptr;
@@ -150,14 +150,13 @@ Status Session::post_writes(Lane& lane) {
 }
 
 Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
-    wr.wr_id = make_wr_id(WrKind::write, ++lane.posted);
-    lane.ledger.posted(lane.posted, sge.length);
+    wr.wr_id = make_wr_id(WrKind::write, lane.ledger.post(sge.length));
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.num_sge = 1;
     wr.send_flags = 0;
-    if (lane.posted % kSignalEvery == 0) {
+    if (lane.ledger.posted() % kSignalEvery == 0) {
         wr.send_flags = IBV_SEND_SIGNALED;
-        lane.last_signalled = lane.posted;
+        lane.last_signalled = lane.ledger.posted();
     }
     lane.wrs.push_back(wr);
     lane.sges.push_back(sge);

@@ -1,5 +1,5 @@
-// WriteLedger: how many bytes of one queue pair's RDMA WRITEs are known to be in the
-// destination's memory. Only every 64th write is signalled (spec), but on an RC queue pair a
+// WriteLedger: one queue pair's RDMA WRITEs, numbered as they are posted, and how many of them
+// and of their bytes are known to be in the destination's memory. Only every 64th write is signalled (spec), but on an RC queue pair a
 // completion vouches for every write posted before it; the ledger keeps the running byte total
 // at each write index still in the window, so a completion for write i turns into "every byte
 // posted through i has arrived". The session reports as in flight what it was given and the
@@ -17,22 +17,25 @@ public:
     // More writes than may ever be in flight at once on one lane (128 + a batch of 16 + 1 drain).
     static constexpr uint64_t kWindow = 256;
 
-    // Write number `index` (1, 2, 3 …: one more than the last) carries `bytes` (0 for the
-    // re-posted 8 bytes that drain a lane: they are counted already).
-    void posted(uint64_t index, uint64_t bytes) {
+    // Numbers the next write (1, 2, 3 …), which carries `bytes` (0 for the re-posted 8 bytes
+    // that drain a lane: they are counted already), and returns its number.
+    uint64_t post(uint64_t bytes) {
         posted_bytes_ += bytes;
-        last_ = index;
-        through_[index % kWindow] = posted_bytes_;
+        through_[++last_ % kWindow] = posted_bytes_;
+        return last_;
     }
 
-    // A completion for write `index`: it and every earlier write have arrived. Indexes outside
-    // the window (never posted, or older than what is known) change nothing.
+    // A completion for write `index`: it and every earlier write have arrived. Indexes never
+    // posted, or not past what is known, change nothing; one further back than the window
+    // (never, with the session's send window) would leave the bytes behind, never ahead.
     void completed(uint64_t index) {
-        if (index <= done_ || index > last_ || last_ - index >= kWindow) return;
+        if (index <= done_ || index > last_) return;
         done_ = index;
-        done_bytes_ = through_[index % kWindow];
+        if (last_ - index < kWindow) done_bytes_ = through_[index % kWindow];
     }
 
+    uint64_t posted() const { return last_; }  // writes posted
+    uint64_t done() const { return done_; }    // writes known complete
     uint64_t in_flight() const { return posted_bytes_ - done_bytes_; }
     uint64_t delivered() const { return done_bytes_; }
 

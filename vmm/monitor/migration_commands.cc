@@ -117,8 +117,8 @@ std::string progress_line(const Json& j) {
     int pct = status == "completed" ? 100 : std::min(99, static_cast<int>(total > 0 ? done * 100 / total : 0));
     int bars = pct / 5;
     uint64_t in_flight = r.value("x-in-flight", uint64_t{0});
-    std::string moved = format_size(r["transferred"].get<uint64_t>()) + (in_flight != 0 ? " arrived" : " sent");
-    if (in_flight != 0) moved += ", " + format_size(in_flight) + " in flight";
+    std::string moved = format_size(r["transferred"].get<uint64_t>());
+    moved += in_flight != 0 ? " arrived, " + format_size(in_flight) + " in flight" : " sent";
     std::string line = fmt::format("[{}{}] {:3}%  {}  {:.0f} Mbps  round {}  {}", std::string(static_cast<size_t>(bars), '#'),
                                    std::string(static_cast<size_t>(20 - bars), '-'), pct, moved, r["mbps"].get<double>(),
                                    j["x-rounds"].get<uint64_t>(), status);

@@ -8,7 +8,7 @@ namespace rdma_migrate {
 
 TEST(WriteLedger, ACompletionVouchesForEveryEarlierWrite) {
     WriteLedger l;
-    for (uint64_t i = 1; i <= 64; ++i) l.posted(i, 1000 + i);  // unsignalled but the 64th
+    for (uint64_t i = 1; i <= 64; ++i) l.post(1000 + i);  // unsignalled but the 64th
     uint64_t all = 64 * 1000 + 64 * 65 / 2;
     EXPECT_EQ(l.in_flight(), all);
     EXPECT_EQ(l.delivered(), 0u);
@@ -19,7 +19,7 @@ TEST(WriteLedger, ACompletionVouchesForEveryEarlierWrite) {
 
 TEST(WriteLedger, CountsOnlyThroughTheCompletedWrite) {
     WriteLedger l;
-    for (uint64_t i = 1; i <= 130; ++i) l.posted(i, 1 << 20);
+    for (uint64_t i = 1; i <= 130; ++i) l.post(1 << 20);
     l.completed(64);
     EXPECT_EQ(l.delivered(), 64u << 20);
     EXPECT_EQ(l.in_flight(), 66u << 20);
@@ -33,9 +33,9 @@ TEST(WriteLedger, CountsOnlyThroughTheCompletedWrite) {
 
 TEST(WriteLedger, ADrainWriteAddsNoBytes) {
     WriteLedger l;
-    l.posted(1, 4096);
-    l.posted(2, 8192);
-    l.posted(3, 0);  // the last write's 8 bytes again, signalled, to drain the lane
+    l.post(4096);
+    l.post(8192);
+    l.post(0);  // the last write's 8 bytes again, signalled, to drain the lane
     EXPECT_EQ(l.in_flight(), 12288u);
     l.completed(3);
     EXPECT_EQ(l.in_flight(), 0u);
@@ -46,7 +46,7 @@ TEST(WriteLedger, WrapsAroundItsWindow) {
     WriteLedger l;
     uint64_t done = 0;
     for (uint64_t i = 1; i <= 10 * WriteLedger::kWindow; ++i) {
-        l.posted(i, i % 7 + 1);
+        EXPECT_EQ(l.post(i % 7 + 1), i);
         if (i % 64 == 0) {
             l.completed(i);
             done = l.delivered();
@@ -55,7 +55,7 @@ TEST(WriteLedger, WrapsAroundItsWindow) {
     }
     EXPECT_GT(done, 0u);
     // A completion further back than the window cannot be resolved: it is ignored.
-    l.posted(10 * WriteLedger::kWindow + 1, 5);
+    l.post(5);
     l.completed(10 * WriteLedger::kWindow + 1 - WriteLedger::kWindow);
     EXPECT_EQ(l.delivered(), done);
 }
