@@ -113,6 +113,11 @@ int run(const config::Config& cfg) {
             return log::error("{}", s.error().message()), 1;
         }
     }
+    // Run before the monitors answer, as QEMU does without -S: the first 'info status' a client
+    // gets says "running", never "prelaunch".
+    if (!incoming && !cfg.start_paused) {
+        if (auto s = m->resume(); !s) return log::error("{}", s.error().message()), 1;
+    }
     monitor::add_machine_commands(dispatcher.table(), *m);
     monitor::add_migration_commands(dispatcher.table(), manager, *m, incoming_failed);
     monitor::add_help_command(dispatcher.table());
@@ -124,9 +129,6 @@ int run(const config::Config& cfg) {
               incoming ? "incoming migration " + cfg.incoming : "payload " + cfg.payload, cfg.vcpus,
               format_size(m->memory().total_size()), memory::to_string(cfg.dirty_tracking), config::to_string(cfg.hmp),
               config::to_string(cfg.qmp));
-    if (!incoming && !cfg.start_paused) {
-        if (auto s = m->resume(); !s) return log::error("{}", s.error().message()), 1;
-    }
     int code = m->wait_for_end();
     if (*hmp) (*hmp)->stop();
     if (*qmp) (*qmp)->stop();
