@@ -150,7 +150,8 @@ TEST(RamRoundTrip, ZeroBlocksOffSendsZeroPagesAsData) {
 // so each time.
 struct AsyncChannel final : SourceRamChannel {
     Status begin_round(uint32_t) override { return {}; }
-    Status send(uint32_t, uint64_t, uint64_t length) override {
+    Status send(uint32_t, uint64_t offset, uint64_t length) override {
+        sends.push_back({offset, length});
         accepted += length;
         arrived = accepted > window ? accepted - window : 0;
         return {};
@@ -168,7 +169,26 @@ struct AsyncChannel final : SourceRamChannel {
     std::function<void()> arrival;
     uint64_t window = 3 * M;
     uint64_t accepted = 0, arrived = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> sends;  // offset, length
 };
+
+// A run that starts mid-way through RAM reaches the channel in pieces that end on 4 MiB
+// boundaries, so no RDMA chunk (a power of two up to 4 MiB) is split into two writes.
+TEST(RamRoundTrip, PiecesEndOnFourMiBBoundariesWhereverTheRunStarts) {
+    auto src = make_memory();
+    std::memset(src.host_span(0, 4096)->data(), 0, 4096);  // page 0 zero: the data run starts at page 1
+    std::memset(src.host_span(4096, 8 * M - 4096)->data(), 0x5a, 8 * M - 4096);
+    MemoryStream wire;
+    RamStats stats;
+    RateLimiter rl{0, nullptr};
+    AsyncChannel ch;
+    RamSaver saver(src, wire, &ch, rl, true, stats);
+    auto pagemap = memory::PagemapReader::open();
+    ASSERT_TRUE(pagemap);
+    ASSERT_TRUE(saver.bulk_round(&*pagemap));
+    using Piece = std::pair<uint64_t, uint64_t>;
+    EXPECT_EQ(ch.sends, (std::vector<Piece>{{4096, 4 * M - 4096}, {4 * M, 4 * M}}));
+}
 
 // `transferred` counts what has arrived, never what the channel holds in flight; once the
 // round has ended, everything sent.

@@ -87,7 +87,9 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
     stats_.normal += count;
     stats_.normal_bytes += count << kPageShift;
     // Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the
-    // progress figures follow every piece, not whole runs (which can span all of RAM).
+    // progress figures follow every piece, not whole runs (which can span all of RAM). They
+    // end on 4 MiB boundaries of the block, so a run that starts mid-way does not split every
+    // RDMA chunk (a power of two up to 4 MiB) it covers into two writes.
     constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
     if (channel_ == nullptr && count > kPagesPerRecord) {
         // A run longer than one record: the destination may prepare its memory ahead of it.
@@ -98,8 +100,8 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         r.length = count << kPageShift;
         if (auto s = record(encode_record(r)); !s) return s;
     }
-    for (uint64_t p = first_page; p < first_page + count; p += kPagesPerRecord) {
-        uint64_t n = std::min(kPagesPerRecord, first_page + count - p);
+    for (uint64_t p = first_page, n = 0; p < first_page + count; p += n) {
+        n = std::min(kPagesPerRecord - p % kPagesPerRecord, first_page + count - p);
         if (channel_ != nullptr) {
             if (auto s = channel_->send(block, p << kPageShift, n << kPageShift); !s) return s;
             if (auto s = sent(n << kPageShift); !s) return s;
