@@ -96,9 +96,10 @@ for run in $(seq 1 "$runs"); do
             vmm-*) run_vmm "$mode" "$run" ;;
             qemu-*) run_qemu "$mode" "$run" ;;
         esac
-        jq --argjson c "$before" '.ceiling_before_mbs = $c
-            | .ratio_to_ceiling_before = (if .throughput_mbs then ((.throughput_mbs / $c * 100 | round) / 100) else null end)
-            | .bulk_ratio_to_ceiling_before = (if .bulk_mbs then ((.bulk_mbs / $c * 100 | round) / 100) else null end)' \
+        jq --argjson c "$before" 'def per_ceiling(x): if x then ((x / $c * 100 | round) / 100) else null end;
+            .ceiling_before_mbs = $c
+            | .ratio_to_ceiling_before = per_ceiling(.throughput_mbs)
+            | .bulk_ratio_to_ceiling_before = per_ceiling(.bulk_mbs)' \
             "$work/$mode-$run.json" >"$work/paired.json" && mv "$work/paired.json" "$work/$mode-$run.json"
         jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_before // "-") of ib_write_bw just before; bulk round \(.bulk_mbs // "-") MB/s, \(.bulk_ratio_to_ceiling_before // "-")), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms, guest stall while migrating \(.guest_stall_ms // "-") ms",
             (if .downtime_parts then "   downtime parts (ms): \(.downtime_parts | to_entries | map("\(.key) \(.value * 10 | round / 10)") | join(", ")); hand-over estimate \(.handover_estimate_ms // "-") ms" else empty end)' \

@@ -64,11 +64,8 @@ std::string Vm::migrate_field(const std::string& label) { return text_field(cmd(
 std::string Vm::migrate_status() { return migrate_field("Migration status"); }
 
 uint64_t Vm::guest_value(const std::string& label) {
-    std::istringstream in(cmd("info guest"));
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind(label + ": ", 0) == 0) return std::stoull(line.substr(label.size() + 2));
-    return 0;
+    std::string v = text_field(cmd("info guest"), label);
+    return v.empty() ? 0 : std::stoull(v);
 }
 
 double ms_field(Vm& vm, const std::string& label) {
