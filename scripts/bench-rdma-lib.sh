@@ -88,9 +88,11 @@ summarize() {
           rounds: $rounds }' "$3"
 }
 
-migrate_and_watch() {  # migrate_and_watch QMP-SOCKET URI SAMPLES [SETUP-COMMAND...]
+# migrate_and_watch QMP-SOCKET URI SAMPLES [SETUP-COMMAND...]: migrates, polling query-migrate
+# every $watch_ms (200 ms; an -idle mode sets 1000, see run_vmm).
+migrate_and_watch() {
     local sock=$1 uri=$2 samples=$3; shift 3
-    "$CTL" --qmp "unix:$sock" "$@" "migrate {\"uri\": \"$uri\"}" --watch-migration 200 >"$samples.raw"
+    "$CTL" --qmp "unix:$sock" "$@" "migrate {\"uri\": \"$uri\"}" --watch-migration "${watch_ms:-200}" >"$samples.raw"
     tail -n +$(( $# + 2 )) "$samples.raw" >"$samples"  # the watch lines only
 }
 
@@ -124,10 +126,15 @@ run_vmm() {  # run_vmm MODE RUN
     esac
     stopped_setup
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
-    watch_memory "$spid" "$dpid" "$name"
+    # An -idle mode is compared with ib_write_bw, which runs with nothing beside it: no memory
+    # sampler (one smaps sample costs ~21 ms of the nested VM's one emulated CPU, so two
+    # samplers at 4 Hz took ~17 % of it) and progress polled once a second. The other modes
+    # give the memory figures.
+    local watch_ms=200
+    case "$mode" in *-idle) watch_ms=1000 ;; *) watch_memory "$spid" "$dpid" "$name" ;; esac
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
-    unwatch_memory
+    case "$mode" in *-idle) ;; *) unwatch_memory ;; esac
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
     local pause stall rounds info
     info=$("$CTL" "unix:$work/$name-d.sock" "info migrate") ||
@@ -247,9 +254,11 @@ report() {
         "stall (ms)" "before (ms)"
     printf "$f" "ib_write_bw" "$1" "1.00" - - - - - - - -
     printf "$f" "ib_write_bw, busy core" "$3" - - "1.00" - - - - - -
-    jq -r '.modes | to_entries[] | [.key, .value.throughput_mbs, (.value.ratio_to_ceiling // "-"),
-           (.value.ratio_to_ceiling_before // "-"), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-"),
-           (.value.bulk_ratio_to_ceiling_before // "-"), .value.downtime_ms,
+    # Medians of an even count are means: printed to the figures' own precision.
+    jq -r 'def r(d): if type == "number" then (. * d | round) / d else . end;
+           .modes | to_entries[] | [.key, (.value.throughput_mbs | r(10)), (.value.ratio_to_ceiling // "-" | r(100)),
+           (.value.ratio_to_ceiling_before // "-" | r(100)), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-" | r(10)),
+           (.value.bulk_ratio_to_ceiling_before // "-" | r(100)), (.value.downtime_ms | r(10)),
            (.value.guest_pause_ms // "-"), (.value.guest_stall_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
         while IFS=$'\t' read -r m t r rp rb bk bb d g st b; do
             printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$bk" "$bb" "$d" "$g" "$st" "$b"
@@ -267,13 +276,15 @@ report() {
     echo "memory beyond guest RAM (max over runs, target < 64 MiB per side), and registration work per round (run 1):"
     jq -r '.modes | to_entries[] | .value as $v |
         ($v.registration_run1 // []) as $r | ($r | map(select(.round > 0))) as $d |
-        "  \(.key): source \(($v.overhead_kib_max.source // 0) / 1024 | floor) MiB, destination \(($v.overhead_kib_max.destination // 0) / 1024 | floor) MiB" +
+        def mib(k): if k == null then "not sampled" else "\(k / 1024 | floor) MiB" end;
+        "  \(.key): source \(mib($v.overhead_kib_max.source)), destination \(mib($v.overhead_kib_max.destination))" +
         (if ($r | length) == 0 then "" else
          "\n      bulk round: \($r[0].writes) chunk writes, \($r[0].remote_reg) remote + \($r[0].local_reg) local registrations" +
          " (RAM: \($r[0].ram_chunks) chunks); \($d | length) dirty round(s): at most \($d | map(.writes) | max // 0) writes and" +
          " \($d | map(.remote_reg + .local_reg) | max // 0) registrations in one" end)' "$2"
-    jq -r '.modes | "bulk round / ib_write_bw just before, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
-           "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_before // "-"), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_before // "-")"' "$2"
+    jq -r 'def r2: if type == "number" then (. * 100 | round) / 100 else . end;
+           .modes | "bulk round / ib_write_bw just before, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
+           "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_before // "-" | r2), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_before // "-" | r2)"' "$2"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",
                              "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")"' "$2"

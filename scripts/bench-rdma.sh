@@ -7,7 +7,8 @@
 #     (one connection; vmm-tcp-multifd: 2 lanes, only with --modes)
 #   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
 #   - our RDMA migration (dynamic, pin-all) of an idle guest whose RAM the host filled: the
-#     spec's bulk-round scenario (8 GB in active use, the VM completely idle)
+#     spec's bulk-round scenario (8 GB in active use, the VM completely idle); like ib_write_bw,
+#     they run with nothing beside them: no memory sampler, progress polled once a second
 # The workload, but for -idle, is the pattern payload (it boots under both VMMs): it fills --fill
 # bytes of RAM with incompressible per-page data, then only re-checks it, so every mode moves the
 # same bytes (-idle: the host fills the same bytes with random data before boot).
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --modes) only=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
