@@ -224,6 +224,7 @@ report() {
             ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
                                else null end),
             ratio_to_ceiling_before: (map(.ratio_to_ceiling_before | select(. != null)) | median),
+            ram_ratio_to_ceiling_before: (map(.ram_ratio_to_ceiling_before | select(. != null)) | median),
             bulk_mbs: (map(.bulk_mbs | select(. != null)) | median),
             bulk_ratio_to_ceiling_before: (map(.bulk_ratio_to_ceiling_before | select(. != null)) | median),
             ratio_to_busy_ceiling: (if $busy > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $busy * 100 | round) / 100
@@ -238,6 +239,9 @@ report() {
             registration_run1: (map(select(.run == 1)) | .[0].registration // null)}}) | from_entries) as $m |
         def ratio(a; b): if $m[a] and $m[b] then (($m[a].throughput_mbs / $m[b].throughput_mbs * 100 | round) / 100) else null end;
         def ram_ratio(a; b): if $m[a] and $m[b] and $m[a].ram_mbs and $m[b].ram_mbs then (($m[a].ram_mbs / $m[b].ram_mbs * 100 | round) / 100) else null end;
+        # The same, each VMM first divided by the ib_write_bw measured just before its own
+        # migration: the machine speed of that moment cancels out (it swings by 1.5x within a run).
+        def paired(a; b; k): if $m[a][k] and $m[b][k] then (($m[a][k] / $m[b][k] * 100 | round) / 100) else null end;
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
           ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
           ours_over_qemu: { dynamic: ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
@@ -248,6 +252,10 @@ report() {
                             pin_all: ram_ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all"),
                             dynamic_stopped: ram_ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
                             pin_all_stopped: ram_ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
+          ours_over_qemu_paired: { dynamic: paired("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; "ratio_to_ceiling_before"),
+                            pin_all: paired("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; "ratio_to_ceiling_before"),
+                            dynamic_by_guest_ram: paired("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; "ram_ratio_to_ceiling_before"),
+                            pin_all_by_guest_ram: paired("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; "ram_ratio_to_ceiling_before") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-26s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
     printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/before" "/busy" "bulk" "bulk/bef" "downtime (ms)" "guest (ms)" \
@@ -290,6 +298,8 @@ report() {
                              "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")"' "$2"
     jq -r '.ours_over_qemu_by_guest_ram | "by guest RAM moved per second (the same guest, whatever each VMM sends):",
            "  dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"), stopped: dynamic \(.dynamic_stopped // "-"), pin-all \(.pin_all_stopped // "-")"' "$2"
+    jq -r '.ours_over_qemu_paired | "paired: each migration against the ib_write_bw just before it, then ours / QEMU:",
+           "  by bytes sent: dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"); by guest RAM: dynamic \(.dynamic_by_guest_ram // "-"), pin-all \(.pin_all_by_guest_ram // "-")"' "$2"
 }
 
 # chart IN.json OUT.png: data moved over time, one line per mode (first run); where RDMA

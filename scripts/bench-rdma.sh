@@ -100,6 +100,7 @@ for run in $(seq 1 "$runs"); do
         jq --argjson c "$before" 'def per_ceiling(x): if x then ((x / $c * 100 | round) / 100) else null end;
             .ceiling_before_mbs = $c
             | .ratio_to_ceiling_before = per_ceiling(.throughput_mbs)
+            | .ram_ratio_to_ceiling_before = per_ceiling(.ram_mbs)
             | .bulk_ratio_to_ceiling_before = per_ceiling(.bulk_mbs)' \
             "$work/$mode-$run.json" >"$work/paired.json" && mv "$work/paired.json" "$work/$mode-$run.json"
         jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_before // "-") of ib_write_bw just before; bulk round \(.bulk_mbs // "-") MB/s, \(.bulk_ratio_to_ceiling_before // "-")), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms, guest stall while migrating \(.guest_stall_ms // "-") ms",
