@@ -22,6 +22,70 @@
 #include "vmm/common/mapping.h"
 #include "vmm/common/units.h"
 
+namespace {
+
+constexpr size_t kChunk = 4 << 20;
+
+// A listening socket on 127.0.0.1 and an ephemeral port, written to `a`.
+vmm::UniqueFd listen_loopback(sockaddr_in& a) {
+    vmm::UniqueFd lfd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(lfd.get(), 1) != 0 ||
+        ::getsockname(lfd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        return vmm::UniqueFd();
+    }
+    return lfd;
+}
+
+std::vector<uint64_t> random_words(size_t bytes) {  // xorshift64: incompressible, no zero pages
+    std::vector<uint64_t> words(bytes / 8);
+    uint64_t x = 88172645463325252ull;
+    for (auto& w : words) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w = x;
+    }
+    return words;
+}
+
+// Sends `bytes` to `to` in kChunk sends: from one buffer again and again, or (cold) through it.
+void send_bytes(const sockaddr_in& to, const std::vector<uint64_t>& src, uint64_t bytes, bool cold) {
+    vmm::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) return;
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint64_t left = bytes;
+    while (left > 0) {
+        size_t n = left < kChunk ? left : kChunk;
+        const char* from = reinterpret_cast<const char*>(src.data()) + (cold ? bytes - left : 0);
+        ssize_t s = ::send(fd.get(), from, n, MSG_NOSIGNAL);
+        if (s <= 0) return;
+        left -= static_cast<uint64_t>(s);
+    }
+}
+
+// Receives up to `bytes` into `dst` (into one chunk again and again unless cold); what arrived.
+uint64_t receive_bytes(int fd, uint8_t* dst, uint64_t bytes, bool cold) {
+    uint64_t got = 0;
+    while (got < bytes) {
+        uint8_t* to = dst + (cold ? got : 0);
+        size_t want = cold ? std::min<uint64_t>(kChunk, bytes - got) : kChunk;
+#ifdef MADV_POPULATE_WRITE
+        if (cold && got % kChunk == 0) ::madvise(to, want, MADV_POPULATE_WRITE);
+#endif
+        ssize_t r = ::recv(fd, to, want, 0);
+        if (r <= 0) break;
+        got += static_cast<uint64_t>(r);
+    }
+    return got;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     bool cold = argc == 3 && std::strcmp(argv[2], "--cold") == 0;
     if (argc != 2 && !cold) {
@@ -33,40 +97,17 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "vmm-tcpbench: %s\n", total.error().message().c_str());
         return 2;
     }
-    vmm::UniqueFd lfd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(lfd.get(), 1) != 0 ||
-        ::getsockname(lfd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    vmm::UniqueFd lfd = listen_loopback(a);
+    if (!lfd) {
         std::perror("vmm-tcpbench: listen");
         return 1;
     }
-    constexpr size_t kChunk = 4 << 20;
     uint64_t bytes = *total;
-    std::vector<uint64_t> src((cold ? bytes : kChunk) / 8);
-    uint64_t x = 88172645463325252ull;
-    for (auto& w : src) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w = x;
-    }
-    std::thread sender([&] {
-        vmm::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return;
-        int one = 1;
-        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        uint64_t left = bytes;
-        while (left > 0) {
-            size_t n = left < kChunk ? left : kChunk;
-            const char* from = reinterpret_cast<const char*>(src.data()) + (cold ? bytes - left : 0);
-            ssize_t s = ::send(fd.get(), from, n, MSG_NOSIGNAL);
-            if (s <= 0) return;
-            left -= static_cast<uint64_t>(s);
-        }
-    });
+    auto src = random_words(cold ? bytes : kChunk);
+    // Declared before the accepted socket, so that on an early return the socket closes
+    // first, the sender's send fails, and the join ends.
+    std::jthread sender([&] { send_bytes(a, src, bytes, cold); });
     vmm::UniqueFd c(::accept(lfd.get(), nullptr, nullptr));
     auto dst = vmm::Mapping::map("receive buffer", cold ? bytes : kChunk, PROT_READ | PROT_WRITE,
                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
@@ -78,17 +119,7 @@ int main(int argc, char** argv) {
     // populated in one call before data is copied in.
     if (cold) ::madvise(dst->data(), bytes, MADV_HUGEPAGE);
     auto t0 = std::chrono::steady_clock::now();
-    uint64_t got = 0;
-    while (got < bytes) {
-        uint8_t* to = dst->data() + (cold ? got : 0);
-        size_t want = cold ? std::min<uint64_t>(kChunk, bytes - got) : kChunk;
-#ifdef MADV_POPULATE_WRITE
-        if (cold && got % kChunk == 0) ::madvise(to, want, MADV_POPULATE_WRITE);
-#endif
-        ssize_t r = ::recv(c.get(), to, want, 0);
-        if (r <= 0) break;
-        got += static_cast<uint64_t>(r);
-    }
+    uint64_t got = receive_bytes(c.get(), dst->data(), bytes, cold);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sender.join();
     std::printf("bytes=%llu seconds=%.3f MBps=%.1f\n", static_cast<unsigned long long>(got), secs, got / secs / 1e6);
