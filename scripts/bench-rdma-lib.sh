@@ -316,12 +316,12 @@ chart() {
         fi
     done
     gnuplot <<EOF
-set terminal pngcairo size 900,540
+set terminal pngcairo size 1200,560
 set output '$2'
 set title "Guest RAM moved over time (the slope is the throughput); $(jq -r .where "$1")"
 set xlabel 'seconds since the migration started'
 set ylabel 'MB arrived (dashed: sent)'
-set key left top
+set key outside right top Left reverse noenhanced
 set grid
 plot $plot
 EOF

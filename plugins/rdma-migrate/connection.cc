@@ -5,7 +5,10 @@
 #include <netdb.h>
 #include <poll.h>
 
+#include <chrono>
 #include <cstring>
+
+#include "trace.h"
 
 namespace rdma_migrate {
 
@@ -225,23 +228,33 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
                                                    ibv_pd* shared_pd) {
     std::string name = fmt::format("rdma destination {}:{}", host, port);
     if (ours.channels > 1) name += fmt::format(" (channel {})", ours.channel);
-    auto made = new_endpoint(cancel_fd, t, std::move(name), &Endpoint::id);
+    auto start = std::chrono::steady_clock::now();
+    auto step = [&](const char* done) {  // where a connection's setup time goes
+        trace("{}: {} after {} ms", name, done,
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    };
+    auto made = new_endpoint(cancel_fd, t, name, &Endpoint::id);
     if (!made) return made.error();
     auto e = std::move(*made);
+    step("rdma_cm id created (the first one in a process loads librdmacm's device list)");
     auto ai = resolve(host, port, false);
     if (!ai) return ai.error();
     if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0) return verbs_error("rdma_resolve_addr " + host);
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return s.error();
+    step("address resolved");
     if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return verbs_error("rdma_resolve_route");
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return s.error();
+    step("route resolved");
     if (auto s = create_resources(*e, shared_pd); !s) return s.error();
     if (auto s = before_connect(*e); !s) return s.error();
+    step("queue pair and control buffers ready");
     auto pd = encode_private_data(ours);
     auto param = conn_param(pd);
     if (rdma_connect(e->id.get(), &param) != 0) return verbs_error("rdma_connect");
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, t.connect_ms, fmt::format("connecting to {}:{}", host, port).c_str(), &e->peer); !s) {
         return s.error();
     }
+    step("connected");
     return e;
 }
 

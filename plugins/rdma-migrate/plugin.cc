@@ -18,6 +18,7 @@
 
 #include "memlock.h"
 #include "session.h"
+#include "trace.h"
 #include "vmm/common/units.h"
 #include "vmm/migration/plugin_abi.h"
 
@@ -92,6 +93,7 @@ struct Listener {
 void* do_connect(const vmm_transport_args* a, vmm_err* e) {
     void* out = nullptr;
     guarded(e, [&]() -> Status {
+        trace("source: connecting to {}:{}", a->host, a->port);
         auto cfg = config_from(a);
         if (!cfg) return cfg.error();
         if (auto s = check_source_memlock(memlock_budget(), ram_bytes(*cfg), cfg->pin_all, cfg->pin_limit); !s) return s;
