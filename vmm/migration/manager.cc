@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace vmm::migration {
 
 MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event) : machine_(m), on_event_(std::move(on_event)) {}
@@ -50,6 +52,7 @@ Status MigrationManager::set_parameter(const std::string& name, const std::strin
 }
 
 Status MigrationManager::migrate(const std::string& text) {
+    auto asked = std::chrono::steady_clock::now();  // total time counts loading the transport too
     auto uri = parse_uri(text);
     if (!uri) return uri.error();
     if (uri->scheme == "defer") return Error("'defer' is for --incoming only");
@@ -70,7 +73,7 @@ Status MigrationManager::migrate(const std::string& text) {
     if (!token) return token.error();
     outgoing_.reset();  // joins the previous, finished migration's thread
     outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, settings_, std::move(*token), on_event_);
-    outgoing_->start();
+    outgoing_->start(asked);
     return {};
 }
 

@@ -43,8 +43,8 @@ MigrationSource::~MigrationSource() {
     if (thread_.joinable()) thread_.join();
 }
 
-void MigrationSource::start() {
-    start_ = Clock::now();
+void MigrationSource::start(std::chrono::steady_clock::time_point asked) {
+    start_ = asked;
     set_status(MigrationStatus::setup);
     thread_ = std::thread([this] { run(); });
 }

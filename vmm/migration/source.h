@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,7 +35,9 @@ public:
     MigrationSource(const MigrationSource&) = delete;
     MigrationSource& operator=(const MigrationSource&) = delete;
 
-    void start();
+    // Runs the migration on its own thread; its total time counts from `asked` (when the
+    // command came, before the transport was loaded).
+    void start(std::chrono::steady_clock::time_point asked);
     void cancel();
     // max-bandwidth changed while this migration runs (ignored once the guest is paused).
     void set_max_bandwidth(uint64_t bytes_per_second);
