@@ -12,7 +12,8 @@
 # The workload, but for -idle, is the pattern payload (it boots under both VMMs): it fills --fill
 # bytes of RAM with incompressible per-page data, then only re-checks it, so every mode moves the
 # same bytes (-idle: the host fills the same bytes with random data before boot).
-# Throughput = RAM transferred / (total time - setup time), from query-migrate, for every mode;
+# Throughput = RAM transferred / (total time - setup time), from query-migrate, for every mode
+# (for QEMU, less also the time its migrate command took: it connects inside it, outside setup);
 # downtime as each VMM measures it, and the pause our pattern guest observed itself.
 # Writes build/bench/rdma-DATE.json (figures, query-migrate samples, our round logs) and
 # build/bench/rdma-DATE.png (data moved over time, per mode).
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --modes) only=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done

@@ -19,4 +19,6 @@ grep -q "no-such-command" "$dir/err" || { echo "the error does not name the comm
 tail -1 "$dir/watch" | grep -q '"status":"completed"' || { echo "the watch did not end with completed:"; cat "$dir/watch"; exit 1; }
 head -1 "$dir/watch" | grep -q '^{}$' || { echo "the migrate command's answer is missing:"; cat "$dir/watch"; exit 1; }
 grep -q '"t":' "$dir/watch" || { echo "watch lines carry no time"; exit 1; }
+tail -1 "$dir/watch" | grep -Eq '"x-command-seconds":[0-9]+(\.[0-9]+)?(e-?[0-9]+)?[,}]' ||
+    { echo "watch lines do not say how long the migrate command took:"; tail -1 "$dir/watch"; exit 1; }
 echo "ok: $(wc -l <"$dir/watch") lines watched"

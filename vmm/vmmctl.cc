@@ -49,12 +49,17 @@ int text_monitor(const std::string& path, int argc, char** argv) {
     return status;
 }
 
-int watch_migration(monitor::QmpClient& qmp, long interval_ms) {
+// Samples query-migrate every interval_ms, each with "t" (seconds since watching began) and
+// "x-command-seconds": how long the command before the watch took to answer. QEMU connects an
+// RDMA migration inside its `migrate` command, after its total-time clock started and before
+// its setup-time clock did; a benchmark needs that span to compare like with like.
+int watch_migration(monitor::QmpClient& qmp, long interval_ms, double command_seconds) {
     auto start = std::chrono::steady_clock::now();
     for (;;) {
         auto r = qmp.execute("query-migrate");
         if (!r) return failed(r.error());
         (*r)["t"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        (*r)["x-command-seconds"] = command_seconds;
         std::printf("%s\n", r->dump().c_str());
         std::fflush(stdout);
         std::string status = r->value("status", "");
@@ -84,12 +89,15 @@ int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
 int qmp_monitor(const std::string& path, int argc, char** argv) {
     auto client = monitor::QmpClient::connect(path, std::chrono::seconds(10));
     if (!client) return failed(client.error());
+    double last_seconds = 0;
     for (int i = 0; i < argc; ++i) {
         if (std::string(argv[i]) == "--watch-migration") {
             long ms = i + 1 < argc ? std::strtol(argv[i + 1], nullptr, 10) : 0;
-            return ms > 0 && i + 2 == argc ? watch_migration(**client, ms) : usage();
+            return ms > 0 && i + 2 == argc ? watch_migration(**client, ms, last_seconds) : usage();
         }
+        auto sent = std::chrono::steady_clock::now();
         if (int rc = qmp_command(**client, argv[i]); rc != 0) return rc;
+        last_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
     }
     return 0;
 }
