@@ -243,25 +243,22 @@ report() {
             overhead_kib_max: (map(.overhead_kib // {}) | {source: (map(.source // empty) | max),
                                                           destination: (map(.destination // empty) | max)}),
             registration_run1: (map(select(.run == 1)) | .[0].registration // null)}}) | from_entries) as $m |
-        def ratio(a; b): if $m[a] and $m[b] then (($m[a].throughput_mbs / $m[b].throughput_mbs * 100 | round) / 100) else null end;
-        def ram_ratio(a; b): if $m[a] and $m[b] and $m[a].ram_mbs and $m[b].ram_mbs then (($m[a].ram_mbs / $m[b].ram_mbs * 100 | round) / 100) else null end;
-        # The same, each VMM first divided by the ib_write_bw measured just before its own
-        # migration: the machine speed of that moment cancels out (it swings by 1.5x within a run).
-        def paired(a; b; k): if $m[a][k] and $m[b][k] then (($m[a][k] / $m[b][k] * 100 | round) / 100) else null end;
+        # Ours over QEMU in figure k of mode a and mode b, to two places.
+        def over(a; b; k): if $m[a][k] and $m[b][k] then (($m[a][k] / $m[b][k] * 100 | round) / 100) else null end;
+        def vs(k): { dynamic: over("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; k),
+                     pin_all: over("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; k),
+                     dynamic_stopped: over("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"; k),
+                     pin_all_stopped: over("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped"; k) };
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
           ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
-          ours_over_qemu: { dynamic: ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
-                            pin_all: ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all"),
-                            dynamic_stopped: ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
-                            pin_all_stopped: ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
-          ours_over_qemu_by_guest_ram: { dynamic: ram_ratio("vmm-rdma-dynamic"; "qemu-rdma-dynamic"),
-                            pin_all: ram_ratio("vmm-rdma-pin-all"; "qemu-rdma-pin-all"),
-                            dynamic_stopped: ram_ratio("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"),
-                            pin_all_stopped: ram_ratio("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped") },
-          ours_over_qemu_paired: { dynamic: paired("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; "ratio_to_ceiling_before"),
-                            pin_all: paired("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; "ratio_to_ceiling_before"),
-                            dynamic_by_guest_ram: paired("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; "ram_ratio_to_ceiling_before"),
-                            pin_all_by_guest_ram: paired("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; "ram_ratio_to_ceiling_before") },
+          ours_over_qemu: vs("throughput_mbs"),
+          ours_over_qemu_by_guest_ram: vs("ram_mbs"),
+          # Paired: each VMM first divided by the ib_write_bw measured just before its own
+          # migration, so the machine speed of that moment cancels out (it swings by 1.5x within a run).
+          ours_over_qemu_paired: { dynamic: vs("ratio_to_ceiling_before").dynamic,
+                                   pin_all: vs("ratio_to_ceiling_before").pin_all,
+                                   dynamic_by_guest_ram: vs("ram_ratio_to_ceiling_before").dynamic,
+                                   pin_all_by_guest_ram: vs("ram_ratio_to_ceiling_before").pin_all },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-26s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
     printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/before" "/busy" "bulk" "bulk/bef" "downtime (ms)" "guest (ms)" \

@@ -73,9 +73,9 @@ modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp vmm-rdma-dy
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
+    ours='vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'  # each has an -idle twin
     for m in "${modes[@]}"; do
-        [[ "${m%-stopped}" =~ ^(vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd|qemu-rdma-dynamic|qemu-rdma-pin-all)$ ]] ||
-            [[ "${m%-idle}" =~ ^(vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd)$ ]] ||
+        [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"
     done
 fi
