@@ -20,6 +20,7 @@
 
 #include "vmm/common/fd.h"
 #include "vmm/common/mapping.h"
+#include "vmm/common/random_fill.h"
 #include "vmm/common/units.h"
 
 namespace {
@@ -40,15 +41,10 @@ vmm::UniqueFd listen_loopback(sockaddr_in& a) {
     return lfd;
 }
 
-std::vector<uint64_t> random_words(size_t bytes) {  // xorshift64: incompressible, no zero pages
+std::vector<uint64_t> random_words(size_t bytes) {  // incompressible, as guest RAM in a benchmark
     std::vector<uint64_t> words(bytes / 8);
-    uint64_t x = 88172645463325252ull;
-    for (auto& w : words) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w = x;
-    }
+    uint64_t state = vmm::random_fill_state(1);
+    vmm::fill_random(words, state);
     return words;
 }
 
