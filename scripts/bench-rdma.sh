@@ -9,6 +9,9 @@
 #   - our RDMA migration (dynamic, pin-all) of an idle guest whose RAM the host filled: the
 #     spec's bulk-round scenario (8 GB in active use, the VM completely idle); like ib_write_bw,
 #     they run with nothing beside them: no memory sampler, progress polled once a second
+#   - the same dynamic migration with the destination started with --mem-prealloc: its RAM
+#     populated before the migration, as ib_write_bw's buffer is before it measures (the
+#     "-prealloc" modes)
 # The workload, but for -idle, is the pattern payload (it boots under both VMMs): it fills --fill
 # bytes of RAM with incompressible per-page data, then only re-checks it, so every mode moves the
 # same bytes (-idle: the host fills the same bytes with random data before boot).
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --modes) only=$2; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
@@ -69,11 +72,12 @@ printf '%s, %s cores%s\n' "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //
     "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo ', inside the SoftRoCE nested VM (TCG): absolute figures say little, compare the ratios')"
 
 
-modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp vmm-rdma-dynamic-idle vmm-rdma-pin-all-idle)
+modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp vmm-rdma-dynamic-idle vmm-rdma-pin-all-idle
+       vmm-rdma-dynamic-prealloc-idle)
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
-    ours='vmm-rdma-dynamic|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'  # each has an -idle twin
+    ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'  # each has an -idle twin
     for m in "${modes[@]}"; do
         [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"
