@@ -234,10 +234,10 @@ report() {
             ram_mbs: (map(.ram_mbs | select(. != null)) | median),
             ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
                                else null end),
-            ratio_to_ceiling_before: (map(.ratio_to_ceiling_before | select(. != null)) | median),
-            ram_ratio_to_ceiling_before: (map(.ram_ratio_to_ceiling_before | select(. != null)) | median),
+            ratio_to_ceiling_around: (map(.ratio_to_ceiling_around | select(. != null)) | median),
+            ram_ratio_to_ceiling_around: (map(.ram_ratio_to_ceiling_around | select(. != null)) | median),
             bulk_mbs: (map(.bulk_mbs | select(. != null)) | median),
-            bulk_ratio_to_ceiling_before: (map(.bulk_ratio_to_ceiling_before | select(. != null)) | median),
+            bulk_ratio_to_ceiling_around: (map(.bulk_ratio_to_ceiling_around | select(. != null)) | median),
             ratio_to_busy_ceiling: (if $busy > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $busy * 100 | round) / 100
                                     else null end),
             downtime_ms: (map(.downtime_ms) | median),
@@ -258,31 +258,32 @@ report() {
           ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
           ours_over_qemu: vs("throughput_mbs"),
           ours_over_qemu_by_guest_ram: vs("ram_mbs"),
-          # Paired: each VMM first divided by the ib_write_bw measured just before its own
+          # Paired: each VMM first divided by the ib_write_bw measured around its own
           # migration, so the machine speed of that moment cancels out (it swings by 1.5x within a run).
-          ours_over_qemu_paired: { dynamic: vs("ratio_to_ceiling_before").dynamic,
-                                   pin_all: vs("ratio_to_ceiling_before").pin_all,
-                                   dynamic_by_guest_ram: vs("ram_ratio_to_ceiling_before").dynamic,
-                                   pin_all_by_guest_ram: vs("ram_ratio_to_ceiling_before").pin_all },
+          ours_over_qemu_paired: { dynamic: vs("ratio_to_ceiling_around").dynamic,
+                                   pin_all: vs("ratio_to_ceiling_around").pin_all,
+                                   dynamic_by_guest_ram: vs("ram_ratio_to_ceiling_around").dynamic,
+                                   pin_all_by_guest_ram: vs("ram_ratio_to_ceiling_around").pin_all },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-31s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
-    printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/before" "/busy" "bulk" "bulk/bef" "downtime (ms)" "guest (ms)" \
+    printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/around" "/busy" "bulk" "bulk/ar" "downtime (ms)" "guest (ms)" \
         "stall (ms)" "before (ms)"
     printf "$f" "ib_write_bw" "$1" "1.00" - - - - - - - -
     printf "$f" "ib_write_bw, busy core" "$3" - - "1.00" - - - - - -
     # Medians of an even count are means: printed to the figures' own precision.
     jq -r 'def r(d): if type == "number" then (. * d | round) / d else . end;
            .modes | to_entries[] | [.key, (.value.throughput_mbs | r(10)), (.value.ratio_to_ceiling // "-" | r(100)),
-           (.value.ratio_to_ceiling_before // "-" | r(100)), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-" | r(10)),
-           (.value.bulk_ratio_to_ceiling_before // "-" | r(100)), (.value.downtime_ms | r(10)),
+           (.value.ratio_to_ceiling_around // "-" | r(100)), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-" | r(10)),
+           (.value.bulk_ratio_to_ceiling_around // "-" | r(100)), (.value.downtime_ms | r(10)),
            (.value.guest_pause_ms // "-"), (.value.guest_stall_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
         while IFS=$'\t' read -r m t r rp rb bk bb d g st b; do
             printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$bk" "$bb" "$d" "$g" "$st" "$b"
         done
     echo "MB/s: RAM transferred over the whole migration after setup (every round and the switchover)."
     echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/bef: that against the"
-    echo "ib_write_bw measured just before the migration, the issue's >= 0.9 target."
-    echo "/before: against ib_write_bw measured just before that migration (the median of those ratios)."
+    echo "ib_write_bw measured around the migration, the issue's >= 0.9 target."
+    echo "/around: against the mean of ib_write_bw measured just before and just after that migration"
+    echo "(the median of those ratios)."
     echo "From the pattern guest's clock reads: guest, the pause it lived through across the switchover;"
     echo "stall, its longest gap between two steps while the migration ran before that; before, the same"
     echo "before migrating (the scheduler's share). QEMU's guest cannot report (no control device)."
@@ -299,15 +300,15 @@ report() {
          " (RAM: \($r[0].ram_chunks) chunks); \($d | length) dirty round(s): at most \($d | map(.writes) | max // 0) writes and" +
          " \($d | map(.remote_reg + .local_reg) | max // 0) registrations in one" end)' "$2"
     jq -r 'def r2: if type == "number" then (. * 100 | round) / 100 else . end;
-           .modes | "bulk round / ib_write_bw just before, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
-           "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_before // "-" | r2), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_before // "-" | r2),",
-           "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_before // "-" | r2)"' "$2"
+           .modes | "bulk round / ib_write_bw around it, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
+           "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_around // "-" | r2), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_around // "-" | r2),",
+           "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_around // "-" | r2)"' "$2"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",
                              "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")"' "$2"
     jq -r '.ours_over_qemu_by_guest_ram | "by guest RAM moved per second (the same guest, whatever each VMM sends):",
            "  dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"), stopped: dynamic \(.dynamic_stopped // "-"), pin-all \(.pin_all_stopped // "-")"' "$2"
-    jq -r '.ours_over_qemu_paired | "paired: each migration against the ib_write_bw just before it, then ours / QEMU:",
+    jq -r '.ours_over_qemu_paired | "paired: each migration against the ib_write_bw around it, then ours / QEMU:",
            "  by bytes sent: dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"); by guest RAM: dynamic \(.dynamic_by_guest_ram // "-"), pin-all \(.pin_all_by_guest_ram // "-")"' "$2"
 }
 

@@ -2,7 +2,8 @@
 # RDMA migration benchmark: every figure measured side by side in one run on one RDMA device
 # (the SoftRoCE nested VM when this machine has none):
 #   - ib_write_bw on the same device with the chunk size as message size: the ceiling (in every
-#     run, and again just before each migration, whose throughput is also divided by that one)
+#     run, and again just before and just after each migration, whose throughput is also
+#     divided by the mean of those two)
 #   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
 #     (one connection; vmm-tcp-multifd: 2 lanes, only with --modes)
 #   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
@@ -94,21 +95,24 @@ for run in $(seq 1 "$runs"); do
     busy_ceilings+=("$(ib_ceiling "$dev" "$addr" busy)")
     echo "   ib_write_bw beside a busy core: ${busy_ceilings[-1]} MB/s"
     for mode in "${modes[@]}"; do
-        # The ceiling again just before each migration: this shared machine's speed drifts
-        # within a run too, and a ratio means most between figures measured back to back.
+        # The ceiling again just before and just after each migration: this shared machine's
+        # speed drifts within a run too (by 1.5x), and a ratio means most between figures
+        # measured back to back; one ib_write_bw alone swings by a quarter, so two are averaged.
         before=$(ib_ceiling "$dev" "$addr")
         log "run $run: $mode (ib_write_bw just before: $before MB/s)"
         case "$mode" in
             vmm-*) run_vmm "$mode" "$run" ;;
             qemu-*) run_qemu "$mode" "$run" ;;
         esac
-        jq --argjson c "$before" 'def per_ceiling(x): if x then ((x / $c * 100 | round) / 100) else null end;
-            .ceiling_before_mbs = $c
-            | .ratio_to_ceiling_before = per_ceiling(.throughput_mbs)
-            | .ram_ratio_to_ceiling_before = per_ceiling(.ram_mbs)
-            | .bulk_ratio_to_ceiling_before = per_ceiling(.bulk_mbs)' \
+        after=$(ib_ceiling "$dev" "$addr")
+        jq --argjson b "$before" --argjson a "$after" '(($b + $a) / 2) as $c
+            | def per_ceiling(x): if x then ((x / $c * 100 | round) / 100) else null end;
+            .ceiling_before_mbs = $b | .ceiling_after_mbs = $a
+            | .ratio_to_ceiling_around = per_ceiling(.throughput_mbs)
+            | .ram_ratio_to_ceiling_around = per_ceiling(.ram_mbs)
+            | .bulk_ratio_to_ceiling_around = per_ceiling(.bulk_mbs)' \
             "$work/$mode-$run.json" >"$work/paired.json" && mv "$work/paired.json" "$work/$mode-$run.json"
-        jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_before // "-") of ib_write_bw just before; bulk round \(.bulk_mbs // "-") MB/s, \(.bulk_ratio_to_ceiling_before // "-")), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms, guest stall while migrating \(.guest_stall_ms // "-") ms",
+        jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_around // "-") of ib_write_bw around it, \(.ceiling_before_mbs) before and \(.ceiling_after_mbs) after; bulk round \(.bulk_mbs // "-") MB/s, \(.bulk_ratio_to_ceiling_around // "-")), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms, guest stall while migrating \(.guest_stall_ms // "-") ms",
             (if .downtime_parts then "   downtime parts (ms): \(.downtime_parts | to_entries | map("\(.key) \(.value * 10 | round / 10)") | join(", ")); hand-over estimate \(.handover_estimate_ms // "-") ms" else empty end)' \
             "$work/$mode-$run.json"
     done
