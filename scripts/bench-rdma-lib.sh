@@ -36,7 +36,7 @@ ib_ceiling() {
     local bw attempt
     for attempt in 1 2 3; do  # ib_write_bw under TCG sometimes times itself wrong and says 0
         bw=$(ib_write_bw_once "$@")
-        [ -n "$bw" ] && [ "$bw" != 0.0 ] && { echo "$bw"; return; }
+        [ -n "$bw" ] && awk -v b="$bw" 'BEGIN { exit !(b > 0) }' && { echo "$bw"; return; }
         echo "   ib_write_bw reported no bandwidth (attempt $attempt): $(grep -m1 -i "r^2\|warn" "$work/ib-client.log" || true)" >&2
     done
     cat "$work/ib-client.log" >&2
@@ -48,21 +48,22 @@ ib_write_bw_once() {
     if [ "${3:-}" = busy ]; then
         bash -c 'while :; do :; done' >/dev/null 2>&1 & busy=$!
     fi
-    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits >"$work/ib-server.log" 2>&1 &
+    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" >"$work/ib-server.log" 2>&1 &
     local server=$!; pids+=("$server")
     sleep 1
     local rc=1 try
     for try in 1 2 3 4 5; do  # under TCG the server can take more than a second to listen
         rc=0
-        ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" --report_gbits "$2" >"$work/ib-client.log" 2>&1 || rc=$?
+        ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" "$2" >"$work/ib-client.log" 2>&1 || rc=$?
         grep -q "Couldn't connect" "$work/ib-client.log" || break
         sleep 2
     done
     [ -z "$busy" ] || kill "$busy" 2>/dev/null || true
     kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true
     [ "$rc" = 0 ] || { cat "$work/ib-client.log" "$work/ib-server.log" >&2; die "ib_write_bw failed"; }
-    # The result line: bytes, iterations, peak Gb/s, average Gb/s, Mpps.
-    awk '$1 == 1048576 && $2 > 0 && NF >= 5 { printf "%.1f\n", $4 * 1000 / 8 }' "$work/ib-client.log" | tail -1
+    # The result line: bytes, iterations, peak MiB/s, average MiB/s, Mpps. MiB/s to two places
+    # (--report_gbits would give Gbit/s to two places: steps of 1.25 MB/s, 5-8 % here).
+    awk '$1 == 1048576 && $2 > 0 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }' "$work/ib-client.log" | tail -1
 }
 
 # summarize MODE RUN SAMPLES GUEST_PAUSE_MS ROUNDS_JSON: one migration's figures as JSON.
@@ -275,12 +276,12 @@ report() {
            .modes | to_entries[] | [.key, (.value.throughput_mbs | r(10)), (.value.ratio_to_ceiling // "-" | r(100)),
            (.value.ratio_to_ceiling_around // "-" | r(100)), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-" | r(10)),
            (.value.bulk_ratio_to_ceiling_around // "-" | r(100)), (.value.downtime_ms | r(10)),
-           (.value.guest_pause_ms // "-"), (.value.guest_stall_ms // "-"), (.value.guest_gap_before_ms // "-")] | @tsv' "$2" |
+           (.value.guest_pause_ms // "-" | r(10)), (.value.guest_stall_ms // "-" | r(10)), (.value.guest_gap_before_ms // "-" | r(10))] | @tsv' "$2" |
         while IFS=$'\t' read -r m t r rp rb bk bb d g st b; do
             printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$bk" "$bb" "$d" "$g" "$st" "$b"
         done
     echo "MB/s: RAM transferred over the whole migration after setup (every round and the switchover)."
-    echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/bef: that against the"
+    echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/ar: that against the"
     echo "ib_write_bw measured around the migration, the issue's >= 0.9 target."
     echo "/around: against the mean of ib_write_bw measured just before and just after that migration"
     echo "(the median of those ratios)."
