@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --transport) transport=$2; shift 2 ;;
         --quick) quick=1; runs=1; size=256M; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;  # the comment block above
         *) die "unknown option $1 (see --help)" ;;
     esac
 done

@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --modes) only=$2; shift 2 ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;  # the comment block above
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
