@@ -224,6 +224,10 @@ run_qemu() {  # run_qemu MODE RUN
            '.overhead_kib = {source: $src, destination: $dst}' >"$work/$name.json"
 }
 
+# Rounds a number to 1/d (medians of an even count are means: printed to the figures' own
+# precision); anything else passes through. Prefixed to the report's jq programs.
+jq_round='def r(d): if type == "number" then (. * d | round) / d else . end;'
+
 # report CEILING OUT.json BUSY-CEILING: the table, the ratios, and every figure as JSON.
 report() {
     jq -s --argjson ceiling "$1" --argjson busy "$3" --arg size "$size" --arg fill "$fill" --arg date "$(date -u +%FT%TZ)" \
@@ -261,18 +265,16 @@ report() {
           ours_over_qemu_by_guest_ram: vs("ram_mbs"),
           # Paired: each VMM first divided by the ib_write_bw measured around its own
           # migration, so the machine speed of that moment cancels out (it swings by 1.5x within a run).
-          ours_over_qemu_paired: { dynamic: vs("ratio_to_ceiling_around").dynamic,
-                                   pin_all: vs("ratio_to_ceiling_around").pin_all,
-                                   dynamic_by_guest_ram: vs("ram_ratio_to_ceiling_around").dynamic,
-                                   pin_all_by_guest_ram: vs("ram_ratio_to_ceiling_around").pin_all },
+          ours_over_qemu_paired: (vs("ratio_to_ceiling_around") as $b | vs("ram_ratio_to_ceiling_around") as $r |
+                                  { dynamic: $b.dynamic, pin_all: $b.pin_all,
+                                    dynamic_by_guest_ram: $r.dynamic, pin_all_by_guest_ram: $r.pin_all }),
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-31s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
     printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/around" "/busy" "bulk" "bulk/ar" "downtime (ms)" "guest (ms)" \
         "stall (ms)" "before (ms)"
     printf "$f" "ib_write_bw" "$1" "1.00" - - - - - - - -
     printf "$f" "ib_write_bw, busy core" "$3" - - "1.00" - - - - - -
-    # Medians of an even count are means: printed to the figures' own precision.
-    jq -r 'def r(d): if type == "number" then (. * d | round) / d else . end;
+    jq -r "$jq_round"'
            .modes | to_entries[] | [.key, (.value.throughput_mbs | r(10)), (.value.ratio_to_ceiling // "-" | r(100)),
            (.value.ratio_to_ceiling_around // "-" | r(100)), (.value.ratio_to_busy_ceiling // "-"), (.value.bulk_mbs // "-" | r(10)),
            (.value.bulk_ratio_to_ceiling_around // "-" | r(100)), (.value.downtime_ms | r(10)),
@@ -300,10 +302,10 @@ report() {
          "\n      bulk round: \($r[0].writes) chunk writes, \($r[0].remote_reg) remote + \($r[0].local_reg) local registrations" +
          " (RAM: \($r[0].ram_chunks) chunks); \($d | length) dirty round(s): at most \($d | map(.writes) | max // 0) writes and" +
          " \($d | map(.remote_reg + .local_reg) | max // 0) registrations in one" end)' "$2"
-    jq -r 'def r2: if type == "number" then (. * 100 | round) / 100 else . end;
+    jq -r "$jq_round"'
            .modes | "bulk round / ib_write_bw around it, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
-           "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_around // "-" | r2), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_around // "-" | r2),",
-           "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_around // "-" | r2)"' "$2"
+           "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)),",
+           "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_around // "-" | r(100))"' "$2"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",
                              "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")"' "$2"

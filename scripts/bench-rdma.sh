@@ -94,11 +94,13 @@ for run in $(seq 1 "$runs"); do
     log "run $run: ceiling beside a busy core (as the source guest's vCPU keeps one busy)"
     busy_ceilings+=("$(ib_ceiling "$dev" "$addr" busy)")
     echo "   ib_write_bw beside a busy core: ${busy_ceilings[-1]} MB/s"
+    before=
     for mode in "${modes[@]}"; do
         # The ceiling again just before and just after each migration: this shared machine's
         # speed drifts within a run too (by 1.5x), and a ratio means most between figures
         # measured back to back; one ib_write_bw alone swings by a quarter, so two are averaged.
-        before=$(ib_ceiling "$dev" "$addr")
+        # One migration's "after" is the next one's "before": nothing runs between them.
+        [ -n "$before" ] || before=$(ib_ceiling "$dev" "$addr")
         log "run $run: $mode (ib_write_bw just before: $before MB/s)"
         case "$mode" in
             vmm-*) run_vmm "$mode" "$run" ;;
@@ -115,6 +117,7 @@ for run in $(seq 1 "$runs"); do
         jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_around // "-") of ib_write_bw around it, \(.ceiling_before_mbs) before and \(.ceiling_after_mbs) after; bulk round \(.bulk_mbs // "-") MB/s, \(.bulk_ratio_to_ceiling_around // "-")), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms, guest stall while migrating \(.guest_stall_ms // "-") ms",
             (if .downtime_parts then "   downtime parts (ms): \(.downtime_parts | to_entries | map("\(.key) \(.value * 10 | round / 10)") | join(", ")); hand-over estimate \(.handover_estimate_ms // "-") ms" else empty end)' \
             "$work/$mode-$run.json"
+        before=$after
     done
 done
 
