@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "machine/kvm_fixture.h"
 #include "process_helpers.h"
@@ -25,6 +28,19 @@ uint64_t dirtied_total(const std::string& ramblocks, const std::string& block) {
     }
     ADD_FAILURE() << "no block " << block << " in:\n" << ramblocks;
     return 0;
+}
+
+// The names of a process's threads (/proc/PID/task/*/comm), sorted.
+std::vector<std::string> thread_names(pid_t pid) {
+    std::vector<std::string> names;
+    std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    for (const auto& t : std::filesystem::directory_iterator(dir)) {
+        std::string n = read_text_file(t.path().string() + "/comm");
+        if (!n.empty() && n.back() == '\n') n.pop_back();
+        names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
 }
 
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds timeout) {
@@ -56,6 +72,11 @@ TEST(VmmProcess, StressGuestDrivenFromTheTextMonitor) {
     EXPECT_EQ(hmp(*mon, "cont"), "");
     EXPECT_EQ(hmp(*mon, "info status"), "VM status: running\n");
     EXPECT_NE(hmp(*mon, "info registers").find("CPU#1"), std::string::npos);
+    // Every thread says what it is (top -H, perf): the guest's vCPUs apart from vmm's own work.
+    auto names = thread_names(vmm->pid());
+    for (const char* want : {"vcpu0", "vcpu1", "monitor", "monitor-client", "signals"}) {
+        EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << "no thread named " << want;
+    }
     EXPECT_NE(hmp(*mon, "info ramhash").find("pc.ram"), std::string::npos);
     EXPECT_NE(hmp(*mon, "info dirty-rate").find("pages/s"), std::string::npos);
     EXPECT_NE(hmp(*mon, "help").find("info ramblocks"), std::string::npos);

@@ -8,6 +8,8 @@
 
 #include <memory>
 
+#include "vmm/common/thread_name.h"
+
 namespace vmm {
 
 Result<std::unique_ptr<SignalWatcher>> SignalWatcher::create(std::function<void(int)> on_signal) {
@@ -35,6 +37,7 @@ SignalWatcher::~SignalWatcher() {
 }
 
 void SignalWatcher::loop() {
+    name_this_thread("signals");
     for (;;) {
         pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
         if (::poll(fds, 2, -1) < 0) continue;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
 
 namespace vmm::machine {
 
@@ -246,6 +247,7 @@ uint32_t Machine::throttle() const {
 }
 
 void Machine::throttle_loop() {
+    name_this_thread("vcpu-throttle");
     std::unique_lock lock(mutex_);
     while (!throttle_stop_) {
         if (throttle_ == 0) {

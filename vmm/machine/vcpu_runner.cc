@@ -1,8 +1,11 @@
 #include "vmm/machine/vcpu_runner.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 
 #include <chrono>
+
+#include "vmm/common/thread_name.h"
 
 namespace vmm::machine {
 
@@ -115,6 +118,7 @@ void VcpuRunner::complete_pending_io() {
 }
 
 void VcpuRunner::thread_main() {
+    name_this_thread(fmt::format("vcpu{}", vcpu_.id()));
     while (wait_for_run_request()) {
         auto r = vcpu_.run();
         if (!r) {

@@ -1,6 +1,7 @@
 #include "vmm/memory/dirty_rate.h"
 
 #include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
 
 namespace vmm::memory {
 
@@ -45,6 +46,7 @@ Status DirtyRateSampler::sample(bool count_as_period) {
 }
 
 void DirtyRateSampler::loop() {
+    name_this_thread("dirty-rate");
     std::unique_lock lock(mutex_);
     bool reported = false;
     while (!cv_.wait_for(lock, period_, [this] { return stop_; })) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
 #include "vmm/migration/machine_state.h"
 #include "vmm/migration/ram_loader.h"
 #include "vmm/migration/stream_format.h"
@@ -46,6 +47,7 @@ void IncomingMigration::set_status(MigrationStatus s) {
 }
 
 void IncomingMigration::run() {
+    name_this_thread("mig-incoming");
     log::info("waiting for an incoming migration on {}", listener_->describe());
     auto conn = listener_->accept();
     if (!conn) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "vmm/common/thread_name.h"
 #include "vmm/memory/ram_block.h"
 #include "vmm/migration/multifd.h"
 #include "vmm/migration/ram_loader.h"
@@ -32,6 +33,7 @@ public:
             std::vector<std::jthread> threads;
             for (size_t i = 0; i < lanes_.size(); ++i) {
                 threads.emplace_back([this, i, round] {
+                    name_this_thread(fmt::format("multifd-recv{}", i));
                     if (auto s = serve_lane(i, round); !s) fail(s.error());
                 });
             }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "vmm/common/thread_name.h"
 #include "vmm/migration/multifd.h"
 #include "vmm/migration/stream_format.h"
 
@@ -64,6 +65,7 @@ private:
     static constexpr size_t kMaxJobs = 1024;
 
     void run() {
+        name_this_thread("multifd-send");
         for (;;) {
             Job job;
             {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "vmm/common/thread_name.h"
+
 namespace vmm::migration {
 
 Populator::Populator() : thread_([this](std::stop_token stop) { loop(stop); }) {}
@@ -40,6 +42,7 @@ uint64_t Populator::populated_bytes() const {
 }
 
 void Populator::loop(std::stop_token stop) {
+    name_this_thread("populate");
     std::unique_lock lock(mutex_);
     for (;;) {
         bool work = cv_.wait(lock, stop, [this] { return next_ < end_ && next_ < cursor_ + kAhead; });

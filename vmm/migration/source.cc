@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
 #include "vmm/memory/populated.h"
 #include "vmm/migration/convergence.h"
 #include "vmm/migration/machine_state.h"
@@ -99,6 +100,7 @@ void MigrationSource::fail(const Error& e) {
 }
 
 void MigrationSource::run() {
+    name_this_thread("migration");
     was_running_ = machine_.run_state() == machine::RunState::running;
     machine_.control().start_migration_window();  // the guest's stalls are timed from here
     Connection* conn = nullptr;

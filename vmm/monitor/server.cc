@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
 
 namespace vmm::monitor {
 
@@ -58,6 +59,7 @@ Status MonitorServer::serve_stdio() {
 }
 
 void MonitorServer::accept_loop() {
+    name_this_thread("monitor");
     for (;;) {
         pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
         if (::poll(fds, 2, -1) < 0) {
@@ -78,6 +80,7 @@ void MonitorServer::start_session(int in_fd, int out_fd, UniqueFd owned) {
     std::lock_guard lock(sessions_mutex_);
     if (stopped_) return;
     sessions_.push_back({std::thread([this, in_fd, out_fd, fd = std::move(owned), done]() mutable {
+                             name_this_thread("monitor-client");
                              LineChannel ch(in_fd, out_fd, stop_.get());
                              run_session(ch);
                              fd.reset();
