@@ -17,6 +17,7 @@ if "$bin/vmmctl" --qmp "unix:$dir/q.sock" 'no-such-command' 2>"$dir/err"; then e
 grep -q "no-such-command" "$dir/err" || { echo "the error does not name the command:"; cat "$dir/err"; exit 1; }
 "$bin/vmmctl" --qmp "unix:$dir/q.sock" "migrate {\"uri\": \"tcp:127.0.0.1:$port\"}" --watch-migration 50 >"$dir/watch"
 tail -1 "$dir/watch" | grep -q '"status":"completed"' || { echo "the watch did not end with completed:"; cat "$dir/watch"; exit 1; }
+tail -1 "$dir/watch" | grep -Eq '"total-time":[1-9]' || { echo "the completed record has no total time:"; tail -1 "$dir/watch"; exit 1; }
 head -1 "$dir/watch" | grep -q '^{}$' || { echo "the migrate command's answer is missing:"; cat "$dir/watch"; exit 1; }
 grep -q '"t":' "$dir/watch" || { echo "watch lines carry no time"; exit 1; }
 tail -1 "$dir/watch" | grep -Eq '"x-command-seconds":[0-9]+(\.[0-9]+)?(e-?[0-9]+)?[,}]' ||

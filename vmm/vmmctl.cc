@@ -55,6 +55,7 @@ int text_monitor(const std::string& path, int argc, char** argv) {
 // its setup-time clock did; a benchmark needs that span to compare like with like.
 int watch_migration(monitor::QmpClient& qmp, long interval_ms, double command_seconds) {
     auto start = std::chrono::steady_clock::now();
+    int unsettled = 0;
     for (;;) {
         auto r = qmp.execute("query-migrate");
         if (!r) return failed(r.error());
@@ -63,6 +64,12 @@ int watch_migration(monitor::QmpClient& qmp, long interval_ms, double command_se
         std::printf("%s\n", r->dump().c_str());
         std::fflush(stdout);
         std::string status = r->value("status", "");
+        // QEMU says "completed" a moment before it records the total time (0 until then): a
+        // completed record without it is printed, then asked for again, briefly.
+        if (status == "completed" && r->value("total-time", int64_t{1}) == 0 && ++unsettled <= 50) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            continue;
+        }
         if (status == "completed") return 0;
         if (status == "failed" || status == "cancelled") return 1;
         std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
