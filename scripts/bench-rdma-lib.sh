@@ -103,6 +103,32 @@ migrate_and_watch() {
     tail -n +$(( $# + 2 )) "$samples.raw" >"$samples"  # the watch lines only
 }
 
+# cpu_ticks PID: "ALL VCPUS", the CPU (clock ticks, user + system) process PID has used so far:
+# all of it (threads that ended included) and its vCPU threads' ("vcpuN" ours, "CPU N/KVM"
+# QEMU's with debug-threads=on). The difference is what the VMM itself spent on the migration
+# (on SoftRoCE that includes the kernel's RDMA work done in the VMM's own threads).
+cpu_ticks() {
+    local pid=$1 all vcpus=0 t c s
+    s=$(<"/proc/$pid/stat") || return 1
+    set -- ${s##*) }; all=$(( ${12} + ${13} ))
+    for t in /proc/"$pid"/task/*; do
+        read -r c <"$t/comm" 2>/dev/null || continue
+        case "$c" in vcpu[0-9]*|"CPU "*/KVM) ;; *) continue ;; esac
+        s=$(<"$t/stat") || continue
+        set -- ${s##*) }; vcpus=$(( vcpus + ${12} + ${13} ))
+    done
+    echo "$all $vcpus"
+}
+
+# cpu_used BEFORE-S BEFORE-D AFTER-S AFTER-D: the VMMs' CPU beyond their vCPUs between the two
+# readings of cpu_ticks, in seconds, as JSON {source, destination}.
+cpu_used() {
+    local hz; hz=$(getconf CLK_TCK)
+    set -- $1 $2 $3 $4  # all vcpus, for before-source, before-destination, after-source, after-destination
+    jq -n --argjson hz "$hz" --argjson s "$(( ($5 - $1) - ($6 - $2) ))" --argjson d "$(( ($7 - $3) - ($8 - $4) ))" \
+        '{source: ($s / $hz), destination: ($d / $hz)}'
+}
+
 run_vmm() {  # run_vmm MODE RUN
     local mode=$1 name="$1-$2" p; p=$(port)
     local uri="rdma:$addr:$p" setup=()
@@ -144,8 +170,10 @@ run_vmm() {  # run_vmm MODE RUN
     # give the memory figures.
     local watch_ms=200
     case "$mode" in *-idle) watch_ms=1000 ;; *) watch_memory "$spid" "$dpid" "$name" ;; esac
+    local cpu_s cpu_d; cpu_s=$(cpu_ticks "$spid") cpu_d=$(cpu_ticks "$dpid")
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
+    cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")" >"$work/$name.cpu"
     case "$mode" in *-idle) ;; *) unwatch_memory ;; esac
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
     local pause stall rounds info
@@ -159,8 +187,9 @@ run_vmm() {  # run_vmm MODE RUN
     summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" |
         jq --arg b "$baseline" --arg stall "$stall" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
            --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson work "$(round_work "$work/$name-s.log")" \
-           '.guest_gap_before_ms = ($b | tonumber? // null) | .guest_stall_ms = ($stall | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
-            | .registration = $work' >"$work/$name.json"
+           --argjson cpu "$(cat "$work/$name.cpu")" \
+           "$jq_cpu"'.guest_gap_before_ms = ($b | tonumber? // null) | .guest_stall_ms = ($stall | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
+            | .registration = $work | with_cpu($cpu)' >"$work/$name.json"
 }
 
 # round_work SOURCE-LOG: the plugin's per-round registration work (traced at each round's
@@ -197,6 +226,7 @@ run_qemu() {  # run_qemu MODE RUN
     local mode=$1 name="$1-$2" p; p=$(port)
     local uri="rdma:$addr:$p" setup=()
     local common=(qemu-system-x86_64 -accel kvm -cpu host -m "$size" -nodefaults -no-user-config -display none
+                  -name "$name,debug-threads=on"  # vCPU threads named "CPU N/KVM", for cpu_ticks
                   -kernel "$PAYLOAD" -append "$GUEST_ARGS")
     "${common[@]}" -serial "file:$work/$name-d.ser" -qmp "unix:$work/$name-dq.sock,server=on,wait=off" \
         -incoming "$uri" >"$work/$name-d.log" 2>&1 &
@@ -213,16 +243,23 @@ run_qemu() {  # run_qemu MODE RUN
     # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 107374182400}')
     watch_memory "$spid" "$dpid" "$name"
+    local cpu_s cpu_d; cpu_s=$(cpu_ticks "$spid") cpu_d=$(cpu_ticks "$dpid")
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: QEMU's migration did not complete"; }
+    cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")" >"$work/$name.cpu"
     unwatch_memory
     "$CTL" --qmp "unix:$work/$name-sq.sock" quit >/dev/null 2>&1 || true
     "$CTL" --qmp "unix:$work/$name-dq.sock" quit >/dev/null 2>&1 || true
     summarize "$mode" "$2" "$work/$name.samples" "" "[]" |
         jq --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
-           --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" \
-           '.overhead_kib = {source: $src, destination: $dst}' >"$work/$name.json"
+           --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson cpu "$(cat "$work/$name.cpu")" \
+           "$jq_cpu"'.overhead_kib = {source: $src, destination: $dst} | with_cpu($cpu)' >"$work/$name.json"
 }
+
+# with_cpu(C): one migration's figures with the VMMs' CPU beyond their vCPUs (cpu_used), and
+# that per GB sent (source and destination together), to two places.
+jq_cpu='def with_cpu($c): .cpu_s = $c | .cpu_s_per_gb = (if (.transferred // 0) > 0
+    then (($c.source + $c.destination) / (.transferred / 1e9) * 100 | round) / 100 else null end);'
 
 # Rounds a number to 1/d (medians of an even count are means: printed to the figures' own
 # precision); anything else passes through. Prefixed to the report's jq programs.
@@ -252,6 +289,8 @@ report() {
             total_ms: (map(.total_ms) | median),
             overhead_kib_max: (map(.overhead_kib // {}) | {source: (map(.source // empty) | max),
                                                           destination: (map(.destination // empty) | max)}),
+            cpu_s_per_gb: (map(.cpu_s_per_gb | select(. != null)) | median),
+            cpu_s: {source: (map(.cpu_s.source // empty) | median), destination: (map(.cpu_s.destination // empty) | median)},
             registration_run1: (map(select(.run == 1)) | .[0].registration // null)}}) | from_entries) as $m |
         # Ours over QEMU in figure k of mode a and mode b, to two places.
         def over(a; b; k): if $m[a][k] and $m[b][k] then (($m[a][k] / $m[b][k] * 100 | round) / 100) else null end;
@@ -268,6 +307,9 @@ report() {
           ours_over_qemu_paired: (vs("ratio_to_ceiling_around") as $b | vs("ram_ratio_to_ceiling_around") as $r |
                                   { dynamic: $b.dynamic, pin_all: $b.pin_all,
                                     dynamic_by_guest_ram: $r.dynamic, pin_all_by_guest_ram: $r.pin_all }),
+          # CPU is a cost: QEMU over ours, so above 1 means ours spends less per GB.
+          qemu_cpu_over_ours: { dynamic: over("qemu-rdma-dynamic"; "vmm-rdma-dynamic"; "cpu_s_per_gb"),
+                                pin_all: over("qemu-rdma-pin-all"; "vmm-rdma-pin-all"; "cpu_s_per_gb") },
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-31s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
     printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/around" "/busy" "bulk" "bulk/ar" "downtime (ms)" "guest (ms)" \
@@ -302,6 +344,11 @@ report() {
          "\n      bulk round: \($r[0].writes) chunk writes, \($r[0].remote_reg) remote + \($r[0].local_reg) local registrations" +
          " (RAM: \($r[0].ram_chunks) chunks); \($d | length) dirty round(s): at most \($d | map(.writes) | max // 0) writes and" +
          " \($d | map(.remote_reg + .local_reg) | max // 0) registrations in one" end)' "$2"
+    echo "CPU beyond the guest's vCPUs while migrating, per GB sent (source + destination; median over runs):"
+    jq -r "$jq_round"'.modes | to_entries[] | select(.value.cpu_s_per_gb != null) |
+        "  \(.key): \(.value.cpu_s_per_gb | r(100)) s/GB (source \(.value.cpu_s.source | r(100)) s, destination \(.value.cpu_s.destination | r(100)) s)"' "$2"
+    jq -r '.qemu_cpu_over_ours | "  QEMU / ours: dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-") (above 1: ours spends less; on SoftRoCE this",
+           "  includes the kernel'"'"'s RDMA work done in the VMMs'"'"' own threads, which an RDMA NIC does itself)"' "$2"
     jq -r "$jq_round"'
            .modes | "bulk round / ib_write_bw around it, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
            "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)),",

@@ -18,7 +18,8 @@
 # same bytes (-idle: the host fills the same bytes with random data before boot).
 # Throughput = RAM transferred / (total time - setup time), from query-migrate, for every mode
 # (for QEMU, less also the time its migrate command took: it connects inside it, outside setup);
-# downtime as each VMM measures it, and the pause our pattern guest observed itself.
+# downtime as each VMM measures it, and the pause our pattern guest observed itself; the CPU
+# each VMM spent beyond its guest's vCPUs while migrating (from /proc, by thread name).
 # Writes build/bench/rdma-DATE.json (figures, query-migrate samples, our round logs) and
 # build/bench/rdma-DATE.png (data moved over time, per mode).
 #
@@ -115,6 +116,7 @@ for run in $(seq 1 "$runs"); do
             | .bulk_ratio_to_ceiling_around = per_ceiling(.bulk_mbs)' \
             "$work/$mode-$run.json" >"$work/paired.json" && mv "$work/paired.json" "$work/$mode-$run.json"
         jq -r '"   \(.throughput_mbs) MB/s (\(.ratio_to_ceiling_around // "-") of ib_write_bw around it, \(.ceiling_before_mbs) before and \(.ceiling_after_mbs) after; bulk round \(.bulk_mbs // "-") MB/s, \(.bulk_ratio_to_ceiling_around // "-")), total \(.total_ms) ms, downtime \(.downtime_ms) ms, guest-observed \(.guest_pause_ms // "-") ms, guest stall while migrating \(.guest_stall_ms // "-") ms",
+            "   CPU beyond the vCPUs: source \(.cpu_s.source) s, destination \(.cpu_s.destination) s; \(.cpu_s_per_gb // "-") s per GB sent",
             (if .downtime_parts then "   downtime parts (ms): \(.downtime_parts | to_entries | map("\(.key) \(.value * 10 | round / 10)") | join(", ")); hand-over estimate \(.handover_estimate_ms // "-") ms" else empty end)' \
             "$work/$mode-$run.json"
         before=$after
