@@ -103,21 +103,32 @@ migrate_and_watch() {
     tail -n +$(( $# + 2 )) "$samples.raw" >"$samples"  # the watch lines only
 }
 
-# cpu_ticks PID: "ALL VCPUS", the CPU (clock ticks, user + system) process PID has used so far:
-# all of it (threads that ended included) and its vCPU threads' ("vcpuN" ours, "CPU N/KVM"
-# QEMU's with debug-threads=on). The difference is what the VMM itself spent on the migration
-# (on SoftRoCE that includes the kernel's RDMA work done in the VMM's own threads).
+# cpu_ticks PID [VCPU-TID...]: "ALL VCPUS", the CPU (clock ticks, user + system) process PID has
+# used so far: all of it (threads that ended included) and its vCPU threads' (the TIDs given, as
+# QEMU's query-cpus-fast names them; else ours, which name themselves vcpuN). The difference is
+# what the VMM itself spent on the migration (on SoftRoCE that includes the kernel's RDMA work
+# done in the VMM's own threads).
 cpu_ticks() {
-    local pid=$1 all vcpus=0 t c s
+    local pid=$1 all vcpus=0 t c s; shift
+    local tids=("$@")
+    if [ ${#tids[@]} = 0 ]; then
+        for t in /proc/"$pid"/task/*; do
+            read -r c <"$t/comm" 2>/dev/null || continue
+            case "$c" in vcpu[0-9]*) tids+=("${t##*/}") ;; esac
+        done
+    fi
     s=$(<"/proc/$pid/stat") || return 1
     set -- ${s##*) }; all=$(( ${12} + ${13} ))
-    for t in /proc/"$pid"/task/*; do
-        read -r c <"$t/comm" 2>/dev/null || continue
-        case "$c" in vcpu[0-9]*|"CPU "*/KVM) ;; *) continue ;; esac
-        s=$(<"$t/stat") || continue
+    for t in "${tids[@]}"; do
+        s=$(<"/proc/$pid/task/$t/stat") || continue
         set -- ${s##*) }; vcpus=$(( vcpus + ${12} + ${13} ))
     done
     echo "$all $vcpus"
+}
+
+# qemu_vcpu_tids QMP-SOCKET: the thread ids of a QEMU's vCPUs.
+qemu_vcpu_tids() {
+    "$CTL" --qmp "unix:$1" query-cpus-fast | jq -r '.[]["thread-id"]'
 }
 
 # cpu_used BEFORE-S BEFORE-D AFTER-S AFTER-D: the VMMs' CPU beyond their vCPUs between the two
@@ -226,7 +237,6 @@ run_qemu() {  # run_qemu MODE RUN
     local mode=$1 name="$1-$2" p; p=$(port)
     local uri="rdma:$addr:$p" setup=()
     local common=(qemu-system-x86_64 -accel kvm -cpu host -m "$size" -nodefaults -no-user-config -display none
-                  -name "$name,debug-threads=on"  # vCPU threads named "CPU N/KVM", for cpu_ticks
                   -kernel "$PAYLOAD" -append "$GUEST_ARGS")
     "${common[@]}" -serial "file:$work/$name-d.ser" -qmp "unix:$work/$name-dq.sock,server=on,wait=off" \
         -incoming "$uri" >"$work/$name-d.log" 2>&1 &
@@ -242,11 +252,13 @@ run_qemu() {  # run_qemu MODE RUN
     stopped_setup
     # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 107374182400}')
+    local stids dtids cpu_s cpu_d
+    stids=$(qemu_vcpu_tids "$work/$name-sq.sock") dtids=$(qemu_vcpu_tids "$work/$name-dq.sock")
     watch_memory "$spid" "$dpid" "$name"
-    local cpu_s cpu_d; cpu_s=$(cpu_ticks "$spid") cpu_d=$(cpu_ticks "$dpid")
+    cpu_s=$(cpu_ticks "$spid" $stids) cpu_d=$(cpu_ticks "$dpid" $dtids)
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: QEMU's migration did not complete"; }
-    cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")" >"$work/$name.cpu"
+    cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid" $stids)" "$(cpu_ticks "$dpid" $dtids)" >"$work/$name.cpu"
     unwatch_memory
     "$CTL" --qmp "unix:$work/$name-sq.sock" quit >/dev/null 2>&1 || true
     "$CTL" --qmp "unix:$work/$name-dq.sock" quit >/dev/null 2>&1 || true
