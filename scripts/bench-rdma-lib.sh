@@ -181,10 +181,10 @@ run_vmm() {  # run_vmm MODE RUN
     # give the memory figures.
     local watch_ms=200
     case "$mode" in *-idle) watch_ms=1000 ;; *) watch_memory "$spid" "$dpid" "$name" ;; esac
-    local cpu_s cpu_d; cpu_s=$(cpu_ticks "$spid") cpu_d=$(cpu_ticks "$dpid")
+    local cpu_s cpu_d cpu; cpu_s=$(cpu_ticks "$spid") cpu_d=$(cpu_ticks "$dpid")
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
-    cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")" >"$work/$name.cpu"
+    cpu=$(cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")")
     case "$mode" in *-idle) ;; *) unwatch_memory ;; esac
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
     local pause stall rounds info
@@ -198,7 +198,7 @@ run_vmm() {  # run_vmm MODE RUN
     summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" |
         jq --arg b "$baseline" --arg stall "$stall" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
            --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson work "$(round_work "$work/$name-s.log")" \
-           --argjson cpu "$(cat "$work/$name.cpu")" \
+           --argjson cpu "$cpu" \
            "$jq_cpu"'.guest_gap_before_ms = ($b | tonumber? // null) | .guest_stall_ms = ($stall | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
             | .registration = $work | with_cpu($cpu)' >"$work/$name.json"
 }
@@ -252,19 +252,19 @@ run_qemu() {  # run_qemu MODE RUN
     stopped_setup
     # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 107374182400}')
-    local stids dtids cpu_s cpu_d
+    local stids dtids cpu_s cpu_d cpu
     stids=$(qemu_vcpu_tids "$work/$name-sq.sock") dtids=$(qemu_vcpu_tids "$work/$name-dq.sock")
     watch_memory "$spid" "$dpid" "$name"
     cpu_s=$(cpu_ticks "$spid" $stids) cpu_d=$(cpu_ticks "$dpid" $dtids)
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
         { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: QEMU's migration did not complete"; }
-    cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid" $stids)" "$(cpu_ticks "$dpid" $dtids)" >"$work/$name.cpu"
+    cpu=$(cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid" $stids)" "$(cpu_ticks "$dpid" $dtids)")
     unwatch_memory
     "$CTL" --qmp "unix:$work/$name-sq.sock" quit >/dev/null 2>&1 || true
     "$CTL" --qmp "unix:$work/$name-dq.sock" quit >/dev/null 2>&1 || true
     summarize "$mode" "$2" "$work/$name.samples" "" "[]" |
         jq --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
-           --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson cpu "$(cat "$work/$name.cpu")" \
+           --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson cpu "$cpu" \
            "$jq_cpu"'.overhead_kib = {source: $src, destination: $dst} | with_cpu($cpu)' >"$work/$name.json"
 }
 

@@ -19,7 +19,7 @@
 # Throughput = RAM transferred / (total time - setup time), from query-migrate, for every mode
 # (for QEMU, less also the time its migrate command took: it connects inside it, outside setup);
 # downtime as each VMM measures it, and the pause our pattern guest observed itself; the CPU
-# each VMM spent beyond its guest's vCPUs while migrating (from /proc, by thread name).
+# each VMM spent beyond its guest's vCPUs while migrating (from /proc, less the vCPU threads).
 # Writes build/bench/rdma-DATE.json (figures, query-migrate samples, our round logs) and
 # build/bench/rdma-DATE.png (data moved over time, per mode).
 #
