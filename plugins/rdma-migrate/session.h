@@ -65,7 +65,7 @@ public:
         arrival_fn_ = fn;
         arrival_ctx_ = ctx;
     }
-    Status serve_round(uint32_t round);
+    Status serve_round(uint32_t round);  // tells the source why with ERROR if it fails
 
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }
@@ -136,6 +136,7 @@ private:
     Status handle_register(const Message& m);
     Status handle_unregister(const Message& m);
     Status handle_compress(const Message& m);
+    Status serve_messages();  // serve_round's loop
 
     std::unique_ptr<Endpoint> ep_;          // first: destroyed last, after every MR below
     std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)

@@ -321,7 +321,15 @@ Status Session::handle_compress(const Message& m) {
     return {};
 }
 
+// Whatever ends a round early (a refused entry, an undecodable or unexpected message, a dead
+// connection) is told to the source as ERROR, where the connection still carries it.
 Status Session::serve_round(uint32_t) {
+    Status s = serve_messages();
+    if (!s) ctl_->send_error(s.error().message());
+    return s;
+}
+
+Status Session::serve_messages() {
     for (;;) {
         auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
                                       Command::register_finished});
@@ -334,10 +342,7 @@ Status Session::serve_round(uint32_t) {
             case Command::register_finished: return {};
             default: return Error(fmt::format("unexpected {} during a RAM round", to_string(m->header.type)));
         }
-        if (!s) {
-            ctl_->send_error(s.error().message());
-            return s;
-        }
+        if (!s) return s;
     }
 }
 

@@ -1,0 +1,291 @@
+// A hostile source against the destination side of the protocol, on a real RDMA device (label
+// rdma; run them in the SoftRoCE nested VM: scripts/softroce-run.sh ctest --test-dir build -L rdma).
+//
+// The destination here is the plugin's own Session, serving a RAM round over a 1 MiB buffer
+// that stands for guest RAM; the source is a rogue that connects properly and then sends what
+// no honest source would: entries outside the RAM blocks, a valid entry followed by an invalid
+// one, a message larger than the posted receive, RDMA WRITEs past the chunk it was granted or
+// into one it gave back. The security rules, checked where the HCA enforces them:
+// anything invalid ends the round with ERROR to the source, and nothing is written.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <cstdlib>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "control_channel.h"
+#include "session.h"
+
+namespace rdma_migrate {
+namespace {
+
+constexpr uint64_t kChunk = 64 * 1024;
+constexpr uint64_t kRam = 16 * kChunk;  // one block of 16 chunks
+constexpr uint8_t kFill = 0xa5;
+
+std::string rdma_addr() {
+    const char* a = std::getenv("VMM_RDMA_ADDR");
+    return a != nullptr ? a : "";
+}
+
+#define REQUIRE_RDMA()                                                                                    \
+    do {                                                                                                  \
+        if (rdma_addr().empty())                                                                          \
+            GTEST_SKIP() << "needs an RDMA device ($VMM_RDMA_ADDR): run scripts/softroce-run.sh ctest "   \
+                            "--test-dir build -L rdma";                                                   \
+    } while (0)
+
+uint16_t some_port() {
+    static std::mt19937 rng(std::random_device{}());
+    return static_cast<uint16_t>(20000 + rng() % 20000);
+}
+
+// Guest RAM stand-in: anonymous, page-aligned, filled with kFill.
+struct Ram {
+    Ram() : p(static_cast<uint8_t*>(::mmap(nullptr, kRam, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {
+        if (p == MAP_FAILED) throw std::runtime_error("mmap of the test RAM failed");
+        std::memset(p, kFill, kRam);
+    }
+    ~Ram() { ::munmap(p, kRam); }
+    Ram(const Ram&) = delete;
+    Ram& operator=(const Ram&) = delete;
+    // Offsets (from `from`) that no longer hold kFill.
+    uint64_t changed(uint64_t from = 0, uint64_t to = kRam) const {
+        uint64_t n = 0;
+        for (uint64_t i = from; i < to; ++i) n += p[i] != kFill;
+        return n;
+    }
+    uint8_t* p;
+};
+
+// The destination: listens, accepts one source, serves one round; `result` is its error text,
+// or "" when the round ended with REGISTER FINISHED.
+class Destination {
+public:
+    explicit Destination(Ram& ram) : port_(some_port()) {
+        auto l = listen_endpoint(rdma_addr(), port_, -1, kTimeouts);
+        if (!l) throw std::runtime_error(l.error().message());
+        listener_ = std::move(*l);
+        SessionConfig cfg;
+        cfg.blocks = {{"pc.ram", ram.p, kRam, 0}};
+        cfg.timeouts = kTimeouts;
+        thread_ = std::thread([this, cfg] {
+            auto s = Session::accept(*listener_, cfg, "");
+            if (!s) return result_.set_value("accept: " + s.error().message());
+            Status round = (*s)->serve_round(1);
+            result_.set_value(round ? "" : round.error().message());
+        });
+    }
+    ~Destination() {
+        if (thread_.joinable()) thread_.join();
+    }
+    uint16_t port() const { return port_; }
+    // What the destination's round ended with (waits for it).
+    std::string result() {
+        auto f = result_.get_future();
+        if (f.wait_for(std::chrono::seconds(60)) != std::future_status::ready) return "still serving after 60 s";
+        thread_.join();
+        return f.get();
+    }
+
+    static constexpr Timeouts kTimeouts{10000, 10000};
+
+private:
+    uint16_t port_;
+    std::unique_ptr<Endpoint> listener_;
+    std::promise<std::string> result_;
+    std::thread thread_;
+};
+
+// The rogue source: a proper connection and block exchange, then whatever the test sends.
+struct Rogue {
+    std::unique_ptr<Endpoint> ep;        // declared first: destroyed after the buffers' MRs
+    std::unique_ptr<ControlChannel> ctl;
+    std::vector<BlockDesc> blocks;
+    std::vector<uint8_t> buf = std::vector<uint8_t>(kControlBufferSize + 64 * 1024, 0x5a);
+    MemoryRegion buf_mr;
+    bool write_done = false;
+
+    explicit Rogue(uint16_t port) {
+        PrivateData ours;
+        ours.chunk_shift = 16;  // kChunk
+        auto e = connect_endpoint(rdma_addr(), port, ours, -1, Destination::kTimeouts, [this](Endpoint& en) {
+            ctl = std::make_unique<ControlChannel>(en);
+            return ctl->init();
+        });
+        if (!e) throw std::runtime_error(e.error().message());
+        ep = std::move(*e);
+        ctl->on_other = [this](const ibv_wc&) {
+            write_done = true;
+            return Status{};
+        };
+        auto m = ctl->request(encode_empty(Command::ram_blocks_request), Command::ram_blocks_result);
+        if (!m) throw std::runtime_error(m.error().message());
+        auto b = decode_blocks(*m);
+        if (!b) throw std::runtime_error(b.error().message());
+        blocks = *b;
+        buf_mr.reset(ibv_reg_mr(ep->pd.get(), buf.data(), buf.size(), 0));
+        if (!buf_mr) throw std::runtime_error("ibv_reg_mr of the rogue's buffer failed");
+    }
+    ~Rogue() { hang_up(); }
+    // Disconnects and stops the HCA before any buffer goes, as Session does.
+    void hang_up() {
+        if (ep->id && !ep->disconnected) rdma_disconnect(ep->id.get());
+        ep->disconnected = true;
+        ep->qp.reset();
+    }
+
+    // The destination's next message; its ERROR comes back as "the peer aborted: ...".
+    std::string next() {
+        auto m = ctl->answer(Command::ready);
+        return m ? std::string("READY") : m.error().message();
+    }
+    Result<RegisterResult> register_chunk(uint64_t chunk) {
+        auto m = ctl->request(encode_chunk_ranges(Command::register_request, {{0, chunk, 1}}), Command::register_result);
+        if (!m) return m.error();
+        auto r = decode_register_results(*m);
+        if (!r) return r.error();
+        return r->at(0);
+    }
+    // One signalled RDMA WRITE of `len` bytes of buf to (addr, rkey); its completion status.
+    Status write(uint64_t addr, uint32_t rkey, uint32_t len) {
+        ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), len, buf_mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = make_wr_id(WrKind::write, 1);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = addr;
+        wr.wr.rdma.rkey = rkey;
+        ibv_send_wr* bad = nullptr;
+        write_done = false;
+        if (int rc = ibv_post_send(ep->qp.get(), &wr, &bad); rc != 0) return Error::from_errno("ibv_post_send", rc);
+        return ctl->progress([this] { return write_done; });
+    }
+};
+
+struct Hostile {
+    const char* name;
+    std::vector<uint8_t> message;
+    const char* reason;  // in the destination's ERROR
+};
+
+std::vector<Hostile> hostile_messages() {
+    const uint64_t huge = 1ull << 63;
+    return {
+        {"RegisterNamesAnotherBlock", encode_chunk_ranges(Command::register_request, {{3, 0, 1}}),
+         "RDMA request names RAM block 3 (there are 1)"},
+        {"RegisterPastTheBlock", encode_chunk_ranges(Command::register_request, {{0, 16, 1}}),
+         "RDMA request names chunks 16+1 of 'pc.ram', which has 16"},
+        {"RegisterCountOverflows", encode_chunk_ranges(Command::register_request, {{0, 2, huge}}),
+         "which has 16"},
+        {"ValidRegisterThenInvalidOne", encode_chunk_ranges(Command::register_request, {{0, 1, 1}, {0, 99, 1}}),
+         "chunks 99+1"},
+        {"UnregisterPastTheBlock", encode_chunk_ranges(Command::unregister_request, {{0, 17, 1}}), "chunks 17+1"},
+        {"CompressPastTheBlock", encode_compress({{0, 0, kRam - 4096, 8192}}), "is not whole pages inside 'pc.ram'"},
+        {"CompressLengthWrapsAround", encode_compress({{0, 0, 4096, ~0ull - 4095}}), "is not whole pages inside"},
+        {"CompressUnaligned", encode_compress({{0, 0, 100, 4096}}), "is not whole pages inside"},
+        {"ValidCompressThenInvalidOne", encode_compress({{0, 0, 0, kRam / 2}, {0, 1, 0, 4096}}),
+         "COMPRESS names RAM block 1"},
+        {"MessageOfAnotherPhase", encode_empty(Command::ram_blocks_request), "unexpected RAM BLOCKS REQUEST"},
+    };
+}
+
+// Test names print as the case's name, not as bytes.
+void PrintTo(const Hostile& h, std::ostream* os) { *os << h.name; }
+
+class HostileMessage : public ::testing::TestWithParam<Hostile> {};
+
+// Each message is refused: the round ends with ERROR naming what was wrong, and no byte of
+// RAM changes (a valid first entry is not carried out either).
+TEST_P(HostileMessage, IsRefusedAndWritesNothing) {
+    REQUIRE_RDMA();
+    Ram ram;
+    Destination dst(ram);
+    Rogue rogue(dst.port());
+    ASSERT_TRUE(rogue.ctl->exchange_send(GetParam().message));
+    std::string told = rogue.next();
+    EXPECT_EQ(told.rfind("the peer aborted: ", 0), 0u) << told;
+    EXPECT_NE(told.find(GetParam().reason), std::string::npos) << told;
+    std::string why = dst.result();
+    EXPECT_NE(why.find(GetParam().reason), std::string::npos) << why;
+    EXPECT_EQ(ram.changed(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(RdmaDestination, HostileMessage, ::testing::ValuesIn(hostile_messages()),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+// The destination registers exactly the chunk asked for: a write inside it lands, one that
+// runs past its end is refused by the HCA, and the next chunk stays as it was.
+TEST(RdmaDestination, RemoteWriteReachesOnlyTheRegisteredChunk) {
+    REQUIRE_RDMA();
+    Ram ram;
+    Destination dst(ram);
+    Rogue rogue(dst.port());
+    auto reg = rogue.register_chunk(2);
+    ASSERT_TRUE(reg) << reg.error().message();
+    EXPECT_EQ(reg->host_addr, rogue.blocks[0].host_addr + 2 * kChunk);
+    ASSERT_TRUE(rogue.write(reg->host_addr, reg->rkey, 4096));
+    EXPECT_EQ(ram.changed(2 * kChunk, 2 * kChunk + 4096), 4096u);
+    EXPECT_EQ(ram.changed(), 4096u);
+
+    Status past = rogue.write(reg->host_addr + kChunk - 4096, reg->rkey, 8192);
+    ASSERT_FALSE(past) << "a write past the registered chunk completed";
+    EXPECT_NE(past.error().message().find("a work request failed"), std::string::npos) << past.error().message();
+    EXPECT_EQ(ram.changed(3 * kChunk, kRam), 0u) << "the write reached past the registered chunk";
+    rogue.hang_up();  // gone: the destination's round ends
+    EXPECT_NE(dst.result(), "");
+}
+
+// After UNREGISTER FINISHED, the chunk's rkey opens nothing.
+TEST(RdmaDestination, UnregisteredChunkTakesNoMoreWrites) {
+    REQUIRE_RDMA();
+    Ram ram;
+    Destination dst(ram);
+    Rogue rogue(dst.port());
+    auto reg = rogue.register_chunk(5);
+    ASSERT_TRUE(reg) << reg.error().message();
+    auto done = rogue.ctl->request(encode_chunk_ranges(Command::unregister_request, {{0, 5, 1}}), Command::unregister_finished);
+    ASSERT_TRUE(done) << done.error().message();
+    Status late = rogue.write(reg->host_addr, reg->rkey, 4096);
+    EXPECT_FALSE(late) << "a write into an unregistered chunk completed";
+    EXPECT_EQ(ram.changed(), 0u);
+    rogue.hang_up();
+    EXPECT_NE(dst.result(), "");
+}
+
+// A SEND longer than the posted receive buffer fails at the destination's HCA: the round ends,
+// nothing is written.
+TEST(RdmaDestination, MessageLargerThanTheReceiveBufferEndsTheRound) {
+    REQUIRE_RDMA();
+    Ram ram;
+    Destination dst(ram);
+    Rogue rogue(dst.port());
+    ASSERT_EQ(rogue.next(), "READY");
+    std::vector<uint8_t> head = encode_compress({{0, 0, 0, kRam}});
+    std::memcpy(rogue.buf.data(), head.data(), head.size());
+    ibv_sge sge{reinterpret_cast<uint64_t>(rogue.buf.data()), static_cast<uint32_t>(rogue.buf.size()), rogue.buf_mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = make_wr_id(WrKind::write, 2);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(rogue.ep->qp.get(), &wr, &bad), 0);
+    (void)rogue.ctl->progress([&] { return rogue.write_done; });  // fails, or completes before the NAK
+    std::string why = dst.result();
+    EXPECT_NE(why, "");
+    std::cout << "destination: " << why << "\n";
+    EXPECT_EQ(ram.changed(), 0u);
+}
+
+}  // namespace
+}  // namespace rdma_migrate
