@@ -22,6 +22,8 @@ ip -6 addr show dev dummy0 | grep -q fd99::1 && export VMM_RDMA_ADDR6=fd99::1
 modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null || say "no nested KVM (kvm tests will skip)"
 # The ring's exactness test needs a stock KVM, which this is.
 export VMM_TEST_DIRTY_RING=1
+# Its RDMA devices are the tests' to add and remove (a test unplugs one of its own mid-migration).
+export VMM_RDMA_HOTPLUG=1
 say "rxe0 on dummy0 at $VMM_RDMA_ADDR; /dev/kvm: $([ -e /dev/kvm ] && echo yes || echo no); running: $(cat "$VMM_SOFTROCE_DIR/command.txt")"
 cd "$(cat "$VMM_SOFTROCE_DIR/cwd.txt")" || exit 123
 sh "$VMM_SOFTROCE_DIR/command.sh"

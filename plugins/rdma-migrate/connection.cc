@@ -83,6 +83,7 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
                                       "protocol version?)",
                                       what));
             } else {
+                if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) e.device_removed = true;
                 s = Error(fmt::format("{}: {} (status {})", what, rdma_event_str(type), status));
             }
             rdma_ack_cm_event(ev);
@@ -142,7 +143,35 @@ rdma_conn_param conn_param(const std::vector<uint8_t>& pd) {
 }  // namespace
 
 Endpoint::~Endpoint() {
-    if (id && !disconnected) rdma_disconnect(id.get());
+    // The peer may have reported the removal first (its ERROR ended the migration): ours may
+    // still wait in the event channel.
+    if (events && !device_removed) device_removed = removal_pending();
+    if (id && !disconnected && !device_removed) rdma_disconnect(id.get());
+    if (device_removed) let_go_of_removed_devices();
+}
+
+bool Endpoint::removal_pending() {
+    bool removed = false;
+    rdma_cm_event* ev = nullptr;
+    while (rdma_get_cm_event(events.get(), &ev) == 0) {  // the channel is non-blocking
+        rdma_cm_event_type type = ev->event;
+        rdma_cm_id* about = ev->id;
+        rdma_ack_cm_event(ev);
+        if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) removed = true;
+        if (type == RDMA_CM_EVENT_CONNECT_REQUEST) refuse(about, "this migration is over");  // its id is ours
+    }
+    return removed;
+}
+
+// librdmacm keeps every device it has used open (a verbs context) for the life of the process,
+// and the kernel finishes removing a device only once every context on it is closed: an HCA
+// without "disassociate" support, SoftRoCE among them, waits for ever. Listing the devices
+// marks those that are gone as dead, and librdmacm closes a dead device when its last id is
+// destroyed, which the members of this Endpoint are about to be. (The listing also opens the
+// devices this process had not used yet.)
+void Endpoint::let_go_of_removed_devices() {
+    int n = 0;
+    if (ibv_context** list = rdma_get_devices(&n); list != nullptr) rdma_free_devices(list);
 }
 
 Status Endpoint::cm_event_while_busy() {
@@ -158,6 +187,7 @@ Status Endpoint::cm_event_while_busy() {
     // Another channel of this migration: its own completions report its failures.
     if (about != id.get() && type != RDMA_CM_EVENT_DEVICE_REMOVAL) return {};
     if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
+    if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) device_removed = true;
     return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
 }
 
@@ -188,6 +218,9 @@ Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, con
         if (!n) return n.error();
         if (*n > 0) continue;
         if (flushed) return Error(fmt::format("{}: the connection is being torn down", describe));
+        // Gone (disconnected, or its device removed): what had arrived is taken; nothing more will.
+        if (device_removed) return Error(fmt::format("{}: its RDMA device was removed", describe));
+        if (disconnected) return Error(fmt::format("{}: disconnected", describe));
         pollfd fds[3] = {{channel->fd, POLLIN, 0}, {events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
         int r = ::poll(fds, 3, io_timeout_ms);
         if (r < 0 && errno == EINTR) continue;

@@ -32,6 +32,7 @@ struct Endpoint {
     PrivateData peer;        // what the other side sent in its private data
     std::string describe;    // "rdma 10.0.0.1:4444"
     bool disconnected = false;
+    bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
 
     ~Endpoint();
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
@@ -48,6 +49,11 @@ private:
     // Polls the CQ once and hands each successful completion to on_wc; a flushed request sets
     // flushed. Returns how many completions were polled.
     Result<int> take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed);
+    // After a device removal: lets librdmacm close the removed device once this Endpoint's
+    // objects are destroyed, so the removal can complete while the process runs on.
+    static void let_go_of_removed_devices();
+    // Whether the CM events left unread (read and acknowledged now) include a device removal.
+    bool removal_pending();
 };
 
 struct Timeouts {

@@ -41,12 +41,14 @@ Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> c
 }
 
 Session::~Session() {
-    if (writes_pending()) (void)drain_writes();
     // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
-    // receives) and destroy the QPs first; the members then unwind (MRs before the PD).
+    // receives and writes) and destroy the QPs first; the members then unwind (MRs before the
+    // PD). Writes still in flight are not waited for: a completed migration drained them at
+    // the end of its last round, and a failed one may have a connection (or a device) that
+    // will never complete them.
     for (Lane& lane : lanes_) {  // one per channel: ep_ and every extra_
         Endpoint& e = *lane.ep;
-        if (e.id && !e.disconnected) rdma_disconnect(e.id.get());
+        if (e.id && !e.disconnected && !e.device_removed) rdma_disconnect(e.id.get());
         e.disconnected = true;
         e.qp.reset();
     }

@@ -130,7 +130,6 @@ private:
     Status drain_writes();
     Status reap_writes();  // takes the completions that have come, without waiting
     void write_completed(Lane& lane, uint64_t index);  // and tells on_arrival's callback
-    bool writes_pending() const;
     uint64_t ram_chunks() const;  // chunks in all RAM blocks
     Status flush_compress();
     Status handle_register(const Message& m);

@@ -59,12 +59,6 @@ Status Session::reap_writes() {
     return {};
 }
 
-bool Session::writes_pending() const {
-    for (const Lane& l : lanes_)
-        if (l.ledger.posted() > l.ledger.done() || !l.wrs.empty()) return true;
-    return false;
-}
-
 Status Session::lane_progress(Lane& lane, const std::function<bool()>& done) {
     if (&lane == &lanes_[0]) return ctl_->progress(done);  // shares its CQ with the control channel
     return lane.ep->progress(on_lane_completion(lane), done);

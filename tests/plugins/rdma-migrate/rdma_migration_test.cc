@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <regex>
 
@@ -101,6 +102,22 @@ void expect_completed_and_same(Pair& p, const std::string& out) {
     EXPECT_EQ(p.dst->guest_value("errors"), 0u) << p.dst->cmd("info guest") << p.dst->log();
 }
 
+// After a failed migration: the source's guest runs on, and a migration to a new destination
+// at `uri`, at full speed, completes.
+void runs_on_and_migrates_again(Pair& p, const std::string& uri) {
+    EXPECT_EQ(p.src->status(), "running");
+    uint64_t steps = p.src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return p.src->guest_value("steps") > steps + 1; }, 60));
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    Pair again;
+    again.uri = uri;
+    again.src = std::move(p.src);
+    again.pattern = p.pattern;
+    again.dst = Vm::start("again-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", again.uri});
+    ASSERT_TRUE(again.dst);
+    expect_completed_and_same(again, again.src->cmd("migrate " + again.uri));
+}
+
 // One round's registration work, as the source traces it at the round's end.
 struct RoundWork {
     uint64_t round, writes, remote_reg, local_reg, ram_chunks;
@@ -117,6 +134,41 @@ std::vector<RoundWork> round_work(const std::string& log) {
     }
     return out;
 }
+
+// A SoftRoCE device of the test's own, rxe9 on dummy9 at 10.99.9.1, which it may remove and
+// add again: only where VMM_RDMA_HOTPLUG=1 says the machine's RDMA devices are the tests' to
+// change (the SoftRoCE nested VM). Another device (the one the other tests use) stays.
+struct ScratchRxe {
+    static constexpr const char* kAddr = "10.99.9.1";
+    static int sh(const std::string& cmd) { return std::system(cmd.c_str()); }
+    ScratchRxe() {
+        made = sh("ip link add dummy9 type dummy && ip addr add 10.99.9.1/24 dev dummy9 && ip link set dummy9 up && "
+                  "rdma link add rxe9 type rxe netdev dummy9") == 0;
+    }
+    ~ScratchRxe() { sh("rdma link delete rxe9 2>/dev/null; ip link del dummy9 2>/dev/null"); }
+    bool add_again() { return sh("rdma link add rxe9 type rxe netdev dummy9") == 0; }
+    // Removes rxe9 in the background; true once the removal has finished (within `seconds`).
+    // The kernel finishes it only when no process holds the device open any more.
+    bool remove(int seconds) {
+        std::string done = ::testing::TempDir() + "rxe9-removed";
+        std::filesystem::remove(done);
+        sh("(rdma link delete rxe9; echo $? > " + done + ") &");
+        return eventually([&] { return std::filesystem::exists(done); }, seconds);
+    }
+    // The processes holding a verbs device open, "NAME PID" each, for a failure message.
+    static std::string device_holders() {
+        std::string out;
+        FILE* f = ::popen("for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q uverbs && "
+                          "echo \"$(cat $p/comm) ${p#/proc/}: $(ls -l $p/fd | grep -o 'uverbs[0-9]*.*' | tr '\\n' ' ')\"; done",
+                          "r");
+        if (f == nullptr) return "(cannot list)";
+        char buf[256];
+        while (std::fgets(buf, sizeof buf, f) != nullptr) out += buf;
+        ::pclose(f);
+        return out;
+    }
+    bool made = false;
+};
 
 }  // namespace
 
@@ -283,17 +335,37 @@ TEST(RdmaMigration, DestinationKilledMidwaySourceRunsOnAndMigratesAgain) {
     p.dst->forget_monitor();
     p.dst->process().signal(SIGKILL);
     ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "failed"; }, 120)) << p.src->cmd("info migrate");
-    EXPECT_EQ(p.src->status(), "running");
-    uint64_t steps = p.src->guest_value("steps");
-    EXPECT_TRUE(eventually([&] { return p.src->guest_value("steps") > steps + 1; }, 60));
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 0"), "");
-    Pair again;
-    again.uri = rdma_uri();
-    again.src = std::move(p.src);
-    again.pattern = p.pattern;
-    again.dst = Vm::start("rdma-kill-dst2", {"-m", "128M", "--smp", "1", "-S", "--incoming", again.uri});
-    ASSERT_TRUE(again.dst);
-    expect_completed_and_same(again, again.src->cmd("migrate " + again.uri));
+    runs_on_and_migrates_again(p, rdma_uri());
+}
+
+// The device goes away mid-migration: both sides abort with RDMA_CM_EVENT_DEVICE_REMOVAL, the
+// source runs on and lets go of the device, so the removal completes while it runs (SoftRoCE
+// cannot take a device from a process: the kernel waits for every user to close it). Once the
+// device is back, the same source migrates over it.
+TEST(RdmaMigration, DeviceRemovedMidwaySourceRunsOnLetsGoAndMigratesAgain) {
+    VMM_REQUIRE_RDMA();
+    if (std::getenv("VMM_RDMA_HOTPLUG") == nullptr)
+        GTEST_SKIP() << "needs RDMA devices the test may add and remove (VMM_RDMA_HOTPLUG=1, as in the SoftRoCE VM: "
+                        "scripts/softroce-run.sh ctest --test-dir build -L rdma)";
+    ScratchRxe rxe;
+    ASSERT_TRUE(rxe.made) << "could not make rxe9 on dummy9";
+    auto uri = [] { return std::string("rdma:") + ScratchRxe::kAddr + ":" + std::to_string(free_tcp_port()); };
+    auto p = start_pair("rdma-unplug", {"--guest", "pattern", "--append", "bytes=16M check=64"}, uri());
+    ASSERT_TRUE(p.src && p.dst);
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
+    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
+    // Connected, and RAM on the way.
+    ASSERT_TRUE(eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60)) << p.src->cmd("info migrate");
+    p.dst->forget_monitor();
+    EXPECT_TRUE(rxe.remove(30)) << "removing rxe9 did not finish: a process still holds it open:\n"
+                                << ScratchRxe::device_holders() << "source: " << p.src->process().pid() << "\n"
+                                << p.src->log();
+    ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "failed"; }, 60)) << p.src->cmd("info migrate");
+    EXPECT_NE(p.src->log().find("RDMA_CM_EVENT_DEVICE_REMOVAL"), std::string::npos) << p.src->log();
+    EXPECT_EQ(p.dst->process().wait(std::chrono::seconds(60)), std::optional<int>(1));
+    EXPECT_NE(p.dst->log().find("RDMA_CM_EVENT_DEVICE_REMOVAL"), std::string::npos) << p.dst->log();
+    ASSERT_TRUE(rxe.add_again());
+    runs_on_and_migrates_again(p, uri());
 }
 
 }  // namespace vmm::test
