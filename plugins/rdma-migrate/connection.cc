@@ -1,5 +1,7 @@
 #include "connection.h"
 
+#include <cctype>
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -61,6 +63,26 @@ void refuse(rdma_cm_id* id, const std::string& why) {
     rdma_destroy_id(id);
 }
 
+// Why a connection request was rejected. On IB and RoCE the event's status is the CM's reject
+// reason (InfiniBand spec, REJ message): 28 when the other side's application rejected it, and
+// a vmm destination then says why in the private data (refuse() above); 8 when nothing listens
+// on that port.
+std::string rejection(const rdma_cm_event& ev, const char* what) {
+    constexpr int kRejInvalidServiceId = 8, kRejConsumer = 28;
+    if (ev.status == kRejConsumer) {
+        const auto* data = static_cast<const char*>(ev.param.conn.private_data);
+        std::string reason;
+        for (uint8_t i = 0; data != nullptr && i < ev.param.conn.private_data_len && data[i] != '\0'; ++i)
+            reason += std::isprint(static_cast<unsigned char>(data[i])) != 0 ? data[i] : '?';
+        if (!reason.empty()) return fmt::format("{}: the destination refused: {}", what, reason);
+        return fmt::format("{}: the destination refused the connection (is it a vmm --incoming rdma:?)", what);
+    }
+    if (ev.status == kRejInvalidServiceId) {
+        return fmt::format("{}: nothing listens there; start the destination with --incoming rdma:HOST:PORT first", what);
+    }
+    return fmt::format("{}: rejected (CM reject reason {}); is a vmm --incoming rdma: listening there?", what, ev.status);
+}
+
 // One CM event of the expected type (its private data copied into `pd` if asked), acked.
 Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char* what, PrivateData* pd = nullptr,
                rdma_cm_id** new_id = nullptr) {
@@ -79,12 +101,11 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
                 }
                 if (new_id != nullptr) *new_id = ev->id;
             } else if (type == RDMA_CM_EVENT_REJECTED) {
-                s = Error(fmt::format("{}: the peer rejected the connection (is it a vmm --incoming rdma:, with the same "
-                                      "protocol version?)",
-                                      what));
+                s = Error(rejection(*ev, what));
             } else {
                 if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) e.device_removed = true;
-                s = Error(fmt::format("{}: {} (status {})", what, rdma_event_str(type), status));
+                s = status < 0 ? Error::from_errno(fmt::format("{}: {}", what, rdma_event_str(type)), -status)
+                               : Error(fmt::format("{}: {} (status {})", what, rdma_event_str(type), status));
             }
             rdma_ack_cm_event(ev);
             return s;
@@ -95,7 +116,10 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
         if (fds[1].revents != 0) return Error("migration cancelled");
-        if (r == 0) return Error(fmt::format("{}: no answer within {} ms", what, timeout_ms));
+        if (r == 0) {
+            return Error(fmt::format("{}: no answer within {} ms; is the peer up and reachable over RDMA "
+                                     "(x-connect-timeout sets the wait)?", what, timeout_ms));
+        }
     }
 }
 
@@ -272,11 +296,16 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
     step("rdma_cm id created (the first one in a process loads librdmacm's device list)");
     auto ai = resolve(host, port, false);
     if (!ai) return ai.error();
-    if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0) return verbs_error("rdma_resolve_addr " + host);
-    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return s.error();
+    // An address no RDMA device reaches fails here (127.0.0.1 on most machines).
+    std::string reach = fmt::format("is {} an address of an RDMA interface, or routed through one (rdma link show; "
+                                    "ip route get {})?", host, host);
+    auto unreachable = [&](const Error& err) { return Error(err.message() + "; " + reach); };
+    if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0)
+        return Error::from_errno("rdma_resolve_addr " + host, errno, reach);
+    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return unreachable(s.error());
     step("address resolved");
-    if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return verbs_error("rdma_resolve_route");
-    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return s.error();
+    if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return Error::from_errno("rdma_resolve_route " + host, errno, reach);
+    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return unreachable(s.error());
     step("route resolved");
     if (auto s = create_resources(*e, shared_pd); !s) return s.error();
     if (auto s = before_connect(*e); !s) return s.error();
