@@ -327,6 +327,22 @@ TEST(RdmaMigration, AnotherProtocolVersionIsRefusedClearly) {
         << p.dst->log();
 }
 
+// migrate_cancel while RDMA writes are on the wire: the source cancels at once (nothing waits
+// for the writes), runs on, and migrates again; the destination gives up.
+TEST(RdmaMigration, CancelMidwaySourceRunsOnAndMigratesAgain) {
+    VMM_REQUIRE_RDMA();
+    auto p = start_pair("rdma-cancel", {"--guest", "pattern", "--append", "bytes=16M check=64"});
+    ASSERT_TRUE(p.src && p.dst);
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
+    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
+    ASSERT_TRUE(eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60)) << p.src->cmd("info migrate");
+    EXPECT_EQ(p.src->cmd("migrate_cancel"), "");
+    ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "cancelled"; }, 30)) << p.src->cmd("info migrate");
+    p.dst->forget_monitor();
+    EXPECT_EQ(p.dst->process().wait(std::chrono::seconds(60)), std::optional<int>(1)) << p.dst->log();
+    runs_on_and_migrates_again(p, rdma_uri());
+}
+
 // Destinations that cannot be reached: each fails with one line that says what to fix, and
 // the source runs on.
 TEST(RdmaMigration, UnreachableDestinationsFailWithAClearLine) {
