@@ -343,6 +343,25 @@ TEST(RdmaMigration, CancelMidwaySourceRunsOnAndMigratesAgain) {
     runs_on_and_migrates_again(p, rdma_uri());
 }
 
+// A second source knocking while a migration runs is turned away with the destination's own
+// reason, and the migration under way completes.
+TEST(RdmaMigration, SecondSourceIsRefusedWithTheDestinationsReason) {
+    VMM_REQUIRE_RDMA();
+    auto p = start_pair("rdma-busy", {"--guest", "pattern", "--append", "bytes=16M check=64"});
+    auto intruder = Vm::start("rdma-busy-src2", {"-m", "128M", "--smp", "1", "--guest", "idle"});
+    ASSERT_TRUE(p.src && p.dst && intruder);
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
+    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
+    ASSERT_TRUE(eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60)) << p.src->cmd("info migrate");
+    std::string out = intruder->cmd("migrate " + p.uri);
+    EXPECT_NE(out.find("Migration status: failed"), std::string::npos) << out;
+    EXPECT_NE(text_field(out, "error").find("the destination refused: a migration is in progress"), std::string::npos) << out;
+    EXPECT_EQ(intruder->status(), "running");
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "completed"; }, 120)) << p.src->cmd("info migrate");
+    expect_completed_and_same(p, p.src->cmd("info migrate"));
+}
+
 // Destinations that cannot be reached: each fails with one line that says what to fix, and
 // the source runs on.
 TEST(RdmaMigration, UnreachableDestinationsFailWithAClearLine) {
