@@ -102,6 +102,14 @@ void expect_completed_and_same(Pair& p, const std::string& out) {
     EXPECT_EQ(p.dst->guest_value("errors"), 0u) << p.dst->cmd("info guest") << p.dst->log();
 }
 
+// Starts a migration at 2 MB/s and returns once it is connected and RAM is on the wire (some
+// in flight), so that what the test does next happens mid-migration.
+bool migrating_slowly(Pair& p) {
+    if (!p.src->cmd("migrate_set_parameter max-bandwidth 2m").empty() || !p.src->cmd("migrate -d " + p.uri).empty())
+        return false;
+    return eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60);
+}
+
 // After a failed migration: the source's guest runs on, and a migration to a new destination
 // at `uri`, at full speed, completes.
 void runs_on_and_migrates_again(Pair& p, const std::string& uri) {
@@ -333,9 +341,7 @@ TEST(RdmaMigration, CancelMidwaySourceRunsOnAndMigratesAgain) {
     VMM_REQUIRE_RDMA();
     auto p = start_pair("rdma-cancel", {"--guest", "pattern", "--append", "bytes=16M check=64"});
     ASSERT_TRUE(p.src && p.dst);
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
-    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
-    ASSERT_TRUE(eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60)) << p.src->cmd("info migrate");
+    ASSERT_TRUE(migrating_slowly(p)) << p.src->cmd("info migrate");
     EXPECT_EQ(p.src->cmd("migrate_cancel"), "");
     ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "cancelled"; }, 30)) << p.src->cmd("info migrate");
     p.dst->forget_monitor();
@@ -350,9 +356,7 @@ TEST(RdmaMigration, SecondSourceIsRefusedWithTheDestinationsReason) {
     auto p = start_pair("rdma-busy", {"--guest", "pattern", "--append", "bytes=16M check=64"});
     auto intruder = Vm::start("rdma-busy-src2", {"-m", "128M", "--smp", "1", "--guest", "idle"});
     ASSERT_TRUE(p.src && p.dst && intruder);
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
-    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
-    ASSERT_TRUE(eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60)) << p.src->cmd("info migrate");
+    ASSERT_TRUE(migrating_slowly(p)) << p.src->cmd("info migrate");
     std::string out = intruder->cmd("migrate " + p.uri);
     EXPECT_NE(out.find("Migration status: failed"), std::string::npos) << out;
     EXPECT_NE(text_field(out, "error").find("the destination refused: a migration is in progress"), std::string::npos) << out;
@@ -388,9 +392,7 @@ TEST(RdmaMigration, DestinationKilledMidwaySourceRunsOnAndMigratesAgain) {
     VMM_REQUIRE_RDMA();
     auto p = start_pair("rdma-kill", {"--guest", "pattern", "--append", "bytes=16M check=64"});
     ASSERT_TRUE(p.src && p.dst);
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
-    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
-    ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "active"; }, 60)) << p.src->cmd("info migrate");
+    ASSERT_TRUE(migrating_slowly(p)) << p.src->cmd("info migrate");
     p.dst->forget_monitor();
     p.dst->process().signal(SIGKILL);
     ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "failed"; }, 120)) << p.src->cmd("info migrate");
@@ -411,10 +413,7 @@ TEST(RdmaMigration, DeviceRemovedMidwaySourceRunsOnLetsGoAndMigratesAgain) {
     auto uri = [] { return std::string("rdma:") + ScratchRxe::kAddr + ":" + std::to_string(free_tcp_port()); };
     auto p = start_pair("rdma-unplug", {"--guest", "pattern", "--append", "bytes=16M check=64"}, uri());
     ASSERT_TRUE(p.src && p.dst);
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 2m"), "");
-    ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
-    // Connected, and RAM on the way.
-    ASSERT_TRUE(eventually([&] { return !p.src->migrate_field("in flight ram").empty(); }, 60)) << p.src->cmd("info migrate");
+    ASSERT_TRUE(migrating_slowly(p)) << p.src->cmd("info migrate");
     p.dst->forget_monitor();
     EXPECT_TRUE(rxe.remove(30)) << "removing rxe9 did not finish: a process still holds it open:\n"
                                 << ScratchRxe::device_holders() << "source: " << p.src->process().pid() << "\n"
