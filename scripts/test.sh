@@ -16,7 +16,7 @@ if [ $# -eq 0 ] && [ -z "${VMM_SKIP_NESTED:-}" ]; then
     if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
         log "this machine has an RDMA device: the rdma tests ran above"
     else
-        log "running the rdma and kvm tests inside the SoftRoCE nested VM (adds ~10 minutes)"
+        log "running the rdma and kvm tests inside the SoftRoCE nested VM (adds 5-10 minutes)"
         "$ROOT/scripts/softroce-run.sh" ctest --test-dir "$BUILD" -L 'rdma|kvm' --output-on-failure --timeout 900
     fi
 fi
