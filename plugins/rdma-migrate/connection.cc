@@ -170,8 +170,14 @@ Endpoint::~Endpoint() {
     // The peer may have reported the removal first (its ERROR ended the migration): ours may
     // still wait in the event channel.
     if (events && !device_removed) device_removed = removal_pending();
-    if (id && !disconnected && !device_removed) rdma_disconnect(id.get());
+    hang_up();
     if (device_removed) let_go_of_removed_devices();
+}
+
+void Endpoint::hang_up() {
+    if (id && !disconnected && !device_removed) rdma_disconnect(id.get());
+    disconnected = true;
+    qp.reset();
 }
 
 bool Endpoint::removal_pending() {

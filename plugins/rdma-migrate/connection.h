@@ -35,6 +35,9 @@ struct Endpoint {
     bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
 
     ~Endpoint();
+    // Stops all DMA on this connection, so its buffers and MRs may go: disconnects (flushing
+    // what is posted) unless the peer or a device removal already ended it, and destroys the QP.
+    void hang_up();
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
     // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error.

@@ -20,6 +20,13 @@ Status ControlChannel::init() {
     return {};
 }
 
+BeforeConnect ControlChannel::make_on(std::unique_ptr<ControlChannel>& ctl) {
+    return [&ctl](Endpoint& e) {
+        ctl = std::make_unique<ControlChannel>(e);
+        return ctl->init();
+    };
+}
+
 Status ControlChannel::post_recv(size_t i) {
     ibv_sge sge{reinterpret_cast<uint64_t>(recv_buf_[i].data()), static_cast<uint32_t>(recv_buf_[i].size()), recv_mr_[i]->lkey};
     ibv_recv_wr wr{};

@@ -27,6 +27,9 @@ inline uint64_t wr_index(uint64_t id) { return id & ((1ull << 56) - 1); }
 class ControlChannel {
 public:
     explicit ControlChannel(Endpoint& e) : e_(e) {}
+    // For connect_endpoint/accept_endpoint: makes `ctl` on the new connection, before it
+    // connects, and posts its receives.
+    static BeforeConnect make_on(std::unique_ptr<ControlChannel>& ctl);
 
     // Registers the buffers (local access only) and posts both receives.
     Status init();

@@ -19,13 +19,6 @@ uint64_t new_session_id() {
     return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
-// Before connecting or accepting: make the control channel, which posts its receives.
-BeforeConnect make_control(std::unique_ptr<ControlChannel>& ctl) {
-    return [&ctl](Endpoint& e) {
-        ctl = std::make_unique<ControlChannel>(e);
-        return ctl->init();
-    };
-}
 }  // namespace
 
 Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g)
@@ -46,12 +39,7 @@ Session::~Session() {
     // PD). Writes still in flight are not waited for: a completed migration drained them at
     // the end of its last round, and a failed one may have a connection (or a device) that
     // will never complete them.
-    for (Lane& lane : lanes_) {  // one per channel: ep_ and every extra_
-        Endpoint& e = *lane.ep;
-        if (e.id && !e.disconnected && !e.device_removed) rdma_disconnect(e.id.get());
-        e.disconnected = true;
-        e.qp.reset();
-    }
+    for (Lane& lane : lanes_) lane.ep->hang_up();  // one per channel: ep_ and every extra_
 }
 
 Status Session::connect_channels(const std::string& host, uint16_t port, PrivateData first) {
@@ -90,7 +78,7 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint1
         ours.channels = cfg.channels;
         ours.session = new_session_id();
     }
-    auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, make_control(ctl));
+    auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, ControlChannel::make_on(ctl));
     if (!ep) return ep.error();
     bool asked_pin_all = cfg.pin_all;
     cfg.pin_all = cfg.pin_all && ((*ep)->peer.flags & kCapPinAll) != 0;  // what the destination granted
@@ -110,7 +98,7 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
                                                  const std::string& pin_all_refusal) {
     std::unique_ptr<ControlChannel> ctl;
     uint32_t supported = kCapChannels | (pin_all_refusal.empty() ? kCapPinAll : 0u);
-    auto ep = accept_endpoint(listener, supported, make_control(ctl));
+    auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl));
     if (!ep) return ep.error();
     bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
     cfg.pin_all = asked_pin_all && pin_all_refusal.empty();

@@ -10,10 +10,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <future>
-#include <thread>
-
 #include "control_channel.h"
 #include "rdma_test_support.h"
 #include "session.h"
@@ -39,18 +35,12 @@ struct RogueDestination {
         listener = std::move(*l);
     }
     ~RogueDestination() {  // the HCA stops before any buffer goes
-        if (!ep) return;
-        if (ep->id && !ep->disconnected) rdma_disconnect(ep->id.get());
-        ep->disconnected = true;
-        ep->qp.reset();
+        if (ep) ep->hang_up();
     }
     // Accepts the source, granting the capabilities in `supported`, and answers its RAM
     // blocks request with `block`.
     void accept(uint32_t supported, const BlockDesc& block) {
-        auto e = accept_endpoint(*listener, supported, [this](Endpoint& en) {
-            ctl = std::make_unique<ControlChannel>(en);
-            return ctl->init();
-        });
+        auto e = accept_endpoint(*listener, supported, ControlChannel::make_on(ctl));
         if (!e) throw std::runtime_error(e.error().message());
         ep = std::move(*e);
         mr.reset(ibv_reg_mr(ep->pd.get(), target.p, kRam, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
@@ -86,35 +76,26 @@ public:
         cfg.chunk_size = kChunk;
         cfg.pin_all = pin_all;
         cfg.timeouts = kTimeouts;
-        thread_ = std::thread([this, cfg, port] {
+        migrating_.start([cfg, port]() -> std::string {
             auto s = Session::connect(rdma_addr(), port, cfg);
-            if (!s) return result_.set_value("connect: " + s.error().message());
+            if (!s) return "connect: " + s.error().message();
             Status st = (*s)->ram_begin_round(1);
             if (st) st = (*s)->ram_send(0, 0, kChunk);
             if (st) st = (*s)->ram_end_round();
             if (!st) (*s)->abort(st.error().message());
-            result_.set_value(st ? "" : st.error().message());
+            return st ? "" : st.error().message();
         });
     }
-    ~Source() {
-        if (thread_.joinable()) thread_.join();
-    }
-    std::string result() {
-        auto f = result_.get_future();
-        if (f.wait_for(std::chrono::seconds(60)) != std::future_status::ready) return "still running after 60 s";
-        thread_.join();
-        return f.get();
-    }
+    std::string result() { return migrating_.result(); }
 
 private:
     Ram ram_;
-    std::promise<std::string> result_;
-    std::thread thread_;
+    PeerThread migrating_;  // after ram_: joined before the RAM goes
 };
 
 // The control case: honest answers, and chunk 0 arrives where it was registered.
 TEST(RdmaSource, HonestDestinationGetsTheChunk) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
     dst.accept(0, dst.honest());
@@ -129,7 +110,7 @@ TEST(RdmaSource, HonestDestinationGetsTheChunk) {
 }
 
 TEST(RdmaSource, RamBlocksThatDoNotMatchAreRefused) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
     BlockDesc bigger = dst.honest();
@@ -142,7 +123,7 @@ TEST(RdmaSource, RamBlocksThatDoNotMatchAreRefused) {
 }
 
 TEST(RdmaSource, PinAllGrantedWithoutAnRkeyIsRefused) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, true);
     dst.accept(kCapPinAll, dst.honest());
@@ -154,7 +135,7 @@ TEST(RdmaSource, PinAllGrantedWithoutAnRkeyIsRefused) {
 // A registration at an address other than the announced block's chunk 0 (here chunk 2, inside
 // the rogue's registered buffer, where a write would succeed) is refused before any write.
 TEST(RdmaSource, ChunkRegisteredAtAnotherAddressIsNeverWritten) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
     dst.accept(0, dst.honest());
@@ -169,7 +150,7 @@ TEST(RdmaSource, ChunkRegisteredAtAnotherAddressIsNeverWritten) {
 }
 
 TEST(RdmaSource, RegisterResultOfTheWrongSizeIsRefused) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
     dst.accept(0, dst.honest());

@@ -9,10 +9,6 @@
 // anything invalid ends the round with ERROR to the source, and nothing is written.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <future>
-#include <thread>
-
 #include "control_channel.h"
 #include "rdma_test_support.h"
 #include "session.h"
@@ -31,30 +27,21 @@ public:
         SessionConfig cfg;
         cfg.blocks = {{"pc.ram", ram.p, kRam, 0}};
         cfg.timeouts = kTimeouts;
-        thread_ = std::thread([this, cfg] {
+        serving_.start([this, cfg]() -> std::string {
             auto s = Session::accept(*listener_, cfg, "");
-            if (!s) return result_.set_value("accept: " + s.error().message());
+            if (!s) return "accept: " + s.error().message();
             Status round = (*s)->serve_round(1);
-            result_.set_value(round ? "" : round.error().message());
+            return round ? "" : round.error().message();
         });
-    }
-    ~Destination() {
-        if (thread_.joinable()) thread_.join();
     }
     uint16_t port() const { return port_; }
     // What the destination's round ended with (waits for it).
-    std::string result() {
-        auto f = result_.get_future();
-        if (f.wait_for(std::chrono::seconds(60)) != std::future_status::ready) return "still serving after 60 s";
-        thread_.join();
-        return f.get();
-    }
+    std::string result() { return serving_.result(); }
 
 private:
     uint16_t port_;
     std::unique_ptr<Endpoint> listener_;
-    std::promise<std::string> result_;
-    std::thread thread_;
+    PeerThread serving_;  // last: joined before the listener goes
 };
 
 // The rogue source: a proper connection and block exchange, then whatever the test sends.
@@ -69,10 +56,7 @@ struct Rogue {
     explicit Rogue(uint16_t port) {
         PrivateData ours;
         ours.chunk_shift = kChunkShift;
-        auto e = connect_endpoint(rdma_addr(), port, ours, -1, kTimeouts, [this](Endpoint& en) {
-            ctl = std::make_unique<ControlChannel>(en);
-            return ctl->init();
-        });
+        auto e = connect_endpoint(rdma_addr(), port, ours, -1, kTimeouts, ControlChannel::make_on(ctl));
         if (!e) throw std::runtime_error(e.error().message());
         ep = std::move(*e);
         ctl->on_other = [this](const ibv_wc&) {
@@ -87,13 +71,7 @@ struct Rogue {
         buf_mr.reset(ibv_reg_mr(ep->pd.get(), buf.data(), buf.size(), 0));
         if (!buf_mr) throw std::runtime_error("ibv_reg_mr of the rogue's buffer failed");
     }
-    ~Rogue() { hang_up(); }
-    // Disconnects and stops the HCA before any buffer goes, as Session does.
-    void hang_up() {
-        if (ep->id && !ep->disconnected) rdma_disconnect(ep->id.get());
-        ep->disconnected = true;
-        ep->qp.reset();
-    }
+    ~Rogue() { ep->hang_up(); }  // the HCA stops before any buffer goes, as in Session
 
     // The destination's next message; its ERROR comes back as "the peer aborted: ...".
     std::string next() {
@@ -107,21 +85,27 @@ struct Rogue {
         if (!r) return r.error();
         return r->at(0);
     }
-    // One signalled RDMA WRITE of `len` bytes of buf to (addr, rkey); its completion status.
-    Status write(uint64_t addr, uint32_t rkey, uint32_t len) {
+    // Posts one signalled work request of `len` bytes of buf: an RDMA WRITE to (addr, rkey) or
+    // a SEND. Returns ibv_post_send's result; done() waits for its completion.
+    int post(ibv_wr_opcode op, uint32_t len, uint64_t addr = 0, uint32_t rkey = 0) {
         ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), len, buf_mr->lkey};
         ibv_send_wr wr{};
-        wr.wr_id = make_wr_id(WrKind::write, 1);
+        wr.wr_id = make_wr_id(WrKind::write, 1);  // reported to on_other, as RDMA WRITEs are
         wr.sg_list = &sge;
         wr.num_sge = 1;
-        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.opcode = op;
         wr.send_flags = IBV_SEND_SIGNALED;
         wr.wr.rdma.remote_addr = addr;
         wr.wr.rdma.rkey = rkey;
         ibv_send_wr* bad = nullptr;
         write_done = false;
-        if (int rc = ibv_post_send(ep->qp.get(), &wr, &bad); rc != 0) return Error::from_errno("ibv_post_send", rc);
-        return ctl->progress([this] { return write_done; });
+        return ibv_post_send(ep->qp.get(), &wr, &bad);
+    }
+    Status done() { return ctl->progress([this] { return write_done; }); }
+    // One RDMA WRITE of `len` bytes to (addr, rkey); its completion status.
+    Status write(uint64_t addr, uint32_t rkey, uint32_t len) {
+        if (int rc = post(IBV_WR_RDMA_WRITE, len, addr, rkey); rc != 0) return Error::from_errno("ibv_post_send", rc);
+        return done();
     }
 };
 
@@ -160,7 +144,7 @@ class HostileMessage : public ::testing::TestWithParam<Hostile> {};
 // Each message is refused: the round ends with ERROR naming what was wrong, and no byte of
 // RAM changes (a valid first entry is not carried out either).
 TEST_P(HostileMessage, IsRefusedAndWritesNothing) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -179,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(RdmaDestination, HostileMessage, ::testing::ValuesIn(ho
 // The destination registers exactly the chunk asked for: a write inside it lands, one that
 // runs past its end is refused by the HCA, and the next chunk stays as it was.
 TEST(RdmaDestination, RemoteWriteReachesOnlyTheRegisteredChunk) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -194,13 +178,13 @@ TEST(RdmaDestination, RemoteWriteReachesOnlyTheRegisteredChunk) {
     ASSERT_FALSE(past) << "a write past the registered chunk completed";
     EXPECT_NE(past.error().message().find("a work request failed"), std::string::npos) << past.error().message();
     EXPECT_EQ(ram.changed(3 * kChunk, kRam), 0u) << "the write reached past the registered chunk";
-    rogue.hang_up();  // gone: the destination's round ends
+    rogue.ep->hang_up();  // gone: the destination's round ends
     EXPECT_NE(dst.result(), "");
 }
 
 // After UNREGISTER FINISHED, the chunk's rkey opens nothing.
 TEST(RdmaDestination, UnregisteredChunkTakesNoMoreWrites) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -211,30 +195,22 @@ TEST(RdmaDestination, UnregisteredChunkTakesNoMoreWrites) {
     Status late = rogue.write(reg->host_addr, reg->rkey, 4096);
     EXPECT_FALSE(late) << "a write into an unregistered chunk completed";
     EXPECT_EQ(ram.changed(), 0u);
-    rogue.hang_up();
+    rogue.ep->hang_up();
     EXPECT_NE(dst.result(), "");
 }
 
 // A SEND longer than the posted receive buffer fails at the destination's HCA: the round ends,
 // nothing is written.
 TEST(RdmaDestination, MessageLargerThanTheReceiveBufferEndsTheRound) {
-    REQUIRE_RDMA();
+    VMM_SKIP_WITHOUT_RDMA();
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
     ASSERT_EQ(rogue.next(), "READY");
     std::vector<uint8_t> head = encode_compress({{0, 0, 0, kRam}});
     std::memcpy(rogue.buf.data(), head.data(), head.size());
-    ibv_sge sge{reinterpret_cast<uint64_t>(rogue.buf.data()), static_cast<uint32_t>(rogue.buf.size()), rogue.buf_mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = make_wr_id(WrKind::write, 2);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(rogue.ep->qp.get(), &wr, &bad), 0);
-    (void)rogue.ctl->progress([&] { return rogue.write_done; });  // fails, or completes before the NAK
+    ASSERT_EQ(rogue.post(IBV_WR_SEND, static_cast<uint32_t>(rogue.buf.size())), 0);
+    (void)rogue.done();  // fails, or completes before the NAK
     // SoftRoCE reports the overflowing receive as "local QP operation error".
     std::string why = dst.result();
     EXPECT_NE(why.find("a work request failed"), std::string::npos) << why;

@@ -12,22 +12,16 @@
 
 #include "machine/kvm_fixture.h"
 #include "migration/vm_pair.h"
+#include "rdma_device.h"
 
 namespace vmm::test {
 
 namespace {
 
-std::string rdma_addr() {
-    const char* a = std::getenv("VMM_RDMA_ADDR");
-    return a != nullptr ? a : "";
-}
-
-#define VMM_REQUIRE_RDMA()                                                                         \
-    do {                                                                                           \
-        VMM_REQUIRE_KVM();                                                                         \
-        if (rdma_addr().empty())                                                                   \
-            GTEST_SKIP() << "needs an RDMA device ($VMM_RDMA_ADDR): run scripts/softroce-run.sh "  \
-                            "ctest --test-dir build -L rdma";                                      \
+#define VMM_REQUIRE_RDMA() \
+    do {                       \
+        VMM_REQUIRE_KVM();     \
+        VMM_SKIP_WITHOUT_RDMA(); \
     } while (0)
 
 std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }

@@ -1,37 +1,32 @@
-// What the hostile-peer tests share: the device they run on, a RAM stand-in, and sizes.
+// What the hostile-peer tests share: a RAM stand-in, sizes, timeouts, a listening port.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "connection.h"
+#include "rdma_device.h"
 
 namespace rdma_migrate::test {
 
-constexpr uint64_t kChunk = 64 * 1024;
+using vmm::test::rdma_addr;
+
 constexpr uint32_t kChunkShift = 16;
+constexpr uint64_t kChunk = uint64_t{1} << kChunkShift;  // 64 KiB
 constexpr uint64_t kRam = 16 * kChunk;  // one block of 16 chunks
 constexpr uint8_t kFill = 0xa5;
 constexpr Timeouts kTimeouts{10000, 10000};
-
-inline std::string rdma_addr() {
-    const char* a = std::getenv("VMM_RDMA_ADDR");
-    return a != nullptr ? a : "";
-}
-
-#define REQUIRE_RDMA()                                                                                    \
-    do {                                                                                                  \
-        if (rdma_addr().empty())                                                                          \
-            GTEST_SKIP() << "needs an RDMA device ($VMM_RDMA_ADDR): run scripts/softroce-run.sh ctest "   \
-                            "--test-dir build -L rdma";                                                   \
-    } while (0)
 
 // An RDMA-CM port for one test's listener (each test runs in a process of its own).
 inline uint16_t some_port() {
@@ -60,6 +55,28 @@ struct Ram {
 
 private:
     uint8_t fill_;
+};
+
+// The plugin's own side of a test (a Session), on a thread of its own: its body returns "" when
+// it went through, else its error text, which result() waits for (up to 60 s).
+class PeerThread {
+public:
+    void start(std::function<std::string()> body) {
+        thread_ = std::thread([this, body = std::move(body)] { result_.set_value(body()); });
+    }
+    ~PeerThread() {
+        if (thread_.joinable()) thread_.join();
+    }
+    std::string result() {
+        auto f = result_.get_future();
+        if (f.wait_for(std::chrono::seconds(60)) != std::future_status::ready) return "still running after 60 s";
+        thread_.join();
+        return f.get();
+    }
+
+private:
+    std::promise<std::string> result_;
+    std::thread thread_;
 };
 
 }  // namespace rdma_migrate::test

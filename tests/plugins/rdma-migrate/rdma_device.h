@@ -1,0 +1,24 @@
+// The RDMA device the `rdma` tests run on: its address is $VMM_RDMA_ADDR (the SoftRoCE VM sets
+// it, scripts/softroce-inside.sh); without one they skip and say how to run them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace vmm::test {
+
+inline std::string rdma_addr() {
+    const char* a = std::getenv("VMM_RDMA_ADDR");
+    return a != nullptr ? a : "";
+}
+
+}  // namespace vmm::test
+
+#define VMM_SKIP_WITHOUT_RDMA()                                                                           \
+    do {                                                                                                  \
+        if (::vmm::test::rdma_addr().empty())                                                             \
+            GTEST_SKIP() << "needs an RDMA device ($VMM_RDMA_ADDR): run scripts/softroce-run.sh ctest "   \
+                            "--test-dir build -L rdma";                                                   \
+    } while (0)
