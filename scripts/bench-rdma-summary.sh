@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The RDMA benchmark's figures over many runs: reads the JSON files scripts/bench-rdma.sh wrote
+# (build/bench/rdma-*.json, and those kept in docs/bench/) and prints, over every run of every
+# file, what docs/performance.md reports against issue 4's targets:
+#   - ours / QEMU, paired: in each run that has both, our migration's ratio to the ib_write_bw
+#     measured around it divided by QEMU's (so the machine's speed of the moment cancels out);
+#     median, range, and how many pairs reach 1.5
+#   - the bulk round of the -idle modes / ib_write_bw around it; median, range, how many reach 0.9
+#   - QEMU's CPU per GB sent / ours, per run
+#   - the downtime each VMM measured
+# Every figure comes from the files given: nothing is typed in by hand.
+#
+# usage: scripts/bench-rdma-summary.sh FILE.json...
+set -euo pipefail
+
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+[ $# -gt 0 ] || die "usage: $0 FILE.json... (the files scripts/bench-rdma.sh wrote, e.g. build/bench/rdma-*.json)"
+command -v jq >/dev/null || die "needs jq (apt-get install jq)"
+for f in "$@"; do
+    [ -r "$f" ] || die "cannot read $f"
+    jq -e '.runs | type == "array"' "$f" >/dev/null 2>&1 ||
+        die "$f is not a bench-rdma.sh result (no \"runs\" array)"
+done
+
+jq -rs '
+    def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                       else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+    def r2: if type == "number" then (. * 100 | round) / 100 else . end;
+    # The runs of every file, each tagged with its file and run index. A run without a total
+    # time (QEMU once recorded 0 for a completed migration) has no figures to trust: left out.
+    [ to_entries[] | .key as $f | .value.runs[] | . + {file: $f} ] as $every |
+    ($every | map(select((.total_ms // 0) > 0))) as $all |
+    # One value per (file, run) where both modes have figure k: a over b.
+    def per_run(a; b; k): [ $all | group_by([.file, .run])[]
+        | (map(select(.mode == a))[0][k]) as $x | (map(select(.mode == b))[0][k]) as $y
+        | select($x != null and $y != null and $y > 0) | $x / $y ];
+    def figures(k; m): [ $all[] | select(.mode == m) | .[k] | select(. != null) ];
+    def line(name; xs; target; unit):
+        if (xs | length) == 0 then "  \(name): no runs"
+        else "  \(name): \(xs | length) \(unit), median \(xs | median | r2) (\(xs | min | r2)–\(xs | max | r2))"
+             + (if target then ", \(xs | map(select(. >= target)) | length) at or above \(target)" else "" end)
+        end;
+    "\(length) file(s), \($all | map([.file, .run]) | unique | length) run(s)"
+      + (($every | length) - ($all | length) | if . > 0 then ", \(.) migration(s) without a total time left out" else "" end),
+    "ours / QEMU, paired (each divided by ib_write_bw around it first), pattern guest running; target >= 1.5:",
+    line("dynamic"; per_run("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; "ratio_to_ceiling_around"); 1.5; "pairs"),
+    line("pin-all"; per_run("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; "ratio_to_ceiling_around"); 1.5; "pairs"),
+    "bulk round / ib_write_bw around it, idle guest with its RAM filled; target >= 0.9:",
+    line("dynamic"; figures("bulk_ratio_to_ceiling_around"; "vmm-rdma-dynamic-idle"); 0.9; "runs"),
+    line("pin-all"; figures("bulk_ratio_to_ceiling_around"; "vmm-rdma-pin-all-idle"); 0.9; "runs"),
+    line("dynamic, --mem-prealloc destination";
+         figures("bulk_ratio_to_ceiling_around"; "vmm-rdma-dynamic-prealloc-idle"); 0.9; "runs"),
+    "QEMU CPU per GB sent / ours (beyond the vCPUs, source and destination):",
+    line("dynamic"; per_run("qemu-rdma-dynamic"; "vmm-rdma-dynamic"; "cpu_s_per_gb"); null; "pairs"),
+    line("pin-all"; per_run("qemu-rdma-pin-all"; "vmm-rdma-pin-all"; "cpu_s_per_gb"); null; "pairs"),
+    "downtime in ms, as each VMM measured it:",
+    line("ours, dynamic"; figures("downtime_ms"; "vmm-rdma-dynamic"); null; "runs"),
+    line("ours, pin-all"; figures("downtime_ms"; "vmm-rdma-pin-all"); null; "runs"),
+    line("QEMU, dynamic"; figures("downtime_ms"; "qemu-rdma-dynamic"); null; "runs"),
+    line("QEMU, pin-all"; figures("downtime_ms"; "qemu-rdma-pin-all"); null; "runs")
+' "$@"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scripts/bench-rdma-summary.sh over two made-up result files whose medians, ranges and counts
+# are known: pairs are formed per file and run, a migration without a total time is left out,
+# and files that are not results are refused. Usage: bench_rdma_summary_test.sh SOURCE_DIR
+set -euo pipefail
+summary=$1/scripts/bench-rdma-summary.sh
+command -v jq >/dev/null || { echo "SKIP: needs jq (Debian package jq)"; exit 77; }
+dir=$(mktemp -d /tmp/bench-summary.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+
+# run MODE RUN RATIO [TOTAL_MS] [BULK] [CPU] [DOWNTIME]: one migration's record.
+run() {
+    jq -nc --arg m "$1" --argjson r "$2" --argjson x "$3" --argjson t "${4:-1000}" \
+        --argjson b "${5:-null}" --argjson c "${6:-null}" --argjson d "${7:-10}" \
+        '{mode: $m, run: $r, ratio_to_ceiling_around: $x, total_ms: $t, bulk_ratio_to_ceiling_around: $b,
+          cpu_s_per_gb: $c, downtime_ms: $d}'
+}
+file() { jq -s '{runs: .}' >"$dir/$1"; }
+
+# File a: run 1 pairs 0.6 / 0.3 = 2.0, run 2 pairs 0.4 / 0.4 = 1.0 (CPU 200 / 50 = 4.0).
+{ run vmm-rdma-dynamic 1 0.6; run qemu-rdma-dynamic 1 0.3
+  run vmm-rdma-dynamic 2 0.4 1000 null 50; run qemu-rdma-dynamic 2 0.4 1000 null 200 300
+  run vmm-rdma-dynamic-idle 1 0.9 1000 0.95; } | file a.json
+# File b: its run 1 is paired with its own QEMU run (0.5 / 0.25 = 2.0), never with file a's;
+# a QEMU run without a total time has no pair; two idle runs at 0.85 and 1.05.
+{ run vmm-rdma-dynamic 1 0.5; run qemu-rdma-dynamic 1 0.25
+  run vmm-rdma-dynamic 2 0.7; run qemu-rdma-dynamic 2 0.1 0
+  run vmm-rdma-dynamic-idle 1 0.8 1000 0.85; run vmm-rdma-dynamic-idle 2 1 1000 1.05; } | file b.json
+
+out=$("$summary" "$dir/a.json" "$dir/b.json")
+expect() {
+    grep -qF -- "$1" <<<"$out" || { printf 'expected the line\n  %s\nin\n%s\n' "$1" "$out"; exit 1; }
+}
+expect "2 file(s), 4 run(s), 1 migration(s) without a total time left out"
+expect "  dynamic: 3 pairs, median 2 (1–2), 2 at or above 1.5"
+expect "  pin-all: no runs"
+expect "  dynamic: 3 runs, median 0.95 (0.85–1.05), 2 at or above 0.9"
+expect "  dynamic: 1 pairs, median 4 (4–4)"
+expect "  QEMU, dynamic: 3 runs, median 10 (10–300)"
+
+if "$summary" "$dir/missing.json" 2>"$dir/err"; then echo "a missing file was accepted"; exit 1; fi
+grep -q "cannot read" "$dir/err" || { echo "no clear error for a missing file:"; cat "$dir/err"; exit 1; }
+echo '{"modes": {}}' >"$dir/other.json"
+if "$summary" "$dir/other.json" 2>"$dir/err"; then echo "a file without runs was accepted"; exit 1; fi
+grep -q 'not a bench-rdma.sh result' "$dir/err" || { echo "no clear error for a non-result:"; cat "$dir/err"; exit 1; }
+echo "ok"
