@@ -97,7 +97,11 @@ Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg, Sent sent)
 }
 
 Result<Message> ControlChannel::exchange_recv(std::initializer_list<Command> expected) {
-    if (auto s = send_now(encode_empty(Command::ready)); !s) return s.error();
+    // READY's own completion is not waited for: the message it invites proves it arrived, and
+    // a peer that sends its last message (the go-ahead) and hangs up can leave READY's
+    // acknowledgement unprocessed, so READY flushes although the message is already here.
+    // The next send still waits for READY's completion first (one SEND in flight at a time).
+    if (auto s = send_now(encode_empty(Command::ready), Sent::later); !s) return s.error();
     auto m = next_message();
     if (!m) return m.error();
     if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));

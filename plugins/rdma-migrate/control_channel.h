@@ -40,7 +40,8 @@ public:
     Status exchange_send(const std::vector<uint8_t>& msg, Sent sent = Sent::wait);
     // The answer to a request sent with exchange_send: the next message, of type `answer`.
     Result<Message> answer(Command answer);
-    // The spec's exchange_recv: say READY, receive one message of one of `expected` types.
+    // The spec's exchange_recv: say READY (not waiting for its completion: the message it
+    // invites is proof enough), receive one message of one of `expected` types.
     // An ERROR from the peer becomes an error carrying the peer's reason.
     Result<Message> exchange_recv(std::initializer_list<Command> expected);
     // exchange_send, then receive the peer's answer (READY-less: the peer answers at once).
