@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# The README's main command keeps working: scripts/demo.sh (over TCP, with the build under test)
-# migrates the running stress guest, finds both RAM digests identical and sees the guest run on.
-# Usage: demo_test.sh SOURCE_DIR BUILD_DIR
+# The README's main command keeps working: scripts/demo.sh (with the build under test) migrates
+# the running stress guest, finds both RAM digests identical and sees the guest run on.
+# Usage: demo_test.sh SOURCE_DIR BUILD_DIR [rdma]
+#   without rdma: over TCP on loopback (the README's main command)
+#   with rdma: scripts/demo.sh --rdma on this machine's RDMA device ($VMM_RDMA_ADDR); in the
+#   SoftRoCE nested VM, where scripts/test.sh runs the rdma tests, with the demo's small guest
 set -euo pipefail
 [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
-out=$(VMM_DEMO_NO_BUILD=1 VMM_BUILD_DIR="$2" bash "$1/scripts/demo.sh" 2>&1) || { echo "$out"; echo "the demo failed"; exit 1; }
-for want in "Migration status: completed" "==> identical" "==> done"; do
+args=() want_uri="migrate tcp:"
+if [ "${3:-}" = rdma ]; then
+    [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ] && [ -n "${VMM_RDMA_ADDR:-}" ] || {
+        echo "SKIP: needs an RDMA device and its IPv4 address in VMM_RDMA_ADDR (scripts/test.sh runs this in the SoftRoCE nested VM)"
+        exit 77
+    }
+    args=(--rdma) want_uri="migrate rdma:$VMM_RDMA_ADDR:"
+    # Inside the nested VM (softroce-inside.sh sets VMM_SOFTROCE_DIR) the demo sizes its guest
+    # for SoftRoCE under TCG, as it does when it boots that VM itself.
+    [ -z "${VMM_SOFTROCE_DIR:-}" ] || export VMM_DEMO_INSIDE=1
+fi
+out=$(VMM_DEMO_NO_BUILD=1 VMM_BUILD_DIR="$2" bash "$1/scripts/demo.sh" "${args[@]}" 2>&1) ||
+    { echo "$out"; echo "the demo failed"; exit 1; }
+for want in "$want_uri" "Migration status: completed" "==> identical" "==> done"; do
     echo "$out" | grep -qF "$want" || { echo "$out"; echo "the demo never said: $want"; exit 1; }
 done
 echo "$out" | grep -qE '^(steps|results): [1-9]' || { echo "$out"; echo "no guest progress shown at the destination"; exit 1; }
