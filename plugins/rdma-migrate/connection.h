@@ -38,6 +38,10 @@ struct Endpoint {
     // Stops all DMA on this connection, so its buffers and MRs may go: disconnects (flushing
     // what is posted) unless the peer or a device removal already ended it, and destroys the QP.
     void hang_up();
+    // The side that received the last message waits, at most max_ms, for the peer to hang up
+    // first: the peer counts that message delivered only once its completion says so, and a
+    // hang-up from this side could flush it there first.
+    void await_peer_hang_up(int max_ms);
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
     // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error.

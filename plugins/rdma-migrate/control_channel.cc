@@ -126,6 +126,7 @@ Result<Message> ControlChannel::answer(Command answer) {
 }
 
 void ControlChannel::send_error(const std::string& reason) {
+    sent_error_ = true;
     if (!send_done_ || !e_.qp.get()) return;
     (void)send_now(encode_error(reason));
 }

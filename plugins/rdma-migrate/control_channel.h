@@ -50,6 +50,8 @@ public:
     Status reply(const std::vector<uint8_t>& msg) { return send_now(msg); }
     // Sends ERROR(reason) without waiting for READY (best effort, when aborting).
     void send_error(const std::string& reason);
+    // Whether this side has ended the migration with ERROR (or tried to).
+    bool sent_error() const { return sent_error_; }
 
     // Completions that are not the control channel's (RDMA WRITEs) go here.
     std::function<Status(const ibv_wc&)> on_other;
@@ -71,6 +73,7 @@ private:
     MemoryRegion send_mr_;
     std::deque<std::pair<size_t, uint32_t>> arrived_;  // buffer index, byte length
     bool send_done_ = true;
+    bool sent_error_ = false;
     uint64_t sends_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 
 #include <cstring>
@@ -34,6 +35,12 @@ Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> c
 }
 
 Session::~Session() {
+    // A destination whose migration went well lets the source hang up first. The source counts
+    // its go-ahead delivered only once the go-ahead's completion says so; a hang-up from here
+    // could flush it there first, and the source would resume a guest that this side runs.
+    // Once either side has sent ERROR, or the connection is gone, the wait ends at once or
+    // as soon as the source hangs up in turn.
+    if (destination_ && !ctl_->sent_error()) ep_->await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
     // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
     // receives and writes) and destroy the QPs first; the members then unwind (MRs before the
     // PD). Writes still in flight are not waited for: a completed migration drained them at
@@ -106,6 +113,7 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
     auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
     if (!g) return g.error();
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
+    s->destination_ = true;
     Status st = s->accept_channels();
     if (st) st = s->exchange_blocks_destination();
     if (!st) {

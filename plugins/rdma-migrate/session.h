@@ -137,6 +137,9 @@ private:
     Status handle_compress(const Message& m);
     Status serve_messages();  // serve_round's loop
 
+    // How long a destination waits for the source to hang up at the end (~Session).
+    static constexpr int kHangUpWaitMs = 10000;
+
     std::unique_ptr<Endpoint> ep_;          // first: destroyed last, after every MR below
     std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
     std::unique_ptr<ControlChannel> ctl_;
@@ -163,6 +166,7 @@ private:
     void* arrival_ctx_ = nullptr;
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;
+    bool destination_ = false;  // accepted (not connected): hangs up after the source
 };
 
 }  // namespace rdma_migrate

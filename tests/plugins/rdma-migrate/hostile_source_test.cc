@@ -6,8 +6,10 @@
 // no honest source would: entries outside the RAM blocks, a valid entry followed by an invalid
 // one, a message larger than the posted receive, RDMA WRITEs past the chunk it was granted or
 // into one it gave back. The security rules, checked where the HCA enforces them:
-// anything invalid ends the round with ERROR to the source, and nothing is written.
+// anything invalid ends the round with ERROR to the source, and nothing is written. One test
+// more checks how the destination ends a round that went well: after the source hangs up.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include "control_channel.h"
 #include "rdma_test_support.h"
@@ -215,6 +217,28 @@ TEST(RdmaDestination, MessageLargerThanTheReceiveBufferEndsTheRound) {
     std::string why = dst.result();
     EXPECT_NE(why.find("a work request failed"), std::string::npos) << why;
     EXPECT_EQ(ram.changed(), 0u);
+}
+
+// Not hostile: how a destination ends a round that went well. The source counts its last
+// message (the go-ahead, in a migration) delivered only once the message's completion says
+// so; a destination that hung up at once could flush it on the source first, and the source
+// would then resume a guest the destination runs. So the destination waits for the source to
+// hang up first. Its Session ends here right after REGISTER FINISHED.
+TEST(RdmaDestination, HangsUpOnlyAfterTheSourceAtTheEndOfAGoodRound) {
+    VMM_SKIP_WITHOUT_RDMA();
+    Ram ram;
+    Destination dst(ram);
+    Rogue rogue(dst.port());
+    ASSERT_TRUE(rogue.ctl->exchange_send(encode_empty(Command::register_finished)));
+    pollfd p{rogue.ep->events->fd, POLLIN, 0};
+    if (::poll(&p, 1, 3000) != 0) {
+        rdma_cm_event* ev = nullptr;
+        std::string what = rdma_get_cm_event(rogue.ep->events.get(), &ev) == 0 ? rdma_event_str(ev->event) : "an event";
+        if (ev) rdma_ack_cm_event(ev);
+        ADD_FAILURE() << "the destination did not wait for the source to hang up: " << what;
+    }
+    rogue.ep->hang_up();
+    EXPECT_EQ(dst.result(), "");
 }
 
 }  // namespace
