@@ -38,8 +38,8 @@ Session::~Session() {
     // A destination whose migration went well lets the source hang up first. The source counts
     // its go-ahead delivered only once the go-ahead's completion says so; a hang-up from here
     // could flush it there first, and the source would resume a guest that this side runs.
-    // Once either side has sent ERROR, or the connection is gone, the wait ends at once or
-    // as soon as the source hangs up in turn.
+    // After this side's ERROR there is nothing to wait for; after the source's ERROR, or with
+    // the connection gone, the wait ends once the source has hung up (at once if it has).
     if (destination_ && !ctl_->sent_error()) ep_->await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
     // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
     // receives and writes) and destroy the QPs first; the members then unwind (MRs before the
