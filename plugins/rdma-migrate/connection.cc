@@ -184,10 +184,10 @@ void Endpoint::await_peer_hang_up(int max_ms) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
     while (events && id && !disconnected && !device_removed) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        pollfd p{events->fd, POLLIN, 0};
-        int r = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+        pollfd fds[2] = {{events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};  // fd -1: ignored
+        int r = left.count() > 0 ? ::poll(fds, 2, static_cast<int>(left.count())) : 0;
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return;  // the peer is still there: hang up anyway
+        if (r <= 0 || fds[1].revents != 0) return;  // the peer is still there, or vmm is ending
         (void)cm_event_while_busy();  // records a disconnect or a removal; refuses strangers
     }
 }

@@ -40,7 +40,7 @@ struct Endpoint {
     void hang_up();
     // The side that received the last message waits, at most max_ms, for the peer to hang up
     // first: the peer counts that message delivered only once its completion says so, and a
-    // hang-up from this side could flush it there first.
+    // hang-up from this side could flush it there first. A cancel (vmm ending) ends the wait.
     void await_peer_hang_up(int max_ms);
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel

@@ -6,43 +6,56 @@
 // no honest source would: entries outside the RAM blocks, a valid entry followed by an invalid
 // one, a message larger than the posted receive, RDMA WRITEs past the chunk it was granted or
 // into one it gave back. The security rules, checked where the HCA enforces them:
-// anything invalid ends the round with ERROR to the source, and nothing is written. One test
-// more checks how the destination ends a round that went well: after the source hangs up.
+// anything invalid ends the round with ERROR to the source, and nothing is written. Two tests
+// more check how the destination ends a round that went well: after the source hangs up,
+// unless its vmm is ending.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "control_channel.h"
 #include "rdma_test_support.h"
 #include "session.h"
+#include "vmm/common/fd.h"
 
 namespace rdma_migrate::test {
 namespace {
 
 // The destination: listens, accepts one source, serves one round; `result` is its error text,
-// or "" when the round ended with REGISTER FINISHED.
+// or "" when the round ended with REGISTER FINISHED. `cancel_fd` stands for its vmm ending.
 class Destination {
 public:
-    explicit Destination(Ram& ram) : port_(some_port()) {
-        auto l = listen_endpoint(rdma_addr(), port_, -1, kTimeouts);
+    explicit Destination(Ram& ram, int cancel_fd = -1) : port_(some_port()) {
+        auto l = listen_endpoint(rdma_addr(), port_, cancel_fd, kTimeouts);
         if (!l) throw std::runtime_error(l.error().message());
         listener_ = std::move(*l);
         SessionConfig cfg;
         cfg.blocks = {{"pc.ram", ram.p, kRam, 0}};
         cfg.timeouts = kTimeouts;
+        cfg.cancel_fd = cancel_fd;
         serving_.start([this, cfg]() -> std::string {
             auto s = Session::accept(*listener_, cfg, "");
             if (!s) return "accept: " + s.error().message();
             Status round = (*s)->serve_round(1);
+            served_ = true;  // the Session ends next
             return round ? "" : round.error().message();
         });
     }
     uint16_t port() const { return port_; }
+    // Whether the round is over (the Session then ends, hanging up as it does).
+    bool served() const { return served_; }
     // What the destination's round ended with (waits for it).
     std::string result() { return serving_.result(); }
 
 private:
     uint16_t port_;
     std::unique_ptr<Endpoint> listener_;
+    std::atomic<bool> served_{false};
     PeerThread serving_;  // last: joined before the listener goes
 };
 
@@ -238,6 +251,24 @@ TEST(RdmaDestination, HangsUpOnlyAfterTheSourceAtTheEndOfAGoodRound) {
         ADD_FAILURE() << "the destination did not wait for the source to hang up: " << what;
     }
     rogue.ep->hang_up();
+    EXPECT_EQ(dst.result(), "");
+}
+
+// ... but a destination whose vmm is ending (its cancel fd fires) does not wait for the source.
+TEST(RdmaDestination, StopsWaitingForTheSourceWhenItsVmmEnds) {
+    VMM_SKIP_WITHOUT_RDMA();
+    Ram ram;
+    vmm::UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
+    ASSERT_TRUE(cancel.valid());
+    Destination dst(ram, cancel.get());
+    Rogue rogue(dst.port());
+    ASSERT_TRUE(rogue.ctl->exchange_send(encode_empty(Command::register_finished)));
+    for (int i = 0; i < 600 && !dst.served(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(dst.served());
+    uint64_t one = 1;
+    ASSERT_EQ(::write(cancel.get(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
+    pollfd p{rogue.ep->events->fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 5000), 1) << "the destination still waited for the source after its cancel";
     EXPECT_EQ(dst.result(), "");
 }
 
