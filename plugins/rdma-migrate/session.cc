@@ -40,7 +40,7 @@ Session::~Session() {
     // could flush it there first, and the source would resume a guest that this side runs.
     // After this side's ERROR there is nothing to wait for; after the source's ERROR, or with
     // the connection gone, the wait ends once the source has hung up (at once if it has).
-    if (destination_ && !ctl_->sent_error()) ep_->await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
+    if (destination() && !ctl_->sent_error()) ep_->await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
     // Stop all DMA before any buffer or MR goes: disconnect (which flushes the posted
     // receives and writes) and destroy the QPs first; the members then unwind (MRs before the
     // PD). Writes still in flight are not waited for: a completed migration drained them at
@@ -113,7 +113,6 @@ Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConf
     auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
     if (!g) return g.error();
     std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
-    s->destination_ = true;
     Status st = s->accept_channels();
     if (st) st = s->exchange_blocks_destination();
     if (!st) {

@@ -139,6 +139,8 @@ private:
 
     // How long a destination waits for the source to hang up at the end (~Session).
     static constexpr int kHangUpWaitMs = 10000;
+    // The destination's first channel holds the listening id it was accepted on; a source's never has one.
+    bool destination() const { return static_cast<bool>(ep_->listen_id); }
 
     std::unique_ptr<Endpoint> ep_;          // first: destroyed last, after every MR below
     std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
@@ -166,7 +168,6 @@ private:
     void* arrival_ctx_ = nullptr;
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;
-    bool destination_ = false;  // accepted (not connected): hangs up after the source
 };
 
 }  // namespace rdma_migrate
