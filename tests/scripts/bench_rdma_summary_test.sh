@@ -8,23 +8,28 @@ command -v jq >/dev/null || { echo "SKIP: needs jq (Debian package jq)"; exit 77
 dir=$(mktemp -d /tmp/bench-summary.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
-# run MODE RUN RATIO [TOTAL_MS] [BULK] [CPU] [DOWNTIME]: one migration's record.
+# run MODE RUN RATIO [TOTAL_MS] [BULK] [CPU] [DOWNTIME] [RAM_RATIO] [MB/S]: one migration's
+# record; its ratio by guest RAM moved is RATIO unless given.
 run() {
     jq -nc --arg m "$1" --argjson r "$2" --argjson x "$3" --argjson t "${4:-1000}" \
         --argjson b "${5:-null}" --argjson c "${6:-null}" --argjson d "${7:-10}" \
+        --argjson g "${8:-$3}" --argjson s "${9:-null}" \
         '{mode: $m, run: $r, ratio_to_ceiling_around: $x, total_ms: $t, bulk_ratio_to_ceiling_around: $b,
-          cpu_s_per_gb: $c, downtime_ms: $d}'
+          cpu_s_per_gb: $c, downtime_ms: $d, ram_ratio_to_ceiling_around: $g, throughput_mbs: $s}'
 }
-file() { jq -s '{runs: .}' >"$dir/$1"; }
+# file NAME [BUSY_CEILING]: the records on stdin as a result file.
+file() { jq -s --argjson busy "${2:-null}" '{ceiling_ib_write_bw_busy_core_mbs: $busy, runs: .}' >"$dir/$1"; }
 
-# File a: run 1 pairs 0.6 / 0.3 = 2.0, run 2 pairs 0.4 / 0.4 = 1.0 (CPU 200 / 50 = 4.0).
-{ run vmm-rdma-dynamic 1 0.6; run qemu-rdma-dynamic 1 0.3
+# File a: run 1 pairs 0.6 / 0.3 = 2.0 (by guest RAM 0.9 / 0.3 = 3.0), run 2 pairs 0.4 / 0.4 =
+# 1.0 (CPU 200 / 50 = 4.0). Its busy-core ceiling is 10 MB/s: run 1 moved 12 and 6 MB/s.
+{ run vmm-rdma-dynamic 1 0.6 1000 null null 10 0.9 12; run qemu-rdma-dynamic 1 0.3 1000 null null 10 0.3 6
   run vmm-rdma-dynamic 2 0.4 1000 null 50; run qemu-rdma-dynamic 2 0.4 1000 null 200 300
-  run vmm-rdma-dynamic-idle 1 0.9 1000 0.95; } | file a.json
+  run vmm-rdma-dynamic-idle 1 0.9 1000 0.95; } | file a.json 10
 # File b: its run 1 is paired with its own QEMU run (0.5 / 0.25 = 2.0), never with file a's;
-# a QEMU run without a total time has no pair; two idle runs at 0.85 and 1.05.
+# a QEMU run without a total time has no pair; two idle runs at 0.85 and 1.05. It has no
+# busy-core ceiling, so its MB/s figures are not set against one.
 { run vmm-rdma-dynamic 1 0.5; run qemu-rdma-dynamic 1 0.25
-  run vmm-rdma-dynamic 2 0.7; run qemu-rdma-dynamic 2 0.1 0
+  run vmm-rdma-dynamic 2 0.7 1000 null null 10 0.7 20; run qemu-rdma-dynamic 2 0.1 0
   run vmm-rdma-dynamic-idle 1 0.8 1000 0.85; run vmm-rdma-dynamic-idle 2 1 1000 1.05; } | file b.json
 
 out=$("$summary" "$dir/a.json" "$dir/b.json")
@@ -34,6 +39,10 @@ expect() {
 expect "2 file(s), 4 run(s), 1 migration(s) without a total time left out"
 expect "  dynamic: 3 pairs, median 2 (1–2), 2 at or above 1.5"
 expect "  pin-all: no runs"
+expect "  dynamic: 3 pairs, median 2 (1–3), 2 at or above 1.5"
+expect "  ours, dynamic: 1 runs, median 1.2 (1.2–1.2)"
+expect "  QEMU, dynamic: 1 runs, median 0.6 (0.6–0.6)"
+expect "  1.5 x QEMU, dynamic (what the target asks of ours): 1 runs, median 0.9 (0.9–0.9)"
 expect "  dynamic: 3 runs, median 0.95 (0.85–1.05), 2 at or above 0.9"
 expect "  dynamic: 1 pairs, median 4 (4–4)"
 expect "  QEMU, dynamic: 3 runs, median 10 (10–300)"
