@@ -8,11 +8,13 @@ PAYLOAD="$BUILD/guest/pattern.elf"
 GUEST_ARGS="bytes=$fill words=512 check=16"
 pids=()
 
-cleanup() {  # on failure the run's logs are kept under build/bench/failed-STAMP
+cleanup() {  # the run's logs are kept under build/bench/failed-STAMP on failure, rdma-STAMP-logs on --keep-logs
     local rc=$?
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
     if [ "$rc" != 0 ] && [ -n "${out:-}" ]; then
         cp -r "$work" "$out/failed-${stamp:-run}" 2>/dev/null && echo "logs of the failed run: $out/failed-${stamp:-run}" >&2
+    elif [ "${keep_logs:-0}" = 1 ] && [ -n "${out:-}" ]; then
+        cp -r "$work" "$out/rdma-${stamp:-run}-logs" 2>/dev/null && echo "logs: $out/rdma-${stamp:-run}-logs" >&2
     fi
     rm -rf "$work"
 }

@@ -28,11 +28,14 @@
 # ours, their "-idle" twins, e.g.
 #   --modes vmm-rdma-dynamic-stopped,vmm-rdma-pin-all-idle,qemu-rdma-dynamic-stopped
 #
-#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu] [--modes LIST]
+# --keep-logs keeps every run's logs (both VMMs', with our source's protocol trace, whose lines
+# carry CLOCK_MONOTONIC stamps) in build/bench/rdma-DATE-logs/; a failed run keeps them anyway.
+#
+#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu] [--modes LIST] [--keep-logs]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-size=128M fill=96M runs=1 qemu=1 only=
+size=128M fill=96M runs=1 qemu=1 only= keep_logs=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) size=$2; shift 2 ;;
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --modes) only=$2; shift 2 ;;
+        --keep-logs) keep_logs=1; shift ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;  # the comment block above
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -56,7 +60,7 @@ if [ -z "${VMM_BENCH_INSIDE:-}" ]; then
         # SOFTROCE_TCG_THREAD=multi still selects it.
         exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-rdma.sh" \
             --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu) \
-            ${only:+--modes "$only"}
+            ${only:+--modes "$only"} $([ "$keep_logs" = 0 ] || echo --keep-logs)
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
 fi
