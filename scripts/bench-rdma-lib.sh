@@ -101,8 +101,10 @@ summarize() {
 # every $watch_ms (200 ms; an -idle mode sets 1000, see run_vmm).
 migrate_and_watch() {
     local sock=$1 uri=$2 samples=$3; shift 3
-    "$CTL" --qmp "unix:$sock" "$@" "migrate {\"uri\": \"$uri\"}" --watch-migration "${watch_ms:-200}" >"$samples.raw"
+    local rc=0
+    "$CTL" --qmp "unix:$sock" "$@" "migrate {\"uri\": \"$uri\"}" --watch-migration "${watch_ms:-200}" >"$samples.raw" || rc=$?
     tail -n +$(( $# + 2 )) "$samples.raw" >"$samples"  # the watch lines only
+    return "$rc"  # a failed or cancelled migration, or a lost monitor, fails the run
 }
 
 # cpu_ticks PID [VCPU-TID...]: "ALL VCPUS", the CPU (clock ticks, user + system) process PID has
@@ -162,6 +164,9 @@ run_vmm() {  # run_vmm MODE RUN
     VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${guest[@]}" --monitor "unix:$work/$name-s.sock" \
         --qmp "unix:$work/$name-sq.sock" --serial none >"$work/$name-s.log" 2>&1 &
     local spid=$!; pids+=("$spid")
+    # The destination listens before its monitor answers: once it answers, it can be migrated to
+    # (with --mem-prealloc it first populates all its RAM, which can outlast the source's start).
+    wait_until 60 "the destination vmm" "$CTL" "unix:$work/$name-d.sock" "info status"
     local baseline=
     case "$mode" in
         *-idle) wait_until 60 "the source vmm" sh -c "'$CTL' unix:$work/$name-s.sock 'info status' | grep -q running" ;;
@@ -247,7 +252,8 @@ run_qemu() {  # run_qemu MODE RUN
         >"$work/$name-s.log" 2>&1 &
     local spid=$!; pids+=("$spid")
     wait_until 300 "the QEMU guest to fill its memory" grep -q "pattern: pass 1," "$work/$name-s.ser"
-    wait_until 30 "the QEMU destination" test -S "$work/$name-dq.sock"
+    # QEMU sets up -incoming during start-up, before its monitor answers.
+    wait_until 30 "the QEMU destination" "$CTL" --qmp "unix:$work/$name-dq.sock" query-status
     case "$mode" in
         qemu-rdma-pin-all*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
     esac
