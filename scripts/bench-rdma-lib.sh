@@ -9,12 +9,12 @@ GUEST_ARGS="bytes=$fill words=512 check=16"
 pids=()
 
 cleanup() {  # the run's logs are kept under build/bench/failed-STAMP on failure, rdma-STAMP-logs on --keep-logs
-    local rc=$?
+    local rc=$? keep=
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    if [ "$rc" != 0 ] && [ -n "${out:-}" ]; then
-        cp -r "$work" "$out/failed-${stamp:-run}" 2>/dev/null && echo "logs of the failed run: $out/failed-${stamp:-run}" >&2
-    elif [ "${keep_logs:-0}" = 1 ] && [ -n "${out:-}" ]; then
-        cp -r "$work" "$out/rdma-${stamp:-run}-logs" 2>/dev/null && echo "logs: $out/rdma-${stamp:-run}-logs" >&2
+    if [ "$rc" != 0 ]; then keep="failed-${stamp:-run}"
+    elif [ "${keep_logs:-0}" = 1 ]; then keep="rdma-${stamp:-run}-logs"; fi
+    if [ -n "$keep" ] && [ -n "${out:-}" ]; then
+        cp -r "$work" "$out/$keep" 2>/dev/null && echo "logs of the run: $out/$keep" >&2
     fi
     rm -rf "$work"
 }
