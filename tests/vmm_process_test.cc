@@ -141,7 +141,12 @@ TEST(VmmProcess, BadInputIsOneLineAndANonZeroExit) {
     std::string log = temp_path("vmm-bad.log");
     const BadStart cases[] = {
         {{"--config", "/nonexistent.toml"}, 2, "vmm: error: cannot read config file /nonexistent.toml: No such file"},
-        {{"--smp", "two"}, 2, "vmm: error: Could not convert: --smp = two"},
+        {{"--smp", "two"}, 2, "vmm: error: --smp: 'two' is not 1 to 256 vCPUs"},
+        {{"--smp", "0"}, 2, "vmm: error: --smp: '0' is not 1 to 256 vCPUs"},
+        {{"--incoming", "tcp:1.2.3.4:99999"}, 2, "vmm: error: --incoming: tcp: '1.2.3.4:99999': port must be 1 to 65535"},
+        {{"--incoming", "warp:1.2.3.4:5"}, 2, "vmm: error: --incoming: no transport for 'warp:'"},
+        {{"--incoming", "1.2.3.4:5"}, 2, "vmm: error: --incoming: '1.2.3.4:5' is not a migration URI"},
+        {{"--monitor", "unix:/tmp/m.sock,mode=0066"}, 2, "vmm: error: --monitor: socket mode 0066 would lock out its owner"},
         {{"-m", "lots"}, 2, "vmm: error: -m/--memory: 'lots' is not a size"},
         {{"--guest", "no-such-payload", "-m", "64M"}, 1, "vmm: error: no payload named 'no-such-payload'"},
     };

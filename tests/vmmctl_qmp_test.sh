@@ -22,4 +22,12 @@ head -1 "$dir/watch" | grep -q '^{}$' || { echo "the migrate command's answer is
 grep -q '"t":' "$dir/watch" || { echo "watch lines carry no time"; exit 1; }
 tail -1 "$dir/watch" | grep -Eq '"x-command-seconds":[0-9]+(\.[0-9]+)?(e-?[0-9]+)?[,}]' ||
     { echo "watch lines do not say how long the migrate command took:"; tail -1 "$dir/watch"; exit 1; }
-echo "ok: $(wc -l <"$dir/watch") lines watched"
+
+# The text monitor: a foreground migrate that fails exits 1 and says why on its last line.
+"$bin/vmm" -m 64M --guest idle --monitor "unix:$dir/h.sock" --serial none >"$dir/h.log" 2>&1 & pids+=($!)
+if "$bin/vmmctl" "unix:$dir/h.sock" "migrate unix:$dir/nobody-listens.sock" >"$dir/hmp-out" 2>&1; then
+    echo "vmmctl exited 0 after a failed migration:"; cat "$dir/hmp-out"; exit 1
+fi
+grep -q '^Error: migration failed: ' "$dir/hmp-out" || { echo "no error line after the failed migration:"; cat "$dir/hmp-out"; exit 1; }
+"$bin/vmmctl" "unix:$dir/h.sock" "info status" | grep -q running || { echo "the source does not run on"; exit 1; }
+echo "ok: $(wc -l <"$dir/watch") lines watched; a failed foreground migrate exits 1"

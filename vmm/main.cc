@@ -14,6 +14,7 @@
 #include "vmm/machine/payload.h"
 #include "vmm/memory/prefill.h"
 #include "vmm/migration/manager.h"
+#include "vmm/migration/uri.h"
 #include "vmm/monitor/machine_commands.h"
 #include "vmm/monitor/migration_commands.h"
 #include "vmm/monitor/server.h"
@@ -59,7 +60,7 @@ Result<std::unique_ptr<monitor::MonitorServer>> start_monitor(monitor::Dispatche
     if (e.kind == config::Endpoint::Kind::none) return std::unique_ptr<monitor::MonitorServer>();
     auto server = monitor::MonitorServer::create(d, p);
     if (!server) return server.error();
-    Status s = e.kind == config::Endpoint::Kind::stdio ? (*server)->serve_stdio() : (*server)->listen_unix(e.path);
+    Status s = e.kind == config::Endpoint::Kind::stdio ? (*server)->serve_stdio() : (*server)->listen_unix(e.path, e.mode);
     if (!s) return s.error();
     return std::move(*server);
 }
@@ -72,6 +73,17 @@ Status apply_migration_defaults(const config::Config& cfg, migration::MigrationM
         if (auto s = mgr.set_capability(name, on); !s) return s.error().context(cfg.source + ": [migration.capabilities]");
     for (const auto& [name, value] : m.parameters)
         if (auto s = mgr.set_parameter(name, value); !s) return s.error().context(cfg.source + ": [migration.parameters]");
+    return {};
+}
+
+// A bad --incoming is a bad command line (exit 2), found before anything is built: its syntax,
+// its port, and for a plugin's scheme, that the plugin is there.
+Status check_incoming(const std::string& uri) {
+    if (uri.empty()) return {};
+    auto u = migration::parse_uri(uri);
+    if (!u) return u.error().context("--incoming");
+    if (u->scheme == "defer" || migration::TransportRegistry::built_in(u->scheme)) return {};
+    if (auto p = migration::TransportRegistry::find_plugin(u->scheme); !p) return p.error().context("--incoming");
     return {};
 }
 
@@ -149,5 +161,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (cl->verbose) vmm::log::set_level(vmm::log::Level::debug);
+    if (auto s = check_incoming(cl->config.incoming); !s) {
+        vmm::log::error("{}", s.error().message());
+        return 2;
+    }
     return run(cl->config);
 }

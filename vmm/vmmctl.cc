@@ -6,8 +6,9 @@
 //                                   then query-migrate every 200 ms, one JSON line each with "t"
 //                                   (s) added, until the migration completes, fails or is
 //                                   cancelled (one connection: QEMU's QMP takes one client)
-// Exit status: 0, 1 when the monitor cannot be reached or a command failed ("Error:" on the text
-// monitor, an error answer over QMP, a migration that did not complete), 2 for bad usage.
+// Exit status: 0, 1 when the monitor cannot be reached or a command failed (a line starting
+// "Error:" on the text monitor, as a foreground `migrate` that fails or is cancelled ends; an
+// error answer over QMP; a watched migration that did not complete), 2 for bad usage.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "vmm/config/config.h"
 #include "vmm/monitor/client.h"
+#include "vmm/monitor/json_access.h"
 #include "vmm/monitor/qmp_client.h"
 
 namespace {
@@ -34,6 +36,12 @@ int failed(const Error& e) {
     return 1;
 }
 
+// A text-monitor answer reports a failure when one of its lines starts "Error:" (a foreground
+// `migrate` prints its progress and statistics first, then that line if it did not complete).
+bool reports_error(const std::string& answer) {
+    return answer.rfind("Error:", 0) == 0 || answer.find("\nError:") != std::string::npos;
+}
+
 int text_monitor(const std::string& path, int argc, char** argv) {
     auto client = monitor::HmpClient::connect(path, std::chrono::seconds(10));
     if (!client) return failed(client.error());
@@ -44,7 +52,7 @@ int text_monitor(const std::string& path, int argc, char** argv) {
             std::fflush(stdout);  // a progress bar must show as it moves
         });
         if (!out) return failed(out.error());
-        if (out->rfind("Error:", 0) == 0) status = 1;
+        if (reports_error(*out)) status = 1;
     }
     return status;
 }
@@ -61,12 +69,12 @@ int watch_migration(monitor::QmpClient& qmp, long interval_ms, double command_se
         if (!r) return failed(r.error());
         (*r)["t"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         (*r)["x-command-seconds"] = command_seconds;
-        std::printf("%s\n", r->dump().c_str());
+        std::printf("%s\n", monitor::to_text(*r).c_str());
         std::fflush(stdout);
-        std::string status = r->value("status", "");
+        std::string status = monitor::str(*r, "status");
         // QEMU says "completed" a moment before it records the total time (0 until then): a
         // completed record without it is printed, then asked for again, briefly.
-        if (status == "completed" && r->value("total-time", int64_t{1}) == 0 && ++unsettled <= 50) {
+        if (status == "completed" && monitor::int_member(*r, "total-time").value_or(1) == 0 && ++unsettled <= 50) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             continue;
         }
@@ -80,15 +88,16 @@ int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
     size_t sp = line.find(' ');
     monitor::Json args = monitor::Json::object();
     if (sp != std::string::npos) {
-        args = monitor::Json::parse(line.substr(sp + 1), nullptr, false);
-        if (args.is_discarded() || !args.is_object()) {
+        auto parsed = monitor::parse_request(line.substr(sp + 1));
+        if (parsed) args = std::move(*parsed);
+        if (!parsed || !args.is_object()) {
             std::fprintf(stderr, "vmmctl: the arguments of '%s' are not a JSON object\n", line.substr(0, sp).c_str());
             return 2;
         }
     }
     auto r = qmp.execute(line.substr(0, sp), args);
     if (!r) return failed(r.error());
-    std::printf("%s\n", r->dump().c_str());
+    std::printf("%s\n", monitor::to_text(*r).c_str());
     std::fflush(stdout);
     return 0;
 }

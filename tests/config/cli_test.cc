@@ -48,11 +48,25 @@ TEST(CommandLine, BadValuesAreOneLineErrors) {
     for (auto args : std::vector<std::vector<const char*>>{{"--smp", "x"}, {"-m", "lots"}, {"--monitor", "tcp:x"},
                                                            {"--qmp", "stdio"}, {"--serial", "printer"},
                                                            {"--dirty-tracking", "magic"}, {"--bogus"},
-                                                           {"--append", "noequals"}, {"--smp", "1000"}}) {
+                                                           {"--append", "noequals"}, {"--smp", "1000"},
+                                                           {"--smp", "0"}, {"--smp", "-1"},
+                                                           {"--monitor", "unix:/tmp/m.sock,mode=888"},
+                                                           {"--monitor", "unix:/tmp/m.sock,mode=0066"},
+                                                           {"--qmp", "unix:,mode=0600"}}) {
         auto cl = parse(args);
         ASSERT_FALSE(cl) << args[0];
         EXPECT_EQ(cl.error().message().find('\n'), std::string::npos) << cl.error().message();
     }
+}
+
+TEST(CommandLine, MonitorSocketsAreOwnerOnlyUnlessAModeIsGiven) {
+    auto cl = parse({"--monitor", "unix:/tmp/m.sock", "--qmp", "unix:/tmp/q,x.sock,mode=660"});
+    ASSERT_TRUE(cl) << cl.error().message();
+    EXPECT_EQ(cl->config.hmp.path, "/tmp/m.sock");
+    EXPECT_EQ(cl->config.hmp.mode, 0600u);
+    EXPECT_EQ(cl->config.qmp.path, "/tmp/q,x.sock");
+    EXPECT_EQ(cl->config.qmp.mode, 0660u);
+    EXPECT_EQ(to_string(cl->config.qmp), "unix:/tmp/q,x.sock,mode=0660");
 }
 
 TEST(CommandLine, HelpAndVersionExitWithText) {

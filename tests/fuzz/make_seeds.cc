@@ -28,11 +28,39 @@ static int rdma_seeds(const std::string& dir) {
     return 0;
 }
 
-// make_fuzz_seeds stream|rdma DIR
+static void write_text(const std::string& path, uint8_t mode, const std::string& text) {
+    write(path, mode, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+// Monitor sessions: every command on each monitor, well formed, then a few that are not.
+static int monitor_seeds(const std::string& dir) {
+    write_text(dir + "/hmp", 0,
+               "help\ninfo status\ninfo ramblocks\ninfo dirty-rate\ninfo ramhash\ninfo guest\ninfo registers\n"
+               "stop\ncont\ninfo migrate\ninfo migrate-rounds\ninfo migrate_capabilities\ninfo migrate_parameters\n"
+               "migrate_set_capability auto-converge on\nmigrate_set_parameter max-bandwidth 1g\n"
+               "migrate_set_parameter downtime-limit 50\nmigrate -d unix:/nonexistent/vmm.sock\nmigrate_cancel\n"
+               "migrate_incoming tcp:127.0.0.1:1\nmigrate_set_capability \"zero\" off\n");
+    write_text(dir + "/qmp", 1,
+               R"({"execute":"qmp_capabilities"})" "\n"
+               R"({"execute":"query-status","id":1})" "\n"
+               R"({"execute":"query-commands","id":"x"})" "\n"
+               R"({"execute":"migrate-set-capabilities","arguments":{"capabilities":[{"capability":"events","state":true}]}})" "\n"
+               R"({"execute":"migrate-set-parameters","arguments":{"max-bandwidth":1048576,"downtime-limit":"100"}})" "\n"
+               R"({"execute":"query-migrate-parameters"})" "\n"
+               R"({"execute":"migrate","arguments":{"uri":"unix:/nonexistent/vmm.sock"}})" "\n"
+               R"({"execute":"query-migrate"})" "\n"
+               R"({"execute":"stop"})" "\n" R"({"execute":"cont"})" "\n"
+               R"({"execute":42,"id":[[{"a":null}]]})" "\n");
+    write_text(dir + "/qmp-unnegotiated", 1, R"({"execute":"query-status"})" "\n" "[1,2\n");
+    return 0;
+}
+
+// make_fuzz_seeds stream|rdma|monitor DIR
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     std::string dir = argv[2];
     if (std::string(argv[1]) == "rdma") return rdma_seeds(dir);
+    if (std::string(argv[1]) == "monitor") return monitor_seeds(dir);
     StreamHeader h;
     h.vcpu_count = 1;
     h.blocks = {{"pc.ram", 0, 1 << 20}, {"high", 4 << 20, 256 << 10}};

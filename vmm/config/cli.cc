@@ -14,8 +14,7 @@ namespace vmm::config {
 namespace {
 
 struct Raw {
-    std::string config, name, memory, guest, append, monitor, qmp, serial, dirty, incoming, prefill;
-    uint32_t smp = 0;
+    std::string config, name, memory, guest, append, monitor, qmp, serial, dirty, incoming, prefill, smp;
     bool paused = false, version = false, verbose = false, prealloc = false;
 };
 
@@ -31,8 +30,8 @@ void define(CLI::App& app, Raw& raw) {
         ->type_name("SIZE");
     app.add_flag("-S", raw.paused, "start paused (resume with 'cont')");
     app.add_flag("--mem-prealloc", raw.prealloc, "populate all guest RAM at start (an incoming migration then skips page zeroing)");
-    app.add_option("--monitor", raw.monitor, "text monitor: stdio, unix:PATH or none")->type_name("ENDPOINT");
-    app.add_option("--qmp", raw.qmp, "JSON monitor: unix:PATH or none")->type_name("ENDPOINT");
+    app.add_option("--monitor", raw.monitor, "text monitor: stdio, unix:PATH[,mode=0660] or none (sockets are 0600 by default)")->type_name("ENDPOINT");
+    app.add_option("--qmp", raw.qmp, "JSON monitor: unix:PATH[,mode=0660] or none")->type_name("ENDPOINT");
     app.add_option("--serial", raw.serial, "guest serial output: stdout, file:PATH or none")->type_name("OUTPUT");
     app.add_option("--dirty-tracking", raw.dirty, "dirty-page tracking: log or ring")->type_name("BACKEND");
     app.add_option("--incoming", raw.incoming,
@@ -56,9 +55,10 @@ Status apply(const Raw& raw, Config& c) {
     if (!raw.memory.empty()) {
         if (auto s = apply_memory(raw.memory, c); !s) return s;
     }
-    if (raw.smp != 0) {
-        if (raw.smp > 256) return Error("--smp: choose 1 to 256 vCPUs");
-        c.vcpus = raw.smp;
+    if (!raw.smp.empty()) {
+        auto n = parse_uint(raw.smp);
+        if (!n || *n < 1 || *n > 256) return Error(fmt::format("--smp: '{}' is not 1 to 256 vCPUs", raw.smp));
+        c.vcpus = static_cast<uint32_t>(*n);
     }
     if (!raw.guest.empty()) c.payload = raw.guest;
     if (!raw.append.empty()) {

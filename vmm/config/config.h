@@ -15,10 +15,13 @@
 namespace vmm::config {
 
 // "stdio", "unix:PATH" or "none".
+// "none", "stdio" or "unix:PATH[,mode=0660]": a unix socket gets `mode` (octal) whatever the
+// umask; owner-only by default, since whoever connects drives the VM.
 struct Endpoint {
     enum class Kind { none, stdio, unix_socket };
     Kind kind = Kind::none;
     std::string path;
+    uint32_t mode = 0600;
     bool operator==(const Endpoint&) const = default;
 };
 Result<Endpoint> parse_endpoint(std::string_view text, bool allow_stdio);

@@ -4,15 +4,39 @@
 
 namespace vmm::config {
 
+namespace {
+// An octal permission mode for a socket: 0600, 660 ...; the owner must be able to use it.
+Result<uint32_t> parse_mode(std::string_view text) {
+    uint32_t mode = 0;
+    bool ok = !text.empty() && text.size() <= 4;
+    for (char c : text) {
+        ok = ok && c >= '0' && c <= '7';
+        mode = mode * 8 + static_cast<uint32_t>(c - '0');
+    }
+    if (!ok || mode > 0777) return Error(fmt::format("socket mode '{}' is not an octal mode such as 0600 or 0660", text));
+    if ((mode & 0600) != 0600) return Error(fmt::format("socket mode {:04o} would lock out its owner: include 0600", mode));
+    return mode;
+}
+}  // namespace
+
 Result<Endpoint> parse_endpoint(std::string_view text, bool allow_stdio) {
     if (text == "none") return Endpoint{};
     if (text == "stdio" && allow_stdio) return Endpoint{Endpoint::Kind::stdio, {}};
     if (text.starts_with("unix:") && text.size() > 5) {
-        std::string path(text.substr(5));
-        if (path.size() >= 108) return Error(fmt::format("unix socket path '{}' is longer than 107 bytes", path));
-        return Endpoint{Endpoint::Kind::unix_socket, path};
+        std::string_view rest = text.substr(5);
+        Endpoint e{Endpoint::Kind::unix_socket, {}};
+        if (size_t opt = rest.rfind(",mode="); opt != std::string_view::npos) {
+            auto mode = parse_mode(rest.substr(opt + 6));
+            if (!mode) return mode.error();
+            e.mode = *mode;
+            rest = rest.substr(0, opt);
+        }
+        e.path = std::string(rest);
+        if (e.path.empty()) return Error(fmt::format("'{}' names no socket path", text));
+        if (e.path.size() >= 108) return Error(fmt::format("unix socket path '{}' is longer than 107 bytes", e.path));
+        return e;
     }
-    return Error(fmt::format("'{}' is not a monitor endpoint: use {}unix:PATH or none", text,
+    return Error(fmt::format("'{}' is not a monitor endpoint: use {}unix:PATH[,mode=0660] or none", text,
                              allow_stdio ? "stdio, " : ""));
 }
 
@@ -20,7 +44,7 @@ std::string to_string(const Endpoint& e) {
     switch (e.kind) {
         case Endpoint::Kind::none: return "none";
         case Endpoint::Kind::stdio: return "stdio";
-        case Endpoint::Kind::unix_socket: return "unix:" + e.path;
+        case Endpoint::Kind::unix_socket: return "unix:" + e.path + (e.mode == 0600 ? "" : fmt::format(",mode={:04o}", e.mode));
     }
     return "?";
 }

@@ -39,22 +39,27 @@ std::vector<std::string> TransportRegistry::plugin_dirs() {
     return dirs;
 }
 
-Result<Transport*> TransportRegistry::get(const std::string& scheme) {
-    if (auto it = transports_.find(scheme); it != transports_.end()) return it->second.get();
+Result<std::string> TransportRegistry::find_plugin(const std::string& scheme) {
     std::string file = "vmm-transport-" + scheme + ".so";
     std::string searched;
     for (const auto& dir : plugin_dirs()) {
         fs::path p = fs::path(dir) / file;
         searched += (searched.empty() ? "" : ", ") + dir;
-        if (!fs::exists(p)) continue;
-        auto t = load_transport_plugin(p.string(), scheme);
-        if (!t) return t.error();
-        Transport* raw = t->get();
-        transports_[scheme] = std::move(*t);
-        return raw;
+        if (fs::exists(p)) return p.string();
     }
     return Error(fmt::format("no transport for '{}:': {} is not in {} (build it, or set VMM_PLUGIN_DIR)", scheme, file,
                              searched));
+}
+
+Result<Transport*> TransportRegistry::get(const std::string& scheme) {
+    if (auto it = transports_.find(scheme); it != transports_.end()) return it->second.get();
+    auto path = find_plugin(scheme);
+    if (!path) return path.error();
+    auto t = load_transport_plugin(*path, scheme);
+    if (!t) return t.error();
+    Transport* raw = t->get();
+    transports_[scheme] = std::move(*t);
+    return raw;
 }
 
 }  // namespace vmm::migration

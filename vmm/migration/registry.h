@@ -21,6 +21,9 @@ public:
     Result<Transport*> get(const std::string& scheme);
     void add(std::unique_ptr<Transport> t);
     static std::vector<std::string> plugin_dirs();
+    // The plugin file for a scheme that is not built in; the error names the paths searched.
+    static Result<std::string> find_plugin(const std::string& scheme);
+    static bool built_in(const std::string& scheme) { return scheme == "tcp" || scheme == "unix"; }
 
 private:
     std::map<std::string, std::unique_ptr<Transport>> transports_;

@@ -32,20 +32,25 @@ SocketStream::SocketStream(UniqueFd fd, const CancelToken& cancel, std::chrono::
     wbuf_.reserve(kBuffer);
 }
 
-Status SocketStream::wait(Wait what) {
+Status SocketStream::wait(Wait what, std::chrono::milliseconds timeout, const char* setting) {
     pollfd fds[2] = {{fd_.get(), static_cast<short>(what == Wait::readable ? POLLIN : POLLOUT), 0},
                      {cancel_.fd(), POLLIN, 0}};
     for (;;) {
-        int r = ::poll(fds, 2, static_cast<int>(timeout_.count()));
+        int r = ::poll(fds, 2, static_cast<int>(timeout.count()));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return Error::from_errno("poll on the migration connection");
         if (fds[1].revents != 0 || cancel_.cancelled()) return Error("migration cancelled");
         if (r == 0) {
-            return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", peer_,
-                                     timeout_.count()));
+            return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck ({})", peer_, timeout.count(),
+                                     setting));
         }
         return {};
     }
+}
+
+Status SocketStream::await_readable(std::chrono::milliseconds within) {
+    if (rpos_ < rbuf_.size()) return {};
+    return wait(Wait::readable, within, "x-connect-timeout");
 }
 
 Status SocketStream::send_all(std::vector<std::span<const uint8_t>> parts) {

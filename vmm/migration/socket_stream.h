@@ -28,6 +28,7 @@ public:
     Status flush() override;
     Status write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) override;
     Status read_exact(std::span<uint8_t> out) override;
+    Status await_readable(std::chrono::milliseconds within) override;
     // Puts bytes already read back in front of the unread ones (the next read returns them).
     void unread(std::span<const uint8_t> bytes);
     int fd() const { return fd_.get(); }
@@ -36,7 +37,8 @@ public:
 
 private:
     enum class Wait { readable, writable };
-    Status wait(Wait what);
+    Status wait(Wait what) { return wait(what, timeout_, "x-io-timeout"); }
+    Status wait(Wait what, std::chrono::milliseconds timeout, const char* setting);
     Status send_all(std::vector<std::span<const uint8_t>> parts);
     // Sends `ram` by vmsplice + splice; sets `unsent` to what is left when splicing turns out
     // not to be possible here (the caller sends that the ordinary way).

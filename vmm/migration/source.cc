@@ -129,8 +129,17 @@ Status MigrationSource::setup(Connection*& conn_out) {
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header_for(machine_, mode))); !w) return w;
     if (auto f = st.flush(); !f) return f;
+    // A vmm destination answers the header at once; silence means whatever holds the port is
+    // not one (or is stuck), and that is what the user must hear, not a later reset.
+    auto answer_within = std::chrono::milliseconds(settings_.params.connect_timeout_ms);
+    if (auto w = st.await_readable(answer_within); !w) {
+        if (cancel_.cancelled()) return w;
+        return Error(fmt::format("{} accepted the connection but did not answer the migration header within {} ms "
+                                 "(x-connect-timeout): is a vmm destination listening there, or something else?",
+                                 uri_.text, answer_within.count()));
+    }
     auto reply = read_reply(st);
-    if (!reply) return reply.error();
+    if (!reply) return reply.error().context("waiting for the destination's answer to the header");
     if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
     std::lock_guard lock(mutex_);

@@ -3,6 +3,7 @@
 // cancelled, I/O error).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -27,6 +28,12 @@ public:
         return write(std::span<const std::span<const uint8_t>>(parts));
     }
     virtual Status read_exact(std::span<uint8_t> out) = 0;
+    // Waits until a read would find data (or the end), for at most `within`; an error when the
+    // peer stays silent that long. Streams that cannot tell say yes at once.
+    virtual Status await_readable(std::chrono::milliseconds within) {
+        (void)within;
+        return {};
+    }
 
     Status write(std::span<const uint8_t> data) {
         std::span<const uint8_t> one[] = {data};

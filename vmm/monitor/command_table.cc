@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/units.h"
+#include "vmm/monitor/json_access.h"
 
 namespace vmm::monitor {
 
@@ -63,9 +64,9 @@ static Result<Json> convert(const ArgSpec& spec, const std::string& text) {
             return Error(fmt::format("argument '{}': expected on or off, got '{}'", spec.name, text));
         case ArgType::flag: return Json(true);
         case ArgType::json: {
-            Json j = Json::parse(text, nullptr, false);
-            if (j.is_discarded()) return Error(fmt::format("argument '{}': not JSON", spec.name));
-            return j;
+            auto j = parse_request(text);
+            if (!j) return Error(fmt::format("argument '{}': {}", spec.name, j.error().message()));
+            return std::move(*j);
         }
     }
     return Error("unknown argument type");
@@ -121,7 +122,7 @@ static bool json_matches(ArgType t, const Json& v) {
     switch (t) {
         case ArgType::string: return v.is_string();
         case ArgType::integer:
-        case ArgType::size: return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+        case ArgType::size: return as_uint(v).has_value();
         case ArgType::boolean:
         case ArgType::flag: return v.is_boolean();
         case ArgType::json: return true;
@@ -161,7 +162,8 @@ std::string CommandTable::help_text() const {
 HmpOutcome execute_hmp_full(const CommandTable& table, std::string_view line) {
     auto parsed = table.parse_hmp(line);
     if (!parsed) return {"Error: " + parsed.error().message() + "\n", {}};
-    auto [cmd, args] = std::move(*parsed);
+    const Command* cmd = parsed->first;
+    Json args = std::move(parsed->second);
     auto result = cmd->run(args);
     if (!result) return {"Error: " + result.error().message() + "\n", {}};
     HmpOutcome out{cmd->text ? cmd->text(*result) : std::string(), {}};
@@ -179,17 +181,18 @@ Json qmp_error(std::string_view desc, std::string_view cls) {
 
 Json execute_qmp(const CommandTable& table, const Json& request) {
     Json reply;
-    if (!request.is_object() || !request.contains("execute") || !request["execute"].is_string()) {
-        reply = qmp_error("expected an object with \"execute\"");
-    } else if (const Command* cmd = table.find_qmp(request["execute"].get<std::string>()); cmd == nullptr) {
-        reply = qmp_error(fmt::format("The command {} has not been found", request["execute"].get<std::string>()),
-                          "CommandNotFound");
+    auto name = string_member(request, "execute");
+    const Json* arguments = member(request, "arguments");
+    if (!name) {
+        reply = qmp_error("expected an object with \"execute\" naming a command");
+    } else if (const Command* cmd = table.find_qmp(*name); cmd == nullptr) {
+        reply = qmp_error(fmt::format("The command {} has not been found", *name), "CommandNotFound");
     } else {
-        auto args = table.check_qmp_args(*cmd, request.value("arguments", Json::object()));
+        auto args = table.check_qmp_args(*cmd, arguments != nullptr ? *arguments : Json::object());
         auto result = args ? cmd->run(*args) : Result<Json>(args.error());
         reply = result ? Json{{"return", *result}} : qmp_error(result.error().message());
     }
-    if (request.is_object() && request.contains("id")) reply["id"] = request["id"];
+    if (const Json* id = member(request, "id")) reply["id"] = *id;
     return reply;
 }
 

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 
+#include <fmt/format.h>
+
 namespace vmm::monitor {
 
 Result<std::optional<std::string>> LineChannel::read_line() {
@@ -18,7 +20,10 @@ Result<std::optional<std::string>> LineChannel::read_line() {
             if (!line.empty() && line.back() == '\r') line.pop_back();
             return std::optional<std::string>(std::move(line));
         }
-        if (buffer_.size() > kMaxLine) return Error("monitor input line longer than 1 MiB");
+        if (buffer_.size() > max_line_) {
+            overlong_ = true;
+            return Error(fmt::format("a request line longer than {} bytes", max_line_));
+        }
         pollfd fds[2] = {{in_, POLLIN, 0}, {stop_, POLLIN, 0}};
         if (::poll(fds, 2, -1) < 0) {
             if (errno == EINTR) continue;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/units.h"
+#include "vmm/monitor/json_access.h"
 #include "vmm/memory/digest.h"
 
 namespace vmm::monitor {
@@ -12,15 +13,15 @@ namespace {
 using machine::Machine;
 using machine::RunState;
 
-std::string status_text(const Json& r) { return fmt::format("VM status: {}\n", r["status"].get<std::string>()); }
+std::string status_text(const Json& r) { return fmt::format("VM status: {}\n", str(r, "status")); }
 
 std::string ramblocks_text(const Json& r) {
     std::string out = fmt::format("{:<16} {:<18} {:>12} {:>12} {:>14}\n", "Block Name", "Address", "Size",
                                   "Dirty pages", "Dirtied total");
     for (const auto& b : r) {
-        out += fmt::format("{:<16} {:#018x} {:>12} {:>12} {:>14}\n", b["name"].get<std::string>(),
-                           b["address"].get<uint64_t>(), format_size(b["size"].get<uint64_t>()),
-                           b["dirty-pages"].get<uint64_t>(), b["dirtied-total"].get<uint64_t>());
+        out += fmt::format("{:<16} {:#018x} {:>12} {:>12} {:>14}\n", str(b, "name"),
+                           u64(b, "address"), format_size(u64(b, "size")),
+                           u64(b, "dirty-pages"), u64(b, "dirtied-total"));
     }
     return out;
 }
@@ -28,33 +29,33 @@ std::string ramblocks_text(const Json& r) {
 std::string dirty_rate_text(const Json& r) {
     return fmt::format("dirty pages rate: {:.0f} pages/s ({:.1f} MiB/s) over the last {:.2f} s\n"
                        "pages dirtied since start: {}\n",
-                       r["dirty-pages-rate"].get<double>(), r["dirty-rate"].get<double>(),
-                       r["period-ms"].get<double>() / 1000.0, r["total-dirty-pages"].get<uint64_t>());
+                       num(r, "dirty-pages-rate"), num(r, "dirty-rate"),
+                       num(r, "period-ms") / 1000.0, u64(r, "total-dirty-pages"));
 }
 
 std::string ramhash_text(const Json& r) {
     std::string out;
-    for (const auto& b : r) out += fmt::format("{:<16} {}\n", b["name"].get<std::string>(), b["digest"].get<std::string>());
+    for (const auto& b : r) out += fmt::format("{:<16} {}\n", str(b, "name"), str(b, "digest"));
     return out;
 }
 
 std::string guest_text(const Json& r) {
     return fmt::format("progress: {}\nsteps: {}\nresults: {} (last {})\nerrors: {} (last {:#x})\n"
                        "longest pause observed: {:.3f} ms\nlast message: {}\n",
-                       r["progress"].get<uint64_t>(), r["steps"].get<uint64_t>(), r["results"].get<uint64_t>(),
-                       r["last-result"].get<uint64_t>(), r["errors"].get<uint64_t>(), r["last-error"].get<uint64_t>(),
-                       static_cast<double>(r["max-pause-ns"].get<uint64_t>()) / 1e6,
-                       r["last-message"].get<std::string>());
+                       u64(r, "progress"), u64(r, "steps"), u64(r, "results"),
+                       u64(r, "last-result"), u64(r, "errors"), u64(r, "last-error"),
+                       static_cast<double>(u64(r, "max-pause-ns")) / 1e6,
+                       str(r, "last-message"));
 }
 
 std::string registers_text(const Json& r) {
     std::string out;
     for (const auto& c : r) {
-        out += fmt::format("CPU#{}\n", c["cpu"].get<uint64_t>());
+        out += fmt::format("CPU#{}\n", u64(c, "cpu"));
         int col = 0;
         for (const char* name : {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11",
                                  "r12", "r13", "r14", "r15", "rip", "rflags", "cr0", "cr2", "cr3", "cr4", "efer"}) {
-            out += fmt::format("{:>6}={:016x}{}", name, c[name].get<uint64_t>(), ++col % 4 == 0 ? "\n" : " ");
+            out += fmt::format("{:>6}={:016x}{}", name, u64(c, name), ++col % 4 == 0 ? "\n" : " ");
         }
         out += "\n";
     }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "vmm/common/units.h"
+#include "vmm/monitor/json_access.h"
 
 namespace vmm::monitor {
 
@@ -50,78 +51,79 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
 }
 
 std::string migration_stats_text(const Json& j) {
-    std::string out = fmt::format("Migration status: {}\n", j["status"].get<std::string>());
+    std::string out = fmt::format("Migration status: {}\n", str(j, "status"));
     if (!j.contains("ram")) return out;
-    const Json& r = j["ram"];
-    auto kb = [&](const char* k) { return r[k].get<uint64_t>() / 1024; };
-    if (j.contains("error-desc")) out += fmt::format("error: {}\n", j["error-desc"].get<std::string>());
-    out += fmt::format("total time: {} ms\n", j["total-time"].get<uint64_t>());
-    if (j.contains("downtime")) out += fmt::format("downtime: {} ms\n", j["downtime"].get<uint64_t>());
+    const Json& r = child(j, "ram");
+    auto kb = [&](const char* k) { return u64(r, k) / 1024; };
+    if (j.contains("error-desc")) out += fmt::format("error: {}\n", str(j, "error-desc"));
+    out += fmt::format("total time: {} ms\n", u64(j, "total-time"));
+    if (j.contains("downtime")) out += fmt::format("downtime: {} ms\n", u64(j, "downtime"));
     if (j.contains("x-downtime-parts")) {
-        const Json& d = j["x-downtime-parts"];
+        const Json& d = child(j, "x-downtime-parts");
         out += fmt::format("downtime parts: pause {:.1f}, last round {:.1f}, state {:.1f}, destination {:.1f}, go {:.1f} ms\n",
-                           d["pause"].get<double>(), d["last-round"].get<double>(), d["state"].get<double>(),
-                           d["destination"].get<double>(), d["go"].get<double>());
+                           num(d, "pause"), num(d, "last-round"), num(d, "state"),
+                           num(d, "destination"), num(d, "go"));
     }
-    if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", j["expected-downtime"].get<uint64_t>());
+    if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", u64(j, "expected-downtime"));
     if (j.contains("x-handover-estimate-ms")) {
         out += fmt::format("hand-over estimate: {:.1f} ms (the destination saved and loaded its own state)\n",
-                           j["x-handover-estimate-ms"].get<double>());
+                           num(j, "x-handover-estimate-ms"));
     }
     if (j.contains("x-guest-switchover-pause-ms")) {
-        out += fmt::format("guest-observed pause: {:.1f} ms\n", j["x-guest-switchover-pause-ms"].get<double>());
+        out += fmt::format("guest-observed pause: {:.1f} ms\n", num(j, "x-guest-switchover-pause-ms"));
     }
     if (j.contains("x-guest-migration-stall-ms")) {
-        out += fmt::format("guest's longest stall before the switchover: {:.1f} ms\n", j["x-guest-migration-stall-ms"].get<double>());
+        out += fmt::format("guest's longest stall before the switchover: {:.1f} ms\n", num(j, "x-guest-migration-stall-ms"));
     }
     if (j.contains("x-guest-max-pause-ms")) {
-        out += fmt::format("guest's longest pause reported: {:.1f} ms\n", j["x-guest-max-pause-ms"].get<double>());
+        out += fmt::format("guest's longest pause reported: {:.1f} ms\n", num(j, "x-guest-max-pause-ms"));
     }
-    out += fmt::format("setup: {} ms\nrounds: {}\n", j["setup-time"].get<uint64_t>(), j["x-rounds"].get<uint64_t>());
+    out += fmt::format("setup: {} ms\nrounds: {}\n", u64(j, "setup-time"), u64(j, "x-rounds"));
     out += fmt::format("transferred ram: {} kbytes\n", kb("transferred"));
-    if (r.value("x-in-flight", uint64_t{0}) != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));
-    out += fmt::format("throughput: {:.2f} mbps\nremaining ram: {} kbytes\n", r["mbps"].get<double>(), kb("remaining"));
+    if (u64(r, "x-in-flight") != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));
+    out += fmt::format("throughput: {:.2f} mbps\nremaining ram: {} kbytes\n", num(r, "mbps"), kb("remaining"));
     out += fmt::format("total ram: {} kbytes\nduplicate: {} pages\nnormal: {} pages\nnormal bytes: {} kbytes\n", kb("total"),
-                       r["duplicate"].get<uint64_t>(), r["normal"].get<uint64_t>(), kb("normal-bytes"));
+                       u64(r, "duplicate"), u64(r, "normal"), kb("normal-bytes"));
     out += fmt::format("unpopulated (skipped): {} pages\ndirty sync count: {}\ndirty pages rate: {:.0f} pages/s\n",
-                       r["x-skipped-unpopulated"].get<uint64_t>(), r["dirty-sync-count"].get<uint64_t>(),
-                       r["dirty-pages-rate"].get<double>());
-    if (r.value("x-populate-announced", uint64_t{0}) != 0) {  // a destination that prepared RAM ahead
+                       u64(r, "x-skipped-unpopulated"), u64(r, "dirty-sync-count"),
+                       num(r, "dirty-pages-rate"));
+    if (u64(r, "x-populate-announced") != 0) {  // a destination that prepared RAM ahead
         out += fmt::format("populated ahead: {} of {} kbytes announced\n", kb("x-populated-ahead"), kb("x-populate-announced"));
     }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
-                       kb("downtime-bytes"), j["cpu-throttle-percentage"].get<uint64_t>());
+                       kb("downtime-bytes"), u64(j, "cpu-throttle-percentage"));
     return out;
 }
 
 std::string round_log_text(const Json& j) {
-    if (!j.contains("x-round-log") || j["x-round-log"].empty()) return "no RAM round yet\n";
+    const Json& log = child(j, "x-round-log");
+    if (!log.is_array() || log.empty()) return "no RAM round yet\n";
     std::string out = fmt::format("{:>6} {:>14} {:>10} {:>10} {:>12}\n", "round", "bytes", "ms", "MB/s", "dirty after");
-    for (const Json& r : j["x-round-log"]) {
-        double secs = r["seconds"].get<double>();
-        uint64_t bytes = r["bytes"].get<uint64_t>();
-        out += fmt::format("{:>6} {:>14} {:>10.1f} {:>10.1f} {:>12}\n", r["round"].get<uint32_t>(), bytes, secs * 1e3,
-                           secs > 0 ? static_cast<double>(bytes) / secs / 1e6 : 0.0, r["dirty-after"].get<uint64_t>());
+    for (const Json& r : log) {
+        double secs = num(r, "seconds");
+        uint64_t bytes = u64(r, "bytes");
+        out += fmt::format("{:>6} {:>14} {:>10.1f} {:>10.1f} {:>12}\n", u64(r, "round"), bytes, secs * 1e3,
+                           secs > 0 ? static_cast<double>(bytes) / secs / 1e6 : 0.0, u64(r, "dirty-after"));
     }
     return out;
 }
 
 std::string progress_line(const Json& j) {
-    std::string status = j["status"].get<std::string>();
+    std::string status = str(j, "status");
     if (!j.contains("ram")) return fmt::format("\r{:<78}", status);
-    const Json& r = j["ram"];
-    double total = static_cast<double>(r["total"].get<uint64_t>());
-    double done = static_cast<double>((r["normal"].get<uint64_t>() + r["duplicate"].get<uint64_t>() +
-                                       r["x-skipped-unpopulated"].get<uint64_t>()) *
+    const Json& r = child(j, "ram");
+    double total = static_cast<double>(u64(r, "total"));
+    double done = static_cast<double>((u64(r, "normal") + u64(r, "duplicate") +
+                                       u64(r, "x-skipped-unpopulated")) *
                                       4096);
     int pct = status == "completed" ? 100 : std::min(99, static_cast<int>(total > 0 ? done * 100 / total : 0));
     int bars = pct / 5;
-    uint64_t in_flight = r.value("x-in-flight", uint64_t{0});
-    std::string moved = format_size(r["transferred"].get<uint64_t>());
+    uint64_t in_flight = u64(r, "x-in-flight");
+    std::string moved = format_size(u64(r, "transferred"));
     moved += in_flight != 0 ? " arrived, " + format_size(in_flight) + " in flight" : " sent";
     std::string line = fmt::format("[{}{}] {:3}%  {}  {:.0f} Mbps  round {}  {}", std::string(static_cast<size_t>(bars), '#'),
-                                   std::string(static_cast<size_t>(20 - bars), '-'), pct, moved, r["mbps"].get<double>(),
-                                   j["x-rounds"].get<uint64_t>(), status);
+                                   std::string(static_cast<size_t>(20 - bars), '-'), pct, moved, num(r, "mbps"),
+                                   u64(j, "x-rounds"), status);
     return fmt::format("\r{:<96}", line);  // padded: it overwrites a longer line before it
 }
 
@@ -133,18 +135,22 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
                     {{"detach", ArgType::flag, true, "-d"}, {"uri", ArgType::string}},
                     "live-migrate the VM to URI (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT); -d: do not wait",
                     [&mgr](const Json& a) -> Result<Json> {
-                        if (auto s = mgr.migrate(a["uri"].get<std::string>()); !s) return s.error();
+                        if (auto s = mgr.migrate(str(a, "uri")); !s) return s.error();
                         return Json::object();
                     },
                     {}};
     migrate.follow = [query](const Json& args, const std::function<bool(const std::string&)>& write) {
-        if (args.value("detach", false)) return;
+        if (flag(args, "detach")) return;
         for (;;) {
             Json j = query();
             if (!write(progress_line(j))) return;
-            std::string st = j["status"].get<std::string>();
+            std::string st = str(j, "status");
             if (st == "completed" || st == "failed" || st == "cancelled" || st == "none") {
                 write("\n" + migration_stats_text(j));
+                // The last line says the migration did not happen, so that a script (vmmctl's
+                // exit status) can tell, as with any failed command.
+                if (st == "failed") write("Error: migration failed: " + str(j, "error-desc", "no reason recorded") + "\n");
+                if (st == "cancelled") write("Error: migration cancelled\n");
                 return;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -166,18 +172,20 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
 void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
     t.add({"migrate_set_capability", "", {{"capability", ArgType::string}, {"state", ArgType::boolean}},
            "turn a migration capability on or off", [&mgr](const Json& a) -> Result<Json> {
-               if (auto s = mgr.set_capability(a["capability"], a["state"]); !s) return s.error();
+               if (auto s = mgr.set_capability(str(a, "capability"), flag(a, "state")); !s) return s.error();
                return Json::object();
            }, {}});
     Command caps{"", "migrate-set-capabilities", {{"capabilities", ArgType::json}}, "set capabilities",
                  [&mgr](const Json& a) -> Result<Json> {
-                     if (!a["capabilities"].is_array()) return Error("'capabilities' must be an array");
-                     for (const auto& c : a["capabilities"]) {
-                         if (!c.is_object() || !c.contains("capability") || !c["capability"].is_string() ||
-                             !c.contains("state") || !c["state"].is_boolean()) {
+                     const Json& list = child(a, "capabilities");
+                     if (!list.is_array()) return Error("'capabilities' must be an array");
+                     for (const auto& c : list) {
+                         auto name = string_member(c, "capability");
+                         auto state = bool_member(c, "state");
+                         if (!name || !state) {
                              return Error("each capability must be {\"capability\": NAME, \"state\": true|false}");
                          }
-                         if (auto s = mgr.set_capability(c["capability"], c["state"]); !s) return s.error();
+                         if (auto s = mgr.set_capability(*name, *state); !s) return s.error();
                      }
                      return Json::object();
                  },
@@ -185,15 +193,16 @@ void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
     t.add(std::move(caps));
     t.add({"migrate_set_parameter", "", {{"parameter", ArgType::string}, {"value", ArgType::string}},
            "set a migration parameter (e.g. max-bandwidth 40g, downtime-limit 50)", [&mgr](const Json& a) -> Result<Json> {
-               if (auto s = mgr.set_parameter(a["parameter"], a["value"]); !s) return s.error();
+               if (auto s = mgr.set_parameter(str(a, "parameter"), str(a, "value")); !s) return s.error();
                return Json::object();
            }, {}});
     Command params{"", "migrate-set-parameters", {}, "set parameters: {\"max-bandwidth\": 1073741824, ...}",
                    [&mgr](const Json& a) -> Result<Json> {
                        for (const auto& [k, v] : a.items()) {
-                           std::string text = v.is_string() ? v.get<std::string>() : v.dump();
-                           if (!v.is_string() && !v.is_number_unsigned()) return Error("parameter '" + k + "' must be a string or a non-negative integer");
-                           if (auto s = mgr.set_parameter(k, text); !s) return s.error();
+                           auto text = as_string(v);
+                           if (auto n = as_uint(v)) text = std::to_string(*n);
+                           if (!text) return Error("parameter '" + k + "' must be a string or a non-negative integer");
+                           if (auto s = mgr.set_parameter(k, *text); !s) return s.error();
                        }
                        return Json::object();
                    },
@@ -208,7 +217,7 @@ void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
            },
            [](const Json& j) {
                std::string out;
-               for (const auto& c : j) out += fmt::format("{}: {}\n", c["capability"].get<std::string>(), c["state"].get<bool>() ? "on" : "off");
+               for (const auto& c : j) out += fmt::format("{}: {}\n", str(c, "capability"), flag(c, "state") ? "on" : "off");
                return out;
            }});
     t.add({"info migrate_parameters", "query-migrate-parameters", {}, "migration parameters",
@@ -219,7 +228,7 @@ void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
            },
            [](const Json& j) {
                std::string out;
-               for (const auto& [k, v] : j.items()) out += fmt::format("{}: {}\n", k, v.get<std::string>());
+               for (const auto& [k, v] : j.items()) out += fmt::format("{}: {}\n", k, as_string(v).value_or(to_text(v)));
                return out;
            }});
 }
@@ -235,7 +244,7 @@ void add_migration_commands(CommandTable& t, migration::MigrationManager& mgr, m
            [&mgr, &m, fail = std::move(on_incoming_failure)](const Json& a) -> Result<Json> {
                if (!mgr.incoming_deferred()) return Error("this vmm was not started with --incoming defer");
                bool stay_paused = m.spec().start_paused;
-               if (auto s = mgr.incoming(a["uri"].get<std::string>(), stay_paused, fail); !s) return s.error();
+               if (auto s = mgr.incoming(str(a, "uri"), stay_paused, fail); !s) return s.error();
                return Json::object();
            },
            {}});

@@ -7,20 +7,23 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <system_error>
+
+#include <fmt/format.h>
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
+#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/qmp_session.h"
 
 namespace vmm::monitor {
 
 namespace {
 constexpr const char* kPrompt = "(vmm) ";
-
-Json qmp_greeting() {
-    return Json{{"QMP", {{"version", {{"qemu", {{"major", 0}, {"minor", 1}, {"micro", 0}}}, {"package", "vmm"}}},
-                         {"capabilities", Json::array()}}}};
-}
+// How long the acceptor waits before trying again when the process is out of descriptors.
+constexpr int kAcceptBackoffMs = 200;
 }  // namespace
 
 Result<std::unique_ptr<MonitorServer>> MonitorServer::create(Dispatcher& dispatcher, Protocol protocol) {
@@ -31,7 +34,7 @@ Result<std::unique_ptr<MonitorServer>> MonitorServer::create(Dispatcher& dispatc
 
 MonitorServer::~MonitorServer() { stop(); }
 
-Status MonitorServer::listen_unix(const std::string& path) {
+Status MonitorServer::listen_unix(const std::string& path, mode_t mode) {
     struct stat st{};
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return Error("monitor path " + path + " exists and is not a socket: remove it or choose another");
@@ -45,6 +48,13 @@ Status MonitorServer::listen_unix(const std::string& path) {
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
         return Error::from_errno("bind monitor socket " + path, errno, "check the directory exists and is writable");
+    }
+    // Bound but not yet listening, the socket refuses every connect; it gets its mode before
+    // it listens, so whatever the umask gave it is never usable.
+    if (::chmod(path.c_str(), mode) < 0) {
+        Error e = Error::from_errno(fmt::format("chmod {:04o} monitor socket {}", mode, path));
+        ::unlink(path.c_str());
+        return e;
     }
     if (::listen(fd.get(), 8) < 0) return Error::from_errno("listen on monitor socket " + path);
     listen_ = std::move(fd);
@@ -60,33 +70,52 @@ Status MonitorServer::serve_stdio() {
 
 void MonitorServer::accept_loop() {
     name_this_thread("monitor");
+    bool out_of_fds = false;
     for (;;) {
-        pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
+        pollfd fds[2] = {{stop_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
+        // Out of descriptors, the listening socket stays readable: then wait only for a stop,
+        // for a while, instead of spinning on it.
+        if (::poll(fds, out_of_fds ? 1 : 2, out_of_fds ? kAcceptBackoffMs : -1) < 0) {
             if (errno == EINTR) continue;
             log::error("monitor {}: poll failed: {}", path_, std::strerror(errno));
             return;
         }
-        if (fds[1].revents != 0) return;
+        if (fds[0].revents != 0) return;
         int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) continue;  // the client went away before we accepted: nothing to do
+        if (c < 0) {
+            bool exhausted = errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
+            if (exhausted && !out_of_fds) {
+                log::warn("monitor {}: cannot accept a client: {}; retrying every {} ms", path_, std::strerror(errno),
+                          kAcceptBackoffMs);
+            }
+            out_of_fds = exhausted;
+            if (out_of_fds) reap_finished();
+            continue;  // otherwise the client went away before we accepted: nothing to do
+        }
+        if (out_of_fds) log::info("monitor {}: accepting clients again", path_);
+        out_of_fds = false;
         reap_finished();
         start_session(c, c, UniqueFd(c));
     }
 }
 
 void MonitorServer::start_session(int in_fd, int out_fd, UniqueFd owned) {
-    auto done = std::make_shared<bool>(false);
+    auto done = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard lock(sessions_mutex_);
     if (stopped_) return;
-    sessions_.push_back({std::thread([this, in_fd, out_fd, fd = std::move(owned), done]() mutable {
-                             name_this_thread("monitor-client");
-                             LineChannel ch(in_fd, out_fd, stop_.get());
-                             run_session(ch);
-                             fd.reset();
-                             *done = true;
-                         }),
-                         done});
+    try {
+        sessions_.push_back({std::thread([this, in_fd, out_fd, fd = std::move(owned), done]() mutable {
+                                 name_this_thread("monitor-client");
+                                 LineChannel ch(in_fd, out_fd, stop_.get(), kMaxRequestBytes);
+                                 run_session(ch);
+                                 fd.reset();
+                                 *done = true;
+                             }),
+                             done});
+    } catch (const std::system_error& e) {  // no thread to be had: this client is turned away
+        log::warn("monitor {}: no thread for a new session ({}): the client is disconnected",
+                  path_.empty() ? "stdio" : path_, e.what());
+    }
 }
 
 void MonitorServer::reap_finished() {
@@ -106,13 +135,23 @@ void MonitorServer::run_session(LineChannel& ch) {
     else qmp_session(ch);
 }
 
+// The next request line, or nullopt when the session is over. A line over the limit is
+// answered with `overlong_reply` before the session closes; either is logged once here.
+std::optional<std::string> MonitorServer::next_line(LineChannel& ch, const std::string& overlong_reply) {
+    auto line = ch.read_line();
+    if (line) return *line ? std::optional<std::string>(std::move(**line)) : std::nullopt;
+    if (ch.overlong()) (void)ch.write(overlong_reply);
+    log::warn("monitor {}: closing a {} session: {}", path_.empty() ? "stdio" : path_,
+              protocol_ == Protocol::hmp ? "text" : "QMP", line.error().message());
+    return std::nullopt;
+}
+
 void MonitorServer::hmp_session(LineChannel& ch) {
     if (!ch.write(std::string("vmm monitor - type 'help' for more information\n") + kPrompt)) return;
-    for (;;) {
-        auto line = ch.read_line();
-        if (!line || !*line) return;
+    std::string overlong = fmt::format("Error: request line longer than {} bytes: the session is closed\n", ch.max_line());
+    while (auto line = next_line(ch, overlong)) {
         HmpOutcome out;
-        if ((*line)->find_first_not_of(" \t") != std::string::npos) out = dispatcher_.run_hmp(**line);
+        if (line->find_first_not_of(" \t") != std::string::npos) out = dispatcher_.run_hmp(*line);
         if (!out.text.empty() && !ch.write(out.text)) return;
         if (out.follow) out.follow([&ch](const std::string& text) { return bool(ch.write(text)); });
         if (!ch.write(kPrompt)) return;
@@ -120,30 +159,12 @@ void MonitorServer::hmp_session(LineChannel& ch) {
 }
 
 void MonitorServer::qmp_session(LineChannel& ch) {
-    if (!ch.write(qmp_greeting().dump() + "\n")) return;
-    int sub = 0;
-    for (;;) {
-        auto line = ch.read_line();
-        if (!line || !*line) break;
-        if ((*line)->find_first_not_of(" \t") == std::string::npos) continue;
-        Json req = Json::parse(**line, nullptr, false);
-        Json reply;
-        bool negotiation = req.is_object() && req.value("execute", "") == "qmp_capabilities";
-        if (req.is_discarded()) {
-            reply = qmp_error("JSON parse error");
-        } else if (negotiation) {
-            reply = sub ? qmp_error("Capabilities negotiation is already complete, command ignored", "CommandNotFound")
-                        : Json{{"return", Json::object()}};
-            if (!sub) sub = dispatcher_.subscribe([&ch](const Json& ev) { (void)ch.write(ev.dump() + "\n"); });
-        } else if (!sub) {
-            reply = qmp_error("Expecting capabilities negotiation with 'qmp_capabilities'", "CommandNotFound");
-        } else {
-            reply = dispatcher_.run_qmp(req);
-        }
-        if (req.is_object() && req.contains("id")) reply["id"] = req["id"];
-        if (!ch.write(reply.dump() + "\n")) break;
+    QmpSession session(dispatcher_, [&ch](const std::string& event) { (void)ch.write(event); });
+    if (!ch.write(QmpSession::greeting())) return;
+    while (auto line = next_line(ch, QmpSession::too_long(ch.max_line()))) {
+        std::string reply = session.handle(*line);
+        if (!reply.empty() && !ch.write(reply)) return;
     }
-    if (sub) dispatcher_.unsubscribe(sub);
 }
 
 void MonitorServer::stop() {

@@ -2,7 +2,11 @@
 // thread per client session. stop() (or the destructor) wakes every session and joins it.
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,8 +28,9 @@ public:
     MonitorServer(const MonitorServer&) = delete;
     MonitorServer& operator=(const MonitorServer&) = delete;
 
-    // Replaces a stale socket file at `path`; refuses a path that is not a socket.
-    Status listen_unix(const std::string& path);
+    // Replaces a stale socket file at `path`; refuses a path that is not a socket. The socket
+    // gets `mode` whatever the umask (owner only by default: whoever connects drives the VM).
+    Status listen_unix(const std::string& path, mode_t mode = 0600);
     Status serve_stdio();
     void stop();
 
@@ -37,10 +42,11 @@ private:
     void hmp_session(LineChannel& ch);
     void qmp_session(LineChannel& ch);
     void reap_finished();
+    std::optional<std::string> next_line(LineChannel& ch, const std::string& overlong_reply);
 
     struct Session {
         std::thread thread;
-        std::shared_ptr<bool> done;
+        std::shared_ptr<std::atomic<bool>> done;
     };
 
     Dispatcher& dispatcher_;
