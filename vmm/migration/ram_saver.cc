@@ -45,23 +45,36 @@ void RamSaver::count_arrived() {
     stats_.in_flight = pending;
 }
 
-Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram) {
+Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram, Pages pages) {
+    // Paced first, then sent, then counted: under a cap, the figures move when bytes go out,
+    // not a record ahead of them.
+    uint64_t n = header.size() + ram.size();
+    if (auto s = limiter_.consume(n); !s) return s;
     auto s = ram.empty() ? stream_.write(header) : stream_.write_ram(header, ram);
     if (!s) return s;
-    return sent(header.size() + ram.size());
+    account(pages);
+    sent(n);
+    return {};
 }
 
-Status RamSaver::sent(uint64_t n) {
+void RamSaver::account(Pages pages) {
+    stats_.normal += pages.data;
+    stats_.normal_bytes += pages.data << kPageShift;
+    stats_.duplicate += pages.zero;
+    done_pages(pages.data + pages.zero);
+}
+
+void RamSaver::sent(uint64_t n) {
     bytes_ += n;
     count_arrived();
     if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
         last_progress_ = bytes_;
         progress_();
     }
-    return limiter_.consume(n);
 }
 
 Status RamSaver::begin(uint32_t round) {
+    if (progress_) progress_();  // the round's `remaining` is published before any of it goes
     Record r;
     r.type = RecordType::round_begin;
     r.round = round;
@@ -82,10 +95,10 @@ Status RamSaver::end(uint32_t round) {
     return stream_.flush();
 }
 
+void RamSaver::done_pages(uint64_t n) { stats_.remaining -= std::min(stats_.remaining, n << kPageShift); }
+
 Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) {
     const auto& b = *mem_.blocks()[block];
-    stats_.normal += count;
-    stats_.normal_bytes += count << kPageShift;
     // Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the
     // progress figures follow every piece, not whole runs (which can span all of RAM). They
     // end on 4 MiB boundaries of the block, so a run that starts mid-way does not split every
@@ -102,9 +115,13 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
     }
     for (uint64_t p = first_page, n = 0; p < first_page + count; p += n) {
         n = std::min(kPagesPerRecord - p % kPagesPerRecord, first_page + count - p);
+        // Counted piece by piece, as each goes out, so that `normal` and `remaining` are true
+        // at every instant of a capped round, not only at its end.
         if (channel_ != nullptr) {
+            if (auto s = limiter_.consume(n << kPageShift); !s) return s;
             if (auto s = channel_->send(block, p << kPageShift, n << kPageShift); !s) return s;
-            if (auto s = sent(n << kPageShift); !s) return s;
+            account({n, 0});
+            sent(n << kPageShift);
             continue;
         }
         Record r;
@@ -112,20 +129,23 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         r.block = block;
         r.offset = p << kPageShift;
         r.length = n << kPageShift;
-        if (auto s = record(encode_record(r), {b.host() + r.offset, r.length}); !s) return s;
+        if (auto s = record(encode_record(r), {b.host() + r.offset, r.length}, {n, 0}); !s) return s;
     }
     return {};
 }
 
 Status RamSaver::send_zero(uint32_t block, uint64_t first_page, uint64_t count) {
-    stats_.duplicate += count;
-    if (channel_ != nullptr) return channel_->send_zero(block, first_page << kPageShift, count << kPageShift);
+    if (channel_ != nullptr) {
+        if (auto s = channel_->send_zero(block, first_page << kPageShift, count << kPageShift); !s) return s;
+        account({0, count});
+        return {};
+    }
     Record r;
     r.type = RecordType::zero;
     r.block = block;
     r.offset = first_page << kPageShift;
     r.length = count << kPageShift;
-    return record(encode_record(r));
+    return record(encode_record(r), {}, {0, count});
 }
 
 Status RamSaver::send_run(uint32_t block, uint64_t first_page, uint64_t count) {
@@ -143,7 +163,14 @@ Status RamSaver::send_run(uint32_t block, uint64_t first_page, uint64_t count) {
     return {};
 }
 
+void RamSaver::skipped(uint64_t n) {
+    stats_.skipped_unpopulated += n;
+    done_pages(n);
+}
+
 Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
+    stats_.remaining = 0;  // every page of RAM is this round's to send, skip or mark as zero
+    for (const auto& b : mem_.blocks()) stats_.remaining += b->size();
     if (auto s = begin(0); !s) return s;
     for (uint32_t i = 0; i < mem_.blocks().size(); ++i) {
         const auto& b = *mem_.blocks()[i];
@@ -151,18 +178,21 @@ Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
             if (auto s = send_run(i, 0, b.pages()); !s) return s;
             continue;
         }
-        uint64_t seen = 0;
+        uint64_t next = 0;  // the pages before a populated run were never touched: skipped as passed
         auto s = pagemap->for_each_populated_run(b, [&](uint64_t first, uint64_t n) {
-            seen += n;
+            skipped(first - next);
+            next = first + n;
             return send_run(i, first, n);
         });
         if (!s) return s;
-        stats_.skipped_unpopulated += b.pages() - seen;
+        skipped(b.pages() - next);
     }
     return end(0);
 }
 
 Status RamSaver::dirty_round(uint32_t round, const std::vector<std::vector<uint64_t>>& bitmaps) {
+    stats_.remaining = 0;
+    for (const auto& words : bitmaps) stats_.remaining += memory::count_bits(words.data(), words.size()) << kPageShift;
     if (auto s = begin(round); !s) return s;
     for (uint32_t i = 0; i < bitmaps.size(); ++i) {
         const auto& words = bitmaps[i];

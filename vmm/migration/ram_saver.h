@@ -29,6 +29,8 @@ public:
     RamSaver(const RamSaver&) = delete;
     RamSaver& operator=(const RamSaver&) = delete;
 
+    // Both keep `stats.remaining` at the bytes of this round's pages not yet sent, marked zero or
+    // passed as never populated (QEMU's: what the last sync found dirty, less what went since).
     // Round 0: every populated page (every page when `pagemap` is null).
     Status bulk_round(memory::PagemapReader* pagemap);
     // A dirty round: `bitmaps[i]` holds block i's dirty pages (taken from its DirtyBitmap).
@@ -44,10 +46,17 @@ private:
     Status send_run(uint32_t block, uint64_t first_page, uint64_t count);
     Status send_data(uint32_t block, uint64_t first_page, uint64_t count);
     Status send_zero(uint32_t block, uint64_t first_page, uint64_t count);
-    // A record header, and the guest RAM it carries (sent by write_ram: maybe without a copy).
-    Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram = {});
-    Status sent(uint64_t bytes);  // counts bytes sent and arrived, reports progress, applies the rate limit
+    struct Pages {
+        uint64_t data, zero;  // pages a record carries as data / marks as zero
+    };
+    // A record header, and the guest RAM it carries (sent by write_ram: maybe without a copy),
+    // paced by the rate limit before it goes and counted once it went.
+    Status record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram = {}, Pages pages = {0, 0});
+    void account(Pages pages);    // normal, duplicate and remaining for pages that went
+    void sent(uint64_t bytes);    // counts bytes sent and arrived, reports progress
     void count_arrived();         // transferred and in_flight, from the channel's word
+    void done_pages(uint64_t n);  // n pages of this round are sent or passed: `remaining` drops
+    void skipped(uint64_t n);     // n never-populated pages passed in the bulk round
 
     const memory::GuestMemory& mem_;
     ByteStream& stream_;

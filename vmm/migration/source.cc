@@ -187,6 +187,7 @@ void MigrationSource::publish(const RamStats& work) {
     r.normal = work.normal;
     r.normal_bytes = work.normal_bytes;
     r.skipped_unpopulated = work.skipped_unpopulated;
+    r.remaining = work.remaining;
 }
 
 Status MigrationSource::precopy(Run& run) {
