@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "vmm/machine/vcpu_state.h"
+#include "vmm/migration/ram_verifier.h"
 #include "vmm/migration/stream_format.h"
 #include "wire.h"
 
@@ -84,6 +85,25 @@ int main(int argc, char** argv) {
     add(state.bytes());
     add(encode_record({RecordType::end, 0, 0, 0, 0}));
     write(dir + "/stream", 0, s);
+    // The same with verify-ram: PAGES_SUMMED records (one sum right, one wrong) instead of PAGES.
+    h.features = kFeatureVerifyRam;
+    std::vector<uint8_t> summed = encode_header(h);
+    auto addv = [&summed](const std::vector<uint8_t>& b) { summed.insert(summed.end(), b.begin(), b.end()); };
+    addv(encode_record({RecordType::round_begin, 0, 0, 0, 0}));
+    std::vector<uint8_t> page(4096, 0xab);
+    std::vector<uint8_t> right = encode_record({RecordType::pages_summed, 0, 4096, 4096, 0});
+    append_page_sums(right, page);
+    addv(right);
+    addv(page);
+    std::vector<uint8_t> wrong = encode_record({RecordType::pages_summed, 0, 8192, 4096, 0});
+    wrong.resize(wrong.size() + 8, 0x11);
+    addv(wrong);
+    addv(page);
+    addv(encode_record({RecordType::round_end, 0, 0, 0, 0}));
+    addv(encode_record({RecordType::state, 0, 0, state.bytes().size(), 0}));
+    addv(state.bytes());
+    addv(encode_record({RecordType::end, 0, 0, 0, 0}));
+    write(dir + "/stream-verified", 6, summed);  // 6 % 3 = 0: a whole stream; bit 2: verify-ram
     write(dir + "/records", 1, std::vector<uint8_t>(s.begin() + static_cast<long>(encode_header(h).size()), s.end()));
     write(dir + "/reply", 2, encode_reply(ReplyType::refused, "because"));
     write(dir + "/state", 2, state.bytes());

@@ -40,6 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     std::vector<uint8_t> rest(data + 1, data + size);
     migration::MemoryStream in(rest);
+    // Bit 2 of the first byte: a verify-ram stream (PAGES_SUMMED checked by a RamVerifier).
+    std::vector<migration::BlockInfo> layout;
+    for (const auto& b : fuzz_memory().blocks()) layout.push_back({b->name(), b->guest_addr(), b->size()});
+    migration::RamVerifier verifier(layout);
+    migration::RamVerifier* verify = (data[0] & 4) != 0 ? &verifier : nullptr;
     switch (data[0] % 3) {
         case 0: {  // a whole stream: header, then records into RAM
             auto h = migration::read_header(in);
@@ -47,14 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::vector<migration::BlockInfo> blocks;
             for (const auto& b : fuzz_memory().blocks()) blocks.push_back({b->name(), b->guest_addr(), b->size()});
             if (!migration::check_compatible(*h, {h->page_size, h->vcpu_count, blocks, h->ram_mode})) return 0;
-            migration::StreamLoader loader(fuzz_memory(), in, nullptr, blocks, decode_state);
+            migration::StreamLoader loader(fuzz_memory(), in, nullptr, blocks, decode_state, verify);
             (void)loader.run();
             return 0;
         }
         case 1: {  // records alone
             std::vector<migration::BlockInfo> blocks;
             for (const auto& b : fuzz_memory().blocks()) blocks.push_back({b->name(), b->guest_addr(), b->size()});
-            migration::StreamLoader loader(fuzz_memory(), in, nullptr, blocks, decode_state);
+            migration::StreamLoader loader(fuzz_memory(), in, nullptr, blocks, decode_state, verify);
             (void)loader.run();
             return 0;
         }

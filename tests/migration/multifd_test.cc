@@ -159,7 +159,7 @@ TEST(MultifdLanes, RoundsOfPagesAndZerosLandByteForByte) {
     Side src(true), dst(false);
     std::memset(dst.ram[1].data(), 0x55, dst.ram[1].size());  // must read as zero after a ZERO range
     auto [sl, dl] = lane_pairs(3, src, dst);
-    auto source = make_source_lanes(std::move(sl), src.ctx.blocks);
+    auto source = make_source_lanes(std::move(sl), src.ctx.blocks, false);
     auto dest = make_dest_lanes(std::move(dl), dst.ctx.blocks);
     for (uint32_t round = 0; round < 2; ++round) {
         Status served;

@@ -44,7 +44,7 @@ TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
     bad_version[8] = 1;  // the version before HEADER_OK carried the hand-over rehearsal
     MemoryStream m2(bad_version);
     EXPECT_EQ(read_header(m2).error().message(),
-              "migration stream version 1 is not supported (this vmm speaks version 2): use the same vmm release on both sides");
+              "migration stream version 1 is not supported (this vmm speaks version 3): use the same vmm release on both sides");
     auto huge = good;
     huge[14] = 0x10;  // body length 0x100000+
     MemoryStream m3(huge);

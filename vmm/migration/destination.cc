@@ -73,7 +73,8 @@ static void refuse(ByteStream& st, const Error& e) {
     if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
 }
 
-Status IncomingMigration::receive(Connection& conn) {
+// Reads the header, checks it against this machine, rehearses the hand-over and answers.
+Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
     ByteStream& st = conn.stream();
     auto header = read_header(st);
     if (!header) {
@@ -90,23 +91,48 @@ Status IncomingMigration::receive(Connection& conn) {
         refuse(st, handover_us.error());
         return handover_us.error();
     }
-    if (auto s = st.write(encode_header_ok(*handover_us)); !s) return s;
-    if (auto s = st.flush(); !s) return s;
-    DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
-    StreamLoader loader(machine_.memory(), st, channel, local.blocks,
-                        [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); });
-    Status loaded = loader.run();
-    {
-        std::lock_guard lock(mutex_);
-        ChannelCounts lanes = channel != nullptr ? channel->counts() : ChannelCounts{};
-        stats_.ram.normal = loader.counters().pages + lanes.pages;
-        stats_.ram.duplicate = loader.counters().zero_pages + lanes.zero_pages;
-        stats_.ram.transferred = loader.counters().bytes + lanes.bytes;
-        stats_.ram.normal_bytes = stats_.ram.normal * memory::kPageSize;
-        stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
-        stats_.ram.populate_announced = loader.counters().announced;
-        stats_.ram.populated_ahead = loader.populated_ahead();
+    if (auto s = st.write(encode_header_ok(*handover_us)); !s) return s.error();
+    if (auto s = st.flush(); !s) return s.error();
+    header->blocks = local.blocks;
+    return header;
+}
+
+void IncomingMigration::publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier) {
+    std::lock_guard lock(mutex_);
+    ChannelCounts lanes = channel != nullptr ? channel->counts() : ChannelCounts{};
+    stats_.ram.normal = loader.counters().pages + lanes.pages;
+    stats_.ram.duplicate = loader.counters().zero_pages + lanes.zero_pages;
+    stats_.ram.transferred = loader.counters().bytes + lanes.bytes;
+    stats_.ram.normal_bytes = stats_.ram.normal * memory::kPageSize;
+    stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
+    stats_.ram.populate_announced = loader.counters().announced;
+    stats_.ram.populated_ahead = loader.populated_ahead();
+    if (verifier != nullptr) {
+        stats_.ram.verified_bytes = verifier->checked_bytes();
+        stats_.ram.verify_mismatches = verifier->mismatches();
     }
+}
+
+Status IncomingMigration::receive(Connection& conn) {
+    ByteStream& st = conn.stream();
+    auto header = accept_header(conn);
+    if (!header) return header.error();
+    DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
+    std::unique_ptr<RamVerifier> verifier;
+    if ((header->features & kFeatureVerifyRam) != 0) {
+        verifier = std::make_unique<RamVerifier>(header->blocks);
+        if (channel != nullptr) {
+            if (auto s = channel->verify_with(verifier.get()); !s) {
+                refuse(st, s.error());
+                return s;
+            }
+        }
+    }
+    StreamLoader loader(machine_.memory(), st, channel, header->blocks,
+                        [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); },
+                        verifier.get());
+    Status loaded = loader.run();
+    publish(loader, channel, verifier.get());
     if (!loaded) {
         refuse(st, loaded.error());
         return loaded;

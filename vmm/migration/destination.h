@@ -12,6 +12,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/migration/cancel.h"
 #include "vmm/migration/stats.h"
+#include "vmm/migration/ram_loader.h"
 #include "vmm/migration/transport.h"
 
 namespace vmm::migration {
@@ -33,6 +34,8 @@ public:
 private:
     void run();
     Status receive(Connection& conn);
+    Result<StreamHeader> accept_header(Connection& conn);
+    void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
     void set_status(MigrationStatus s);
 
     machine::Machine& machine_;

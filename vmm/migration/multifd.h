@@ -33,8 +33,9 @@ Result<Lanes> open_source_lanes(SocketStream& main, uint32_t count, const OpenFd
 // check the lanes it announces with `accept` and returns them (empty: no multifd).
 Result<Lanes> accept_dest_lanes(SocketStream& main, const OpenFd& accept, const TransportContext& ctx);
 
-// Source side: `lanes` are connected and have sent their hellos.
-std::unique_ptr<SourceRamChannel> make_source_lanes(Lanes lanes, std::vector<RamBlockView> blocks);
+// Source side: `lanes` are connected and have sent their hellos. With `verify`, each lane sends
+// PAGES_SUMMED records, hashing the pages on its own thread.
+std::unique_ptr<SourceRamChannel> make_source_lanes(Lanes lanes, std::vector<RamBlockView> blocks, bool verify);
 // Destination side: `lanes` are accepted and their hellos checked, in index order.
 std::unique_ptr<DestRamChannel> make_dest_lanes(Lanes lanes, std::vector<RamBlockView> blocks);
 

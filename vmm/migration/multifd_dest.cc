@@ -43,6 +43,10 @@ public:
     }
 
     ChannelCounts counts() const override { return {pages_.load(), zero_pages_.load(), bytes_.load()}; }
+    Status verify_with(RamVerifier* verifier) override {
+        verifier_ = verifier;  // before the first round: the lanes' threads do not run yet
+        return {};
+    }
 
 private:
     Status serve_lane(size_t lane, uint32_t round) {
@@ -51,15 +55,16 @@ private:
             auto r = read_record(in, infos_, static_cast<uint32_t>(memory::kPageSize));
             if (!r) return r.error().context(fmt::format("multifd lane {}", lane));
             switch (r->type) {
-                case RecordType::pages: {
-                    auto s = receive_pages(in, views_[r->block].host + r->offset, r->length);
+                case RecordType::pages:
+                case RecordType::pages_summed: {
+                    auto s = land_pages(in, *r, views_[r->block].host + r->offset, verifier_);
                     if (!s) return s.error().context(fmt::format("multifd lane {}", lane));
                     pages_ += r->length / memory::kPageSize;
                     bytes_ += r->length;
                     break;
                 }
                 case RecordType::zero:
-                    zero_pages(views_[r->block].host + r->offset, r->length);
+                    land_zero(*r, views_[r->block].host + r->offset, verifier_);
                     zero_pages_ += r->length / memory::kPageSize;
                     break;
                 case RecordType::round_end:
@@ -85,6 +90,7 @@ private:
     Lanes lanes_;
     std::vector<RamBlockView> views_;
     std::vector<BlockInfo> infos_;
+    RamVerifier* verifier_ = nullptr;
     std::mutex mu_;
     std::optional<Error> first_error_;
     std::atomic<uint64_t> pages_{0}, zero_pages_{0}, bytes_{0};

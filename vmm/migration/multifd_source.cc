@@ -12,6 +12,7 @@
 
 #include "vmm/common/thread_name.h"
 #include "vmm/migration/multifd.h"
+#include "vmm/migration/ram_verifier.h"
 #include "vmm/migration/stream_format.h"
 
 namespace vmm::migration {
@@ -90,8 +91,13 @@ private:
     }
 
     Status send(const Job& job) {
+        // The checksum is taken here, on the lane's thread, right before the pages go out: the
+        // lanes hash in parallel as they send.
         auto header = encode_record(job.record);
-        if (job.record.type == RecordType::pages) return stream_->write_ram(header, job.ram);
+        if (job.record.type == RecordType::pages_summed) append_page_sums(header, job.ram);
+        if (job.record.type == RecordType::pages || job.record.type == RecordType::pages_summed) {
+            return stream_->write_ram(header, job.ram);
+        }
         if (auto s = stream_->write(header); !s) return s;
         return job.record.type == RecordType::round_end ? stream_->flush() : Status{};
     }
@@ -109,8 +115,8 @@ private:
 
 class SourceLanes final : public SourceRamChannel {
 public:
-    SourceLanes(Lanes streams, std::vector<RamBlockView> blocks)
-        : blocks_(std::move(blocks)) {
+    SourceLanes(Lanes streams, std::vector<RamBlockView> blocks, bool verify)
+        : blocks_(std::move(blocks)), verify_(verify) {
         for (auto& s : streams) lanes_.push_back(std::make_unique<Lane>(std::move(s)));
     }
 
@@ -126,7 +132,7 @@ public:
         if (auto s = check(block, offset, length); !s) return s;
         for (uint64_t done = 0; done < length; done += kMaxPagesRecord) {
             Job job;
-            job.record.type = RecordType::pages;
+            job.record.type = verify_ ? RecordType::pages_summed : RecordType::pages;
             job.record.block = block;
             job.record.offset = offset + done;
             job.record.length = std::min<uint64_t>(kMaxPagesRecord, length - done);
@@ -145,6 +151,8 @@ public:
         job.record.length = length;
         return next().post(job);
     }
+
+    bool verifies() const override { return verify_; }
 
     Status end_round() override {
         for (auto& l : lanes_) {
@@ -169,6 +177,7 @@ private:
     }
 
     std::vector<RamBlockView> blocks_;
+    bool verify_;
     std::vector<std::unique_ptr<Lane>> lanes_;
     size_t next_ = 0;
     uint32_t round_ = 0;
@@ -176,8 +185,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<SourceRamChannel> make_source_lanes(Lanes lanes, std::vector<RamBlockView> blocks) {
-    return std::make_unique<SourceLanes>(std::move(lanes), std::move(blocks));
+std::unique_ptr<SourceRamChannel> make_source_lanes(Lanes lanes, std::vector<RamBlockView> blocks, bool verify) {
+    return std::make_unique<SourceLanes>(std::move(lanes), std::move(blocks), verify);
 }
 
 }  // namespace vmm::migration

@@ -15,6 +15,7 @@ const std::vector<CapabilityInfo>& core_capabilities() {
         {"events", "emit MIGRATION events on the JSON monitor"},
         {"zero-copy-send", "tcp/unix: splice guest RAM into the socket instead of copying it"},
         {"multifd", "tcp/unix: send RAM over multifd-channels connections, one thread each side"},
+        {"verify-ram", "checksum every page record (XXH3) on the source, check it on the destination"},
     };
     return k;
 }
@@ -50,6 +51,7 @@ Status Settings::set_capability(std::string_view name, bool on) {
     else if (name == "events") caps.events = on;
     else if (name == "zero-copy-send") caps.zero_copy_send = on;
     else if (name == "multifd") caps.multifd = on;
+    else if (name == "verify-ram") caps.verify_ram = on;
     else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
         caps.transport[std::string(name)] = on;
     else return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
@@ -103,7 +105,7 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
 std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out = {
         {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
-        {"zero-copy-send", caps.zero_copy_send}, {"multifd", caps.multifd}};
+        {"zero-copy-send", caps.zero_copy_send}, {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}};
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);

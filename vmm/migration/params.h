@@ -19,6 +19,7 @@ struct Capabilities {
     bool events = true;       // MIGRATION events on the JSON monitor
     bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied
     bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
+    bool verify_ram = true;      // every page record carries an XXH3-64 the destination checks
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

@@ -21,12 +21,32 @@ void zero_pages(uint8_t* dst, uint64_t length) {
     if (::madvise(dst, length, MADV_DONTNEED) != 0) std::memset(dst, 0, length);
 }
 
+Status land_pages(ByteStream& in, const Record& r, uint8_t* dst, RamVerifier* verifier, uint64_t populated) {
+    bool summed = r.type == RecordType::pages_summed;
+    if (verifier != nullptr && !summed) {
+        return Error("migration stream: PAGES without a checksum, but the source announced verify-ram");
+    }
+    if (verifier == nullptr && summed) return Error("migration stream: PAGES_SUMMED, but the source did not announce verify-ram");
+    std::vector<uint64_t> sums;
+    if (summed) {
+        if (auto s = read_page_sums(in, r.length, sums); !s) return s;
+    }
+    if (auto s = receive_pages(in, dst, r.length, populated); !s) return s;
+    if (verifier != nullptr) verifier->check(r.block, r.offset, {dst, r.length}, sums);
+    return {};
+}
+
+void land_zero(const Record& r, uint8_t* dst, RamVerifier* verifier) {
+    zero_pages(dst, r.length);
+    if (verifier != nullptr) verifier->replaced(r.block, r.offset, r.length);
+}
+
 Status StreamLoader::load_pages(const Record& r) {
     if (!in_round_) return Error("migration stream: PAGES outside a RAM round");
     // read_record checked the range against this block's size; the host span is exact.
     uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
     uint64_t populated = populator_ ? populator_->ready(dst, r.length) : 0;
-    if (auto s = receive_pages(stream_, dst, r.length, populated); !s) return s;
+    if (auto s = land_pages(stream_, r, dst, verifier_, populated); !s) return s;
     if (populator_) populator_->received(dst + r.length);
     counters_.pages += r.length / memory::kPageSize;
     counters_.bytes += r.length;
@@ -35,7 +55,7 @@ Status StreamLoader::load_pages(const Record& r) {
 
 Status StreamLoader::load_zero(const Record& r) {
     if (!in_round_) return Error("migration stream: ZERO outside a RAM round");
-    zero_pages(mem_.blocks()[r.block]->host() + r.offset, r.length);
+    land_zero(r, mem_.blocks()[r.block]->host() + r.offset, verifier_);
     counters_.zero_pages += r.length / memory::kPageSize;
     return {};
 }
@@ -73,7 +93,8 @@ Status StreamLoader::run() {
         Status s;
         switch (r->type) {
             case RecordType::round_begin: s = round_begin(*r); break;
-            case RecordType::pages: s = load_pages(*r); break;
+            case RecordType::pages:
+            case RecordType::pages_summed: s = load_pages(*r); break;
             case RecordType::zero: s = load_zero(*r); break;
             case RecordType::populate: s = load_populate(*r); break;
             case RecordType::round_end:
@@ -86,7 +107,7 @@ Status StreamLoader::run() {
             case RecordType::end:
                 if (in_round_) return Error("migration stream: END inside a RAM round");
                 if (!have_state_) return Error("migration stream: END before the device state");
-                return {};
+                return verifier_ != nullptr ? verifier_->settle() : Status{};
         }
         if (!s) return s;
     }

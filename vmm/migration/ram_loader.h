@@ -14,6 +14,7 @@
 #include "vmm/common/result.h"
 #include "vmm/memory/guest_memory.h"
 #include "vmm/migration/populator.h"
+#include "vmm/migration/ram_verifier.h"
 #include "vmm/migration/stream_format.h"
 #include "vmm/migration/transport.h"
 
@@ -24,6 +25,13 @@ namespace vmm::migration {
 Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length, uint64_t populated = 0);
 // Makes guest RAM [dst, dst + length) read as zero, leaving it unpopulated where possible.
 void zero_pages(uint8_t* dst, uint64_t length);
+
+// One PAGES or PAGES_SUMMED record's data (the record already checked against the blocks) into
+// guest RAM at `dst`; with a verifier (verify-ram announced) only PAGES_SUMMED is accepted, and
+// what landed is checked against its sum; without one, only PAGES.
+Status land_pages(ByteStream& in, const Record& r, uint8_t* dst, RamVerifier* verifier, uint64_t populated = 0);
+// A ZERO record's range; it settles pages a verifier holds as owed.
+void land_zero(const Record& r, uint8_t* dst, RamVerifier* verifier);
 
 // What the loader wrote from the stream itself (pages, zero pages, bytes), and its rounds.
 struct LoadCounters : ChannelCounts {
@@ -36,9 +44,11 @@ public:
     using StateFn = std::function<Status(std::span<const uint8_t>)>;
 
     // `blocks` is the destination's layout (already checked against the source's header).
+    // `verifier`: set when the source announced verify-ram; END then fails if a page is owed.
     StreamLoader(const memory::GuestMemory& mem, ByteStream& stream, DestRamChannel* channel, std::vector<BlockInfo> blocks,
-                 StateFn on_state)
-        : mem_(mem), stream_(stream), channel_(channel), blocks_(std::move(blocks)), on_state_(std::move(on_state)) {}
+                 StateFn on_state, RamVerifier* verifier = nullptr)
+        : mem_(mem), stream_(stream), channel_(channel), blocks_(std::move(blocks)), on_state_(std::move(on_state)),
+          verifier_(verifier) {}
 
     // Reads records until END. Fails on the first invalid record, writing nothing for it.
     Status run();
@@ -58,6 +68,7 @@ private:
     DestRamChannel* channel_;
     std::vector<BlockInfo> blocks_;
     StateFn on_state_;
+    RamVerifier* verifier_;
     LoadCounters counters_;
     bool in_round_ = false;
     uint32_t round_ = 0;

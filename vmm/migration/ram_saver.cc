@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "vmm/migration/ram_verifier.h"
 #include "vmm/migration/stream_format.h"
 
 namespace vmm::migration {
@@ -23,8 +24,9 @@ bool is_zero_page(const uint8_t* p) {
 }
 
 RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
-                   bool zero_markers, RamStats& stats)
-    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats) {
+                   bool zero_markers, RamStats& stats, bool verify)
+    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
+      verify_(verify) {
     if (channel_ != nullptr) {
         channel_->on_arrival([this] {
             count_arrived();
@@ -125,11 +127,14 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
             continue;
         }
         Record r;
-        r.type = RecordType::pages;
+        r.type = verify_ ? RecordType::pages_summed : RecordType::pages;
         r.block = block;
         r.offset = p << kPageShift;
         r.length = n << kPageShift;
-        if (auto s = record(encode_record(r), {b.host() + r.offset, r.length}, {n, 0}); !s) return s;
+        std::span<const uint8_t> data{b.host() + r.offset, r.length};
+        auto header = encode_record(r);
+        if (verify_) append_page_sums(header, data);
+        if (auto s = record(header, data, {n, 0}); !s) return s;
     }
     return {};
 }

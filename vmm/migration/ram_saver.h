@@ -23,8 +23,10 @@ bool is_zero_page(const uint8_t* p);
 
 class RamSaver {
 public:
+    // `verify`: inline PAGES go as PAGES_SUMMED, with the XXH3-64 of the data as read here (a
+    // channel that verifies takes its own sums).
     RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
-             bool zero_markers, RamStats& stats);
+             bool zero_markers, RamStats& stats, bool verify = false);
     ~RamSaver();
     RamSaver(const RamSaver&) = delete;
     RamSaver& operator=(const RamSaver&) = delete;
@@ -64,6 +66,7 @@ private:
     RateLimiter& limiter_;
     bool zero_markers_;
     RamStats& stats_;
+    bool verify_;
     uint64_t bytes_ = 0;
     uint64_t last_progress_ = 0;
     std::function<void()> progress_;

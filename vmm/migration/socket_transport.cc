@@ -91,7 +91,7 @@ Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const Transpo
     auto& main = static_cast<SocketStream&>(conn->stream());
     auto lanes = open_source_lanes(main, static_cast<uint32_t>(ctx.settings->params.multifd_channels), again, ctx);
     if (!lanes) return lanes.error();
-    conn->source_lanes_ = make_source_lanes(std::move(*lanes), ctx.blocks);
+    conn->source_lanes_ = make_source_lanes(std::move(*lanes), ctx.blocks, ctx.settings->caps.verify_ram);
     return std::unique_ptr<Connection>(std::move(conn));
 }
 

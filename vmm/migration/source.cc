@@ -23,7 +23,8 @@ struct MigrationSource::Run {
     Run(MigrationSource& src, Connection& c)
         : conn(c),
           limiter(src.settings_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
-          saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.settings_.caps.zero_blocks, work) {}
+          saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.settings_.caps.zero_blocks, work,
+                src.verify_ && c.source_ram() == nullptr) {}
     Connection& conn;
     RamStats work;
     RateLimiter limiter;
@@ -126,8 +127,15 @@ Status MigrationSource::setup(Connection*& conn_out) {
     conn_ = std::move(*conn);
     log::info("migrating to {}", conn_->describe());
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
+    verify_ = settings_.caps.verify_ram && (conn_->source_ram() == nullptr || conn_->source_ram()->verifies());
+    if (settings_.caps.verify_ram && !verify_) {
+        log::warn("verify-ram: the {} transport does not checksum RAM yet; this migration's RAM is not verified end to end",
+                  uri_.scheme);
+    }
+    StreamHeader header = header_for(machine_, mode);
+    header.features = verify_ ? kFeatureVerifyRam : 0;
     ByteStream& st = conn_->stream();
-    if (auto w = st.write(encode_header(header_for(machine_, mode))); !w) return w;
+    if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;
     // A vmm destination answers the header at once; silence means whatever holds the port is
     // not one (or is stuck), and that is what the user must hear, not a later reset.

@@ -63,6 +63,7 @@ private:
     Transport& transport_;
     Uri uri_;
     Settings settings_;
+    bool verify_ = false;  // verify-ram for this migration: on, and the RAM path can checksum
     CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;

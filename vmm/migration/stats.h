@@ -28,6 +28,8 @@ struct RamStats {
     uint64_t skipped_unpopulated = 0;  // pages never touched, not even read
     uint64_t populate_announced = 0;   // destination: bytes of runs the source announced (POPULATE)
     uint64_t populated_ahead = 0;      // destination: ... of which its helper populated before the data came
+    uint64_t verified_bytes = 0;       // destination, verify-ram: page data checked against the source's XXH3
+    uint64_t verify_mismatches = 0;    // ... records that did not match as they landed (sent again since, or fatal)
 };
 
 // One RAM round as the source measured it: round 0 is the bulk round, the last one ran with

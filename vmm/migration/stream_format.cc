@@ -44,6 +44,7 @@ std::vector<uint8_t> encode_header(const StreamHeader& h) {
         body.put(b.size);
     }
     body.put(static_cast<uint8_t>(h.ram_mode));
+    body.put(h.features);
     ByteWriter out;
     out.put_bytes(kMagic);
     out.put(kVersion);
@@ -76,6 +77,11 @@ static Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
     if (auto s = r.get(mode); !s) return s.error();
     if (mode > 1) return Error(fmt::format("migration header: unknown RAM mode {}", mode));
     h.ram_mode = static_cast<RamMode>(mode);
+    if (auto s = r.get(h.features); !s) return s.error();
+    if ((h.features & ~kKnownFeatures) != 0) {
+        return Error(fmt::format("migration header: unknown feature bits {:#x}: use the same vmm release on both sides",
+                                 h.features & ~kKnownFeatures));
+    }
     if (auto s = r.expect_end(); !s) return s.error();
     return h;
 }
@@ -105,6 +111,7 @@ std::vector<uint8_t> encode_record(const Record& r) {
         case RecordType::round_begin:
         case RecordType::round_end: w.put(r.round); break;
         case RecordType::pages:
+        case RecordType::pages_summed:
             w.put(r.block);
             w.put(r.offset);
             w.put(static_cast<uint32_t>(r.length));
@@ -144,8 +151,9 @@ Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks,
             r.type = static_cast<RecordType>(type);
             if (auto s = read_value(in, r.round); !s) return s.error();
             return r;
-        case 0x02: {
-            r.type = RecordType::pages;
+        case 0x02:
+        case 0x08: {
+            r.type = static_cast<RecordType>(type);
             uint32_t len = 0;
             if (auto s = read_value(in, r.block); !s) return s.error();
             if (auto s = read_value(in, r.offset); !s) return s.error();

@@ -19,7 +19,9 @@
 namespace vmm::migration {
 
 constexpr std::array<uint8_t, 8> kMagic = {'V', 'M', 'M', 'M', 'I', 'G', 'R', 0x0a};
-constexpr uint32_t kVersion = 2;  // 2: HEADER_OK carries the destination's hand-over rehearsal
+// 2: HEADER_OK carries the destination's hand-over rehearsal; 3: the header's feature bits and
+// PAGES_SUMMED (end-to-end RAM verification).
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kMaxHeaderBody = 64 * 1024;
 constexpr uint32_t kMaxBlocks = 64;
 constexpr uint32_t kMaxPagesRecord = 4u << 20;     // bytes of data in one PAGES record
@@ -35,11 +37,16 @@ struct BlockInfo {
     bool operator==(const BlockInfo&) const = default;
 };
 
+// Header feature bits.
+constexpr uint32_t kFeatureVerifyRam = 1u << 0;  // every page record carries its XXH3-64 (PAGES_SUMMED)
+constexpr uint32_t kKnownFeatures = kFeatureVerifyRam;
+
 struct StreamHeader {
     uint32_t page_size = 4096;
     uint32_t vcpu_count = 0;
     std::vector<BlockInfo> blocks;
     RamMode ram_mode = RamMode::inline_pages;
+    uint32_t features = 0;
 };
 
 enum class RecordType : uint8_t {
@@ -50,6 +57,7 @@ enum class RecordType : uint8_t {
     state = 0x05,
     end = 0x06,
     populate = 0x07,  // advisory: PAGES for this range follow, in order (prepare the memory)
+    pages_summed = 0x08,  // PAGES with the XXH3-64 of each of its pages (the verify-ram feature)
 };
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
@@ -69,7 +77,8 @@ std::vector<uint8_t> encode_header(const StreamHeader& h);
 // Reads and checks magic, version and body; says what is wrong in one line.
 Result<StreamHeader> read_header(ByteStream& in);
 
-// The fixed part of `r` (without PAGES/STATE data).
+// The fixed part of `r` (without PAGES/STATE data; a PAGES_SUMMED record's page sums follow it,
+// one u64 per page, before its data: ram_verifier.h writes and reads them).
 std::vector<uint8_t> encode_record(const Record& r);
 // Reads the fixed part and checks it against the destination's blocks: block index, page
 // alignment, offset + length inside the block (no overflow), size limits.

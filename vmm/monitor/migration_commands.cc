@@ -38,7 +38,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     if (guest.max_pause_ns != 0) j["x-guest-max-pause-ms"] = ms(guest.max_pause_ns);
     if (guest.switchover_pause_ns != 0) j["x-guest-switchover-pause-ms"] = ms(guest.switchover_pause_ns);
     if (guest.migration_stall_ns != 0) j["x-guest-migration-stall-ms"] = ms(guest.migration_stall_ns);
-    j["ram"] = Json{{"transferred", r.transferred},       {"x-in-flight", r.in_flight},
+    Json ram = Json{{"transferred", r.transferred},       {"x-in-flight", r.in_flight},
                     {"remaining", r.remaining},
                     {"total", r.total},                   {"duplicate", r.duplicate},
                     {"normal", r.normal},                 {"normal-bytes", r.normal_bytes},
@@ -47,6 +47,11 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
                     {"precopy-bytes", r.precopy_bytes},   {"downtime-bytes", r.downtime_bytes},
                     {"x-skipped-unpopulated", r.skipped_unpopulated},
                     {"x-populate-announced", r.populate_announced}, {"x-populated-ahead", r.populated_ahead}};
+    if (r.verified_bytes != 0) {  // a destination under verify-ram
+        ram["x-verified"] = r.verified_bytes;
+        ram["x-verify-mismatches"] = r.verify_mismatches;
+    }
+    j["ram"] = std::move(ram);
     return j;
 }
 
@@ -89,6 +94,10 @@ std::string migration_stats_text(const Json& j) {
                        num(r, "dirty-pages-rate"));
     if (u64(r, "x-populate-announced") != 0) {  // a destination that prepared RAM ahead
         out += fmt::format("populated ahead: {} of {} kbytes announced\n", kb("x-populated-ahead"), kb("x-populate-announced"));
+    }
+    if (u64(r, "x-verified") != 0) {  // a destination under verify-ram
+        out += fmt::format("verified ram: {} kbytes against the source's checksums ({} records sent again after a mismatch)\n",
+                           kb("x-verified"), u64(r, "x-verify-mismatches"));
     }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
                        kb("downtime-bytes"), u64(j, "cpu-throttle-percentage"));

@@ -1,0 +1,158 @@
+// verify-ram end to end: a proxy between two real vmm processes flips one byte of the stream
+// on its way. With verification (the default) the destination refuses the migration naming the
+// block and offset, and the source runs on; without it, the same flip lands silently, which is
+// what this capability exists to stop.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "machine/kvm_fixture.h"
+#include "vm_pair.h"
+
+namespace vmm::test {
+
+namespace {
+
+UniqueFd tcp_listener(uint16_t& port) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0 || ::listen(fd.get(), 16) < 0) return UniqueFd();
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    return fd;
+}
+
+UniqueFd tcp_connect(uint16_t port) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) return UniqueFd();
+    return fd;
+}
+
+// Forwards every connection to `to_port`; in the source-to-destination direction of
+// connection number `victim` (0: the first), the byte at `flip_at` is inverted.
+class FlippingProxy {
+public:
+    FlippingProxy(uint16_t to_port, int victim, uint64_t flip_at) : to_(to_port), victim_(victim), flip_at_(flip_at) {
+        listen_ = tcp_listener(port_);
+        acceptor_ = std::thread([this] { accept_loop(); });
+    }
+    ~FlippingProxy() {
+        stop_ = true;
+        acceptor_.join();
+        for (auto& t : pumps_) t.join();
+    }
+    uint16_t port() const { return port_; }
+    bool flipped() const { return flipped_; }
+
+private:
+    void accept_loop() {
+        for (int n = 0; !stop_;) {
+            pollfd p{listen_.get(), POLLIN, 0};
+            if (::poll(&p, 1, 100) <= 0) continue;
+            auto in = std::make_shared<UniqueFd>(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            auto out = std::make_shared<UniqueFd>(tcp_connect(to_));
+            bool victim = n++ == victim_;
+            pumps_.emplace_back([this, in, out, victim] { pump(in->get(), out->get(), victim ? flip_at_ : UINT64_MAX); });
+            pumps_.emplace_back([this, in, out] { pump(out->get(), in->get(), UINT64_MAX); });
+        }
+    }
+    void pump(int from, int to, uint64_t flip_at) {
+        uint64_t seen = 0;
+        char buf[65536];
+        while (!stop_) {
+            pollfd p{from, POLLIN, 0};
+            if (::poll(&p, 1, 100) <= 0) continue;
+            ssize_t n = ::read(from, buf, sizeof(buf));
+            if (n <= 0) break;
+            if (flip_at >= seen && flip_at < seen + static_cast<uint64_t>(n)) {
+                buf[flip_at - seen] = static_cast<char>(~buf[flip_at - seen]);
+                flipped_ = true;
+            }
+            seen += static_cast<uint64_t>(n);
+            for (ssize_t done = 0; done < n;) {
+                ssize_t w = ::send(to, buf + done, static_cast<size_t>(n - done), MSG_NOSIGNAL);
+                if (w <= 0) return;
+                done += w;
+            }
+        }
+        ::shutdown(to, SHUT_WR);
+    }
+
+    uint16_t to_, port_ = 0;
+    int victim_;
+    uint64_t flip_at_;
+    UniqueFd listen_;
+    std::atomic<bool> stop_{false}, flipped_{false};
+    std::thread acceptor_;
+    std::vector<std::thread> pumps_;
+};
+
+// A guest whose first 32 MiB the host filled with random bytes, migrated through the proxy.
+struct Outcome {
+    std::string out, src_status, src_hash, dst_log;
+    std::optional<std::string> dst_hash;
+};
+
+Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd) {
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start(name + "-src", {"--guest", "idle", "-m", "64M", "--smp", "1", "--prefill", "32M"});
+    auto dst = destination(name + "-dst", tcp_uri(port), "64M", "1");
+    if (!src || !dst) return {};
+    // 12 MiB in: page data of the third 4 MiB record (headers and sums are a few KiB in all).
+    FlippingProxy proxy(port, multifd ? 1 : 0, (12u << 20) + 12345);
+    EXPECT_EQ(src->cmd(std::string("migrate_set_capability verify-ram ") + (verify ? "on" : "off")), "");
+    if (multifd) EXPECT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    EXPECT_EQ(src->cmd("stop"), "");  // nothing dirty: one copy of each page, the flipped one too
+    Outcome o;
+    o.out = src->cmd("migrate " + tcp_uri(proxy.port()));
+    EXPECT_TRUE(proxy.flipped()) << "the proxy never saw byte 12 MiB + 12345: " << o.out;
+    o.src_status = src->status();
+    o.src_hash = src->ramhash();
+    if (o.out.find("Migration status: completed") != std::string::npos) o.dst_hash = dst->ramhash();
+    o.dst_log = dst->log();
+    return o;
+}
+
+void expect_refused(const Outcome& o) {
+    EXPECT_NE(o.out.find("Migration status: failed"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("RAM verification failed: RAM block 'pc.ram' offset 0x"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("Error: migration failed: "), std::string::npos) << o.out;
+    EXPECT_EQ(o.src_status, "paused") << "the source keeps its guest (paused, as it was)";
+    EXPECT_NE(o.dst_log.find("incoming migration failed: RAM verification failed"), std::string::npos) << o.dst_log;
+}
+
+}  // namespace
+
+TEST(VerifyRam, AFlippedByteInAPagesRecordFailsTheMigrationNamingBlockAndOffset) {
+    VMM_REQUIRE_KVM();
+    expect_refused(migrate_through_flip("flip", true, false));
+}
+
+TEST(VerifyRam, AFlippedByteOnAMultifdLaneFailsTheMigrationToo) {
+    VMM_REQUIRE_KVM();
+    expect_refused(migrate_through_flip("flip-mfd", true, true));
+}
+
+TEST(VerifyRam, WithoutItTheSameFlipLandsSilently) {
+    VMM_REQUIRE_KVM();
+    Outcome o = migrate_through_flip("flip-off", false, false);
+    ASSERT_NE(o.out.find("Migration status: completed"), std::string::npos) << o.out;
+    ASSERT_TRUE(o.dst_hash);
+    EXPECT_NE(o.src_hash, *o.dst_hash) << "the flipped byte must have landed: the proxy did not corrupt anything";
+}
+
+}  // namespace vmm::test
