@@ -4,8 +4,10 @@
 #   1. throughput: a host-filled (incompressible) guest of --size, migrated --runs times, beside
 #      this machine's raw loopback TCP (hot 4 MiB buffers, as iperf measures, and memory to
 #      memory over the same size, as a migration moves RAM); medians and ratios; variants side
-#      by side: the default (one connection), multifd on, a --mem-prealloc destination,
-#      zero-copy-send off
+#      by side: the default (one connection; to this host it copies RAM), multifd on, a
+#      --mem-prealloc destination, splicing to this host too (x-zero-copy-local: what the
+#      zero-copy default is decided by), and verify-ram on beside the default and beside
+#      multifd: what end-to-end RAM verification costs, the median of each run's paired ratio
 #   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
 #      was touched, not the RAM size
 #   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
@@ -95,11 +97,13 @@ filled_run() {
 
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-variants=(mig mfd pre copy)
+variants=(mig ver mfd mfdver pre splice)
 for v in "${variants[@]}" hot cold; do : >"$work/$v"; : >"$work/$v.ratio"; done
 max_src=0 max_dst=0
-printf '[migration.capabilities]\nzero-copy-send = false\n' >"$work/copy.toml"
+printf '[migration.capabilities]\nx-zero-copy-local = true\n' >"$work/splice.toml"
 printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes
+printf '[migration.capabilities]\nverify-ram = true\n' >"$work/ver.toml"
+printf '[migration.capabilities]\nmultifd = true\nverify-ram = true\n' >"$work/mfdver.toml"
 
 # paired_run VARIANT NAME: raw hot TCP measured just before the migration it is compared
 # with, so that the ratio of each pair holds while this shared machine's speed drifts.
@@ -110,8 +114,10 @@ paired_run() {
     DST_ARGS=()
     case "$v" in
         mfd) args=(--config "$work/multifd.toml") ;;
+        ver) args=(--config "$work/ver.toml") ;;
+        mfdver) args=(--config "$work/mfdver.toml") ;;
         pre) DST_ARGS=(--mem-prealloc) ;;
-        copy) args=(--config "$work/copy.toml") ;;
+        splice) args=(--config "$work/splice.toml") ;;
     esac
     filled_run "$v" "$v$name" "${args[@]}"
     DST_ARGS=()
@@ -157,10 +163,20 @@ row "  the median of each migration's ratio to raw TCP hot just before it (targe
 variant_row() {  # variant_row VARIANT LABEL
     row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{printf "%.2f", a/c}'))"
 }
-variant_row mig "default (one connection, zero-copy send)"
+variant_row mig "default (one connection; copies RAM to this host)"
+variant_row ver "  verify-ram on"
 variant_row mfd "multifd on (2 lanes)"
+variant_row mfdver "  verify-ram on"
 variant_row pre "destination started with --mem-prealloc"
-variant_row copy "zero-copy-send off (the source copies RAM)"
+variant_row splice "splicing RAM to this host too (x-zero-copy-local)"
+# What verification costs: each run's verified MB/s over the unverified one measured beside it.
+paste "$work/ver" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/cost1"
+paste "$work/mfdver" "$work/mfd" | awk '{printf "%.3f\n", $1/$2}' >"$work/cost2"
+paste "$work/splice" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/splice.vs"
+row "verify-ram: verified / unverified MB/s, median of paired runs" ""
+row "  one connection (verify-ram is on by default if >= 0.95)" "$(median <"$work/cost1")  (runs: $(tr '\n' ' ' <"$work/cost1"))"
+row "  multifd, 2 lanes" "$(median <"$work/cost2")  (runs: $(tr '\n' ' ' <"$work/cost2"))"
+row "spliced / copied to this host, median of paired runs" "$(median <"$work/splice.vs")  (runs: $(tr '\n' ' ' <"$work/splice.vs"))"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
 row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"

@@ -21,7 +21,10 @@ namespace vmm::migration {
 using Lanes = std::vector<std::unique_ptr<SocketStream>>;
 using OpenFd = std::function<Result<UniqueFd>()>;
 
-// A stream over `fd` with the migration's timeouts, cancel token and zero-copy setting.
+// Whether the peer of a connected socket is on this host (loopback address, or a unix socket).
+bool peer_on_this_host(int fd);
+// A stream over `fd` with the migration's timeouts, cancel token and zero-copy setting (which
+// splices only to a peer on another host unless x-zero-copy-local is on).
 std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer);
 
 // Source: sends the preface on `main`, then opens `count` lanes with `connect` (to the same

@@ -1,5 +1,8 @@
 // Opening and accepting the lanes of a multifd migration (the hellos: multifd_wire.h).
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -7,10 +10,30 @@
 
 namespace vmm::migration {
 
+bool peer_on_this_host(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return false;
+    if (ss.ss_family == AF_UNIX) return true;
+    if (ss.ss_family == AF_INET) {
+        return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+    }
+    return false;
+}
+
 std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer) {
+    // Splicing pays where the kernel would otherwise copy RAM into a NIC's buffers; to a peer on
+    // this host (loopback, unix) the receiver copies from the spliced pages anyway, and the
+    // per-page pipe and reference work made it slower than one copy (docs/performance.md).
+    const Capabilities& caps = ctx.settings->caps;
+    bool zero_copy = caps.zero_copy_send && (caps.zero_copy_local || !peer_on_this_host(fd.get()));
     return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel,
                                           std::chrono::milliseconds(ctx.settings->params.io_timeout_ms),
-                                          std::move(peer), ctx.settings->caps.zero_copy_send);
+                                          std::move(peer), zero_copy);
 }
 
 Result<Lanes> open_source_lanes(SocketStream& main, uint32_t count, const OpenFd& connect,

@@ -13,7 +13,8 @@ const std::vector<CapabilityInfo>& core_capabilities() {
         {"auto-converge", "throttle the vCPUs when dirty rounds do not converge"},
         {"zero-blocks", "send zero pages as markers instead of data"},
         {"events", "emit MIGRATION events on the JSON monitor"},
-        {"zero-copy-send", "tcp/unix: splice guest RAM into the socket instead of copying it"},
+        {"zero-copy-send", "tcp/unix: splice guest RAM into the socket instead of copying it (to a remote destination)"},
+        {"x-zero-copy-local", "with zero-copy-send: splice to a destination on this host too (slower there)"},
         {"multifd", "tcp/unix: send RAM over multifd-channels connections, one thread each side"},
         {"verify-ram", "checksum every page record (XXH3) on the source, check it on the destination"},
     };
@@ -50,6 +51,7 @@ Status Settings::set_capability(std::string_view name, bool on) {
     else if (name == "zero-blocks") caps.zero_blocks = on;
     else if (name == "events") caps.events = on;
     else if (name == "zero-copy-send") caps.zero_copy_send = on;
+    else if (name == "x-zero-copy-local") caps.zero_copy_local = on;
     else if (name == "multifd") caps.multifd = on;
     else if (name == "verify-ram") caps.verify_ram = on;
     else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
@@ -105,7 +107,8 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
 std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out = {
         {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
-        {"zero-copy-send", caps.zero_copy_send}, {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}};
+        {"zero-copy-send", caps.zero_copy_send}, {"x-zero-copy-local", caps.zero_copy_local},
+        {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}};
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);

@@ -17,9 +17,10 @@ struct Capabilities {
     bool auto_converge = false;
     bool zero_blocks = true;  // zero pages travel as markers; off sends them as data
     bool events = true;       // MIGRATION events on the JSON monitor
-    bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied
+    bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied (to a remote peer)
+    bool zero_copy_local = false;  // ... also to a peer on this host, where copying measured faster
     bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
-    bool verify_ram = true;      // every page record carries an XXH3-64 the destination checks
+    bool verify_ram = false;     // every page carries an XXH3-64 the destination checks (costs > 5 % on loopback)
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

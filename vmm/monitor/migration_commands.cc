@@ -96,7 +96,7 @@ std::string migration_stats_text(const Json& j) {
         out += fmt::format("populated ahead: {} of {} kbytes announced\n", kb("x-populated-ahead"), kb("x-populate-announced"));
     }
     if (u64(r, "x-verified") != 0) {  // a destination under verify-ram
-        out += fmt::format("verified ram: {} kbytes against the source's checksums ({} records sent again after a mismatch)\n",
+        out += fmt::format("verified ram: {} kbytes against the source's checksums ({} pages sent again after a mismatch)\n",
                            kb("x-verified"), u64(r, "x-verify-mismatches"));
     }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
