@@ -1,10 +1,6 @@
 // Live migration between two vmm processes on loopback. Every successful migration compares
 // the RAM digests of the source (paused for good in postmigrate) and the destination (started
 // with -S, before it resumes), then checks the guest carries on at the destination.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -270,18 +266,13 @@ TEST(Migration, RamSizeMismatchIsRefusedWithAClearMessage) {
 TEST(Migration, APortHeldBySomethingSilentIsNamedWithinTheConnectTimeout) {
     VMM_REQUIRE_KVM();
     // A listener that takes connections into its backlog and never says a word.
-    UniqueFd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    ASSERT_EQ(::bind(holder.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ASSERT_EQ(::listen(holder.get(), 4), 0);
-    ASSERT_EQ(::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    uint16_t port = 0;
+    UniqueFd holder = tcp_listener(port);
+    ASSERT_TRUE(holder);
     auto src = Vm::start("silent-src", {"--guest", "idle", "-m", "64M", "--smp", "1"});
     ASSERT_TRUE(src);
     ASSERT_EQ(src->cmd("migrate_set_parameter x-connect-timeout 1500"), "");
-    std::string out = src->cmd("migrate " + tcp_uri(ntohs(addr.sin_port)));
+    std::string out = src->cmd("migrate " + tcp_uri(port));
     EXPECT_NE(out.find("accepted the connection but did not answer the migration header within 1500 ms "
                        "(x-connect-timeout): is a vmm destination listening there, or something else?"),
               std::string::npos)

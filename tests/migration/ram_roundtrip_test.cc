@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "tests/migration/memory_fixture.h"
 #include "vmm/memory/populated.h"
 #include "vmm/migration/ram_loader.h"
 #include "vmm/migration/ram_saver.h"
@@ -14,20 +15,9 @@
 namespace vmm::migration {
 
 namespace {
-constexpr uint64_t M = 1 << 20;
-
-memory::GuestMemory make_memory() {
-    auto m = memory::GuestMemory::create({{"pc.ram", 0, 8 * M, memory::HugePages::none},
-                                          {"high", 16 * M, 4 * M, memory::HugePages::none}});
-    EXPECT_TRUE(m);
-    return std::move(*m);
-}
-
-std::vector<BlockInfo> layout(const memory::GuestMemory& m) {
-    std::vector<BlockInfo> out;
-    for (const auto& b : m.blocks()) out.push_back({b->name(), b->guest_addr(), b->size()});
-    return out;
-}
+using test::M;
+using test::make_memory;
+using test::layout;
 
 bool same_memory(const memory::GuestMemory& a, const memory::GuestMemory& b) {
     for (size_t i = 0; i < a.blocks().size(); ++i)

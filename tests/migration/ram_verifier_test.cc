@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "tests/migration/memory_fixture.h"
 #include "vmm/memory/populated.h"
 #include "vmm/migration/ram_loader.h"
 #include "vmm/migration/ram_saver.h"
@@ -13,21 +14,10 @@
 namespace vmm::migration {
 
 namespace {
-constexpr uint64_t M = 1 << 20;
+using test::M;
+using test::make_memory;
+using test::layout;
 constexpr uint64_t P = 4096;
-
-memory::GuestMemory make_memory() {
-    auto m = memory::GuestMemory::create({{"pc.ram", 0, 8 * M, memory::HugePages::none},
-                                          {"high", 16 * M, 4 * M, memory::HugePages::none}});
-    EXPECT_TRUE(m);
-    return std::move(*m);
-}
-
-std::vector<BlockInfo> layout(const memory::GuestMemory& m) {
-    std::vector<BlockInfo> out;
-    for (const auto& b : m.blocks()) out.push_back({b->name(), b->guest_addr(), b->size()});
-    return out;
-}
 
 void put(MemoryStream& s, const std::vector<uint8_t>& bytes) { ASSERT_TRUE(s.write(bytes)); }
 

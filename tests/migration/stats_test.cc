@@ -47,7 +47,9 @@ void sample_a_capped_migration(bool multifd) {
     ASSERT_TRUE(src && dst);
     auto qmp = QmpClient::connect(qsock);
     ASSERT_TRUE(qmp);
-    if (multifd) ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    if (multifd) {
+        ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    }
     ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 12m"), "");  // ~2 s of bulk round
     ASSERT_TRUE(qmp->execute("migrate", {{"uri", tcp_uri(port)}}).contains("return"));
     Json before = Json::object({{"ram", Json::object()}});

@@ -21,28 +21,6 @@ namespace vmm::test {
 
 namespace {
 
-UniqueFd tcp_listener(uint16_t& port) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0 || ::listen(fd.get(), 16) < 0) return UniqueFd();
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    return fd;
-}
-
-UniqueFd tcp_connect(uint16_t port) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) return UniqueFd();
-    return fd;
-}
-
 // Forwards every connection to `to_port`; in the source-to-destination direction of
 // connection number `victim` (0: the first), the byte at `flip_at` is inverted.
 class FlippingProxy {
@@ -116,7 +94,9 @@ Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd)
     // 12 MiB in: page data of the third 4 MiB record (headers and sums are a few KiB in all).
     FlippingProxy proxy(port, multifd ? 1 : 0, (12u << 20) + 12345);
     EXPECT_EQ(src->cmd(std::string("migrate_set_capability verify-ram ") + (verify ? "on" : "off")), "");
-    if (multifd) EXPECT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    if (multifd) {
+        EXPECT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    }
     EXPECT_EQ(src->cmd("stop"), "");  // nothing dirty: one copy of each page, the flipped one too
     Outcome o;
     o.out = src->cmd("migrate " + tcp_uri(proxy.port()));

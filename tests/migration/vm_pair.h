@@ -34,6 +34,9 @@ private:
 };
 
 uint16_t free_tcp_port();
+// A socket listening on 127.0.0.1 (any free port, written to `port`), and a client of one.
+UniqueFd tcp_listener(uint16_t& port);
+UniqueFd tcp_connect(uint16_t port);
 std::string tcp_uri(uint16_t port);  // tcp:127.0.0.1:PORT
 // A destination vmm: --incoming URI, paused after the migration (-S) so RAM can be compared.
 std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem = "256M",
