@@ -1,6 +1,7 @@
 // libFuzzer target for both monitors' line handling, through the real command table with a real
 // machine under it: a KVM VM running the idle payload, its migration manager, and every command
-// vmm registers. The first byte picks the monitor (text or QMP); the rest is split into lines,
+// vmm registers. VMM_FUZZ_MODE=hmp or qmp fuzzes one monitor (ctest runs each: the text
+// monitor's parsing, QMP's dispatch); without it the first byte picks. The input is split into lines,
 // each handled as a session would (QMP: a fresh session per input, so negotiation is fuzzed
 // too). After every input the machine must still answer `query-status`; an input that ended
 // it (`quit`) is allowed to, and the next input gets a new machine. Built by tests/ with clang.
@@ -58,7 +59,11 @@ void run_hmp(Vmm& v, std::string_view line) {
 
 }  // namespace
 
+// -1: the first byte of each input picks the monitor; 0: always the text monitor; 1: always QMP.
+static int forced_mode = -1;
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    if (const char* m = std::getenv("VMM_FUZZ_MODE")) forced_mode = std::string_view(m) == "qmp" ? 1 : 0;
     // No migration the fuzzer starts may reach beyond this machine or wait long for a name.
     ::setenv("RES_OPTIONS", "timeout:1 attempts:1", 1);
     ::setenv("VMM_PLUGIN_DIR", "/nonexistent", 1);
@@ -72,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         vmm.reset();
         vmm = make_vmm();
     }
-    bool qmp = data[0] & 1;
+    bool qmp = forced_mode >= 0 ? forced_mode == 1 : (data[0] & 1) != 0;
     std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
     monitor::QmpSession session(vmm->dispatcher, [](const std::string&) {});
     while (!rest.empty()) {
