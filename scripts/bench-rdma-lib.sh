@@ -180,6 +180,9 @@ run_vmm() {  # run_vmm MODE RUN
         vmm-rdma-2-channels*) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
         vmm-tcp-multifd*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "multifd", "state": true}]}') ;;
     esac
+    case "$mode" in  # -verify: end-to-end RAM verification on (what it costs: beside the same mode without)
+        *-verify*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "verify-ram", "state": true}]}') ;;
+    esac
     stopped_setup
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
     # An -idle mode is compared with ib_write_bw, which runs with nothing beside it: no memory

@@ -23,7 +23,9 @@
 # Writes build/bench/rdma-DATE.json (figures, query-migrate samples, our round logs) and
 # build/bench/rdma-DATE.png (data moved over time, per mode).
 #
-# --modes picks modes (comma-separated) from those above, their "-stopped" twins (the
+# --modes picks modes (comma-separated) from those above, "-verify" twins of ours (verify-ram
+# on: vmm-rdma-dynamic-verify, vmm-rdma-pin-all-verify, vmm-tcp-verify; their throughput beside
+# the same mode's is what verification costs), their "-stopped" twins (the
 # guest paused before migrating: the transport alone, no vCPU competing for the CPU) and, for
 # ours, their "-idle" twins, e.g.
 #   --modes vmm-rdma-dynamic-stopped,vmm-rdma-pin-all-idle,qemu-rdma-dynamic-stopped
@@ -83,7 +85,8 @@ modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp vmm-rdma-dy
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
-    ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'  # each has an -idle twin
+    ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'
+    ours+='|vmm-rdma-dynamic-verify|vmm-rdma-pin-all-verify|vmm-tcp-verify'  # each has an -idle twin
     for m in "${modes[@]}"; do
         [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"

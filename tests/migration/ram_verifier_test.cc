@@ -66,7 +66,7 @@ TEST(RamVerifier, SummedRoundsFromTheSaverLandAndCheckByteForByte) {
     MemoryStream wire;
     RamStats stats;
     RateLimiter rl{0, nullptr};
-    RamSaver saver(src, wire, nullptr, rl, true, stats, true);
+    RamSaver saver(src, wire, nullptr, rl, true, stats, RamSaver::Verify::summed);
     auto pagemap = memory::PagemapReader::open();
     ASSERT_TRUE(pagemap);
     ASSERT_TRUE(saver.bulk_round(&*pagemap));

@@ -86,10 +86,12 @@ struct Outcome {
     std::optional<std::string> dst_hash;
 };
 
-Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd) {
+// `scheme`: tcp, or loop (the test plugin, whose RAM channel the core sums after each round).
+Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd, const std::string& scheme = "tcp") {
     uint16_t port = free_tcp_port();
+    auto uri = [&scheme](uint16_t p) { return scheme + ":127.0.0.1:" + std::to_string(p); };
     auto src = Vm::start(name + "-src", {"--guest", "idle", "-m", "64M", "--smp", "1", "--prefill", "32M"});
-    auto dst = destination(name + "-dst", tcp_uri(port), "64M", "1");
+    auto dst = destination(name + "-dst", uri(port), "64M", "1");
     if (!src || !dst) return {};
     // 12 MiB in: page data of the third 4 MiB record (headers and sums are a few KiB in all).
     FlippingProxy proxy(port, multifd ? 1 : 0, (12u << 20) + 12345);
@@ -99,7 +101,7 @@ Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd)
     }
     EXPECT_EQ(src->cmd("stop"), "");  // nothing dirty: one copy of each page, the flipped one too
     Outcome o;
-    o.out = src->cmd("migrate " + tcp_uri(proxy.port()));
+    o.out = src->cmd("migrate " + uri(proxy.port()));
     EXPECT_TRUE(proxy.flipped()) << "the proxy never saw byte 12 MiB + 12345: " << o.out;
     o.src_status = src->status();
     o.src_hash = src->ramhash();
@@ -157,6 +159,32 @@ TEST(VerifyRam, AGuestRewritingPagesWhileTheyAreSplicedStillMigratesWithoutAFals
         EXPECT_FALSE(verified.empty()) << dst->cmd("info migrate");
         std::cout << "verified ram: " << verified << "\n";
     }
+}
+
+// A transport with its own RAM channel (the RDMA plugin's kind): the core sums the pages it hands
+// the channel and checks them on the destination once the channel's round has ended.
+TEST(VerifyRam, AFlippedByteInAPluginsRamChannelFailsTheMigrationToo) {
+    VMM_REQUIRE_KVM();
+    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
+    expect_refused(migrate_through_flip("flip-loop", true, false, "loop"));
+    ::unsetenv("VMM_PLUGIN_DIR");
+}
+
+TEST(VerifyRam, AGuestRewritingPagesUnderAPluginsRamChannelMigratesWithoutAFalseAlarm) {
+    VMM_REQUIRE_KVM();
+    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
+    uint16_t port = free_tcp_port();
+    std::string uri = "loop:127.0.0.1:" + std::to_string(port);
+    auto src = Vm::start("verify-loop-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=32M"});
+    auto dst = destination("verify-loop-dst", uri, "128M", "2");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_capability verify-ram on"), "");
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    std::string out = src->cmd("migrate " + uri);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << dst->log();
+    expect_handover(*src, *dst);
+    EXPECT_FALSE(dst->migrate_field("verified ram").empty()) << dst->cmd("info migrate");
+    ::unsetenv("VMM_PLUGIN_DIR");
 }
 
 }  // namespace vmm::test

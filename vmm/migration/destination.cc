@@ -119,9 +119,10 @@ Status IncomingMigration::receive(Connection& conn) {
     if (!header) return header.error();
     DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
     std::unique_ptr<RamVerifier> verifier;
+    bool round_sums = (header->features & kFeatureRoundSums) != 0;
     if ((header->features & kFeatureVerifyRam) != 0) {
         verifier = std::make_unique<RamVerifier>(header->blocks);
-        if (channel != nullptr) {
+        if (channel != nullptr && !round_sums) {  // a channel that checks its own records (multifd)
             if (auto s = channel->verify_with(verifier.get()); !s) {
                 refuse(st, s.error());
                 return s;
@@ -131,6 +132,7 @@ Status IncomingMigration::receive(Connection& conn) {
     StreamLoader loader(machine_.memory(), st, channel, header->blocks,
                         [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); },
                         verifier.get());
+    if (verifier && round_sums) loader.expect_round_sums();
     Status loaded = loader.run();
     publish(loader, channel, verifier.get());
     if (!loaded) {

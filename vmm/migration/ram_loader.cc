@@ -68,6 +68,16 @@ Status StreamLoader::load_populate(const Record& r) {
     return {};
 }
 
+Status StreamLoader::load_sums(const Record& r) {
+    if (!in_round_ || channel_ == nullptr) return Error("migration stream: SUMS outside a RAM channel's round");
+    if (verifier_ == nullptr || !round_sums_) return Error("migration stream: SUMS, but the source did not announce them");
+    std::vector<uint64_t> sums;
+    if (auto s = read_page_sums(stream_, r.length, sums); !s) return s;
+    // The channel's round has ended: every write of it is in guest RAM, ready to be checked.
+    verifier_->check(r.block, r.offset, {mem_.blocks()[r.block]->host() + r.offset, r.length}, sums);
+    return {};
+}
+
 Status StreamLoader::load_state(const Record& r) {
     if (in_round_) return Error("migration stream: STATE inside a RAM round");
     if (have_state_) return Error("migration stream: a second STATE record");
@@ -104,6 +114,7 @@ Status StreamLoader::run() {
                 in_round_ = false;
                 break;
             case RecordType::state: s = load_state(*r); break;
+            case RecordType::sums: s = load_sums(*r); break;
             case RecordType::end:
                 if (in_round_) return Error("migration stream: END inside a RAM round");
                 if (!have_state_) return Error("migration stream: END before the device state");

@@ -52,6 +52,8 @@ public:
 
     // Reads records until END. Fails on the first invalid record, writing nothing for it.
     Status run();
+    // The source sums its RAM channel's pages in SUMS records after each round (kFeatureRoundSums).
+    void expect_round_sums() { round_sums_ = true; }
     const LoadCounters& counters() const { return counters_; }
     // Bytes the Populator prepared before their data arrived.
     uint64_t populated_ahead() const { return populator_ ? populator_->populated_bytes() : 0; }
@@ -61,6 +63,7 @@ private:
     Status load_zero(const Record& r);
     Status load_populate(const Record& r);
     Status load_state(const Record& r);
+    Status load_sums(const Record& r);
     Status round_begin(const Record& r);
 
     const memory::GuestMemory& mem_;
@@ -73,6 +76,7 @@ private:
     bool in_round_ = false;
     uint32_t round_ = 0;
     bool have_state_ = false;
+    bool round_sums_ = false;
     std::unique_ptr<Populator> populator_;  // from the first POPULATE record on
 };
 

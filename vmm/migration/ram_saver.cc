@@ -24,7 +24,7 @@ bool is_zero_page(const uint8_t* p) {
 }
 
 RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
-                   bool zero_markers, RamStats& stats, bool verify)
+                   bool zero_markers, RamStats& stats, Verify verify)
     : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
       verify_(verify) {
     if (channel_ != nullptr) {
@@ -76,6 +76,8 @@ void RamSaver::sent(uint64_t n) {
 }
 
 Status RamSaver::begin(uint32_t round) {
+    round_ = round;
+    round_sums_.clear();
     if (progress_) progress_();  // the round's `remaining` is published before any of it goes
     Record r;
     r.type = RecordType::round_begin;
@@ -86,9 +88,47 @@ Status RamSaver::begin(uint32_t round) {
     return channel_->begin_round(round);
 }
 
+void RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero) {
+    if (verify_ != Verify::round_sums) return;
+    static const uint64_t zero_sum = [] {
+        std::vector<uint8_t> page(kPageSize, 0);
+        return page_checksum(page.data());
+    }();
+    const uint8_t* host = mem_.blocks()[block]->host();
+    for (uint64_t p = first_page; p < first_page + count;) {
+        uint64_t n = std::min<uint64_t>(kMaxSumsRecord, first_page + count - p);
+        Sums s{block, p << kPageShift, std::vector<uint64_t>(n, zero_sum)};
+        if (!zero) {
+            for (uint64_t i = 0; i < n; ++i) s.sums[i] = page_checksum(host + ((p + i) << kPageShift));
+        }
+        round_sums_.push_back(std::move(s));
+        p += n;
+    }
+}
+
+// After the channel's round: every write of it has landed, so the destination can check them.
+Status RamSaver::send_round_sums() {
+    for (const Sums& s : round_sums_) {
+        Record r;
+        r.type = RecordType::sums;
+        r.block = s.block;
+        r.offset = s.offset;
+        r.length = s.sums.size() << kPageShift;
+        auto header = encode_record(r);
+        for (uint64_t v : s.sums) {
+            for (size_t i = 0; i < sizeof(v); ++i) header.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        }
+        if (auto st = stream_.write(header); !st) return st;
+        sent(header.size());
+    }
+    round_sums_.clear();
+    return {};
+}
+
 Status RamSaver::end(uint32_t round) {
     if (channel_ != nullptr) {
         if (auto s = channel_->end_round(); !s) return s;
+        if (auto s = send_round_sums(); !s) return s;
     }
     Record r;
     r.type = RecordType::round_end;
@@ -121,19 +161,20 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         // at every instant of a capped round, not only at its end.
         if (channel_ != nullptr) {
             if (auto s = limiter_.consume(n << kPageShift); !s) return s;
+            sum_for_channel(block, p, n, false);  // as read now, as a spliced page is
             if (auto s = channel_->send(block, p << kPageShift, n << kPageShift); !s) return s;
             account({n, 0});
             sent(n << kPageShift);
             continue;
         }
         Record r;
-        r.type = verify_ ? RecordType::pages_summed : RecordType::pages;
+        r.type = verify_ == Verify::summed ? RecordType::pages_summed : RecordType::pages;
         r.block = block;
         r.offset = p << kPageShift;
         r.length = n << kPageShift;
         std::span<const uint8_t> data{b.host() + r.offset, r.length};
         auto header = encode_record(r);
-        if (verify_) append_page_sums(header, data);
+        if (verify_ == Verify::summed) append_page_sums(header, data);
         if (auto s = record(header, data, {n, 0}); !s) return s;
     }
     return {};
@@ -141,6 +182,8 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
 
 Status RamSaver::send_zero(uint32_t block, uint64_t first_page, uint64_t count) {
     if (channel_ != nullptr) {
+        // Only a later round's zero pages can settle a page owed from an earlier one.
+        if (round_ != 0) sum_for_channel(block, first_page, count, true);
         if (auto s = channel_->send_zero(block, first_page << kPageShift, count << kPageShift); !s) return s;
         account({0, count});
         return {};

@@ -23,10 +23,13 @@ bool is_zero_page(const uint8_t* p);
 
 class RamSaver {
 public:
-    // `verify`: inline PAGES go as PAGES_SUMMED, with the XXH3-64 of the data as read here (a
-    // channel that verifies takes its own sums).
+    // verify-ram. `summed`: inline PAGES go as PAGES_SUMMED, with the XXH3-64 of each page as
+    // read here. `round_sums`: the pages a channel that does not checksum itself writes (and
+    // zeroes, after the bulk round) are summed here as they are handed to it, and their SUMS
+    // records follow the channel's end of round on the stream.
+    enum class Verify { off, summed, round_sums };
     RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
-             bool zero_markers, RamStats& stats, bool verify = false);
+             bool zero_markers, RamStats& stats, Verify verify = Verify::off);
     ~RamSaver();
     RamSaver(const RamSaver&) = delete;
     RamSaver& operator=(const RamSaver&) = delete;
@@ -66,7 +69,16 @@ private:
     RateLimiter& limiter_;
     bool zero_markers_;
     RamStats& stats_;
-    bool verify_;
+    Verify verify_;
+    struct Sums {
+        uint32_t block;
+        uint64_t offset;
+        std::vector<uint64_t> sums;  // one per page from `offset`
+    };
+    std::vector<Sums> round_sums_;  // this round's, for a channel (Verify::round_sums)
+    uint32_t round_ = 0;
+    void sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero);
+    Status send_round_sums();
     uint64_t bytes_ = 0;
     uint64_t last_progress_ = 0;
     std::function<void()> progress_;

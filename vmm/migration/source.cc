@@ -24,7 +24,7 @@ struct MigrationSource::Run {
         : conn(c),
           limiter(src.settings_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
           saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.settings_.caps.zero_blocks, work,
-                src.verify_ && c.source_ram() == nullptr) {}
+                src.verify_mode()) {}
     Connection& conn;
     RamStats work;
     RateLimiter limiter;
@@ -121,19 +121,25 @@ void MigrationSource::run() {
     finished_ = true;
 }
 
+// How this migration's RAM is verified: inline records carry their sums; a channel either sums
+// its own records (multifd lanes) or the saver sums what it hands it, after its round.
+RamSaver::Verify MigrationSource::verify_mode() const {
+    if (!verify_) return RamSaver::Verify::off;
+    SourceRamChannel* channel = conn_ ? conn_->source_ram() : nullptr;
+    if (channel == nullptr) return RamSaver::Verify::summed;
+    return channel->verifies() ? RamSaver::Verify::off : RamSaver::Verify::round_sums;
+}
+
 Status MigrationSource::setup(Connection*& conn_out) {
     auto conn = transport_.connect(context_for(machine_, uri_, settings_, cancel_));
     if (!conn) return conn.error();
     conn_ = std::move(*conn);
     log::info("migrating to {}", conn_->describe());
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
-    verify_ = settings_.caps.verify_ram && (conn_->source_ram() == nullptr || conn_->source_ram()->verifies());
-    if (settings_.caps.verify_ram && !verify_) {
-        log::warn("verify-ram: the {} transport does not checksum RAM yet; this migration's RAM is not verified end to end",
-                  uri_.scheme);
-    }
+    verify_ = settings_.caps.verify_ram;
     StreamHeader header = header_for(machine_, mode);
     header.features = verify_ ? kFeatureVerifyRam : 0;
+    if (verify_mode() == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;

@@ -19,6 +19,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/migration/cancel.h"
 #include "vmm/migration/params.h"
+#include "vmm/migration/ram_saver.h"
 #include "vmm/migration/rate_limiter.h"
 #include "vmm/migration/stats.h"
 #include "vmm/migration/transport.h"
@@ -63,7 +64,8 @@ private:
     Transport& transport_;
     Uri uri_;
     Settings settings_;
-    bool verify_ = false;  // verify-ram for this migration: on, and the RAM path can checksum
+    bool verify_ = false;  // verify-ram for this migration
+    RamSaver::Verify verify_mode() const;
     CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;

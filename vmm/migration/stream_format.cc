@@ -116,6 +116,11 @@ std::vector<uint8_t> encode_record(const Record& r) {
             w.put(r.offset);
             w.put(static_cast<uint32_t>(r.length));
             break;
+        case RecordType::sums:
+            w.put(r.block);
+            w.put(r.offset);
+            w.put(static_cast<uint32_t>(r.length));
+            break;
         case RecordType::zero:
         case RecordType::populate:
             w.put(r.block);
@@ -171,6 +176,19 @@ Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks,
             if (auto s = read_value(in, r.length); !s) return s.error();
             if (auto s = check_range(r, blocks, page_size); !s) return s.error();
             return r;
+        case 0x09: {  // sums: length is the range the sums cover, at most kMaxSumsRecord pages
+            r.type = RecordType::sums;
+            uint32_t len = 0;
+            if (auto s = read_value(in, r.block); !s) return s.error();
+            if (auto s = read_value(in, r.offset); !s) return s.error();
+            if (auto s = read_value(in, len); !s) return s.error();
+            if (len > kMaxSumsRecord * page_size) {
+                return Error(fmt::format("migration stream: SUMS over {} bytes exceeds {} pages", len, kMaxSumsRecord));
+            }
+            r.length = len;
+            if (auto s = check_range(r, blocks, page_size); !s) return s.error();
+            return r;
+        }
         case 0x05: {
             r.type = RecordType::state;
             uint32_t len = 0;

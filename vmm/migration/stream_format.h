@@ -39,7 +39,11 @@ struct BlockInfo {
 
 // Header feature bits.
 constexpr uint32_t kFeatureVerifyRam = 1u << 0;  // every page record carries its XXH3-64 (PAGES_SUMMED)
-constexpr uint32_t kKnownFeatures = kFeatureVerifyRam;
+// With verify-ram over a transport's RAM channel that does not checksum itself (a plugin's): the
+// pages it wrote in a round are summed in SUMS records on the stream, after the channel's round.
+constexpr uint32_t kFeatureRoundSums = 1u << 1;
+constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums;
+constexpr uint32_t kMaxSumsRecord = 1024;  // pages one SUMS record covers
 
 struct StreamHeader {
     uint32_t page_size = 4096;
@@ -58,6 +62,7 @@ enum class RecordType : uint8_t {
     end = 0x06,
     populate = 0x07,  // advisory: PAGES for this range follow, in order (prepare the memory)
     pages_summed = 0x08,  // PAGES with the XXH3-64 of each of its pages (the verify-ram feature)
+    sums = 0x09,          // the XXH3-64 of pages a RAM channel wrote this round (kFeatureRoundSums)
 };
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries

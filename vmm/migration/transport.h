@@ -43,8 +43,8 @@ public:
     // `fn` runs (on the calling thread, inside any call on the connection) whenever more of what
     // is in flight has arrived, so progress can be published while the channel waits on the wire.
     virtual void on_arrival(std::function<void()> fn) { (void)fn; }
-    // Whether this channel sends each record's checksum (verify-ram); one that does not leaves
-    // its RAM unverified, and the source says so once.
+    // Whether this channel sends each record's checksum (verify-ram); for one that does not, the
+    // core sums the pages it hands the channel and sends the sums after the channel's round.
     virtual bool verifies() const { return false; }
 };
 
@@ -62,8 +62,8 @@ public:
     virtual Status serve_round(uint32_t round) = 0;
     // A channel that does not count (e.g. a plugin's) reports zeros.
     virtual ChannelCounts counts() const { return {}; }
-    // Under verify-ram, before the first round: check every record against its checksum with
-    // `verifier`. A channel that cannot refuses (the source would not have announced it).
+    // Under verify-ram with a source channel that checksums its own records, before the first
+    // round: check each against its checksum with `verifier`. A channel that cannot refuses.
     virtual Status verify_with(class RamVerifier* verifier) {
         if (verifier == nullptr) return {};
         return Error("the source announced verify-ram, but this transport's RAM channel cannot verify RAM");
