@@ -333,6 +333,11 @@ report() {
           # CPU is a cost: QEMU over ours, so above 1 means ours spends less per GB.
           qemu_cpu_over_ours: { dynamic: over("qemu-rdma-dynamic"; "vmm-rdma-dynamic"; "cpu_s_per_gb"),
                                 pin_all: over("qemu-rdma-pin-all"; "vmm-rdma-pin-all"; "cpu_s_per_gb") },
+          # What verify-ram costs: each -verify mode over the same mode without it, both first
+          # divided by the ib_write_bw measured around their own migrations.
+          verify_cost: ($m | to_entries | map(select(.key | test("-verify")) | .key as $k | ($k | sub("-verify"; "")) as $base |
+                                              select($m[$base] != null) |
+                                              {key: $base, value: over($k; $base; "ratio_to_ceiling_around")}) | from_entries),
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-31s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
     printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/around" "/busy" "bulk" "bulk/ar" "downtime (ms)" "guest (ms)" \
@@ -347,6 +352,8 @@ report() {
         while IFS=$'\t' read -r m t r rp rb bk bb d g st b; do
             printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$bk" "$bb" "$d" "$g" "$st" "$b"
         done
+    jq -r '.verify_cost // {} | to_entries[] |
+        "verify-ram, \(.key): throughput with it / without it (each against ib_write_bw around it): \(.value // "-")"' "$2"
     echo "MB/s: RAM transferred over the whole migration after setup (every round and the switchover)."
     echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/ar: that against the"
     echo "ib_write_bw measured around the migration, the issue's >= 0.9 target."

@@ -107,7 +107,11 @@ void RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t cou
 }
 
 // After the channel's round: every write of it has landed, so the destination can check them.
+// One write for all of them: over a plugin's control channel each write may be a message with
+// its own round trip, and a round's dirty runs can be many.
 Status RamSaver::send_round_sums() {
+    if (round_sums_.empty()) return {};
+    std::vector<uint8_t> all;
     for (const Sums& s : round_sums_) {
         Record r;
         r.type = RecordType::sums;
@@ -115,13 +119,14 @@ Status RamSaver::send_round_sums() {
         r.offset = s.offset;
         r.length = s.sums.size() << kPageShift;
         auto header = encode_record(r);
+        all.insert(all.end(), header.begin(), header.end());
         for (uint64_t v : s.sums) {
-            for (size_t i = 0; i < sizeof(v); ++i) header.push_back(static_cast<uint8_t>(v >> (8 * i)));
+            for (size_t i = 0; i < sizeof(v); ++i) all.push_back(static_cast<uint8_t>(v >> (8 * i)));
         }
-        if (auto st = stream_.write(header); !st) return st;
-        sent(header.size());
     }
     round_sums_.clear();
+    if (auto st = stream_.write(all); !st) return st;
+    sent(all.size());
     return {};
 }
 
