@@ -78,6 +78,12 @@ Status StreamLoader::load_sums(const Record& r) {
     return {};
 }
 
+// Every SUMS record of the round is checked (load_sums ran for each before ROUND_END): say so.
+Status StreamLoader::answer_checked() {
+    if (auto s = stream_.write(encode_reply(ReplyType::round_checked)); !s) return s;
+    return stream_.flush();
+}
+
 Status StreamLoader::load_state(const Record& r) {
     if (in_round_) return Error("migration stream: STATE inside a RAM round");
     if (have_state_) return Error("migration stream: a second STATE record");
@@ -112,6 +118,7 @@ Status StreamLoader::run() {
                     return Error(fmt::format("migration stream: end of round {} without its beginning", r->round));
                 }
                 in_round_ = false;
+                if (round_sums_ && channel_ != nullptr) s = answer_checked();
                 break;
             case RecordType::state: s = load_state(*r); break;
             case RecordType::sums: s = load_sums(*r); break;

@@ -64,6 +64,7 @@ private:
     Status load_populate(const Record& r);
     Status load_state(const Record& r);
     Status load_sums(const Record& r);
+    Status answer_checked();
     Status round_begin(const Record& r);
 
     const memory::GuestMemory& mem_;

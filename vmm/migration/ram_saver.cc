@@ -139,7 +139,15 @@ Status RamSaver::end(uint32_t round) {
     r.type = RecordType::round_end;
     r.round = round;
     if (auto s = record(encode_record(r)); !s) return s;
-    return stream_.flush();
+    if (auto s = stream_.flush(); !s) return s;
+    if (verify_ != Verify::round_sums || channel_ == nullptr) return {};
+    // The round ends when the destination has checked it: its checking is then part of each
+    // round's measured time (which convergence sees), not left to run into the switchover.
+    auto reply = read_reply(stream_);
+    if (!reply) return reply.error().context("waiting for the destination to check the round's sums");
+    if (reply->type == ReplyType::refused) return Error("the destination refused the round: " + reply->reason);
+    if (reply->type != ReplyType::round_checked) return Error("the destination answered a round's end out of turn");
+    return {};
 }
 
 void RamSaver::done_pages(uint64_t n) { stats_.remaining -= std::min(stats_.remaining, n << kPageShift); }

@@ -221,7 +221,7 @@ Result<Reply> read_reply(ByteStream& in) {
     uint8_t type = 0;
     if (auto s = read_value(in, type); !s) return s.error();
     Reply r;
-    if (type < 0x80 || type > 0x84) return Error(fmt::format("migration peer sent an unknown reply {:#04x}", type));
+    if (type < 0x80 || type > 0x85) return Error(fmt::format("migration peer sent an unknown reply {:#04x}", type));
     r.type = static_cast<ReplyType>(type);
     if (r.type == ReplyType::header_ok) {
         if (auto s = read_value(in, r.handover_us); !s) return s.error();

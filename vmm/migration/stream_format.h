@@ -67,7 +67,16 @@ enum class RecordType : uint8_t {
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
 // the run state): the destination takes over and leaves it paused.
-enum class ReplyType : uint8_t { header_ok = 0x80, refused = 0x81, ready = 0x82, go = 0x83, go_paused = 0x84 };
+// ROUND_CHECKED (kFeatureRoundSums): the destination has checked a channel round's SUMS, so the
+// source learns what checking costs before it pauses the guest, not after.
+enum class ReplyType : uint8_t {
+    header_ok = 0x80,
+    refused = 0x81,
+    ready = 0x82,
+    go = 0x83,
+    go_paused = 0x84,
+    round_checked = 0x85,
+};
 
 // The fixed part of a record; PAGES and STATE carry `length` bytes of data after it.
 struct Record {
