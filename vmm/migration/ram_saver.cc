@@ -120,9 +120,7 @@ Status RamSaver::send_round_sums() {
         r.length = s.sums.size() << kPageShift;
         auto header = encode_record(r);
         all.insert(all.end(), header.begin(), header.end());
-        for (uint64_t v : s.sums) {
-            for (size_t i = 0; i < sizeof(v); ++i) all.push_back(static_cast<uint8_t>(v >> (8 * i)));
-        }
+        append_sums(all, s.sums);
     }
     round_sums_.clear();
     if (auto st = stream_.write(all); !st) return st;

@@ -14,7 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
+#include <set>
 #include <mutex>
 #include <span>
 #include <string>
@@ -30,7 +30,9 @@ namespace vmm::migration {
 // recomputes. Per page, so that a mismatch owes exactly the pages that differ (a later round
 // resends pages, not records).
 uint64_t page_checksum(const uint8_t* page);
-// Appends the sums of every page of `data` (whole pages), little-endian u64 each.
+// Appends `sums`, little-endian u64 each, as they travel after a PAGES_SUMMED or SUMS record.
+void append_sums(std::vector<uint8_t>& out, std::span<const uint64_t> sums);
+// Appends the sums of every page of `data` (whole pages).
 void append_page_sums(std::vector<uint8_t>& out, std::span<const uint8_t> data);
 // Reads a PAGES_SUMMED record's sums: one per page of `length` bytes (at most 4 MiB of pages).
 Status read_page_sums(ByteStream& in, uint64_t length, std::vector<uint64_t>& sums);
@@ -53,12 +55,12 @@ public:
     uint64_t mismatches() const { return mismatches_.load(); }
 
 private:
-    void settle_range(uint32_t block, uint64_t first_page, uint64_t end_page);
+    void settle_range(uint32_t block, uint64_t first_page, uint64_t end_page);  // under mu_
 
     std::vector<BlockInfo> blocks_;
     mutable std::mutex mu_;
-    std::vector<std::map<uint64_t, uint64_t>> owed_;  // per block: first page -> end page (exclusive)
-    std::atomic<uint64_t> owed_ranges_{0};             // lets the common case skip the lock
+    std::vector<std::set<uint64_t>> owed_;   // per block: pages whose last copy did not match
+    std::atomic<uint64_t> owed_pages_{0};    // lets the common case skip the lock
     std::atomic<uint64_t> checked_bytes_{0}, mismatches_{0};  // mismatches: pages
 };
 
