@@ -124,7 +124,7 @@ void MigrationSource::run() {
 // How this migration's RAM is verified: inline records carry their sums; a channel either sums
 // its own records (multifd lanes) or the saver sums what it hands it, after its round.
 RamSaver::Verify MigrationSource::verify_mode() const {
-    if (!verify_) return RamSaver::Verify::off;
+    if (!settings_.caps.verify_ram) return RamSaver::Verify::off;
     SourceRamChannel* channel = conn_ ? conn_->source_ram() : nullptr;
     if (channel == nullptr) return RamSaver::Verify::summed;
     return channel->verifies() ? RamSaver::Verify::off : RamSaver::Verify::round_sums;
@@ -136,9 +136,8 @@ Status MigrationSource::setup(Connection*& conn_out) {
     conn_ = std::move(*conn);
     log::info("migrating to {}", conn_->describe());
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
-    verify_ = settings_.caps.verify_ram;
     StreamHeader header = header_for(machine_, mode);
-    header.features = verify_ ? kFeatureVerifyRam : 0;
+    header.features = settings_.caps.verify_ram ? kFeatureVerifyRam : 0;
     if (verify_mode() == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;

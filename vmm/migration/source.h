@@ -64,8 +64,7 @@ private:
     Transport& transport_;
     Uri uri_;
     Settings settings_;
-    bool verify_ = false;  // verify-ram for this migration
-    RamSaver::Verify verify_mode() const;
+    RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its settings
     CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;
