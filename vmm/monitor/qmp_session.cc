@@ -40,7 +40,8 @@ std::string QmpSession::handle(std::string_view line) {
     auto request = parse_request(line);
     if (!request) return to_line(qmp_error(request.error().message()));
     Json reply = answer(*request);
-    if (const Json* id = member(*request, "id")) reply["id"] = *id;
+    // The dispatcher's replies carry the id already; only the session's own need it copied.
+    if (const Json* id = member(*request, "id"); id != nullptr && member(reply, "id") == nullptr) reply["id"] = *id;
     return to_line(reply);
 }
 
