@@ -55,6 +55,19 @@ TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
     }
 }
 
+// QEMU's stream starts with QEMU_VM_FILE_MAGIC and QEMU_VM_FILE_VERSION: named as QEMU's.
+TEST(StreamHeader, QemusStreamIsNamedAsSuch) {
+    MemoryStream qemu(std::vector<uint8_t>{'Q', 'E', 'V', 'M', 0, 0, 0, 3, 7, 0, 0, 0});
+    EXPECT_EQ(read_magic(qemu).error().message(),
+              "the source sent QEMU's migration stream (magic QEVM, version 3): vmm cannot load a QEMU guest; migrate it "
+              "to a QEMU destination");
+    MemoryStream ours(encode_header(sample_header()));
+    ASSERT_TRUE(read_magic(ours));
+    auto h = read_header_after_magic(ours);
+    ASSERT_TRUE(h) << h.error().message();
+    EXPECT_EQ(h->vcpu_count, 2u);
+}
+
 TEST(StreamHeader, CompatibilityNamesTheDifference) {
     auto local = sample_header();
     auto src = sample_header();

@@ -58,6 +58,7 @@ void IncomingMigration::run() {
     start_ = std::chrono::steady_clock::now();
     set_status(MigrationStatus::active);
     Status s = receive(**conn);
+    if (!s) (*conn)->abort(s.error().message());  // a peer that is still there hears why at once
     {
         std::lock_guard lock(mutex_);
         stats_.total_time_ms = static_cast<uint64_t>(
@@ -76,7 +77,8 @@ static void refuse(ByteStream& st, const Error& e) {
 // Reads the header, checks it against this machine, rehearses the hand-over and answers.
 Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
     ByteStream& st = conn.stream();
-    auto header = read_header(st);
+    if (auto m = read_magic(st); !m) return m.error();  // not a vmm source: it could not read REFUSED
+    auto header = read_header_after_magic(st);
     if (!header) {
         refuse(st, header.error());
         return header.error();

@@ -108,6 +108,10 @@ struct vmm_transport_ops {
      * arrived; vmm then reads ram_in_flight again and publishes its progress. Lets `info
      * migrate` follow the wire while the plugin waits on it. */
     void (*ram_on_arrival)(void *conn, void (*fn)(void *ctx), void *ctx);
+    /* Optional, appended to ABI 1 (as above): the migration failed above the transport (e.g.
+     * the destination cannot load what the source sent): tell the peer, with `reason` where the
+     * protocol can carry it, best effort, without blocking for long. vmm calls close next. */
+    void (*abort)(void *conn, const char *reason);
 };
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */

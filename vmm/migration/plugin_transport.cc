@@ -61,6 +61,10 @@ public:
     SourceRamChannel* source_ram() override { return ops_->ram_send != nullptr ? this : nullptr; }
     DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
     std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
+    void abort(const std::string& reason) override {
+        if (covers(offsetof(vmm_transport_ops, abort), sizeof(ops_->abort)) && ops_->abort != nullptr)
+            ops_->abort(conn_, reason.c_str());
+    }
 
     using ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override {

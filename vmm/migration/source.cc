@@ -116,7 +116,10 @@ void MigrationSource::run() {
         }
         if (s) s = complete(r);
     }
-    if (!s) fail(s.error());
+    if (!s) {
+        fail(s.error());
+        if (conn_) conn_->abort(s.error().message());  // a destination still there hears why at once
+    }
     conn_.reset();  // closes the connection; the destination sees the end
     finished_ = true;
 }
@@ -152,7 +155,13 @@ Status MigrationSource::setup(Connection*& conn_out) {
                                  uri_.text, answer_within.count()));
     }
     auto reply = read_reply(st);
-    if (!reply) return reply.error().context("waiting for the destination's answer to the header");
+    if (!reply && cancel_.cancelled()) return reply.error();
+    if (!reply) {
+        return Error(fmt::format("the destination refused the migration stream: it hung up without answering the header "
+                                 "(a destination that is not vmm, such as QEMU, cannot load vmm's stream; its log says "
+                                 "why): {}",
+                                 reply.error().message()));
+    }
     if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
     std::lock_guard lock(mutex_);

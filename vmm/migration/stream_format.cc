@@ -86,10 +86,21 @@ static Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
     return h;
 }
 
-Result<StreamHeader> read_header(ByteStream& in) {
+Status read_magic(ByteStream& in) {
     std::array<uint8_t, 8> magic{};
-    if (auto s = in.read_exact(magic); !s) return s.error();
-    if (magic != kMagic) return Error("this is not a vmm migration stream (bad magic): is the source a vmm of this project?");
+    if (auto s = in.read_exact(magic); !s) return s;
+    if (magic == kMagic) return {};
+    // QEMU's stream starts with QEMU_VM_FILE_MAGIC ("QEVM") and a big-endian version (3).
+    if (magic[0] == 'Q' && magic[1] == 'E' && magic[2] == 'V' && magic[3] == 'M') {
+        uint32_t version = (uint32_t{magic[4]} << 24) | (uint32_t{magic[5]} << 16) | (uint32_t{magic[6]} << 8) | magic[7];
+        return Error(fmt::format("the source sent QEMU's migration stream (magic QEVM, version {}): vmm cannot load a "
+                                 "QEMU guest; migrate it to a QEMU destination",
+                                 version));
+    }
+    return Error("this is not a vmm migration stream (bad magic): is the source a vmm of this project?");
+}
+
+Result<StreamHeader> read_header_after_magic(ByteStream& in) {
     uint32_t version = 0, length = 0;
     if (auto s = read_value(in, version); !s) return s.error();
     if (version != kVersion) {
@@ -102,6 +113,11 @@ Result<StreamHeader> read_header(ByteStream& in) {
     std::vector<uint8_t> body(length);
     if (auto s = in.read_exact(body); !s) return s.error();
     return decode_header_body(body);
+}
+
+Result<StreamHeader> read_header(ByteStream& in) {
+    if (auto s = read_magic(in); !s) return s.error();
+    return read_header_after_magic(in);
 }
 
 std::vector<uint8_t> encode_record(const Record& r) {

@@ -90,6 +90,10 @@ struct Record {
 std::vector<uint8_t> encode_header(const StreamHeader& h);
 // Reads and checks magic, version and body; says what is wrong in one line.
 Result<StreamHeader> read_header(ByteStream& in);
+// The same in two steps: the magic (a foreign stream, QEMU's named as such, is refused here:
+// its sender cannot read an answer in ours), then version and body.
+Status read_magic(ByteStream& in);
+Result<StreamHeader> read_header_after_magic(ByteStream& in);
 
 // The fixed part of `r` (without PAGES/STATE data; a PAGES_SUMMED record's page sums follow it,
 // one u64 per page, before its data: ram_verifier.h writes and reads them).

@@ -77,6 +77,9 @@ public:
     virtual SourceRamChannel* source_ram() { return nullptr; }
     virtual DestRamChannel* dest_ram() { return nullptr; }
     virtual std::string describe() const = 0;
+    // The migration failed above the transport: tell the peer why, if the transport can (best
+    // effort, brief). A socket's peer learns it from the connection closing.
+    virtual void abort(const std::string& reason) { (void)reason; }
 };
 
 class Listener {
