@@ -31,6 +31,11 @@ std::unique_ptr<VmmProcess> VmmProcess::spawn(const std::vector<std::string>& ar
     std::vector<std::string> all = wrapper;
     all.push_back(bin);
     all.insert(all.end(), args.begin(), args.end());
+    return spawn_program(all, log_path);
+}
+
+std::unique_ptr<VmmProcess> VmmProcess::spawn_program(const std::vector<std::string>& args, const std::string& log_path) {
+    std::vector<std::string> all = args;
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -40,8 +45,7 @@ std::unique_ptr<VmmProcess> VmmProcess::spawn(const std::vector<std::string>& ar
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
     pid_t pid = 0;
-    int rc = wrapper.empty() ? posix_spawn(&pid, bin, &fa, nullptr, argv.data(), environ)
-                             : posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) return nullptr;
     return std::unique_ptr<VmmProcess>(new VmmProcess(pid));

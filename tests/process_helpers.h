@@ -24,6 +24,8 @@ public:
     // A `wrapper` (e.g. {"prlimit", "--memlock=1048576"}, found in $PATH) runs it and must exec it in turn.
     static std::unique_ptr<VmmProcess> spawn(const std::vector<std::string>& args, const std::string& log_path,
                                              const std::vector<std::string>& wrapper = {});
+    // Any program (`argv[0]` found in $PATH), e.g. a QEMU to test against, logged the same way.
+    static std::unique_ptr<VmmProcess> spawn_program(const std::vector<std::string>& argv, const std::string& log_path);
     ~VmmProcess();
     // Exit status, or nullopt if it did not exit within `timeout`.
     std::optional<int> wait(std::chrono::milliseconds timeout);

@@ -39,25 +39,64 @@ std::vector<Piece> split_by_chunk(const ChunkGeometry& g, uint64_t offset, uint6
     return out;
 }
 
-Result<ByteRange> check_chunk_range(const ChunkRange& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g) {
-    if (r.block >= blocks.size()) return Error(fmt::format("RDMA request names RAM block {} (there are {})", r.block, blocks.size()));
-    const LocalBlock& b = blocks[r.block];
-    uint64_t chunks = g.count(b.length);
-    if (r.count == 0 || r.first >= chunks || r.count > chunks - r.first) {
-        return Error(fmt::format("RDMA request names chunks {}+{} of '{}', which has {}", r.first, r.count, b.name, chunks));
+void assign_offsets(std::vector<LocalBlock>& blocks) {
+    uint64_t at = 0;
+    for (auto& b : blocks) {
+        b.offset = at;
+        at += b.length;
     }
-    uint64_t offset = g.start(r.first);
-    uint64_t end = std::min(b.length, g.start(r.first + r.count));
-    return ByteRange{offset, end - offset};
 }
 
-Status check_compress(const Compress& c, const std::vector<LocalBlock>& blocks) {
-    if (c.block >= blocks.size()) return Error(fmt::format("RDMA COMPRESS names RAM block {} (there are {})", c.block, blocks.size()));
-    const LocalBlock& b = blocks[c.block];
-    if (c.offset % kPage != 0 || c.length % kPage != 0 || c.length == 0 || !inside(c.offset, c.length, b.length)) {
-        return Error(fmt::format("RDMA COMPRESS range {:#x}+{:#x} is not whole pages inside '{}'", c.offset, c.length, b.name));
+namespace {
+Result<const LocalBlock*> named_block(uint32_t index, const std::vector<LocalBlock>& blocks, const char* what) {
+    if (index >= blocks.size()) return Error(fmt::format("RDMA {} names RAM block {} (there are {})", what, index, blocks.size()));
+    return &blocks[index];
+}
+
+ChunkSpan span(const ChunkGeometry& g, uint64_t block_len, uint64_t first, uint64_t count) {
+    uint64_t offset = g.start(first);
+    return {first, count, offset, std::min(block_len, g.start(first + count)) - offset};
+}
+}  // namespace
+
+Result<ChunkSpan> check_register_entry(const RegisterEntry& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g) {
+    auto b = named_block(r.block, blocks, "REGISTER REQUEST");
+    if (!b) return b.error();
+    const LocalBlock& blk = **b;
+    if (r.key < blk.offset || r.key - blk.offset >= blk.length) {
+        return Error(fmt::format("RDMA REGISTER REQUEST address {:#x} is outside '{}' ({:#x}+{:#x})", r.key, blk.name,
+                                 blk.offset, blk.length));
     }
-    return {};
+    uint64_t first = g.index(r.key - blk.offset), chunks = g.count(blk.length);
+    if (r.extra_chunks >= chunks - first) {
+        return Error(fmt::format("RDMA REGISTER REQUEST names chunks {}+{} of '{}', which has {}", first, r.extra_chunks + 1,
+                                 blk.name, chunks));
+    }
+    return span(g, blk.length, first, r.extra_chunks + 1);
+}
+
+Result<ChunkSpan> check_unregister_entry(const RegisterEntry& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g) {
+    auto b = named_block(r.block, blocks, "UNREGISTER REQUEST");
+    if (!b) return b.error();
+    const LocalBlock& blk = **b;
+    if (r.key >= g.count(blk.length)) {
+        return Error(fmt::format("RDMA UNREGISTER REQUEST names chunk {} of '{}', which has {}", r.key, blk.name,
+                                 g.count(blk.length)));
+    }
+    return span(g, blk.length, r.key, 1);
+}
+
+Result<uint64_t> check_compress(const Compress& c, const std::vector<LocalBlock>& blocks) {
+    auto b = named_block(c.block, blocks, "COMPRESS");
+    if (!b) return b.error();
+    const LocalBlock& blk = **b;
+    uint64_t in_block = c.offset - blk.offset;  // checked below: wraps when c.offset < blk.offset
+    if (c.offset < blk.offset || in_block % kPage != 0 || c.length % kPage != 0 || c.length == 0 ||
+        !inside(in_block, c.length, blk.length)) {
+        return Error(fmt::format("RDMA COMPRESS range {:#x}+{:#x} is not whole pages inside '{}' ({:#x}+{:#x})", c.offset,
+                                 c.length, blk.name, blk.offset, blk.length));
+    }
+    return in_block;
 }
 
 Status check_block_lists(const std::vector<LocalBlock>& local, const std::vector<BlockDesc>& remote) {
@@ -66,21 +105,19 @@ Status check_block_lists(const std::vector<LocalBlock>& local, const std::vector
                                  local.size()));
     }
     for (size_t i = 0; i < local.size(); ++i) {
-        const auto& l = local[i];
-        const auto& r = remote[i];
-        if (l.name != r.name || l.length != r.length || l.guest_addr != r.guest_addr) {
-            return Error(fmt::format("RAM block {} is '{}' ({} bytes at {:#x}) here but '{}' ({} bytes at {:#x}) on the peer",
-                                     i, l.name, l.length, l.guest_addr, r.name, r.length, r.guest_addr));
+        if (local[i].length != remote[i].length) {
+            return Error(fmt::format("RAM block {} ('{}') is {} bytes here but {} on the peer", i, local[i].name,
+                                     local[i].length, remote[i].length));
         }
     }
     return {};
 }
 
-Status check_register_result(const RegisterResult& r, const BlockDesc& remote, const ChunkGeometry& g, uint64_t chunk) {
-    uint64_t start = g.start(chunk);
-    if (start >= remote.length || r.host_addr != remote.host_addr + start) {
-        return Error(fmt::format("the destination registered chunk {} of '{}' at {:#x}, not at {:#x} as announced", chunk,
-                                 remote.name, r.host_addr, remote.host_addr + start));
+Status check_register_result(const RegisterResult& r, const BlockDesc& remote) {
+    if (r.host_addr != remote.host_addr) {
+        return Error(fmt::format("the destination registered a chunk of its block at {:#x} with the block at {:#x}, not at "
+                                 "{:#x} as it announced",
+                                 remote.offset, r.host_addr, remote.host_addr));
     }
     return {};
 }

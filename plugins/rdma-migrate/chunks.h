@@ -43,20 +43,32 @@ struct LocalBlock {
     uint8_t* host = nullptr;
     uint64_t length = 0;
     uint64_t guest_addr = 0;
+    // Where the block starts in this side's RAM offset space (QEMU's ram_addr_t): the blocks
+    // one after another, in order. A destination announces its offsets; requests use them.
+    uint64_t offset = 0;
 };
+// Lays `blocks` out one after another in the RAM offset space.
+void assign_offsets(std::vector<LocalBlock>& blocks);
 
-// The byte range a (un)register request names, if it lies inside one of `blocks`, chunk-aligned.
-struct ByteRange {
-    uint64_t offset;
-    uint64_t length;
+// The chunks a request names, checked to lie inside one of `blocks`.
+struct ChunkSpan {
+    uint64_t first = 0;   // chunk index in the block
+    uint64_t count = 0;
+    uint64_t offset = 0;  // bytes, in the block
+    uint64_t length = 0;
 };
-Result<ByteRange> check_chunk_range(const ChunkRange& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g);
-// A COMPRESS entry: block index, page-aligned range inside the block, no overflow.
-Status check_compress(const Compress& c, const std::vector<LocalBlock>& blocks);
-// The two sides' RAM blocks must match in count, names, guest addresses and lengths.
+// A REGISTER REQUEST entry: its address inside the block it names, the chunks after it too.
+Result<ChunkSpan> check_register_entry(const RegisterEntry& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g);
+// An UNREGISTER REQUEST entry: a chunk of the block it names.
+Result<ChunkSpan> check_unregister_entry(const RegisterEntry& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g);
+// A COMPRESS entry: block index, whole pages inside the block, no overflow. Returns the offset
+// in the block.
+Result<uint64_t> check_compress(const Compress& c, const std::vector<LocalBlock>& blocks);
+// The destination's RAM blocks must match this side's in count and lengths, in order (QEMU's
+// check; the migration stream's header has compared names and guest addresses already).
 Status check_block_lists(const std::vector<LocalBlock>& local, const std::vector<BlockDesc>& remote);
-// A register result's address must be the start of that chunk in the block the destination
-// announced (so an RDMA WRITE can never aim outside it).
-Status check_register_result(const RegisterResult& r, const BlockDesc& remote, const ChunkGeometry& g, uint64_t chunk);
+// A register result's address must be the start of the block the destination announced (so an
+// RDMA WRITE can never aim outside it).
+Status check_register_result(const RegisterResult& r, const BlockDesc& remote);
 
 }  // namespace rdma_migrate

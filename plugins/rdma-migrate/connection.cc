@@ -233,6 +233,39 @@ Status Endpoint::cm_event_while_busy() {
     return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
 }
 
+namespace {
+// The adapter's own word on a QP that failed (hardware such as mlx5 reports these), if it gave one.
+std::string async_qp_event(ibv_context* ctx, ibv_qp* qp) {
+    if (ctx == nullptr || qp == nullptr) return "";
+    int flags = ::fcntl(ctx->async_fd, F_GETFL);
+    if (flags < 0 || ::fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) != 0) return "";
+    std::string what;
+    ibv_async_event ev{};
+    while (ibv_get_async_event(ctx, &ev) == 0) {
+        bool ours = (ev.event_type == IBV_EVENT_QP_ACCESS_ERR || ev.event_type == IBV_EVENT_QP_REQ_ERR ||
+                     ev.event_type == IBV_EVENT_QP_FATAL) && ev.element.qp == qp;
+        if (ours && what.empty()) what = ibv_event_type_str(ev.event_type);
+        ibv_ack_async_event(&ev);
+    }
+    return what;
+}
+}  // namespace
+
+std::string Endpoint::flush_reason() {
+    for (int i = 0; events && i < 8; ++i)  // each call takes at most one event
+        if (Status s = cm_event_while_busy(); !s) return s.error().message();
+    std::string event = async_qp_event(id ? id->verbs : nullptr, qp.get());
+    std::string adapter = event.empty() ? "" : " (the adapter reported: " + event + ")";
+    if (grants_remote_write) {
+        return fmt::format("{}: the source wrote where it was not allowed (remote access error): the adapter refused a "
+                           "request outside the memory this side registered for it, and ended the connection{}",
+                           describe, adapter);
+    }
+    return fmt::format("{}: the adapter ended the connection over a request from the destination that broke its rules "
+                       "(this side exposes no memory for remote access){}",
+                       describe, adapter);
+}
+
 Result<int> Endpoint::take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed) {
     ibv_wc wc[32];
     int n = ibv_poll_cq(cq.get(), 32, wc);
@@ -253,22 +286,24 @@ Result<int> Endpoint::take_completions(const std::function<Status(const ibv_wc&)
     return n;
 }
 
-Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done) {
+Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done,
+                          int timeout_ms) {
+    if (timeout_ms < 0) timeout_ms = io_timeout_ms;
     bool flushed = false;
     while (!done()) {
         auto n = take_completions(on_wc, flushed);
         if (!n) return n.error();
         if (*n > 0) continue;
-        if (flushed) return Error(fmt::format("{}: the connection is being torn down", describe));
+        if (flushed) return Error(flush_reason());
         // Gone (disconnected, or its device removed): what had arrived is taken; nothing more will.
         if (device_removed) return Error(fmt::format("{}: its RDMA device was removed", describe));
         if (disconnected) return Error(fmt::format("{}: disconnected", describe));
         pollfd fds[3] = {{channel->fd, POLLIN, 0}, {events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
-        int r = ::poll(fds, 3, io_timeout_ms);
+        int r = ::poll(fds, 3, timeout_ms);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
         if (fds[2].revents != 0) return Error("migration cancelled");
-        if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, io_timeout_ms));
+        if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, timeout_ms));
         if (fds[0].revents != 0) {
             ibv_cq* ev_cq = nullptr;
             void* ctx = nullptr;
@@ -294,7 +329,7 @@ Status Endpoint::reap(const std::function<Status(const ibv_wc&)>& on_wc) {
     bool flushed = false;
     auto n = take_completions(on_wc, flushed);
     if (!n) return n.error();
-    if (flushed) return Error(fmt::format("{}: the connection is being torn down", describe));
+    if (flushed) return Error(flush_reason());
     return {};
 }
 
@@ -376,6 +411,7 @@ std::unique_ptr<Endpoint> accepted(rdma_cm_id* raw, const Endpoint& from, std::s
     e->io_timeout_ms = from.io_timeout_ms;
     e->describe = std::move(describe);
     e->peer = theirs;
+    e->grants_remote_write = true;
     return e;
 }
 

@@ -33,6 +33,7 @@ struct Endpoint {
     std::string describe;    // "rdma 10.0.0.1:4444"
     bool disconnected = false;
     bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
+    bool grants_remote_write = false;  // a destination's: the peer may RDMA WRITE into its memory
 
     ~Endpoint();
     // Stops all DMA on this connection, so its buffers and MRs may go: disconnects (flushing
@@ -44,8 +45,10 @@ struct Endpoint {
     void await_peer_hang_up(int max_ms);
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
-    // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error.
-    Status progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done);
+    // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error, and
+    // so does silence for `timeout_ms` (-1: io_timeout_ms).
+    Status progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done,
+                    int timeout_ms = -1);
     // Hands over what the CQ holds now, without waiting.
     Status reap(const std::function<Status(const ibv_wc&)>& on_wc);
 
@@ -61,6 +64,11 @@ private:
     static void let_go_of_removed_devices();
     // Whether the CM events left unread (read and acknowledged now) include a device removal.
     bool removal_pending();
+    // Why the QP flushed its work when nothing failed on this side and this side did not hang
+    // up: a CM event waiting (the peer hung up, the device went), or the adapter ending the
+    // connection over a request from the peer that broke its rules (its async event, if the
+    // driver gives one: SoftRoCE before Linux 6.5 does not).
+    std::string flush_reason();
 };
 
 struct Timeouts {

@@ -46,17 +46,17 @@ Status ControlChannel::on_completion(const ibv_wc& wc) {
     return Error(fmt::format("unexpected completion wr_id {:#x}", wc.wr_id));
 }
 
-Status ControlChannel::progress(const std::function<bool()>& done) {
-    return e_.progress([this](const ibv_wc& wc) { return on_completion(wc); }, done);
+Status ControlChannel::progress(const std::function<bool()>& done, int timeout_ms) {
+    return e_.progress([this](const ibv_wc& wc) { return on_completion(wc); }, done, timeout_ms);
 }
 
 Status ControlChannel::reap() {
     return e_.reap([this](const ibv_wc& wc) { return on_completion(wc); });
 }
 
-Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent) {
+Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent, int timeout_ms) {
     if (msg.size() > send_buf_.size()) return Error("RDMA control message larger than the control buffer");
-    if (auto s = progress([this] { return send_done_; }); !s) return s;  // one SEND in flight at a time
+    if (auto s = progress([this] { return send_done_; }, timeout_ms); !s) return s;  // one SEND in flight at a time
     std::memcpy(send_buf_.data(), msg.data(), msg.size());
     if (tracing() && msg.size() >= kHeaderSize) {
         if (auto h = decode_message(msg)) trace("{} -> {} (repeat {}, {} bytes)", e_.describe, to_string(h->header.type), h->header.repeat, msg.size());
@@ -72,7 +72,7 @@ Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent) {
     send_done_ = false;
     if (auto s = posted(ibv_post_send(e_.qp.get(), &wr, &bad), "ibv_post_send (control)"); !s) return s;
     if (sent == Sent::later) return {};
-    return progress([this] { return send_done_; });
+    return progress([this] { return send_done_; }, timeout_ms);
 }
 
 Result<Message> ControlChannel::next_message() {
@@ -126,9 +126,10 @@ Result<Message> ControlChannel::answer(Command answer) {
 }
 
 void ControlChannel::send_error(const std::string& reason) {
+    if (sent_error_) return;  // once: the first reason is the one that counts
     sent_error_ = true;
-    if (!send_done_ || !e_.qp.get()) return;
-    (void)send_now(encode_error(reason));
+    if (!e_.qp.get()) return;
+    (void)send_now(encode_error(reason, error_text_), Sent::wait, std::min(kErrorNoticeMs, e_.io_timeout_ms));
 }
 
 }  // namespace rdma_migrate

@@ -48,21 +48,25 @@ public:
     Result<Message> request(const std::vector<uint8_t>& msg, Command answer);
     // Answers a request just received (the requester waits for it; no READY first).
     Status reply(const std::vector<uint8_t>& msg) { return send_now(msg); }
-    // Sends ERROR(reason) without waiting for READY (best effort, when aborting).
+    // Sends ERROR without waiting for READY (best effort, when aborting): with its reason when
+    // the peer granted kCapErrorText. It waits for the SEND at most kErrorNoticeMs: a peer that
+    // stopped reading (its receives all used) must not hold the failure a second x-io-timeout.
     void send_error(const std::string& reason);
+    void error_text(bool on) { error_text_ = on; }
+    static constexpr int kErrorNoticeMs = 1000;
     // Whether this side has ended the migration with ERROR (or tried to).
     bool sent_error() const { return sent_error_; }
 
     // Completions that are not the control channel's (RDMA WRITEs) go here.
     std::function<Status(const ibv_wc&)> on_other;
     // Drives the CQ until `done()`.
-    Status progress(const std::function<bool()>& done);
+    Status progress(const std::function<bool()>& done, int timeout_ms = -1);
     // Handles what the CQ holds now, without waiting.
     Status reap();
 
 private:
     Status post_recv(size_t i);
-    Status send_now(const std::vector<uint8_t>& msg, Sent sent = Sent::wait);
+    Status send_now(const std::vector<uint8_t>& msg, Sent sent = Sent::wait, int timeout_ms = -1);
     Result<Message> next_message();
     Status on_completion(const ibv_wc& wc);
 
@@ -74,6 +78,7 @@ private:
     std::deque<std::pair<size_t, uint32_t>> arrived_;  // buffer index, byte length
     bool send_done_ = true;
     bool sent_error_ = false;
+    bool error_text_ = true;
     uint64_t sends_ = 0;
 };
 

@@ -4,7 +4,10 @@
 // Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
 // once per side, default 0 = unlimited), rdma-channels (queue pairs, 1..16; 1). Capability:
 // rdma-pin-all (register all RAM up front on both sides). Environment, for tests only:
-// VMM_RDMA_ANNOUNCE_VERSION makes a source announce another protocol version.
+// VMM_RDMA_ANNOUNCE_VERSION makes a source announce another protocol version;
+// VMM_RDMA_BASE_PROTOCOL=1 makes a source offer, and a destination grant, no vmm extension (the
+// base protocol as QEMU speaks it: 8-byte private data, 1 MiB chunks, one channel, one entry per
+// request).
 #include <unistd.h>
 
 #include <cstdio>
@@ -54,6 +57,7 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
         const auto& b = a->blocks[i];
         c.blocks.push_back({b.name, static_cast<uint8_t*>(b.host), b.size, b.guest_addr});
     }
+    assign_offsets(c.blocks);
     for (uint32_t i = 0; i < a->param_count; ++i) {
         std::string name = a->params[i].name;
         auto v = vmm::parse_size(a->params[i].value);
@@ -71,6 +75,7 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     if (const char* v = std::getenv("VMM_RDMA_ANNOUNCE_VERSION"); v != nullptr && *v != '\0') {
         c.announce_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     }
+    if (const char* v = std::getenv("VMM_RDMA_BASE_PROTOCOL"); v != nullptr && std::strcmp(v, "1") == 0) c.base_protocol = true;
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
     if (c.pin_limit != 0 && c.pin_limit < c.chunk_size) {
         return Error(fmt::format("rdma-pin-limit {} is smaller than one chunk ({}): raise it or lower rdma-chunk-size",
@@ -163,6 +168,12 @@ uint64_t ram_in_flight(void* c) { return S(c).ram_in_flight(); }
 void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) { S(c).on_arrival(fn, ctx); }
 const char* do_describe(void* c) { return S(c).describe().c_str(); }
 void do_close(void* c) { delete static_cast<Session*>(c); }
+void do_abort(void* c, const char* reason) noexcept {
+    try {
+        S(c).abort(reason != nullptr ? reason : "the migration failed");
+    } catch (...) {
+    }
+}
 void do_close_listener(void* l) { delete static_cast<Listener*>(l); }
 
 const char* const kCaps[] = {"rdma-pin-all", nullptr};
@@ -172,7 +183,7 @@ const vmm_transport_ops kOps = {
     VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
-    ram_on_arrival,
+    ram_on_arrival, do_abort,
 };
 
 }  // namespace

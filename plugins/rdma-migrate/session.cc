@@ -22,11 +22,15 @@ uint64_t new_session_id() {
 
 }  // namespace
 
-Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g)
-    : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), remote_regs_(cfg_.pin_limit),
+Session::Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
+                 uint32_t agreed)
+    : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), agreed_(agreed),
+      max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), remote_regs_(cfg_.pin_limit),
       local_regs_(cfg_.pin_limit), served_regs_(cfg_.pin_limit),
-      ahead_(std::max<uint64_t>(1, kRegisterAheadBytes / g.size())) {
+      // Without kCapBatch a request names one chunk: the pipeline then asks one chunk ahead.
+      ahead_(std::min<uint64_t>(max_entries_, std::max<uint64_t>(1, kRegisterAheadBytes / g.size()))) {
     summary_ = ep_->describe;
+    ctl_->error_text((agreed & kCapErrorText) != 0);
     lanes_.emplace_back(ep_.get());
     ctl_->on_other = [this](const ibv_wc& wc) {
         write_completed(lanes_[0], wr_index(wc.wr_id));
@@ -72,50 +76,66 @@ Status Session::accept_channels() {
     return {};
 }
 
+namespace {
+// What a source offers beyond pin-all.
+uint32_t extensions(const SessionConfig& cfg) {
+    if (cfg.base_protocol) return 0;
+    return kCapChunkSize | kCapBatch | kCapErrorText | (cfg.channels > 1 ? kCapChannels : 0u);
+}
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::connect(const std::string& host, uint16_t port, SessionConfig cfg) {
-    auto g = ChunkGeometry::make(cfg.chunk_size);
-    if (!g) return g.error();
+    auto asked = ChunkGeometry::make(cfg.chunk_size);
+    if (!asked) return asked.error();
     std::unique_ptr<ControlChannel> ctl;
     PrivateData ours;
     ours.version = cfg.announce_version;
-    ours.flags = cfg.pin_all ? kCapPinAll : 0;
-    ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(g->size()));
-    if (cfg.channels > 1) {
-        ours.flags |= kCapChannels;
+    ours.flags = (cfg.pin_all ? kCapPinAll : 0) | extensions(cfg);
+    ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(asked->size()));
+    if ((ours.flags & kCapChannels) != 0) {
         ours.channels = cfg.channels;
         ours.session = new_session_id();
     }
     auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, ControlChannel::make_on(ctl));
     if (!ep) return ep.error();
+    uint32_t agreed = (*ep)->peer.flags & ours.flags;  // the destination answers with what it grants
     bool asked_pin_all = cfg.pin_all;
-    cfg.pin_all = cfg.pin_all && ((*ep)->peer.flags & kCapPinAll) != 0;  // what the destination granted
-    if (((*ep)->peer.flags & kCapChannels) == 0) ours.channels = 1;     // a destination without channels
-    std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
-    Status st = s->connect_channels(host, port, ours);
-    if (st) st = s->exchange_blocks_source();
-    if (!st) {
+    cfg.pin_all = (agreed & kCapPinAll) != 0;
+    if ((agreed & kCapChannels) == 0) ours.channels = 1;
+    ChunkGeometry g = (agreed & kCapChunkSize) != 0 ? *asked : *ChunkGeometry::make(ChunkGeometry::kDefault);
+    std::string notes;
+    auto note = [&notes](const char* n) { notes += (notes.empty() ? "" : "; ") + std::string(n); };
+    if (asked_pin_all && !cfg.pin_all) note("the destination did not grant rdma-pin-all: its log says why");
+    if (g.size() != asked->size()) note("the destination takes only the base protocol's 1 MiB chunks");
+    if (cfg.channels > ours.channels) note("the destination takes only one channel");
+    std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
+    if (Status st = s->connect_channels(host, port, ours); !st) {
         s->abort(st.error().message());
         return st.error();
     }
-    s->summarize(asked_pin_all && !s->pin_all() ? "the destination did not grant rdma-pin-all: its log says why" : "");
+    s->summarize(notes);
     return s;
 }
 
 Result<std::unique_ptr<Session>> Session::accept(Endpoint& listener, SessionConfig cfg,
                                                  const std::string& pin_all_refusal) {
     std::unique_ptr<ControlChannel> ctl;
-    uint32_t supported = kCapChannels | (pin_all_refusal.empty() ? kCapPinAll : 0u);
+    uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl));
     if (!ep) return ep.error();
+    uint32_t agreed = (*ep)->peer.flags & supported;
     bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
-    cfg.pin_all = asked_pin_all && pin_all_refusal.empty();
-    // Chunk numbers in requests are the source's: use its chunk size (checked when decoded).
-    auto g = ChunkGeometry::make(1ull << (*ep)->peer.chunk_shift);
+    cfg.pin_all = (agreed & kCapPinAll) != 0;
+    if ((agreed & kCapChannels) == 0) {
+        (*ep)->peer.channel = 0;
+        (*ep)->peer.channels = 1;
+    }
+    // Chunk numbers and addresses in requests follow the source's chunks: its size, if granted.
+    uint64_t chunk = (agreed & kCapChunkSize) != 0 ? 1ull << (*ep)->peer.chunk_shift : ChunkGeometry::kDefault;
+    auto g = ChunkGeometry::make(chunk);
     if (!g) return g.error();
-    std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g));
-    Status st = s->accept_channels();
-    if (st) st = s->exchange_blocks_destination();
-    if (!st) {
+    std::unique_ptr<Session> s(new Session(std::move(*ep), std::move(ctl), std::move(cfg), *g, agreed));
+    if (Status st = s->accept_channels(); !st) {
         s->abort(st.error().message());
         return st.error();
     }
@@ -128,21 +148,29 @@ void Session::summarize(const std::string& note) {
     if (!cfg_.pin_all && cfg_.pin_limit != 0) mode += ", rdma-pin-limit " + vmm::format_size(cfg_.pin_limit);
     summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", ep_->describe, mode, vmm::format_size(geo_.size()),
                            lanes_.size(), lanes_.size() == 1 ? "" : "s");
+    if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
     if (!note.empty()) summary_ += " (" + note + ")";
 }
 
+// At the start of the first round (QEMU: after its stream's first bytes, at the end of its
+// setup), ask for the destination's RAM blocks. With rdma-pin-all this side's RAM is pinned
+// while the destination pins its own, as QEMU does.
 Status Session::exchange_blocks_source() {
-    auto m = ctl_->request(encode_empty(Command::ram_blocks_request), Command::ram_blocks_result);
+    if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
+    if (cfg_.pin_all)
+        if (auto s = pin_local_blocks(); !s) return s;
+    auto m = ctl_->answer(Command::ram_blocks_result);
     if (!m) return m.error();
     auto blocks = decode_blocks(*m);
     if (!blocks) return blocks.error();
     if (auto s = check_block_lists(cfg_.blocks, *blocks); !s) return s;
     if (cfg_.pin_all) {
-        for (const auto& b : *blocks)
-            if (b.rkey == 0) return Error(fmt::format("rdma-pin-all: the destination sent no rkey for '{}'", b.name));
+        for (size_t i = 0; i < blocks->size(); ++i)
+            if ((*blocks)[i].rkey == 0) return Error(fmt::format("rdma-pin-all: the destination sent no rkey for '{}'", cfg_.blocks[i].name));
     }
     remote_ = std::move(*blocks);
-    return cfg_.pin_all ? pin_local_blocks() : Status{};
+    blocks_known_ = true;
+    return {};
 }
 
 // rdma-pin-all: the source's RAM is registered here, during setup, as the destination's is
@@ -162,12 +190,11 @@ Status Session::pin_local_blocks() {
     return {};
 }
 
-Status Session::exchange_blocks_destination() {
-    auto m = ctl_->exchange_recv({Command::ram_blocks_request});
-    if (!m) return m.error();
+Status Session::handle_blocks_request() {
+    if (blocks_known_) return Error("a second RAM BLOCKS REQUEST");
     std::vector<BlockDesc> descs;
     for (const auto& b : cfg_.blocks) {
-        BlockDesc d{b.name, reinterpret_cast<uint64_t>(b.host), b.guest_addr, b.length, 0};
+        BlockDesc d{reinterpret_cast<uint64_t>(b.host), b.offset, b.length, 0};
         if (cfg_.pin_all) {
             MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
             if (!mr) {
@@ -177,8 +204,9 @@ Status Session::exchange_blocks_destination() {
             d.rkey = mr->rkey;
             pinned_blocks_.push_back(std::move(mr));
         }
-        descs.push_back(std::move(d));
+        descs.push_back(d);
     }
+    blocks_known_ = true;
     return ctl_->reply(encode_blocks(descs));
 }
 

@@ -1,6 +1,10 @@
 // Session: one RDMA migration connection, either side.
-//   RAM-block exchange (spec: "Migration of VM's ram"): the source asks, the destination
-//     describes its blocks (with rkeys when everything is pinned up front); mismatches fail.
+//   Negotiation: the base protocol as QEMU speaks it, plus each of our extensions (wire.h) that
+//     both sides granted in the private data; a base-protocol peer gets 1 MiB chunks, one
+//     channel, one entry per request and an ERROR without text.
+//   RAM-block exchange (spec: "Migration of VM's ram"): at the start of the first round, as
+//     QEMU does after its stream's first bytes, the source asks and the destination describes
+//     its blocks (with rkeys when everything is pinned up front); mismatches fail.
 //   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages; the receiver keeps the
 //     unread rest of a message for the next read.
 //   Source RAM channel: RDMA WRITE per chunk piece, posted in batches, every 64th signalled,
@@ -37,6 +41,7 @@ struct SessionConfig {
     Timeouts timeouts;
     int cancel_fd = -1;
     uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
+    bool base_protocol = false;  // offer (source) / grant (destination) no extension: for tests
 };
 
 class Session {
@@ -73,6 +78,8 @@ public:
     // chunks, 1 channel", and why rdma-pin-all was not granted if it was asked for.
     const std::string& describe() const { return summary_; }
     bool pin_all() const { return cfg_.pin_all; }
+    // The flags both sides granted (wire.h: kCap*).
+    uint32_t agreed() const { return agreed_; }
 
 private:
     void summarize(const std::string& note);  // sets describe() once negotiated
@@ -102,7 +109,8 @@ private:
         uint64_t local_released = 0;
     };
 
-    Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g);
+    Session(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
+            uint32_t agreed);
     Status connect_channels(const std::string& host, uint16_t port, PrivateData first);
     Status accept_channels();
     Status lane_progress(Lane& lane, const std::function<bool()>& done);
@@ -111,7 +119,6 @@ private:
     Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
     Status exchange_blocks_source();
     Status pin_local_blocks();
-    Status exchange_blocks_destination();
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
     Status ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent);
     Status take_registration(const std::vector<ChunkKey>& chunks);
@@ -132,6 +139,7 @@ private:
     void write_completed(Lane& lane, uint64_t index);  // and tells on_arrival's callback
     uint64_t ram_chunks() const;  // chunks in all RAM blocks
     Status flush_compress();
+    Status handle_blocks_request();
     Status handle_register(const Message& m);
     Status handle_unregister(const Message& m);
     Status handle_compress(const Message& m);
@@ -148,6 +156,9 @@ private:
     SessionConfig cfg_;
     std::string summary_;  // describe()
     ChunkGeometry geo_;
+    uint32_t agreed_;      // agreed()
+    size_t max_entries_;   // per REGISTER/UNREGISTER/COMPRESS message: 4096 with kCapBatch, else 1
+    bool blocks_known_ = false;  // source: RAM BLOCKS RESULT taken; destination: sent
     std::vector<BlockDesc> remote_;
     // Source: what the destination has registered for us, and our own (local-read) MRs.
     RegistrationCache<RegisterResult> remote_regs_;

@@ -29,7 +29,7 @@ Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64
 Status Session::ram_begin_round(uint32_t round) {
     compress_.clear();
     work_ = RoundWork{round};
-    return {};
+    return blocks_known_ ? Status{} : exchange_blocks_source();
 }
 
 uint64_t Session::ram_chunks() const {
@@ -207,7 +207,7 @@ Status Session::write_piece(uint32_t block, const Piece& p) {
     } else {
         const RegisterResult* r = remote_regs_.find({block, p.chunk});
         if (r == nullptr) return Error("internal: a chunk lost its registration before its write");
-        wr.wr.rdma.remote_addr = r->host_addr + (p.offset - geo_.start(p.chunk));
+        wr.wr.rdma.remote_addr = r->host_addr + p.offset;  // the block's start, as QEMU answers
         wr.wr.rdma.rkey = r->rkey;
     }
     ibv_sge sge{reinterpret_cast<uint64_t>(cfg_.blocks[block].host + p.offset), static_cast<uint32_t>(p.length), *lkey};
@@ -227,8 +227,9 @@ Status Session::flush_compress() {
 
 Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
-    compress_.push_back({0, block, offset, length});
-    return compress_.size() == kMaxRepeat ? flush_compress() : Status{};
+    if (block >= remote_.size()) return Error("internal: zero pages sent before the RAM blocks were exchanged");
+    compress_.push_back({0, block, remote_[block].offset + offset, length});  // in the destination's offset space
+    return compress_.size() == max_entries_ ? flush_compress() : Status{};
 }
 
 Status Session::ram_end_round() {
@@ -249,51 +250,55 @@ Status Session::ram_end_round() {
 
 Status Session::handle_register(const Message& m) {
     if (cfg_.pin_all) return Error("REGISTER REQUEST although rdma-pin-all registered everything");
-    auto ranges = decode_chunk_ranges(m);
-    if (!ranges) return ranges.error();
-    std::vector<ByteRange> checked;
-    for (const auto& r : *ranges) {  // every entry is checked before anything is registered
-        auto br = check_chunk_range(r, cfg_.blocks, geo_);
-        if (!br) return br.error();
-        checked.push_back(*br);
+    auto entries = decode_register_entries(m);
+    if (!entries) return entries.error();
+    std::vector<ChunkSpan> checked;
+    for (const auto& r : *entries) {  // every entry is checked before anything is registered
+        auto sp = check_register_entry(r, cfg_.blocks, geo_);
+        if (!sp) return sp.error();
+        checked.push_back(*sp);
     }
     std::vector<RegisterResult> results;
-    for (size_t i = 0; i < ranges->size(); ++i) {
-        const auto& r = (*ranges)[i];
-        const LocalBlock& b = cfg_.blocks[r.block];
-        ChunkKey key{r.block, r.first};
+    for (size_t i = 0; i < entries->size(); ++i) {
+        uint32_t block = (*entries)[i].block;
+        const LocalBlock& b = cfg_.blocks[block];
+        const ChunkSpan& sp = checked[i];
+        ChunkKey key{block, sp.first};
         MemoryRegion* mr = served_regs_.find(key);
         if (mr == nullptr) {
-            auto victims = served_regs_.victims_for(checked[i].length);
+            auto victims = served_regs_.victims_for(sp.length);
             if (!victims) return victims.error();
             if (!victims->empty()) {
                 return Error(fmt::format("the source exceeded rdma-pin-limit ({} bytes) without unregistering first",
                                          served_regs_.limit()));
             }
-            MemoryRegion reg(ibv_reg_mr(ep_->pd.get(), b.host + checked[i].offset, checked[i].length,
-                                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+            MemoryRegion reg(ibv_reg_mr(ep_->pd.get(), b.host + sp.offset, sp.length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
             if (!reg) {
-                return Error::from_errno(fmt::format("registering {} bytes of '{}' for RDMA", checked[i].length, b.name), errno,
+                return Error::from_errno(fmt::format("registering {} bytes of '{}' for RDMA", sp.length, b.name), errno,
                                          "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit");
             }
-            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", r.block, r.first, reg->rkey,
-                  reinterpret_cast<uint64_t>(b.host) + checked[i].offset, checked[i].length);
-            served_regs_.insert(key, checked[i].length, std::move(reg));
+            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", block, sp.first, reg->rkey,
+                  reinterpret_cast<uint64_t>(b.host) + sp.offset, sp.length);
+            served_regs_.insert(key, sp.length, std::move(reg));
             mr = served_regs_.find(key);
         }
-        results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host) + checked[i].offset});
+        results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host)});  // the block's start, as QEMU answers
     }
     return ctl_->reply(encode_register_results(results));
 }
 
 Status Session::handle_unregister(const Message& m) {
-    auto ranges = decode_chunk_ranges(m);
-    if (!ranges) return ranges.error();
-    for (const auto& r : *ranges)
-        if (auto br = check_chunk_range(r, cfg_.blocks, geo_); !br) return br.error();
-    for (const auto& r : *ranges) {
-        trace("destination: chunk {}:{} unregistered", r.block, r.first);
-        served_regs_.erase({r.block, r.first});
+    auto entries = decode_register_entries(m);
+    if (!entries) return entries.error();
+    std::vector<ChunkKey> keys;
+    for (const auto& r : *entries) {
+        auto sp = check_unregister_entry(r, cfg_.blocks, geo_);
+        if (!sp) return sp.error();
+        keys.push_back({r.block, sp->first});
+    }
+    for (const auto& k : keys) {
+        trace("destination: chunk {}:{} unregistered", k.block, k.chunk);
+        served_regs_.erase(k);
     }
     return ctl_->reply(encode_empty(Command::unregister_finished));
 }
@@ -301,12 +306,17 @@ Status Session::handle_unregister(const Message& m) {
 Status Session::handle_compress(const Message& m) {
     auto entries = decode_compress(m);
     if (!entries) return entries.error();
-    for (const auto& c : *entries)
-        if (auto s = check_compress(c, cfg_.blocks); !s) return s;
+    std::vector<uint64_t> at;  // offsets in the blocks
     for (const auto& c : *entries) {
-        uint8_t* dst = cfg_.blocks[c.block].host + c.offset;
+        auto off = check_compress(c, cfg_.blocks);
+        if (!off) return off.error();
+        at.push_back(*off);
+    }
+    for (size_t i = 0; i < entries->size(); ++i) {
+        const Compress& c = (*entries)[i];
+        uint8_t* dst = cfg_.blocks[c.block].host + at[i];
         bool pinned = cfg_.pin_all;
-        for (uint64_t ch = geo_.index(c.offset); !pinned && ch <= geo_.index(c.offset + c.length - 1); ++ch)
+        for (uint64_t ch = geo_.index(at[i]); !pinned && ch <= geo_.index(at[i] + c.length - 1); ++ch)
             pinned = served_regs_.contains({c.block, ch});
         // Unpinned memory can drop its pages (it reads back as zero and stays unpopulated);
         // pinned pages must stay the ones the HCA writes to, so those are cleared in place.
@@ -326,10 +336,11 @@ Status Session::serve_round(uint32_t) {
 Status Session::serve_messages() {
     for (;;) {
         auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
-                                      Command::register_finished});
+                                      Command::register_finished, Command::ram_blocks_request});
         if (!m) return m.error();
         Status s;
         switch (m->header.type) {
+            case Command::ram_blocks_request: s = handle_blocks_request(); break;
             case Command::register_request: s = handle_register(*m); break;
             case Command::unregister_request: s = handle_unregister(*m); break;
             case Command::compress: s = handle_compress(*m); break;

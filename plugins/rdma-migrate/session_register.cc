@@ -12,9 +12,9 @@
 namespace rdma_migrate {
 
 Status Session::ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent) {
-    std::vector<ChunkRange> ask;
-    for (const auto& k : chunks) ask.push_back({k.block, k.chunk, 1});
-    return ctl_->exchange_send(encode_chunk_ranges(Command::register_request, ask), sent);
+    std::vector<RegisterEntry> ask;  // each names its chunk's start in the destination's offset space
+    for (const auto& k : chunks) ask.push_back({remote_[k.block].offset + geo_.start(k.chunk), k.block, 0});
+    return ctl_->exchange_send(encode_register_entries(Command::register_request, ask), sent);
 }
 
 // Reads the REGISTER RESULT for `chunks`, checks every entry, and caches the rkeys.
@@ -27,7 +27,7 @@ Status Session::take_registration(const std::vector<ChunkKey>& chunks) {
     for (size_t i = 0; i < chunks.size(); ++i) {
         const auto& [block, chunk] = chunks[i];
         const RegisterResult& r = (*results)[i];
-        if (auto s = check_register_result(r, remote_[block], geo_, chunk); !s) return s;
+        if (auto s = check_register_result(r, remote_[block]); !s) return s;
         trace("source: remote chunk {}:{} registered, rkey {:#x} at {:#x}", block, chunk, r.rkey, r.host_addr);
         remote_regs_.insert({block, chunk}, geo_.length(cfg_.blocks[block].length, chunk), r);
     }
@@ -80,19 +80,23 @@ Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunk
     if (!victims->empty()) {
         // The destination may unpin only what no write in flight still targets.
         if (auto s = drain_writes(); !s) return s;
-        std::vector<ChunkRange> release;
+        std::vector<RegisterEntry> release;  // an unregister request names a chunk by its index
         for (const auto& k : *victims) {
-            release.push_back({k.block, k.chunk, 1});
+            release.push_back({k.chunk, k.block, 0});
             trace("source: unregister remote chunk {}:{}", k.block, k.chunk);
         }
-        auto done = ctl_->request(encode_chunk_ranges(Command::unregister_request, release), Command::unregister_finished);
-        if (!done) return done.error();
+        for (size_t at = 0; at < release.size(); at += max_entries_) {
+            std::vector<RegisterEntry> part(release.begin() + static_cast<long>(at),
+                                            release.begin() + static_cast<long>(std::min(release.size(), at + max_entries_)));
+            auto done = ctl_->request(encode_register_entries(Command::unregister_request, part), Command::unregister_finished);
+            if (!done) return done.error();
+        }
         for (const auto& k : *victims) remote_regs_.erase(k);
         work_.remote_released += victims->size();
     }
-    for (size_t at = 0; at < missing.size(); at += kMaxRepeat) {
+    for (size_t at = 0; at < missing.size(); at += max_entries_) {
         std::vector<ChunkKey> ask(missing.begin() + static_cast<long>(at),
-                                  missing.begin() + static_cast<long>(std::min(missing.size(), at + kMaxRepeat)));
+                                  missing.begin() + static_cast<long>(std::min(missing.size(), at + max_entries_)));
         if (auto s = ask_registration(ask, ControlChannel::Sent::wait); !s) return s;
         if (auto s = take_registration(ask); !s) return s;
     }

@@ -49,22 +49,24 @@ private:
     size_t pos_ = 0;
 };
 
-size_t entry_size(Command c) {
+// Entries whose count the header's repeat gives (length must be exactly repeat of them).
+size_t repeated_entry(Command c) {
+    switch (c) {
+        case Command::register_request:
+        case Command::unregister_request: return kRegisterEntrySize;
+        case Command::compress: return kCompressSize;
+        default: return 0;
+    }
+}
+
+// Entries whose count the length gives: QEMU sends RAM BLOCKS RESULT with repeat 1 and a
+// REGISTER RESULT with the request's repeat whatever it carries.
+size_t counted_entry(Command c) {
     switch (c) {
         case Command::ram_blocks_result: return kBlockDescSize;
-        case Command::register_request:
-        case Command::unregister_request: return kChunkRangeSize;
         case Command::register_result: return kRegisterResultSize;
-        case Command::compress: return kCompressSize;
-        case Command::none:
-        case Command::error:
-        case Command::ready:
-        case Command::qemu_file:
-        case Command::ram_blocks_request:
-        case Command::register_finished:
-        case Command::unregister_finished: return 0;
+        default: return 0;
     }
-    return 0;
 }
 
 bool carries_nothing(Command c) {
@@ -103,16 +105,18 @@ std::vector<uint8_t> encode_private_data(const PrivateData& p) {
     Out o;
     o.u32(p.version);
     o.u32(p.flags);
-    o.u32(p.channel);
-    o.u32(p.channels);
-    o.u64(p.session);
-    o.u32(p.chunk_shift);
+    if ((p.flags & kExtensionCaps) == 0) return std::move(o.b);  // the base protocol's 8 bytes
+    bool channels = (p.flags & kCapChannels) != 0;
+    o.u32(channels ? p.channel : 0);
+    o.u32(channels ? p.channels : 0);
+    o.u64(channels ? p.session : 0);
+    o.u32((p.flags & kCapChunkSize) != 0 ? p.chunk_shift : 0);
     o.u32(0);
     return std::move(o.b);
 }
 
 Result<PrivateData> decode_private_data(std::span<const uint8_t> bytes) {
-    if (bytes.size() < 8) {
+    if (bytes.size() < kBasePrivateDataSize) {
         return Error(fmt::format("RDMA connection private data is {} bytes; the protocol needs at least 8 "
                                  "(version, flags): is the peer a migration endpoint?",
                                  bytes.size()));
@@ -126,19 +130,27 @@ Result<PrivateData> decode_private_data(std::span<const uint8_t> bytes) {
                                  "same vmm release on both sides",
                                  p.version, kProtocolVersion));
     }
-    if (bytes.size() < kPrivateDataSize) return p;  // the spec's 8-byte form: one channel, 1 MiB chunks
-    p.channel = in.u32();
-    p.channels = in.u32();
-    p.session = in.u64();
-    p.chunk_shift = in.u32();
-    if (!(p.flags & kCapChannels)) {
-        p.channel = 0;
-        p.channels = 1;
-    } else if (p.channels == 0 || p.channels > 64 || p.channel >= p.channels) {
-        return Error(fmt::format("RDMA private data: channel {} of {} is not valid", p.channel, p.channels));
+    if ((p.flags & kExtensionCaps) == 0) return p;  // a base-protocol peer: whatever follows is padding
+    if (bytes.size() < kPrivateDataSize) {
+        return Error(fmt::format("RDMA private data announces extensions {:#x} but is only {} bytes", p.flags & kExtensionCaps,
+                                 bytes.size()));
     }
-    if (p.chunk_shift < 12 || p.chunk_shift > 30) {
-        return Error(fmt::format("RDMA private data: chunk size 2^{} is outside 4 KiB..1 GiB", p.chunk_shift));
+    uint32_t channel = in.u32(), channels = in.u32();
+    uint64_t session = in.u64();
+    uint32_t chunk_shift = in.u32();
+    if ((p.flags & kCapChannels) != 0) {
+        if (channels == 0 || channels > 64 || channel >= channels) {
+            return Error(fmt::format("RDMA private data: channel {} of {} is not valid", channel, channels));
+        }
+        p.channel = channel;
+        p.channels = channels;
+        p.session = session;
+    }
+    if ((p.flags & kCapChunkSize) != 0) {
+        if (chunk_shift < 12 || chunk_shift > 30) {
+            return Error(fmt::format("RDMA private data: chunk size 2^{} is outside 4 KiB..1 GiB", chunk_shift));
+        }
+        p.chunk_shift = chunk_shift;
     }
     return p;
 }
@@ -148,6 +160,7 @@ std::vector<uint8_t> encode_message(Command type, uint32_t repeat, std::span<con
     o.u32(static_cast<uint32_t>(data.size()));
     o.u32(static_cast<uint32_t>(type));
     o.u32(repeat);
+    o.u32(0);  // padding
     o.bytes(data.data(), data.size());
     return std::move(o.b);
 }
@@ -162,23 +175,30 @@ Result<Message> decode_message(std::span<const uint8_t> bytes) {
     m.header.length = in.u32();
     uint32_t type = in.u32();
     m.header.repeat = in.u32();
+    in.u32();  // padding: QEMU leaves it uninitialised
     if (type > static_cast<uint32_t>(Command::unregister_finished) || type == 0) {
         return Error(fmt::format("RDMA control message of unknown type {}", type));
     }
     m.header.type = static_cast<Command>(type);
+    const char* name = to_string(m.header.type);
     if (m.header.length != bytes.size() - kHeaderSize) {
-        return Error(fmt::format("RDMA {} says {} data bytes but carries {}", to_string(m.header.type), m.header.length,
-                                 bytes.size() - kHeaderSize));
+        return Error(fmt::format("RDMA {} says {} data bytes but carries {}", name, m.header.length, bytes.size() - kHeaderSize));
     }
-    if (m.header.repeat == 0 || m.header.repeat > kMaxRepeat) {
-        return Error(fmt::format("RDMA {} repeats {} times (1 to {} allowed)", to_string(m.header.type), m.header.repeat, kMaxRepeat));
-    }
-    if (size_t e = entry_size(m.header.type); e != 0 && m.header.length != m.header.repeat * e) {
-        return Error(fmt::format("RDMA {}: {} entries need {} bytes, the message has {}", to_string(m.header.type),
-                                 m.header.repeat, m.header.repeat * e, m.header.length));
-    }
-    if (carries_nothing(m.header.type) && m.header.length != 0) {
-        return Error(fmt::format("RDMA {} must carry no data", to_string(m.header.type)));
+    if (size_t e = repeated_entry(m.header.type); e != 0) {
+        if (m.header.repeat == 0 || m.header.repeat > kMaxRepeat) {
+            return Error(fmt::format("RDMA {} repeats {} times (1 to {} allowed)", name, m.header.repeat, kMaxRepeat));
+        }
+        if (m.header.length != m.header.repeat * e) {
+            return Error(fmt::format("RDMA {}: {} entries need {} bytes, the message has {}", name, m.header.repeat,
+                                     m.header.repeat * e, m.header.length));
+        }
+    } else if (size_t c = counted_entry(m.header.type); c != 0) {
+        if (m.header.length == 0 || m.header.length % c != 0 || m.header.length / c > kMaxRepeat) {
+            return Error(fmt::format("RDMA {}: {} bytes are not 1 to {} entries of {} bytes", name, m.header.length,
+                                     kMaxRepeat, c));
+        }
+    } else if (carries_nothing(m.header.type) && m.header.length != 0) {
+        return Error(fmt::format("RDMA {} must carry no data", name));
     }
     auto d = in.take(m.header.length);
     m.data.assign(d.begin(), d.end());
@@ -188,60 +208,51 @@ Result<Message> decode_message(std::span<const uint8_t> bytes) {
 std::vector<uint8_t> encode_blocks(const std::vector<BlockDesc>& blocks) {
     Out o;
     for (const auto& b : blocks) {
-        char name[64] = {};
-        std::memcpy(name, b.name.data(), std::min<size_t>(b.name.size(), 63));
-        o.bytes(name, sizeof(name));
         o.u64(b.host_addr);
-        o.u64(b.guest_addr);
+        o.u64(b.offset);
         o.u64(b.length);
         o.u32(b.rkey);
         o.u32(0);
     }
-    return encode_message(Command::ram_blocks_result, static_cast<uint32_t>(blocks.size()), o.b);
+    return encode_message(Command::ram_blocks_result, 1, o.b);  // QEMU's repeat: 1, whatever the count
 }
 
 Result<std::vector<BlockDesc>> decode_blocks(const Message& m) {
     if (auto s = expect(m, Command::ram_blocks_result); !s) return s.error();
     In in(m.data);
-    std::vector<BlockDesc> out;
-    for (uint32_t i = 0; i < m.header.repeat; ++i) {
-        auto name = in.take(64);
-        if (name[63] != 0) return Error(fmt::format("RDMA RAM block {}: name is not terminated", i));
-        BlockDesc b;
-        b.name.assign(reinterpret_cast<const char*>(name.data()), strnlen(reinterpret_cast<const char*>(name.data()), 63));
+    std::vector<BlockDesc> out(m.data.size() / kBlockDescSize);
+    for (auto& b : out) {
         b.host_addr = in.u64();
-        b.guest_addr = in.u64();
+        b.offset = in.u64();
         b.length = in.u64();
         b.rkey = in.u32();
         in.u32();
-        if (b.name.empty()) return Error(fmt::format("RDMA RAM block {} has no name", i));
-        out.push_back(std::move(b));
     }
     return out;
 }
 
-std::vector<uint8_t> encode_chunk_ranges(Command type, const std::vector<ChunkRange>& ranges) {
+std::vector<uint8_t> encode_register_entries(Command type, const std::vector<RegisterEntry>& entries) {
     Out o;
-    for (const auto& r : ranges) {
+    for (const auto& r : entries) {
+        o.u64(r.key);
         o.u32(r.block);
         o.u32(0);
-        o.u64(r.first);
-        o.u64(r.count);
+        o.u64(r.extra_chunks);
     }
-    return encode_message(type, static_cast<uint32_t>(ranges.size()), o.b);
+    return encode_message(type, static_cast<uint32_t>(entries.size()), o.b);
 }
 
-Result<std::vector<ChunkRange>> decode_chunk_ranges(const Message& m) {
+Result<std::vector<RegisterEntry>> decode_register_entries(const Message& m) {
     if (m.header.type != Command::register_request && m.header.type != Command::unregister_request) {
         return Error(fmt::format("RDMA control channel: expected a (un)register request, received {}", to_string(m.header.type)));
     }
     In in(m.data);
-    std::vector<ChunkRange> out(m.header.repeat);
+    std::vector<RegisterEntry> out(m.header.repeat);
     for (auto& r : out) {
+        r.key = in.u64();
         r.block = in.u32();
         in.u32();
-        r.first = in.u64();
-        r.count = in.u64();
+        r.extra_chunks = in.u64();
     }
     return out;
 }
@@ -259,7 +270,7 @@ std::vector<uint8_t> encode_register_results(const std::vector<RegisterResult>& 
 Result<std::vector<RegisterResult>> decode_register_results(const Message& m) {
     if (auto s = expect(m, Command::register_result); !s) return s.error();
     In in(m.data);
-    std::vector<RegisterResult> out(m.header.repeat);
+    std::vector<RegisterResult> out(m.data.size() / kRegisterResultSize);
     for (auto& r : out) {
         r.rkey = in.u32();
         in.u32();
@@ -293,7 +304,8 @@ Result<std::vector<Compress>> decode_compress(const Message& m) {
     return out;
 }
 
-std::vector<uint8_t> encode_error(const std::string& reason) {
+std::vector<uint8_t> encode_error(const std::string& reason, bool with_text) {
+    if (!with_text) return encode_empty(Command::error);
     std::string r = reason.substr(0, 1024);
     return encode_message(Command::error, 1, {reinterpret_cast<const uint8_t*>(r.data()), r.size()});
 }

@@ -19,28 +19,41 @@ using vmm::Status;
 
 constexpr uint32_t kProtocolVersion = 1;
 constexpr uint32_t kMaxRepeat = 4096;            // spec: "hard-coded to 4096"
-constexpr size_t kControlBufferSize = 512 * 1024;  // each posted SEND/RECV buffer
+constexpr size_t kControlBufferSize = 512 * 1024;  // each posted SEND/RECV buffer (QEMU's too)
 
-// Private data exchanged by RDMA-CM at connect/accept: the spec's {version, flags}, then our
-// extension for several queue pairs (the spec's area holds 192 bytes; we use 24).
-constexpr uint32_t kCapPinAll = 1u << 0;        // the spec's one capability (QEMU's value)
-constexpr uint32_t kCapChannels = 1u << 1;      // ours: this connection is one of N channels
-constexpr uint32_t kKnownCaps = kCapPinAll | kCapChannels;
+// Private data exchanged by RDMA-CM at connect/accept. The base protocol (QEMU's
+// RDMACapabilities) is 8 bytes: {version, flags}, flags bit 0 = pin-all. Our extensions are
+// further flag bits, which QEMU does not know and so never grants (it answers `flags & what it
+// knows`), and, when any of them is set, a 24-byte extension block after those 8 bytes, which a
+// base-protocol peer never reads. RDMA-CM pads private data with zeros (to 56 bytes on a connect,
+// 196 on an accept), so what follows the 8 bytes means something only when a flag says so.
+constexpr uint32_t kCapPinAll = 1u << 0;     // the spec's one capability (QEMU's value)
+constexpr uint32_t kCapChannels = 1u << 1;   // ours: this connection is one of N queue pairs
+constexpr uint32_t kCapChunkSize = 1u << 2;  // ours: chunks of 2^chunk_shift bytes, not 1 MiB
+constexpr uint32_t kCapBatch = 1u << 3;      // ours: REGISTER/UNREGISTER/COMPRESS with many entries
+constexpr uint32_t kCapErrorText = 1u << 4;  // ours: ERROR carries a one-line reason
+constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText;
+constexpr uint32_t kKnownCaps = kCapPinAll | kExtensionCaps;
+constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {
     uint32_t version = kProtocolVersion;
     uint32_t flags = 0;
-    uint32_t channel = 0;        // index of this connection, < channels
-    uint32_t channels = 1;       // how many connections the migration uses
-    uint64_t session = 0;        // ties the channels of one migration together
-    uint32_t chunk_shift = 20;   // log2 of the source's chunk size: both sides must agree
+    // The extension block (present when flags has any extension bit):
+    uint32_t channel = 0;        // kCapChannels: index of this connection, < channels
+    uint32_t channels = 1;       // kCapChannels: how many connections the migration uses
+    uint64_t session = 0;        // kCapChannels: ties the channels of one migration together
+    uint32_t chunk_shift = kBaseChunkShift;  // kCapChunkSize: log2 of the source's chunk size
     bool operator==(const PrivateData&) const = default;
 };
-constexpr size_t kPrivateDataSize = 32;
-constexpr size_t kPrivateDataMax = 56;  // RDMA-CM's limit for RC connect private data
+constexpr size_t kBasePrivateDataSize = 8;
+constexpr size_t kPrivateDataSize = 32;  // with the extension block
+constexpr size_t kPrivateDataMax = 56;   // RDMA-CM's limit for RC connect private data
 
+// 8 bytes without extension bits, 32 with; fields of extensions not flagged are sent as zero.
 std::vector<uint8_t> encode_private_data(const PrivateData& p);
-// Accepts the spec's 8-byte form too (one channel). Another version → a clear error.
+// Reads the extension block only when a flag announces it (whatever the padding); fields of an
+// extension that is not flagged take their base values. Another version → a clear error.
 Result<PrivateData> decode_private_data(std::span<const uint8_t> bytes);
 
 // Control-channel command types: QEMU's values, which the spec lists 1-based.
@@ -60,35 +73,47 @@ enum class Command : uint32_t {
 };
 const char* to_string(Command c);
 
-constexpr size_t kHeaderSize = 12;  // length, type, repeat
+// QEMU's RDMAControlHeader: length, type, repeat, and a padding word (the spec lists only the
+// first three). QEMU leaves repeat (on QEMU FILE) and padding uninitialised: neither is read
+// where QEMU does not set it.
+constexpr size_t kHeaderSize = 16;
 
 struct Header {
     uint32_t length = 0;  // of the data portion
     Command type = Command::none;
-    uint32_t repeat = 1;
+    uint32_t repeat = 1;  // entries of REGISTER REQUEST, UNREGISTER REQUEST, COMPRESS
 };
 
-// One RAM block as the other side describes it (RAM Blocks result entry, 96 bytes).
+// One RAM block as the destination describes it (QEMU's RDMADestBlock, 32 bytes). The spec
+// leaves the layout open; QEMU sends no name: the migration stream names the blocks, and both
+// sides list them in the same order.
 struct BlockDesc {
-    std::string name;          // ≤ 63 bytes
-    uint64_t host_addr = 0;    // the describer's virtual address of the block
-    uint64_t guest_addr = 0;
+    uint64_t host_addr = 0;    // the destination's virtual address of the block
+    uint64_t offset = 0;       // where the block starts in the destination's RAM offset space
+                               // (QEMU's ram_addr_t): requests name addresses in that space
     uint64_t length = 0;
-    uint32_t rkey = 0;         // pin-all: the whole block's rkey (destination); else 0
+    uint32_t rkey = 0;         // pin-all: the whole block's rkey; else 0
     bool operator==(const BlockDesc&) const = default;
 };
-constexpr size_t kBlockDescSize = 96;
+constexpr size_t kBlockDescSize = 32;
 
-// Register request / unregister request entry (24 bytes): chunks [first, first+count) of a block.
-struct ChunkRange {
+// REGISTER REQUEST / UNREGISTER REQUEST entry (QEMU's RDMARegister, 24 bytes): u64 key,
+// u32 block, u32 padding, u64 chunks. For a register request the key is an address in the
+// destination's RAM offset space inside block `block` and the destination registers that
+// address's chunk and `extra_chunks` more after it; for an unregister request the key is a chunk
+// index in the block (QEMU reads it so; it never sends one unless built with
+// RDMA_UNREGISTRATION_EXAMPLE).
+struct RegisterEntry {
+    uint64_t key = 0;
     uint32_t block = 0;
-    uint64_t first = 0;
-    uint64_t count = 0;
-    bool operator==(const ChunkRange&) const = default;
+    uint64_t extra_chunks = 0;
+    bool operator==(const RegisterEntry&) const = default;
 };
-constexpr size_t kChunkRangeSize = 24;
+constexpr size_t kRegisterEntrySize = 24;
 
-// Register result entry (16 bytes): where the registered range starts on the destination.
+// Register result entry (QEMU's RDMARegisterResult, 16 bytes): the rkey of the registered
+// chunks and the host address of the start of their *block* (QEMU's value; the source adds
+// the offset in the block).
 struct RegisterResult {
     uint32_t rkey = 0;
     uint64_t host_addr = 0;
@@ -96,8 +121,9 @@ struct RegisterResult {
 };
 constexpr size_t kRegisterResultSize = 16;
 
-// Compress entry (24 bytes, the spec's "zap zero page"): fill [offset, offset+length) of a
-// block with `value` (always 0 from us).
+// Compress entry (QEMU's RDMACompress, 24 bytes, the spec's "zap zero page"): fill
+// [offset, offset+length) with `value` (always 0 from us); `offset` is in the destination's
+// RAM offset space, inside block `block`.
 struct Compress {
     uint32_t value = 0;
     uint32_t block = 0;
@@ -114,19 +140,24 @@ struct Message {
 };
 
 std::vector<uint8_t> encode_message(Command type, uint32_t repeat, std::span<const uint8_t> data);
-// Checks the header against what arrived: type known, repeat 1..4096, length == bytes after
-// the header, and for typed commands length == repeat × entry size.
+// Checks the header against what arrived, as QEMU's messages require: type known, length ==
+// bytes after the header; REGISTER/UNREGISTER REQUEST and COMPRESS: repeat 1..4096 entries of
+// exactly length bytes; REGISTER RESULT and RAM BLOCKS RESULT: whole entries (QEMU puts the
+// count in the length there, not in repeat); READY, RAM BLOCKS REQUEST, REGISTER FINISHED and
+// UNREGISTER FINISHED: no data.
 Result<Message> decode_message(std::span<const uint8_t> bytes);
 
 std::vector<uint8_t> encode_blocks(const std::vector<BlockDesc>& blocks);
 Result<std::vector<BlockDesc>> decode_blocks(const Message& m);
-std::vector<uint8_t> encode_chunk_ranges(Command type, const std::vector<ChunkRange>& ranges);
-Result<std::vector<ChunkRange>> decode_chunk_ranges(const Message& m);
+std::vector<uint8_t> encode_register_entries(Command type, const std::vector<RegisterEntry>& entries);
+Result<std::vector<RegisterEntry>> decode_register_entries(const Message& m);
 std::vector<uint8_t> encode_register_results(const std::vector<RegisterResult>& results);
 Result<std::vector<RegisterResult>> decode_register_results(const Message& m);
 std::vector<uint8_t> encode_compress(const std::vector<Compress>& entries);
 Result<std::vector<Compress>> decode_compress(const Message& m);
-std::vector<uint8_t> encode_error(const std::string& reason);
+// With kCapErrorText the reason travels (≤ 1024 bytes); a base-protocol peer gets QEMU's
+// empty ERROR.
+std::vector<uint8_t> encode_error(const std::string& reason, bool with_text = true);
 std::string decode_error(const Message& m);
 // A message with no data (ready, register finished, unregister finished, ram blocks request).
 std::vector<uint8_t> encode_empty(Command type);

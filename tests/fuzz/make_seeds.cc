@@ -19,9 +19,11 @@ static void write(const std::string& path, uint8_t mode, const std::vector<uint8
 
 static int rdma_seeds(const std::string& dir) {
     using namespace rdma_migrate;
-    write(dir + "/private", 1, encode_private_data({1, kCapPinAll | kCapChannels, 1, 2, 42, 20}));
-    write(dir + "/blocks", 0, encode_blocks({{"pc.ram", 0x10000000, 0, 64ull << 20, 5}, {"high", 0x20000000, 1ull << 32, 3ull << 20, 0}}));
-    write(dir + "/register", 0, encode_chunk_ranges(Command::register_request, {{0, 3, 2}, {1, 2, 1}}));
+    write(dir + "/private", 1, encode_private_data({1, kCapPinAll | kCapChannels | kCapChunkSize, 1, 2, 42, 16}));
+    write(dir + "/private-base", 1, encode_private_data({1, kCapPinAll}));
+    write(dir + "/blocks", 0, encode_blocks({{0x10000000, 0, 64ull << 20, 5}, {0x20000000, 64ull << 20, 3ull << 20, 0}}));
+    write(dir + "/register", 0, encode_register_entries(Command::register_request, {{3 << 20, 0, 1}, {(64ull + 2) << 20, 1, 0}}));
+    write(dir + "/unregister", 0, encode_register_entries(Command::unregister_request, {{3, 0, 0}}));
     write(dir + "/result", 0, encode_register_results({{7, 0x10000000}, {8, 0x10100000}}));
     write(dir + "/compress", 0, encode_compress({{0, 1, 0, 1 << 20}}));
     write(dir + "/error", 0, encode_error("because"));

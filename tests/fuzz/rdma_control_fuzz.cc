@@ -18,21 +18,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     auto m = decode_message(rest);
     if (!m) return 0;
-    static const std::vector<LocalBlock> blocks{{"pc.ram", nullptr, 64ull << 20, 0}, {"high", nullptr, 3ull << 20, 1ull << 32}};
+    static const std::vector<LocalBlock> blocks = [] {
+        std::vector<LocalBlock> b{{"pc.ram", nullptr, 64ull << 20, 0}, {"high", nullptr, 3ull << 20, 1ull << 32}};
+        assign_offsets(b);
+        return b;
+    }();
     static const ChunkGeometry g = *ChunkGeometry::make(1 << 20);
     switch (m->header.type) {
         case Command::ram_blocks_result:
             if (auto b = decode_blocks(*m)) (void)check_block_lists(blocks, *b);
             break;
         case Command::register_request:
+            if (auto r = decode_register_entries(*m))
+                for (const auto& e : *r) (void)check_register_entry(e, blocks, g);
+            break;
         case Command::unregister_request:
-            if (auto r = decode_chunk_ranges(*m))
-                for (const auto& e : *r) (void)check_chunk_range(e, blocks, g);
+            if (auto r = decode_register_entries(*m))
+                for (const auto& e : *r) (void)check_unregister_entry(e, blocks, g);
             break;
         case Command::register_result:
             if (auto r = decode_register_results(*m)) {
-                BlockDesc remote{"pc.ram", 0x10000000, 0, 64ull << 20, 0};
-                for (size_t i = 0; i < r->size(); ++i) (void)check_register_result((*r)[i], remote, g, i);
+                BlockDesc remote{0x10000000, 0, 64ull << 20, 0};
+                for (const auto& e : *r) (void)check_register_result(e, remote);
             }
             break;
         case Command::compress:

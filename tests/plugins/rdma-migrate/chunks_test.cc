@@ -9,7 +9,13 @@ namespace rdma_migrate {
 
 namespace {
 constexpr uint64_t M = 1 << 20;
-std::vector<LocalBlock> blocks() { return {{"pc.ram", nullptr, 10 * M + 8192, 0}, {"high", nullptr, 4 * M, 1ull << 32}}; }
+// Laid out one after another: pc.ram at offset 0, high at 10 MiB + 8 KiB.
+std::vector<LocalBlock> blocks() {
+    std::vector<LocalBlock> b{{"pc.ram", nullptr, 10 * M + 8192, 0}, {"high", nullptr, 4 * M, 1ull << 32}};
+    assign_offsets(b);
+    return b;
+}
+constexpr uint64_t kHigh = 10 * M + 8192;  // high's offset
 ChunkGeometry g1m() { return *ChunkGeometry::make(M); }
 }  // namespace
 
@@ -46,24 +52,52 @@ TEST(Chunks, RangesSplitAtChunkBoundariesOnly) {
     EXPECT_TRUE(split_by_chunk(g, 0, 0).empty());
 }
 
-TEST(Bounds, RegisterRequestsMustNameChunksInsideALocalBlock) {
-    auto g = g1m();
-    auto ok = check_chunk_range({0, 10, 1}, blocks(), g);
-    ASSERT_TRUE(ok);
-    EXPECT_EQ(ok->offset, 10 * M);
-    EXPECT_EQ(ok->length, 8192u);  // clipped to the block's end
-    EXPECT_EQ(check_chunk_range({2, 0, 1}, blocks(), g).error().message(), "RDMA request names RAM block 2 (there are 2)");
-    EXPECT_EQ(check_chunk_range({0, 11, 1}, blocks(), g).error().message(),
-              "RDMA request names chunks 11+1 of 'pc.ram', which has 11");
-    EXPECT_FALSE(check_chunk_range({0, 5, 7}, blocks(), g));
-    EXPECT_FALSE(check_chunk_range({0, 1, UINT64_MAX}, blocks(), g));  // first + count overflows
-    EXPECT_FALSE(check_chunk_range({0, 0, 0}, blocks(), g));
+TEST(Bounds, BlocksAreLaidOutOneAfterAnother) {
+    EXPECT_EQ(blocks()[0].offset, 0u);
+    EXPECT_EQ(blocks()[1].offset, kHigh);
 }
 
-TEST(Bounds, CompressEntriesMustBeWholePagesInsideABlock) {
-    EXPECT_TRUE(check_compress({0, 1, 0, 4 * M}, blocks()));
-    EXPECT_EQ(check_compress({0, 1, 4 * M, 4096}, blocks()).error().message(),
-              "RDMA COMPRESS range 0x400000+0x1000 is not whole pages inside 'high'");
+// A register request names an address in the destination's RAM offset space (QEMU's
+// ram_addr_t) and how many chunks after its own to register too.
+TEST(Bounds, RegisterRequestsMustNameChunksInsideTheBlockTheyName) {
+    auto g = g1m();
+    auto ok = check_register_entry({10 * M + 4096, 0, 0}, blocks(), g);
+    ASSERT_TRUE(ok) << ok.error().message();
+    EXPECT_EQ(ok->first, 10u);
+    EXPECT_EQ(ok->offset, 10 * M);
+    EXPECT_EQ(ok->length, 8192u);  // clipped to the block's end
+    auto high = check_register_entry({kHigh + 2 * M, 1, 1}, blocks(), g);
+    ASSERT_TRUE(high) << high.error().message();
+    EXPECT_EQ(high->first, 2u);
+    EXPECT_EQ(high->count, 2u);
+    EXPECT_EQ(high->length, 2 * M);
+    EXPECT_EQ(check_register_entry({0, 2, 0}, blocks(), g).error().message(),
+              "RDMA REGISTER REQUEST names RAM block 2 (there are 2)");
+    EXPECT_EQ(check_register_entry({kHigh, 0, 0}, blocks(), g).error().message(),
+              "RDMA REGISTER REQUEST address 0xa02000 is outside 'pc.ram' (0x0+0xa02000)");
+    EXPECT_FALSE(check_register_entry({0, 1, 0}, blocks(), g));  // below high's offset
+    EXPECT_EQ(check_register_entry({kHigh + 3 * M, 1, 1}, blocks(), g).error().message(),
+              "RDMA REGISTER REQUEST names chunks 3+2 of 'high', which has 4");
+    EXPECT_FALSE(check_register_entry({M, 0, UINT64_MAX}, blocks(), g));  // first + count overflows
+}
+
+TEST(Bounds, UnregisterRequestsNameAChunkOfTheBlock) {
+    auto g = g1m();
+    auto ok = check_unregister_entry({10, 0, 0}, blocks(), g);
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->first, 10u);
+    EXPECT_EQ(check_unregister_entry({11, 0, 0}, blocks(), g).error().message(),
+              "RDMA UNREGISTER REQUEST names chunk 11 of 'pc.ram', which has 11");
+    EXPECT_FALSE(check_unregister_entry({0, 5, 0}, blocks(), g));
+}
+
+TEST(Bounds, CompressEntriesMustBeWholePagesInsideTheBlockTheyName) {
+    auto ok = check_compress({0, 1, kHigh, 4 * M}, blocks());
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(*ok, 0u);  // the offset in the block
+    EXPECT_EQ(check_compress({0, 1, kHigh + 4 * M, 4096}, blocks()).error().message(),
+              "RDMA COMPRESS range 0xe02000+0x1000 is not whole pages inside 'high' (0xa02000+0x400000)");
+    EXPECT_FALSE(check_compress({0, 1, 0, 4096}, blocks()));  // below the block it names
     EXPECT_FALSE(check_compress({0, 0, 100, 4096}, blocks()));
     EXPECT_FALSE(check_compress({0, 0, 4096, UINT64_MAX - 4095}, blocks()));
     EXPECT_FALSE(check_compress({0, 0, 0, 0}, blocks()));
@@ -71,18 +105,17 @@ TEST(Bounds, CompressEntriesMustBeWholePagesInsideABlock) {
 }
 
 TEST(Bounds, BlockListsAndRegisterResultsMustMatchWhatWasAnnounced) {
-    std::vector<BlockDesc> remote{{"pc.ram", 0x10000000, 0, 10 * M + 8192, 0}, {"high", 0x20000000, 1ull << 32, 4 * M, 0}};
-    EXPECT_TRUE(check_block_lists(blocks(), remote));
+    std::vector<BlockDesc> remote{{0x10000000, 0, 10 * M + 8192, 0}, {0x20000000, 1ull << 40, 4 * M, 0}};
+    EXPECT_TRUE(check_block_lists(blocks(), remote));  // the destination's offsets are its own
     auto bigger = remote;
     bigger[1].length = 8 * M;
     EXPECT_EQ(check_block_lists(blocks(), bigger).error().message(),
-              "RAM block 1 is 'high' (4194304 bytes at 0x100000000) here but 'high' (8388608 bytes at 0x100000000) on the peer");
+              "RAM block 1 ('high') is 4194304 bytes here but 8388608 on the peer");
     EXPECT_FALSE(check_block_lists(blocks(), {remote[0]}));
-    auto g = g1m();
-    EXPECT_TRUE(check_register_result({1, 0x10000000 + 3 * M}, remote[0], g, 3));
-    EXPECT_EQ(check_register_result({1, 0x10000000 + 4 * M}, remote[0], g, 3).error().message(),
-              "the destination registered chunk 3 of 'pc.ram' at 0x10400000, not at 0x10300000 as announced");
-    EXPECT_FALSE(check_register_result({1, 0x10000000 + 11 * M}, remote[0], g, 11));
+    EXPECT_TRUE(check_register_result({1, 0x10000000}, remote[0]));
+    EXPECT_EQ(check_register_result({1, 0x10000000 + 4 * M}, remote[0]).error().message(),
+              "the destination registered a chunk of its block at 0x0 with the block at 0x10400000, not at 0x10000000 as it "
+              "announced");
 }
 
 TEST(RegistrationCache, EvictsLeastRecentlyUsedFirstUnderTheLimit) {

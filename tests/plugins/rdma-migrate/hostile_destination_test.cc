@@ -18,6 +18,8 @@ namespace rdma_migrate::test {
 namespace {
 
 constexpr uint8_t kSourceFill = 0x3c;
+// What the rogue grants besides pin-all: 64 KiB chunks, and ERROR with its reason.
+constexpr uint32_t kGrant = kCapChunkSize | kCapErrorText | kCapBatch;
 
 // The rogue: its "RAM" (filled with kFill) is registered whole for remote write, so any
 // write the source is talked into lands there and shows.
@@ -49,12 +51,12 @@ struct RogueDestination {
         if (!m) throw std::runtime_error(m.error().message());
         if (auto s = ctl->reply(encode_blocks({block})); !s) throw std::runtime_error(s.error().message());
     }
-    BlockDesc honest() const { return {"pc.ram", reinterpret_cast<uint64_t>(target.p), 0, kRam, 0}; }
+    BlockDesc honest() const { return {reinterpret_cast<uint64_t>(target.p), 0, kRam, 0}; }
     // Receives the source's REGISTER REQUEST and answers it with `results`.
-    Result<std::vector<ChunkRange>> answer_register(const std::vector<RegisterResult>& results) {
+    Result<std::vector<RegisterEntry>> answer_register(const std::vector<RegisterResult>& results) {
         auto m = ctl->exchange_recv({Command::register_request});
         if (!m) return m.error();
-        auto ranges = decode_chunk_ranges(*m);
+        auto ranges = decode_register_entries(*m);
         if (!ranges) return ranges.error();
         if (auto s = ctl->reply(encode_register_results(results)); !s) return s.error();
         return ranges;
@@ -98,10 +100,10 @@ TEST(RdmaSource, HonestDestinationGetsTheChunk) {
     VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
-    dst.accept(0, dst.honest());
+    dst.accept(kGrant, dst.honest());
     auto asked = dst.answer_register({{dst.mr->rkey, reinterpret_cast<uint64_t>(dst.target.p)}});
     ASSERT_TRUE(asked) << asked.error().message();
-    EXPECT_EQ(*asked, (std::vector<ChunkRange>{{0, 0, 1}}));
+    EXPECT_EQ(*asked, (std::vector<RegisterEntry>{{0, 0, 0}}));  // chunk 0's address in the block at offset 0
     auto done = dst.ctl->exchange_recv({Command::register_finished});
     EXPECT_TRUE(done) << done.error().message();
     EXPECT_EQ(src.result(), "");
@@ -115,10 +117,9 @@ TEST(RdmaSource, RamBlocksThatDoNotMatchAreRefused) {
     Source src(dst.port, false);
     BlockDesc bigger = dst.honest();
     bigger.length = 2 * kRam;
-    dst.accept(0, bigger);
+    dst.accept(kGrant, bigger);
     std::string why = src.result();
-    EXPECT_NE(why.find("RAM block 0 is 'pc.ram' (1048576 bytes at 0x0) here but 'pc.ram' (2097152 bytes"), std::string::npos)
-        << why;
+    EXPECT_NE(why.find("RAM block 0 ('pc.ram') is 1048576 bytes here but 2097152 on the peer"), std::string::npos) << why;
     EXPECT_NE(dst.next().find("the peer aborted: RAM block 0"), std::string::npos);
 }
 
@@ -126,26 +127,27 @@ TEST(RdmaSource, PinAllGrantedWithoutAnRkeyIsRefused) {
     VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, true);
-    dst.accept(kCapPinAll, dst.honest());
+    dst.accept(kCapPinAll | kGrant, dst.honest());
     std::string why = src.result();
     EXPECT_NE(why.find("rdma-pin-all: the destination sent no rkey for 'pc.ram'"), std::string::npos) << why;
     EXPECT_EQ(dst.target.changed(), 0u);
 }
 
-// A registration at an address other than the announced block's chunk 0 (here chunk 2, inside
-// the rogue's registered buffer, where a write would succeed) is refused before any write.
+// A registration answered with another block address than the one announced (here 2 chunks
+// in, inside the rogue's registered buffer, where a write would succeed) is refused before any
+// write.
 TEST(RdmaSource, ChunkRegisteredAtAnotherAddressIsNeverWritten) {
     VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
-    dst.accept(0, dst.honest());
+    dst.accept(kGrant, dst.honest());
     auto asked = dst.answer_register({{dst.mr->rkey, reinterpret_cast<uint64_t>(dst.target.p) + 2 * kChunk}});
     ASSERT_TRUE(asked) << asked.error().message();
     std::string why = src.result();
-    EXPECT_NE(why.find("the destination registered chunk 0 of 'pc.ram' at"), std::string::npos) << why;
-    EXPECT_NE(why.find("not at " + fmt::format("{:#x}", reinterpret_cast<uint64_t>(dst.target.p)) + " as announced"),
+    EXPECT_NE(why.find("the destination registered a chunk of its block at 0x0 with the block at"), std::string::npos) << why;
+    EXPECT_NE(why.find("not at " + fmt::format("{:#x}", reinterpret_cast<uint64_t>(dst.target.p)) + " as it announced"),
               std::string::npos) << why;
-    EXPECT_EQ(dst.next().rfind("the peer aborted: the destination registered chunk 0", 0), 0u);
+    EXPECT_EQ(dst.next().rfind("the peer aborted: the destination registered a chunk", 0), 0u);
     EXPECT_EQ(dst.target.changed(), 0u);
 }
 
@@ -153,7 +155,7 @@ TEST(RdmaSource, RegisterResultOfTheWrongSizeIsRefused) {
     VMM_SKIP_WITHOUT_RDMA();
     RogueDestination dst;
     Source src(dst.port, false);
-    dst.accept(0, dst.honest());
+    dst.accept(kGrant, dst.honest());
     uint64_t at = reinterpret_cast<uint64_t>(dst.target.p);
     auto asked = dst.answer_register({{dst.mr->rkey, at}, {dst.mr->rkey, at + kChunk}});
     ASSERT_TRUE(asked) << asked.error().message();

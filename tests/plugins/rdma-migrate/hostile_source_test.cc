@@ -30,13 +30,13 @@ namespace {
 // or "" when the round ended with REGISTER FINISHED. `cancel_fd` stands for its vmm ending.
 class Destination {
 public:
-    explicit Destination(Ram& ram, int cancel_fd = -1) : port_(some_port()) {
-        auto l = listen_endpoint(rdma_addr(), port_, cancel_fd, kTimeouts);
+    explicit Destination(Ram& ram, int cancel_fd = -1, Timeouts timeouts = kTimeouts) : port_(some_port()) {
+        auto l = listen_endpoint(rdma_addr(), port_, cancel_fd, timeouts);
         if (!l) throw std::runtime_error(l.error().message());
         listener_ = std::move(*l);
         SessionConfig cfg;
         cfg.blocks = {{"pc.ram", ram.p, kRam, 0}};
-        cfg.timeouts = kTimeouts;
+        cfg.timeouts = timeouts;
         cfg.cancel_fd = cancel_fd;
         serving_.start([this, cfg]() -> std::string {
             auto s = Session::accept(*listener_, cfg, "");
@@ -51,6 +51,11 @@ public:
     bool served() const { return served_; }
     // What the destination's round ended with (waits for it).
     std::string result() { return serving_.result(); }
+    // Whether the round has ended within `seconds`.
+    bool ends_within(int seconds) {
+        for (int i = 0; i < seconds * 20 && !served_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return served_;
+    }
 
 private:
     uint16_t port_;
@@ -70,6 +75,7 @@ struct Rogue {
 
     explicit Rogue(uint16_t port) {
         PrivateData ours;
+        ours.flags = kCapChunkSize | kCapErrorText | kCapBatch;
         ours.chunk_shift = kChunkShift;
         auto e = connect_endpoint(rdma_addr(), port, ours, -1, kTimeouts, ControlChannel::make_on(ctl));
         if (!e) throw std::runtime_error(e.error().message());
@@ -94,7 +100,8 @@ struct Rogue {
         return m ? std::string("READY") : m.error().message();
     }
     Result<RegisterResult> register_chunk(uint64_t chunk) {
-        auto m = ctl->request(encode_chunk_ranges(Command::register_request, {{0, chunk, 1}}), Command::register_result);
+        auto m = ctl->request(encode_register_entries(Command::register_request, {{chunk * kChunk, 0, 0}}),
+                              Command::register_result);
         if (!m) return m.error();
         auto r = decode_register_results(*m);
         if (!r) return r.error();
@@ -133,21 +140,23 @@ struct Hostile {
 std::vector<Hostile> hostile_messages() {
     const uint64_t huge = 1ull << 63;
     return {
-        {"RegisterNamesAnotherBlock", encode_chunk_ranges(Command::register_request, {{3, 0, 1}}),
-         "RDMA request names RAM block 3 (there are 1)"},
-        {"RegisterPastTheBlock", encode_chunk_ranges(Command::register_request, {{0, 16, 1}}),
-         "RDMA request names chunks 16+1 of 'pc.ram', which has 16"},
-        {"RegisterCountOverflows", encode_chunk_ranges(Command::register_request, {{0, 2, huge}}),
+        {"RegisterNamesAnotherBlock", encode_register_entries(Command::register_request, {{0, 3, 0}}),
+         "RDMA REGISTER REQUEST names RAM block 3 (there are 1)"},
+        {"RegisterPastTheBlock", encode_register_entries(Command::register_request, {{16 * kChunk, 0, 0}}),
+         "RDMA REGISTER REQUEST address 0x100000 is outside 'pc.ram' (0x0+0x100000)"},
+        {"RegisterCountOverflows", encode_register_entries(Command::register_request, {{2 * kChunk, 0, huge}}),
          "which has 16"},
-        {"ValidRegisterThenInvalidOne", encode_chunk_ranges(Command::register_request, {{0, 1, 1}, {0, 99, 1}}),
-         "chunks 99+1"},
-        {"UnregisterPastTheBlock", encode_chunk_ranges(Command::unregister_request, {{0, 17, 1}}), "chunks 17+1"},
+        {"ValidRegisterThenInvalidOne", encode_register_entries(Command::register_request, {{kChunk, 0, 0}, {99 * kChunk, 0, 0}}),
+         "is outside 'pc.ram'"},
+        {"UnregisterPastTheBlock", encode_register_entries(Command::unregister_request, {{17, 0, 0}}),
+         "names chunk 17 of 'pc.ram', which has 16"},
         {"CompressPastTheBlock", encode_compress({{0, 0, kRam - 4096, 8192}}), "is not whole pages inside 'pc.ram'"},
         {"CompressLengthWrapsAround", encode_compress({{0, 0, 4096, ~0ull - 4095}}), "is not whole pages inside"},
         {"CompressUnaligned", encode_compress({{0, 0, 100, 4096}}), "is not whole pages inside"},
         {"ValidCompressThenInvalidOne", encode_compress({{0, 0, 0, kRam / 2}, {0, 1, 0, 4096}}),
          "COMPRESS names RAM block 1"},
-        {"MessageOfAnotherPhase", encode_empty(Command::ram_blocks_request), "unexpected RAM BLOCKS REQUEST"},
+        {"SecondRamBlocksRequest", encode_empty(Command::ram_blocks_request), "a second RAM BLOCKS REQUEST"},
+        {"MessageOfAnotherPhase", encode_empty(Command::unregister_finished), "unexpected UNREGISTER FINISHED"},
     };
 }
 
@@ -184,17 +193,19 @@ TEST(RdmaDestination, RemoteWriteReachesOnlyTheRegisteredChunk) {
     Rogue rogue(dst.port());
     auto reg = rogue.register_chunk(2);
     ASSERT_TRUE(reg) << reg.error().message();
-    EXPECT_EQ(reg->host_addr, rogue.blocks[0].host_addr + 2 * kChunk);
-    ASSERT_TRUE(rogue.write(reg->host_addr, reg->rkey, 4096));
+    EXPECT_EQ(reg->host_addr, rogue.blocks[0].host_addr);  // the block's start, as QEMU answers
+    ASSERT_TRUE(rogue.write(reg->host_addr + 2 * kChunk, reg->rkey, 4096));
     EXPECT_EQ(ram.changed(2 * kChunk, 2 * kChunk + 4096), 4096u);
     EXPECT_EQ(ram.changed(), 4096u);
 
-    Status past = rogue.write(reg->host_addr + kChunk - 4096, reg->rkey, 8192);
+    Status past = rogue.write(reg->host_addr + 3 * kChunk - 4096, reg->rkey, 8192);
     ASSERT_FALSE(past) << "a write past the registered chunk completed";
     EXPECT_NE(past.error().message().find("a work request failed"), std::string::npos) << past.error().message();
     EXPECT_EQ(ram.changed(3 * kChunk, kRam), 0u) << "the write reached past the registered chunk";
-    rogue.ep->hang_up();  // gone: the destination's round ends
-    EXPECT_NE(dst.result(), "");
+    // The destination's adapter ended the connection; the destination says why, before the
+    // rogue has even hung up.
+    std::string why = dst.result();
+    EXPECT_NE(why.find("the source wrote where it was not allowed (remote access error)"), std::string::npos) << why;
 }
 
 // After UNREGISTER FINISHED, the chunk's rkey opens nothing.
@@ -205,13 +216,13 @@ TEST(RdmaDestination, UnregisteredChunkTakesNoMoreWrites) {
     Rogue rogue(dst.port());
     auto reg = rogue.register_chunk(5);
     ASSERT_TRUE(reg) << reg.error().message();
-    auto done = rogue.ctl->request(encode_chunk_ranges(Command::unregister_request, {{0, 5, 1}}), Command::unregister_finished);
+    auto done = rogue.ctl->request(encode_register_entries(Command::unregister_request, {{5, 0, 0}}), Command::unregister_finished);
     ASSERT_TRUE(done) << done.error().message();
-    Status late = rogue.write(reg->host_addr, reg->rkey, 4096);
+    Status late = rogue.write(reg->host_addr + 5 * kChunk, reg->rkey, 4096);
     EXPECT_FALSE(late) << "a write into an unregistered chunk completed";
     EXPECT_EQ(ram.changed(), 0u);
-    rogue.ep->hang_up();
-    EXPECT_NE(dst.result(), "");
+    std::string why = dst.result();
+    EXPECT_NE(why.find("the source wrote where it was not allowed (remote access error)"), std::string::npos) << why;
 }
 
 // A SEND longer than the posted receive buffer fails at the destination's HCA: the round ends,
@@ -230,6 +241,23 @@ TEST(RdmaDestination, MessageLargerThanTheReceiveBufferEndsTheRound) {
     std::string why = dst.result();
     EXPECT_NE(why.find("a work request failed"), std::string::npos) << why;
     EXPECT_EQ(ram.changed(), 0u);
+}
+
+// A source that goes silent mid-round with both of its receives used (the destination's answer
+// and READY sit in them, unread): the destination gives up after one x-io-timeout. Its ERROR
+// then finds no receive posted and would be retried for ever (RNR), so it is given a second at
+// most: one timeout ends the round, not two.
+TEST(RdmaDestination, ASilentSourceEndsTheRoundAfterOneTimeout) {
+    VMM_SKIP_WITHOUT_RDMA();
+    Ram ram;
+    constexpr int kIoMs = 4000;
+    Destination dst(ram, -1, Timeouts{10000, kIoMs});
+    Rogue rogue(dst.port());
+    ASSERT_TRUE(rogue.ctl->exchange_send(encode_register_entries(Command::register_request, {{0, 0, 0}})));
+    // Silent from here: the REGISTER RESULT and the next READY fill the rogue's receives.
+    EXPECT_TRUE(dst.ends_within(3 * kIoMs / 2 / 1000)) << "the destination took two timeouts or more";
+    std::string why = dst.result();
+    EXPECT_NE(why.find("was silent for 4000 ms"), std::string::npos) << why;
 }
 
 // Not hostile: how a destination ends a round that went well. The source counts its last

@@ -47,14 +47,14 @@ struct Pair {
 const std::vector<std::string> kPattern{"--guest", "pattern", "--append", "bytes=8M check=64"};
 const std::vector<std::string> kStress{"--guest", "stress", "--append", "bytes=2M"};
 
-// `dst_wrapper` runs the destination (see VmmProcess::spawn).
+// `dst_wrapper` runs the destination, `src_wrapper` the source (see VmmProcess::spawn).
 Pair start_pair(const std::string& name, const std::vector<std::string>& guest, std::string uri = rdma_uri(),
-                const std::vector<std::string>& dst_wrapper = {}) {
+                const std::vector<std::string>& dst_wrapper = {}, const std::vector<std::string>& src_wrapper = {}) {
     Pair p;
     p.uri = std::move(uri);
     std::vector<std::string> args{"-m", "128M", "--smp", "1"};
     args.insert(args.end(), guest.begin(), guest.end());
-    p.src = Vm::start(name + "-src", args);
+    p.src = Vm::start(name + "-src", args, src_wrapper);
     p.dst = Vm::start(name + "-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", p.uri}, dst_wrapper);
     p.pattern = std::find(guest.begin(), guest.end(), "pattern") != guest.end();
     // The payload is at work (the pattern guest has filled its region and checked it once).
@@ -277,6 +277,44 @@ TEST(RdmaMigration, DestinationThatCannotPinAllRamRegistersDynamically) {
     auto work = round_work(p.src->log());
     ASSERT_FALSE(work.empty()) << p.src->log();
     EXPECT_GT(work[0].remote_reg, 0u) << "the destination registered no chunk on request";
+}
+
+// The base protocol as QEMU speaks it (VMM_RDMA_BASE_PROTOCOL=1: 8-byte private data, no
+// extension bit) on one side, everything on the other: the extensions each side would use
+// (64 KiB chunks, two channels, batched requests) fall away, and RAM still arrives whole.
+const std::vector<std::string> kBaseProtocol{"env", "VMM_RDMA_BASE_PROTOCOL=1", "VMM_RDMA_TRACE=1"};
+
+void migrate_with_extensions_asked(Pair& p) {
+    ASSERT_TRUE(p.src && p.dst);
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter rdma-chunk-size 64K"), "");
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter rdma-channels 2"), "");
+    expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
+    for (Vm* vm : {p.src.get(), p.dst.get()}) {
+        EXPECT_NE(vm->log().find("dynamic registration, 1 MiB chunks, 1 channel, base protocol (no vmm extension "
+                                 "agreed)"),
+                  std::string::npos)
+            << vm->log();
+    }
+}
+
+TEST(RdmaMigration, BaseProtocolSourceMigratesIntoAFullDestination) {
+    VMM_REQUIRE_RDMA();
+    auto p = start_pair("rdma-base-src", kPattern, rdma_uri(), {}, kBaseProtocol);
+    migrate_with_extensions_asked(p);
+    // One entry per request, as QEMU sends them.
+    std::regex batched(R"(-> (REGISTER REQUEST|COMPRESS|UNREGISTER REQUEST) \(repeat ([2-9]|\d\d+),)");
+    EXPECT_FALSE(std::regex_search(p.src->log(), batched)) << p.src->log();
+    EXPECT_NE(p.src->log().find("-> REGISTER REQUEST (repeat 1,"), std::string::npos) << p.src->log();
+}
+
+TEST(RdmaMigration, FullSourceMigratesIntoABaseProtocolDestination) {
+    VMM_REQUIRE_RDMA();
+    auto p = start_pair("rdma-base-dst", kPattern, rdma_uri(), kBaseProtocol);
+    migrate_with_extensions_asked(p);
+    EXPECT_NE(p.src->log().find("(the destination takes only the base protocol's 1 MiB chunks; the destination takes only "
+                                "one channel)"),
+              std::string::npos)
+        << p.src->log();
 }
 
 TEST(RdmaMigration, SeveralChunkSizes) {
