@@ -152,8 +152,9 @@ void Session::summarize(const std::string& note) {
     if (!note.empty()) summary_ += " (" + note + ")";
 }
 
-// At the start of the first round (QEMU: after its stream's first bytes, at the end of its
-// setup), ask for the destination's RAM blocks. With rdma-pin-all this side's RAM is pinned
+// Once the destination has answered the stream's first bytes (or at the start of the first
+// round, if nothing was read before), ask for the destination's RAM blocks: QEMU asks after its
+// stream's first bytes, at the end of its setup. With rdma-pin-all this side's RAM is pinned
 // while the destination pins its own, as QEMU does.
 Status Session::exchange_blocks_source() {
     if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
@@ -229,12 +230,20 @@ Status Session::flush() {
     return s;
 }
 
+// Stream bytes. A destination also answers the source's RAM BLOCKS REQUEST here, which comes
+// once the destination has answered the stream's first bytes; a source asks for it then, so
+// both sides are set up (pin-all: pinned) before the first round, as QEMU does in its setup.
 Status Session::read(void* out, size_t len) {
     auto* p = static_cast<uint8_t*>(out);
     while (len > 0) {
         if (in_pos_ == in_.size()) {
-            auto m = ctl_->exchange_recv({Command::qemu_file});
+            auto m = ctl_->exchange_recv({Command::qemu_file, Command::ram_blocks_request});
             if (!m) return m.error();
+            if (m->header.type == Command::ram_blocks_request) {
+                if (!destination()) return Error("RDMA control channel: a RAM BLOCKS REQUEST from the destination");
+                if (auto s = handle_blocks_request(); !s) return s;
+                continue;
+            }
             in_ = std::move(m->data);
             in_pos_ = 0;
             continue;
@@ -245,7 +254,7 @@ Status Session::read(void* out, size_t len) {
         p += n;
         len -= n;
     }
-    return {};
+    return destination() || blocks_known_ ? Status{} : exchange_blocks_source();
 }
 
 }  // namespace rdma_migrate
