@@ -155,6 +155,7 @@ int do_write(void* c, const vmm_buf* bufs, uint32_t n, vmm_err* e) {
 }
 int do_flush(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).flush(); }); }
 int do_read(void* c, void* buf, size_t len, vmm_err* e) { return session_call(c, e, [&] { return S(c).read(buf, len); }); }
+int ram_setup(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_setup(); }); }
 int ram_begin(void* c, uint32_t round, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_begin_round(round); }); }
 int ram_send(void* c, uint32_t b, uint64_t off, uint64_t len, vmm_err* e) {
     return session_call(c, e, [&] { return S(c).ram_send(b, off, len); });
@@ -183,7 +184,7 @@ const vmm_transport_ops kOps = {
     VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
-    ram_on_arrival, do_abort,
+    ram_on_arrival, do_abort, ram_setup,
 };
 
 }  // namespace

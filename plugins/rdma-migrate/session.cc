@@ -152,14 +152,14 @@ void Session::summarize(const std::string& note) {
     if (!note.empty()) summary_ += " (" + note + ")";
 }
 
-// Once the destination has answered the stream's first bytes (or at the start of the first
-// round, if nothing was read before), ask for the destination's RAM blocks: QEMU asks after its
-// stream's first bytes, at the end of its setup. With rdma-pin-all this side's RAM is pinned
+// Once the destination has accepted the stream's header (ram_setup, or the first round), ask
+// for the destination's RAM blocks: QEMU asks after its stream's first bytes, at the end of its
+// setup. With rdma-pin-all this side's RAM is pinned
 // while the destination pins its own, as QEMU does.
 Status Session::exchange_blocks_source() {
     if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
     if (cfg_.pin_all)
-        if (auto s = pin_local_blocks(); !s) return s;
+        if (auto s = pin_blocks(0); !s) return s;
     auto m = ctl_->answer(Command::ram_blocks_result);
     if (!m) return m.error();
     auto blocks = decode_blocks(*m);
@@ -174,18 +174,19 @@ Status Session::exchange_blocks_source() {
     return {};
 }
 
-// rdma-pin-all: the source's RAM is registered here, during setup, as the destination's is
-// (and as QEMU does), not inside the bulk round: pinning all of RAM is setup work, and the
-// rounds that follow register nothing. Local read only: the source never registers memory
-// for remote access.
-Status Session::pin_local_blocks() {
+// rdma-pin-all: every RAM block registered whole during setup, on both sides (as QEMU does),
+// not inside the bulk round: pinning all of RAM is setup work, and the rounds that follow
+// register nothing. `access`: remote write on the destination; local read only on the source,
+// which never registers memory for remote access.
+Status Session::pin_blocks(int access) {
     for (const auto& b : cfg_.blocks) {
-        MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, 0));
+        MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, access));
         if (!mr) {
             return Error::from_errno(fmt::format("pinning RAM block '{}' ({} bytes) for rdma-pin-all", b.name, b.length),
                                      errno, "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off");
         }
-        trace("source: RAM block '{}' registered for rdma-pin-all ({} bytes)", b.name, b.length);
+        trace("{}: RAM block '{}' registered for rdma-pin-all ({} bytes)", destination() ? "destination" : "source", b.name,
+              b.length);
         pinned_blocks_.push_back(std::move(mr));
     }
     return {};
@@ -193,19 +194,12 @@ Status Session::pin_local_blocks() {
 
 Status Session::handle_blocks_request() {
     if (blocks_known_) return Error("a second RAM BLOCKS REQUEST");
+    if (cfg_.pin_all)
+        if (auto s = pin_blocks(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE); !s) return s;
     std::vector<BlockDesc> descs;
-    for (const auto& b : cfg_.blocks) {
-        BlockDesc d{reinterpret_cast<uint64_t>(b.host), b.offset, b.length, 0};
-        if (cfg_.pin_all) {
-            MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-            if (!mr) {
-                return Error::from_errno(fmt::format("pinning RAM block '{}' ({} bytes) for rdma-pin-all", b.name, b.length),
-                                         errno, "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off");
-            }
-            d.rkey = mr->rkey;
-            pinned_blocks_.push_back(std::move(mr));
-        }
-        descs.push_back(d);
+    for (size_t i = 0; i < cfg_.blocks.size(); ++i) {
+        const LocalBlock& b = cfg_.blocks[i];
+        descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.length, cfg_.pin_all ? pinned_blocks_[i]->rkey : 0});
     }
     blocks_known_ = true;
     return ctl_->reply(encode_blocks(descs));
@@ -230,9 +224,10 @@ Status Session::flush() {
     return s;
 }
 
-// Stream bytes. A destination also answers the source's RAM BLOCKS REQUEST here, which comes
-// once the destination has answered the stream's first bytes; a source asks for it then, so
-// both sides are set up (pin-all: pinned) before the first round, as QEMU does in its setup.
+// Stream bytes. A destination also answers the source's RAM BLOCKS REQUEST here: the source
+// sends it (ram_setup) once the destination has accepted the header, while the destination
+// reads the stream, so both sides are set up (pin-all: pinned) before the first round, as QEMU
+// does in its setup.
 Status Session::read(void* out, size_t len) {
     auto* p = static_cast<uint8_t*>(out);
     while (len > 0) {
@@ -254,7 +249,7 @@ Status Session::read(void* out, size_t len) {
         p += n;
         len -= n;
     }
-    return destination() || blocks_known_ ? Status{} : exchange_blocks_source();
+    return {};
 }
 
 }  // namespace rdma_migrate

@@ -2,9 +2,10 @@
 //   Negotiation: the base protocol as QEMU speaks it, plus each of our extensions (wire.h) that
 //     both sides granted in the private data; a base-protocol peer gets 1 MiB chunks, one
 //     channel, one entry per request and an ERROR without text.
-//   RAM-block exchange (spec: "Migration of VM's ram"): at the start of the first round, as
-//     QEMU does after its stream's first bytes, the source asks and the destination describes
-//     its blocks (with rkeys when everything is pinned up front); mismatches fail.
+//   RAM-block exchange (spec: "Migration of VM's ram"): once the destination has accepted the
+//     stream's header (ram_setup; QEMU: after its stream's first bytes, in its setup), the source
+//     asks and the destination, reading the stream or serving a round, describes its blocks
+//     (with rkeys when everything is pinned up front); mismatches fail.
 //   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages; the receiver keeps the
 //     unread rest of a message for the next read.
 //   Source RAM channel: RDMA WRITE per chunk piece, posted in batches, every 64th signalled,
@@ -58,6 +59,9 @@ public:
     Status flush();
     Status read(void* out, size_t len);
 
+    // Source, once the destination has accepted the stream's header: the RAM-block exchange
+    // (the first round does it if this was not called).
+    Status ram_setup() { return blocks_known_ ? Status{} : exchange_blocks_source(); }
     Status ram_begin_round(uint32_t round);
     Status ram_send(uint32_t block, uint64_t offset, uint64_t length);
     Status ram_send_zero(uint32_t block, uint64_t offset, uint64_t length);
@@ -78,8 +82,6 @@ public:
     // chunks, 1 channel", and why rdma-pin-all was not granted if it was asked for.
     const std::string& describe() const { return summary_; }
     bool pin_all() const { return cfg_.pin_all; }
-    // The flags both sides granted (wire.h: kCap*).
-    uint32_t agreed() const { return agreed_; }
 
 private:
     void summarize(const std::string& note);  // sets describe() once negotiated
@@ -118,7 +120,7 @@ private:
     std::function<Status(const ibv_wc&)> on_lane_completion(Lane& lane);
     Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
     Status exchange_blocks_source();
-    Status pin_local_blocks();
+    Status pin_blocks(int access);
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
     Status ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent);
     Status take_registration(const std::vector<ChunkKey>& chunks);
@@ -156,7 +158,7 @@ private:
     SessionConfig cfg_;
     std::string summary_;  // describe()
     ChunkGeometry geo_;
-    uint32_t agreed_;      // agreed()
+    uint32_t agreed_;      // the flags both sides granted (wire.h: kCap*)
     size_t max_entries_;   // per REGISTER/UNREGISTER/COMPRESS message: 4096 with kCapBatch, else 1
     bool blocks_known_ = false;  // source: RAM BLOCKS RESULT taken; destination: sent
     std::vector<BlockDesc> remote_;

@@ -29,7 +29,7 @@ Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64
 Status Session::ram_begin_round(uint32_t round) {
     compress_.clear();
     work_ = RoundWork{round};
-    return blocks_known_ ? Status{} : exchange_blocks_source();
+    return ram_setup();
 }
 
 uint64_t Session::ram_chunks() const {
@@ -100,7 +100,7 @@ Status Session::drain_writes() {
 
 Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
     const LocalBlock& b = cfg_.blocks[block];
-    if (cfg_.pin_all) {  // registered whole during setup (pin_local_blocks)
+    if (cfg_.pin_all) {  // registered whole during setup (pin_blocks)
         if (block >= pinned_blocks_.size()) return Error("internal: rdma-pin-all block was not registered at setup");
         return pinned_blocks_[block]->lkey;
     }

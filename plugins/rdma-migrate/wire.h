@@ -33,7 +33,6 @@ constexpr uint32_t kCapChunkSize = 1u << 2;  // ours: chunks of 2^chunk_shift by
 constexpr uint32_t kCapBatch = 1u << 3;      // ours: REGISTER/UNREGISTER/COMPRESS with many entries
 constexpr uint32_t kCapErrorText = 1u << 4;  // ours: ERROR carries a one-line reason
 constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText;
-constexpr uint32_t kKnownCaps = kCapPinAll | kExtensionCaps;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {

@@ -112,6 +112,11 @@ struct vmm_transport_ops {
      * the destination cannot load what the source sent): tell the peer, with `reason` where the
      * protocol can carry it, best effort, without blocking for long. vmm calls close next. */
     void (*abort)(void *conn, const char *reason);
+    /* Optional, appended to ABI 1 (as above): on the source, once, after the destination has
+     * accepted the stream's header and before the first ram_begin_round; the destination is
+     * reading the stream meanwhile. For setup work that belongs to neither the stream nor a
+     * round (the RDMA plugin exchanges RAM block descriptions and pins here). */
+    int (*ram_setup)(void *conn, struct vmm_err *err);
 };
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */

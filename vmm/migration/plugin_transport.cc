@@ -76,6 +76,10 @@ public:
     Status read_exact(std::span<uint8_t> out) override {
         return call("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
     }
+    Status setup() override {
+        if (!covers(offsetof(vmm_transport_ops, ram_setup), sizeof ops_->ram_setup) || ops_->ram_setup == nullptr) return {};
+        return call("ram_setup", [&](vmm_err* e) { return ops_->ram_setup(conn_, e); });
+    }
     Status begin_round(uint32_t round) override {
         return call("ram_begin_round", [&](vmm_err* e) { return ops_->ram_begin_round(conn_, round, e); });
     }

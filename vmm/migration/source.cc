@@ -164,6 +164,8 @@ Status MigrationSource::setup(Connection*& conn_out) {
     }
     if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
+    if (SourceRamChannel* channel = conn_->source_ram(); channel != nullptr)
+        if (auto s = channel->setup(); !s) return s;
     std::lock_guard lock(mutex_);
     stats_.handover_estimate_ms = reply->handover_us / 1000.0;
     stats_.setup_time_ms = ms_since(start_);

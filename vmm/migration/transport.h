@@ -30,6 +30,9 @@ struct RamBlockView {
 class SourceRamChannel {
 public:
     virtual ~SourceRamChannel() = default;
+    // Once, after the destination has accepted the header and before the first round, while
+    // the destination reads the stream: setup the channel needs from its peer (counted as setup).
+    virtual Status setup() { return {}; }
     virtual Status begin_round(uint32_t round) = 0;
     // Pages [offset, offset+length) of block `block`, read from its host memory.
     virtual Status send(uint32_t block, uint64_t offset, uint64_t length) = 0;
