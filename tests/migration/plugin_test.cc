@@ -11,9 +11,8 @@ namespace vmm::test {
 
 TEST(Plugin, MigrationThroughAPluginTransportAndItsRamChannel) {
     VMM_REQUIRE_KVM();
-    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
-    uint16_t port = free_tcp_port();
-    std::string uri = "loop:127.0.0.1:" + std::to_string(port);
+    PluginDir plugins(VMM_TEST_PLUGIN_DIR);
+    std::string uri = local_uri("loop", free_tcp_port());
     auto src = Vm::start("plugin-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=32M"});
     auto dst = Vm::start("plugin-dst", {"-m", "128M", "--smp", "2", "-S", "--incoming", uri});
     ASSERT_TRUE(src && dst);
@@ -27,14 +26,12 @@ TEST(Plugin, MigrationThroughAPluginTransportAndItsRamChannel) {
     uint64_t steps = dst->guest_value("steps");
     EXPECT_EQ(dst->cmd("cont"), "");
     EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 1; }, 60));
-    ::unsetenv("VMM_PLUGIN_DIR");
 }
 
 TEST(Plugin, ProgressMovesDuringARoundThroughTheRamChannel) {
     VMM_REQUIRE_KVM();
-    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
-    uint16_t port = free_tcp_port();
-    std::string uri = "loop:127.0.0.1:" + std::to_string(port);
+    PluginDir plugins(VMM_TEST_PLUGIN_DIR);
+    std::string uri = local_uri("loop", free_tcp_port());
     // 32 MiB host-filled at 16 MB/s: the bulk round takes 2 s; the monitor must see it move.
     auto src = Vm::start("progress-src", {"--guest", "idle", "-m", "64M", "--prefill", "32M"});
     auto dst = Vm::start("progress-dst", {"-m", "64M", "-S", "--incoming", uri});
@@ -47,12 +44,11 @@ TEST(Plugin, ProgressMovesDuringARoundThroughTheRamChannel) {
     EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 60)) << src->cmd("info migrate");
     EXPECT_EQ(src->ramhash(), dst->ramhash());
-    ::unsetenv("VMM_PLUGIN_DIR");
 }
 
 TEST(Plugin, MissingPluginIsOneLineNamingTheSchemeAndPaths) {
     VMM_REQUIRE_KVM();
-    ::setenv("VMM_PLUGIN_DIR", "/nonexistent/plugins", 1);
+    PluginDir plugins("/nonexistent/plugins");
     auto src = Vm::start("noplugin-src", {"--guest", "idle", "-m", "64M"});
     ASSERT_TRUE(src);
     std::string out = src->cmd("migrate warp:somewhere:1");
@@ -61,7 +57,6 @@ TEST(Plugin, MissingPluginIsOneLineNamingTheSchemeAndPaths) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
     EXPECT_EQ(src->status(), "running");
     EXPECT_EQ(src->cmd("migrate_set_capability warp-speed on").rfind("Error: unknown migration capability 'warp-speed'", 0), 0u);
-    ::unsetenv("VMM_PLUGIN_DIR");
 }
 
 }  // namespace vmm::test

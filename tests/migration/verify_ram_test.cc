@@ -89,7 +89,7 @@ struct Outcome {
 // `scheme`: tcp, or loop (the test plugin, whose RAM channel the core sums after each round).
 Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd, const std::string& scheme = "tcp") {
     uint16_t port = free_tcp_port();
-    auto uri = [&scheme](uint16_t p) { return scheme + ":127.0.0.1:" + std::to_string(p); };
+    auto uri = [&scheme](uint16_t p) { return local_uri(scheme, p); };
     auto src = Vm::start(name + "-src", {"--guest", "idle", "-m", "64M", "--smp", "1", "--prefill", "32M"});
     auto dst = destination(name + "-dst", uri(port), "64M", "1");
     if (!src || !dst) return {};
@@ -165,16 +165,14 @@ TEST(VerifyRam, AGuestRewritingPagesWhileTheyAreSplicedStillMigratesWithoutAFals
 // the channel and checks them on the destination once the channel's round has ended.
 TEST(VerifyRam, AFlippedByteInAPluginsRamChannelFailsTheMigrationToo) {
     VMM_REQUIRE_KVM();
-    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
+    PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     expect_refused(migrate_through_flip("flip-loop", true, false, "loop"));
-    ::unsetenv("VMM_PLUGIN_DIR");
 }
 
 TEST(VerifyRam, AGuestRewritingPagesUnderAPluginsRamChannelMigratesWithoutAFalseAlarm) {
     VMM_REQUIRE_KVM();
-    ::setenv("VMM_PLUGIN_DIR", VMM_TEST_PLUGIN_DIR, 1);
-    uint16_t port = free_tcp_port();
-    std::string uri = "loop:127.0.0.1:" + std::to_string(port);
+    PluginDir plugins(VMM_TEST_PLUGIN_DIR);
+    std::string uri = local_uri("loop", free_tcp_port());
     auto src = Vm::start("verify-loop-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=32M"});
     auto dst = destination("verify-loop-dst", uri, "128M", "2");
     ASSERT_TRUE(src && dst);
@@ -184,7 +182,6 @@ TEST(VerifyRam, AGuestRewritingPagesUnderAPluginsRamChannelMigratesWithoutAFalse
     ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << dst->log();
     expect_handover(*src, *dst);
     EXPECT_FALSE(dst->migrate_field("verified ram").empty()) << dst->cmd("info migrate");
-    ::unsetenv("VMM_PLUGIN_DIR");
 }
 
 }  // namespace vmm::test

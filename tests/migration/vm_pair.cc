@@ -116,7 +116,8 @@ bool eventually(const std::function<bool()>& pred, int seconds) {
     return pred();
 }
 
-std::string tcp_uri(uint16_t port) { return "tcp:127.0.0.1:" + std::to_string(port); }
+std::string local_uri(const std::string& scheme, uint16_t port) { return scheme + ":127.0.0.1:" + std::to_string(port); }
+std::string tcp_uri(uint16_t port) { return local_uri("tcp", port); }
 
 std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem,
                                 const std::string& smp) {

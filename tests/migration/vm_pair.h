@@ -1,6 +1,7 @@
 // A vmm process driven through its text monitor, for the migration tests.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,15 @@ uint16_t free_tcp_port();
 UniqueFd tcp_listener(uint16_t& port);
 UniqueFd tcp_connect(uint16_t port);
 std::string tcp_uri(uint16_t port);  // tcp:127.0.0.1:PORT
+std::string local_uri(const std::string& scheme, uint16_t port);  // SCHEME:127.0.0.1:PORT
+// VMM_PLUGIN_DIR for the vmm processes a test starts while this lives (e.g. the loop: plugin's).
+class PluginDir {
+public:
+    explicit PluginDir(const std::string& dir) { ::setenv("VMM_PLUGIN_DIR", dir.c_str(), 1); }
+    ~PluginDir() { ::unsetenv("VMM_PLUGIN_DIR"); }
+    PluginDir(const PluginDir&) = delete;
+    PluginDir& operator=(const PluginDir&) = delete;
+};
 // A destination vmm: --incoming URI, paused after the migration (-S) so RAM can be compared.
 std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem = "256M",
                                 const std::string& smp = "2");
