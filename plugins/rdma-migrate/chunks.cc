@@ -122,4 +122,12 @@ Status check_register_result(const RegisterResult& r, const BlockDesc& remote) {
     return {};
 }
 
+Status check_sums_entry(const SumsEntry& e, const std::vector<LocalBlock>& blocks) {
+    if (e.block >= blocks.size() || e.offset % kPage != 0 || e.sums.empty() || e.sums.size() > blocks[e.block].length / kPage ||
+        e.offset > blocks[e.block].length - e.sums.size() * kPage) {
+        return Error(fmt::format("SUMS for {} pages at {}:{:#x} lie outside the RAM blocks", e.sums.size(), e.block, e.offset));
+    }
+    return {};
+}
+
 }  // namespace rdma_migrate

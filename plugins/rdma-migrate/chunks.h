@@ -34,6 +34,7 @@ struct Piece {
     uint64_t chunk;
     uint64_t offset;  // in the block
     uint64_t length;
+    uint64_t sums = 0;  // source, verify-ram: the sums sequence this write's landing counts for (0: none)
 };
 // Splits [offset, offset+length) at chunk boundaries (contiguous pages stay one piece per chunk).
 std::vector<Piece> split_by_chunk(const ChunkGeometry& g, uint64_t offset, uint64_t length);
@@ -64,6 +65,8 @@ Result<ChunkSpan> check_unregister_entry(const RegisterEntry& r, const std::vect
 // A COMPRESS entry: block index, whole pages inside the block, no overflow. Returns the offset
 // in the block.
 Result<uint64_t> check_compress(const Compress& c, const std::vector<LocalBlock>& blocks);
+// A SUMS entry: whole pages inside the block it names (offset in the block), no overflow.
+Status check_sums_entry(const SumsEntry& e, const std::vector<LocalBlock>& blocks);
 // The destination's RAM blocks must match this side's in count and lengths, in order (QEMU's
 // check; the migration stream's header has compared names and guest addresses already).
 Status check_block_lists(const std::vector<LocalBlock>& local, const std::vector<BlockDesc>& remote);

@@ -167,6 +167,20 @@ int ram_end(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).r
 int ram_serve(void* c, uint32_t round, vmm_err* e) { return guarded(e, [&] { return S(c).serve_round(round); }); }
 uint64_t ram_in_flight(void* c) { return S(c).ram_in_flight(); }
 void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) { S(c).on_arrival(fn, ctx); }
+uint32_t ram_features(void* c) { return S(c).carries_sums() ? VMM_RAM_SUMS : 0u; }
+int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t count, vmm_err* e) {
+    return session_call(c, e, [&] { return S(c).ram_sums(b, off, {sums, count}); });
+}
+using SumsCallback = int (*)(void*, uint32_t, uint64_t, const uint64_t*, uint32_t, vmm_err*);
+void ram_on_sums(void* c, SumsCallback fn, void* ctx) {
+    if (fn == nullptr) return S(c).on_sums(nullptr);
+    S(c).on_sums([fn, ctx](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
+        vmm_err err{};
+        if (fn(ctx, block, offset, sums.data(), static_cast<uint32_t>(sums.size()), &err) == 0) return {};
+        std::string text(err.text, strnlen(err.text, sizeof err.text));
+        return Error(text.empty() ? "vmm refused the verify-ram sums without saying why" : text);
+    });
+}
 const char* do_describe(void* c) { return S(c).describe().c_str(); }
 void do_close(void* c) { delete static_cast<Session*>(c); }
 void do_abort(void* c, const char* reason) noexcept {
@@ -184,7 +198,7 @@ const vmm_transport_ops kOps = {
     VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
-    ram_on_arrival, do_abort, ram_setup,
+    ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums,
 };
 
 }  // namespace

@@ -80,7 +80,7 @@ namespace {
 // What a source offers beyond pin-all.
 uint32_t extensions(const SessionConfig& cfg) {
     if (cfg.base_protocol) return 0;
-    return kCapChunkSize | kCapBatch | kCapErrorText | (cfg.channels > 1 ? kCapChannels : 0u);
+    return kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | (cfg.channels > 1 ? kCapChannels : 0u);
 }
 }  // namespace
 

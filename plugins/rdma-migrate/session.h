@@ -19,8 +19,12 @@
 //     finished. Every entry is bounds-checked first; anything invalid aborts with ERROR.
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +80,15 @@ public:
     }
     Status serve_round(uint32_t round);  // tells the source why with ERROR if it fails
 
+    // verify-ram sums (kCapSums; session_sums.cc). Whether the peer agreed to carry them:
+    bool carries_sums() const { return (agreed_ & kCapSums) != 0; }
+    // Source: the sums of the range the next ram_send or ram_send_zero hands over; they go to
+    // the destination once those pages are known to be there.
+    Status ram_sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums);
+    // Destination: where the source's sums go, during serve_round (empty: nowhere).
+    using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
+    void on_sums(SumsFn fn) { sums_fn_ = std::move(fn); }
+
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }
     // The peer and what was negotiated: "rdma 10.0.0.1:4444: dynamic registration, 1 MiB
@@ -98,6 +111,12 @@ private:
         ibv_sge last_sge{};
         std::vector<ibv_send_wr> wrs;
         std::vector<ibv_sge> sges;
+        std::deque<std::pair<uint64_t, uint64_t>> tags;  // write index, sums sequence (session_sums.cc)
+    };
+    // A data range's sums and how many of its writes have not landed yet.
+    struct PendingSums {
+        size_t pieces;
+        SumsEntry entry;
     };
 
     // Registration work of the source's current round, traced when the round ends: it must
@@ -118,7 +137,7 @@ private:
     Status lane_progress(Lane& lane, const std::function<bool()>& done);
     // The completion handler of a lane other than lane 0, whose CQ the control channel reads.
     std::function<Status(const ibv_wc&)> on_lane_completion(Lane& lane);
-    Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge);
+    Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t sums);
     Status exchange_blocks_source();
     Status pin_blocks(int access);
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
@@ -136,6 +155,7 @@ private:
     Status write_pieces(uint32_t block, const std::vector<Piece>& pieces);
     Status post_writes(Lane& lane);
     Status post_short_batches();
+    Status sent_pieces();
     Status drain_writes();
     Status reap_writes();  // takes the completions that have come, without waiting
     void write_completed(Lane& lane, uint64_t index);  // and tells on_arrival's callback
@@ -146,6 +166,13 @@ private:
     Status handle_unregister(const Message& m);
     Status handle_compress(const Message& m);
     Status serve_messages();  // serve_round's loop
+    Result<std::optional<SumsEntry>> take_sums(uint32_t block, uint64_t offset, uint64_t length);
+    uint64_t await_writes(SumsEntry e, size_t pieces);
+    void sums_ready(SumsEntry e);
+    void writes_landed(Lane& lane);
+    Status flush_sums(bool all);
+    Status finish_sums();
+    Status handle_sums(const Message& m);
 
     // How long a destination waits for the source to hang up at the end (~Session).
     static constexpr int kHangUpWaitMs = 10000;
@@ -181,6 +208,14 @@ private:
     void* arrival_ctx_ = nullptr;
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;
+    // verify-ram sums: source — given for the next range, waiting for writes, waiting for a
+    // COMPRESS to go, ready to send; destination — where they go.
+    std::optional<SumsEntry> next_sums_;
+    std::map<uint64_t, PendingSums> pending_sums_;
+    std::vector<SumsEntry> zero_sums_, ready_sums_;
+    size_t ready_sum_count_ = 0;
+    uint64_t sums_seq_ = 0;
+    SumsFn sums_fn_;
 };
 
 }  // namespace rdma_migrate

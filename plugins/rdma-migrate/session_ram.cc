@@ -28,6 +28,7 @@ Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64
 
 Status Session::ram_begin_round(uint32_t round) {
     compress_.clear();
+    next_sums_.reset();
     work_ = RoundWork{round};
     return ram_setup();
 }
@@ -47,6 +48,7 @@ uint64_t Session::ram_in_flight() const {
 void Session::write_completed(Lane& lane, uint64_t index) {
     uint64_t before = lane.ledger.delivered();
     lane.ledger.completed(index);  // RC: every earlier write on this queue pair is done too
+    writes_landed(lane);
     if (arrival_fn_ != nullptr && lane.ledger.delivered() != before) arrival_fn_(arrival_ctx_);
 }
 
@@ -143,8 +145,10 @@ Status Session::post_writes(Lane& lane) {
     return s;
 }
 
-Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
-    wr.wr_id = make_wr_id(WrKind::write, lane.ledger.post(sge.length));
+Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t sums) {
+    uint64_t index = lane.ledger.post(sge.length);
+    if (sums != 0) lane.tags.emplace_back(index, sums);  // its landing counts for those sums
+    wr.wr_id = make_wr_id(WrKind::write, index);
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.num_sge = 1;
     wr.send_flags = 0;
@@ -159,14 +163,20 @@ Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge) {
 
 Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
+    auto sums = take_sums(block, offset, length);
+    if (!sums) return sums.error();
     accepted_ += length;
     auto pieces = split_by_chunk(geo_, offset, length);
+    if (*sums) {
+        uint64_t seq = await_writes(std::move(**sums), pieces.size());
+        for (Piece& p : pieces) p.sums = seq;
+    }
     if (!cfg_.pin_all && cfg_.pin_limit == 0) {  // registered a group ahead (register_ahead.h)
         ahead_.add(block, pieces, registered_remotely());
         if (auto s = post_ready(); !s) return s;
         while (ahead_.ask_due(false))
             if (auto s = register_step(false); !s) return s;
-        return reap_writes();  // so that ram_in_flight() follows the wire
+        return sent_pieces();
     }
     // Under rdma-pin-limit, register and write in groups that fit the limit at once.
     size_t group = cfg_.pin_all ? pieces.size() : std::max<size_t>(1, cfg_.pin_limit / geo_.size());
@@ -175,7 +185,14 @@ Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
                                 pieces.begin() + static_cast<long>(std::min(pieces.size(), at + group)));
         if (auto s = write_pieces(block, part); !s) return s;
     }
-    return reap_writes();
+    return sent_pieces();
+}
+
+// After ram_send: take the completions that have come, so that ram_in_flight() follows the
+// wire, and send the sums they made ready (unless a registration answer is awaited).
+Status Session::sent_pieces() {
+    if (auto s = reap_writes(); !s) return s;
+    return asking_.empty() ? flush_sums(false) : Status{};
 }
 
 Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
@@ -214,7 +231,7 @@ Status Session::write_piece(uint32_t block, const Piece& p) {
     trace("source: write {}:{:#x}+{:#x} (chunk {}) lane {} -> rkey {:#x} at {:#x}, lkey {:#x}", block, p.offset, p.length,
           p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
     ++work_.pieces;
-    return queue_write(lanes_[p.chunk % lanes_.size()], wr, sge);
+    return queue_write(lanes_[p.chunk % lanes_.size()], wr, sge, p.sums);
 }
 
 Status Session::flush_compress() {
@@ -222,12 +239,17 @@ Status Session::flush_compress() {
     if (auto s = finish_ahead(); !s) return s;  // its answer comes before the next READY
     auto s = ctl_->exchange_send(encode_compress(compress_));
     compress_.clear();
+    for (SumsEntry& e : zero_sums_) sums_ready(std::move(e));  // the destination zeroes before it reads on
+    zero_sums_.clear();
     return s;
 }
 
 Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     if (block >= remote_.size()) return Error("internal: zero pages sent before the RAM blocks were exchanged");
+    auto sums = take_sums(block, offset, length);
+    if (!sums) return sums.error();
+    if (*sums) zero_sums_.push_back(std::move(**sums));
     compress_.push_back({0, block, remote_[block].offset + offset, length});  // in the destination's offset space
     return compress_.size() == max_entries_ ? flush_compress() : Status{};
 }
@@ -236,6 +258,7 @@ Status Session::ram_end_round() {
     if (auto s = finish_ahead(); !s) return s;
     if (auto s = flush_compress(); !s) return s;
     if (auto s = drain_writes(); !s) return s;
+    if (auto s = finish_sums(); !s) return s;
     if (tracing()) {  // ram_chunks() walks the blocks: only when someone reads the line
         uint64_t total = ram_chunks();
         trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
@@ -336,7 +359,7 @@ Status Session::serve_round(uint32_t) {
 Status Session::serve_messages() {
     for (;;) {
         auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
-                                      Command::register_finished, Command::ram_blocks_request});
+                                      Command::register_finished, Command::ram_blocks_request, Command::sums});
         if (!m) return m.error();
         Status s;
         switch (m->header.type) {
@@ -344,6 +367,7 @@ Status Session::serve_messages() {
             case Command::register_request: s = handle_register(*m); break;
             case Command::unregister_request: s = handle_unregister(*m); break;
             case Command::compress: s = handle_compress(*m); break;
+            case Command::sums: s = handle_sums(*m); break;
             case Command::register_finished: return {};
             default: return Error(fmt::format("unexpected {} during a RAM round", to_string(m->header.type)));
         }

@@ -41,6 +41,7 @@ Status Session::register_step(bool final) {
     if (!asking_.empty()) {
         if (auto s = take_registration(asking_); !s) return s;
         asking_.clear();
+        if (auto s = flush_sums(false); !s) return s;  // between an answer and the next request
     }
     if (ahead_.ask_due(final)) {
         asking_ = ahead_.take_ask();

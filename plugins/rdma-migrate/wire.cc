@@ -97,6 +97,7 @@ const char* to_string(Command c) {
         case Command::register_finished: return "REGISTER FINISHED";
         case Command::unregister_request: return "UNREGISTER REQUEST";
         case Command::unregister_finished: return "UNREGISTER FINISHED";
+        case Command::sums: return "SUMS";
     }
     return "UNKNOWN";
 }
@@ -176,7 +177,8 @@ Result<Message> decode_message(std::span<const uint8_t> bytes) {
     uint32_t type = in.u32();
     m.header.repeat = in.u32();
     in.u32();  // padding: QEMU leaves it uninitialised
-    if (type > static_cast<uint32_t>(Command::unregister_finished) || type == 0) {
+    if ((type > static_cast<uint32_t>(Command::unregister_finished) && type != static_cast<uint32_t>(Command::sums)) ||
+        type == 0) {
         return Error(fmt::format("RDMA control message of unknown type {}", type));
     }
     m.header.type = static_cast<Command>(type);
@@ -196,6 +198,11 @@ Result<Message> decode_message(std::span<const uint8_t> bytes) {
         if (m.header.length == 0 || m.header.length % c != 0 || m.header.length / c > kMaxRepeat) {
             return Error(fmt::format("RDMA {}: {} bytes are not 1 to {} entries of {} bytes", name, m.header.length,
                                      kMaxRepeat, c));
+        }
+    } else if (m.header.type == Command::sums) {
+        if (m.header.repeat == 0 || m.header.repeat > kMaxRepeat || m.header.length / kSumsEntryHeaderSize < m.header.repeat) {
+            return Error(fmt::format("RDMA SUMS: {} entries in {} bytes (1 to {} entries of 16 bytes and more)",
+                                     m.header.repeat, m.header.length, kMaxRepeat));
         }
     } else if (carries_nothing(m.header.type) && m.header.length != 0) {
         return Error(fmt::format("RDMA {} must carry no data", name));
@@ -301,6 +308,40 @@ Result<std::vector<Compress>> decode_compress(const Message& m) {
         c.length = in.u64();
         if (c.value > 0xff) return Error(fmt::format("RDMA COMPRESS fill value {} is not a byte", c.value));
     }
+    return out;
+}
+
+std::vector<uint8_t> encode_sums(const std::vector<SumsEntry>& entries) {
+    Out o;
+    for (const auto& e : entries) {
+        o.u32(e.block);
+        o.u32(static_cast<uint32_t>(e.sums.size()));
+        o.u64(e.offset);
+        for (uint64_t v : e.sums) o.u64(v);
+    }
+    return encode_message(Command::sums, static_cast<uint32_t>(entries.size()), o.b);
+}
+
+Result<std::vector<SumsEntry>> decode_sums(const Message& m) {
+    if (auto s = expect(m, Command::sums); !s) return s.error();
+    In in(m.data);
+    size_t left = m.data.size();
+    std::vector<SumsEntry> out(m.header.repeat);
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (left < kSumsEntryHeaderSize) return Error(fmt::format("RDMA SUMS: entry {} of {} is cut short", i + 1, out.size()));
+        SumsEntry& e = out[i];
+        e.block = in.u32();
+        uint32_t count = in.u32();
+        e.offset = in.u64();
+        left -= kSumsEntryHeaderSize;
+        if (count == 0 || count > left / sizeof(uint64_t)) {
+            return Error(fmt::format("RDMA SUMS: entry {} announces {} sums, {} bytes are left", i + 1, count, left));
+        }
+        e.sums.resize(count);
+        for (auto& v : e.sums) v = in.u64();
+        left -= count * sizeof(uint64_t);
+    }
+    if (left != 0) return Error(fmt::format("RDMA SUMS: {} bytes after the last of {} entries", left, out.size()));
     return out;
 }
 

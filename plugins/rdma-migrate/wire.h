@@ -32,7 +32,8 @@ constexpr uint32_t kCapChannels = 1u << 1;   // ours: this connection is one of 
 constexpr uint32_t kCapChunkSize = 1u << 2;  // ours: chunks of 2^chunk_shift bytes, not 1 MiB
 constexpr uint32_t kCapBatch = 1u << 3;      // ours: REGISTER/UNREGISTER/COMPRESS with many entries
 constexpr uint32_t kCapErrorText = 1u << 4;  // ours: ERROR carries a one-line reason
-constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText;
+constexpr uint32_t kCapSums = 1u << 5;       // ours: SUMS messages carry verify-ram's page sums
+constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {
@@ -69,6 +70,8 @@ enum class Command : uint32_t {
     register_finished = 9,
     unregister_request = 10,
     unregister_finished = 11,
+    // Ours, only when kCapSums was agreed (QEMU's commands end at 11; ours start at 64).
+    sums = 64,
 };
 const char* to_string(Command c);
 
@@ -158,6 +161,23 @@ Result<std::vector<Compress>> decode_compress(const Message& m);
 // empty ERROR.
 std::vector<uint8_t> encode_error(const std::string& reason, bool with_text = true);
 std::string decode_error(const Message& m);
+// SUMS (kCapSums): `repeat` entries of {u32 block, u32 count, u64 offset} followed by `count`
+// u64 XXH3-64 sums, one per 4 KiB page from `offset` in the block (an offset in the block, not
+// in the RAM offset space). The source sends a page's sum only once its RDMA WRITE (or its
+// COMPRESS) is known to be in the destination's memory, so the destination can check it at once.
+struct SumsEntry {
+    uint32_t block = 0;
+    uint64_t offset = 0;
+    std::vector<uint64_t> sums;
+    bool operator==(const SumsEntry&) const = default;
+};
+constexpr size_t kSumsEntryHeaderSize = 16;
+// Sums one SUMS message carries at most (128 KiB of them: well inside the control buffer).
+constexpr size_t kMaxSumsPerMessage = 16384;
+std::vector<uint8_t> encode_sums(const std::vector<SumsEntry>& entries);
+// Checks that the entries fill the message exactly, each with 1 or more sums; block and range
+// are the caller's to check against its blocks.
+Result<std::vector<SumsEntry>> decode_sums(const Message& m);
 // A message with no data (ready, register finished, unregister finished, ram blocks request).
 std::vector<uint8_t> encode_empty(Command type);
 

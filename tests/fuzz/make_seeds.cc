@@ -27,6 +27,7 @@ static int rdma_seeds(const std::string& dir) {
     write(dir + "/result", 0, encode_register_results({{7, 0x10000000}, {8, 0x10100000}}));
     write(dir + "/compress", 0, encode_compress({{0, 1, 0, 1 << 20}}));
     write(dir + "/error", 0, encode_error("because"));
+    write(dir + "/sums", 0, encode_sums({{0, 1 << 20, {1, 2, 3}}, {1, 0, {4}}}));
     write(dir + "/file", 0, encode_message(Command::qemu_file, 1, std::vector<uint8_t>(100, 7)));
     return 0;
 }

@@ -46,6 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (auto c = decode_compress(*m))
                 for (const auto& e : *c) (void)check_compress(e, blocks);
             break;
+        case Command::sums:
+            if (auto e = decode_sums(*m))
+                for (const auto& x : *e) (void)check_sums_entry(x, blocks);
+            break;
         case Command::error: (void)decode_error(*m); break;
         default: break;
     }

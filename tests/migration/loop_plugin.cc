@@ -4,7 +4,13 @@
 // transport-channel RAM path that the RDMA plugin uses, without RDMA hardware.
 //
 // RAM channel frames (little-endian): 'P' u32 block u64 offset u64 length + data,
-// 'Z' u32 block u64 offset u64 length, 'E' (end of round; the destination answers 'A').
+// 'Z' u32 block u64 offset u64 length, 'E' (end of round; the destination answers 'A'),
+// 'S' u32 block u64 offset u64 count + count u64 page sums (verify-ram, after the range's frames).
+//
+// Two tables: by default the one a plugin built before ABI 1 grew optional members declares
+// (vmm must still load it); with VMM_LOOP_FULL_TABLE=1 in the environment, the whole table, whose
+// RAM channel carries verify-ram's sums when the source sets the capability loop-sums (as the
+// RDMA plugin's does), so the core's path for such channels is tested without RDMA.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
@@ -13,6 +19,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -34,6 +41,13 @@ struct Conn {
     uint64_t chunk = 1 << 20;
     std::vector<Block> blocks;
     std::string peer;
+    bool source_sums = false;  // loop-sums: this source's channel carries the sums
+    bool has_sums = false;     // sums given for the next range
+    uint32_t sums_block = 0;
+    uint64_t sums_offset = 0;
+    std::vector<uint64_t> sums;
+    int (*deliver)(void*, uint32_t, uint64_t, const uint64_t*, uint32_t, vmm_err*) = nullptr;
+    void* deliver_ctx = nullptr;
     ~Conn() {
         if (fd >= 0) ::close(fd);
     }
@@ -101,6 +115,8 @@ void configure(Conn& c, const vmm_transport_args* a) {
     for (uint32_t i = 0; i < a->block_count; ++i) c.blocks.push_back({static_cast<uint8_t*>(a->blocks[i].host), a->blocks[i].size});
     for (uint32_t i = 0; i < a->param_count; ++i)
         if (std::strcmp(a->params[i].name, "loop-chunk-size") == 0) c.chunk = std::strtoull(a->params[i].value, nullptr, 0);
+    for (uint32_t i = 0; i < a->cap_count; ++i)
+        if (std::strcmp(a->caps[i].name, "loop-sums") == 0) c.source_sums = std::strcmp(a->caps[i].value, "on") == 0;
     if (c.chunk == 0) c.chunk = 1 << 20;
 }
 
@@ -167,6 +183,17 @@ struct Frame {
 
 int ram_begin(void*, uint32_t, vmm_err*) { return 0; }
 
+// After a range's frames: its sums, if the core gave them for exactly that range.
+int send_sums(Conn& c, uint32_t block, uint64_t offset, uint64_t length, vmm_err* e) {
+    if (!c.has_sums) return 0;
+    c.has_sums = false;
+    if (c.sums_block != block || c.sums_offset != offset || c.sums.size() * 4096 != length)
+        return fail(e, "loop: sums given for another range than the pages that followed");
+    Frame f{'S', block, offset, c.sums.size()};
+    vmm_buf bufs[2] = {{&f, sizeof(f)}, {c.sums.data(), c.sums.size() * sizeof(uint64_t)}};
+    return send_all(c, bufs, 2, e);
+}
+
 int ram_send(void* cp, uint32_t block, uint64_t offset, uint64_t length, vmm_err* e) {
     auto& c = *static_cast<Conn*>(cp);
     if (block >= c.blocks.size() || offset > c.blocks[block].size || length > c.blocks[block].size - offset)
@@ -177,13 +204,25 @@ int ram_send(void* cp, uint32_t block, uint64_t offset, uint64_t length, vmm_err
         vmm_buf bufs[2] = {{&f, sizeof(f)}, {c.blocks[block].host + offset + done, n}};
         if (send_all(c, bufs, 2, e) != 0) return -1;
     }
-    return 0;
+    return send_sums(c, block, offset, length, e);
 }
 
 int ram_zero(void* cp, uint32_t block, uint64_t offset, uint64_t length, vmm_err* e) {
     Frame f{'Z', block, offset, length};
     vmm_buf b{&f, sizeof(f)};
-    return send_all(*static_cast<Conn*>(cp), &b, 1, e);
+    if (send_all(*static_cast<Conn*>(cp), &b, 1, e) != 0) return -1;
+    return send_sums(*static_cast<Conn*>(cp), block, offset, length, e);
+}
+
+// The destination's side of an 'S' frame: checked against the blocks, then handed to vmm.
+int serve_sums(Conn& c, const Frame& f, vmm_err* e) {
+    if (c.deliver == nullptr) return fail(e, "loop: sums arrived, but vmm did not ask for them");
+    if (f.block >= c.blocks.size() || f.length == 0 || f.length > c.blocks[f.block].size / 4096 ||
+        f.offset > c.blocks[f.block].size - f.length * 4096)
+        return fail(e, "loop: sums for pages outside a block");
+    std::vector<uint64_t> sums(f.length);
+    if (recv_all(c, sums.data(), sums.size() * sizeof(uint64_t), e) != 0) return -1;
+    return c.deliver(c.deliver_ctx, f.block, f.offset, sums.data(), static_cast<uint32_t>(sums.size()), e);
 }
 
 int ram_end(void* cp, vmm_err* e) {
@@ -207,6 +246,10 @@ int ram_serve(void* cp, uint32_t, vmm_err* e) {
         Frame f{};
         f.type = type;
         if (recv_all(c, reinterpret_cast<uint8_t*>(&f) + 1, sizeof(f) - 1, e) != 0) return -1;
+        if (type == 'S') {
+            if (serve_sums(c, f, e) != 0) return -1;
+            continue;
+        }
         if ((type != 'P' && type != 'Z') || f.block >= c.blocks.size() || f.offset > c.blocks[f.block].size ||
             f.length > c.blocks[f.block].size - f.offset)
             return fail(e, "loop: invalid RAM frame from the source");
@@ -223,7 +266,27 @@ const char* do_describe(void* c) { return static_cast<Conn*>(c)->peer.c_str(); }
 void do_close(void* c) { delete static_cast<Conn*>(c); }
 void do_close_listener(void* l) { delete static_cast<ListenerState*>(l); }
 
-const char* const kCaps[] = {"loop-verify", nullptr};
+uint32_t ram_features(void* cp) {
+    auto& c = *static_cast<Conn*>(cp);
+    // A destination delivers whatever sums come; a source carries them under loop-sums.
+    return c.peer == "loop source" || c.source_sums ? VMM_RAM_SUMS : 0u;
+}
+int ram_sums(void* cp, uint32_t block, uint64_t offset, const uint64_t* sums, uint32_t count, vmm_err* e) {
+    auto& c = *static_cast<Conn*>(cp);
+    if (!c.source_sums) return fail(e, "loop: sums given, but loop-sums is off");
+    c.has_sums = true;
+    c.sums_block = block;
+    c.sums_offset = offset;
+    c.sums.assign(sums, sums + count);
+    return 0;
+}
+void ram_on_sums(void* cp, int (*fn)(void*, uint32_t, uint64_t, const uint64_t*, uint32_t, vmm_err*), void* ctx) {
+    auto& c = *static_cast<Conn*>(cp);
+    c.deliver = fn;
+    c.deliver_ctx = ctx;
+}
+
+const char* const kCaps[] = {"loop-verify", "loop-sums", nullptr};
 const char* const kParams[] = {"loop-chunk-size", nullptr};
 
 // The table as a plugin built before ABI 1 grew optional members declares it (its RAM channel
@@ -234,6 +297,16 @@ const vmm_transport_ops kOps = {
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close,
 };
 
+const vmm_transport_ops kFullOps = {
+    VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "loop", kCaps, kParams,
+    do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
+    ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close,
+    nullptr, nullptr, nullptr, nullptr, ram_features, ram_sums, ram_on_sums,
+};
+
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const vmm_transport_ops* vmm_transport_plugin_v1(void) { return &kOps; }
+extern "C" __attribute__((visibility("default"))) const vmm_transport_ops* vmm_transport_plugin_v1(void) {
+    const char* full = std::getenv("VMM_LOOP_FULL_TABLE");
+    return full != nullptr && std::strcmp(full, "1") == 0 ? &kFullOps : &kOps;
+}

@@ -33,6 +33,28 @@ TEST(StreamHeader, RoundTrips) {
     EXPECT_EQ(in.unread(), 0u);
 }
 
+// verify-ram's ways: inline sums, a channel's round sums on the stream, or sums the channel carries.
+TEST(StreamHeader, FeatureBitsThatContradictEachOtherAreRefused) {
+    auto with = [](uint32_t features, RamMode mode) {
+        StreamHeader h = sample_header();
+        h.features = features;
+        h.ram_mode = mode;
+        MemoryStream in(encode_header(h));
+        auto back = read_header(in);
+        return back ? std::string("ok") : back.error().message();
+    };
+    auto channel = RamMode::transport_channel;
+    EXPECT_EQ(with(kFeatureVerifyRam, RamMode::inline_pages), "ok");
+    EXPECT_EQ(with(kFeatureVerifyRam | kFeatureRoundSums, channel), "ok");
+    EXPECT_EQ(with(kFeatureVerifyRam | kFeatureChannelSums, channel), "ok");
+    EXPECT_EQ(with(kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums, channel),
+              "migration header: feature bits 0x7 contradict each other (a RAM channel's sums go one way, and only under "
+              "verify-ram)");
+    EXPECT_NE(with(kFeatureChannelSums, channel), "ok");  // sums without verify-ram
+    EXPECT_NE(with(kFeatureVerifyRam | kFeatureChannelSums, RamMode::inline_pages), "ok");  // no channel to carry them
+    EXPECT_NE(with(1u << 7, RamMode::inline_pages), "ok");
+}
+
 TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
     auto good = encode_header(sample_header());
     auto bad_magic = good;

@@ -86,8 +86,10 @@ struct Outcome {
     std::optional<std::string> dst_hash;
 };
 
-// `scheme`: tcp, or loop (the test plugin, whose RAM channel the core sums after each round).
-Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd, const std::string& scheme = "tcp") {
+// `scheme`: tcp, or loop (the test plugin, whose RAM channel the core sums after each round, or
+// which carries the sums itself with `cap` loop-sums).
+Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd, const std::string& scheme = "tcp",
+                             const std::string& cap = "") {
     uint16_t port = free_tcp_port();
     auto uri = [&scheme](uint16_t p) { return local_uri(scheme, p); };
     auto src = Vm::start(name + "-src", {"--guest", "idle", "-m", "64M", "--smp", "1", "--prefill", "32M"});
@@ -98,6 +100,9 @@ Outcome migrate_through_flip(const std::string& name, bool verify, bool multifd,
     EXPECT_EQ(src->cmd(std::string("migrate_set_capability verify-ram ") + (verify ? "on" : "off")), "");
     if (multifd) {
         EXPECT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    }
+    if (!cap.empty()) {
+        EXPECT_EQ(src->cmd("migrate_set_capability " + cap + " on"), "");
     }
     EXPECT_EQ(src->cmd("stop"), "");  // nothing dirty: one copy of each page, the flipped one too
     Outcome o;
@@ -169,19 +174,36 @@ TEST(VerifyRam, AFlippedByteInAPluginsRamChannelFailsTheMigrationToo) {
     expect_refused(migrate_through_flip("flip-loop", true, false, "loop"));
 }
 
+// A channel that carries the sums itself, as the RDMA plugin's does (delivered as the pages land,
+// checked on the destination while the round runs): the loop plugin's full table, loop-sums on.
+TEST(VerifyRam, AFlippedByteInAPluginsRamChannelThatCarriesTheSumsFailsTheMigrationToo) {
+    VMM_REQUIRE_KVM();
+    PluginDir plugins(VMM_TEST_PLUGIN_DIR);
+    ScopedEnv full("VMM_LOOP_FULL_TABLE", "1");
+    expect_refused(migrate_through_flip("flip-loop-sums", true, false, "loop", "loop-sums"));
+}
+
 TEST(VerifyRam, AGuestRewritingPagesUnderAPluginsRamChannelMigratesWithoutAFalseAlarm) {
     VMM_REQUIRE_KVM();
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
-    std::string uri = local_uri("loop", free_tcp_port());
-    auto src = Vm::start("verify-loop-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=32M"});
-    auto dst = destination("verify-loop-dst", uri, "128M", "2");
-    ASSERT_TRUE(src && dst);
-    ASSERT_EQ(src->cmd("migrate_set_capability verify-ram on"), "");
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
-    std::string out = src->cmd("migrate " + uri);
-    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << dst->log();
-    expect_handover(*src, *dst);
-    EXPECT_FALSE(dst->migrate_field("verified ram").empty()) << dst->cmd("info migrate");
+    ScopedEnv full("VMM_LOOP_FULL_TABLE", "1");
+    for (const char* sums : {"off", "on"}) {
+        SCOPED_TRACE(std::string("loop-sums ") + sums);
+        std::string uri = local_uri("loop", free_tcp_port());
+        auto src = Vm::start("verify-loop-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=32M"});
+        auto dst = destination("verify-loop-dst", uri, "128M", "2");
+        ASSERT_TRUE(src && dst);
+        ASSERT_EQ(src->cmd("migrate_set_capability verify-ram on"), "");
+        ASSERT_EQ(src->cmd(std::string("migrate_set_capability loop-sums ") + sums), "");
+        ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+        std::string out = src->cmd("migrate " + uri);
+        ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << dst->log();
+        expect_handover(*src, *dst);
+        std::string info = dst->cmd("info migrate");
+        EXPECT_FALSE(text_field(info, "verified ram").empty()) << info;
+        // Checked as the channel delivered them, or after each round from SUMS records.
+        EXPECT_EQ(!text_field(info, "verified after its round ended").empty(), std::string(sums) == "on") << info;
+    }
 }
 
 }  // namespace vmm::test

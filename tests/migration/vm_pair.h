@@ -41,6 +41,17 @@ UniqueFd tcp_connect(uint16_t port);
 std::string tcp_uri(uint16_t port);  // tcp:127.0.0.1:PORT
 std::string local_uri(const std::string& scheme, uint16_t port);  // SCHEME:127.0.0.1:PORT
 // VMM_PLUGIN_DIR for the vmm processes a test starts while this lives (e.g. the loop: plugin's).
+// An environment variable set for the test's life (the vmm processes it starts inherit it).
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+    ~ScopedEnv() { ::unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+};
 class PluginDir {
 public:
     explicit PluginDir(const std::string& dir) { ::setenv("VMM_PLUGIN_DIR", dir.c_str(), 1); }

@@ -112,6 +112,8 @@ void IncomingMigration::publish(const StreamLoader& loader, const DestRamChannel
     if (verifier != nullptr) {
         stats_.ram.verified_bytes = verifier->checked_bytes();
         stats_.ram.verify_mismatches = verifier->mismatches();
+        stats_.ram.verified_in_round = loader.checks_channel_sums();
+        stats_.ram.verified_after_round = loader.checked_late();
     }
 }
 
@@ -122,9 +124,10 @@ Status IncomingMigration::receive(Connection& conn) {
     DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
     std::unique_ptr<RamVerifier> verifier;
     bool round_sums = (header->features & kFeatureRoundSums) != 0;
+    bool channel_sums = (header->features & kFeatureChannelSums) != 0;
     if ((header->features & kFeatureVerifyRam) != 0) {
         verifier = std::make_unique<RamVerifier>(header->blocks);
-        if (channel != nullptr && !round_sums) {  // a channel that checks its own records (multifd)
+        if (channel != nullptr && !round_sums && !channel_sums) {  // a channel that checks its own records (multifd)
             if (auto s = channel->verify_with(verifier.get()); !s) {
                 refuse(st, s.error());
                 return s;
@@ -135,6 +138,12 @@ Status IncomingMigration::receive(Connection& conn) {
                         [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); },
                         verifier.get());
     if (verifier && round_sums) loader.expect_round_sums();
+    if (verifier && channel_sums) {
+        if (auto s = loader.check_channel_sums(); !s) {
+            refuse(st, s.error());
+            return s;
+        }
+    }
     Status loaded = loader.run();
     publish(loader, channel, verifier.get());
     if (!loaded) {

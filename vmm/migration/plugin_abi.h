@@ -117,7 +117,28 @@ struct vmm_transport_ops {
      * reading the stream meanwhile. For setup work that belongs to neither the stream nor a
      * round (the RDMA plugin exchanges RAM block descriptions and pins here). */
     int (*ram_setup)(void *conn, struct vmm_err *err);
+    /* Optional, appended to ABI 1 (as above): what this connection's RAM channel can do beyond
+     * the required calls, as agreed with its peer (VMM_RAM_* bits). Must not block. */
+    uint32_t (*ram_features)(void *conn);
+    /* Optional (VMM_RAM_SUMS), source, under verify-ram: the XXH3-64 sums of the `count` pages
+     * from `offset` in `block`, as vmm read them, for the range the *next* ram_send or
+     * ram_send_zero hands over (the same block, offset and count * 4096 bytes). The plugin
+     * delivers them to the destination's ram_on_sums callback once it knows those pages are in
+     * the destination's memory, and every one of a round's before ram_end_round returns. */
+    int (*ram_sums)(void *conn, uint32_t block, uint64_t offset, const uint64_t *sums, uint32_t count,
+                    struct vmm_err *err);
+    /* Optional (VMM_RAM_SUMS), destination: vmm registers `fn` (NULL to unregister), which the
+     * plugin calls from inside ram_serve_round with sums whose pages are in this side's memory
+     * (block and range checked against the blocks); `sums` is valid only during the call. A
+     * nonzero return fails the round, with the text fn wrote into err. */
+    void (*ram_on_sums)(void *conn,
+                        int (*fn)(void *ctx, uint32_t block, uint64_t offset, const uint64_t *sums, uint32_t count,
+                                  struct vmm_err *err),
+                        void *ctx);
 };
+
+/* ram_features bits. */
+#define VMM_RAM_SUMS 1u /* verify-ram sums travel with the RAM channel (ram_sums, ram_on_sums) */
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

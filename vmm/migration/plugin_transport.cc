@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -102,6 +103,22 @@ public:
     Status serve_round(uint32_t round) override {
         return call("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
     }
+    // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
+    bool carries_sums() const override {
+        if (!covers(offsetof(vmm_transport_ops, ram_on_sums), sizeof ops_->ram_on_sums)) return false;
+        if (ops_->ram_features == nullptr || ops_->ram_sums == nullptr || ops_->ram_on_sums == nullptr) return false;
+        return (ops_->ram_features(conn_) & VMM_RAM_SUMS) != 0;
+    }
+    Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> page_sums) override {
+        if (!carries_sums()) return SourceRamChannel::sums(block, offset, page_sums);
+        return call("ram_sums", [&](vmm_err* e) {
+            return ops_->ram_sums(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
+        });
+    }
+    void on_sums(SumsFn fn) override {
+        sums_ = std::move(fn);
+        if (carries_sums()) ops_->ram_on_sums(conn_, sums_ ? &PluginConnection::deliver_sums : nullptr, this);
+    }
 
 private:
     // Whether the plugin's table reaches the optional member at `offset` (read it only then).
@@ -111,6 +128,18 @@ private:
             if (auto& fn = static_cast<PluginConnection*>(self)->arrival_) fn();
         } catch (...) {
         }
+    }
+    static int deliver_sums(void* self, uint32_t block, uint64_t offset, const uint64_t* sums, uint32_t count,
+                            vmm_err* err) noexcept {  // called by the plugin: no exception may escape
+        try {
+            auto& fn = static_cast<PluginConnection*>(self)->sums_;
+            Status s = fn ? fn(block, offset, {sums, count}) : Status(Error("verify-ram sums arrived unasked"));
+            if (s) return 0;
+            std::snprintf(err->text, sizeof err->text, "%s", s.error().message().c_str());
+        } catch (...) {
+            std::snprintf(err->text, sizeof err->text, "verify-ram: checking the sums failed (out of memory?)");
+        }
+        return -1;
     }
     template <typename F>
     Status call(const char* what, F f) {
@@ -122,6 +151,7 @@ private:
     const vmm_transport_ops* ops_;
     void* conn_;
     std::function<void()> arrival_;
+    SumsFn sums_;
 };
 
 class PluginListener final : public Listener {

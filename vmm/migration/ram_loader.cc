@@ -78,8 +78,27 @@ Status StreamLoader::load_sums(const Record& r) {
     return {};
 }
 
-// Every SUMS record of the round is checked (load_sums ran for each before ROUND_END): say so.
+StreamLoader::~StreamLoader() {
+    if (checker_ && channel_ != nullptr) channel_->on_sums(nullptr);  // before the checker goes
+}
+
+Status StreamLoader::check_channel_sums() {
+    if (verifier_ == nullptr || channel_ == nullptr || !channel_->carries_sums()) {
+        return Error("the source sends verify-ram sums through the RAM channel, but this side's transport cannot "
+                     "deliver them: use the same vmm and plugin release on both sides");
+    }
+    checker_ = std::make_unique<ChannelChecker>(mem_, *verifier_);
+    channel_->on_sums([this](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
+        if (!in_round_) return Status(Error("verify-ram: the transport delivered sums outside a RAM round"));
+        return checker_->add(block, offset, sums);
+    });
+    return {};
+}
+
+// Every sum of the round is checked (SUMS records before ROUND_END, or the channel's, whose
+// checks are waited for here): say so.
 Status StreamLoader::answer_checked() {
+    if (checker_) checker_->drain();
     if (auto s = stream_.write(encode_reply(ReplyType::round_checked)); !s) return s;
     return stream_.flush();
 }
@@ -118,7 +137,7 @@ Status StreamLoader::run() {
                     return Error(fmt::format("migration stream: end of round {} without its beginning", r->round));
                 }
                 in_round_ = false;
-                if (round_sums_ && channel_ != nullptr) s = answer_checked();
+                if ((round_sums_ || checker_) && channel_ != nullptr) s = answer_checked();
                 break;
             case RecordType::state: s = load_state(*r); break;
             case RecordType::sums: s = load_sums(*r); break;

@@ -13,6 +13,7 @@
 
 #include "vmm/common/result.h"
 #include "vmm/memory/guest_memory.h"
+#include "vmm/migration/channel_checker.h"
 #include "vmm/migration/populator.h"
 #include "vmm/migration/ram_verifier.h"
 #include "vmm/migration/stream_format.h"
@@ -52,8 +53,19 @@ public:
 
     // Reads records until END. Fails on the first invalid record, writing nothing for it.
     Status run();
+    ~StreamLoader();
+    StreamLoader(const StreamLoader&) = delete;
+    StreamLoader& operator=(const StreamLoader&) = delete;
+
     // The source sums its RAM channel's pages in SUMS records after each round (kFeatureRoundSums).
     void expect_round_sums() { round_sums_ = true; }
+    // The RAM channel delivers the sums while its rounds run (kFeatureChannelSums): they are
+    // checked on a thread of their own as they come; a round's end waits for the last of them.
+    // Fails when the channel cannot deliver them.
+    Status check_channel_sums();
+    // Bytes whose check was still to finish when their round ended (kFeatureChannelSums).
+    uint64_t checked_late() const { return checker_ ? checker_->late_bytes() : 0; }
+    bool checks_channel_sums() const { return checker_ != nullptr; }
     const LoadCounters& counters() const { return counters_; }
     // Bytes the Populator prepared before their data arrived.
     uint64_t populated_ahead() const { return populator_ ? populator_->populated_bytes() : 0; }
@@ -79,6 +91,7 @@ private:
     bool have_state_ = false;
     bool round_sums_ = false;
     std::unique_ptr<Populator> populator_;  // from the first POPULATE record on
+    std::unique_ptr<ChannelChecker> checker_;  // kFeatureChannelSums
 };
 
 }  // namespace vmm::migration

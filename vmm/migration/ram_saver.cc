@@ -88,22 +88,27 @@ Status RamSaver::begin(uint32_t round) {
     return channel_->begin_round(round);
 }
 
-void RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero) {
-    if (verify_ != Verify::round_sums) return;
+// The sums of pages handed to a channel that does not checksum its own records: kept for SUMS
+// records after its round, or handed to a channel that carries them (before the pages).
+Status RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero) {
+    if (verify_ != Verify::round_sums && verify_ != Verify::channel_sums) return {};
     static const uint64_t zero_sum = [] {
         std::vector<uint8_t> page(kPageSize, 0);
         return page_checksum(page.data());
     }();
     const uint8_t* host = mem_.blocks()[block]->host();
+    uint64_t per = verify_ == Verify::round_sums ? kMaxSumsRecord : count;
     for (uint64_t p = first_page; p < first_page + count;) {
-        uint64_t n = std::min<uint64_t>(kMaxSumsRecord, first_page + count - p);
+        uint64_t n = std::min<uint64_t>(per, first_page + count - p);
         Sums s{block, p << kPageShift, std::vector<uint64_t>(n, zero_sum)};
         if (!zero) {
             for (uint64_t i = 0; i < n; ++i) s.sums[i] = page_checksum(host + ((p + i) << kPageShift));
         }
+        if (verify_ == Verify::channel_sums) return channel_->sums(block, s.offset, s.sums);
         round_sums_.push_back(std::move(s));
         p += n;
     }
+    return {};
 }
 
 // After the channel's round: every write of it has landed, so the destination can check them.
@@ -138,7 +143,7 @@ Status RamSaver::end(uint32_t round) {
     r.round = round;
     if (auto s = record(encode_record(r)); !s) return s;
     if (auto s = stream_.flush(); !s) return s;
-    if (verify_ != Verify::round_sums || channel_ == nullptr) return {};
+    if ((verify_ != Verify::round_sums && verify_ != Verify::channel_sums) || channel_ == nullptr) return {};
     // The round ends when the destination has checked it: its checking is then part of each
     // round's measured time (which convergence sees), not left to run into the switchover.
     auto reply = read_reply(stream_);
@@ -172,7 +177,7 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         // at every instant of a capped round, not only at its end.
         if (channel_ != nullptr) {
             if (auto s = limiter_.consume(n << kPageShift); !s) return s;
-            sum_for_channel(block, p, n, false);  // as read now, as a spliced page is
+            if (auto s = sum_for_channel(block, p, n, false); !s) return s;  // as read now, as a spliced page is
             if (auto s = channel_->send(block, p << kPageShift, n << kPageShift); !s) return s;
             account({n, 0});
             sent(n << kPageShift);
@@ -194,7 +199,9 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
 Status RamSaver::send_zero(uint32_t block, uint64_t first_page, uint64_t count) {
     if (channel_ != nullptr) {
         // Only a later round's zero pages can settle a page owed from an earlier one.
-        if (round_ != 0) sum_for_channel(block, first_page, count, true);
+        if (round_ != 0) {
+            if (auto s = sum_for_channel(block, first_page, count, true); !s) return s;
+        }
         if (auto s = channel_->send_zero(block, first_page << kPageShift, count << kPageShift); !s) return s;
         account({0, count});
         return {};

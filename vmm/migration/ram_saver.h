@@ -26,8 +26,10 @@ public:
     // verify-ram. `summed`: inline PAGES go as PAGES_SUMMED, with the XXH3-64 of each page as
     // read here. `round_sums`: the pages a channel that does not checksum itself writes (and
     // zeroes, after the bulk round) are summed here as they are handed to it, and their SUMS
-    // records follow the channel's end of round on the stream.
-    enum class Verify { off, summed, round_sums };
+    // records follow the channel's end of round on the stream. `channel_sums`: as round_sums,
+    // but the channel carries the sums itself (SourceRamChannel::carries_sums), delivered as the
+    // pages land, so the destination checks while the round runs.
+    enum class Verify { off, summed, round_sums, channel_sums };
     RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
              bool zero_markers, RamStats& stats, Verify verify = Verify::off);
     ~RamSaver();
@@ -77,7 +79,7 @@ private:
     };
     std::vector<Sums> round_sums_;  // this round's, for a channel (Verify::round_sums)
     uint32_t round_ = 0;
-    void sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero);
+    Status sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero);
     Status send_round_sums();
     uint64_t bytes_ = 0;
     uint64_t last_progress_ = 0;

@@ -125,12 +125,14 @@ void MigrationSource::run() {
 }
 
 // How this migration's RAM is verified: inline records carry their sums; a channel either sums
-// its own records (multifd lanes) or the saver sums what it hands it, after its round.
+// its own records (multifd lanes), or the saver sums what it hands it: for the channel to carry
+// as the pages land (RDMA with our extension), or else for the stream after the channel's round.
 RamSaver::Verify MigrationSource::verify_mode() const {
     if (!settings_.caps.verify_ram) return RamSaver::Verify::off;
     SourceRamChannel* channel = conn_ ? conn_->source_ram() : nullptr;
     if (channel == nullptr) return RamSaver::Verify::summed;
-    return channel->verifies() ? RamSaver::Verify::off : RamSaver::Verify::round_sums;
+    if (channel->verifies()) return RamSaver::Verify::off;
+    return channel->carries_sums() ? RamSaver::Verify::channel_sums : RamSaver::Verify::round_sums;
 }
 
 Status MigrationSource::setup(Connection*& conn_out) {
@@ -142,6 +144,7 @@ Status MigrationSource::setup(Connection*& conn_out) {
     StreamHeader header = header_for(machine_, mode);
     header.features = settings_.caps.verify_ram ? kFeatureVerifyRam : 0;
     if (verify_mode() == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
+    if (verify_mode() == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;

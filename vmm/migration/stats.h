@@ -29,6 +29,8 @@ struct RamStats {
     uint64_t populate_announced = 0;   // destination: bytes of runs the source announced (POPULATE)
     uint64_t populated_ahead = 0;      // destination: ... of which its helper populated before the data came
     uint64_t verified_bytes = 0;       // destination, verify-ram: page data checked against the source's XXH3
+    bool verified_in_round = false;    // ... sums checked while the RAM channel's rounds ran (RDMA)
+    uint64_t verified_after_round = 0; // ... of those, bytes still unchecked when their round ended
     uint64_t verify_mismatches = 0;    // ... records that did not match as they landed (sent again since, or fatal)
 };
 

@@ -82,6 +82,13 @@ static Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
         return Error(fmt::format("migration header: unknown feature bits {:#x}: use the same vmm release on both sides",
                                  h.features & ~kKnownFeatures));
     }
+    uint32_t sums = h.features & (kFeatureRoundSums | kFeatureChannelSums);
+    bool channel = h.ram_mode == RamMode::transport_channel;
+    if (sums != 0 && ((h.features & kFeatureVerifyRam) == 0 || !channel || sums == (kFeatureRoundSums | kFeatureChannelSums))) {
+        return Error(fmt::format("migration header: feature bits {:#x} contradict each other (a RAM channel's sums go one "
+                                 "way, and only under verify-ram)",
+                                 h.features));
+    }
     if (auto s = r.expect_end(); !s) return s.error();
     return h;
 }

@@ -42,7 +42,10 @@ constexpr uint32_t kFeatureVerifyRam = 1u << 0;  // every page record carries it
 // With verify-ram over a transport's RAM channel that does not checksum itself (a plugin's): the
 // pages it wrote in a round are summed in SUMS records on the stream, after the channel's round.
 constexpr uint32_t kFeatureRoundSums = 1u << 1;
-constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums;
+// With verify-ram over a RAM channel that carries the sums itself, delivered as the pages land
+// (the RDMA plugin's SUMS messages): no SUMS records; ROUND_CHECKED as with kFeatureRoundSums.
+constexpr uint32_t kFeatureChannelSums = 1u << 2;
+constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums;
 constexpr uint32_t kMaxSumsRecord = 1024;  // pages one SUMS record covers
 
 struct StreamHeader {
@@ -67,7 +70,7 @@ enum class RecordType : uint8_t {
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
 // the run state): the destination takes over and leaves it paused.
-// ROUND_CHECKED (kFeatureRoundSums): the destination has checked a channel round's SUMS, so the
+// ROUND_CHECKED (kFeatureRoundSums, kFeatureChannelSums): the destination has checked a channel round's sums, so the
 // source learns what checking costs before it pauses the guest, not after.
 enum class ReplyType : uint8_t {
     header_ok = 0x80,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,15 @@ public:
     // Whether this channel sends each record's checksum (verify-ram); for one that does not, the
     // core sums the pages it hands the channel and sends the sums after the channel's round.
     virtual bool verifies() const { return false; }
+    // Whether this channel carries verify-ram's page sums itself (sums() below), delivering each
+    // page's once its data has landed, so the destination checks while the round runs.
+    virtual bool carries_sums() const { return false; }
+    // The sums of the pages the next send() or send_zero() hands over (same block, offset and
+    // sums.size() pages), as read before handing them.
+    virtual Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
+        (void)block, (void)offset, (void)sums;
+        return Error("internal: this RAM channel does not carry page sums");
+    }
 };
 
 // What a destination's channel has written into guest RAM so far (for `info migrate`).
@@ -71,6 +81,12 @@ public:
         if (verifier == nullptr) return {};
         return Error("the source announced verify-ram, but this transport's RAM channel cannot verify RAM");
     }
+    // Whether the channel delivers the sums a source channel carries (SourceRamChannel::sums).
+    virtual bool carries_sums() const { return false; }
+    // `fn` gets each delivery during serve_round (the pages are in guest RAM by then); an error
+    // from it fails the round. An empty fn unregisters.
+    using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
+    virtual void on_sums(SumsFn fn) { (void)fn; }
 };
 
 class Connection {

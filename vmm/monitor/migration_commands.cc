@@ -50,6 +50,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     if (r.verified_bytes != 0) {  // a destination under verify-ram
         ram["x-verified"] = r.verified_bytes;
         ram["x-verify-mismatches"] = r.verify_mismatches;
+        if (r.verified_in_round) ram["x-verified-after-round"] = r.verified_after_round;
     }
     j["ram"] = std::move(ram);
     return j;
@@ -98,6 +99,10 @@ std::string migration_stats_text(const Json& j) {
     if (u64(r, "x-verified") != 0) {  // a destination under verify-ram
         out += fmt::format("verified ram: {} kbytes against the source's checksums ({} pages sent again after a mismatch)\n",
                            kb("x-verified"), u64(r, "x-verify-mismatches"));
+        if (r.contains("x-verified-after-round")) {  // checked as the RAM channel delivered the sums
+            out += fmt::format("verified after its round ended: {} kbytes (the rest while the rounds ran)\n",
+                               kb("x-verified-after-round"));
+        }
     }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
                        kb("downtime-bytes"), u64(j, "cpu-throttle-percentage"));

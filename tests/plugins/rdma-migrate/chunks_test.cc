@@ -104,6 +104,17 @@ TEST(Bounds, CompressEntriesMustBeWholePagesInsideTheBlockTheyName) {
     EXPECT_FALSE(check_compress({0, 9, 0, 4096}, blocks()));
 }
 
+TEST(Bounds, SumsEntriesMustBeWholePagesInsideTheBlockTheyName) {
+    EXPECT_TRUE(check_sums_entry({1, 4 * M - 4096, {7}}, blocks()));  // offsets in the block, not the RAM space
+    EXPECT_TRUE(check_sums_entry({0, 0, std::vector<uint64_t>((10 * M + 8192) / 4096)}, blocks()));
+    EXPECT_EQ(check_sums_entry({1, 4 * M, {7}}, blocks()).error().message(), "SUMS for 1 pages at 1:0x400000 lie outside the RAM blocks");
+    EXPECT_FALSE(check_sums_entry({1, 100, {7}}, blocks()));
+    EXPECT_FALSE(check_sums_entry({2, 0, {7}}, blocks()));
+    EXPECT_FALSE(check_sums_entry({1, 0, {}}, blocks()));
+    EXPECT_FALSE(check_sums_entry({1, 0, std::vector<uint64_t>(4 * M / 4096 + 1)}, blocks()));
+    EXPECT_FALSE(check_sums_entry({1, UINT64_MAX - 4095, {7}}, blocks()));
+}
+
 TEST(Bounds, BlockListsAndRegisterResultsMustMatchWhatWasAnnounced) {
     std::vector<BlockDesc> remote{{0x10000000, 0, 10 * M + 8192, 0}, {0x20000000, 1ull << 40, 4 * M, 0}};
     EXPECT_TRUE(check_block_lists(blocks(), remote));  // the destination's offsets are its own

@@ -216,4 +216,43 @@ TEST(ControlMessages, TypedDecodersCheckTheTypeAndTheContents) {
     EXPECT_EQ(decode_compress(decode_ok(c)).error().message(), "RDMA COMPRESS fill value 511 is not a byte");
 }
 
+// SUMS (ours, kCapSums): entries of {u32 block, u32 count, u64 offset} + count u64 sums.
+TEST(ControlMessages, SumsRoundTripLaidOutAsDocumented) {
+    std::vector<SumsEntry> entries{{1, 0x3000, {0x1122334455667788, 2}}, {0, 0, {3}}};
+    auto bytes = encode_sums(entries);
+    Message m = decode_ok(bytes);
+    EXPECT_EQ(m.header.type, Command::sums);
+    EXPECT_EQ(m.header.repeat, 2u);
+    ASSERT_EQ(m.data.size(), 16u + 16 + 16 + 8);
+    EXPECT_EQ(std::vector<uint8_t>(m.data.begin(), m.data.begin() + 24),
+              (std::vector<uint8_t>{0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0x30, 0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88}));
+    EXPECT_EQ(*decode_sums(m), entries);
+    EXPECT_EQ(to_string(Command::sums), std::string("SUMS"));
+}
+
+TEST(ControlMessages, HostileSumsAreRefused) {
+    auto sums = [](uint32_t repeat, const std::vector<uint8_t>& data) {
+        auto m = decode_message(qemu_message(static_cast<uint32_t>(data.size()), 64, repeat, data));
+        if (!m) return m.error().message();
+        auto e = decode_sums(*m);
+        return e ? std::string("ok") : e.error().message();
+    };
+    std::vector<uint8_t> one{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+    EXPECT_EQ(sums(1, one), "ok");
+    EXPECT_EQ(sums(0, one), "RDMA SUMS: 0 entries in 24 bytes (1 to 4096 entries of 16 bytes and more)");
+    EXPECT_EQ(sums(2, one), "RDMA SUMS: 2 entries in 24 bytes (1 to 4096 entries of 16 bytes and more)");
+    auto zero = one;
+    zero[7] = 0;  // count 0
+    EXPECT_EQ(sums(1, zero), "RDMA SUMS: entry 1 announces 0 sums, 8 bytes are left");
+    auto many = one;
+    many[4] = 0xff;  // count far past the message
+    EXPECT_EQ(sums(1, many), "RDMA SUMS: entry 1 announces 4278190081 sums, 8 bytes are left");
+    auto trailing = one;
+    trailing.insert(trailing.end(), 4, 0);
+    EXPECT_EQ(sums(1, trailing), "RDMA SUMS: 4 bytes after the last of 1 entries");
+    auto cut = one;
+    cut.insert(cut.end(), 16, 0);  // a second entry's header, no sums
+    EXPECT_EQ(sums(2, cut), "RDMA SUMS: entry 2 announces 0 sums, 0 bytes are left");
+}
+
 }  // namespace rdma_migrate
