@@ -415,12 +415,13 @@ std::unique_ptr<Endpoint> accepted(rdma_cm_id* raw, const Endpoint& from, std::s
     return e;
 }
 
-// Accepts with `ours` as private data and waits for ESTABLISHED on `events_of`'s channel.
+// Accepts with `ours` as private data and waits for ESTABLISHED on `events_of`'s channel, as
+// long as x-io-timeout allows (the source has asked: its answer is the peer's next word).
 Status answer(Endpoint& e, Endpoint& events_of, const PrivateData& ours, const char* what) {
     auto pd = encode_private_data(ours);
     auto param = conn_param(pd);
     if (rdma_accept(e.id.get(), &param) != 0) return verbs_error(fmt::format("rdma_accept ({})", what));
-    return wait_cm(events_of, RDMA_CM_EVENT_ESTABLISHED, 30000, what);
+    return wait_cm(events_of, RDMA_CM_EVENT_ESTABLISHED, e.io_timeout_ms, what);
 }
 
 }  // namespace
