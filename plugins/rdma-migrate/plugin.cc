@@ -1,4 +1,4 @@
-// The rdma: transport's C table (vmm/migration/plugin_abi.h). Everything here turns the C
+// The rdma: transport's C table (include/vmm/plugin_abi.h). Everything here turns the C
 // calls into Session calls and Session errors into one line in vmm_err; no exception crosses.
 //
 // Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
@@ -23,7 +23,7 @@
 #include "session.h"
 #include "trace.h"
 #include "vmm/common/units.h"
-#include "vmm/migration/plugin_abi.h"
+#include "vmm/plugin_abi.h"
 
 using namespace rdma_migrate;
 

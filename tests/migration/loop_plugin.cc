@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/migration/plugin_abi.h"
+#include "vmm/plugin_abi.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <functional>
 
-#include "vmm/migration/plugin_abi.h"
+#include "vmm/plugin_abi.h"
 #include "vmm/migration/registry.h"
 
 namespace vmm::migration {

@@ -1,5 +1,5 @@
 // TransportRegistry: the transport for a URI scheme, built in (tcp, unix) or loaded from a
-// plugin (vmm-transport-SCHEME.so, see plugin_abi.h) the first time the scheme is used.
+// plugin (vmm-transport-SCHEME.so, see include/vmm/plugin_abi.h) the first time the scheme is used.
 #pragma once
 
 #include <map>

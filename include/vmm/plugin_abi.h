@@ -18,8 +18,8 @@
  * - Members appended later are optional: vmm reads one only when ops->struct_size covers it,
  *   so a plugin built against an older header keeps loading.
  */
-#ifndef VMM_MIGRATION_PLUGIN_ABI_H
-#define VMM_MIGRATION_PLUGIN_ABI_H
+#ifndef VMM_PLUGIN_ABI_H
+#define VMM_PLUGIN_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
