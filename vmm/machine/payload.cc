@@ -3,7 +3,6 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,40 +11,25 @@
 #include <filesystem>
 
 #include "vmm/common/fd.h"
+#include "vmm/common/search_path.h"
 #include "vmm/machine/boot_abi.h"
 
 namespace vmm::machine {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> payload_search_dirs() {
-    std::vector<std::string> dirs;
-    if (const char* env = std::getenv("VMM_GUEST_DIR"); env != nullptr && *env != '\0') dirs.emplace_back(env);
-    char exe[PATH_MAX];
-    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        fs::path bin = fs::path(exe).parent_path();
-        dirs.push_back((bin.parent_path() / "guest").string());
-        dirs.push_back((bin.parent_path() / "share" / "vmm" / "guest").string());
-    }
-    return dirs;
-}
+SearchPath payload_search_path() { return search_path("VMM_GUEST_DIR", {"guest", "share/vmm/guest"}); }
 
 Result<std::string> resolve_payload(const std::string& name_or_path) {
     if (name_or_path.find('/') != std::string::npos) {
         if (!fs::exists(name_or_path)) return Error("payload file " + name_or_path + " does not exist");
         return name_or_path;
     }
-    std::string searched;
-    for (const auto& dir : payload_search_dirs()) {
-        fs::path p = fs::path(dir) / (name_or_path + ".elf");
-        if (fs::exists(p)) return p.string();
-        searched += (searched.empty() ? "" : ", ") + dir;
-    }
+    SearchPath path = payload_search_path();
+    if (auto found = path.find(name_or_path + ".elf")) return *found;
     return Error(fmt::format("no payload named '{}' (looked for {}.elf in {}): build the project "
                              "(scripts/build.sh) or pass a path",
-                             name_or_path, name_or_path, searched));
+                             name_or_path, name_or_path, path.describe()));
 }
 
 Result<std::vector<uint8_t>> read_file(const std::string& path) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "vmm/common/result.h"
+#include "vmm/common/search_path.h"
 #include "vmm/memory/guest_memory.h"
 
 namespace vmm::machine {
@@ -20,7 +21,7 @@ struct LoadedPayload {
 // A name without '/' is looked up as NAME.elf in the payload directories: $VMM_GUEST_DIR, then
 // <dir of the vmm binary>/../guest, then the installed share/vmm/guest.
 Result<std::string> resolve_payload(const std::string& name_or_path);
-std::vector<std::string> payload_search_dirs();
+SearchPath payload_search_path();
 
 // Parses and checks the ELF image (x86-64, executable, segments inside RAM, above 1 MiB).
 Result<LoadedPayload> load_payload(const std::vector<uint8_t>& elf, const memory::GuestMemory& mem);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "vmm/common/result.h"
+#include "vmm/common/search_path.h"
 #include "vmm/migration/transport.h"
 
 namespace vmm::migration {
@@ -20,7 +21,8 @@ public:
     // A missing plugin is one line naming the scheme and the paths searched.
     Result<Transport*> get(const std::string& scheme);
     void add(std::unique_ptr<Transport> t);
-    static std::vector<std::string> plugin_dirs();
+    // $VMM_PLUGIN_DIR, then <prefix of vmm>/lib/vmm, then <prefix>/lib.
+    static SearchPath plugin_search_path();
     // The plugin file for a scheme that is not built in; the error names the paths searched.
     static Result<std::string> find_plugin(const std::string& scheme);
     static bool built_in(const std::string& scheme) { return scheme == "tcp" || scheme == "unix"; }
