@@ -28,9 +28,9 @@ std::string ramblocks_text(const Json& r) {
 
 std::string dirty_rate_text(const Json& r) {
     return fmt::format("dirty pages rate: {:.0f} pages/s ({:.1f} MiB/s) over the last {:.2f} s\n"
-                       "pages dirtied since start: {}\n",
+                       "pages dirtied since start: {} (dirty log read {} times)\n",
                        num(r, "dirty-pages-rate"), num(r, "dirty-rate"),
-                       num(r, "period-ms") / 1000.0, u64(r, "total-dirty-pages"));
+                       num(r, "period-ms") / 1000.0, u64(r, "total-dirty-pages"), u64(r, "samples"));
 }
 
 std::string ramhash_text(const Json& r) {
