@@ -197,20 +197,24 @@ run_vmm() {  # run_vmm MODE RUN
     cpu=$(cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")")
     case "$mode" in *-idle) ;; *) unwatch_memory ;; esac
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
-    local pause stall rounds info
+    local pause stall rounds info verified late
     info=$("$CTL" "unix:$work/$name-d.sock" "info migrate") ||
         { tail -20 "$work/$name-d.log" >&2; die "$mode: the destination vmm is gone after the migration completed"; }
     pause=$(echo "$info" | sed -n 's/^guest-observed pause: \([0-9.]*\) ms$/\1/p')
     stall=$(echo "$info" | sed -n "s/^guest's longest stall before the switchover: \([0-9.]*\) ms$/\1/p")
     rounds=$(tail -1 "$work/$name.samples" | jq -c '."x-round-log" // []')
+    # verify-ram: what the destination checked, and how much of it only once its round had ended
+    verified=$(echo "$info" | sed -n 's/^verified ram: \([0-9]*\) kbytes.*/\1/p')
+    late=$(echo "$info" | sed -n 's/^verified after its round ended: \([0-9]*\) kbytes.*/\1/p')
     "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
     "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
     summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" |
         jq --arg b "$baseline" --arg stall "$stall" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
            --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson work "$(round_work "$work/$name-s.log")" \
-           --argjson cpu "$cpu" \
+           --argjson cpu "$cpu" --arg verified "$verified" --arg late "$late" \
            "$jq_cpu"'.guest_gap_before_ms = ($b | tonumber? // null) | .guest_stall_ms = ($stall | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
-            | .registration = $work | with_cpu($cpu)' >"$work/$name.json"
+            | .registration = $work | with_cpu($cpu)
+            | .verified_kib = ($verified | tonumber? // null) | .verified_after_round_kib = ($late | tonumber? // null)' >"$work/$name.json"
 }
 
 # round_work SOURCE-LOG: the plugin's per-round registration work (traced at each round's
@@ -314,6 +318,8 @@ report() {
                                                           destination: (map(.destination // empty) | max)}),
             cpu_s_per_gb: (map(.cpu_s_per_gb | select(. != null)) | median),
             cpu_s: {source: (map(.cpu_s.source // empty) | median), destination: (map(.cpu_s.destination // empty) | median)},
+            verified_kib: (map(.verified_kib // empty) | median),
+            verified_after_round_kib: (map(.verified_after_round_kib // empty) | median),
             registration_run1: (map(select(.run == 1)) | .[0].registration // null)}}) | from_entries) as $m |
         # Ours over QEMU in figure k of mode a and mode b, to two places.
         def over(a; b; k): if $m[a][k] and $m[b][k] then (($m[a][k] / $m[b][k] * 100 | round) / 100) else null end;
@@ -352,8 +358,10 @@ report() {
         while IFS=$'\t' read -r m t r rp rb bk bb d g st b; do
             printf "$f" "$m" "$t" "$r" "$rp" "$rb" "$bk" "$bb" "$d" "$g" "$st" "$b"
         done
-    jq -r '.verify_cost // {} | to_entries[] |
-        "verify-ram, \(.key): throughput with it / without it (each against ib_write_bw around it): \(.value // "-")"' "$2"
+    jq -r '.modes as $m | .verify_cost // {} | to_entries[] | .key as $base |
+        ($m | to_entries | map(select((.key | test("-verify")) and (.key | sub("-verify"; "")) == $base)) | .[0].value) as $v |
+        "verify-ram, \(.key): throughput with it / without it (each against ib_write_bw around it): \(.value // "-")" +
+        (if $v.verified_kib then "; checked \($v.verified_kib / 1024 | floor) MiB, \(($v.verified_after_round_kib // 0) / 1024 | floor) MiB of it after its round ended (median)" else "" end)' "$2"
     echo "MB/s: RAM transferred over the whole migration after setup (every round and the switchover)."
     echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/ar: that against the"
     echo "ib_write_bw measured around the migration, the issue's >= 0.9 target."
