@@ -107,6 +107,7 @@ private:
         Endpoint* ep;
         WriteLedger ledger;
         uint64_t last_signalled = 0;
+        uint64_t unsignalled_bytes = 0;  // posted since the last signalled write
         ibv_send_wr last_wr{};
         ibv_sge last_sge{};
         std::vector<ibv_send_wr> wrs;
@@ -171,6 +172,8 @@ private:
     void sums_ready(SumsEntry e);
     void writes_landed(Lane& lane);
     Status flush_sums(bool all);
+    bool sums_due() const;  // enough sums ready for a message, and no request awaits its answer
+    Status wait_lane(Lane& lane, const std::function<bool()>& done);
     Status finish_sums();
     Status handle_sums(const Message& m);
 

@@ -13,6 +13,9 @@ namespace rdma_migrate {
 
 namespace {
 constexpr uint64_t kSignalEvery = 64;  // spec: only the last of every 64 chunks is signalled
+// ... or of fewer, once they carry this much: a completion is what lets `transferred` and
+// verify-ram's sums move on, and 64 chunks of 1 MiB would leave them 64 MiB behind the wire.
+constexpr uint64_t kSignalBytes = 8 << 20;
 constexpr size_t kPostBatch = 16;      // WRs per ibv_post_send: one doorbell per batch
 constexpr uint64_t kInFlight = 128;    // writes posted and not yet known complete (perftest's tx depth)
 
@@ -90,14 +93,26 @@ Status Session::drain_writes() {
             ibv_send_wr* bad = nullptr;
             if (auto s = posted(ibv_post_send(lane.ep->qp.get(), &wr, &bad), "ibv_post_send (drain)"); !s) return s;
             lane.last_signalled = lane.ledger.posted();
+            lane.unsignalled_bytes = 0;
         }
     }
     for (Lane& lane : lanes_) {
         const WriteLedger& l = lane.ledger;
         trace("source: drain lane {}: {} posted, {} known done", &lane - lanes_.data(), l.posted(), l.done());
-        if (auto s = lane_progress(lane, [&l] { return l.done() >= l.posted(); }); !s) return s;
+        if (auto s = wait_lane(lane, [&l] { return l.done() >= l.posted(); }); !s) return s;
     }
     return {};
+}
+
+// Waits on a lane's completions until `done`; verify-ram sums its completions make ready go to
+// the destination meanwhile, so it checks while the writes drain rather than after them.
+Status Session::wait_lane(Lane& lane, const std::function<bool()>& done) {
+    for (;;) {
+        bool due = false;
+        if (auto s = lane_progress(lane, [&] { return done() || (due = sums_due()); }); !s) return s;
+        if (!due || done()) return {};
+        if (auto s = flush_sums(false); !s) return s;
+    }
 }
 
 Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
@@ -131,7 +146,7 @@ Status Session::post_writes(Lane& lane) {
     // Room in the send queue: wait for completions while too much is in flight. With a signal
     // every 64 writes and at most 128 + 16 in flight, a signalled write is always among them.
     const WriteLedger& l = lane.ledger;
-    if (auto s = lane_progress(lane, [&l] { return l.posted() - l.done() <= kInFlight; }); !s) return s;
+    if (auto s = wait_lane(lane, [&l] { return l.posted() - l.done() <= kInFlight; }); !s) return s;
     for (size_t i = 0; i < lane.wrs.size(); ++i) {
         lane.wrs[i].sg_list = &lane.sges[i];
         lane.wrs[i].next = i + 1 < lane.wrs.size() ? &lane.wrs[i + 1] : nullptr;
@@ -152,9 +167,11 @@ Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t su
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.num_sge = 1;
     wr.send_flags = 0;
-    if (lane.ledger.posted() % kSignalEvery == 0) {
+    lane.unsignalled_bytes += sge.length;
+    if (lane.ledger.posted() - lane.last_signalled >= kSignalEvery || lane.unsignalled_bytes >= kSignalBytes) {
         wr.send_flags = IBV_SEND_SIGNALED;
         lane.last_signalled = lane.ledger.posted();
+        lane.unsignalled_bytes = 0;
     }
     lane.wrs.push_back(wr);
     lane.sges.push_back(sge);

@@ -65,14 +65,21 @@ void Session::writes_landed(Lane& lane) {
     }
 }
 
+bool Session::sums_due() const { return asking_.empty() && ready_sum_count_ >= kSumsFlushPages; }
+
 // Sends what is ready: mid-round (`all` false) only once it is worth a message, at the round's
 // end everything (the writes drained, the COMPRESS messages sent). Never while a registration
 // request waits for its answer: the destination answers that before it reads anything else.
 Status Session::flush_sums(bool all) {
     if (ready_sums_.empty() || (!all && ready_sum_count_ < kSumsFlushPages)) return {};
+    // Taken out first: a send drives the completion queue, which may make more sums ready
+    // meanwhile (they go with the next flush).
+    std::vector<SumsEntry> ready = std::move(ready_sums_);
+    ready_sums_.clear();
+    ready_sum_count_ = 0;
     std::vector<SumsEntry> batch;
     size_t in_batch = 0;
-    for (SumsEntry& e : ready_sums_) {
+    for (SumsEntry& e : ready) {
         for (size_t at = 0; at < e.sums.size();) {  // an entry larger than a message is split
             size_t n = std::min(e.sums.size() - at, kMaxSumsPerMessage - in_batch);
             batch.push_back({e.block, e.offset + at * kPageSize, {e.sums.begin() + static_cast<long>(at),
@@ -86,8 +93,6 @@ Status Session::flush_sums(bool all) {
             }
         }
     }
-    ready_sums_.clear();
-    ready_sum_count_ = 0;
     if (batch.empty()) return {};
     trace("source: SUMS for {} ranges", batch.size());
     return ctl_->exchange_send(encode_sums(batch));
