@@ -172,14 +172,18 @@ int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t c
     return session_call(c, e, [&] { return S(c).ram_sums(b, off, {sums, count}); });
 }
 using SumsCallback = int (*)(void*, uint32_t, uint64_t, const uint64_t*, uint32_t, vmm_err*);
-void ram_on_sums(void* c, SumsCallback fn, void* ctx) {
+void ram_on_sums(void* c, SumsCallback fn, void* ctx) noexcept {
     if (fn == nullptr) return S(c).on_sums(nullptr);
-    S(c).on_sums([fn, ctx](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
-        vmm_err err{};
-        if (fn(ctx, block, offset, sums.data(), static_cast<uint32_t>(sums.size()), &err) == 0) return {};
-        std::string text(err.text, strnlen(err.text, sizeof err.text));
-        return Error(text.empty() ? "vmm refused the verify-ram sums without saying why" : text);
-    });
+    try {  // a std::function: nothing may be thrown across the C boundary, even bad_alloc
+        S(c).on_sums([fn, ctx](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
+            vmm_err err{};
+            if (fn(ctx, block, offset, sums.data(), static_cast<uint32_t>(sums.size()), &err) == 0) return {};
+            std::string text(err.text, strnlen(err.text, sizeof err.text));
+            return Error(text.empty() ? "vmm refused the verify-ram sums without saying why" : text);
+        });
+    } catch (...) {
+        S(c).on_sums(nullptr);  // no callback: SUMS that arrive fail the round, saying so
+    }
 }
 const char* do_describe(void* c) { return S(c).describe().c_str(); }
 void do_close(void* c) { delete static_cast<Session*>(c); }

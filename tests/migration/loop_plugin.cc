@@ -41,6 +41,7 @@ struct Conn {
     uint64_t chunk = 1 << 20;
     std::vector<Block> blocks;
     std::string peer;
+    bool destination = false;  // accepted, not connected
     bool source_sums = false;  // loop-sums: this source's channel carries the sums
     bool has_sums = false;     // sums given for the next range
     uint32_t sums_block = 0;
@@ -172,6 +173,7 @@ void* do_accept(void* lp, vmm_err* e) {
     c->timeout_ms = l->proto.timeout_ms;
     c->blocks = l->proto.blocks;
     c->peer = "loop source";
+    c->destination = true;
     return c;
 }
 
@@ -269,7 +271,7 @@ void do_close_listener(void* l) { delete static_cast<ListenerState*>(l); }
 uint32_t ram_features(void* cp) {
     auto& c = *static_cast<Conn*>(cp);
     // A destination delivers whatever sums come; a source carries them under loop-sums.
-    return c.peer == "loop source" || c.source_sums ? VMM_RAM_SUMS : 0u;
+    return c.destination || c.source_sums ? VMM_RAM_SUMS : 0u;
 }
 int ram_sums(void* cp, uint32_t block, uint64_t offset, const uint64_t* sums, uint32_t count, vmm_err* e) {
     auto& c = *static_cast<Conn*>(cp);

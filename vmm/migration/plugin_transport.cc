@@ -110,7 +110,9 @@ public:
         return (ops_->ram_features(conn_) & VMM_RAM_SUMS) != 0;
     }
     Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> page_sums) override {
-        if (!carries_sums()) return SourceRamChannel::sums(block, offset, page_sums);
+        // Called only once carries_sums() said yes (the saver's mode): the member is there.
+        if (!covers(offsetof(vmm_transport_ops, ram_sums), sizeof ops_->ram_sums) || ops_->ram_sums == nullptr)
+            return SourceRamChannel::sums(block, offset, page_sums);
         return call("ram_sums", [&](vmm_err* e) {
             return ops_->ram_sums(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
         });

@@ -91,22 +91,21 @@ Status RamSaver::begin(uint32_t round) {
 // The sums of pages handed to a channel that does not checksum its own records: kept for SUMS
 // records after its round, or handed to a channel that carries them (before the pages).
 Status RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero) {
-    if (verify_ != Verify::round_sums && verify_ != Verify::channel_sums) return {};
+    if (!sums_for_channel()) return {};
     static const uint64_t zero_sum = [] {
         std::vector<uint8_t> page(kPageSize, 0);
         return page_checksum(page.data());
     }();
-    const uint8_t* host = mem_.blocks()[block]->host();
-    uint64_t per = verify_ == Verify::round_sums ? kMaxSumsRecord : count;
-    for (uint64_t p = first_page; p < first_page + count;) {
-        uint64_t n = std::min<uint64_t>(per, first_page + count - p);
-        Sums s{block, p << kPageShift, std::vector<uint64_t>(n, zero_sum)};
-        if (!zero) {
-            for (uint64_t i = 0; i < n; ++i) s.sums[i] = page_checksum(host + ((p + i) << kPageShift));
-        }
-        if (verify_ == Verify::channel_sums) return channel_->sums(block, s.offset, s.sums);
-        round_sums_.push_back(std::move(s));
-        p += n;
+    std::vector<uint64_t> sums(count, zero_sum);
+    if (!zero) {
+        const uint8_t* host = mem_.blocks()[block]->host() + (first_page << kPageShift);
+        for (uint64_t i = 0; i < count; ++i) sums[i] = page_checksum(host + (i << kPageShift));
+    }
+    if (verify_ == Verify::channel_sums) return channel_->sums(block, first_page << kPageShift, sums);
+    for (uint64_t at = 0; at < count; at += kMaxSumsRecord) {  // SUMS records of at most kMaxSumsRecord pages
+        uint64_t n = std::min<uint64_t>(kMaxSumsRecord, count - at);
+        round_sums_.push_back({block, (first_page + at) << kPageShift,
+                               {sums.begin() + static_cast<long>(at), sums.begin() + static_cast<long>(at + n)}});
     }
     return {};
 }
@@ -143,7 +142,7 @@ Status RamSaver::end(uint32_t round) {
     r.round = round;
     if (auto s = record(encode_record(r)); !s) return s;
     if (auto s = stream_.flush(); !s) return s;
-    if ((verify_ != Verify::round_sums && verify_ != Verify::channel_sums) || channel_ == nullptr) return {};
+    if (!sums_for_channel() || channel_ == nullptr) return {};
     // The round ends when the destination has checked it: its checking is then part of each
     // round's measured time (which convergence sees), not left to run into the switchover.
     auto reply = read_reply(stream_);

@@ -80,6 +80,8 @@ private:
     std::vector<Sums> round_sums_;  // this round's, for a channel (Verify::round_sums)
     uint32_t round_ = 0;
     Status sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero);
+    // The saver sums what it hands the channel (kept for SUMS records, or carried by the channel).
+    bool sums_for_channel() const { return verify_ == Verify::round_sums || verify_ == Verify::channel_sums; }
     Status send_round_sums();
     uint64_t bytes_ = 0;
     uint64_t last_progress_ = 0;

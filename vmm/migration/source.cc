@@ -143,8 +143,9 @@ Status MigrationSource::setup(Connection*& conn_out) {
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     StreamHeader header = header_for(machine_, mode);
     header.features = settings_.caps.verify_ram ? kFeatureVerifyRam : 0;
-    if (verify_mode() == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
-    if (verify_mode() == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
+    RamSaver::Verify verify = verify_mode();
+    if (verify == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
+    if (verify == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;
