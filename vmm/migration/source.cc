@@ -219,6 +219,9 @@ void MigrationSource::publish(const RamStats& work) {
 }
 
 Status MigrationSource::precopy(Run& run) {
+    // From the first instant the migration is active, all of RAM is the bulk round's to go
+    // (query-migrate may sample before the round's first piece publishes its own figure).
+    update_remaining(machine_.memory().total_size() / memory::kPageSize);
     set_status(MigrationStatus::active);
     run.saver.on_progress([this, &run] { publish(run.work); });
     // Tracking starts now: what was dirty before is part of the bulk round anyway.
