@@ -153,14 +153,16 @@ run_vmm() {  # run_vmm MODE RUN
     # pins pages that exist instead of faulting in and zeroing each chunk inside the bulk round.
     local dest=()
     case "$mode" in *-prealloc*) dest=(--mem-prealloc) ;; esac
-    "$VMM" -m "$size" "${dest[@]}" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
+    # Both sides trace their protocol (a line per control message, registration and write):
+    # with --keep-logs, when each message left and arrived can be read off the two logs.
+    VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${dest[@]}" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
     local dpid=$!; pids+=("$dpid")
     # An -idle mode runs the idle payload over RAM the host filled with incompressible data:
     # the spec's bulk-round scenario ("all of memory in active use and the VM itself is
     # completely idle"); its vCPU sleeps, so the transport has the CPU.
     local guest=(--guest "$PAYLOAD" --append "$GUEST_ARGS")
     case "$mode" in *-idle) guest=(--guest idle --prefill "$fill") ;; esac
-    # The source traces its protocol: each round's registration work is read from it below.
+    # Each round's registration work is read from the source's trace below.
     VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${guest[@]}" --monitor "unix:$work/$name-s.sock" \
         --qmp "unix:$work/$name-sq.sock" --serial none >"$work/$name-s.log" 2>&1 &
     local spid=$!; pids+=("$spid")

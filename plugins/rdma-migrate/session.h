@@ -106,8 +106,9 @@ private:
         explicit Lane(Endpoint* e) : ep(e) {}
         Endpoint* ep;
         WriteLedger ledger;
-        uint64_t last_signalled = 0;
-        uint64_t unsignalled_bytes = 0;  // posted since the last signalled write
+        uint64_t last_signalled = 0;     // the last write queued signalled
+        uint64_t signalled_on_wire = 0;  // the last signalled write handed to the HCA
+        uint64_t unsignalled_bytes = 0;  // queued since the last signalled write
         ibv_send_wr last_wr{};
         ibv_sge last_sge{};
         std::vector<ibv_send_wr> wrs;

@@ -18,6 +18,10 @@ constexpr uint64_t kSignalEvery = 64;  // spec: only the last of every 64 chunks
 constexpr uint64_t kSignalBytes = 8 << 20;
 constexpr size_t kPostBatch = 16;      // WRs per ibv_post_send: one doorbell per batch
 constexpr uint64_t kInFlight = 128;    // writes posted and not yet known complete (perftest's tx depth)
+// ... and bytes: a control message (a registration, verify-ram's sums) queues behind every write
+// posted before it (RC order), so this is how far behind the wire it can fall. 16 MiB is over a
+// millisecond at 100 Gb/s, a thousand round trips; with a signal every 8 MiB, 8 MiB stay in flight.
+constexpr uint64_t kInFlightBytes = 16 << 20;
 
 Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64_t offset, uint64_t length) {
     if (block >= blocks.size() || offset > blocks[block].length || length > blocks[block].length - offset) {
@@ -92,7 +96,7 @@ Status Session::drain_writes() {
             wr.next = nullptr;
             ibv_send_wr* bad = nullptr;
             if (auto s = posted(ibv_post_send(lane.ep->qp.get(), &wr, &bad), "ibv_post_send (drain)"); !s) return s;
-            lane.last_signalled = lane.ledger.posted();
+            lane.last_signalled = lane.signalled_on_wire = lane.ledger.posted();
             lane.unsignalled_bytes = 0;
         }
     }
@@ -145,8 +149,16 @@ Status Session::post_writes(Lane& lane) {
     if (lane.wrs.empty()) return {};
     // Room in the send queue: wait for completions while too much is in flight. With a signal
     // every 64 writes and at most 128 + 16 in flight, a signalled write is always among them.
+    // Bytes are counted on the wire (not this batch) and waited for only while a signalled write
+    // is there to report them: a single write larger than the bound must not wait forever.
     const WriteLedger& l = lane.ledger;
-    if (auto s = wait_lane(lane, [&l] { return l.posted() - l.done() <= kInFlight; }); !s) return s;
+    uint64_t batched = 0;
+    for (const ibv_sge& sge : lane.sges) batched += sge.length;
+    auto room = [&l, &lane, batched] {
+        if (l.posted() - l.done() > kInFlight) return false;
+        return l.in_flight() - batched <= kInFlightBytes || l.done() >= lane.signalled_on_wire;
+    };
+    if (auto s = wait_lane(lane, room); !s) return s;
     for (size_t i = 0; i < lane.wrs.size(); ++i) {
         lane.wrs[i].sg_list = &lane.sges[i];
         lane.wrs[i].next = i + 1 < lane.wrs.size() ? &lane.wrs[i + 1] : nullptr;
@@ -155,6 +167,8 @@ Status Session::post_writes(Lane& lane) {
     lane.last_sge = lane.sges.back();
     ibv_send_wr* bad = nullptr;
     auto s = posted(ibv_post_send(lane.ep->qp.get(), lane.wrs.data(), &bad), "ibv_post_send (RDMA WRITE)");
+    for (const ibv_send_wr& wr : lane.wrs)
+        if (s && (wr.send_flags & IBV_SEND_SIGNALED) != 0) lane.signalled_on_wire = wr_index(wr.wr_id);
     lane.wrs.clear();
     lane.sges.clear();
     return s;

@@ -15,8 +15,12 @@ namespace rdma_migrate {
 
 namespace {
 constexpr size_t kPageSize = 4096;
-// Ready sums worth a message mid-round: 16 MiB of pages (a 32 KiB message).
-constexpr size_t kSumsFlushPages = 4096;
+// Ready sums worth a message mid-round: 8 MiB of pages (a 16 KiB message), what one signalled
+// write vouches for (session_ram.cc).
+constexpr size_t kSumsFlushPages = 2048;
+// A SUMS message is not waited for: writes posted after it queue behind it and the source goes
+// on; the next control message waits for the destination's READY, which follows its arrival.
+constexpr auto kSumsSent = ControlChannel::Sent::later;
 }  // namespace
 
 // ---- source ------------------------------------------------------------------------------
@@ -87,7 +91,7 @@ Status Session::flush_sums(bool all) {
             in_batch += n;
             at += n;
             if (in_batch == kMaxSumsPerMessage || batch.size() == kMaxRepeat) {
-                if (auto s = ctl_->exchange_send(encode_sums(batch)); !s) return s;
+                if (auto s = ctl_->exchange_send(encode_sums(batch), kSumsSent); !s) return s;
                 batch.clear();
                 in_batch = 0;
             }
@@ -95,7 +99,7 @@ Status Session::flush_sums(bool all) {
     }
     if (batch.empty()) return {};
     trace("source: SUMS for {} ranges", batch.size());
-    return ctl_->exchange_send(encode_sums(batch));
+    return ctl_->exchange_send(encode_sums(batch), kSumsSent);
 }
 
 // At the round's end, after its writes drained: every sum is ready and goes now.

@@ -4,7 +4,7 @@
 // at each write index still in the window, so a completion for write i turns into "every byte
 // posted through i has arrived". The session reports as in flight what it was given and the
 // ledgers do not yet vouch for, so `transferred` never counts what was merely posted (up to 144
-// writes, 144 MiB at the default chunk size, may be in flight on a lane).
+// writes, and about 16 MiB on the wire, may be in flight on a lane: session_ram.cc).
 #pragma once
 
 #include <array>
