@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "machine/kvm_fixture.h"
-#include "process_helpers.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/process.h"
 
 namespace vmm::test {
 

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "vmm/machine/vcpu_state.h"
-#include "vmm/migration/ram_verifier.h"
-#include "vmm/migration/stream_format.h"
+#include "vmm/migration/transport/ram_verifier.h"
+#include "vmm/migration/wire/stream_format.h"
 #include "wire.h"
 
 using namespace vmm::migration;

@@ -6,9 +6,10 @@
 
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/memory/guest_memory.h"
-#include "vmm/migration/multifd_wire.h"
-#include "vmm/migration/ram_loader.h"
-#include "vmm/migration/stream_format.h"
+#include "vmm/migration/wire/multifd_wire.h"
+#include "vmm/migration/precopy/ram_loader.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/stream_format.h"
 
 using namespace vmm;
 

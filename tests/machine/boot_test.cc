@@ -5,7 +5,7 @@
 #include <fstream>
 #include <thread>
 
-#include "kvm_fixture.h"
+#include "tests/support/kvm_fixture.h"
 #include "vmm/machine/payload.h"
 
 namespace vmm::test {

@@ -2,7 +2,7 @@
 // without changing anything.
 #include <gtest/gtest.h>
 
-#include "kvm_fixture.h"
+#include "tests/support/kvm_fixture.h"
 
 namespace vmm::test {
 

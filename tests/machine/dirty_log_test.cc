@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "kvm_fixture.h"
+#include "tests/support/kvm_fixture.h"
 #include "vmm/machine/boot_abi.h"
 
 namespace vmm::test {

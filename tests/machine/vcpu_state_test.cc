@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "kvm_fixture.h"
+#include "tests/support/kvm_fixture.h"
 
 namespace vmm::test {
 

@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "machine/kvm_fixture.h"
-#include "vm_pair.h"
-#include "vmm/migration/stream_format.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/vm_pair.h"
+#include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::test {
 

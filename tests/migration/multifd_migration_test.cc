@@ -6,8 +6,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "machine/kvm_fixture.h"
-#include "vm_pair.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/vm_pair.h"
 
 namespace vmm::test {
 

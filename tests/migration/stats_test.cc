@@ -2,9 +2,9 @@
 // (stats_sampling.h; over RDMA: tests/plugins/rdma-migrate).
 #include <gtest/gtest.h>
 
-#include "machine/kvm_fixture.h"
-#include "stats_sampling.h"
-#include "vm_pair.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/stats_sampling.h"
+#include "tests/support/vm_pair.h"
 
 namespace vmm::test {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "vmm/migration/params.h"
-#include "vmm/migration/uri.h"
+#include "vmm/migration/wire/uri.h"
 
 namespace vmm::migration {
 

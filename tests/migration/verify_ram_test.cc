@@ -14,8 +14,8 @@
 #include <iostream>
 #include <thread>
 
-#include "machine/kvm_fixture.h"
-#include "vm_pair.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/vm_pair.h"
 
 namespace vmm::test {
 

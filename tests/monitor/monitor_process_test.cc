@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "machine/kvm_fixture.h"
-#include "process_helpers.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/process.h"
 
 namespace vmm::test {
 

@@ -72,7 +72,7 @@ Status MigrationManager::migrate(const std::string& text) {
     auto token = CancelToken::create();
     if (!token) return token.error();
     outgoing_.reset();  // joins the previous, finished migration's thread
-    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, settings_, std::move(*token), on_event_);
+    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_), std::move(*token), on_event_);
     outgoing_->start(asked);
     return {};
 }
@@ -100,7 +100,7 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
     if (!transport) return transport.error();
     auto token = CancelToken::create();
     if (!token) return token.error();
-    auto in = std::make_unique<IncomingMigration>(machine_, **transport, *uri, settings_, std::move(*token), stay_paused,
+    auto in = std::make_unique<IncomingMigration>(machine_, **transport, *uri, Options(settings_), std::move(*token), stay_paused,
                                                   on_event_, std::move(on_failure));
     if (auto s = in->listen(); !s) return s;
     in->start();

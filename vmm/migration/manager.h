@@ -8,9 +8,10 @@
 #include <mutex>
 
 #include "vmm/machine/machine.h"
-#include "vmm/migration/destination.h"
-#include "vmm/migration/registry.h"
-#include "vmm/migration/source.h"
+#include "vmm/migration/params.h"
+#include "vmm/migration/precopy/destination.h"
+#include "vmm/migration/transport/registry.h"
+#include "vmm/migration/precopy/source.h"
 
 namespace vmm::migration {
 

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "machine/kvm_fixture.h"
-#include "migration/vm_pair.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/vm_pair.h"
 #include "rdma_device.h"
 
 namespace vmm::test {

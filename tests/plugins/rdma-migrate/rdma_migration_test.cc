@@ -10,9 +10,9 @@
 #include <iostream>
 #include <regex>
 
-#include "machine/kvm_fixture.h"
-#include "migration/vm_pair.h"
-#include "migration/stats_sampling.h"
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/vm_pair.h"
+#include "tests/support/stats_sampling.h"
 #include "rdma_device.h"
 
 namespace vmm::test {

@@ -1,0 +1,82 @@
+// The destination's checks of sums a RAM channel delivers while its round runs (the RDMA
+// plugin's SUMS): done on the checker's thread, waited for at the round's end, refused when the
+// range lies outside guest RAM.
+#include "vmm/migration/precopy/channel_checker.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/support/memory_fixture.h"
+
+namespace vmm::migration {
+
+namespace {
+using test::M;
+using test::layout;
+using test::make_memory;
+constexpr uint64_t P = 4096;
+
+std::vector<uint64_t> sums_of(const uint8_t* host, size_t pages) {
+    std::vector<uint64_t> out(pages);
+    for (size_t i = 0; i < pages; ++i) out[i] = page_checksum(host + i * P);
+    return out;
+}
+}  // namespace
+
+TEST(ChannelChecker, MatchingSumsAreCheckedAndAMismatchIsOwedUntilItsNextCopy) {
+    auto mem = make_memory();
+    uint8_t* high = mem.blocks()[1]->host();
+    std::memset(high, 0x5a, 64 * P);
+    RamVerifier verifier(layout(mem));
+    {
+        ChannelChecker checker(mem, verifier);
+        ASSERT_TRUE(checker.add(1, 0, sums_of(high, 64)));
+        auto wrong = sums_of(high + 64 * P, 2);
+        wrong[1] ^= 1;  // as if page 65 had been corrupted on the way
+        ASSERT_TRUE(checker.add(1, 64 * P, wrong));
+        checker.drain();
+        EXPECT_EQ(verifier.checked_bytes(), 66 * P);
+        EXPECT_EQ(verifier.mismatches(), 1u);
+        auto s = verifier.settle();
+        ASSERT_FALSE(s);
+        EXPECT_NE(s.error().message().find("RAM block 'high' offset 0x41000"), std::string::npos) << s.error().message();
+        // Its next copy (a later round) matches: nothing is owed any more.
+        ASSERT_TRUE(checker.add(1, 65 * P, sums_of(high + 65 * P, 1)));
+        checker.drain();
+        EXPECT_TRUE(verifier.settle());
+    }
+}
+
+TEST(ChannelChecker, RangesOutsideGuestRamAreRefusedBeforeAnythingIsRead) {
+    auto mem = make_memory();
+    RamVerifier verifier(layout(mem));
+    ChannelChecker checker(mem, verifier);
+    std::vector<uint64_t> one{0};
+    EXPECT_EQ(checker.add(1, 4 * M, one).error().message(),
+              "verify-ram: the transport delivered sums for 1 pages at 1:0x400000, outside the RAM blocks");
+    EXPECT_FALSE(checker.add(2, 0, one));
+    EXPECT_FALSE(checker.add(0, 100, one));
+    EXPECT_FALSE(checker.add(0, 0, {}));
+    EXPECT_FALSE(checker.add(0, 0, std::vector<uint64_t>(8 * M / P + 1)));
+    EXPECT_FALSE(checker.add(0, UINT64_MAX - P + 1, one));
+    checker.drain();
+    EXPECT_EQ(verifier.checked_bytes(), 0u);
+}
+
+TEST(ChannelChecker, DrainWaitsForEveryQueuedCheckAndCountsWhatWasLeft) {
+    auto mem = make_memory();
+    RamVerifier verifier(layout(mem));
+    ChannelChecker checker(mem, verifier);
+    const uint8_t* ram = mem.blocks()[0]->host();
+    for (uint64_t at = 0; at < 8 * M; at += 256 * P) ASSERT_TRUE(checker.add(0, at, sums_of(ram + at, 256)));
+    checker.drain();
+    EXPECT_EQ(verifier.checked_bytes(), 8 * M);  // all of it, whatever was left when drain began
+    EXPECT_LE(checker.late_bytes(), 8 * M);
+    EXPECT_TRUE(verifier.settle());
+    uint64_t late = checker.late_bytes();
+    checker.drain();  // nothing queued: nothing more is late
+    EXPECT_EQ(checker.late_bytes(), late);
+}
+
+}  // namespace vmm::migration

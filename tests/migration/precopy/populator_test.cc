@@ -1,0 +1,85 @@
+// Populator: populates the announced run ahead of the receiver, never more than kAhead ahead
+// and never outside the run, and a new run replaces the old one.
+#include "vmm/migration/precopy/populator.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "vmm/common/mapping.h"
+
+namespace vmm::migration {
+
+namespace {
+constexpr uint64_t M = 1 << 20;
+
+// Resident 4 KiB pages in [p, p + len).
+uint64_t resident_pages(uint8_t* p, uint64_t len) {
+    std::vector<unsigned char> v(len / 4096);
+    if (::mincore(p, len, v.data()) != 0) return 0;
+    uint64_t n = 0;
+    for (unsigned char c : v) n += c & 1;
+    return n;
+}
+
+// Waits (up to 10 s) until the helper has populated `bytes`.
+bool wait_populated(Populator& p, uint64_t bytes) {
+    for (int i = 0; i < 1000 && p.populated_bytes() < bytes; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return p.populated_bytes() >= bytes;
+}
+}  // namespace
+
+TEST(Populator, PopulatesTheRunAheadOfTheReceiverAndNoFurther) {
+#ifndef MADV_POPULATE_WRITE
+    GTEST_SKIP() << "needs MADV_POPULATE_WRITE (Linux 5.14 headers)";
+#endif
+    auto m = Mapping::map("test RAM", 128 * M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    ASSERT_TRUE(m);
+    ::madvise(m->data(), m->size(), MADV_NOHUGEPAGE);  // count pages exactly
+    uint8_t* run = m->data() + 8 * M;  // the run: [8 MiB, 72 MiB)
+    Populator p;
+    p.expect(run, 64 * M);
+    // Nothing received yet: the helper goes kAhead (32 MiB) into the run and stops.
+    ASSERT_TRUE(wait_populated(p, Populator::kAhead));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(p.populated_bytes(), Populator::kAhead);
+    EXPECT_EQ(resident_pages(run, Populator::kAhead), Populator::kAhead / 4096);
+    EXPECT_EQ(resident_pages(run + Populator::kAhead, 32 * M), 0u);
+    EXPECT_EQ(resident_pages(m->data(), 8 * M), 0u);  // never before the run
+    EXPECT_EQ(p.ready(run + 4 * M, 4 * M), 4 * M);
+    EXPECT_EQ(p.ready(run + 30 * M, 4 * M), 2 * M);  // partly
+    EXPECT_EQ(p.ready(m->data(), 4096), 0u);          // outside the run
+    // The receiver writes 40 MiB and moves on: the helper skips what the receiver passed and
+    // follows to the end of the run, not beyond.
+    std::memset(run, 0x5a, 40 * M);
+    p.received(run + 40 * M);
+    ASSERT_TRUE(wait_populated(p, Populator::kAhead + 24 * M));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(p.populated_bytes(), Populator::kAhead + 24 * M);
+    EXPECT_EQ(resident_pages(run, 64 * M), 64 * M / 4096);
+    EXPECT_EQ(resident_pages(run + 64 * M, 128 * M - 72 * M), 0u);
+}
+
+TEST(Populator, ANewRunReplacesTheOldOne) {
+#ifndef MADV_POPULATE_WRITE
+    GTEST_SKIP() << "needs MADV_POPULATE_WRITE (Linux 5.14 headers)";
+#endif
+    auto m = Mapping::map("test RAM", 128 * M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    ASSERT_TRUE(m);
+    ::madvise(m->data(), m->size(), MADV_NOHUGEPAGE);
+    Populator p;
+    p.expect(m->data(), 4 * M);
+    ASSERT_TRUE(wait_populated(p, 4 * M));
+    p.expect(m->data() + 64 * M, 6 * M);
+    EXPECT_EQ(p.ready(m->data(), 4096), 0u);  // the old run no longer counts
+    ASSERT_TRUE(wait_populated(p, 10 * M));
+    EXPECT_EQ(resident_pages(m->data() + 64 * M, 6 * M), 6 * M / 4096);
+    EXPECT_EQ(p.ready(m->data() + 64 * M, 8 * M), 6 * M);
+    p.received(m->data() + 100 * M);  // outside the run: ignored
+    EXPECT_EQ(p.ready(m->data() + 64 * M, 8 * M), 6 * M);
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,215 @@
+// Multifd without KVM: the hellos' encoding, the handshake, and rounds of RAM over lanes
+// (unix socket pairs) between two in-process "guests", byte for byte; hostile lanes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "vmm/common/mapping.h"
+#include "vmm/migration/transport/multifd.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+namespace {
+using namespace std::chrono_literals;
+
+std::pair<UniqueFd, UniqueFd> unix_pair() {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+    return {UniqueFd(sv[0]), UniqueFd(sv[1])};
+}
+
+// One side's view of a migration's transport: options, cancel token, two RAM blocks.
+struct Side {
+    Options options;
+    CancelToken cancel = CancelToken::create().value();
+    std::vector<Mapping> ram;
+    TransportContext ctx;
+    explicit Side(bool source) {
+        options.params.io_timeout_ms = 20000;
+        for (uint64_t size : {uint64_t{12} << 20, uint64_t{1} << 20}) {
+            ram.push_back(Mapping::map("ram", size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS).value());
+            if (source && ram.size() == 1) {  // block 0: data; block 1: zero
+                for (uint64_t i = 0; i < size; i += 8) std::memcpy(ram.back().data() + i, &i, 8);
+            }
+            ctx.blocks.push_back({"b" + std::to_string(ram.size()), ram.back().data(), size, 0});
+        }
+        ctx.options = &options;
+        ctx.cancel = &cancel;
+    }
+    bool same_as(const Side& o) const {
+        for (size_t b = 0; b < ram.size(); ++b) {
+            if (std::memcmp(ram[b].data(), o.ram[b].data(), ram[b].size()) != 0) return false;
+        }
+        return true;
+    }
+};
+
+// N connected lanes: source streams and destination streams.
+std::pair<Lanes, Lanes> lane_pairs(size_t n, Side& src, Side& dst) {
+    Lanes s, d;
+    for (size_t i = 0; i < n; ++i) {
+        auto [a, b] = unix_pair();
+        s.push_back(make_socket_stream(std::move(a), src.ctx, "destination"));
+        d.push_back(make_socket_stream(std::move(b), dst.ctx, "source"));
+    }
+    return {std::move(s), std::move(d)};
+}
+
+struct SigpipeIgnored {  // as in vmm
+    SigpipeIgnored() { old = ::signal(SIGPIPE, SIG_IGN); }
+    ~SigpipeIgnored() { ::signal(SIGPIPE, old); }
+    sighandler_t old;
+};
+}  // namespace
+
+TEST(MultifdHello, RoundTripsAndRefusesWhatIsNotOne) {
+    auto h = decode_hello(encode_hello({Hello::Kind::preface, 4, 0x1122334455667788ull}));
+    ASSERT_TRUE(h) << h.error().message();
+    EXPECT_EQ(h->kind, Hello::Kind::preface);
+    EXPECT_EQ(h->value, 4u);
+    EXPECT_EQ(h->session, 0x1122334455667788ull);
+    auto l = decode_hello(encode_hello({Hello::Kind::lane, 15, 9}));
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l->kind, Hello::Kind::lane);
+    EXPECT_EQ(l->value, 15u);
+
+    auto bytes = encode_hello({Hello::Kind::lane, 1, 9});
+    bytes[9] = 2;  // version 2 + 256 * ...
+    EXPECT_NE(decode_hello(bytes).error().message().find("multifd version 513 is not supported"), std::string::npos);
+    bytes = encode_hello({Hello::Kind::lane, 1, 9});
+    bytes[0] = 'X';
+    EXPECT_FALSE(decode_hello(bytes));
+    EXPECT_NE(decode_hello(encode_hello({Hello::Kind::preface, 0, 9})).error().message().find("announces 0 lanes"),
+              std::string::npos);
+    EXPECT_FALSE(decode_hello(encode_hello({Hello::Kind::preface, kMaxLanes + 1, 9})));
+    EXPECT_FALSE(decode_hello(encode_hello({Hello::Kind::lane, kMaxLanes, 9})));
+    std::array<uint8_t, 8> plain{'V', 'M', 'M', 'M', 'I', 'G', 'R', '\n'};
+    EXPECT_FALSE(starts_with_preface(plain));
+    EXPECT_TRUE(starts_with_preface(std::span<const uint8_t, 8>(kPrefaceMagic)));
+}
+
+TEST(MultifdHandshake, LanesArriveInAnyOrderAndAPlainStreamKeepsItsBytes) {
+    Side src(true), dst(false);
+    auto [main_s, main_d] = unix_pair();
+    auto smain = make_socket_stream(std::move(main_s), src.ctx, "destination");
+    auto dmain = make_socket_stream(std::move(main_d), dst.ctx, "source");
+    // The source connects three lanes; the destination's accept hands them over last first.
+    std::deque<UniqueFd> accepted;
+    OpenFd connect = [&]() -> Result<UniqueFd> {
+        auto [a, b] = unix_pair();
+        accepted.push_front(std::move(b));
+        return std::move(a);
+    };
+    auto lanes = open_source_lanes(*smain, 3, connect, src.ctx);
+    ASSERT_TRUE(lanes) << lanes.error().message();
+    OpenFd accept = [&]() -> Result<UniqueFd> {
+        UniqueFd fd = std::move(accepted.front());
+        accepted.pop_front();
+        return fd;
+    };
+    auto got = accept_dest_lanes(*dmain, accept, dst.ctx);
+    ASSERT_TRUE(got) << got.error().message();
+    ASSERT_EQ(got->size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {  // each lane is at its index: what lane i sends, lane i reads
+        uint8_t b = static_cast<uint8_t>(i), r = 0xff;
+        ASSERT_TRUE((*lanes)[i]->write(std::span<const uint8_t>(&b, 1)) && (*lanes)[i]->flush());
+        ASSERT_TRUE((*got)[i]->read_exact({&r, 1}));
+        EXPECT_EQ(r, b);
+    }
+
+    auto [ps, pd] = unix_pair();  // no preface: the core reads the stream from its first byte
+    auto plain_d = make_socket_stream(std::move(pd), dst.ctx, "source");
+    std::vector<uint8_t> header = encode_header({});
+    ASSERT_EQ(::write(ps.get(), header.data(), header.size()), static_cast<ssize_t>(header.size()));
+    auto none = accept_dest_lanes(*plain_d, accept, dst.ctx);
+    ASSERT_TRUE(none);
+    EXPECT_TRUE(none->empty());
+    std::vector<uint8_t> again(header.size());
+    ASSERT_TRUE(plain_d->read_exact(again));
+    EXPECT_EQ(again, header);
+}
+
+TEST(MultifdHandshake, ALaneOfAnotherSessionIsRefused) {
+    Side src(true), dst(false);
+    auto [main_s, main_d] = unix_pair();
+    auto dmain = make_socket_stream(std::move(main_d), dst.ctx, "source");
+    auto preface = encode_hello({Hello::Kind::preface, 2, 1});
+    ASSERT_EQ(::write(main_s.get(), preface.data(), preface.size()), 24);
+    UniqueFd keep;
+    OpenFd accept = [&]() -> Result<UniqueFd> {
+        auto [a, b] = unix_pair();
+        auto hello = encode_hello({Hello::Kind::lane, 0, 2});  // session 2, not 1
+        EXPECT_EQ(::write(a.get(), hello.data(), hello.size()), 24);
+        keep = std::move(a);
+        return std::move(b);
+    };
+    auto got = accept_dest_lanes(*dmain, accept, dst.ctx);
+    ASSERT_FALSE(got);
+    EXPECT_NE(got.error().message().find("not a lane of this migration"), std::string::npos) << got.error().message();
+}
+
+TEST(MultifdLanes, RoundsOfPagesAndZerosLandByteForByte) {
+    SigpipeIgnored sigpipe;
+    Side src(true), dst(false);
+    std::memset(dst.ram[1].data(), 0x55, dst.ram[1].size());  // must read as zero after a ZERO range
+    auto [sl, dl] = lane_pairs(3, src, dst);
+    auto source = make_source_lanes(std::move(sl), src.ctx.blocks, false);
+    auto dest = make_dest_lanes(std::move(dl), dst.ctx.blocks);
+    for (uint32_t round = 0; round < 2; ++round) {
+        Status served;
+        std::thread server([&] { served = dest->serve_round(round); });
+        ASSERT_TRUE(source->begin_round(round));
+        if (round == 0) {
+            ASSERT_TRUE(source->send(0, 0, 12 << 20));  // three records of 4 MiB, one per lane
+            ASSERT_TRUE(source->send_zero(1, 0, 1 << 20));
+        } else {  // the guest changed two runs since
+            std::memset(src.ram[0].data() + 4096, 0xab, 3 * 4096);
+            std::memset(src.ram[0].data() + (9 << 20), 0xcd, 4096);
+            ASSERT_TRUE(source->send(0, 4096, 3 * 4096));
+            ASSERT_TRUE(source->send(0, 9 << 20, 4096));
+        }
+        Status ended = source->end_round();
+        server.join();
+        ASSERT_TRUE(ended) << ended.error().message();
+        ASSERT_TRUE(served) << served.error().message();
+        EXPECT_TRUE(src.same_as(dst)) << "round " << round;
+    }
+    auto counts = dest->counts();  // 12 MiB + 4 pages of data, 1 MiB of zeros
+    EXPECT_EQ(counts.pages, (12u << 20) / 4096 + 4);
+    EXPECT_EQ(counts.bytes, (12u << 20) + 4 * 4096);
+    EXPECT_EQ(counts.zero_pages, (1u << 20) / 4096);
+}
+
+TEST(MultifdLanes, AHostileLaneFailsTheRoundAndWritesNothing) {
+    Side src(true), dst(false);
+    auto [sl, dl] = lane_pairs(2, src, dst);
+    auto dest = make_dest_lanes(std::move(dl), dst.ctx.blocks);
+    struct Case {
+        Record record;
+        const char* says;
+    };
+    Record past_end{RecordType::pages, 1, 1 << 20, 4096, 0};  // block 1 is 1 MiB long
+    Record bad_block{RecordType::zero, 2, 0, 4096, 0};
+    Record state{RecordType::state, 0, 0, 16, 0};
+    Record other_round{RecordType::round_end, 0, 0, 0, 7};
+    for (const Case& c : {Case{past_end, "multifd lane 1"}, Case{bad_block, "multifd lane 1"},
+                          Case{state, "does not belong on a lane"}, Case{other_round, "end of round 7 inside round 0"}}) {
+        auto [s, d] = lane_pairs(2, src, dst);
+        auto lanes = make_dest_lanes(std::move(d), dst.ctx.blocks);
+        auto bytes = encode_record(c.record);
+        ASSERT_TRUE(s[1]->write(bytes) && s[1]->flush());
+        Status served = lanes->serve_round(0);
+        ASSERT_FALSE(served);
+        EXPECT_NE(served.error().message().find(c.says), std::string::npos) << served.error().message();
+    }
+    std::vector<uint8_t> zero(1 << 20, 0);
+    EXPECT_EQ(std::memcmp(dst.ram[1].data(), zero.data(), zero.size()), 0) << "a refused record wrote memory";
+}
+
+}  // namespace vmm::migration

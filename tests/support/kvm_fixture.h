@@ -1,0 +1,39 @@
+// Helpers for tests that need /dev/kvm: they skip, saying why, where it is missing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tests/support/wait.h"
+#include "vmm/machine/machine.h"
+
+namespace vmm::test {
+
+// Empty when /dev/kvm can be opened read-write; otherwise the reason.
+std::string kvm_missing_reason();
+
+#define VMM_REQUIRE_KVM()                                                                  \
+    do {                                                                                   \
+        if (auto why = ::vmm::test::kvm_missing_reason(); !why.empty())                    \
+            GTEST_SKIP() << "needs a usable /dev/kvm: " << why;                            \
+    } while (0)
+
+// Serial output collected in memory.
+struct SerialLog {
+    std::mutex mutex;
+    std::string text;
+    devices::Serial::Sink sink();
+    std::string get();
+};
+
+machine::MachineSpec small_spec(uint32_t vcpus = 1, uint64_t ram = 64ull << 20);
+// Creates and boots; fails the test (returns null) on error.
+std::unique_ptr<machine::Machine> boot(const machine::MachineSpec& spec, const std::string& payload,
+                                       const std::string& params);
+
+}  // namespace vmm::test

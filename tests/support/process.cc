@@ -1,0 +1,183 @@
+#include "tests/support/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace vmm::test {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<VmmProcess> VmmProcess::spawn(const std::vector<std::string>& args, const std::string& log_path,
+                                              const std::vector<std::string>& wrapper) {
+    const char* bin = std::getenv("VMM_BINARY");
+    if (bin == nullptr) bin = VMM_TEST_BINARY;
+    std::vector<std::string> all = wrapper;
+    all.push_back(bin);
+    all.insert(all.end(), args.begin(), args.end());
+    return spawn_program(all, log_path);
+}
+
+std::unique_ptr<VmmProcess> VmmProcess::spawn_program(const std::vector<std::string>& args, const std::string& log_path) {
+    std::vector<std::string> all = args;
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return nullptr;
+    return std::unique_ptr<VmmProcess>(new VmmProcess(pid));
+}
+
+VmmProcess::~VmmProcess() {
+    if (reaped_) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+}
+
+void VmmProcess::signal(int signo) { ::kill(pid_, signo); }
+
+std::optional<int> VmmProcess::wait(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(pid_, &status, WNOHANG);
+        if (r == pid_) {
+            reaped_ = true;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+        std::this_thread::sleep_for(20ms);
+    }
+}
+
+static bool read_more(int fd, std::string& buffer, std::chrono::milliseconds timeout) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char chunk[4096];
+    ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n <= 0) return false;
+    buffer.append(chunk, static_cast<size_t>(n));
+    return true;
+}
+
+static void send_all(int fd, const std::string& s) {
+    size_t done = 0;
+    while (done < s.size()) {
+        ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+        if (n <= 0) return;
+        done += static_cast<size_t>(n);
+    }
+}
+
+std::unique_ptr<monitor::HmpClient> connect_hmp(const std::string& path) {
+    auto c = monitor::HmpClient::connect(path, 30s);
+    if (!c) {
+        ADD_FAILURE() << c.error().message();
+        return nullptr;
+    }
+    return std::move(*c);
+}
+
+std::string hmp(monitor::HmpClient& client, const std::string& line) {
+    auto out = client.command(line);
+    return out ? *out : "monitor I/O failed: " + out.error().message();
+}
+
+std::optional<Json> QmpClient::read_message(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        size_t nl = buffer_.find('\n');
+        if (nl != std::string::npos) {
+            Json j = Json::parse(buffer_.substr(0, nl), nullptr, false);
+            buffer_.erase(0, nl + 1);
+            return j;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || !read_more(fd_.get(), buffer_, left)) return std::nullopt;
+    }
+}
+
+std::unique_ptr<QmpClient> QmpClient::connect(const std::string& path) {
+    auto fd = monitor::connect_unix(path, 30s);
+    if (!fd) return nullptr;
+    std::unique_ptr<QmpClient> c(new QmpClient(std::move(*fd)));
+    auto g = c->read_message(30s);
+    if (!g) return nullptr;
+    c->greeting_ = *g;
+    Json r = c->execute("qmp_capabilities");
+    if (!r.contains("return")) return nullptr;
+    return c;
+}
+
+Json QmpClient::send_raw(const std::string& line) {
+    send_all(fd_.get(), line + "\n");
+    for (;;) {
+        auto m = read_message(30s);
+        if (!m) return Json{{"error", {{"desc", "no reply"}}}};
+        if (m->contains("event")) {
+            events_.push_back(*m);
+            continue;
+        }
+        return *m;
+    }
+}
+
+Json QmpClient::execute(const std::string& name, const Json& args) {
+    Json req{{"execute", name}};
+    if (!args.empty()) req["arguments"] = args;
+    return send_raw(req.dump());
+}
+
+std::optional<Json> QmpClient::wait_event(const std::string& name, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        for (auto it = events_.begin(); it != events_.end(); ++it) {
+            if ((*it)["event"] == name) {
+                Json e = *it;
+                events_.erase(it);
+                return e;
+            }
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return std::nullopt;
+        auto m = read_message(left);
+        if (!m) return std::nullopt;
+        if (m->contains("event")) events_.push_back(*m);
+    }
+}
+
+std::string temp_path(const std::string& name) {
+    return "/tmp/vmm-test-" + std::to_string(::getpid()) + "-" + name;
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+}  // namespace vmm::test

@@ -1,0 +1,129 @@
+#include "tests/support/vm_pair.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <thread>
+
+namespace vmm::test {
+
+std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> args,
+                              const std::vector<std::string>& wrapper) {
+    auto vm = std::unique_ptr<Vm>(new Vm());
+    vm->sock_ = temp_path(name + ".sock");
+    vm->log_ = temp_path(name + ".log");
+    args.push_back("--monitor");
+    args.push_back("unix:" + vm->sock_);
+    args.push_back("--serial");
+    args.push_back("none");
+    vm->proc_ = VmmProcess::spawn(args, vm->log_, wrapper);
+    if (!vm->proc_) {
+        ADD_FAILURE() << "cannot start vmm";
+        return nullptr;
+    }
+    vm->hmp_ = connect_hmp(vm->sock_);
+    if (!vm->hmp_) {
+        ADD_FAILURE() << name << " log:\n" << vm->log();
+        return nullptr;
+    }
+    return vm;
+}
+
+Vm::~Vm() {
+    hmp_.reset();
+    ::unlink(log_.c_str());
+}
+
+std::string Vm::cmd(const std::string& line) {
+    if (!hmp_) return "(no monitor)";
+    return hmp(*hmp_, line);
+}
+
+std::string Vm::log() { return read_text_file(log_); }
+
+std::string Vm::status() {
+    std::string s = cmd("info status");
+    const std::string prefix = "VM status: ";
+    if (s.rfind(prefix, 0) != 0) return s;
+    return s.substr(prefix.size(), s.find('\n') - prefix.size());
+}
+
+std::string text_field(const std::string& text, const std::string& label) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(label + ": ", 0) == 0) return line.substr(label.size() + 2);
+    return "";
+}
+
+std::string Vm::migrate_field(const std::string& label) { return text_field(cmd("info migrate"), label); }
+
+std::string Vm::migrate_status() { return migrate_field("Migration status"); }
+
+uint64_t Vm::guest_value(const std::string& label) {
+    std::string v = text_field(cmd("info guest"), label);
+    return v.empty() ? 0 : std::stoull(v);
+}
+
+double ms_field(Vm& vm, const std::string& label) {
+    std::string v = vm.migrate_field(label);
+    return v.empty() ? -1.0 : std::stod(v);
+}
+
+uint16_t free_tcp_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+UniqueFd tcp_listener(uint16_t& port) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0 || ::listen(fd.get(), 16) < 0) return UniqueFd();
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    return fd;
+}
+
+UniqueFd tcp_connect(uint16_t port) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) return UniqueFd();
+    return fd;
+}
+
+std::string local_uri(const std::string& scheme, uint16_t port) { return scheme + ":127.0.0.1:" + std::to_string(port); }
+std::string tcp_uri(uint16_t port) { return local_uri("tcp", port); }
+
+std::unique_ptr<Vm> destination(const std::string& name, const std::string& uri, const std::string& mem,
+                                const std::string& smp) {
+    return Vm::start(name, {"-m", mem, "--smp", smp, "-S", "--incoming", uri});
+}
+
+void expect_handover(Vm& src, Vm& dst) {
+    EXPECT_EQ(src.status(), "postmigrate");
+    EXPECT_EQ(dst.status(), "paused");
+    std::string h = src.ramhash();
+    EXPECT_EQ(h, dst.ramhash()) << "source and destination RAM differ";
+    uint64_t steps = dst.guest_value("steps");
+    EXPECT_EQ(dst.cmd("cont"), "");
+    EXPECT_TRUE(eventually([&] { return dst.guest_value("steps") > steps + 1; }, 60)) << "the guest did not run on";
+    EXPECT_EQ(dst.guest_value("errors"), 0u);
+}
+
+}  // namespace vmm::test

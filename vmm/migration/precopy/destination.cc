@@ -1,0 +1,165 @@
+#include "vmm/migration/precopy/destination.h"
+
+#include <fmt/format.h>
+
+#include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
+#include "vmm/migration/precopy/machine_state.h"
+#include "vmm/migration/precopy/ram_loader.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, Options options,
+                                     CancelToken cancel, bool stay_paused, StatusFn on_status, FailFn on_failure)
+    : machine_(m), transport_(transport), uri_(std::move(uri)), options_(std::move(options)), cancel_(std::move(cancel)),
+      stay_paused_(stay_paused), on_status_(std::move(on_status)), on_failure_(std::move(on_failure)) {
+    stats_.uri = uri_.text;
+    stats_.ram.total = m.memory().total_size();
+}
+
+IncomingMigration::~IncomingMigration() {
+    cancel_.cancel();
+    if (thread_.joinable()) thread_.join();
+}
+
+Status IncomingMigration::listen() {
+    auto l = transport_.listen(context_for(machine_, uri_, options_, cancel_));
+    if (!l) return l.error();
+    listener_ = std::move(*l);
+    machine_.set_incoming();
+    return {};
+}
+
+void IncomingMigration::start() { thread_ = std::thread([this] { run(); }); }
+
+MigrationStats IncomingMigration::stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+}
+
+void IncomingMigration::set_status(MigrationStatus s) {
+    {
+        std::lock_guard lock(mutex_);
+        stats_.status = s;
+    }
+    if (on_status_ && options_.caps.events) on_status_(s);
+}
+
+void IncomingMigration::run() {
+    name_this_thread("mig-incoming");
+    log::info("waiting for an incoming migration on {}", listener_->describe());
+    auto conn = listener_->accept();
+    if (!conn) {
+        if (!cancel_.cancelled()) on_failure_(conn.error());
+        return;
+    }
+    log::info("incoming migration from {}", (*conn)->describe());
+    start_ = std::chrono::steady_clock::now();
+    set_status(MigrationStatus::active);
+    Status s = receive(**conn);
+    if (!s) (*conn)->abort(s.error().message());  // a peer that is still there hears why at once
+    {
+        std::lock_guard lock(mutex_);
+        stats_.total_time_ms = static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count());
+        if (!s) stats_.error = s.error().message();
+    }
+    set_status(s ? MigrationStatus::completed : MigrationStatus::failed);
+    if (!s) on_failure_(s.error());
+}
+
+static void refuse(ByteStream& st, const Error& e) {
+    // Best effort: the source learns why; the connection may already be gone.
+    if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
+}
+
+// Reads the header, checks it against this machine, rehearses the hand-over and answers.
+Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
+    ByteStream& st = conn.stream();
+    if (auto m = read_magic(st); !m) return m.error();  // not a vmm source: it could not read REFUSED
+    auto header = read_header_after_magic(st);
+    if (!header) {
+        refuse(st, header.error());
+        return header.error();
+    }
+    StreamHeader local = header_for(machine_);
+    Status ok = check_compatible(*header, local);
+    if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
+        ok = Error("the source sends RAM through a transport channel this transport lacks");
+    }
+    auto handover_us = ok ? rehearse_handover(machine_) : Result<uint32_t>(ok.error());
+    if (!handover_us) {
+        refuse(st, handover_us.error());
+        return handover_us.error();
+    }
+    if (auto s = st.write(encode_header_ok(*handover_us)); !s) return s.error();
+    if (auto s = st.flush(); !s) return s.error();
+    header->blocks = local.blocks;
+    return header;
+}
+
+void IncomingMigration::publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier) {
+    std::lock_guard lock(mutex_);
+    ChannelCounts lanes = channel != nullptr ? channel->counts() : ChannelCounts{};
+    stats_.ram.normal = loader.counters().pages + lanes.pages;
+    stats_.ram.duplicate = loader.counters().zero_pages + lanes.zero_pages;
+    stats_.ram.transferred = loader.counters().bytes + lanes.bytes;
+    stats_.ram.normal_bytes = stats_.ram.normal * memory::kPageSize;
+    stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
+    stats_.ram.populate_announced = loader.counters().announced;
+    stats_.ram.populated_ahead = loader.populated_ahead();
+    if (verifier != nullptr) {
+        stats_.ram.verified_bytes = verifier->checked_bytes();
+        stats_.ram.verify_mismatches = verifier->mismatches();
+        stats_.ram.verified_in_round = loader.checks_channel_sums();
+        stats_.ram.verified_after_round = loader.checked_late();
+    }
+}
+
+Status IncomingMigration::receive(Connection& conn) {
+    ByteStream& st = conn.stream();
+    auto header = accept_header(conn);
+    if (!header) return header.error();
+    DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
+    std::unique_ptr<RamVerifier> verifier;
+    bool round_sums = (header->features & kFeatureRoundSums) != 0;
+    bool channel_sums = (header->features & kFeatureChannelSums) != 0;
+    if ((header->features & kFeatureVerifyRam) != 0) {
+        verifier = std::make_unique<RamVerifier>(header->blocks);
+        if (channel != nullptr && !round_sums && !channel_sums) {  // a channel that checks its own records (multifd)
+            if (auto s = channel->verify_with(verifier.get()); !s) {
+                refuse(st, s.error());
+                return s;
+            }
+        }
+    }
+    StreamLoader loader(machine_.memory(), st, channel, header->blocks,
+                        [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); },
+                        verifier.get());
+    if (verifier && round_sums) loader.expect_round_sums();
+    if (verifier && channel_sums) {
+        if (auto s = loader.check_channel_sums(); !s) {
+            refuse(st, s.error());
+            return s;
+        }
+    }
+    Status loaded = loader.run();
+    publish(loader, channel, verifier.get());
+    if (!loaded) {
+        refuse(st, loaded.error());
+        return loaded;
+    }
+    if (auto s = st.write(encode_reply(ReplyType::ready)); !s) return s;
+    if (auto s = st.flush(); !s) return s;
+    auto go = read_reply(st);
+    if (!go) return go.error().context("waiting for the source's go-ahead");
+    if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
+        return Error("the source did not give the go-ahead; not running the guest");
+    }
+    // A guest the source had paused stays paused here too (as with -S): 'cont' runs it.
+    return machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused);
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,56 @@
+// IncomingMigration: the destination side. listen() binds at once (so a busy port is reported
+// at start-up); start() accepts the source on a thread, checks its header against this machine,
+// loads RAM and state, answers READY, and on GO runs the guest (or leaves it paused with -S).
+// Any failure calls on_failure with one line; the process then exits non-zero.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "vmm/machine/machine.h"
+#include "vmm/migration/transport/cancel.h"
+#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/precopy/ram_loader.h"
+#include "vmm/migration/transport/transport.h"
+
+namespace vmm::migration {
+
+class IncomingMigration {
+public:
+    using StatusFn = std::function<void(MigrationStatus)>;
+    using FailFn = std::function<void(const Error&)>;
+
+    IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
+                      bool stay_paused, StatusFn on_status, FailFn on_failure);
+    ~IncomingMigration();
+
+    Status listen();
+    void start();
+    void cancel() { cancel_.cancel(); }
+    MigrationStats stats() const;
+
+private:
+    void run();
+    Status receive(Connection& conn);
+    Result<StreamHeader> accept_header(Connection& conn);
+    void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
+    void set_status(MigrationStatus s);
+
+    machine::Machine& machine_;
+    Transport& transport_;
+    Uri uri_;
+    Options options_;
+    CancelToken cancel_;
+    bool stay_paused_;
+    StatusFn on_status_;
+    FailFn on_failure_;
+    std::unique_ptr<Listener> listener_;
+    mutable std::mutex mutex_;
+    MigrationStats stats_;
+    std::chrono::steady_clock::time_point start_;
+    std::thread thread_;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,289 @@
+#include "vmm/migration/precopy/ram_saver.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "vmm/migration/wire/page_sums.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+using memory::kPageShift;
+using memory::kPageSize;
+
+bool is_zero_page(const uint8_t* p) {
+    uint64_t acc = 0;
+    for (size_t i = 0; i < kPageSize; i += 64) {
+        uint64_t w[8];
+        std::memcpy(w, p + i, sizeof(w));
+        acc |= w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7];
+        if (acc != 0) return false;
+    }
+    return true;
+}
+
+RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
+                   bool zero_markers, RamStats& stats, Verify verify)
+    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
+      verify_(verify) {
+    if (channel_ != nullptr) {
+        channel_->on_arrival([this] {
+            count_arrived();
+            if (progress_) progress_();
+        });
+    }
+}
+
+RamSaver::~RamSaver() {
+    if (channel_ != nullptr) channel_->on_arrival(nullptr);
+}
+
+void RamSaver::count_arrived() {
+    // What has arrived, not what the channel has merely accepted: an RDMA channel may have
+    // many MiB of writes in flight.
+    uint64_t pending = channel_ != nullptr ? std::min(channel_->in_flight(), bytes_) : 0;
+    stats_.transferred = bytes_ - pending;
+    stats_.in_flight = pending;
+}
+
+Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint8_t> ram, Pages pages) {
+    // Paced first, then sent, then counted: under a cap, the figures move when bytes go out,
+    // not a record ahead of them.
+    uint64_t n = header.size() + ram.size();
+    if (auto s = limiter_.consume(n); !s) return s;
+    auto s = ram.empty() ? stream_.write(header) : stream_.write_ram(header, ram);
+    if (!s) return s;
+    account(pages);
+    sent(n);
+    return {};
+}
+
+void RamSaver::account(Pages pages) {
+    stats_.normal += pages.data;
+    stats_.normal_bytes += pages.data << kPageShift;
+    stats_.duplicate += pages.zero;
+    done_pages(pages.data + pages.zero);
+}
+
+void RamSaver::sent(uint64_t n) {
+    bytes_ += n;
+    count_arrived();
+    if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
+        last_progress_ = bytes_;
+        progress_();
+    }
+}
+
+Status RamSaver::begin(uint32_t round) {
+    round_ = round;
+    round_sums_.clear();
+    if (progress_) progress_();  // the round's `remaining` is published before any of it goes
+    Record r;
+    r.type = RecordType::round_begin;
+    r.round = round;
+    if (auto s = record(encode_record(r)); !s) return s;
+    if (channel_ == nullptr) return {};
+    if (auto s = stream_.flush(); !s) return s;  // the destination starts serving the round
+    return channel_->begin_round(round);
+}
+
+// The sums of pages handed to a channel that does not checksum its own records: kept for SUMS
+// records after its round, or handed to a channel that carries them (before the pages).
+Status RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero) {
+    if (!sums_for_channel()) return {};
+    static const uint64_t zero_sum = [] {
+        std::vector<uint8_t> page(kPageSize, 0);
+        return page_checksum(page.data());
+    }();
+    std::vector<uint64_t> sums(count, zero_sum);
+    if (!zero) {
+        const uint8_t* host = mem_.blocks()[block]->host() + (first_page << kPageShift);
+        for (uint64_t i = 0; i < count; ++i) sums[i] = page_checksum(host + (i << kPageShift));
+    }
+    if (verify_ == Verify::channel_sums) return channel_->sums(block, first_page << kPageShift, sums);
+    for (uint64_t at = 0; at < count; at += kMaxSumsRecord) {  // SUMS records of at most kMaxSumsRecord pages
+        uint64_t n = std::min<uint64_t>(kMaxSumsRecord, count - at);
+        round_sums_.push_back({block, (first_page + at) << kPageShift,
+                               {sums.begin() + static_cast<long>(at), sums.begin() + static_cast<long>(at + n)}});
+    }
+    return {};
+}
+
+// After the channel's round: every write of it has landed, so the destination can check them.
+// One write for all of them: over a plugin's control channel each write may be a message with
+// its own round trip, and a round's dirty runs can be many.
+Status RamSaver::send_round_sums() {
+    if (round_sums_.empty()) return {};
+    std::vector<uint8_t> all;
+    for (const Sums& s : round_sums_) {
+        Record r;
+        r.type = RecordType::sums;
+        r.block = s.block;
+        r.offset = s.offset;
+        r.length = s.sums.size() << kPageShift;
+        auto header = encode_record(r);
+        all.insert(all.end(), header.begin(), header.end());
+        append_sums(all, s.sums);
+    }
+    round_sums_.clear();
+    if (auto st = stream_.write(all); !st) return st;
+    sent(all.size());
+    return {};
+}
+
+Status RamSaver::end(uint32_t round) {
+    if (channel_ != nullptr) {
+        if (auto s = channel_->end_round(); !s) return s;
+        if (auto s = send_round_sums(); !s) return s;
+    }
+    Record r;
+    r.type = RecordType::round_end;
+    r.round = round;
+    if (auto s = record(encode_record(r)); !s) return s;
+    if (auto s = stream_.flush(); !s) return s;
+    if (!sums_for_channel() || channel_ == nullptr) return {};
+    // The round ends when the destination has checked it: its checking is then part of each
+    // round's measured time (which convergence sees), not left to run into the switchover.
+    auto reply = read_reply(stream_);
+    if (!reply) return reply.error().context("waiting for the destination to check the round's sums");
+    if (reply->type == ReplyType::refused) return Error("the destination refused the round: " + reply->reason);
+    if (reply->type != ReplyType::round_checked) return Error("the destination answered a round's end out of turn");
+    return {};
+}
+
+void RamSaver::done_pages(uint64_t n) { stats_.remaining -= std::min(stats_.remaining, n << kPageShift); }
+
+Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) {
+    const auto& b = *mem_.blocks()[block];
+    // Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the
+    // progress figures follow every piece, not whole runs (which can span all of RAM). They
+    // end on 4 MiB boundaries of the block, so a run that starts mid-way does not split every
+    // RDMA chunk (a power of two up to 4 MiB) it covers into two writes.
+    constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
+    if (channel_ == nullptr && count > kPagesPerRecord) {
+        // A run longer than one record: the destination may prepare its memory ahead of it.
+        Record r;
+        r.type = RecordType::populate;
+        r.block = block;
+        r.offset = first_page << kPageShift;
+        r.length = count << kPageShift;
+        if (auto s = record(encode_record(r)); !s) return s;
+    }
+    for (uint64_t p = first_page, n = 0; p < first_page + count; p += n) {
+        n = std::min(kPagesPerRecord - p % kPagesPerRecord, first_page + count - p);
+        // Counted piece by piece, as each goes out, so that `normal` and `remaining` are true
+        // at every instant of a capped round, not only at its end.
+        if (channel_ != nullptr) {
+            if (auto s = limiter_.consume(n << kPageShift); !s) return s;
+            if (auto s = sum_for_channel(block, p, n, false); !s) return s;  // as read now, as a spliced page is
+            if (auto s = channel_->send(block, p << kPageShift, n << kPageShift); !s) return s;
+            account({n, 0});
+            sent(n << kPageShift);
+            continue;
+        }
+        Record r;
+        r.type = verify_ == Verify::summed ? RecordType::pages_summed : RecordType::pages;
+        r.block = block;
+        r.offset = p << kPageShift;
+        r.length = n << kPageShift;
+        std::span<const uint8_t> data{b.host() + r.offset, r.length};
+        auto header = encode_record(r);
+        if (verify_ == Verify::summed) append_page_sums(header, data);
+        if (auto s = record(header, data, {n, 0}); !s) return s;
+    }
+    return {};
+}
+
+Status RamSaver::send_zero(uint32_t block, uint64_t first_page, uint64_t count) {
+    if (channel_ != nullptr) {
+        // Only a later round's zero pages can settle a page owed from an earlier one.
+        if (round_ != 0) {
+            if (auto s = sum_for_channel(block, first_page, count, true); !s) return s;
+        }
+        if (auto s = channel_->send_zero(block, first_page << kPageShift, count << kPageShift); !s) return s;
+        account({0, count});
+        return {};
+    }
+    Record r;
+    r.type = RecordType::zero;
+    r.block = block;
+    r.offset = first_page << kPageShift;
+    r.length = count << kPageShift;
+    return record(encode_record(r), {}, {0, count});
+}
+
+Status RamSaver::send_run(uint32_t block, uint64_t first_page, uint64_t count) {
+    const uint8_t* host = mem_.blocks()[block]->host();
+    uint64_t end = first_page + count;
+    uint64_t p = first_page;
+    while (p < end) {
+        bool zero = zero_markers_ && is_zero_page(host + (p << kPageShift));
+        uint64_t q = p + 1;
+        while (q < end && (zero_markers_ && is_zero_page(host + (q << kPageShift))) == zero) ++q;
+        Status s = zero ? send_zero(block, p, q - p) : send_data(block, p, q - p);
+        if (!s) return s;
+        p = q;
+    }
+    return {};
+}
+
+void RamSaver::skipped(uint64_t n) {
+    stats_.skipped_unpopulated += n;
+    done_pages(n);
+}
+
+Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
+    stats_.remaining = 0;  // every page of RAM is this round's to send, skip or mark as zero
+    for (const auto& b : mem_.blocks()) stats_.remaining += b->size();
+    if (auto s = begin(0); !s) return s;
+    for (uint32_t i = 0; i < mem_.blocks().size(); ++i) {
+        const auto& b = *mem_.blocks()[i];
+        if (pagemap == nullptr) {
+            if (auto s = send_run(i, 0, b.pages()); !s) return s;
+            continue;
+        }
+        uint64_t next = 0;  // the pages before a populated run were never touched: skipped as passed
+        auto s = pagemap->for_each_populated_run(b, [&](uint64_t first, uint64_t n) {
+            skipped(first - next);
+            next = first + n;
+            return send_run(i, first, n);
+        });
+        if (!s) return s;
+        skipped(b.pages() - next);
+    }
+    return end(0);
+}
+
+Status RamSaver::dirty_round(uint32_t round, const std::vector<std::vector<uint64_t>>& bitmaps) {
+    stats_.remaining = 0;
+    for (const auto& words : bitmaps) stats_.remaining += memory::count_bits(words.data(), words.size()) << kPageShift;
+    if (auto s = begin(round); !s) return s;
+    for (uint32_t i = 0; i < bitmaps.size(); ++i) {
+        const auto& words = bitmaps[i];
+        uint64_t pages = mem_.blocks()[i]->pages();
+        uint64_t run_start = 0, run_len = 0;
+        for (size_t w = 0; w < words.size(); ++w) {
+            uint64_t bits = words[w];
+            if (bits == 0 && run_len == 0) continue;
+            for (unsigned b = 0; b < 64; ++b) {
+                uint64_t page = w * 64 + b;
+                if (page >= pages) break;
+                if ((bits >> b) & 1) {
+                    if (run_len == 0) run_start = page;
+                    ++run_len;
+                } else if (run_len != 0) {
+                    if (auto s = send_run(i, run_start, run_len); !s) return s;
+                    run_len = 0;
+                }
+            }
+        }
+        if (run_len != 0) {
+            if (auto s = send_run(i, run_start, run_len); !s) return s;
+        }
+    }
+    return end(round);
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,42 @@
+#include "vmm/migration/precopy/rate_limiter.h"
+
+#include <poll.h>
+
+namespace vmm::migration {
+
+RateLimiter::RateLimiter(uint64_t bytes_per_second, SleepFn sleep, std::function<Clock::time_point()> now)
+    : rate_(bytes_per_second), sleep_(std::move(sleep)), now_(std::move(now)), start_(now_()) {}
+
+void RateLimiter::set_rate(uint64_t bytes_per_second) {
+    rate_ = bytes_per_second;
+    start_ = now_();
+    sent_ = 0;
+}
+
+Status RateLimiter::consume(uint64_t bytes) {
+    if (uint64_t r = requested_.exchange(kNoRequest); r != kNoRequest) set_rate(r);
+    if (rate_ == 0) return {};
+    sent_ += bytes;
+    // Where the sender should be in time for what it has sent.
+    auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(sent_) * 1e9 / static_cast<double>(rate_)));
+    auto now = now_();
+    if (due > now) return sleep_(due - now);
+    // Far behind (e.g. a stall): do not let the sender burst to catch up for long.
+    if (now - due > std::chrono::milliseconds(100)) {
+        start_ = now;
+        sent_ = 0;
+    }
+    return {};
+}
+
+RateLimiter::SleepFn RateLimiter::cancellable_sleep(const CancelToken& cancel) {
+    return [&cancel](std::chrono::nanoseconds d) -> Status {
+        pollfd p{cancel.fd(), POLLIN, 0};
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+        ::poll(&p, 1, static_cast<int>(ms > 0 ? ms : 1));
+        if (cancel.cancelled()) return Error("migration cancelled");
+        return {};
+    };
+}
+
+}  // namespace vmm::migration

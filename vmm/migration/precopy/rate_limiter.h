@@ -1,0 +1,42 @@
+// RateLimiter: keeps a sender at or under max-bandwidth. The budget refills continuously;
+// a sender that is ahead of it sleeps (waking early on cancel). 0 means unlimited.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "vmm/common/result.h"
+#include "vmm/migration/transport/cancel.h"
+
+namespace vmm::migration {
+
+class RateLimiter {
+public:
+    using Clock = std::chrono::steady_clock;
+    // `sleep` waits for a duration or until cancelled (returns an error then); tests fake it.
+    using SleepFn = std::function<Status(std::chrono::nanoseconds)>;
+
+    RateLimiter(uint64_t bytes_per_second, SleepFn sleep, std::function<Clock::time_point()> now = Clock::now);
+
+    void set_rate(uint64_t bytes_per_second);
+    // From any thread: the sender switches to this rate at its next consume().
+    void request_rate(uint64_t bytes_per_second) { requested_ = bytes_per_second; }
+    // Accounts `bytes` as sent; sleeps as long as the sender is ahead of the rate.
+    Status consume(uint64_t bytes);
+
+    // A SleepFn that polls the cancel token.
+    static SleepFn cancellable_sleep(const CancelToken& cancel);
+
+private:
+    uint64_t rate_;
+    SleepFn sleep_;
+    std::function<Clock::time_point()> now_;
+    Clock::time_point start_;
+    uint64_t sent_ = 0;
+    static constexpr uint64_t kNoRequest = UINT64_MAX;
+    std::atomic<uint64_t> requested_{kNoRequest};
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,343 @@
+#include "vmm/migration/precopy/source.h"
+
+#include <fmt/format.h>
+
+#include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
+#include "vmm/memory/populated.h"
+#include "vmm/migration/precopy/convergence.h"
+#include "vmm/migration/precopy/machine_state.h"
+#include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+uint64_t ms_since(Clock::time_point t) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+}  // namespace
+
+struct MigrationSource::Run {
+    Run(MigrationSource& src, Connection& c)
+        : conn(c),
+          limiter(src.options_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
+          saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.options_.caps.zero_blocks, work,
+                src.verify_mode()) {}
+    Connection& conn;
+    RamStats work;
+    RateLimiter limiter;
+    RamSaver saver;
+    uint32_t round = 0;
+};
+
+MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
+                                 StatusFn on_status)
+    : machine_(m), transport_(transport), uri_(std::move(uri)), options_(std::move(options)), cancel_(std::move(cancel)),
+      on_status_(std::move(on_status)) {
+    stats_.uri = uri_.text;
+    stats_.ram.total = m.memory().total_size();
+}
+
+MigrationSource::~MigrationSource() {
+    cancel_.cancel();
+    if (thread_.joinable()) thread_.join();
+}
+
+void MigrationSource::start(std::chrono::steady_clock::time_point asked) {
+    start_ = asked;
+    set_status(MigrationStatus::setup);
+    thread_ = std::thread([this] { run(); });
+}
+
+void MigrationSource::cancel() {
+    {
+        std::lock_guard lock(mutex_);
+        if (is_terminal(stats_.status)) return;
+    }
+    set_status(MigrationStatus::cancelling);
+    cancel_.cancel();
+}
+
+bool MigrationSource::finished() const { return finished_; }
+
+void MigrationSource::set_max_bandwidth(uint64_t bytes_per_second) {
+    std::lock_guard lock(mutex_);  // limiter_ is only cleared under this lock
+    if (RateLimiter* l = limiter_.load()) l->request_rate(bytes_per_second);
+}
+
+MigrationStats MigrationSource::stats() const {
+    std::lock_guard lock(mutex_);
+    MigrationStats s = stats_;
+    if (!is_terminal(s.status)) s.total_time_ms = ms_since(start_);
+    return s;
+}
+
+void MigrationSource::set_status(MigrationStatus s) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stats_.status == s) return;
+        if (stats_.status == MigrationStatus::cancelling && s != MigrationStatus::cancelled) return;
+        stats_.status = s;
+    }
+    if (on_status_ && options_.caps.events) on_status_(s);
+}
+
+void MigrationSource::fail(const Error& e) {
+    // Give the guest back first, unthrottled: a failed migration must never leave the source
+    // stopped or slowed.
+    machine_.set_throttle(0);
+    if (paused_by_us_ && was_running_) (void)machine_.resume();
+    bool cancelled = cancel_.cancelled();
+    {
+        std::lock_guard lock(mutex_);
+        stats_.error = cancelled ? "cancelled by the user" : e.message();
+        stats_.total_time_ms = ms_since(start_);
+        stats_.cpu_throttle_percentage = 0;
+    }
+    if (!cancelled) log::error("migration to {} failed: {}", uri_.text, e.message());
+    set_status(cancelled ? MigrationStatus::cancelled : MigrationStatus::failed);
+}
+
+void MigrationSource::run() {
+    name_this_thread("migration");
+    was_running_ = machine_.run_state() == machine::RunState::running;
+    machine_.control().start_migration_window();  // the guest's stalls are timed from here
+    Connection* conn = nullptr;
+    Status s = setup(conn);
+    if (s) {
+        Run r(*this, *conn);
+        limiter_ = &r.limiter;
+        s = precopy(r);
+        {
+            std::lock_guard lock(mutex_);
+            limiter_ = nullptr;  // the downtime runs unpaced
+        }
+        if (s) s = complete(r);
+    }
+    if (!s) {
+        fail(s.error());
+        if (conn_) conn_->abort(s.error().message());  // a destination still there hears why at once
+    }
+    conn_.reset();  // closes the connection; the destination sees the end
+    finished_ = true;
+}
+
+// How this migration's RAM is verified: inline records carry their sums; a channel either sums
+// its own records (multifd lanes), or the saver sums what it hands it: for the channel to carry
+// as the pages land (RDMA with our extension), or else for the stream after the channel's round.
+RamSaver::Verify MigrationSource::verify_mode() const {
+    if (!options_.caps.verify_ram) return RamSaver::Verify::off;
+    SourceRamChannel* channel = conn_ ? conn_->source_ram() : nullptr;
+    if (channel == nullptr) return RamSaver::Verify::summed;
+    if (channel->verifies()) return RamSaver::Verify::off;
+    return channel->carries_sums() ? RamSaver::Verify::channel_sums : RamSaver::Verify::round_sums;
+}
+
+Status MigrationSource::setup(Connection*& conn_out) {
+    auto conn = transport_.connect(context_for(machine_, uri_, options_, cancel_));
+    if (!conn) return conn.error();
+    conn_ = std::move(*conn);
+    log::info("migrating to {}", conn_->describe());
+    RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
+    StreamHeader header = header_for(machine_, mode);
+    header.features = options_.caps.verify_ram ? kFeatureVerifyRam : 0;
+    RamSaver::Verify verify = verify_mode();
+    if (verify == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
+    if (verify == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
+    ByteStream& st = conn_->stream();
+    if (auto w = st.write(encode_header(header)); !w) return w;
+    if (auto f = st.flush(); !f) return f;
+    // A vmm destination answers the header at once; silence means whatever holds the port is
+    // not one (or is stuck), and that is what the user must hear, not a later reset.
+    auto answer_within = std::chrono::milliseconds(options_.params.connect_timeout_ms);
+    if (auto w = st.await_readable(answer_within); !w) {
+        if (cancel_.cancelled()) return w;
+        return Error(fmt::format("{} accepted the connection but did not answer the migration header within {} ms "
+                                 "(x-connect-timeout): is a vmm destination listening there, or something else?",
+                                 uri_.text, answer_within.count()));
+    }
+    auto reply = read_reply(st);
+    if (!reply && cancel_.cancelled()) return reply.error();
+    if (!reply) {
+        return Error(fmt::format("the destination refused the migration stream: it hung up without answering the header "
+                                 "(a destination that is not vmm, such as QEMU, cannot load vmm's stream; its log says "
+                                 "why): {}",
+                                 reply.error().message()));
+    }
+    if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
+    if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
+    if (SourceRamChannel* channel = conn_->source_ram(); channel != nullptr)
+        if (auto s = channel->setup(); !s) return s;
+    std::lock_guard lock(mutex_);
+    stats_.handover_estimate_ms = reply->handover_us / 1000.0;
+    stats_.setup_time_ms = ms_since(start_);
+    conn_out = conn_.get();
+    return {};
+}
+
+Result<std::vector<std::vector<uint64_t>>> MigrationSource::take_dirty() {
+    if (auto s = machine_.dirty_rate().sync_now(); !s) return s.error();
+    std::vector<std::vector<uint64_t>> out;
+    for (const auto& b : machine_.memory().blocks()) {
+        out.emplace_back();
+        b->dirty().take(out.back());
+    }
+    std::lock_guard lock(mutex_);
+    ++stats_.ram.dirty_sync_count;
+    return out;
+}
+
+void MigrationSource::update_remaining(uint64_t dirty_pages) {
+    std::lock_guard lock(mutex_);
+    stats_.ram.remaining = dirty_pages * memory::kPageSize;
+}
+
+static uint64_t count_pages(const std::vector<std::vector<uint64_t>>& bitmaps) {
+    uint64_t n = 0;
+    for (const auto& b : bitmaps) n += memory::count_bits(b.data(), b.size());
+    return n;
+}
+
+static uint64_t pending_pages(const machine::Machine& m) {
+    uint64_t n = 0;
+    for (const auto& b : m.memory().blocks()) n += b->dirty().count();
+    return n;
+}
+
+void MigrationSource::publish(const RamStats& work) {
+    std::lock_guard lock(mutex_);
+    RamStats& r = stats_.ram;
+    r.transferred = work.transferred;
+    r.in_flight = work.in_flight;
+    r.duplicate = work.duplicate;
+    r.normal = work.normal;
+    r.normal_bytes = work.normal_bytes;
+    r.skipped_unpopulated = work.skipped_unpopulated;
+    r.remaining = work.remaining;
+}
+
+Status MigrationSource::precopy(Run& run) {
+    // From the first instant the migration is active, all of RAM is the bulk round's to go
+    // (query-migrate may sample before the round's first piece publishes its own figure).
+    update_remaining(machine_.memory().total_size() / memory::kPageSize);
+    set_status(MigrationStatus::active);
+    run.saver.on_progress([this, &run] { publish(run.work); });
+    // Tracking starts now: what was dirty before is part of the bulk round anyway.
+    if (auto d = take_dirty(); !d) return d.error();
+    auto pagemap = memory::PagemapReader::open();
+    if (!pagemap) log::warn("{}; every page will be scanned", pagemap.error().message());
+    auto t = Clock::now();
+    uint64_t before = 0;
+    if (auto s = run.saver.bulk_round(pagemap ? &*pagemap : nullptr); !s) return s;
+    Convergence conv(options_.params, options_.caps.auto_converge, stats().handover_estimate_ms);
+    for (;;) {
+        double secs = std::chrono::duration<double>(Clock::now() - t).count();
+        uint64_t sent = run.saver.bytes_sent() - before;
+        if (auto s = machine_.dirty_rate().sync_now(); !s) return s;
+        uint64_t dirty = pending_pages(machine_);
+        Decision d = conv.after_round({sent, secs, dirty * memory::kPageSize});
+        if (d.limit_unreachable && run.round == 0) {  // said once, after the bulk round
+            log::warn("saving and loading the machine state alone took {:.0f} ms when the destination rehearsed it, "
+                      "more than downtime-limit {} ms: the downtime will exceed the limit (raise it to allow for this)",
+                      stats().handover_estimate_ms, options_.params.downtime_limit_ms);
+        }
+        machine_.set_throttle(d.throttle_percent);
+        publish(run.work);
+        {
+            std::lock_guard lock(mutex_);
+            stats_.rounds = run.round + 1;
+            stats_.ram.remaining = dirty * memory::kPageSize;
+            stats_.ram.mbps = d.bandwidth * 8 / 1e6;
+            stats_.ram.pages_per_second = d.bandwidth / memory::kPageSize;
+            stats_.ram.dirty_pages_rate = secs > 0 ? static_cast<double>(dirty) / secs : 0;
+            stats_.expected_downtime_ms = static_cast<uint64_t>(d.expected_downtime_ms);
+            stats_.cpu_throttle_percentage = d.throttle_percent;
+            if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back({run.round, sent, secs, dirty});
+        }
+        if (d.complete) return {};
+        auto bitmaps = take_dirty();
+        if (!bitmaps) return bitmaps.error();
+        t = Clock::now();
+        before = run.saver.bytes_sent();
+        if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+    }
+}
+
+static double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
+    auto t = Clock::now();
+    auto state = save_machine_state(machine_);
+    if (!state) return state.error();
+    ByteStream& st = run.conn.stream();
+    Record rec;
+    rec.type = RecordType::state;
+    rec.length = state->size();
+    Record end;
+    end.type = RecordType::end;
+    auto header = encode_record(rec);
+    auto end_bytes = encode_record(end);
+    std::span<const uint8_t> all[] = {header, *state, end_bytes};
+    if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s.error();
+    if (auto s = st.flush(); !s) return s.error();
+    auto sent = Clock::now();
+    parts.state = ms_between(t, sent);
+    auto reply = read_reply(st);
+    if (!reply) return reply.error().context("waiting for the destination to load the state");
+    if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
+    if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
+    auto ready = Clock::now();
+    parts.destination = ms_between(sent, ready);
+    if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s.error();
+    if (auto s = st.flush(); !s) return s.error();
+    parts.go = ms_between(ready, Clock::now());
+    return state->size();
+}
+
+Status MigrationSource::complete(Run& run) {
+    set_status(MigrationStatus::device);
+    uint64_t precopy_bytes = run.work.transferred;
+    DowntimeParts parts;
+    auto paused_at = Clock::now();
+    machine_.pause();
+    paused_by_us_ = true;
+    run.limiter.set_rate(0);  // the guest is stopped: send as fast as the link allows
+    auto bitmaps = take_dirty();
+    if (!bitmaps) return bitmaps.error();
+    update_remaining(count_pages(*bitmaps));
+    uint64_t before = run.saver.bytes_sent();
+    auto round_start = Clock::now();
+    parts.pause = ms_between(paused_at, round_start);
+    if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+    RoundStats last{run.round, run.saver.bytes_sent() - before,
+                    std::chrono::duration<double>(Clock::now() - round_start).count(), 0};
+    parts.last_round = last.seconds * 1000;
+    auto state_bytes = hand_over(run, parts);
+    if (!state_bytes) return state_bytes.error();
+    // From here on the destination runs the guest: this side must never resume it.
+    paused_by_us_ = false;
+    machine_.set_throttle(0);
+    machine_.set_postmigrate();
+    publish(run.work);
+    {
+        std::lock_guard lock(mutex_);
+        stats_.downtime_ms = ms_since(paused_at);
+        stats_.downtime_parts = parts;
+        stats_.total_time_ms = ms_since(start_);
+        stats_.ram.remaining = 0;
+        stats_.ram.precopy_bytes = precopy_bytes;
+        stats_.ram.downtime_bytes = run.work.transferred - precopy_bytes + *state_bytes;
+        stats_.rounds = run.round + 1;
+        stats_.cpu_throttle_percentage = 0;
+        if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);
+    }
+    set_status(MigrationStatus::completed);
+    return {};
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,81 @@
+// MigrationSource: one outgoing migration, on its own thread.
+//
+//   setup     connect, send the header, wait for the destination to accept it
+//   active    bulk round (populated pages), then dirty rounds until the rest fits in
+//             downtime-limit at the measured bandwidth (auto-converge throttles the vCPUs
+//             when rounds stop shrinking)
+//   device    vCPUs paused: last dirty round, vCPU + device state, END; wait for READY;
+//             send GO -> completed, and the source stays paused (postmigrate)
+//   failed / cancelled: the source resumes if it was running, and says why
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "vmm/machine/machine.h"
+#include "vmm/migration/transport/cancel.h"
+#include "vmm/migration/transport/options.h"
+#include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/precopy/rate_limiter.h"
+#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/transport/transport.h"
+
+namespace vmm::migration {
+
+class MigrationSource {
+public:
+    using StatusFn = std::function<void(MigrationStatus)>;
+
+    MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
+                    StatusFn on_status);
+    ~MigrationSource();  // cancels and joins
+    MigrationSource(const MigrationSource&) = delete;
+    MigrationSource& operator=(const MigrationSource&) = delete;
+
+    // Runs the migration on its own thread; its total time counts from `asked` (when the
+    // command came, before the transport was loaded).
+    void start(std::chrono::steady_clock::time_point asked);
+    void cancel();
+    // max-bandwidth changed while this migration runs (ignored once the guest is paused).
+    void set_max_bandwidth(uint64_t bytes_per_second);
+    MigrationStats stats() const;
+    bool finished() const;
+
+private:
+    struct Run;  // what the rounds share: working stats, rate limiter, RAM saver
+    void run();
+    Status setup(Connection*& conn_out);
+    Status precopy(Run& run);
+    Status complete(Run& run);
+    // STATE and END, then READY from the destination, then GO: the end of the downtime.
+    // Returns the bytes of state sent.
+    Result<uint64_t> hand_over(Run& run, DowntimeParts& parts);
+    void publish(const RamStats& work);
+    Result<std::vector<std::vector<uint64_t>>> take_dirty();
+    void set_status(MigrationStatus s);
+    void fail(const Error& e);
+    void update_remaining(uint64_t dirty_pages);
+
+    machine::Machine& machine_;
+    Transport& transport_;
+    Uri uri_;
+    Options options_;
+    RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its options
+    CancelToken cancel_;
+    StatusFn on_status_;
+    mutable std::mutex mutex_;
+    MigrationStats stats_;
+    std::unique_ptr<Connection> conn_;
+    std::chrono::steady_clock::time_point start_;
+    bool was_running_ = false;
+    bool paused_by_us_ = false;
+    std::atomic<bool> finished_{false};
+    std::atomic<RateLimiter*> limiter_{nullptr};  // set while the rounds run
+    std::thread thread_;
+};
+
+}  // namespace vmm::migration

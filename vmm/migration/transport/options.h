@@ -1,0 +1,41 @@
+// The values a migration runs with: capabilities and parameters, with QEMU's names where QEMU
+// has them (their names and parsing are params.h, above the engine). Transports read them
+// through TransportContext; the engine takes a copy when a migration starts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace vmm::migration {
+
+struct Capabilities {
+    bool auto_converge = false;
+    bool zero_blocks = true;  // zero pages travel as markers; off sends them as data
+    bool events = true;       // MIGRATION events on the JSON monitor
+    bool zero_copy_send = true;  // tcp/unix: guest RAM spliced into the socket, not copied (to a remote peer)
+    bool zero_copy_local = false;  // ... also to a peer on this host, where copying measured faster
+    bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
+    bool verify_ram = false;     // every page carries an XXH3-64 the destination checks (costs > 5 % on loopback)
+    std::map<std::string, bool> transport;  // e.g. rdma-pin-all
+};
+
+struct Parameters {
+    uint64_t max_bandwidth = 0;          // bytes/s, 0 = unlimited
+    uint64_t downtime_limit_ms = 300;
+    uint64_t cpu_throttle_initial = 20;  // percent
+    uint64_t cpu_throttle_increment = 10;
+    uint64_t max_cpu_throttle = 99;
+    uint64_t throttle_after_rounds = 2;  // dirty rounds that failed to converge before throttling
+    uint64_t connect_timeout_ms = 10000;
+    uint64_t io_timeout_ms = 30000;      // silence from the peer longer than this fails the migration
+    uint64_t multifd_channels = 2;       // lanes when the multifd capability is on (QEMU's default)
+    std::map<std::string, std::string> transport;  // e.g. rdma-chunk-size
+};
+
+struct Options {
+    Capabilities caps;
+    Parameters params;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,244 @@
+// A Transport backed by a plugin's C table (plugin_abi.h).
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "vmm/plugin_abi.h"
+#include "vmm/migration/transport/registry.h"
+
+namespace vmm::migration {
+
+namespace {
+
+struct DlCloser {
+    void operator()(void* h) const { ::dlclose(h); }
+};
+using Library = std::shared_ptr<void>;
+
+Error plugin_error(const vmm_err& e, const char* what) {
+    std::string text(e.text, strnlen(e.text, sizeof(e.text)));
+    return Error(text.empty() ? std::string(what) + " failed (the plugin gave no reason)" : text);
+}
+
+// Keeps the C strings the args struct points to alive during one call.
+struct Args {
+    Args(const TransportContext& ctx) {
+        for (const auto& b : ctx.blocks) blocks.push_back({b.name.c_str(), b.host, b.size, b.guest_addr});
+        for (const auto& [k, v] : ctx.options->params.transport) params.push_back({k.c_str(), v.c_str()});
+        for (const auto& [k, v] : ctx.options->caps.transport) caps.push_back({k.c_str(), v ? "on" : "off"});
+        a.struct_size = sizeof(a);
+        a.uri = ctx.uri.text.c_str();
+        a.host = ctx.uri.host.c_str();
+        a.port = ctx.uri.port;
+        rest = ctx.uri.text.substr(ctx.uri.text.find(':') + 1);
+        a.rest = rest.c_str();
+        a.blocks = blocks.data();
+        a.block_count = static_cast<uint32_t>(blocks.size());
+        a.params = params.data();
+        a.param_count = static_cast<uint32_t>(params.size());
+        a.caps = caps.data();
+        a.cap_count = static_cast<uint32_t>(caps.size());
+        a.cancel_fd = ctx.cancel->fd();
+        a.connect_timeout_ms = ctx.options->params.connect_timeout_ms;
+        a.io_timeout_ms = ctx.options->params.io_timeout_ms;
+        a.max_bandwidth = ctx.options->params.max_bandwidth;
+    }
+    vmm_transport_args a{};
+    std::string rest;
+    std::vector<vmm_ram_block> blocks;
+    std::vector<vmm_kv> params, caps;
+};
+
+class PluginConnection final : public Connection, ByteStream, SourceRamChannel, DestRamChannel {
+public:
+    PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn) : lib_(std::move(lib)), ops_(ops), conn_(conn) {}
+    ~PluginConnection() override { ops_->close(conn_); }
+
+    ByteStream& stream() override { return *this; }
+    SourceRamChannel* source_ram() override { return ops_->ram_send != nullptr ? this : nullptr; }
+    DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
+    std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
+    void abort(const std::string& reason) override {
+        if (covers(offsetof(vmm_transport_ops, abort), sizeof(ops_->abort)) && ops_->abort != nullptr)
+            ops_->abort(conn_, reason.c_str());
+    }
+
+    using ByteStream::write;
+    Status write(std::span<const std::span<const uint8_t>> buffers) override {
+        std::vector<vmm_buf> bufs;
+        for (auto b : buffers) bufs.push_back({b.data(), b.size()});
+        return call("write", [&](vmm_err* e) { return ops_->write(conn_, bufs.data(), static_cast<uint32_t>(bufs.size()), e); });
+    }
+    Status flush() override { return call("flush", [&](vmm_err* e) { return ops_->flush(conn_, e); }); }
+    Status read_exact(std::span<uint8_t> out) override {
+        return call("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
+    }
+    Status setup() override {
+        if (!covers(offsetof(vmm_transport_ops, ram_setup), sizeof ops_->ram_setup) || ops_->ram_setup == nullptr) return {};
+        return call("ram_setup", [&](vmm_err* e) { return ops_->ram_setup(conn_, e); });
+    }
+    Status begin_round(uint32_t round) override {
+        return call("ram_begin_round", [&](vmm_err* e) { return ops_->ram_begin_round(conn_, round, e); });
+    }
+    Status send(uint32_t block, uint64_t offset, uint64_t length) override {
+        return call("ram_send", [&](vmm_err* e) { return ops_->ram_send(conn_, block, offset, length, e); });
+    }
+    Status send_zero(uint32_t block, uint64_t offset, uint64_t length) override {
+        return call("ram_send_zero", [&](vmm_err* e) { return ops_->ram_send_zero(conn_, block, offset, length, e); });
+    }
+    Status end_round() override { return call("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
+    uint64_t in_flight() const override {
+        if (!covers(offsetof(vmm_transport_ops, ram_in_flight), sizeof ops_->ram_in_flight)) return 0;
+        return ops_->ram_in_flight != nullptr ? ops_->ram_in_flight(conn_) : 0;
+    }
+    void on_arrival(std::function<void()> fn) override {
+        arrival_ = std::move(fn);
+        if (!covers(offsetof(vmm_transport_ops, ram_on_arrival), sizeof ops_->ram_on_arrival)) return;
+        if (ops_->ram_on_arrival != nullptr) ops_->ram_on_arrival(conn_, arrival_ ? &PluginConnection::arrived : nullptr, this);
+    }
+    Status serve_round(uint32_t round) override {
+        return call("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
+    }
+    // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
+    bool carries_sums() const override {
+        if (!covers(offsetof(vmm_transport_ops, ram_on_sums), sizeof ops_->ram_on_sums)) return false;
+        if (ops_->ram_features == nullptr || ops_->ram_sums == nullptr || ops_->ram_on_sums == nullptr) return false;
+        return (ops_->ram_features(conn_) & VMM_RAM_SUMS) != 0;
+    }
+    Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> page_sums) override {
+        // Called only once carries_sums() said yes (the saver's mode): the member is there.
+        if (!covers(offsetof(vmm_transport_ops, ram_sums), sizeof ops_->ram_sums) || ops_->ram_sums == nullptr)
+            return SourceRamChannel::sums(block, offset, page_sums);
+        return call("ram_sums", [&](vmm_err* e) {
+            return ops_->ram_sums(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
+        });
+    }
+    void on_sums(SumsFn fn) override {
+        sums_ = std::move(fn);
+        if (carries_sums()) ops_->ram_on_sums(conn_, sums_ ? &PluginConnection::deliver_sums : nullptr, this);
+    }
+
+private:
+    // Whether the plugin's table reaches the optional member at `offset` (read it only then).
+    bool covers(size_t offset, size_t size) const { return ops_->struct_size >= offset + size; }
+    static void arrived(void* self) noexcept {  // called by the plugin: no exception may escape
+        try {
+            if (auto& fn = static_cast<PluginConnection*>(self)->arrival_) fn();
+        } catch (...) {
+        }
+    }
+    static int deliver_sums(void* self, uint32_t block, uint64_t offset, const uint64_t* sums, uint32_t count,
+                            vmm_err* err) noexcept {  // called by the plugin: no exception may escape
+        try {
+            auto& fn = static_cast<PluginConnection*>(self)->sums_;
+            Status s = fn ? fn(block, offset, {sums, count}) : Status(Error("verify-ram sums arrived unasked"));
+            if (s) return 0;
+            std::snprintf(err->text, sizeof err->text, "%s", s.error().message().c_str());
+        } catch (...) {
+            std::snprintf(err->text, sizeof err->text, "verify-ram: checking the sums failed (out of memory?)");
+        }
+        return -1;
+    }
+    template <typename F>
+    Status call(const char* what, F f) {
+        vmm_err e{};
+        if (f(&e) != 0) return plugin_error(e, what);
+        return {};
+    }
+    Library lib_;
+    const vmm_transport_ops* ops_;
+    void* conn_;
+    std::function<void()> arrival_;
+    SumsFn sums_;
+};
+
+class PluginListener final : public Listener {
+public:
+    PluginListener(Library lib, const vmm_transport_ops* ops, void* l, std::string what)
+        : lib_(std::move(lib)), ops_(ops), l_(l), what_(std::move(what)) {}
+    ~PluginListener() override { ops_->close_listener(l_); }
+    Result<std::unique_ptr<Connection>> accept() override {
+        vmm_err e{};
+        void* c = ops_->accept(l_, &e);
+        if (c == nullptr) return plugin_error(e, "accept");
+        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c));
+    }
+    std::string describe() const override { return what_; }
+
+private:
+    Library lib_;
+    const vmm_transport_ops* ops_;
+    void* l_;
+    std::string what_;
+};
+
+class PluginTransport final : public Transport {
+public:
+    PluginTransport(Library lib, const vmm_transport_ops* ops) : lib_(std::move(lib)), ops_(ops) {}
+    std::string scheme() const override { return ops_->scheme; }
+    std::vector<std::string> capabilities() const override { return names(ops_->capabilities); }
+    std::vector<std::string> parameters() const override { return names(ops_->parameters); }
+
+    Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
+        Args args(ctx);
+        vmm_err e{};
+        void* c = ops_->connect(&args.a, &e);
+        if (c == nullptr) return plugin_error(e, "connect");
+        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c));
+    }
+    Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
+        Args args(ctx);
+        vmm_err e{};
+        void* l = ops_->listen(&args.a, &e);
+        if (l == nullptr) return plugin_error(e, "listen");
+        return std::unique_ptr<Listener>(new PluginListener(lib_, ops_, l, ctx.uri.text));
+    }
+
+private:
+    static std::vector<std::string> names(const char* const* list) {
+        std::vector<std::string> out;
+        for (; list != nullptr && *list != nullptr; ++list) out.emplace_back(*list);
+        return out;
+    }
+    Library lib_;
+    const vmm_transport_ops* ops_;
+};
+
+Status check_table(const vmm_transport_ops* ops, const std::string& path, const std::string& scheme) {
+    if (ops == nullptr) return Error(path + ": " VMM_TRANSPORT_ENTRY "() returned no table");
+    if (ops->abi_version != VMM_TRANSPORT_ABI_VERSION) {
+        return Error(fmt::format("{}: plugin ABI version {}, this vmm speaks {}: rebuild the plugin", path, ops->abi_version,
+                                 VMM_TRANSPORT_ABI_VERSION));
+    }
+    if (ops->struct_size < VMM_TRANSPORT_OPS_V1_MIN_SIZE) return Error(path + ": the plugin's table is too small for ABI 1");
+    if (ops->scheme == nullptr || scheme != ops->scheme) {
+        return Error(fmt::format("{}: serves '{}:', not '{}:'", path, ops->scheme ? ops->scheme : "(null)", scheme));
+    }
+    if (!ops->connect || !ops->listen || !ops->accept || !ops->close_listener || !ops->write || !ops->flush ||
+        !ops->read || !ops->close) {
+        return Error(path + ": the plugin's table lacks a required function");
+    }
+    bool src = ops->ram_begin_round && ops->ram_send && ops->ram_send_zero && ops->ram_end_round;
+    bool any = ops->ram_begin_round || ops->ram_send || ops->ram_send_zero || ops->ram_end_round || ops->ram_serve_round;
+    if (any && !(src && ops->ram_serve_round)) return Error(path + ": the plugin's RAM channel is incomplete");
+    return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> load_transport_plugin(const std::string& path, const std::string& scheme) {
+    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return Error(fmt::format("cannot load transport plugin {}: {}", path, ::dlerror()));
+    Library lib(h, DlCloser{});
+    auto entry = reinterpret_cast<vmm_transport_entry_fn>(::dlsym(h, VMM_TRANSPORT_ENTRY));
+    if (entry == nullptr) return Error(path + ": exports no " VMM_TRANSPORT_ENTRY "(): not a vmm transport plugin");
+    const vmm_transport_ops* ops = entry();
+    if (auto s = check_table(ops, path, scheme); !s) return s.error();
+    return std::unique_ptr<Transport>(new PluginTransport(std::move(lib), ops));
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,222 @@
+#include "vmm/migration/transport/socket_transport.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "vmm/migration/transport/multifd.h"
+#include "vmm/migration/transport/socket_stream.h"
+
+namespace vmm::migration {
+
+namespace {
+
+constexpr int kBacklog = 1 + static_cast<int>(kMaxLanes);  // the main connection and its lanes
+
+class SocketConnection final : public Connection {
+public:
+    SocketConnection(std::unique_ptr<SocketStream> stream, std::string peer)
+        : stream_(std::move(stream)), peer_(std::move(peer)) {}
+    ByteStream& stream() override { return *stream_; }
+    SourceRamChannel* source_ram() override { return source_lanes_.get(); }
+    DestRamChannel* dest_ram() override { return dest_lanes_.get(); }
+    std::string describe() const override { return peer_; }
+    void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
+
+    std::unique_ptr<SourceRamChannel> source_lanes_;
+    std::unique_ptr<DestRamChannel> dest_lanes_;
+
+private:
+    std::unique_ptr<SocketStream> stream_;
+    std::string peer_;
+};
+
+// Records go out as soon as they are written (harmless failure on unix sockets).
+void set_nodelay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+Status wait_fd(int fd, short events, const CancelToken& cancel, int timeout_ms, const std::string& what) {
+    pollfd fds[2] = {{fd, events, 0}, {cancel.fd(), POLLIN, 0}};
+    for (;;) {
+        int r = ::poll(fds, 2, timeout_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Error::from_errno("poll " + what);
+        if (fds[1].revents != 0) return Error("migration cancelled");
+        if (r == 0) return Error(fmt::format("{}: no answer within {} ms (x-connect-timeout)", what, timeout_ms));
+        return {};
+    }
+}
+
+Result<UniqueFd> connect_addr(const sockaddr* addr, socklen_t len, int family, const TransportContext& ctx,
+                              const std::string& what) {
+    UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) return Error::from_errno("socket for " + what);
+    if (::connect(fd.get(), addr, len) < 0) {
+        if (errno != EINPROGRESS) return Error::from_errno("connect to " + what, errno, "is the destination listening (--incoming)?");
+        auto s = wait_fd(fd.get(), POLLOUT, *ctx.cancel, static_cast<int>(ctx.options->params.connect_timeout_ms),
+                         "connect to " + what);
+        if (!s) return s.error();
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
+        if (err != 0) return Error::from_errno("connect to " + what, err, "is the destination listening (--incoming)?");
+    }
+    return fd;
+}
+
+Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std::string& what, int timeout_ms = -1) {
+    if (auto s = wait_fd(listen_fd, POLLIN, cancel, timeout_ms, "accept on " + what); !s) return s.error();
+    int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) return Error::from_errno("accept on " + what);
+    set_nodelay(c);
+    return UniqueFd(c);
+}
+
+// The source's connection: the main stream, then the multifd lanes when the capability is on.
+Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const TransportContext& ctx, const OpenFd& again) {
+    std::string peer = "destination " + ctx.uri.text;
+    auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(fd), ctx, peer), peer);
+    if (!ctx.options->caps.multifd) return std::unique_ptr<Connection>(std::move(conn));
+    auto& main = static_cast<SocketStream&>(conn->stream());
+    auto lanes = open_source_lanes(main, static_cast<uint32_t>(ctx.options->params.multifd_channels), again, ctx);
+    if (!lanes) return lanes.error();
+    conn->source_lanes_ = make_source_lanes(std::move(*lanes), ctx.blocks, ctx.options->caps.verify_ram);
+    return std::unique_ptr<Connection>(std::move(conn));
+}
+
+class SocketListener final : public Listener {
+public:
+    SocketListener(UniqueFd fd, TransportContext ctx, std::string what, std::string unlink_path = {})
+        : fd_(std::move(fd)), ctx_(std::move(ctx)), what_(std::move(what)), unlink_(std::move(unlink_path)) {}
+    ~SocketListener() override {
+        if (!unlink_.empty()) ::unlink(unlink_.c_str());
+    }
+    Result<std::unique_ptr<Connection>> accept() override {
+        auto c = accept_one(fd_.get(), *ctx_.cancel, what_);
+        if (!c) return c.error();
+        std::string peer = "the migration source";
+        auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(*c), ctx_, peer), peer);
+        auto& main = static_cast<SocketStream&>(conn->stream());
+        int timeout = static_cast<int>(ctx_.options->params.connect_timeout_ms);
+        auto lanes = accept_dest_lanes(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
+        if (!lanes) return lanes.error();
+        if (lanes->empty()) return std::unique_ptr<Connection>(std::move(conn));
+        conn->describe_as(fmt::format("the migration source, RAM over {} multifd lanes", lanes->size()));
+        conn->dest_lanes_ = make_dest_lanes(std::move(*lanes), ctx_.blocks);
+        return std::unique_ptr<Connection>(std::move(conn));
+    }
+    std::string describe() const override { return what_; }
+
+private:
+    UniqueFd fd_;
+    TransportContext ctx_;
+    std::string what_;
+    std::string unlink_;
+};
+
+struct AddrInfoDeleter {
+    void operator()(addrinfo* a) const { ::freeaddrinfo(a); }
+};
+
+Result<std::unique_ptr<addrinfo, AddrInfoDeleter>> resolve(const Uri& uri, bool passive) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    addrinfo* res = nullptr;
+    int rc = ::getaddrinfo(uri.host.c_str(), std::to_string(uri.port).c_str(), &hints, &res);
+    if (rc != 0) return Error(fmt::format("cannot resolve '{}': {}", uri.host, ::gai_strerror(rc)));
+    return std::unique_ptr<addrinfo, AddrInfoDeleter>(res);
+}
+
+class TcpTransport final : public Transport {
+public:
+    std::string scheme() const override { return "tcp"; }
+
+    Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
+        auto ai = resolve(ctx.uri, false);
+        if (!ai) return ai.error();
+        Error last("no address");
+        for (addrinfo* a = ai->get(); a != nullptr; a = a->ai_next) {
+            OpenFd open = [&]() -> Result<UniqueFd> {
+                auto fd = connect_addr(a->ai_addr, a->ai_addrlen, a->ai_family, ctx, ctx.uri.text);
+                if (fd) set_nodelay(fd->get());
+                return fd;
+            };
+            auto fd = open();
+            if (!fd) {
+                last = fd.error();
+                if (ctx.cancel->cancelled()) break;
+                continue;
+            }
+            return source_connection(std::move(*fd), ctx, open);
+        }
+        return last;
+    }
+
+    Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
+        auto ai = resolve(ctx.uri, true);
+        if (!ai) return ai.error();
+        addrinfo* a = ai->get();
+        UniqueFd fd(::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!fd) return Error::from_errno("socket for " + ctx.uri.text);
+        int one = 1;
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) < 0) {
+            return Error::from_errno("listen on " + ctx.uri.text, errno, "is another process using the port?");
+        }
+        if (::listen(fd.get(), kBacklog) < 0) return Error::from_errno("listen on " + ctx.uri.text);
+        return std::unique_ptr<Listener>(new SocketListener(std::move(fd), ctx, ctx.uri.text));
+    }
+};
+
+class UnixTransport final : public Transport {
+public:
+    std::string scheme() const override { return "unix"; }
+
+    Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::memcpy(addr.sun_path, ctx.uri.path.c_str(), ctx.uri.path.size() + 1);
+        OpenFd open = [&] { return connect_addr(reinterpret_cast<sockaddr*>(&addr), sizeof(addr), AF_UNIX, ctx, ctx.uri.text); };
+        auto fd = open();
+        if (!fd) return fd.error();
+        return source_connection(std::move(*fd), ctx, open);
+    }
+
+    Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
+        struct stat st{};
+        if (::lstat(ctx.uri.path.c_str(), &st) == 0) {
+            if (!S_ISSOCK(st.st_mode)) return Error(ctx.uri.path + " exists and is not a socket: choose another path");
+            ::unlink(ctx.uri.path.c_str());
+        }
+        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!fd) return Error::from_errno("socket for " + ctx.uri.text);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::memcpy(addr.sun_path, ctx.uri.path.c_str(), ctx.uri.path.size() + 1);
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+            return Error::from_errno("listen on " + ctx.uri.text);
+        }
+        if (::listen(fd.get(), kBacklog) < 0) return Error::from_errno("listen on " + ctx.uri.text);
+        return std::unique_ptr<Listener>(new SocketListener(std::move(fd), ctx, ctx.uri.text, ctx.uri.path));
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp_transport() { return std::make_unique<TcpTransport>(); }
+std::unique_ptr<Transport> make_unix_transport() { return std::make_unique<UnixTransport>(); }
+
+}  // namespace vmm::migration

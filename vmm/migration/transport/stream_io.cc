@@ -1,0 +1,83 @@
+#include "vmm/migration/transport/stream_io.h"
+
+#include "vmm/migration/wire/page_sums.h"
+
+namespace vmm::migration {
+
+namespace {
+
+// The next `n` bytes of the stream (n is bounded by the decoders: at most kMaxHeaderBody).
+Result<std::vector<uint8_t>> take(ByteStream& in, size_t n) {
+    std::vector<uint8_t> bytes(n);
+    if (auto s = in.read_exact(bytes); !s) return s.error();
+    return bytes;
+}
+
+// A type byte and the fields its format says follow it (`body_size`: record or reply).
+struct Typed {
+    uint8_t type = 0;
+    std::vector<uint8_t> body;
+};
+Result<Typed> take_typed(ByteStream& in, Result<size_t> (*body_size)(uint8_t)) {
+    Typed t;
+    if (auto s = in.read_exact({&t.type, 1}); !s) return s.error();
+    auto size = body_size(t.type);
+    if (!size) return size.error();
+    auto body = take(in, *size);
+    if (!body) return body.error();
+    t.body = std::move(*body);
+    return t;
+}
+
+}  // namespace
+
+Status read_magic(ByteStream& in) {
+    auto magic = take(in, kMagic.size());
+    if (!magic) return magic.error();
+    return decode_magic(*magic);
+}
+
+Result<StreamHeader> read_header_after_magic(ByteStream& in) {
+    auto prefix = take(in, kHeaderPrefix);
+    if (!prefix) return prefix.error();
+    auto length = decode_header_prefix(*prefix);
+    if (!length) return length.error();
+    auto body = take(in, *length);
+    if (!body) return body.error();
+    return decode_header_body(*body);
+}
+
+Result<StreamHeader> read_header(ByteStream& in) {
+    if (auto s = read_magic(in); !s) return s.error();
+    return read_header_after_magic(in);
+}
+
+Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+    auto t = take_typed(in, record_body_size);
+    if (!t) return t.error();
+    return decode_record(t->type, t->body, blocks, page_size);
+}
+
+Result<Reply> read_reply(ByteStream& in) {
+    auto t = take_typed(in, reply_body_size);
+    if (!t) return t.error();
+    auto head = decode_reply(t->type, t->body);
+    if (!head) return head.error();
+    auto reason = take(in, head->reason_length);
+    if (!reason) return reason.error();
+    head->reply.reason.assign(reason->begin(), reason->end());
+    return std::move(head->reply);
+}
+
+Status read_page_sums(ByteStream& in, uint64_t length, std::vector<uint64_t>& sums) {
+    auto size = page_sums_size(length);
+    if (!size) return size.error();
+    auto bytes = take(in, *size);
+    if (!bytes) return bytes.error();
+    auto decoded = decode_sums(*bytes);
+    if (!decoded) return decoded.error();
+    sums = std::move(*decoded);
+    return {};
+}
+
+}  // namespace vmm::migration

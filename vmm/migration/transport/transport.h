@@ -1,0 +1,130 @@
+// The transport seam. The migration core drives a Connection through its byte stream and,
+// where the transport has one, its RAM channel; it never knows whether that is TCP or RDMA.
+// A transport without a RAM channel gets the core's inline one: pages as records in the stream.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "vmm/migration/transport/cancel.h"
+#include "vmm/migration/transport/options.h"
+#include "vmm/migration/transport/stream.h"
+#include "vmm/migration/wire/uri.h"
+
+namespace vmm::migration {
+
+// What a transport sees of guest RAM: name, host mapping, length (and guest address).
+struct RamBlockView {
+    std::string name;
+    uint8_t* host = nullptr;
+    uint64_t size = 0;
+    uint64_t guest_addr = 0;
+};
+
+// Source side: moves pages to the destination by the transport's own means.
+class SourceRamChannel {
+public:
+    virtual ~SourceRamChannel() = default;
+    // Once, after the destination has accepted the header and before the first round, while
+    // the destination reads the stream: setup the channel needs from its peer (counted as setup).
+    virtual Status setup() { return {}; }
+    virtual Status begin_round(uint32_t round) = 0;
+    // Pages [offset, offset+length) of block `block`, read from its host memory.
+    virtual Status send(uint32_t block, uint64_t offset, uint64_t length) = 0;
+    virtual Status send_zero(uint32_t block, uint64_t offset, uint64_t length) = 0;
+    // Returns once every page of the round is in the destination's memory.
+    virtual Status end_round() = 0;
+    // Bytes accepted by send() that are not yet known to be in the destination's memory (a
+    // transport that confirms asynchronously, like RDMA WRITE); none once end_round() returns.
+    // `transferred` counts only what has arrived.
+    virtual uint64_t in_flight() const { return 0; }
+    // `fn` runs (on the calling thread, inside any call on the connection) whenever more of what
+    // is in flight has arrived, so progress can be published while the channel waits on the wire.
+    virtual void on_arrival(std::function<void()> fn) { (void)fn; }
+    // Whether this channel sends each record's checksum (verify-ram); for one that does not, the
+    // core sums the pages it hands the channel and sends the sums after the channel's round.
+    virtual bool verifies() const { return false; }
+    // Whether this channel carries verify-ram's page sums itself (sums() below), delivering each
+    // page's once its data has landed, so the destination checks while the round runs.
+    virtual bool carries_sums() const { return false; }
+    // The sums of the pages the next send() or send_zero() hands over (same block, offset and
+    // sums.size() pages), as read before handing them.
+    virtual Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
+        (void)block, (void)offset, (void)sums;
+        return Error("internal: this RAM channel does not carry page sums");
+    }
+};
+
+// What a destination's channel has written into guest RAM so far (for `info migrate`).
+struct ChannelCounts {
+    uint64_t pages = 0;       // received as data
+    uint64_t zero_pages = 0;  // zeroed on the source's word
+    uint64_t bytes = 0;       // of page data
+};
+
+// Destination side: serves one round until the source ends it.
+class DestRamChannel {
+public:
+    virtual ~DestRamChannel() = default;
+    virtual Status serve_round(uint32_t round) = 0;
+    // A channel that does not count (e.g. a plugin's) reports zeros.
+    virtual ChannelCounts counts() const { return {}; }
+    // Under verify-ram with a source channel that checksums its own records, before the first
+    // round: check each against its checksum with `verifier`. A channel that cannot refuses.
+    virtual Status verify_with(class RamVerifier* verifier) {
+        if (verifier == nullptr) return {};
+        return Error("the source announced verify-ram, but this transport's RAM channel cannot verify RAM");
+    }
+    // Whether the channel delivers the sums a source channel carries (SourceRamChannel::sums).
+    virtual bool carries_sums() const { return false; }
+    // `fn` gets each delivery during serve_round (the pages are in guest RAM by then); an error
+    // from it fails the round. An empty fn unregisters.
+    using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
+    virtual void on_sums(SumsFn fn) { (void)fn; }
+};
+
+class Connection {
+public:
+    virtual ~Connection() = default;
+    virtual ByteStream& stream() = 0;
+    virtual SourceRamChannel* source_ram() { return nullptr; }
+    virtual DestRamChannel* dest_ram() { return nullptr; }
+    virtual std::string describe() const = 0;
+    // The migration failed above the transport: tell the peer why, if the transport can (best
+    // effort, brief). A socket's peer learns it from the connection closing.
+    virtual void abort(const std::string& reason) { (void)reason; }
+};
+
+class Listener {
+public:
+    virtual ~Listener() = default;
+    // Waits for the source; returns early with an error when the token is cancelled.
+    virtual Result<std::unique_ptr<Connection>> accept() = 0;
+    virtual std::string describe() const = 0;
+};
+
+struct TransportContext {
+    Uri uri;
+    const Options* options = nullptr;
+    std::vector<RamBlockView> blocks;
+    const CancelToken* cancel = nullptr;
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual std::string scheme() const = 0;
+    // Capability and parameter names this transport reads (declared to Settings, params.h).
+    virtual std::vector<std::string> capabilities() const { return {}; }
+    virtual std::vector<std::string> parameters() const { return {}; }
+    virtual Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) = 0;
+    virtual Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) = 0;
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,27 @@
+// verify-ram's page sums on the wire: the XXH3-64 of each 4 KiB page, as little-endian u64s
+// after a PAGES_SUMMED or SUMS record (stream_format.h) and in multifd's records.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "vmm/common/result.h"
+
+namespace vmm::migration {
+
+// XXH3-64 of one page: what the source sends for each page of a record, what the destination
+// recomputes. Per page, so that a mismatch owes exactly the pages that differ (a later round
+// resends pages, not records).
+uint64_t page_checksum(const uint8_t* page);
+// Appends `sums`, little-endian u64 each.
+void append_sums(std::vector<uint8_t>& out, std::span<const uint64_t> sums);
+// Appends the sums of every page of `data` (whole pages).
+void append_page_sums(std::vector<uint8_t>& out, std::span<const uint8_t> data);
+// How many bytes of sums a PAGES_SUMMED record of `length` bytes carries (one u64 per page);
+// refused unless `length` is whole pages of one record.
+Result<size_t> page_sums_size(uint64_t length);
+// The sums in `bytes` (a whole number of u64s).
+Result<std::vector<uint64_t>> decode_sums(std::span<const uint8_t> bytes);
+
+}  // namespace vmm::migration
