@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "memory_registry.h"
 #include "verbs.h"
 #include "wire.h"
 
@@ -44,6 +45,7 @@ struct Endpoint {
     // hang-up from this side could flush it there first. A cancel (vmm ending) ends the wait.
     void await_peer_hang_up(int max_ms);
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
+    MemoryRegistry memory() const { return MemoryRegistry(protection_domain()); }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
     // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error, and
     // so does silence for `timeout_ms` (-1: io_timeout_ms).

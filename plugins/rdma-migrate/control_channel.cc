@@ -10,13 +10,16 @@ namespace rdma_migrate {
 Status ControlChannel::init() {
     for (size_t i = 0; i < recv_buf_.size(); ++i) {
         recv_buf_[i].assign(kControlBufferSize, 0);
-        recv_mr_[i].reset(ibv_reg_mr(e_.pd.get(), recv_buf_[i].data(), recv_buf_[i].size(), IBV_ACCESS_LOCAL_WRITE));
-        if (!recv_mr_[i]) return verbs_error("ibv_reg_mr (control receive buffer)");
+        auto mr = e_.memory().register_memory(recv_buf_[i].data(), recv_buf_[i].size(), Use::control_receive,
+                                              "a control receive buffer");
+        if (!mr) return mr.error();
+        recv_mr_[i] = std::move(*mr);
         if (auto s = post_recv(i); !s) return s;
     }
     send_buf_.assign(kControlBufferSize, 0);
-    send_mr_.reset(ibv_reg_mr(e_.pd.get(), send_buf_.data(), send_buf_.size(), 0));
-    if (!send_mr_) return verbs_error("ibv_reg_mr (control send buffer)");
+    auto mr = e_.memory().register_memory(send_buf_.data(), send_buf_.size(), Use::control_send, "the control send buffer");
+    if (!mr) return mr.error();
+    send_mr_ = std::move(*mr);
     return {};
 }
 

@@ -159,7 +159,7 @@ void Session::summarize(const std::string& note) {
 Status Session::exchange_blocks_source() {
     if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
     if (cfg_.pin_all)
-        if (auto s = pin_blocks(0); !s) return s;
+        if (auto s = pin_blocks(Use::pin_all_read); !s) return s;
     auto m = ctl_->answer(Command::ram_blocks_result);
     if (!m) return m.error();
     auto blocks = decode_blocks(*m);
@@ -176,18 +176,15 @@ Status Session::exchange_blocks_source() {
 
 // rdma-pin-all: every RAM block registered whole during setup, on both sides (as QEMU does),
 // not inside the bulk round: pinning all of RAM is setup work, and the rounds that follow
-// register nothing. `access`: remote write on the destination; local read only on the source,
+// register nothing. `use`: remote write on the destination; local read only on the source,
 // which never registers memory for remote access.
-Status Session::pin_blocks(int access) {
+Status Session::pin_blocks(Use use) {
     for (const auto& b : cfg_.blocks) {
-        MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host, b.length, access));
-        if (!mr) {
-            return Error::from_errno(fmt::format("pinning RAM block '{}' ({} bytes) for rdma-pin-all", b.name, b.length),
-                                     errno, "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off");
-        }
+        auto mr = ep_->memory().register_memory(b.host, b.length, use, fmt::format("RAM block '{}' whole (rdma-pin-all)", b.name));
+        if (!mr) return mr.error();
         trace("{}: RAM block '{}' registered for rdma-pin-all ({} bytes)", destination() ? "destination" : "source", b.name,
               b.length);
-        pinned_blocks_.push_back(std::move(mr));
+        pinned_blocks_.push_back(std::move(*mr));
     }
     return {};
 }
@@ -195,7 +192,7 @@ Status Session::pin_blocks(int access) {
 Status Session::handle_blocks_request() {
     if (blocks_known_) return Error("a second RAM BLOCKS REQUEST");
     if (cfg_.pin_all)
-        if (auto s = pin_blocks(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE); !s) return s;
+        if (auto s = pin_blocks(Use::pin_all_written); !s) return s;
     std::vector<BlockDesc> descs;
     for (size_t i = 0; i < cfg_.blocks.size(); ++i) {
         const LocalBlock& b = cfg_.blocks[i];

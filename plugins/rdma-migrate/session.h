@@ -141,7 +141,7 @@ private:
     std::function<Status(const ibv_wc&)> on_lane_completion(Lane& lane);
     Status queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t sums);
     Status exchange_blocks_source();
-    Status pin_blocks(int access);
+    Status pin_blocks(Use use);
     Status ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks);
     Status ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent);
     Status take_registration(const std::vector<ChunkKey>& chunks);

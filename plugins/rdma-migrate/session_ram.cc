@@ -137,10 +137,11 @@ Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
         }
         work_.local_released += victims->size();
     }
-    MemoryRegion mr(ibv_reg_mr(ep_->pd.get(), b.host + geo_.start(chunk), len, 0));
-    if (!mr) return verbs_error(fmt::format("ibv_reg_mr chunk {} of '{}'", chunk, b.name));
-    uint32_t lkey = mr->lkey;
-    local_regs_.insert({block, chunk}, len, std::move(mr));
+    auto mr = ep_->memory().register_memory(b.host + geo_.start(chunk), len, Use::chunk_read,
+                                            fmt::format("chunk {} of '{}'", chunk, b.name));
+    if (!mr) return mr.error();
+    uint32_t lkey = (*mr)->lkey;
+    local_regs_.insert({block, chunk}, len, std::move(*mr));
     ++work_.local_registered;
     return lkey;
 }
@@ -326,14 +327,12 @@ Status Session::handle_register(const Message& m) {
                 return Error(fmt::format("the source exceeded rdma-pin-limit ({} bytes) without unregistering first",
                                          served_regs_.limit()));
             }
-            MemoryRegion reg(ibv_reg_mr(ep_->pd.get(), b.host + sp.offset, sp.length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-            if (!reg) {
-                return Error::from_errno(fmt::format("registering {} bytes of '{}' for RDMA", sp.length, b.name), errno,
-                                         "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit");
-            }
-            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", block, sp.first, reg->rkey,
+            auto reg = ep_->memory().register_memory(b.host + sp.offset, sp.length, Use::chunk_written,
+                                                     fmt::format("chunk {} of '{}'", sp.first, b.name));
+            if (!reg) return reg.error();
+            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", block, sp.first, (*reg)->rkey,
                   reinterpret_cast<uint64_t>(b.host) + sp.offset, sp.length);
-            served_regs_.insert(key, sp.length, std::move(reg));
+            served_regs_.insert(key, sp.length, std::move(*reg));
             mr = served_regs_.find(key);
         }
         results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host)});  // the block's start, as QEMU answers

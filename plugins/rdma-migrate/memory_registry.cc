@@ -1,0 +1,41 @@
+#include "memory_registry.h"
+
+#include <fmt/format.h>
+
+namespace rdma_migrate {
+
+namespace {
+
+int access_for(Use use) {
+    switch (use) {
+        case Use::control_send:
+        case Use::chunk_read:
+        case Use::pin_all_read: return 0;  // the adapter reads it locally; nothing remote
+        case Use::control_receive: return IBV_ACCESS_LOCAL_WRITE;
+        case Use::chunk_written:
+        case Use::pin_all_written: return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    }
+    return 0;
+}
+
+const char* advice_for(Use use) {
+    switch (use) {
+        case Use::pin_all_read:
+        case Use::pin_all_written: return "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off";
+        case Use::chunk_read:
+        case Use::chunk_written: return "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit";
+        case Use::control_send:
+        case Use::control_receive: break;
+    }
+    return "raise the locked-memory limit (ulimit -l)";
+}
+
+}  // namespace
+
+Result<MemoryRegion> MemoryRegistry::register_memory(void* addr, size_t length, Use use, std::string_view what) const {
+    MemoryRegion mr(ibv_reg_mr(pd_, addr, length, access_for(use)));
+    if (!mr) return Error::from_errno(fmt::format("registering {} ({} bytes) for RDMA", what, length), errno, advice_for(use));
+    return mr;
+}
+
+}  // namespace rdma_migrate
