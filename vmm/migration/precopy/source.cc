@@ -25,7 +25,7 @@ struct MigrationSource::Run {
         : conn(c),
           limiter(src.options_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
           saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.options_.caps.zero_blocks, work,
-                src.verify_mode()) {}
+                src.verify_) {}
     Connection& conn;
     RamStats work;
     RateLimiter limiter;
@@ -144,9 +144,9 @@ Status MigrationSource::setup(Connection*& conn_out) {
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     StreamHeader header = header_for(machine_, mode);
     header.features = options_.caps.verify_ram ? kFeatureVerifyRam : 0;
-    RamSaver::Verify verify = verify_mode();
-    if (verify == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
-    if (verify == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
+    verify_ = verify_mode();
+    if (verify_ == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
+    if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;

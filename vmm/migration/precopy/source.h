@@ -65,6 +65,7 @@ private:
     Uri uri_;
     Options options_;
     RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its options
+    RamSaver::Verify verify_ = RamSaver::Verify::off;  // verify_mode(), decided once with the header
     CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;

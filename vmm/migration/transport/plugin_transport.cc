@@ -53,6 +53,10 @@ struct Args {
     std::vector<vmm_kv> params, caps;
 };
 
+// An optional member of the plugin's table (read through covers()), or null when its table is
+// too old to have it.
+#define VMM_OPTIONAL_OP(name) (covers(offsetof(vmm_transport_ops, name), sizeof ops_->name) ? ops_->name : nullptr)
+
 class PluginConnection final : public Connection, ByteStream, SourceRamChannel, DestRamChannel {
 public:
     PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn) : lib_(std::move(lib)), ops_(ops), conn_(conn) {}
@@ -63,8 +67,7 @@ public:
     DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
     std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
     void abort(const std::string& reason) override {
-        if (covers(offsetof(vmm_transport_ops, abort), sizeof(ops_->abort)) && ops_->abort != nullptr)
-            ops_->abort(conn_, reason.c_str());
+        if (auto fn = VMM_OPTIONAL_OP(abort)) fn(conn_, reason.c_str());
     }
 
     using ByteStream::write;
@@ -78,8 +81,9 @@ public:
         return call("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
     }
     Status setup() override {
-        if (!covers(offsetof(vmm_transport_ops, ram_setup), sizeof ops_->ram_setup) || ops_->ram_setup == nullptr) return {};
-        return call("ram_setup", [&](vmm_err* e) { return ops_->ram_setup(conn_, e); });
+        auto fn = VMM_OPTIONAL_OP(ram_setup);
+        if (fn == nullptr) return {};
+        return call("ram_setup", [&](vmm_err* e) { return fn(conn_, e); });
     }
     Status begin_round(uint32_t round) override {
         return call("ram_begin_round", [&](vmm_err* e) { return ops_->ram_begin_round(conn_, round, e); });
@@ -92,29 +96,28 @@ public:
     }
     Status end_round() override { return call("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
     uint64_t in_flight() const override {
-        if (!covers(offsetof(vmm_transport_ops, ram_in_flight), sizeof ops_->ram_in_flight)) return 0;
-        return ops_->ram_in_flight != nullptr ? ops_->ram_in_flight(conn_) : 0;
+        auto fn = VMM_OPTIONAL_OP(ram_in_flight);
+        return fn != nullptr ? fn(conn_) : 0;
     }
     void on_arrival(std::function<void()> fn) override {
         arrival_ = std::move(fn);
-        if (!covers(offsetof(vmm_transport_ops, ram_on_arrival), sizeof ops_->ram_on_arrival)) return;
-        if (ops_->ram_on_arrival != nullptr) ops_->ram_on_arrival(conn_, arrival_ ? &PluginConnection::arrived : nullptr, this);
+        if (auto set = VMM_OPTIONAL_OP(ram_on_arrival)) set(conn_, arrival_ ? &PluginConnection::arrived : nullptr, this);
     }
     Status serve_round(uint32_t round) override {
         return call("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
     }
     // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
     bool carries_sums() const override {
-        if (!covers(offsetof(vmm_transport_ops, ram_on_sums), sizeof ops_->ram_on_sums)) return false;
-        if (ops_->ram_features == nullptr || ops_->ram_sums == nullptr || ops_->ram_on_sums == nullptr) return false;
-        return (ops_->ram_features(conn_) & VMM_RAM_SUMS) != 0;
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        if (features == nullptr || VMM_OPTIONAL_OP(ram_sums) == nullptr || VMM_OPTIONAL_OP(ram_on_sums) == nullptr) return false;
+        return (features(conn_) & VMM_RAM_SUMS) != 0;
     }
     Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> page_sums) override {
         // Called only once carries_sums() said yes (the saver's mode): the member is there.
-        if (!covers(offsetof(vmm_transport_ops, ram_sums), sizeof ops_->ram_sums) || ops_->ram_sums == nullptr)
-            return SourceRamChannel::sums(block, offset, page_sums);
+        auto fn = VMM_OPTIONAL_OP(ram_sums);
+        if (fn == nullptr) return SourceRamChannel::sums(block, offset, page_sums);
         return call("ram_sums", [&](vmm_err* e) {
-            return ops_->ram_sums(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
+            return fn(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
         });
     }
     void on_sums(SumsFn fn) override {
@@ -227,6 +230,8 @@ Status check_table(const vmm_transport_ops* ops, const std::string& path, const 
     if (any && !(src && ops->ram_serve_round)) return Error(path + ": the plugin's RAM channel is incomplete");
     return {};
 }
+
+#undef VMM_OPTIONAL_OP
 
 }  // namespace
 

@@ -10,10 +10,9 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
-
-#include <span>
 
 #include "vmm/common/result.h"
 
