@@ -1,465 +1,109 @@
 #include "connection.h"
 
-#include <cctype>
-
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <netdb.h>
-#include <poll.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstring>
 
 #include "trace.h"
+#include "vmm/common/units.h"
 
 namespace rdma_migrate {
 
 namespace {
+constexpr size_t kMaxPayload = kControlBufferSize - kHeaderSize;
+}  // namespace
 
-// Move-only owner of a getaddrinfo() result.
-using AddrInfo = std::unique_ptr<addrinfo, Deleter<::freeaddrinfo>>;
-
-Result<AddrInfo> resolve(const std::string& host, uint16_t port, bool passive) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    addrinfo* res = nullptr;
-    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (rc != 0) return Error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(rc)));
-    return AddrInfo(res);
+Connection::Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
+                       ChunkGeometry g, uint32_t agreed)
+    : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), agreed_(agreed),
+      max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), summary_(ep_->describe) {
+    ctl_->error_text((agreed & kCapErrorText) != 0);
 }
 
-Result<EventChannel> make_event_channel() {
-    EventChannel ec(rdma_create_event_channel());
-    if (!ec) {
-        return Error::from_errno("rdma_create_event_channel", errno,
-                                 "this host has no usable RDMA device: load one (e.g. rdma_rxe and 'rdma link add') "
-                                 "or migrate over tcp:");
+// Writes still in flight are not waited for: a completed migration drained them at the end of
+// its last round, and a failed one may have a connection (or a device) that will never
+// complete them. The members then unwind: MRs before the PD.
+Connection::~Connection() { hang_up(); }
+
+void Connection::hang_up() {
+    for (Endpoint* e : channels()) e->hang_up();
+}
+
+std::vector<Endpoint*> Connection::channels() const {
+    std::vector<Endpoint*> all{ep_.get()};
+    for (const auto& e : extra_) all.push_back(e.get());
+    return all;
+}
+
+// rdma-pin-all: every RAM block registered whole during setup, on both sides (as QEMU does),
+// not inside the bulk round: pinning all of RAM is setup work, and the rounds that follow
+// register nothing. `use`: remote write on the destination; local read only on the source,
+// which never registers memory for remote access.
+Status Connection::pin_blocks(Use use) {
+    for (const auto& b : cfg_.blocks) {
+        auto mr = ep_->memory().register_memory(b.host, b.size, use, fmt::format("RAM block '{}' whole (rdma-pin-all)", b.name));
+        if (!mr) return mr.error();
+        trace("{}: RAM block '{}' registered for rdma-pin-all ({} bytes)", side(), b.name, b.size);
+        pinned_blocks_.push_back(std::move(*mr));
     }
-    int flags = ::fcntl(ec->fd, F_GETFL);
-    ::fcntl(ec->fd, F_SETFL, flags | O_NONBLOCK);
-    return ec;
-}
-
-// A fresh endpoint with its own event channel and one RDMA-CM id on it, in `slot`.
-Result<std::unique_ptr<Endpoint>> new_endpoint(int cancel_fd, Timeouts t, std::string describe, CmId Endpoint::*slot) {
-    auto e = std::make_unique<Endpoint>();
-    e->cancel_fd = cancel_fd;
-    e->io_timeout_ms = t.io_ms;
-    e->describe = std::move(describe);
-    auto ec = make_event_channel();
-    if (!ec) return ec.error();
-    e->events = std::move(*ec);
-    rdma_cm_id* raw = nullptr;
-    if (rdma_create_id(e->events.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return verbs_error("rdma_create_id");
-    ((*e).*slot).reset(raw);
-    return e;
-}
-
-// Turns down a connection request (its id is ours to destroy), saying why in the reject data.
-void refuse(rdma_cm_id* id, const std::string& why) {
-    rdma_reject(id, why.data(), static_cast<uint8_t>(std::min<size_t>(why.size(), 148)));
-    rdma_destroy_id(id);
-}
-
-// Why a connection request was rejected. On IB and RoCE the event's status is the CM's reject
-// reason (InfiniBand spec, REJ message): 28 when the other side's application rejected it, and
-// a vmm destination then says why in the private data (refuse() above); 8 when nothing listens
-// on that port.
-std::string rejection(const rdma_cm_event& ev, const char* what) {
-    constexpr int kRejInvalidServiceId = 8, kRejConsumer = 28;
-    if (ev.status == kRejConsumer) {
-        const auto* data = static_cast<const char*>(ev.param.conn.private_data);
-        std::string reason;
-        for (uint8_t i = 0; data != nullptr && i < ev.param.conn.private_data_len && data[i] != '\0'; ++i)
-            reason += std::isprint(static_cast<unsigned char>(data[i])) != 0 ? data[i] : '?';
-        if (!reason.empty()) return fmt::format("{}: the destination refused: {}", what, reason);
-        return fmt::format("{}: the destination refused the connection (is it a vmm --incoming rdma:?)", what);
-    }
-    if (ev.status == kRejInvalidServiceId) {
-        return fmt::format("{}: nothing listens there; start the destination with --incoming rdma:HOST:PORT first", what);
-    }
-    return fmt::format("{}: rejected (CM reject reason {}); is a vmm --incoming rdma: listening there?", what, ev.status);
-}
-
-// One CM event of the expected type (its private data copied into `pd` if asked), acked.
-Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char* what, PrivateData* pd = nullptr,
-               rdma_cm_id** new_id = nullptr) {
-    for (;;) {
-        rdma_cm_event* ev = nullptr;
-        if (rdma_get_cm_event(e.events.get(), &ev) == 0) {
-            rdma_cm_event_type type = ev->event;
-            int status = ev->status;
-            Status s;
-            if (type == want) {
-                if (pd != nullptr) {
-                    auto p = decode_private_data({static_cast<const uint8_t*>(ev->param.conn.private_data),
-                                                  ev->param.conn.private_data_len});
-                    if (p) *pd = *p;
-                    else s = p.error();
-                }
-                if (new_id != nullptr) *new_id = ev->id;
-            } else if (type == RDMA_CM_EVENT_REJECTED) {
-                s = Error(rejection(*ev, what));
-            } else {
-                if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) e.device_removed = true;
-                s = status < 0 ? Error::from_errno(fmt::format("{}: {}", what, rdma_event_str(type)), -status)
-                               : Error(fmt::format("{}: {} (status {})", what, rdma_event_str(type), status));
-            }
-            rdma_ack_cm_event(ev);
-            return s;
-        }
-        if (errno != EAGAIN) return verbs_error(std::string(what) + ": rdma_get_cm_event");
-        pollfd fds[2] = {{e.events->fd, POLLIN, 0}, {e.cancel_fd, POLLIN, 0}};
-        int r = ::poll(fds, 2, timeout_ms);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return verbs_error("poll");
-        if (fds[1].revents != 0) return Error("migration cancelled");
-        if (r == 0) {
-            return Error(fmt::format("{}: no answer within {} ms; is the peer up and reachable over RDMA "
-                                     "(x-connect-timeout sets the wait)?", what, timeout_ms));
-        }
-    }
-}
-
-Status create_resources(Endpoint& e, ibv_pd* shared_pd) {
-    ibv_context* ctx = e.id->verbs;
-    if (ctx == nullptr) return Error("the RDMA-CM id has no device: is an RDMA device bound to that address?");
-    if (shared_pd != nullptr) {
-        if (shared_pd->context != ctx) return Error("an RDMA channel reached another device than channel 0: use one address");
-        e.shared_pd = shared_pd;
-    } else {
-        e.pd.reset(ibv_alloc_pd(ctx));
-        if (!e.pd) return verbs_error("ibv_alloc_pd");
-    }
-    e.channel.reset(ibv_create_comp_channel(ctx));
-    if (!e.channel) return verbs_error("ibv_create_comp_channel");
-    int flags = ::fcntl(e.channel->fd, F_GETFL);
-    ::fcntl(e.channel->fd, F_SETFL, flags | O_NONBLOCK);
-    e.cq.reset(ibv_create_cq(ctx, static_cast<int>(kSendQueueDepth + kRecvQueueDepth), nullptr, e.channel.get(), 0));
-    if (!e.cq) return verbs_error("ibv_create_cq");
-    if (auto s = posted(ibv_req_notify_cq(e.cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
-    ibv_qp_init_attr attr{};
-    attr.send_cq = e.cq.get();
-    attr.recv_cq = e.cq.get();
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = kSendQueueDepth;
-    attr.cap.max_recv_wr = kRecvQueueDepth;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    if (rdma_create_qp(e.id.get(), e.protection_domain(), &attr) != 0) return verbs_error("rdma_create_qp");
-    e.qp = QueuePair(e.id.get());
     return {};
 }
 
-rdma_conn_param conn_param(const std::vector<uint8_t>& pd) {
-    rdma_conn_param p{};
-    p.private_data = pd.data();
-    p.private_data_len = static_cast<uint8_t>(pd.size());
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
-    return p;
+void Connection::summarize(const std::string& note) {
+    std::string mode = cfg_.pin_all ? "rdma-pin-all" : "dynamic registration";
+    if (!cfg_.pin_all && cfg_.pin_limit != 0) mode += ", rdma-pin-limit " + vmm::format_size(cfg_.pin_limit);
+    size_t n = 1 + extra_.size();
+    summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", ep_->describe, mode, vmm::format_size(geo_.size()), n,
+                           n == 1 ? "" : "s");
+    if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
+    if (!note.empty()) summary_ += " (" + note + ")";
 }
 
-}  // namespace
+// ---- byte stream -------------------------------------------------------------------------
 
-Endpoint::~Endpoint() {
-    // The peer may have reported the removal first (its ERROR ended the migration): ours may
-    // still wait in the event channel.
-    if (events && !device_removed) device_removed = removal_pending();
-    hang_up();
-    if (device_removed) let_go_of_removed_devices();
-}
-
-void Endpoint::hang_up() {
-    if (id && !disconnected && !device_removed) rdma_disconnect(id.get());
-    disconnected = true;
-    qp.reset();
-}
-
-void Endpoint::await_peer_hang_up(int max_ms) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
-    while (events && id && !disconnected && !device_removed) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        pollfd fds[2] = {{events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};  // fd -1: ignored
-        int r = left.count() > 0 ? ::poll(fds, 2, static_cast<int>(left.count())) : 0;
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0 || fds[1].revents != 0) return;  // the peer is still there, or vmm is ending
-        (void)cm_event_while_busy();  // records a disconnect or a removal; refuses strangers
+Status Connection::write(const void* data, size_t len) {
+    auto* p = static_cast<const uint8_t*>(data);
+    out_.insert(out_.end(), p, p + len);
+    while (out_.size() >= kMaxPayload) {
+        if (auto s = ctl_->exchange_send(encode_message(Command::qemu_file, 1, {out_.data(), kMaxPayload})); !s) return s;
+        out_.erase(out_.begin(), out_.begin() + static_cast<long>(kMaxPayload));
     }
+    return {};
 }
 
-bool Endpoint::removal_pending() {
-    bool removed = false;
-    rdma_cm_event* ev = nullptr;
-    while (rdma_get_cm_event(events.get(), &ev) == 0) {  // the channel is non-blocking
-        rdma_cm_event_type type = ev->event;
-        rdma_cm_id* about = ev->id;
-        rdma_ack_cm_event(ev);
-        if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) removed = true;
-        if (type == RDMA_CM_EVENT_CONNECT_REQUEST) refuse(about, "this migration is over");  // its id is ours
-    }
-    return removed;
+Status Connection::flush() {
+    if (out_.empty()) return {};
+    auto s = ctl_->exchange_send(encode_message(Command::qemu_file, 1, out_));
+    out_.clear();
+    return s;
 }
 
-// librdmacm keeps every device it has used open (a verbs context) for the life of the process,
-// and the kernel finishes removing a device only once every context on it is closed: an HCA
-// without "disassociate" support, SoftRoCE among them, waits for ever. Listing the devices
-// marks those that are gone as dead, and librdmacm closes a dead device when its last id is
-// destroyed, which the members of this Endpoint are about to be. (The listing also opens the
-// devices this process had not used yet.)
-void Endpoint::let_go_of_removed_devices() {
-    int n = 0;
-    if (ibv_context** list = rdma_get_devices(&n); list != nullptr) rdma_free_devices(list);
-}
-
-Status Endpoint::cm_event_while_busy() {
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(events.get(), &ev) != 0) return {};
-    rdma_cm_event_type type = ev->event;
-    rdma_cm_id* about = ev->id;
-    rdma_ack_cm_event(ev);
-    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {  // somebody else, mid-migration: not now
-        refuse(about, "a migration is in progress");
-        return {};
-    }
-    // Another channel of this migration: its own completions report its failures.
-    if (about != id.get() && type != RDMA_CM_EVENT_DEVICE_REMOVAL) return {};
-    if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
-    if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) device_removed = true;
-    return Error(fmt::format("{}: {}", describe, rdma_event_str(type)));
-}
-
-namespace {
-// The adapter's own word on a QP that failed (hardware such as mlx5 reports these), if it gave one.
-std::string async_qp_event(ibv_context* ctx, ibv_qp* qp) {
-    if (ctx == nullptr || qp == nullptr) return "";
-    int flags = ::fcntl(ctx->async_fd, F_GETFL);
-    if (flags < 0 || ::fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) != 0) return "";
-    std::string what;
-    ibv_async_event ev{};
-    while (ibv_get_async_event(ctx, &ev) == 0) {
-        bool ours = (ev.event_type == IBV_EVENT_QP_ACCESS_ERR || ev.event_type == IBV_EVENT_QP_REQ_ERR ||
-                     ev.event_type == IBV_EVENT_QP_FATAL) && ev.element.qp == qp;
-        if (ours && what.empty()) what = ibv_event_type_str(ev.event_type);
-        ibv_ack_async_event(&ev);
-    }
-    return what;
-}
-}  // namespace
-
-std::string Endpoint::flush_reason() {
-    for (int i = 0; events && i < 8; ++i)  // each call takes at most one event
-        if (Status s = cm_event_while_busy(); !s) return s.error().message();
-    std::string event = async_qp_event(id ? id->verbs : nullptr, qp.get());
-    std::string adapter = event.empty() ? "" : " (the adapter reported: " + event + ")";
-    if (grants_remote_write) {
-        return fmt::format("{}: the source wrote where it was not allowed (remote access error): the adapter refused a "
-                           "request outside the memory this side registered for it, and ended the connection{}",
-                           describe, adapter);
-    }
-    return fmt::format("{}: the adapter ended the connection over a request from the destination that broke its rules "
-                       "(this side exposes no memory for remote access){}",
-                       describe, adapter);
-}
-
-Result<int> Endpoint::take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed) {
-    ibv_wc wc[32];
-    int n = ibv_poll_cq(cq.get(), 32, wc);
-    if (n < 0) return Error("ibv_poll_cq failed");
-    for (int i = 0; i < n; ++i) {
-        // A flushed request means tear-down has begun; the ones before it still count (the
-        // peer's last message may sit just before the flush), so keep going and decide later.
-        if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
-            flushed = true;
+// Stream bytes. A destination also answers the source's RAM BLOCKS REQUEST here: the source
+// sends it (ram_setup) once the destination has accepted the header, while the destination
+// reads the stream, so both sides are set up (pin-all: pinned) before the first round, as QEMU
+// does in its setup.
+Status Connection::read(void* out, size_t len) {
+    auto* p = static_cast<uint8_t*>(out);
+    while (len > 0) {
+        if (in_pos_ == in_.size()) {
+            auto m = ctl_->exchange_recv({Command::qemu_file, Command::ram_blocks_request});
+            if (!m) return m.error();
+            if (m->header.type == Command::ram_blocks_request) {
+                if (auto s = blocks_requested(); !s) return s;
+                continue;
+            }
+            in_ = std::move(m->data);
+            in_pos_ = 0;
             continue;
         }
-        if (wc[i].status != IBV_WC_SUCCESS) {
-            return Error(fmt::format("{}: a work request failed: {} (vendor error {:#x})", describe,
-                                     ibv_wc_status_str(wc[i].status), wc[i].vendor_err));
-        }
-        if (auto s = on_wc(wc[i]); !s) return s.error();
-    }
-    return n;
-}
-
-Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done,
-                          int timeout_ms) {
-    if (timeout_ms < 0) timeout_ms = io_timeout_ms;
-    bool flushed = false;
-    while (!done()) {
-        auto n = take_completions(on_wc, flushed);
-        if (!n) return n.error();
-        if (*n > 0) continue;
-        if (flushed) return Error(flush_reason());
-        // Gone (disconnected, or its device removed): what had arrived is taken; nothing more will.
-        if (device_removed) return Error(fmt::format("{}: its RDMA device was removed", describe));
-        if (disconnected) return Error(fmt::format("{}: disconnected", describe));
-        pollfd fds[3] = {{channel->fd, POLLIN, 0}, {events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
-        int r = ::poll(fds, 3, timeout_ms);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return verbs_error("poll");
-        if (fds[2].revents != 0) return Error("migration cancelled");
-        if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, timeout_ms));
-        if (fds[0].revents != 0) {
-            ibv_cq* ev_cq = nullptr;
-            void* ctx = nullptr;
-            if (ibv_get_cq_event(channel.get(), &ev_cq, &ctx) == 0) {
-                ibv_ack_cq_events(ev_cq, 1);
-                if (auto s = posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
-            }
-            continue;  // completions first: a disconnect may follow the peer's last message closely
-        }
-        if (fds[1].revents != 0) {
-            // The CQ may have filled since it was last polled: what the peer said before it
-            // disconnected is taken before the disconnect is.
-            auto late = take_completions(on_wc, flushed);
-            if (!late) return late.error();
-            if (*late > 0 || flushed) continue;
-            if (auto s = cm_event_while_busy(); !s) return s;
-        }
+        size_t n = std::min(len, in_.size() - in_pos_);
+        std::memcpy(p, in_.data() + in_pos_, n);
+        in_pos_ += n;
+        p += n;
+        len -= n;
     }
     return {};
-}
-
-Status Endpoint::reap(const std::function<Status(const ibv_wc&)>& on_wc) {
-    bool flushed = false;
-    auto n = take_completions(on_wc, flushed);
-    if (!n) return n.error();
-    if (flushed) return Error(flush_reason());
-    return {};
-}
-
-Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
-                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
-                                                   ibv_pd* shared_pd) {
-    std::string name = fmt::format("rdma destination {}:{}", host, port);
-    if (ours.channels > 1) name += fmt::format(" (channel {})", ours.channel);
-    auto start = std::chrono::steady_clock::now();
-    auto step = [&](const char* done) {  // where a connection's setup time goes
-        trace("{}: {} after {} ms", name, done,
-              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
-    };
-    auto made = new_endpoint(cancel_fd, t, name, &Endpoint::id);
-    if (!made) return made.error();
-    auto e = std::move(*made);
-    step("rdma_cm id created (the first one in a process loads librdmacm's device list)");
-    auto ai = resolve(host, port, false);
-    if (!ai) return ai.error();
-    // An address no RDMA device reaches fails here (127.0.0.1 on most machines).
-    std::string reach = fmt::format("is {} an address of an RDMA interface, or routed through one (rdma link show; "
-                                    "ip route get {})?", host, host);
-    auto unreachable = [&](const Error& err) { return Error(err.message() + "; " + reach); };
-    if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0)
-        return Error::from_errno("rdma_resolve_addr " + host, errno, reach);
-    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return unreachable(s.error());
-    step("address resolved");
-    if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return Error::from_errno("rdma_resolve_route " + host, errno, reach);
-    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return unreachable(s.error());
-    step("route resolved");
-    if (auto s = create_resources(*e, shared_pd); !s) return s.error();
-    if (auto s = before_connect(*e); !s) return s.error();
-    step("queue pair and control buffers ready");
-    auto pd = encode_private_data(ours);
-    auto param = conn_param(pd);
-    if (rdma_connect(e->id.get(), &param) != 0) return verbs_error("rdma_connect");
-    if (auto s = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, t.connect_ms, fmt::format("connecting to {}:{}", host, port).c_str(), &e->peer); !s) {
-        return s.error();
-    }
-    step("connected");
-    return e;
-}
-
-Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t) {
-    auto made = new_endpoint(cancel_fd, t, fmt::format("rdma:{}:{}", host, port), &Endpoint::listen_id);
-    if (!made) return made.error();
-    auto e = std::move(*made);
-    auto ai = resolve(host, port, true);
-    if (!ai) return ai.error();
-    if (rdma_bind_addr(e->listen_id.get(), (*ai)->ai_addr) != 0) {
-        return Error::from_errno(fmt::format("rdma_bind_addr {}:{}", host, port), errno,
-                                 "is an RDMA device configured with that address (rdma link show)?");
-    }
-    if (rdma_listen(e->listen_id.get(), 1) != 0) return verbs_error("rdma_listen");
-    return e;
-}
-
-namespace {
-
-// The next connection request on `on`'s event channel. `check` may turn it down: the request
-// is then rejected with the reason and its id destroyed.
-Result<rdma_cm_id*> next_request(Endpoint& on, int timeout_ms, const std::string& what, PrivateData& theirs,
-                                 const std::function<Status(const PrivateData&)>& check) {
-    rdma_cm_id* raw = nullptr;
-    auto s = wait_cm(on, RDMA_CM_EVENT_CONNECT_REQUEST, timeout_ms, what.c_str(), &theirs, &raw);
-    if (s) s = check(theirs);
-    if (!s) {
-        if (raw != nullptr) refuse(raw, s.error().message());
-        return s.error();
-    }
-    return raw;
-}
-
-// An endpoint for an accepted request, inheriting `from`'s cancel fd and timeout.
-std::unique_ptr<Endpoint> accepted(rdma_cm_id* raw, const Endpoint& from, std::string describe, const PrivateData& theirs) {
-    auto e = std::make_unique<Endpoint>();
-    e->id.reset(raw);
-    e->cancel_fd = from.cancel_fd;
-    e->io_timeout_ms = from.io_timeout_ms;
-    e->describe = std::move(describe);
-    e->peer = theirs;
-    e->grants_remote_write = true;
-    return e;
-}
-
-// Accepts with `ours` as private data and waits for ESTABLISHED on `events_of`'s channel, as
-// long as x-io-timeout allows (the source has asked: its answer is the peer's next word).
-Status answer(Endpoint& e, Endpoint& events_of, const PrivateData& ours, const char* what) {
-    auto pd = encode_private_data(ours);
-    auto param = conn_param(pd);
-    if (rdma_accept(e.id.get(), &param) != 0) return verbs_error(fmt::format("rdma_accept ({})", what));
-    return wait_cm(events_of, RDMA_CM_EVENT_ESTABLISHED, e.io_timeout_ms, what);
-}
-
-}  // namespace
-
-Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect) {
-    PrivateData theirs;
-    auto raw = next_request(listener, -1, "waiting for the RDMA migration source", theirs,
-                            [](const PrivateData&) { return Status{}; });
-    if (!raw) return raw.error();
-    auto e = accepted(*raw, listener, "the rdma migration source", theirs);
-    e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
-    e->listen_id = std::move(listener.listen_id);
-    if (auto r = create_resources(*e, nullptr); !r) return r.error();
-    if (auto r = before_connect(*e); !r) return r.error();
-    PrivateData ours = theirs;
-    ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
-    if (auto r = answer(*e, *e, ours, "accepting the RDMA connection"); !r) return r.error();
-    return e;
-}
-
-Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index) {
-    const PrivateData& first = primary.peer;
-    std::string what = fmt::format("waiting for RDMA channel {} of {}", index, first.channels);
-    PrivateData theirs;
-    auto raw = next_request(primary, primary.io_timeout_ms, what, theirs, [&](const PrivateData& t) -> Status {
-        if (t.session == first.session && t.channel == index && t.channels == first.channels &&
-            t.chunk_shift == first.chunk_shift)
-            return {};
-        return Error(fmt::format("{}: a request for channel {} of {} of another migration (session {:#x}, expected {:#x})",
-                                 what, t.channel, t.channels, t.session, first.session));
-    });
-    if (!raw) return raw.error();
-    auto e = accepted(*raw, primary, fmt::format("{} (channel {})", primary.describe, index), theirs);
-    if (auto r = create_resources(*e, primary.protection_domain()); !r) return r.error();
-    PrivateData ours = theirs;
-    ours.flags = theirs.flags & first.flags;  // what channel 0 agreed
-    if (auto r = answer(*e, primary, ours, "accepting an RDMA channel"); !r) return r.error();
-    return e;
 }
 
 }  // namespace rdma_migrate

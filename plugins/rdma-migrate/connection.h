@@ -1,101 +1,90 @@
-// Connection (spec: "RDMA Protocol Description", steps 1-6): an RC queue pair set up through
-// RDMA-CM, with its PD, completion channel and CQ. Both sides post receives before connecting
-// (the caller's `before_connect` does that); the private data carries {version, flags} and the
-// destination answers with the flags it supports.
-//
-// Every wait polls the CM event channel, the completion channel and the cancel fd together, so a
-// disconnect, a device removal, a cancel or silence longer than the I/O timeout ends it at once.
+// Connection: what both sides of one RDMA migration share, once negotiated. The source's
+// SourceSession (source_session.h) and the destination's DestinationSession
+// (destination_session.h) are each a Connection plus their half of the RAM protocol.
+//   Negotiation: the base protocol as QEMU speaks it, plus each of our extensions (wire.h) that
+//     both sides granted in the private data; a base-protocol peer gets 1 MiB chunks, one
+//     channel, one entry per request and an ERROR without text.
+//   Channels: channel 0 carries the control channel (control_channel.h); with rdma-channels,
+//     channels 1..N-1 share its PD, so one rkey serves all of them.
+//   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages; the receiver keeps the
+//     unread rest of a message for the next read. A RAM BLOCKS REQUEST that arrives while the
+//     destination reads the stream goes to the side (blocks_requested).
+//   rdma-pin-all: each side registers its RAM blocks whole, during setup (pin_blocks).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "memory_registry.h"
-#include "verbs.h"
-#include "wire.h"
+#include "control_channel.h"
+#include "endpoint.h"
+#include "proto/chunks.h"
 
 namespace rdma_migrate {
 
-struct Endpoint {
-    // Parent-first: destroyed in reverse (QP, CQ, channel, PD, ids, event channel).
-    EventChannel events;  // empty on a destination's extra channel (its events go to channel 0's)
-    CmId listen_id;  // destination only
-    CmId id;
-    ProtectionDomain pd;         // owned by channel 0
-    ibv_pd* shared_pd = nullptr; // channels 1..N-1 use channel 0's, so one rkey serves them all
-    CompletionChannel channel;
-    CompletionQueue cq;
-    QueuePair qp;
+struct SessionConfig {
+    std::vector<LocalBlock> blocks;
+    uint64_t chunk_size = ChunkGeometry::kDefault;
+    uint64_t pin_limit = 0;  // bytes registered at once per side, 0 = unlimited
+    bool pin_all = false;    // asked for (source) / granted (after negotiation)
+    uint32_t channels = 1;   // queue pairs (rdma-channels): asked for (source) / granted
+    Timeouts timeouts;       // x-connect-timeout, x-io-timeout (vmm passes both)
     int cancel_fd = -1;
-    int io_timeout_ms = 30000;
-    PrivateData peer;        // what the other side sent in its private data
-    std::string describe;    // "rdma 10.0.0.1:4444"
-    bool disconnected = false;
-    bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
-    bool grants_remote_write = false;  // a destination's: the peer may RDMA WRITE into its memory
+    uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
+    bool base_protocol = false;  // offer (source) / grant (destination) no extension: for tests
+};
 
-    ~Endpoint();
-    // Stops all DMA on this connection, so its buffers and MRs may go: disconnects (flushing
-    // what is posted) unless the peer or a device removal already ended it, and destroys the QP.
+class Connection {
+public:
+    virtual ~Connection();
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    Status write(const void* data, size_t len);
+    Status flush();
+    Status read(void* out, size_t len);
+
+    // Tells the peer why we give up (best effort).
+    void abort(const std::string& reason) { ctl_->send_error(reason); }
+    // The peer and what was negotiated: "rdma 10.0.0.1:4444: dynamic registration, 1 MiB
+    // chunks, 1 channel", and why rdma-pin-all was not granted if it was asked for.
+    const std::string& describe() const { return summary_; }
+    bool pin_all() const { return cfg_.pin_all; }
+    // verify-ram sums (kCapSums): whether the peer agreed to carry them.
+    bool carries_sums() const { return (agreed_ & kCapSums) != 0; }
+
+protected:
+    Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
+               uint32_t agreed);
+    // A RAM BLOCKS REQUEST read from the stream: the destination answers it, a source refuses.
+    virtual Status blocks_requested() = 0;
+    // Channel 1..N-1 of this migration, once connected or accepted.
+    void add_channel(std::unique_ptr<Endpoint> ep) { extra_.push_back(std::move(ep)); }
+    // Every channel: ep_ first.
+    std::vector<Endpoint*> channels() const;
+    // Stops all DMA on every channel (disconnect, destroy the QPs), so buffers and MRs may go:
+    // each side's destructor calls it before its own members unwind.
     void hang_up();
-    // The side that received the last message waits, at most max_ms, for the peer to hang up
-    // first: the peer counts that message delivered only once its completion says so, and a
-    // hang-up from this side could flush it there first. A cancel (vmm ending) ends the wait.
-    void await_peer_hang_up(int max_ms);
-    ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
-    MemoryRegistry memory() const { return MemoryRegistry(protection_domain()); }
-    // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
-    // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error, and
-    // so does silence for `timeout_ms` (-1: io_timeout_ms).
-    Status progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done,
-                    int timeout_ms = -1);
-    // Hands over what the CQ holds now, without waiting.
-    Status reap(const std::function<Status(const ibv_wc&)>& on_wc);
+    // rdma-pin-all: every RAM block registered whole for `use`, into pinned_blocks_.
+    Status pin_blocks(Use use);
+    void summarize(const std::string& note);  // sets describe() once negotiated
+    const char* side() const { return ep_->listen_id ? "destination" : "source"; }
+
+    std::unique_ptr<Endpoint> ep_;                  // first: destroyed last, after every MR
+    std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
+    std::unique_ptr<ControlChannel> ctl_;
+    SessionConfig cfg_;
+    ChunkGeometry geo_;
+    uint32_t agreed_;     // the flags both sides granted (wire.h: kCap*)
+    size_t max_entries_;  // per REGISTER/UNREGISTER/COMPRESS message: 4096 with kCapBatch, else 1
+    bool blocks_known_ = false;  // source: RAM BLOCKS RESULT taken; destination: sent
+    std::vector<MemoryRegion> pinned_blocks_;  // rdma-pin-all: whole blocks
 
 private:
-    // A CM event while data flows: about this connection (or a device removal) it ends the
-    // migration; a stranger's connection request is refused; other channels' events are theirs.
-    Status cm_event_while_busy();
-    // Polls the CQ once and hands each successful completion to on_wc; a flushed request sets
-    // flushed. Returns how many completions were polled.
-    Result<int> take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed);
-    // After a device removal: lets librdmacm close the removed device once this Endpoint's
-    // objects are destroyed, so the removal can complete while the process runs on.
-    static void let_go_of_removed_devices();
-    // Whether the CM events left unread (read and acknowledged now) include a device removal.
-    bool removal_pending();
-    // Why the QP flushed its work when nothing failed on this side and this side did not hang
-    // up: a CM event waiting (the peer hung up, the device went), or the adapter ending the
-    // connection over a request from the peer that broke its rules (its async event, if the
-    // driver gives one: SoftRoCE before Linux 6.5 does not).
-    std::string flush_reason();
+    std::string summary_;  // describe()
+    std::vector<uint8_t> out_, in_;
+    size_t in_pos_ = 0;
 };
-
-struct Timeouts {
-    int connect_ms = 10000;
-    int io_ms = 30000;
-};
-
-constexpr uint32_t kSendQueueDepth = 512;
-constexpr uint32_t kRecvQueueDepth = 4;
-
-using BeforeConnect = std::function<Status(Endpoint&)>;
-
-// Source: resolve, create the QP, `before_connect` (post receives), connect with `ours`. An
-// extra channel (ours.channel > 0) passes channel 0's PD as `shared_pd`.
-Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
-                                                   int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
-                                                   ibv_pd* shared_pd = nullptr);
-
-// Destination: a listening id; accept_endpoint() takes one connection from it, refusing another
-// protocol version, and answers with the flags this side supports (`supported` & theirs).
-Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t);
-Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect);
-// Destination: channel `index` of the migration `primary` (an accepted channel 0) belongs to.
-// A request from another migration, or out of order, is rejected and ends the accept. The new
-// channel shares primary's PD and reports its CM events on primary's event channel.
-Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index);
 
 }  // namespace rdma_migrate

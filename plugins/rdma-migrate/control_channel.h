@@ -14,8 +14,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "connection.h"
-#include "wire.h"
+#include "endpoint.h"
+#include "proto/wire.h"
 
 namespace rdma_migrate {
 

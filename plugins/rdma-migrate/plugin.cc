@@ -1,5 +1,6 @@
 // The rdma: transport's C table (include/vmm/plugin_abi.h). Everything here turns the C
-// calls into Session calls and Session errors into one line in vmm_err; no exception crosses.
+// calls into SourceSession or DestinationSession calls and their errors into one line in
+// vmm_err; no exception crosses. A call meant for the other side is refused, saying so.
 //
 // Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
 // once per side, default 0 = unlimited), rdma-channels (queue pairs, 1..16; 1). Capability:
@@ -19,8 +20,9 @@
 
 #include <fmt/format.h>
 
-#include "memlock.h"
-#include "session.h"
+#include "proto/memlock.h"
+#include "destination_session.h"
+#include "source_session.h"
 #include "trace.h"
 #include "vmm/common/units.h"
 #include "vmm/plugin_abi.h"
@@ -86,9 +88,18 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
 
 uint64_t ram_bytes(const SessionConfig& c) {
     uint64_t ram = 0;
-    for (const auto& b : c.blocks) ram += b.length;
+    for (const auto& b : c.blocks) ram += b.size;
     return ram;
 }
+
+// What vmm holds for one migration connection: one side of it.
+struct Handle {
+    std::unique_ptr<SourceSession> source;
+    std::unique_ptr<DestinationSession> destination;
+    Connection& connection() const {
+        return source ? static_cast<Connection&>(*source) : static_cast<Connection&>(*destination);
+    }
+};
 
 struct Listener {
     std::unique_ptr<Endpoint> ep;
@@ -102,9 +113,9 @@ void* do_connect(const vmm_transport_args* a, vmm_err* e) {
         auto cfg = config_from(a);
         if (!cfg) return cfg.error();
         if (auto s = check_source_memlock(memlock_budget(), ram_bytes(*cfg), cfg->pin_all, cfg->pin_limit); !s) return s;
-        auto s = Session::connect(a->host, a->port, std::move(*cfg));
+        auto s = SourceSession::connect(a->host, a->port, std::move(*cfg));
         if (!s) return s.error();
-        out = s->release();
+        out = new Handle{std::move(*s), nullptr};
         return {};
     });
     return out;
@@ -128,68 +139,96 @@ void* do_accept(void* lp, vmm_err* e) {
     guarded(e, [&]() -> Status {
         auto* l = static_cast<Listener*>(lp);
         // Grant rdma-pin-all only if all of this side's RAM can be pinned.
-        auto s = Session::accept(*l->ep, l->cfg, pin_all_refusal(memlock_budget(), ram_bytes(l->cfg)));
+        auto s = DestinationSession::accept(*l->ep, l->cfg, pin_all_refusal(memlock_budget(), ram_bytes(l->cfg)));
         if (!s) return s.error();
-        out = s->release();
+        out = new Handle{nullptr, std::move(*s)};
         return {};
     });
     return out;
 }
 
-Session& S(void* c) { return *static_cast<Session*>(c); }
+Handle& H(void* c) { return *static_cast<Handle*>(c); }
+Connection& C(void* c) { return H(c).connection(); }
+Result<SourceSession*> source(void* c, const char* call) {
+    if (!H(c).source) return Error(fmt::format("rdma transport: {} is a source's call, made on a destination", call));
+    return H(c).source.get();
+}
+Result<DestinationSession*> destination(void* c, const char* call) {
+    if (!H(c).destination) return Error(fmt::format("rdma transport: {} is a destination's call, made on a source", call));
+    return H(c).destination.get();
+}
 
 // On a failed RAM or stream call, tell the peer why (spec: "Error-handling").
 template <typename F>
 int session_call(void* c, vmm_err* e, F f) {
     int rc = guarded(e, f);
-    if (rc != 0) S(c).abort(e->text);
+    if (rc != 0) C(c).abort(e->text);
     return rc;
+}
+// A source's call `f(SourceSession&)`, refused on a destination.
+template <typename F>
+int source_call(void* c, const char* call, vmm_err* e, F f) {
+    return session_call(c, e, [&]() -> Status {
+        auto s = source(c, call);
+        return s ? f(**s) : Status(s.error());
+    });
 }
 
 int do_write(void* c, const vmm_buf* bufs, uint32_t n, vmm_err* e) {
     return session_call(c, e, [&]() -> Status {
         for (uint32_t i = 0; i < n; ++i)
-            if (auto s = S(c).write(bufs[i].data, bufs[i].len); !s) return s;
+            if (auto s = C(c).write(bufs[i].data, bufs[i].len); !s) return s;
         return {};
     });
 }
-int do_flush(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).flush(); }); }
-int do_read(void* c, void* buf, size_t len, vmm_err* e) { return session_call(c, e, [&] { return S(c).read(buf, len); }); }
-int ram_setup(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_setup(); }); }
-int ram_begin(void* c, uint32_t round, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_begin_round(round); }); }
+int do_flush(void* c, vmm_err* e) { return session_call(c, e, [&] { return C(c).flush(); }); }
+int do_read(void* c, void* buf, size_t len, vmm_err* e) { return session_call(c, e, [&] { return C(c).read(buf, len); }); }
+int ram_setup(void* c, vmm_err* e) { return source_call(c, "ram_setup", e, [](SourceSession& s) { return s.ram_setup(); }); }
+int ram_begin(void* c, uint32_t round, vmm_err* e) {
+    return source_call(c, "ram_begin_round", e, [&](SourceSession& s) { return s.ram_begin_round(round); });
+}
 int ram_send(void* c, uint32_t b, uint64_t off, uint64_t len, vmm_err* e) {
-    return session_call(c, e, [&] { return S(c).ram_send(b, off, len); });
+    return source_call(c, "ram_send", e, [&](SourceSession& s) { return s.ram_send(b, off, len); });
 }
 int ram_zero(void* c, uint32_t b, uint64_t off, uint64_t len, vmm_err* e) {
-    return session_call(c, e, [&] { return S(c).ram_send_zero(b, off, len); });
+    return source_call(c, "ram_send_zero", e, [&](SourceSession& s) { return s.ram_send_zero(b, off, len); });
 }
-int ram_end(void* c, vmm_err* e) { return session_call(c, e, [&] { return S(c).ram_end_round(); }); }
-int ram_serve(void* c, uint32_t round, vmm_err* e) { return guarded(e, [&] { return S(c).serve_round(round); }); }
-uint64_t ram_in_flight(void* c) { return S(c).ram_in_flight(); }
-void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) { S(c).on_arrival(fn, ctx); }
-uint32_t ram_features(void* c) { return S(c).carries_sums() ? VMM_RAM_SUMS : 0u; }
+int ram_end(void* c, vmm_err* e) { return source_call(c, "ram_end_round", e, [](SourceSession& s) { return s.ram_end_round(); }); }
+int ram_serve(void* c, uint32_t round, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto d = destination(c, "ram_serve_round");
+        return d ? (*d)->serve_round(round) : Status(d.error());
+    });
+}
+uint64_t ram_in_flight(void* c) { return H(c).source ? H(c).source->ram_in_flight() : 0; }
+void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) {
+    if (H(c).source) H(c).source->on_arrival(fn, ctx);
+}
+uint32_t ram_features(void* c) { return C(c).carries_sums() ? VMM_RAM_SUMS : 0u; }
 int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t count, vmm_err* e) {
-    return session_call(c, e, [&] { return S(c).ram_sums(b, off, {sums, count}); });
+    return source_call(c, "ram_sums", e, [&](SourceSession& s) { return s.ram_sums(b, off, {sums, count}); });
 }
 using SumsCallback = int (*)(void*, uint32_t, uint64_t, const uint64_t*, uint32_t, vmm_err*);
 void ram_on_sums(void* c, SumsCallback fn, void* ctx) noexcept {
-    if (fn == nullptr) return S(c).on_sums(nullptr);
+    DestinationSession* d = H(c).destination.get();
+    if (d == nullptr) return;  // a source is given no sums
+    if (fn == nullptr) return d->on_sums(nullptr);
     try {  // a std::function: nothing may be thrown across the C boundary, even bad_alloc
-        S(c).on_sums([fn, ctx](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
+        d->on_sums([fn, ctx](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
             vmm_err err{};
             if (fn(ctx, block, offset, sums.data(), static_cast<uint32_t>(sums.size()), &err) == 0) return {};
             std::string text(err.text, strnlen(err.text, sizeof err.text));
             return Error(text.empty() ? "vmm refused the verify-ram sums without saying why" : text);
         });
     } catch (...) {
-        S(c).on_sums(nullptr);  // no callback: SUMS that arrive fail the round, saying so
+        d->on_sums(nullptr);  // no callback: SUMS that arrive fail the round, saying so
     }
 }
-const char* do_describe(void* c) { return S(c).describe().c_str(); }
-void do_close(void* c) { delete static_cast<Session*>(c); }
+const char* do_describe(void* c) { return C(c).describe().c_str(); }
+void do_close(void* c) { delete static_cast<Handle*>(c); }
 void do_abort(void* c, const char* reason) noexcept {
     try {
-        S(c).abort(reason != nullptr ? reason : "the migration failed");
+        C(c).abort(reason != nullptr ? reason : "the migration failed");
     } catch (...) {
     }
 }

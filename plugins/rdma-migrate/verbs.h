@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace rdma_migrate {
 

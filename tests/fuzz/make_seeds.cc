@@ -7,7 +7,7 @@
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/migration/transport/ram_verifier.h"
 #include "vmm/migration/wire/stream_format.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 using namespace vmm::migration;
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "chunks.h"
-#include "wire.h"
+#include "proto/chunks.h"
+#include "proto/wire.h"
 
 using namespace rdma_migrate;
 

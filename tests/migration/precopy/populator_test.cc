@@ -9,9 +9,12 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/support/wait.h"
 #include "vmm/common/mapping.h"
 
 namespace vmm::migration {
+
+using vmm::test::wait_for;
 
 namespace {
 constexpr uint64_t M = 1 << 20;
@@ -27,8 +30,7 @@ uint64_t resident_pages(uint8_t* p, uint64_t len) {
 
 // Waits (up to 10 s) until the helper has populated `bytes`.
 bool wait_populated(Populator& p, uint64_t bytes) {
-    for (int i = 0; i < 1000 && p.populated_bytes() < bytes; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return p.populated_bytes() >= bytes;
+    return wait_for([&] { return p.populated_bytes() >= bytes; }, std::chrono::seconds(10));
 }
 }  // namespace
 

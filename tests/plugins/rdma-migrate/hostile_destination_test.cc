@@ -1,7 +1,7 @@
 // A hostile destination against the source side of the protocol, on a real RDMA device (label
 // rdma; run them in the SoftRoCE nested VM: scripts/softroce-run.sh ctest --test-dir build -L rdma).
 //
-// The source here is the plugin's own Session, connecting and sending one chunk in one round;
+// The source here is the plugin's own SourceSession, connecting and sending one chunk in one round;
 // the destination is a rogue that accepts properly, exposes a 1 MiB buffer for remote write,
 // and then answers what no honest destination would: RAM blocks that do not match, pin-all
 // without an rkey, a chunk registered somewhere other than where its block was announced, a
@@ -12,7 +12,7 @@
 
 #include "control_channel.h"
 #include "rdma_test_support.h"
-#include "session.h"
+#include "source_session.h"
 
 namespace rdma_migrate::test {
 namespace {
@@ -79,7 +79,7 @@ public:
         cfg.pin_all = pin_all;
         cfg.timeouts = kTimeouts;
         migrating_.start([cfg, port]() -> std::string {
-            auto s = Session::connect(rdma_addr(), port, cfg);
+            auto s = SourceSession::connect(rdma_addr(), port, cfg);
             if (!s) return "connect: " + s.error().message();
             Status st = (*s)->ram_begin_round(1);
             if (st) st = (*s)->ram_send(0, 0, kChunk);

@@ -1,7 +1,7 @@
 // A hostile source against the destination side of the protocol, on a real RDMA device (label
 // rdma; run them in the SoftRoCE nested VM: scripts/softroce-run.sh ctest --test-dir build -L rdma).
 //
-// The destination here is the plugin's own Session, serving a RAM round over a 1 MiB buffer
+// The destination here is the plugin's own DestinationSession, serving a RAM round over a 1 MiB buffer
 // that stands for guest RAM; the source is a rogue that connects properly and then sends what
 // no honest source would: entries outside the RAM blocks, a valid entry followed by an invalid
 // one, a message larger than the posted receive, RDMA WRITEs past the chunk it was granted or
@@ -20,7 +20,8 @@
 
 #include "control_channel.h"
 #include "rdma_test_support.h"
-#include "session.h"
+#include "tests/support/wait.h"
+#include "destination_session.h"
 #include "vmm/common/fd.h"
 
 namespace rdma_migrate::test {
@@ -39,22 +40,21 @@ public:
         cfg.timeouts = timeouts;
         cfg.cancel_fd = cancel_fd;
         serving_.start([this, cfg]() -> std::string {
-            auto s = Session::accept(*listener_, cfg, "");
+            auto s = DestinationSession::accept(*listener_, cfg, "");
             if (!s) return "accept: " + s.error().message();
             Status round = (*s)->serve_round(1);
-            served_ = true;  // the Session ends next
+            served_ = true;  // the DestinationSession ends next
             return round ? "" : round.error().message();
         });
     }
     uint16_t port() const { return port_; }
-    // Whether the round is over (the Session then ends, hanging up as it does).
+    // Whether the round is over (the DestinationSession then ends, hanging up as it does).
     bool served() const { return served_; }
     // What the destination's round ended with (waits for it).
     std::string result() { return serving_.result(); }
     // Whether the round has ended within `seconds`.
     bool ends_within(int seconds) {
-        for (int i = 0; i < seconds * 20 && !served_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        return served_;
+        return vmm::test::eventually([this] { return served_.load(); }, seconds);
     }
 
 private:
@@ -92,7 +92,7 @@ struct Rogue {
         buf_mr.reset(ibv_reg_mr(ep->pd.get(), buf.data(), buf.size(), 0));
         if (!buf_mr) throw std::runtime_error("ibv_reg_mr of the rogue's buffer failed");
     }
-    ~Rogue() { ep->hang_up(); }  // the HCA stops before any buffer goes, as in Session
+    ~Rogue() { ep->hang_up(); }  // the HCA stops before any buffer goes, as in a Connection
 
     // The destination's next message; its ERROR comes back as "the peer aborted: ...".
     std::string next() {
@@ -264,7 +264,7 @@ TEST(RdmaDestination, ASilentSourceEndsTheRoundAfterOneTimeout) {
 // message (the go-ahead, in a migration) delivered only once the message's completion says
 // so; a destination that hung up at once could flush it on the source first, and the source
 // would then resume a guest the destination runs. So the destination waits for the source to
-// hang up first. Its Session ends here right after REGISTER FINISHED.
+// hang up first. Its DestinationSession ends here right after REGISTER FINISHED.
 TEST(RdmaDestination, HangsUpOnlyAfterTheSourceAtTheEndOfAGoodRound) {
     VMM_SKIP_WITHOUT_RDMA();
     Ram ram;
@@ -291,8 +291,7 @@ TEST(RdmaDestination, StopsWaitingForTheSourceWhenItsVmmEnds) {
     Destination dst(ram, cancel.get());
     Rogue rogue(dst.port());
     ASSERT_TRUE(rogue.ctl->exchange_send(encode_empty(Command::register_finished)));
-    for (int i = 0; i < 600 && !dst.served(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSERT_TRUE(dst.served());
+    ASSERT_TRUE(vmm::test::eventually([&] { return dst.served(); }, 30));
     uint64_t one = 1;
     ASSERT_EQ(::write(cancel.get(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
     pollfd p{rogue.ep->events->fd, POLLIN, 0};

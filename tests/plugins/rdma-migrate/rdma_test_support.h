@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "connection.h"
+#include "endpoint.h"
 #include "rdma_device.h"
 
 namespace rdma_migrate::test {
@@ -57,7 +57,7 @@ private:
     uint8_t fill_;
 };
 
-// The plugin's own side of a test (a Session), on a thread of its own: its body returns "" when
+// The plugin's own side of a test (a SourceSession or DestinationSession), on a thread of its own: its body returns "" when
 // it went through, else its error text, which result() waits for (up to 60 s).
 class PeerThread {
 public:

@@ -1,7 +1,7 @@
 // RegisterAhead: the source's registration pipeline, driven as Session drives it (ask a group,
 // write the group answered before it) against a fake destination that registers what it is
 // asked for.
-#include "register_ahead.h"
+#include "proto/register_ahead.h"
 
 #include <gtest/gtest.h>
 

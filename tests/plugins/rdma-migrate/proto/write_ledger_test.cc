@@ -2,7 +2,7 @@
 // whatever was signalled in between; stale and unknown indexes change nothing.
 #include <gtest/gtest.h>
 
-#include "write_ledger.h"
+#include "proto/write_ledger.h"
 
 namespace rdma_migrate {
 

@@ -6,19 +6,19 @@
 //     be unregistered first and only what no write in flight targets may be.
 #include <fmt/format.h>
 
-#include "session.h"
+#include "source_session.h"
 #include "trace.h"
 
 namespace rdma_migrate {
 
-Status Session::ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent) {
+Status SourceSession::ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent) {
     std::vector<RegisterEntry> ask;  // each names its chunk's start in the destination's offset space
     for (const auto& k : chunks) ask.push_back({remote_[k.block].offset + geo_.start(k.chunk), k.block, 0});
     return ctl_->exchange_send(encode_register_entries(Command::register_request, ask), sent);
 }
 
 // Reads the REGISTER RESULT for `chunks`, checks every entry, and caches the rkeys.
-Status Session::take_registration(const std::vector<ChunkKey>& chunks) {
+Status SourceSession::take_registration(const std::vector<ChunkKey>& chunks) {
     auto m = ctl_->answer(Command::register_result);
     if (!m) return m.error();
     auto results = decode_register_results(*m);
@@ -29,7 +29,7 @@ Status Session::take_registration(const std::vector<ChunkKey>& chunks) {
         const RegisterResult& r = (*results)[i];
         if (auto s = check_register_result(r, remote_[block]); !s) return s;
         trace("source: remote chunk {}:{} registered, rkey {:#x} at {:#x}", block, chunk, r.rkey, r.host_addr);
-        remote_regs_.insert({block, chunk}, geo_.length(cfg_.blocks[block].length, chunk), r);
+        remote_regs_.insert({block, chunk}, geo_.length(cfg_.blocks[block].size, chunk), r);
     }
     work_.remote_registered += chunks.size();
     return {};
@@ -37,7 +37,7 @@ Status Session::take_registration(const std::vector<ChunkKey>& chunks) {
 
 // One step of the pipeline: read the answer for the group being registered, ask for the next
 // group (its SEND goes ahead of the writes posted next), then write what is now registered.
-Status Session::register_step(bool final) {
+Status SourceSession::register_step(bool final) {
     if (!asking_.empty()) {
         if (auto s = take_registration(asking_); !s) return s;
         asking_.clear();
@@ -50,7 +50,7 @@ Status Session::register_step(bool final) {
     return post_ready();
 }
 
-Status Session::post_ready() {
+Status SourceSession::post_ready() {
     auto ready = ahead_.take_ready(registered_remotely());
     for (const auto& q : ready)
         if (auto s = write_piece(q.block, q.piece); !s) return s;
@@ -59,7 +59,7 @@ Status Session::post_ready() {
 
 // Before any other control message, and at the end of a round: everything asked is answered
 // and everything queued is written (posted).
-Status Session::finish_ahead() {
+Status SourceSession::finish_ahead() {
     while (!asking_.empty() || ahead_.ask_due(true))
         if (auto s = register_step(true); !s) return s;
     if (auto s = post_ready(); !s) return s;
@@ -67,13 +67,13 @@ Status Session::finish_ahead() {
     return {};
 }
 
-Status Session::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks) {
+Status SourceSession::ensure_remote(uint32_t block, const std::vector<uint64_t>& chunks) {
     std::vector<ChunkKey> missing;
     uint64_t bytes = 0;
     for (uint64_t c : chunks) {
         if (remote_regs_.find({block, c}) != nullptr) continue;
         missing.push_back({block, c});
-        bytes += geo_.length(cfg_.blocks[block].length, c);
+        bytes += geo_.length(cfg_.blocks[block].size, c);
     }
     if (missing.empty()) return {};
     auto victims = remote_regs_.victims_for(bytes);

@@ -8,7 +8,7 @@
 // range and hands it to vmm (on_sums).
 #include <fmt/format.h>
 
-#include "session.h"
+#include "source_session.h"
 #include "trace.h"
 
 namespace rdma_migrate {
@@ -23,9 +23,7 @@ constexpr size_t kSumsFlushPages = 2048;
 constexpr auto kSumsSent = ControlChannel::Sent::later;
 }  // namespace
 
-// ---- source ------------------------------------------------------------------------------
-
-Status Session::ram_sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
+Status SourceSession::ram_sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
     if ((agreed_ & kCapSums) == 0) return Error("internal: verify-ram sums on an RDMA connection that did not agree on them");
     SumsEntry e{block, offset, {sums.begin(), sums.end()}};
     if (auto s = check_sums_entry(e, cfg_.blocks); !s) return s.error().context("internal");
@@ -35,7 +33,7 @@ Status Session::ram_sums(uint32_t block, uint64_t offset, std::span<const uint64
 }
 
 // The sums given for the range ram_send or ram_send_zero is handing over, if any.
-Result<std::optional<SumsEntry>> Session::take_sums(uint32_t block, uint64_t offset, uint64_t length) {
+Result<std::optional<SumsEntry>> SourceSession::take_sums(uint32_t block, uint64_t offset, uint64_t length) {
     if (!next_sums_) return std::optional<SumsEntry>{};
     SumsEntry e = std::move(*next_sums_);
     next_sums_.reset();
@@ -47,19 +45,19 @@ Result<std::optional<SumsEntry>> Session::take_sums(uint32_t block, uint64_t off
 }
 
 // A data range's sums wait for the writes of its `pieces` (numbered `seq` from here on).
-uint64_t Session::await_writes(SumsEntry e, size_t pieces) {
+uint64_t SourceSession::await_writes(SumsEntry e, size_t pieces) {
     uint64_t seq = ++sums_seq_;
     pending_sums_.emplace(seq, PendingSums{pieces, std::move(e)});
     return seq;
 }
 
-void Session::sums_ready(SumsEntry e) {
+void SourceSession::sums_ready(SumsEntry e) {
     ready_sum_count_ += e.sums.size();
     ready_sums_.push_back(std::move(e));
 }
 
 // Called as a lane's ledger learns of completions: every write up to done() has landed.
-void Session::writes_landed(Lane& lane) {
+void SourceSession::writes_landed(Lane& lane) {
     while (!lane.tags.empty() && lane.tags.front().first <= lane.ledger.done()) {
         auto it = pending_sums_.find(lane.tags.front().second);
         lane.tags.pop_front();
@@ -69,12 +67,12 @@ void Session::writes_landed(Lane& lane) {
     }
 }
 
-bool Session::sums_due() const { return asking_.empty() && ready_sum_count_ >= kSumsFlushPages; }
+bool SourceSession::sums_due() const { return asking_.empty() && ready_sum_count_ >= kSumsFlushPages; }
 
 // Sends what is ready: mid-round (`all` false) only once it is worth a message, at the round's
 // end everything (the writes drained, the COMPRESS messages sent). Never while a registration
 // request waits for its answer: the destination answers that before it reads anything else.
-Status Session::flush_sums(bool all) {
+Status SourceSession::flush_sums(bool all) {
     if (ready_sums_.empty() || (!all && ready_sum_count_ < kSumsFlushPages)) return {};
     // Taken out first: a send drives the completion queue, which may make more sums ready
     // meanwhile (they go with the next flush).
@@ -103,26 +101,12 @@ Status Session::flush_sums(bool all) {
 }
 
 // At the round's end, after its writes drained: every sum is ready and goes now.
-Status Session::finish_sums() {
+Status SourceSession::finish_sums() {
     if (!pending_sums_.empty() || next_sums_) {
         return Error(fmt::format("internal: {} ranges' verify-ram sums still wait for their writes at the round's end",
                                  pending_sums_.size() + (next_sums_ ? 1 : 0)));
     }
     return flush_sums(true);
-}
-
-// ---- destination -------------------------------------------------------------------------
-
-Status Session::handle_sums(const Message& m) {
-    if ((agreed_ & kCapSums) == 0) return Error("SUMS from a source that did not agree on the sums extension");
-    if (!sums_fn_) return Error("SUMS, but verify-ram sums were not asked for on this side (the migration stream did not announce them)");
-    auto entries = decode_sums(m);
-    if (!entries) return entries.error();
-    for (const SumsEntry& e : *entries)  // every entry is checked before any is handed on
-        if (auto s = check_sums_entry(e, cfg_.blocks); !s) return s;
-    for (const SumsEntry& e : *entries)
-        if (auto s = sums_fn_(e.block, e.offset, e.sums); !s) return s;
-    return {};
 }
 
 }  // namespace rdma_migrate

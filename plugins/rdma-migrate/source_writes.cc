@@ -1,12 +1,10 @@
-// The RAM halves of a Session: the source's RDMA-WRITE pipeline and the destination's round
-// server (spec: "Migration of VM's ram", "Error handling"; TODO 1 and 4: bounded pinning).
+// The source's RDMA-WRITE lanes (spec: "Migration of VM's ram"; TODO 1 and 4: bounded
+// pinning): each range is split by chunk, each piece written on lane chunk % N, batches posted
+// with one doorbell, every 64th write (or every 8 MiB) signalled, and at most ~16 MiB on the
+// wire per lane; a lane drains by re-posting its last write signalled.
 #include <fmt/format.h>
-#include <sys/mman.h>
 
-#include <cstring>
-#include <set>
-
-#include "session.h"
+#include "source_session.h"
 #include "trace.h"
 
 namespace rdma_migrate {
@@ -24,42 +22,33 @@ constexpr uint64_t kInFlight = 128;    // writes posted and not yet known comple
 constexpr uint64_t kInFlightBytes = 16 << 20;
 
 Status check_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64_t offset, uint64_t length) {
-    if (block >= blocks.size() || offset > blocks[block].length || length > blocks[block].length - offset) {
+    if (block >= blocks.size() || offset > blocks[block].size || length > blocks[block].size - offset) {
         return Error(fmt::format("RAM range {}:{:#x}+{:#x} is outside the RAM blocks", block, offset, length));
     }
     return {};
 }
 }  // namespace
 
-// ---- source ------------------------------------------------------------------------------
-
-Status Session::ram_begin_round(uint32_t round) {
-    compress_.clear();
-    next_sums_.reset();
-    work_ = RoundWork{round};
-    return ram_setup();
-}
-
-uint64_t Session::ram_chunks() const {
+uint64_t SourceSession::ram_chunks() const {
     uint64_t n = 0;
-    for (const auto& b : cfg_.blocks) n += geo_.count(b.length);
+    for (const auto& b : cfg_.blocks) n += geo_.count(b.size);
     return n;
 }
 
-uint64_t Session::ram_in_flight() const {
+uint64_t SourceSession::ram_in_flight() const {
     uint64_t arrived = 0;
     for (const Lane& l : lanes_) arrived += l.ledger.delivered();
     return accepted_ - arrived;
 }
 
-void Session::write_completed(Lane& lane, uint64_t index) {
+void SourceSession::write_completed(Lane& lane, uint64_t index) {
     uint64_t before = lane.ledger.delivered();
     lane.ledger.completed(index);  // RC: every earlier write on this queue pair is done too
     writes_landed(lane);
     if (arrival_fn_ != nullptr && lane.ledger.delivered() != before) arrival_fn_(arrival_ctx_);
 }
 
-Status Session::reap_writes() {
+Status SourceSession::reap_writes() {
     for (Lane& lane : lanes_) {
         if (lane.ledger.done() >= lane.last_signalled) continue;  // nothing it could tell
         Status s = &lane == &lanes_[0] ? ctl_->reap() : lane.ep->reap(on_lane_completion(lane));
@@ -68,19 +57,19 @@ Status Session::reap_writes() {
     return {};
 }
 
-Status Session::lane_progress(Lane& lane, const std::function<bool()>& done) {
+Status SourceSession::lane_progress(Lane& lane, const std::function<bool()>& done) {
     if (&lane == &lanes_[0]) return ctl_->progress(done);  // shares its CQ with the control channel
     return lane.ep->progress(on_lane_completion(lane), done);
 }
 
-std::function<Status(const ibv_wc&)> Session::on_lane_completion(Lane& lane) {
+std::function<Status(const ibv_wc&)> SourceSession::on_lane_completion(Lane& lane) {
     return [this, &lane](const ibv_wc& wc) {
         write_completed(lane, wr_index(wc.wr_id));
         return Status{};
     };
 }
 
-Status Session::drain_writes() {
+Status SourceSession::drain_writes() {
     for (Lane& lane : lanes_) {
         if (auto s = post_writes(lane); !s) return s;  // what is still batched
         if (lane.ledger.posted() > lane.last_signalled) {
@@ -110,7 +99,7 @@ Status Session::drain_writes() {
 
 // Waits on a lane's completions until `done`; verify-ram sums its completions make ready go to
 // the destination meanwhile, so it checks while the writes drain rather than after them.
-Status Session::wait_lane(Lane& lane, const std::function<bool()>& done) {
+Status SourceSession::wait_lane(Lane& lane, const std::function<bool()>& done) {
     for (;;) {
         bool due = false;
         if (auto s = lane_progress(lane, [&] { return done() || (due = sums_due()); }); !s) return s;
@@ -119,14 +108,14 @@ Status Session::wait_lane(Lane& lane, const std::function<bool()>& done) {
     }
 }
 
-Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
+Result<uint32_t> SourceSession::local_lkey(uint32_t block, uint64_t chunk) {
     const LocalBlock& b = cfg_.blocks[block];
     if (cfg_.pin_all) {  // registered whole during setup (pin_blocks)
         if (block >= pinned_blocks_.size()) return Error("internal: rdma-pin-all block was not registered at setup");
         return pinned_blocks_[block]->lkey;
     }
     if (MemoryRegion* mr = local_regs_.find({block, chunk})) return (*mr)->lkey;
-    uint64_t len = geo_.length(b.length, chunk);
+    uint64_t len = geo_.length(b.size, chunk);
     auto victims = local_regs_.victims_for(len);
     if (!victims) return victims.error();
     if (!victims->empty()) {
@@ -146,7 +135,7 @@ Result<uint32_t> Session::local_lkey(uint32_t block, uint64_t chunk) {
     return lkey;
 }
 
-Status Session::post_writes(Lane& lane) {
+Status SourceSession::post_writes(Lane& lane) {
     if (lane.wrs.empty()) return {};
     // Room in the send queue: wait for completions while too much is in flight. With a signal
     // every 64 writes and at most 128 + 16 in flight, a signalled write is always among them.
@@ -175,7 +164,7 @@ Status Session::post_writes(Lane& lane) {
     return s;
 }
 
-Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t sums) {
+Status SourceSession::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t sums) {
     uint64_t index = lane.ledger.post(sge.length);
     if (sums != 0) lane.tags.emplace_back(index, sums);  // its landing counts for those sums
     wr.wr_id = make_wr_id(WrKind::write, index);
@@ -193,7 +182,7 @@ Status Session::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint64_t su
     return lane.wrs.size() == kPostBatch ? post_writes(lane) : Status{};
 }
 
-Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
+Status SourceSession::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     auto sums = take_sums(block, offset, length);
     if (!sums) return sums.error();
@@ -222,12 +211,12 @@ Status Session::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
 
 // After ram_send: take the completions that have come, so that ram_in_flight() follows the
 // wire, and send the sums they made ready (unless a registration answer is awaited).
-Status Session::sent_pieces() {
+Status SourceSession::sent_pieces() {
     if (auto s = reap_writes(); !s) return s;
     return asking_.empty() ? flush_sums(false) : Status{};
 }
 
-Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
+Status SourceSession::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
     if (!cfg_.pin_all) {
         std::vector<uint64_t> chunks;
         for (const auto& p : pieces) chunks.push_back(p.chunk);
@@ -239,14 +228,14 @@ Status Session::write_pieces(uint32_t block, const std::vector<Piece>& pieces) {
 }
 
 // Batches left short go to the HCA now rather than when the next ram_send fills them.
-Status Session::post_short_batches() {
+Status SourceSession::post_short_batches() {
     for (Lane& lane : lanes_)
         if (auto s = post_writes(lane); !s) return s;
     return {};
 }
 
 // One RDMA WRITE of a piece whose chunk the destination has registered (or pinned whole).
-Status Session::write_piece(uint32_t block, const Piece& p) {
+Status SourceSession::write_piece(uint32_t block, const Piece& p) {
     auto lkey = local_lkey(block, p.chunk);
     if (!lkey) return lkey.error();
     ibv_send_wr wr{};
@@ -266,7 +255,7 @@ Status Session::write_piece(uint32_t block, const Piece& p) {
     return queue_write(lanes_[p.chunk % lanes_.size()], wr, sge, p.sums);
 }
 
-Status Session::flush_compress() {
+Status SourceSession::flush_compress() {
     if (compress_.empty()) return {};
     if (auto s = finish_ahead(); !s) return s;  // its answer comes before the next READY
     auto s = ctl_->exchange_send(encode_compress(compress_));
@@ -276,7 +265,7 @@ Status Session::flush_compress() {
     return s;
 }
 
-Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) {
+Status SourceSession::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     if (block >= remote_.size()) return Error("internal: zero pages sent before the RAM blocks were exchanged");
     auto sums = take_sums(block, offset, length);
@@ -284,125 +273,6 @@ Status Session::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) 
     if (*sums) zero_sums_.push_back(std::move(**sums));
     compress_.push_back({0, block, remote_[block].offset + offset, length});  // in the destination's offset space
     return compress_.size() == max_entries_ ? flush_compress() : Status{};
-}
-
-Status Session::ram_end_round() {
-    if (auto s = finish_ahead(); !s) return s;
-    if (auto s = flush_compress(); !s) return s;
-    if (auto s = drain_writes(); !s) return s;
-    if (auto s = finish_sums(); !s) return s;
-    if (tracing()) {  // ram_chunks() walks the blocks: only when someone reads the line
-        uint64_t total = ram_chunks();
-        trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
-              "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
-              work_.round, work_.pieces, work_.remote_registered, work_.remote_released, work_.local_registered,
-              work_.local_released, cfg_.pin_all ? total : remote_regs_.size(), total);
-    }
-    return ctl_->exchange_send(encode_empty(Command::register_finished));
-}
-
-// ---- destination -------------------------------------------------------------------------
-
-Status Session::handle_register(const Message& m) {
-    if (cfg_.pin_all) return Error("REGISTER REQUEST although rdma-pin-all registered everything");
-    auto entries = decode_register_entries(m);
-    if (!entries) return entries.error();
-    std::vector<ChunkSpan> checked;
-    for (const auto& r : *entries) {  // every entry is checked before anything is registered
-        auto sp = check_register_entry(r, cfg_.blocks, geo_);
-        if (!sp) return sp.error();
-        checked.push_back(*sp);
-    }
-    std::vector<RegisterResult> results;
-    for (size_t i = 0; i < entries->size(); ++i) {
-        uint32_t block = (*entries)[i].block;
-        const LocalBlock& b = cfg_.blocks[block];
-        const ChunkSpan& sp = checked[i];
-        ChunkKey key{block, sp.first};
-        MemoryRegion* mr = served_regs_.find(key);
-        if (mr == nullptr) {
-            auto victims = served_regs_.victims_for(sp.length);
-            if (!victims) return victims.error();
-            if (!victims->empty()) {
-                return Error(fmt::format("the source exceeded rdma-pin-limit ({} bytes) without unregistering first",
-                                         served_regs_.limit()));
-            }
-            auto reg = ep_->memory().register_memory(b.host + sp.offset, sp.length, Use::chunk_written,
-                                                     fmt::format("chunk {} of '{}'", sp.first, b.name));
-            if (!reg) return reg.error();
-            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", block, sp.first, (*reg)->rkey,
-                  reinterpret_cast<uint64_t>(b.host) + sp.offset, sp.length);
-            served_regs_.insert(key, sp.length, std::move(*reg));
-            mr = served_regs_.find(key);
-        }
-        results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host)});  // the block's start, as QEMU answers
-    }
-    return ctl_->reply(encode_register_results(results));
-}
-
-Status Session::handle_unregister(const Message& m) {
-    auto entries = decode_register_entries(m);
-    if (!entries) return entries.error();
-    std::vector<ChunkKey> keys;
-    for (const auto& r : *entries) {
-        auto sp = check_unregister_entry(r, cfg_.blocks, geo_);
-        if (!sp) return sp.error();
-        keys.push_back({r.block, sp->first});
-    }
-    for (const auto& k : keys) {
-        trace("destination: chunk {}:{} unregistered", k.block, k.chunk);
-        served_regs_.erase(k);
-    }
-    return ctl_->reply(encode_empty(Command::unregister_finished));
-}
-
-Status Session::handle_compress(const Message& m) {
-    auto entries = decode_compress(m);
-    if (!entries) return entries.error();
-    std::vector<uint64_t> at;  // offsets in the blocks
-    for (const auto& c : *entries) {
-        auto off = check_compress(c, cfg_.blocks);
-        if (!off) return off.error();
-        at.push_back(*off);
-    }
-    for (size_t i = 0; i < entries->size(); ++i) {
-        const Compress& c = (*entries)[i];
-        uint8_t* dst = cfg_.blocks[c.block].host + at[i];
-        bool pinned = cfg_.pin_all;
-        for (uint64_t ch = geo_.index(at[i]); !pinned && ch <= geo_.index(at[i] + c.length - 1); ++ch)
-            pinned = served_regs_.contains({c.block, ch});
-        // Unpinned memory can drop its pages (it reads back as zero and stays unpopulated);
-        // pinned pages must stay the ones the HCA writes to, so those are cleared in place.
-        if (pinned || c.value != 0 || ::madvise(dst, c.length, MADV_DONTNEED) != 0) std::memset(dst, static_cast<int>(c.value), c.length);
-    }
-    return {};
-}
-
-// Whatever ends a round early (a refused entry, an undecodable or unexpected message, a dead
-// connection) is told to the source as ERROR, where the connection still carries it.
-Status Session::serve_round(uint32_t) {
-    Status s = serve_messages();
-    if (!s) ctl_->send_error(s.error().message());
-    return s;
-}
-
-Status Session::serve_messages() {
-    for (;;) {
-        auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
-                                      Command::register_finished, Command::ram_blocks_request, Command::sums});
-        if (!m) return m.error();
-        Status s;
-        switch (m->header.type) {
-            case Command::ram_blocks_request: s = handle_blocks_request(); break;
-            case Command::register_request: s = handle_register(*m); break;
-            case Command::unregister_request: s = handle_unregister(*m); break;
-            case Command::compress: s = handle_compress(*m); break;
-            case Command::sums: s = handle_sums(*m); break;
-            case Command::register_finished: return {};
-            default: return Error(fmt::format("unexpected {} during a RAM round", to_string(m->header.type)));
-        }
-        if (!s) return s;
-    }
 }
 
 }  // namespace rdma_migrate

@@ -2,7 +2,7 @@
 // (RDMACapabilities, RDMAControlHeader, RDMADestBlock, RDMARegister, RDMARegisterResult,
 // RDMACompress: packed, network byte order), our extensions beside them, and what a hostile
 // or confused peer sends refused with a clear reason.
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <gtest/gtest.h>
 

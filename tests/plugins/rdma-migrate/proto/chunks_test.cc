@@ -1,9 +1,9 @@
 // Chunk arithmetic, bounds checks against hostile entries, and the LRU registration cache.
-#include "chunks.h"
+#include "proto/chunks.h"
 
 #include <gtest/gtest.h>
 
-#include "registration_cache.h"
+#include "proto/registration_cache.h"
 
 namespace rdma_migrate {
 

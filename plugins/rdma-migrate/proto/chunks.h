@@ -42,7 +42,7 @@ std::vector<Piece> split_by_chunk(const ChunkGeometry& g, uint64_t offset, uint6
 struct LocalBlock {
     std::string name;
     uint8_t* host = nullptr;
-    uint64_t length = 0;
+    uint64_t size = 0;
     uint64_t guest_addr = 0;
     // Where the block starts in this side's RAM offset space (QEMU's ram_addr_t): the blocks
     // one after another, in order. A destination announces its offsets; requests use them.

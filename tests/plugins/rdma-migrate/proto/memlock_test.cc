@@ -1,6 +1,6 @@
 // The locked-memory budget: what each mode needs, the source's refusal, the destination's
 // reason for not granting rdma-pin-all, and how the budget is read (limit and CAP_IPC_LOCK).
-#include "memlock.h"
+#include "proto/memlock.h"
 
 #include <gtest/gtest.h>
 #include <linux/capability.h>
@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "proto/wire.h"
 
 namespace rdma_migrate {
 

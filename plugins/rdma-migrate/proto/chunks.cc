@@ -43,7 +43,7 @@ void assign_offsets(std::vector<LocalBlock>& blocks) {
     uint64_t at = 0;
     for (auto& b : blocks) {
         b.offset = at;
-        at += b.length;
+        at += b.size;
     }
 }
 
@@ -63,27 +63,27 @@ Result<ChunkSpan> check_register_entry(const RegisterEntry& r, const std::vector
     auto b = named_block(r.block, blocks, "REGISTER REQUEST");
     if (!b) return b.error();
     const LocalBlock& blk = **b;
-    if (r.key < blk.offset || r.key - blk.offset >= blk.length) {
+    if (r.key < blk.offset || r.key - blk.offset >= blk.size) {
         return Error(fmt::format("RDMA REGISTER REQUEST address {:#x} is outside '{}' ({:#x}+{:#x})", r.key, blk.name,
-                                 blk.offset, blk.length));
+                                 blk.offset, blk.size));
     }
-    uint64_t first = g.index(r.key - blk.offset), chunks = g.count(blk.length);
+    uint64_t first = g.index(r.key - blk.offset), chunks = g.count(blk.size);
     if (r.extra_chunks >= chunks - first) {
         return Error(fmt::format("RDMA REGISTER REQUEST names chunks {}+{} of '{}', which has {}", first, r.extra_chunks + 1,
                                  blk.name, chunks));
     }
-    return span(g, blk.length, first, r.extra_chunks + 1);
+    return span(g, blk.size, first, r.extra_chunks + 1);
 }
 
 Result<ChunkSpan> check_unregister_entry(const RegisterEntry& r, const std::vector<LocalBlock>& blocks, const ChunkGeometry& g) {
     auto b = named_block(r.block, blocks, "UNREGISTER REQUEST");
     if (!b) return b.error();
     const LocalBlock& blk = **b;
-    if (r.key >= g.count(blk.length)) {
+    if (r.key >= g.count(blk.size)) {
         return Error(fmt::format("RDMA UNREGISTER REQUEST names chunk {} of '{}', which has {}", r.key, blk.name,
-                                 g.count(blk.length)));
+                                 g.count(blk.size)));
     }
-    return span(g, blk.length, r.key, 1);
+    return span(g, blk.size, r.key, 1);
 }
 
 Result<uint64_t> check_compress(const Compress& c, const std::vector<LocalBlock>& blocks) {
@@ -92,9 +92,9 @@ Result<uint64_t> check_compress(const Compress& c, const std::vector<LocalBlock>
     const LocalBlock& blk = **b;
     uint64_t in_block = c.offset - blk.offset;  // checked below: wraps when c.offset < blk.offset
     if (c.offset < blk.offset || in_block % kPage != 0 || c.length % kPage != 0 || c.length == 0 ||
-        !inside(in_block, c.length, blk.length)) {
+        !inside(in_block, c.length, blk.size)) {
         return Error(fmt::format("RDMA COMPRESS range {:#x}+{:#x} is not whole pages inside '{}' ({:#x}+{:#x})", c.offset,
-                                 c.length, blk.name, blk.offset, blk.length));
+                                 c.length, blk.name, blk.offset, blk.size));
     }
     return in_block;
 }
@@ -105,9 +105,9 @@ Status check_block_lists(const std::vector<LocalBlock>& local, const std::vector
                                  local.size()));
     }
     for (size_t i = 0; i < local.size(); ++i) {
-        if (local[i].length != remote[i].length) {
+        if (local[i].size != remote[i].length) {
             return Error(fmt::format("RAM block {} ('{}') is {} bytes here but {} on the peer", i, local[i].name,
-                                     local[i].length, remote[i].length));
+                                     local[i].size, remote[i].length));
         }
     }
     return {};
@@ -123,8 +123,8 @@ Status check_register_result(const RegisterResult& r, const BlockDesc& remote) {
 }
 
 Status check_sums_entry(const SumsEntry& e, const std::vector<LocalBlock>& blocks) {
-    if (e.block >= blocks.size() || e.offset % kPage != 0 || e.sums.empty() || e.sums.size() > blocks[e.block].length / kPage ||
-        e.offset > blocks[e.block].length - e.sums.size() * kPage) {
+    if (e.block >= blocks.size() || e.offset % kPage != 0 || e.sums.empty() || e.sums.size() > blocks[e.block].size / kPage ||
+        e.offset > blocks[e.block].size - e.sums.size() * kPage) {
         return Error(fmt::format("SUMS for {} pages at {}:{:#x} lie outside the RAM blocks", e.sums.size(), e.block, e.offset));
     }
     return {};

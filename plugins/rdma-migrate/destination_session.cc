@@ -1,0 +1,189 @@
+#include "destination_session.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "trace.h"
+
+namespace rdma_migrate {
+
+DestinationSession::DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl,
+                                       SessionConfig cfg, ChunkGeometry g, uint32_t agreed)
+    : Connection(std::move(ep), std::move(ctl), std::move(cfg), g, agreed), served_regs_(cfg_.pin_limit) {}
+
+// A destination whose migration went well lets the source hang up first. The source counts its
+// go-ahead delivered only once the go-ahead's completion says so; a hang-up from here could
+// flush it there first, and the source would resume a guest that this side runs. After this
+// side's ERROR there is nothing to wait for; after the source's ERROR, or with the connection
+// gone, the wait ends once the source has hung up (at once if it has). Then all DMA stops
+// before any buffer or MR of this side goes.
+DestinationSession::~DestinationSession() {
+    if (!ctl_->sent_error()) ep_->await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
+    hang_up();
+}
+
+Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint& listener, SessionConfig cfg,
+                                                 const std::string& pin_all_refusal) {
+    std::unique_ptr<ControlChannel> ctl;
+    uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
+    auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl));
+    if (!ep) return ep.error();
+    uint32_t agreed = (*ep)->peer.flags & supported;
+    bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
+    cfg.pin_all = (agreed & kCapPinAll) != 0;
+    if ((agreed & kCapChannels) == 0) {
+        (*ep)->peer.channel = 0;
+        (*ep)->peer.channels = 1;
+    }
+    // Chunk numbers and addresses in requests follow the source's chunks: its size, if granted.
+    uint64_t chunk = (agreed & kCapChunkSize) != 0 ? 1ull << (*ep)->peer.chunk_shift : ChunkGeometry::kDefault;
+    auto g = ChunkGeometry::make(chunk);
+    if (!g) return g.error();
+    std::unique_ptr<DestinationSession> s(new DestinationSession(std::move(*ep), std::move(ctl), std::move(cfg), *g, agreed));
+    if (Status st = s->accept_channels(); !st) {
+        s->abort(st.error().message());
+        return st.error();
+    }
+    s->summarize(asked_pin_all && !s->pin_all() ? pin_all_refusal : "");
+    return s;
+}
+
+Status DestinationSession::accept_channels() {
+    for (uint32_t i = 1; i < ep_->peer.channels; ++i) {
+        auto ep = accept_channel(*ep_, i);
+        if (!ep) return ep.error();
+        add_channel(std::move(*ep));
+    }
+    return {};
+}
+
+Status DestinationSession::blocks_requested() {
+    if (blocks_known_) return Error("a second RAM BLOCKS REQUEST");
+    if (cfg_.pin_all)
+        if (auto s = pin_blocks(Use::pin_all_written); !s) return s;
+    std::vector<BlockDesc> descs;
+    for (size_t i = 0; i < cfg_.blocks.size(); ++i) {
+        const LocalBlock& b = cfg_.blocks[i];
+        descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.size, cfg_.pin_all ? pinned_blocks_[i]->rkey : 0});
+    }
+    blocks_known_ = true;
+    return ctl_->reply(encode_blocks(descs));
+}
+
+Status DestinationSession::handle_register(const Message& m) {
+    if (cfg_.pin_all) return Error("REGISTER REQUEST although rdma-pin-all registered everything");
+    auto entries = decode_register_entries(m);
+    if (!entries) return entries.error();
+    std::vector<ChunkSpan> checked;
+    for (const auto& r : *entries) {  // every entry is checked before anything is registered
+        auto sp = check_register_entry(r, cfg_.blocks, geo_);
+        if (!sp) return sp.error();
+        checked.push_back(*sp);
+    }
+    std::vector<RegisterResult> results;
+    for (size_t i = 0; i < entries->size(); ++i) {
+        uint32_t block = (*entries)[i].block;
+        const LocalBlock& b = cfg_.blocks[block];
+        const ChunkSpan& sp = checked[i];
+        ChunkKey key{block, sp.first};
+        MemoryRegion* mr = served_regs_.find(key);
+        if (mr == nullptr) {
+            auto victims = served_regs_.victims_for(sp.length);
+            if (!victims) return victims.error();
+            if (!victims->empty()) {
+                return Error(fmt::format("the source exceeded rdma-pin-limit ({} bytes) without unregistering first",
+                                         served_regs_.limit()));
+            }
+            auto reg = ep_->memory().register_memory(b.host + sp.offset, sp.length, Use::chunk_written,
+                                                     fmt::format("chunk {} of '{}'", sp.first, b.name));
+            if (!reg) return reg.error();
+            trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", block, sp.first, (*reg)->rkey,
+                  reinterpret_cast<uint64_t>(b.host) + sp.offset, sp.length);
+            served_regs_.insert(key, sp.length, std::move(*reg));
+            mr = served_regs_.find(key);
+        }
+        results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host)});  // the block's start, as QEMU answers
+    }
+    return ctl_->reply(encode_register_results(results));
+}
+
+Status DestinationSession::handle_unregister(const Message& m) {
+    auto entries = decode_register_entries(m);
+    if (!entries) return entries.error();
+    std::vector<ChunkKey> keys;
+    for (const auto& r : *entries) {
+        auto sp = check_unregister_entry(r, cfg_.blocks, geo_);
+        if (!sp) return sp.error();
+        keys.push_back({r.block, sp->first});
+    }
+    for (const auto& k : keys) {
+        trace("destination: chunk {}:{} unregistered", k.block, k.chunk);
+        served_regs_.erase(k);
+    }
+    return ctl_->reply(encode_empty(Command::unregister_finished));
+}
+
+Status DestinationSession::handle_compress(const Message& m) {
+    auto entries = decode_compress(m);
+    if (!entries) return entries.error();
+    std::vector<uint64_t> at;  // offsets in the blocks
+    for (const auto& c : *entries) {
+        auto off = check_compress(c, cfg_.blocks);
+        if (!off) return off.error();
+        at.push_back(*off);
+    }
+    for (size_t i = 0; i < entries->size(); ++i) {
+        const Compress& c = (*entries)[i];
+        uint8_t* dst = cfg_.blocks[c.block].host + at[i];
+        bool pinned = cfg_.pin_all;
+        for (uint64_t ch = geo_.index(at[i]); !pinned && ch <= geo_.index(at[i] + c.length - 1); ++ch)
+            pinned = served_regs_.contains({c.block, ch});
+        // Unpinned memory can drop its pages (it reads back as zero and stays unpopulated);
+        // pinned pages must stay the ones the HCA writes to, so those are cleared in place.
+        if (pinned || c.value != 0 || ::madvise(dst, c.length, MADV_DONTNEED) != 0) std::memset(dst, static_cast<int>(c.value), c.length);
+    }
+    return {};
+}
+
+// Whatever ends a round early (a refused entry, an undecodable or unexpected message, a dead
+// connection) is told to the source as ERROR, where the connection still carries it.
+Status DestinationSession::serve_round(uint32_t) {
+    Status s = serve_messages();
+    if (!s) ctl_->send_error(s.error().message());
+    return s;
+}
+
+Status DestinationSession::serve_messages() {
+    for (;;) {
+        auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
+                                      Command::register_finished, Command::ram_blocks_request, Command::sums});
+        if (!m) return m.error();
+        Status s;
+        switch (m->header.type) {
+            case Command::ram_blocks_request: s = blocks_requested(); break;
+            case Command::register_request: s = handle_register(*m); break;
+            case Command::unregister_request: s = handle_unregister(*m); break;
+            case Command::compress: s = handle_compress(*m); break;
+            case Command::sums: s = handle_sums(*m); break;
+            case Command::register_finished: return {};
+            default: return Error(fmt::format("unexpected {} during a RAM round", to_string(m->header.type)));
+        }
+        if (!s) return s;
+    }
+}
+
+Status DestinationSession::handle_sums(const Message& m) {
+    if ((agreed_ & kCapSums) == 0) return Error("SUMS from a source that did not agree on the sums extension");
+    if (!sums_fn_) return Error("SUMS, but verify-ram sums were not asked for on this side (the migration stream did not announce them)");
+    auto entries = decode_sums(m);
+    if (!entries) return entries.error();
+    for (const SumsEntry& e : *entries)  // every entry is checked before any is handed on
+        if (auto s = check_sums_entry(e, cfg_.blocks); !s) return s;
+    for (const SumsEntry& e : *entries)
+        if (auto s = sums_fn_(e.block, e.offset, e.sums); !s) return s;
+    return {};
+}
+
+}  // namespace rdma_migrate

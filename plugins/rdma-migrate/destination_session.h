@@ -1,0 +1,51 @@
+// DestinationSession: the server. It accepts one source, answers with the capabilities this
+// side supports, describes its RAM blocks when asked (with rkeys when everything is pinned up
+// front), and serves each round: registers chunks for remote write (only inside its RAM
+// blocks, chunk-aligned), zeroes COMPRESS ranges, unregisters on request, hands verify-ram's
+// sums to vmm, until Register finished. Every entry is bounds-checked first; anything invalid
+// ends the round and is told to the source with ERROR.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "connection.h"
+#include "proto/registration_cache.h"
+
+namespace rdma_migrate {
+
+class DestinationSession final : public Connection {
+public:
+    // Accept one source on `listener`, answer with the capabilities this side supports
+    // (rdma-pin-all unless `pin_all_refusal` says why not), accept its other channels.
+    static Result<std::unique_ptr<DestinationSession>> accept(Endpoint& listener, SessionConfig cfg,
+                                                              const std::string& pin_all_refusal);
+    ~DestinationSession() override;
+
+    Status serve_round(uint32_t round);  // tells the source why with ERROR if it fails
+    // verify-ram: where the source's sums go, during serve_round (empty: nowhere).
+    using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
+    void on_sums(SumsFn fn) { sums_fn_ = std::move(fn); }
+
+private:
+    DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
+                       ChunkGeometry g, uint32_t agreed);
+    Status blocks_requested() override;
+    Status accept_channels();
+    Status serve_messages();  // serve_round's loop
+    Status handle_register(const Message& m);
+    Status handle_unregister(const Message& m);
+    Status handle_compress(const Message& m);
+    Status handle_sums(const Message& m);
+
+    // How long the destination waits for the source to hang up at the end.
+    static constexpr int kHangUpWaitMs = 10000;
+
+    // Chunks registered for remote write (pin-all: pinned_blocks_ instead).
+    RegistrationCache<MemoryRegion> served_regs_;
+    SumsFn sums_fn_;
+};
+
+}  // namespace rdma_migrate

@@ -1,0 +1,134 @@
+#include "source_session.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <random>
+
+#include "trace.h"
+
+namespace rdma_migrate {
+
+namespace {
+uint64_t new_session_id() {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+// What a source offers beyond pin-all.
+uint32_t extensions(const SessionConfig& cfg) {
+    if (cfg.base_protocol) return 0;
+    return kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | (cfg.channels > 1 ? kCapChannels : 0u);
+}
+}  // namespace
+
+SourceSession::SourceSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
+                             ChunkGeometry g, uint32_t agreed)
+    : Connection(std::move(ep), std::move(ctl), std::move(cfg), g, agreed), remote_regs_(cfg_.pin_limit),
+      local_regs_(cfg_.pin_limit),
+      // Without kCapBatch a request names one chunk: the pipeline then asks one chunk ahead.
+      ahead_(std::min<uint64_t>(max_entries_, std::max<uint64_t>(1, kRegisterAheadBytes / g.size()))) {
+    lanes_.emplace_back(ep_.get());
+    ctl_->on_other = [this](const ibv_wc& wc) {
+        write_completed(lanes_[0], wr_index(wc.wr_id));
+        return Status{};
+    };
+}
+
+// Stop all DMA before any buffer or MR of this side goes.
+SourceSession::~SourceSession() { hang_up(); }
+
+Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string& host, uint16_t port, SessionConfig cfg) {
+    auto asked = ChunkGeometry::make(cfg.chunk_size);
+    if (!asked) return asked.error();
+    std::unique_ptr<ControlChannel> ctl;
+    PrivateData ours;
+    ours.version = cfg.announce_version;
+    ours.flags = (cfg.pin_all ? kCapPinAll : 0) | extensions(cfg);
+    ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(asked->size()));
+    if ((ours.flags & kCapChannels) != 0) {
+        ours.channels = cfg.channels;
+        ours.session = new_session_id();
+    }
+    auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, ControlChannel::make_on(ctl));
+    if (!ep) return ep.error();
+    uint32_t agreed = (*ep)->peer.flags & ours.flags;  // the destination answers with what it grants
+    bool asked_pin_all = cfg.pin_all;
+    cfg.pin_all = (agreed & kCapPinAll) != 0;
+    if ((agreed & kCapChannels) == 0) ours.channels = 1;
+    ChunkGeometry g = (agreed & kCapChunkSize) != 0 ? *asked : *ChunkGeometry::make(ChunkGeometry::kDefault);
+    std::string notes;
+    auto note = [&notes](const char* n) { notes += (notes.empty() ? "" : "; ") + std::string(n); };
+    if (asked_pin_all && !cfg.pin_all) note("the destination did not grant rdma-pin-all: its log says why");
+    if (g.size() != asked->size()) note("the destination takes only the base protocol's 1 MiB chunks");
+    if (cfg.channels > ours.channels) note("the destination takes only one channel");
+    std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
+    if (Status st = s->connect_channels(host, port, ours); !st) {
+        s->abort(st.error().message());
+        return st.error();
+    }
+    s->summarize(notes);
+    return s;
+}
+
+Status SourceSession::connect_channels(const std::string& host, uint16_t port, PrivateData first) {
+    for (uint32_t i = 1; i < first.channels; ++i) {
+        PrivateData ours = first;
+        ours.channel = i;
+        auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [](Endpoint&) { return Status{}; },
+                                   ep_->protection_domain());
+        if (!ep) return ep.error().context(fmt::format("RDMA channel {} of {}", i, first.channels));
+        lanes_.emplace_back(ep->get());
+        add_channel(std::move(*ep));
+    }
+    return {};
+}
+
+// Once the destination has accepted the stream's header (ram_setup, or the first round), ask
+// for the destination's RAM blocks: QEMU asks after its stream's first bytes, at the end of its
+// setup. With rdma-pin-all this side's RAM is pinned
+// while the destination pins its own, as QEMU does.
+Status SourceSession::exchange_blocks() {
+    if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
+    if (cfg_.pin_all)
+        if (auto s = pin_blocks(Use::pin_all_read); !s) return s;
+    auto m = ctl_->answer(Command::ram_blocks_result);
+    if (!m) return m.error();
+    auto blocks = decode_blocks(*m);
+    if (!blocks) return blocks.error();
+    if (auto s = check_block_lists(cfg_.blocks, *blocks); !s) return s;
+    if (cfg_.pin_all) {
+        for (size_t i = 0; i < blocks->size(); ++i)
+            if ((*blocks)[i].rkey == 0) return Error(fmt::format("rdma-pin-all: the destination sent no rkey for '{}'", cfg_.blocks[i].name));
+    }
+    remote_ = std::move(*blocks);
+    blocks_known_ = true;
+    return {};
+}
+
+Status SourceSession::blocks_requested() { return Error("RDMA control channel: a RAM BLOCKS REQUEST from the destination"); }
+
+Status SourceSession::ram_begin_round(uint32_t round) {
+    compress_.clear();
+    next_sums_.reset();
+    work_ = RoundWork{round};
+    return ram_setup();
+}
+
+Status SourceSession::ram_end_round() {
+    if (auto s = finish_ahead(); !s) return s;
+    if (auto s = flush_compress(); !s) return s;
+    if (auto s = drain_writes(); !s) return s;
+    if (auto s = finish_sums(); !s) return s;
+    if (tracing()) {  // ram_chunks() walks the blocks: only when someone reads the line
+        uint64_t total = ram_chunks();
+        trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
+              "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
+              work_.round, work_.pieces, work_.remote_registered, work_.remote_released, work_.local_registered,
+              work_.local_released, cfg_.pin_all ? total : remote_regs_.size(), total);
+    }
+    return ctl_->exchange_send(encode_empty(Command::register_finished));
+}
+
+}  // namespace rdma_migrate
