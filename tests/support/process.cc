@@ -73,25 +73,6 @@ std::optional<int> VmmProcess::wait(std::chrono::milliseconds timeout) {
     }
 }
 
-static bool read_more(int fd, std::string& buffer, std::chrono::milliseconds timeout) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
-    char chunk[4096];
-    ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n <= 0) return false;
-    buffer.append(chunk, static_cast<size_t>(n));
-    return true;
-}
-
-static void send_all(int fd, const std::string& s) {
-    size_t done = 0;
-    while (done < s.size()) {
-        ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
-        if (n <= 0) return;
-        done += static_cast<size_t>(n);
-    }
-}
-
 std::unique_ptr<monitor::HmpClient> connect_hmp(const std::string& path) {
     auto c = monitor::HmpClient::connect(path, 30s);
     if (!c) {
@@ -106,43 +87,16 @@ std::string hmp(monitor::HmpClient& client, const std::string& line) {
     return out ? *out : "monitor I/O failed: " + out.error().message();
 }
 
-std::optional<Json> QmpClient::read_message(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-        size_t nl = buffer_.find('\n');
-        if (nl != std::string::npos) {
-            Json j = Json::parse(buffer_.substr(0, nl), nullptr, false);
-            buffer_.erase(0, nl + 1);
-            return j;
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || !read_more(fd_.get(), buffer_, left)) return std::nullopt;
-    }
-}
-
 std::unique_ptr<QmpClient> QmpClient::connect(const std::string& path) {
-    auto fd = monitor::connect_unix(path, 30s);
-    if (!fd) return nullptr;
-    std::unique_ptr<QmpClient> c(new QmpClient(std::move(*fd)));
-    auto g = c->read_message(30s);
-    if (!g) return nullptr;
-    c->greeting_ = *g;
-    Json r = c->execute("qmp_capabilities");
-    if (!r.contains("return")) return nullptr;
-    return c;
+    auto c = monitor::QmpClient::connect(path, 30s);
+    if (!c) return nullptr;
+    return std::unique_ptr<QmpClient>(new QmpClient(std::move(*c)));
 }
 
 Json QmpClient::send_raw(const std::string& line) {
-    send_all(fd_.get(), line + "\n");
-    for (;;) {
-        auto m = read_message(30s);
-        if (!m) return Json{{"error", {{"desc", "no reply"}}}};
-        if (m->contains("event")) {
-            events_.push_back(*m);
-            continue;
-        }
-        return *m;
-    }
+    auto answer = client_->send_line(line);
+    if (!answer) return Json{{"error", {{"class", "ClientError"}, {"desc", answer.error().message()}}}};
+    return std::move(*answer);
 }
 
 Json QmpClient::execute(const std::string& name, const Json& args) {
@@ -152,21 +106,12 @@ Json QmpClient::execute(const std::string& name, const Json& args) {
 }
 
 std::optional<Json> QmpClient::wait_event(const std::string& name, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-        for (auto it = events_.begin(); it != events_.end(); ++it) {
-            if ((*it)["event"] == name) {
-                Json e = *it;
-                events_.erase(it);
-                return e;
-            }
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return std::nullopt;
-        auto m = read_message(left);
-        if (!m) return std::nullopt;
-        if (m->contains("event")) events_.push_back(*m);
+    auto e = client_->wait_event(name, timeout);
+    if (!e) {
+        ADD_FAILURE() << "waiting for QMP event " << name << ": " << e.error().message();
+        return std::nullopt;
     }
+    return std::move(*e);
 }
 
 std::string temp_path(const std::string& name) {

@@ -60,6 +60,16 @@ Result<bool> receive_more(int fd, std::string& buffer, const std::string& peer) 
     }
 }
 
+Result<bool> readable_within(int fd, std::chrono::milliseconds timeout, const std::string& peer) {
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Error::from_errno("poll on the socket of " + peer);
+        return r > 0;
+    }
+}
+
 Result<std::unique_ptr<HmpClient>> HmpClient::connect(const std::string& path, std::chrono::milliseconds timeout) {
     auto fd = connect_unix(path, timeout);
     if (!fd) return fd.error();

@@ -20,6 +20,8 @@ Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds
 Status send_all(int fd, std::string_view text, const std::string& peer);
 // Appends what arrives next to `buffer`, waiting at most 60 s; false when the peer closed.
 Result<bool> receive_more(int fd, std::string& buffer, const std::string& peer);
+// Whether `fd` has something to read (or the peer closed) within `timeout`.
+Result<bool> readable_within(int fd, std::chrono::milliseconds timeout, const std::string& peer);
 
 class HmpClient {
 public:

@@ -1,11 +1,13 @@
 // QmpClient: the client side of a QMP socket (ours or QEMU's): reads the greeting, negotiates
-// capabilities, then sends commands and returns their "return" value. Asynchronous events that
-// arrive in between are skipped. Used by vmmctl --qmp, hence by the benchmarks that drive our
-// vmm and QEMU the same way.
+// capabilities, then sends commands and returns their answers. Asynchronous events that arrive
+// in between are kept for wait_event (the newest kMaxKeptEvents). Used by vmmctl --qmp, hence
+// by the benchmarks that drive our vmm and QEMU the same way, and by the tests.
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "vmm/common/fd.h"
@@ -19,14 +21,30 @@ using Json = nlohmann::json;
 class QmpClient {
 public:
     static Result<std::unique_ptr<QmpClient>> connect(const std::string& path, std::chrono::milliseconds timeout);
+    // What the peer said first: {"QMP": {"version": ..., "capabilities": [...]}}.
+    const Json& greeting() const { return greeting_; }
     // {"execute": name, "arguments": args}; an {"error": ...} answer becomes an Error with its desc.
     Result<Json> execute(const std::string& name, const Json& args = Json::object());
+    // Sends `line` as it is and returns the whole answer, {"return": ...} or {"error": ...}: for
+    // a client that shows QMP's errors as QMP gives them, and for tests of the server's refusals.
+    Result<Json> send_line(const std::string& line);
+    // The oldest kept event named `name`, or the next to arrive within `timeout`; nullopt if
+    // none came.
+    Result<std::optional<Json>> wait_event(const std::string& name, std::chrono::milliseconds timeout);
+
+    static constexpr size_t kMaxKeptEvents = 1024;
 
 private:
     explicit QmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
-    Result<Json> read_message();  // the next JSON line
+    // The next JSON line within `timeout` (nullopt: none came).
+    Result<std::optional<Json>> read_message(std::chrono::milliseconds timeout);
+    // The next message that is not an event (events are kept), within the reply timeout.
+    Result<Json> read_answer();
+    void keep_event(Json event);
     UniqueFd fd_;
     std::string buffer_;
+    Json greeting_;
+    std::deque<Json> events_;
 };
 
 }  // namespace vmm::monitor
