@@ -59,12 +59,47 @@ static int monitor_seeds(const std::string& dir) {
     return 0;
 }
 
-// make_fuzz_seeds stream|rdma|monitor DIR
+#ifdef VMM_WITH_VMMD
+#include "vmmd/rpc/message.h"
+
+// One client connection to vmmd: what virsh sends first, the connection-level calls, a call
+// vmmd does not serve, a keepalive ping, and the close.
+static int libvirt_seeds(const std::string& dir) {
+    using namespace vmmd;
+    std::vector<uint8_t> session;
+    uint32_t serial = 0;
+    auto add = [&](uint32_t program, int32_t proc, rpc::Type type, const std::vector<uint8_t>& payload) {
+        auto m = rpc::encode_message({program, 1, proc, type, serial++, rpc::ReplyStatus::ok}, payload);
+        session.insert(session.end(), m.begin(), m.end());
+    };
+    auto call = [&](int32_t proc, const std::vector<uint8_t>& payload = {}) {
+        add(rpc::kRemoteProgram, proc, rpc::Type::call, payload);
+    };
+    xdr::Writer feature, open;
+    feature.i32(10);
+    open.optional_string(std::string("vmm:///system"));
+    open.u32(0);
+    call(66);
+    call(60, feature.take());
+    call(1, open.take());
+    for (int32_t proc : {3, 4, 6, 59, 110, 157, 53}) call(proc);
+    add(rpc::kKeepaliveProgram, rpc::kKeepalivePing, rpc::Type::message, {});
+    call(2);
+    std::ofstream(dir + "/session", std::ios::binary)
+        .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
+    return 0;
+}
+#endif
+
+// make_fuzz_seeds stream|rdma|monitor|libvirt DIR
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     std::string dir = argv[2];
     if (std::string(argv[1]) == "rdma") return rdma_seeds(dir);
     if (std::string(argv[1]) == "monitor") return monitor_seeds(dir);
+#ifdef VMM_WITH_VMMD
+    if (std::string(argv[1]) == "libvirt") return libvirt_seeds(dir);
+#endif
     StreamHeader h;
     h.vcpu_count = 1;
     h.blocks = {{"pc.ram", 0, 1 << 20}, {"high", 4 << 20, 256 << 10}};

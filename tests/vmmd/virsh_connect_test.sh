@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Stock virsh (Debian's libvirt-clients) against vmmd (label libvirt): the connection-level
+# commands answer, a read-only connection connects through the -ro socket, a function vmmd does
+# not serve is refused by name, and garbage on the socket closes that client only: vmmd runs on
+# and serves the next one.
+#   virsh_connect_test.sh BUILD_DIR
+set -uo pipefail
+build=$1
+command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
+dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
+sock=$dir/sock
+"$build/bin/vmmd" --socket "$sock" --state-dir "$dir/state" >"$dir/log" 2>&1 &
+pid=$!
+cleanup() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+for _ in $(seq 100); do [ -S "$sock-ro" ] && break; sleep 0.1; done
+[ -S "$sock-ro" ] || { echo "FAIL: vmmd did not listen"; cat "$dir/log"; exit 1; }
+uri="vmm+unix:///system?socket=$sock"
+fail() { echo "FAIL: $*"; echo "--- vmmd log"; cat "$dir/log"; exit 1; }
+expect() {  # expect WHAT OUTPUT PATTERN
+    grep -qE "$3" <<<"$2" || fail "$1: '$3' not in: $2"
+    echo "ok: $1"
+}
+
+out=$(virsh -c "$uri" version 2>&1) || fail "virsh version: $out"
+expect "version" "$out" "Running hypervisor: vmm [0-9]+\.[0-9]+\.[0-9]+"
+out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh hostname: $out"
+expect "hostname" "$out" "^$(hostname)\$"
+out=$(virsh -c "$uri" nodeinfo 2>&1) || fail "virsh nodeinfo: $out"
+expect "nodeinfo" "$out" "CPU\(s\): +$(nproc)"
+mem_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)
+expect "nodeinfo memory" "$out" "Memory size: +$mem_kib KiB"
+out=$(virsh -r -c "$uri" version 2>&1) || fail "virsh -r version: $out"
+expect "read-only connection" "$out" "Running hypervisor: vmm"
+out=$(virsh -c "$uri" list --all 2>&1) && fail "list --all should not work yet: $out"
+expect "an unserved function is refused by name" "$out" "not supported by the vmm driver: CONNECT_NUM_OF_DOMAINS"
+
+# Garbage: a length past libvirt's maximum, then a valid length with a header that is not one.
+python3 - "$sock" <<'PY' || fail "garbage client"
+import socket, struct, sys
+for payload in (struct.pack(">I", 0xffffffff) + b"x" * 64,
+                struct.pack(">I", 32) + b"\xff" * 28):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    s.sendall(payload)
+    s.settimeout(10)
+    try:
+        left = s.recv(1)  # vmmd closes the connection: b"" (or a reset)
+    except ConnectionResetError:
+        left = b""
+    assert left == b"", left
+    s.close()
+PY
+echo "ok: garbage closes that client"
+kill -0 "$pid" || fail "vmmd died on garbage"
+out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh after garbage: $out"
+expect "serves the next client" "$out" "^$(hostname)\$"
+grep -q "a message of 4294967295 bytes, more than libvirt's maximum" "$dir/log" || fail "the log does not say why"
+echo "ok: the log says why"

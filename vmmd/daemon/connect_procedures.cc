@@ -1,0 +1,160 @@
+#include "vmmd/daemon/connect_procedures.h"
+
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+namespace vmmd {
+
+namespace {
+
+using rpc::Access;
+using rpc::Caller;
+using rpc::Reply;
+using xdr::Reader;
+using xdr::Writer;
+
+// libvirt's procedure numbers (remote_protocol.x) and private feature numbers
+// (libvirt_internal.h) that these handlers answer.
+enum Proc : int32_t {
+    kOpen = 1, kClose = 2, kGetType = 3, kGetVersion = 4, kNodeGetInfo = 6, kGetHostname = 59,
+    kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kGetLibVersion = 157,
+};
+constexpr int32_t kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10;
+constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
+
+Reply open(const DriverIdentity& id, Caller& c, Reader& args) {
+    auto name = args.optional_string(rpc::kMaxString);
+    auto flags = args.u32();
+    if (!name || !flags) return rpc::fail(VIR_ERR_RPC, "CONNECT_OPEN: arguments that do not decode");
+    if (c.opened) return rpc::fail(VIR_ERR_OPERATION_INVALID, "CONNECT_OPEN: this connection is already open");
+    std::string uri = name->value_or(id.default_uri);
+    if (uri != "vmm:///system" && uri != "vmm:///session") {
+        return rpc::fail(VIR_ERR_NO_CONNECT,
+                         fmt::format("vmmd serves vmm:///system and vmm:///session, not '{}'", uri));
+    }
+    c.opened = true;
+    c.uri = uri;
+    if ((*flags & VIR_CONNECT_RO) != 0) c.read_only = true;
+    return rpc::ok();
+}
+
+Reply close(Caller& c, Reader&) {
+    c.opened = false;
+    c.closed = true;
+    return rpc::ok();
+}
+
+Reply string_reply(const std::string& s) {
+    Writer w;
+    w.string(s);
+    return rpc::ok(std::move(w));
+}
+
+Reply u64_reply(uint64_t v) {
+    Writer w;
+    w.u64(v);
+    return rpc::ok(std::move(w));
+}
+
+Reply supports_feature(Caller&, Reader& args) {
+    auto feature = args.i32();
+    if (!feature) return rpc::fail(VIR_ERR_RPC, "CONNECT_SUPPORTS_FEATURE: arguments that do not decode");
+    Writer w;
+    w.i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ? 1 : 0);
+    return rpc::ok(std::move(w));
+}
+
+Reply auth_list(Caller&, Reader&) {
+    Writer w;
+    w.u32(1);
+    w.i32(0);  // REMOTE_AUTH_NONE: the socket's owner and mode decide who connects
+    return rpc::ok(std::move(w));
+}
+
+Reply hostname(Caller&, Reader&) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return rpc::fail(VIR_ERR_SYSTEM_ERROR, "gethostname failed");
+    return string_reply(name);
+}
+
+// The host as libvirt's virNodeInfo has it, from /proc.
+struct NodeInfo {
+    uint64_t memory_kib = 0;
+    int32_t cpus = 0, mhz = 0, nodes = 1, sockets = 1, cores = 1, threads = 1;
+};
+
+NodeInfo read_node_info() {
+    NodeInfo n;
+    n.cpus = static_cast<int32_t>(::sysconf(_SC_NPROCESSORS_ONLN));
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    uint64_t value = 0;
+    while (meminfo >> key >> value) {
+        if (key == "MemTotal:") n.memory_kib = value;
+        meminfo.ignore(1 << 10, '\n');
+    }
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::set<std::string> packages;
+    int32_t cores = 0;
+    for (std::string line; std::getline(cpuinfo, line);) {
+        auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string k = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1), v = line.substr(colon + 1);
+        if (k == "cpu MHz" && n.mhz == 0) n.mhz = static_cast<int32_t>(std::atof(v.c_str()));
+        if (k == "physical id") packages.insert(v);
+        if (k == "cpu cores") cores = std::atoi(v.c_str());
+    }
+    int32_t sockets = std::max<int32_t>(1, static_cast<int32_t>(packages.size()));
+    if (cores > 0 && n.cpus % (sockets * cores) == 0) {
+        n.sockets = sockets;
+        n.cores = cores;
+        n.threads = n.cpus / (sockets * cores);
+    } else {  // what /proc says does not add up: every CPU a core of one socket
+        n.cores = n.cpus;
+    }
+    return n;
+}
+
+Reply node_get_info(Caller&, Reader&) {
+    NodeInfo n = read_node_info();
+    Writer w;
+    std::string model = "x86_64";
+    for (size_t i = 0; i < kModelChars; ++i) w.i32(i < model.size() ? model[i] : 0);  // char[32]: one XDR unit each
+    w.u64(n.memory_kib);
+    for (int32_t v : {n.cpus, n.mhz, n.nodes, n.sockets, n.cores, n.threads}) w.i32(v);
+    return rpc::ok(std::move(w));
+}
+
+}  // namespace
+
+uint64_t libvirt_version_number(const std::string& dotted) {
+    unsigned long major = 0, minor = 0, micro = 0;
+    if (std::sscanf(dotted.c_str(), "%lu.%lu.%lu", &major, &minor, &micro) < 1) return 0;
+    return major * 1000000 + minor * 1000 + micro;
+}
+
+std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
+    return {
+        {kOpen, "CONNECT_OPEN", Access::unopened, [id](Caller& c, Reader& a) { return open(id, c, a); }},
+        {kClose, "CONNECT_CLOSE", Access::unopened, close},
+        {kAuthList, "AUTH_LIST", Access::unopened, auth_list},
+        {kSupportsFeature, "CONNECT_SUPPORTS_FEATURE", Access::unopened, supports_feature},
+        {kGetType, "CONNECT_GET_TYPE", Access::read_only, [](Caller&, Reader&) { return string_reply("vmm"); }},
+        {kGetVersion, "CONNECT_GET_VERSION", Access::read_only, [id](Caller&, Reader&) { return u64_reply(id.version); }},
+        {kGetLibVersion, "CONNECT_GET_LIB_VERSION", Access::read_only,
+         [id](Caller&, Reader&) { return u64_reply(id.version); }},
+        {kGetHostname, "CONNECT_GET_HOSTNAME", Access::read_only, hostname},
+        {kGetUri, "CONNECT_GET_URI", Access::read_only, [](Caller& c, Reader&) { return string_reply(c.uri); }},
+        {kNodeGetInfo, "NODE_GET_INFO", Access::read_only, node_get_info},
+    };
+}
+
+}  // namespace vmmd

@@ -1,0 +1,223 @@
+#include "vmmd/daemon/server.h"
+
+#include <fmt/format.h>
+#include <libvirt/virterror.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
+
+namespace vmmd {
+
+using vmm::Error;
+
+namespace {
+
+Result<sockaddr_un> unix_address(const std::string& path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path) return Error(fmt::format("socket path '{}' is too long for a unix socket", path));
+    path.copy(a.sun_path, path.size());
+    return a;
+}
+
+// A socket file left by a vmmd that is gone is replaced; one that still answers is not ours.
+Status clear_stale(const std::string& path, const sockaddr_un& a) {
+    if (!std::filesystem::exists(path)) return {};
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (probe.valid() && ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
+        return Error(fmt::format("{} is served by another process (another vmmd?): stop it or use --socket", path));
+    }
+    if (::unlink(path.c_str()) != 0) return Error::from_errno("remove the stale socket " + path);
+    return {};
+}
+
+Result<UniqueFd> bind_socket(const SocketSpec& s) {
+    auto a = unix_address(s.path);
+    if (!a) return a.error();
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(s.path).parent_path(), ec);
+    if (ec) return Error(fmt::format("create the directory of {}: {}", s.path, ec.message()));
+    if (auto st = clear_stale(s.path, *a); !st) return st.error();
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return Error::from_errno("socket(AF_UNIX)");
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*a), sizeof *a) != 0) return Error::from_errno("bind " + s.path);
+    if (::chmod(s.path.c_str(), s.mode) != 0) return Error::from_errno("chmod " + s.path);
+    if (::listen(fd.get(), 16) != 0) return Error::from_errno("listen on " + s.path);
+    return fd;
+}
+
+// Reads exactly `n` bytes. false: the peer closed before the first byte (a clean end between
+// messages); a close in the middle, a stop or an I/O error is an Error.
+Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return Error::from_errno("poll on a client");
+        }
+        if (fds[1].revents != 0) return Error("vmmd is stopping");
+        ssize_t r = ::read(fd, p + got, n - got);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r < 0) return Error::from_errno("read from a client");
+        if (r == 0) {
+            if (got == 0) return false;
+            return Error(fmt::format("the client closed in the middle of a message ({} of {} bytes)", got, n));
+        }
+        got += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+Status write_all(int fd, const std::vector<uint8_t>& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+        ssize_t w = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return Error::from_errno("write to a client");
+        done += static_cast<size_t>(w);
+    }
+    return {};
+}
+
+// The next whole message, or nullopt when the client hung up between messages.
+Result<std::optional<rpc::Message>> read_message(int fd, int stop_fd) {
+    uint8_t word[rpc::kLengthSize];
+    auto got = read_exact(fd, stop_fd, word, sizeof word);
+    if (!got) return got.error();
+    if (!*got) return std::optional<rpc::Message>();
+    auto n = rpc::decode_length(word);
+    if (!n) return n.error();
+    std::vector<uint8_t> body(*n);
+    auto rest = read_exact(fd, stop_fd, body.data(), body.size());
+    if (!rest) return rest.error();
+    if (!*rest) return Error("the client closed after a length word");
+    auto m = rpc::decode_message(body);
+    if (!m) return m.error();
+    return std::optional<rpc::Message>(std::move(*m));
+}
+
+// The answer to one message, or nothing (a keepalive PONG, a stray reply).
+std::optional<std::vector<uint8_t>> answer(const rpc::Dispatcher& d, rpc::Caller& caller, const rpc::Message& m) {
+    const rpc::Header& h = m.header;
+    if (h.program == rpc::kKeepaliveProgram) {
+        if (h.procedure != rpc::kKeepalivePing) return std::nullopt;
+        rpc::Header pong{rpc::kKeepaliveProgram, rpc::kKeepaliveVersion, rpc::kKeepalivePong, rpc::Type::message, 0,
+                         rpc::ReplyStatus::ok};
+        return rpc::encode_message(pong, {});
+    }
+    if (h.type != rpc::Type::call) return std::nullopt;  // only calls are answered
+    if (h.program != rpc::kRemoteProgram) {
+        rpc::Header reply = h;
+        reply.type = rpc::Type::reply;
+        reply.status = rpc::ReplyStatus::error;
+        rpc::RemoteError e;
+        e.code = VIR_ERR_RPC;
+        e.message = fmt::format("vmmd serves libvirt's remote program, not program {:#x}", h.program);
+        return rpc::encode_message(reply, rpc::encode_error(e));
+    }
+    return d.call(caller, m);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d) {
+    std::vector<Listener> ls;
+    for (const SocketSpec& s : sockets) {
+        auto fd = bind_socket(s);
+        if (!fd) return fd.error();
+        ls.push_back({s, std::move(*fd)});
+    }
+    UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!stop.valid()) return Error::from_errno("eventfd");
+    return std::unique_ptr<Server>(new Server(std::move(ls), std::move(stop), d));
+}
+
+Server::Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d)
+    : listeners_(std::move(listeners)), stop_(std::move(stop)), dispatcher_(d) {}
+
+Server::~Server() {
+    stop();
+    std::lock_guard lock(mutex_);
+    for (Client& c : clients_)
+        if (c.thread.joinable()) c.thread.join();
+    for (const Listener& l : listeners_) ::unlink(l.spec.path.c_str());
+}
+
+void Server::stop() {
+    uint64_t one = 1;
+    (void)::write(stop_.get(), &one, sizeof one);
+}
+
+Status Server::run() {
+    for (;;) {
+        std::vector<pollfd> fds{{stop_.get(), POLLIN, 0}};
+        for (const Listener& l : listeners_) fds.push_back({l.fd.get(), POLLIN, 0});
+        if (::poll(fds.data(), fds.size(), 1000) < 0) {
+            if (errno == EINTR) continue;
+            return Error::from_errno("poll on the vmmd sockets");
+        }
+        if (fds[0].revents != 0) return {};
+        for (size_t i = 0; i < listeners_.size(); ++i)
+            if (fds[i + 1].revents != 0) accept_one(listeners_[i]);
+        reap_finished();
+    }
+}
+
+void Server::accept_one(const Listener& l) {
+    UniqueFd fd(::accept4(l.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) {
+        if (errno != EAGAIN && errno != EINTR) vmm::log::warn("accept on {}: {}", l.spec.path, std::strerror(errno));
+        return;
+    }
+    std::lock_guard lock(mutex_);
+    Client& c = clients_.emplace_back();
+    c.fd = std::move(fd);
+    c.read_only = l.spec.read_only;
+    c.thread = std::thread([this, &c] {
+        vmm::name_this_thread("vmmd-client");
+        serve(c);
+        c.done = true;
+    });
+}
+
+void Server::reap_finished() {
+    std::lock_guard lock(mutex_);
+    for (auto it = clients_.begin(); it != clients_.end();) {
+        if (!it->done) {
+            ++it;
+            continue;
+        }
+        if (it->thread.joinable()) it->thread.join();
+        it = clients_.erase(it);
+    }
+}
+
+void Server::serve(Client& c) {
+    rpc::Caller caller;
+    caller.read_only = c.read_only;
+    for (;;) {
+        auto m = read_message(c.fd.get(), stop_.get());
+        if (!m) {
+            vmm::log::warn("vmmd: a client's connection closed: {}", m.error().message());
+            return;
+        }
+        if (!*m) return;  // hung up
+        auto reply = answer(dispatcher_, caller, **m);
+        if (reply)
+            if (auto s = write_all(c.fd.get(), *reply); !s) return;
+        if (caller.closed) return;  // CONNECT_CLOSE was answered
+    }
+}
+
+}  // namespace vmmd

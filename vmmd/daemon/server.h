@@ -1,0 +1,69 @@
+// Server: libvirt's RPC on unix sockets. One thread per client reads whole messages (the length
+// word first, checked before the body is read), hands remote-program calls to the Dispatcher and
+// writes the replies; it answers the keepalive program's PING with PONG. A message that cannot be
+// framed or decoded closes that client's connection, saying why in the log; the daemon and every
+// other client run on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vmm/common/fd.h"
+#include "vmmd/rpc/dispatch.h"
+
+namespace vmmd {
+
+using vmm::Result;
+using vmm::Status;
+using vmm::UniqueFd;
+
+struct SocketSpec {
+    std::string path;
+    bool read_only = false;  // connections on it may query, never change anything
+    mode_t mode = 0600;
+};
+
+class Server {
+public:
+    // Binds and listens on every socket (a stale socket file is replaced; a live one, served by
+    // another vmmd, is an error).
+    static Result<std::unique_ptr<Server>> listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d);
+    ~Server();  // stops accepting, closes every client and joins its thread, removes the sockets
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    // Accepts and serves clients until stop().
+    Status run();
+    void stop();  // from any thread (a signal handler's watcher)
+
+private:
+    struct Listener {
+        SocketSpec spec;
+        UniqueFd fd;
+    };
+    struct Client {
+        UniqueFd fd;
+        bool read_only = false;
+        std::thread thread;
+        std::atomic<bool> done{false};
+    };
+    Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d);
+    void accept_one(const Listener& l);
+    void serve(Client& c);
+    void reap_finished();
+
+    std::vector<Listener> listeners_;
+    UniqueFd stop_;  // eventfd: readable once stop() was called
+    const rpc::Dispatcher& dispatcher_;
+    std::mutex mutex_;
+    std::list<Client> clients_;
+};
+
+}  // namespace vmmd

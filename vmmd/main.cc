@@ -1,0 +1,72 @@
+// vmmd: the vmm driver daemon. It serves libvirt's remote protocol on a unix socket, so that
+// stock virsh and libvirt's client library (vmm:///system, vmm:///session,
+// vmm+unix:///system?socket=PATH) manage vmm domains. docs/libvirt.md says what it serves.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "vmm/common/log.h"
+#include "vmm/common/signal_watcher.h"
+#include "vmmd/daemon/connect_procedures.h"
+#include "vmmd/daemon/server.h"
+
+namespace {
+
+// Where libvirt's client looks for the vmm driver's daemon: virtvmmd-sock in /run/libvirt for
+// root, in $XDG_RUNTIME_DIR/libvirt for anyone else; the read-only socket beside it, -ro.
+std::string default_socket(bool root) {
+    if (root) return "/run/libvirt/virtvmmd-sock";
+    const char* run = std::getenv("XDG_RUNTIME_DIR");
+    return std::string(run != nullptr && *run != '\0' ? run : "/tmp") + "/libvirt/virtvmmd-sock";
+}
+
+std::string default_state_dir(bool root) {
+    if (root) return "/var/lib/vmm";
+    const char* state = std::getenv("XDG_STATE_HOME");
+    if (state != nullptr && *state != '\0') return std::string(state) + "/vmm";
+    const char* home = std::getenv("HOME");
+    return std::string(home != nullptr ? home : "/tmp") + "/.local/state/vmm";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool root = ::geteuid() == 0;
+    std::string socket = default_socket(root), state_dir = default_state_dir(root);
+    CLI::App app{"vmmd: libvirt's remote protocol for vmm domains (virsh -c vmm:///system)"};
+    app.add_option("--socket", socket, "the read-write socket; the read-only one is PATH-ro")->capture_default_str();
+    app.add_option("--state-dir", state_dir, "where domain definitions and running domains' sockets live")
+        ->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+
+    vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION)};
+    vmmd::rpc::Dispatcher dispatcher(vmmd::connect_procedures(id));
+    // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
+    // any other user: both are the owner's alone.
+    std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600}, {socket + "-ro", true, mode_t(root ? 0666 : 0600)}};
+    std::unique_ptr<vmmd::Server> server;
+    auto watcher = vmm::SignalWatcher::create([&server](int) {
+        if (server) server->stop();
+    });
+    if (!watcher) {
+        std::fprintf(stderr, "vmmd: %s\n", watcher.error().message().c_str());
+        return 1;
+    }
+    auto s = vmmd::Server::listen(sockets, dispatcher);
+    if (!s) {
+        std::fprintf(stderr, "vmmd: %s\n", s.error().message().c_str());
+        return 1;
+    }
+    server = std::move(*s);
+    vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", socket, socket, state_dir);
+    if (auto r = server->run(); !r) {
+        std::fprintf(stderr, "vmmd: %s\n", r.error().message().c_str());
+        return 1;
+    }
+    vmm::log::info("vmmd: stopped");
+    return 0;
+}

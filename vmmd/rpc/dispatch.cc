@@ -1,0 +1,70 @@
+#include "vmmd/rpc/dispatch.h"
+
+#include <fmt/format.h>
+#include <libvirt/virterror.h>
+
+namespace vmmd::rpc {
+
+Reply ok(xdr::Writer&& w) { return Reply{w.take(), std::nullopt}; }
+Reply ok() { return Reply{}; }
+Reply fail(int32_t code, std::string message) {
+    RemoteError e;
+    e.code = code;
+    e.domain = VIR_FROM_NONE;
+    e.message = std::move(message);
+    return Reply{{}, std::move(e)};
+}
+
+const Procedure* Dispatcher::find(int32_t number) const {
+    for (const Procedure& p : table_)
+        if (p.number == number) return &p;
+    return nullptr;
+}
+
+std::string Dispatcher::name_of(int32_t number) const {
+    if (const Procedure* p = find(number)) return p->name;
+    if (const char* n = remote_procedure_name(number)) return n;
+    return fmt::format("procedure {}", number);
+}
+
+namespace {
+// Why `caller` may not call `p`, or "" if it may.
+std::string refusal(const Caller& caller, const Procedure& p) {
+    if (p.access == Access::unopened) return "";
+    if (!caller.opened) return fmt::format("{}: the connection is not open yet (CONNECT_OPEN first)", p.name);
+    if (p.access == Access::write && caller.read_only) {
+        return fmt::format("{}: this is a read-only connection: it may query, not change anything", p.name);
+    }
+    return "";
+}
+
+Reply run(Caller& caller, const Procedure& p, const Message& m) {
+    if (std::string why = refusal(caller, p); !why.empty()) {
+        return fail(caller.opened ? VIR_ERR_OPERATION_DENIED : VIR_ERR_OPERATION_INVALID, why);
+    }
+    xdr::Reader args(m.payload);
+    Reply r = p.handler(caller, args);
+    if (!r.error)
+        if (auto done = args.finish(); !done) return fail(VIR_ERR_RPC, fmt::format("{}: {}", p.name, done.error().message()));
+    return r;
+}
+}  // namespace
+
+std::vector<uint8_t> Dispatcher::call(Caller& caller, const Message& m) const {
+    Header h = m.header;
+    h.type = Type::reply;
+    h.status = ReplyStatus::ok;
+    Reply r;
+    if (m.header.version != kRemoteVersion) {
+        r = fail(VIR_ERR_RPC, fmt::format("version {} of the remote program: vmmd speaks version {}", m.header.version, kRemoteVersion));
+    } else if (const Procedure* p = find(m.header.procedure)) {
+        r = run(caller, *p, m);
+    } else {
+        r = fail(VIR_ERR_NO_SUPPORT, fmt::format("this function is not supported by the vmm driver: {}", name_of(m.header.procedure)));
+    }
+    if (!r.error) return encode_message(h, r.payload);
+    h.status = ReplyStatus::error;
+    return encode_message(h, encode_error(*r.error));
+}
+
+}  // namespace vmmd::rpc

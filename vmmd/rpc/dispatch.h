@@ -1,0 +1,68 @@
+// The server side of one RPC program: a table of procedures, each with its name, who may call
+// it, and a handler that decodes its arguments and encodes its return value. A call to a
+// procedure not in the table, or refused, is answered with libvirt's error (never a hang or a
+// dropped connection); so is a call whose arguments do not decode.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vmmd/rpc/message.h"
+
+namespace vmmd::rpc {
+
+// A handler's answer: the return value's bytes, or libvirt's error.
+struct Reply {
+    std::vector<uint8_t> payload;
+    std::optional<RemoteError> error;
+};
+Reply ok(xdr::Writer&& w);
+Reply ok();  // a procedure with no return value
+Reply fail(int32_t code, std::string message);
+
+// What a client connection may do.
+enum class Access {
+    unopened,   // before CONNECT_OPEN too (AUTH_LIST, CONNECT_OPEN, SUPPORTS_FEATURE)
+    read_only,  // once opened, also on a read-only connection (queries)
+    write,      // once opened, not on a read-only connection (anything that changes state)
+};
+
+// The per-connection state procedures see.
+struct Caller {
+    bool opened = false;
+    bool read_only = false;  // the read-only socket, or VIR_CONNECT_RO at open
+    std::string uri;         // what CONNECT_OPEN named
+    bool closed = false;     // CONNECT_CLOSE: the server ends the connection after its reply
+};
+
+using Handler = std::function<Reply(Caller&, xdr::Reader&)>;
+
+struct Procedure {
+    int32_t number = 0;
+    const char* name = "";
+    Access access = Access::write;
+    Handler handler;
+};
+
+class Dispatcher {
+public:
+    explicit Dispatcher(std::vector<Procedure> table) : table_(std::move(table)) {}
+    // Answers one call of the remote program: the reply message, length word included.
+    std::vector<uint8_t> call(Caller& caller, const Message& m) const;
+    // The procedure's name in the table, or "procedure N".
+    std::string name_of(int32_t number) const;
+
+private:
+    const Procedure* find(int32_t number) const;
+    std::vector<Procedure> table_;
+};
+
+// libvirt's names of the remote program's procedures that vmmd does not serve, for the
+// NO_SUPPORT error (procedure_names.cc); nullptr when unknown.
+const char* remote_procedure_name(int32_t number);
+
+}  // namespace vmmd::rpc
