@@ -7,7 +7,7 @@ BUILD="${VMM_BUILD_DIR:-$ROOT/build}"
 # What the build and the host tests need (docs/dependencies.md says why each is there).
 VMM_PACKAGES=(build-essential cmake pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev
               nlohmann-json3-dev libxxhash-dev libgtest-dev qemu-system-x86 clang libclang-rt-14-dev
-              librdmacm-dev libibverbs-dev jq libvirt-dev libvirt-clients python3-libvirt)
+              librdmacm-dev libibverbs-dev jq libvirt-dev libxml2-dev libvirt-clients python3-libvirt)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -7,11 +7,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 #include "vmm/common/log.h"
 #include "vmm/common/signal_watcher.h"
 #include "vmmd/daemon/connect_procedures.h"
+#include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/server.h"
 
 namespace {
@@ -32,6 +34,16 @@ std::string default_state_dir(bool root) {
     return std::string(home != nullptr ? home : "/tmp") + "/.local/state/vmm";
 }
 
+// A random (version 4) UUID for a domain defined without one.
+vmmd::Uuid random_uuid() {
+    std::random_device rd;
+    vmmd::Uuid u{};
+    for (auto& b : u) b = static_cast<uint8_t>(rd());
+    u[6] = static_cast<uint8_t>((u[6] & 0x0f) | 0x40);
+    u[8] = static_cast<uint8_t>((u[8] & 0x3f) | 0x80);
+    return u;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +56,14 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION)};
-    vmmd::rpc::Dispatcher dispatcher(vmmd::connect_procedures(id));
+    auto store = vmmd::DomainStore::open(state_dir, random_uuid, [](const std::string& w) { vmm::log::warn("vmmd: {}", w); });
+    if (!store) {
+        std::fprintf(stderr, "vmmd: %s\n", store.error().message().c_str());
+        return 1;
+    }
+    std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
+    for (auto& p : vmmd::domain_procedures(**store, random_uuid)) table.push_back(std::move(p));
+    vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.
     std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600}, {socket + "-ro", true, mode_t(root ? 0666 : 0600)}};

@@ -89,9 +89,21 @@ static int libvirt_seeds(const std::string& dir) {
         .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
     return 0;
 }
+
+static int domain_seeds(const std::string& dir) {
+    std::ofstream(dir + "/full") << "<domain type='vmm'><name>db</name><uuid>0d9a3b2e-2f7c-4c59-9e7e-7a3c1a5b9f10</uuid>"
+        "<title>t</title><memory unit='MiB'>64</memory><currentMemory unit='KiB'>65536</currentMemory><vcpu>2</vcpu>"
+        "<os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=8M</cmdline></os>"
+        "<memtune><hard_limit unit='GiB'>1</hard_limit></memtune><on_poweroff>destroy</on_poweroff>"
+        "<on_crash>preserve</on_crash><devices><serial type='file'><source path='/tmp/s'/></serial></devices>"
+        "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:dirty-tracking>ring"
+        "</vmm:dirty-tracking><vmm:prealloc>on</vmm:prealloc></vmm:vmm></metadata></domain>";
+    std::ofstream(dir + "/small") << "<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os></domain>";
+    return 0;
+}
 #endif
 
-// make_fuzz_seeds stream|rdma|monitor|libvirt DIR
+// make_fuzz_seeds stream|rdma|monitor|libvirt|domain DIR
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     std::string dir = argv[2];
@@ -99,6 +111,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[1]) == "monitor") return monitor_seeds(dir);
 #ifdef VMM_WITH_VMMD
     if (std::string(argv[1]) == "libvirt") return libvirt_seeds(dir);
+    if (std::string(argv[1]) == "domain") return domain_seeds(dir);
 #endif
     StreamHeader h;
     h.vcpu_count = 1;

@@ -25,7 +25,7 @@ using xdr::Writer;
 // (libvirt_internal.h) that these handlers answer.
 enum Proc : int32_t {
     kOpen = 1, kClose = 2, kGetType = 3, kGetVersion = 4, kNodeGetInfo = 6, kGetHostname = 59,
-    kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kGetLibVersion = 157,
+    kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kIsSecure = 149, kGetLibVersion = 157,
 };
 constexpr int32_t kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10;
 constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
@@ -154,6 +154,12 @@ std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
         {kGetHostname, "CONNECT_GET_HOSTNAME", Access::read_only, hostname},
         {kGetUri, "CONNECT_GET_URI", Access::read_only, [](Caller& c, Reader&) { return string_reply(c.uri); }},
         {kNodeGetInfo, "NODE_GET_INFO", Access::read_only, node_get_info},
+        // A unix socket on this host: nothing travels where others could read it.
+        {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller&, Reader&) {
+             Writer w;
+             w.i32(1);
+             return rpc::ok(std::move(w));
+         }},
     };
 }
 

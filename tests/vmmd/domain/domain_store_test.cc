@@ -1,0 +1,78 @@
+#include "vmmd/domain/domain_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "vmmd/domain/domain_xml.h"
+
+namespace vmmd {
+namespace {
+
+Uuid counter_uuid() {
+    static uint8_t n = 0;
+    Uuid u{};
+    u[15] = ++n;
+    return u;
+}
+
+DomainDef def(const std::string& name, uint8_t id) {
+    std::string xml = "<domain type='vmm'><name>" + name + "</name><memory>4096</memory><os><kernel>idle</kernel></os></domain>";
+    Uuid u{};
+    u[0] = id;
+    return *parse_domain_xml(xml, u);
+}
+
+class DomainStoreTest : public ::testing::Test {
+protected:
+    std::string dir_ = "/tmp/vmmd-store-" + std::to_string(::getpid());
+    std::vector<std::string> warnings_;
+    std::unique_ptr<DomainStore> open() {
+        auto s = DomainStore::open(dir_, counter_uuid, [this](const std::string& w) { warnings_.push_back(w); });
+        EXPECT_TRUE(s) << s.error().message();
+        return s ? std::move(*s) : nullptr;
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+};
+
+TEST_F(DomainStoreTest, DefinitionsSurviveARestart) {
+    {
+        auto s = open();
+        ASSERT_TRUE(s->define(def("a", 1)));
+        ASSERT_TRUE(s->define(def("b", 2)));
+        ASSERT_TRUE(s->undefine(def("b", 2).uuid));
+    }
+    auto s = open();
+    ASSERT_EQ(s->list().size(), 1u);
+    EXPECT_EQ(s->by_name("a")->def.uuid, def("a", 1).uuid);
+    EXPECT_FALSE(s->by_name("b"));
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/domains/" + format_uuid(def("a", 1).uuid) + ".xml.new"));
+}
+
+TEST_F(DomainStoreTest, NamesAndUuidsStayPaired) {
+    auto s = open();
+    ASSERT_TRUE(s->define(def("a", 1)));
+    auto clash = s->define(def("a", 9));
+    ASSERT_FALSE(clash);
+    EXPECT_NE(clash.error().message().find("already exists with uuid"), std::string::npos);
+    auto renamed = s->define(def("z", 1));
+    ASSERT_FALSE(renamed);
+    EXPECT_NE(renamed.error().message().find("already has uuid"), std::string::npos);
+    EXPECT_TRUE(s->define(def("a", 1))) << "a new definition of the same domain";
+}
+
+TEST_F(DomainStoreTest, AFileThatNoLongerParsesIsSkippedAndKept) {
+    { open(); }
+    std::string bad = dir_ + "/domains/broken.xml";
+    std::ofstream(bad) << "<domain type='vmm'><name>x";
+    auto s = open();
+    EXPECT_TRUE(s->list().empty());
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find("broken.xml: skipped"), std::string::npos) << warnings_[0];
+    EXPECT_TRUE(std::filesystem::exists(bad));
+}
+
+}  // namespace
+}  // namespace vmmd

@@ -1,0 +1,28 @@
+# Shared by the virsh tests: start_vmmd BUILD_DIR (sets dir, sock, uri, pid; stops vmmd and
+# removes the directory on exit), stop_vmmd, fail, expect.
+command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
+
+dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
+sock=$dir/sock
+uri="vmm+unix:///system?socket=$sock"
+pid=
+cleanup() { stop_vmmd; rm -rf "$dir"; }
+trap cleanup EXIT
+
+start_vmmd() {
+    "$1/bin/vmmd" --socket "$sock" --state-dir "$dir/state" >>"$dir/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do [ -S "$sock-ro" ] && return 0; sleep 0.1; done
+    fail "vmmd did not listen"
+}
+stop_vmmd() {
+    [ -n "$pid" ] || return 0
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    pid=
+}
+fail() { echo "FAIL: $*"; echo "--- vmmd log"; cat "$dir/log"; exit 1; }
+expect() {  # expect WHAT OUTPUT PATTERN
+    grep -qE -- "$3" <<<"$2" || fail "$1: '$3' not in: $2"
+    echo "ok: $1"
+}

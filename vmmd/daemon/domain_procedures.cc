@@ -1,0 +1,253 @@
+#include "vmmd/daemon/domain_procedures.h"
+
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "vmmd/domain/domain_xml.h"
+
+namespace vmmd {
+
+namespace {
+
+using rpc::Access;
+using rpc::Caller;
+using rpc::Reply;
+using xdr::Reader;
+using xdr::Writer;
+
+// libvirt's procedure numbers (remote_protocol.x).
+enum Proc : int32_t {
+    kListDefined = 21, kLookupById = 22, kLookupByName = 23, kLookupByUuid = 24, kNumOfDefined = 25,
+    kDefineXml = 11, kGetXmlDesc = 14, kGetAutostart = 15, kGetInfo = 16, kGetOsType = 19, kUndefine = 35,
+    kListDomains = 37, kNumOfDomains = 51, kIsActive = 150, kIsPersistent = 151, kHasManagedSave = 183,
+    kGetState = 212, kUndefineFlags = 231, kListAll = 273,
+};
+constexpr size_t kDomainListMax = 16384;  // REMOTE_DOMAIN_LIST_MAX
+
+void put_domain(Writer& w, const DomainView& v) {
+    w.string(v.def.name);
+    w.fixed_opaque(v.def.uuid);
+    w.i32(v.id);
+}
+
+Reply domain_reply(const DomainView& v) {
+    Writer w;
+    put_domain(w, v);
+    return rpc::ok(std::move(w));
+}
+
+Reply int_reply(int32_t v) {
+    Writer w;
+    w.i32(v);
+    return rpc::ok(std::move(w));
+}
+
+Reply undecodable(const char* proc) { return rpc::fail(VIR_ERR_RPC, fmt::format("{}: arguments that do not decode", proc)); }
+
+Reply no_domain(const std::string& what) { return rpc::fail(VIR_ERR_NO_DOMAIN, "Domain not found: " + what); }
+
+// A remote_nonnull_domain argument: found by its UUID, as libvirt's daemon does.
+std::optional<DomainView> take_domain(DomainStore& store, Reader& args, std::string& missing) {
+    auto name = args.string(rpc::kMaxString);
+    Uuid uuid{};
+    auto got_uuid = args.fixed_opaque(uuid);
+    auto id = args.i32();
+    if (!name || !got_uuid || !id) {
+        missing = "";
+        return std::nullopt;
+    }
+    auto v = store.by_uuid(uuid);
+    if (!v) missing = fmt::format("no domain with matching uuid '{}' ({})", format_uuid(uuid), *name);
+    return v;
+}
+
+// A procedure on one domain: `f(view, args)` once the domain argument is decoded and found.
+template <typename F>
+rpc::Handler on_domain(DomainStore& store, const char* proc, F f) {
+    return [&store, proc, f](Caller&, Reader& args) -> Reply {
+        std::string missing;
+        auto v = take_domain(store, args, missing);
+        if (!v) return missing.empty() ? undecodable(proc) : no_domain(missing);
+        return f(*v, args);
+    };
+}
+
+Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, Reader& args) {
+    auto xml = args.string(rpc::kMaxString);
+    if (!xml) return undecodable("DOMAIN_DEFINE_XML");
+    auto def = parse_domain_xml(*xml, random_uuid());
+    if (!def) return rpc::fail(VIR_ERR_XML_ERROR, def.error().message());
+    auto v = store.define(*def);
+    if (!v) return rpc::fail(VIR_ERR_OPERATION_FAILED, v.error().message());
+    return domain_reply(*v);
+}
+
+Reply undefine(DomainStore& store, const DomainView& v, std::optional<uint32_t> flags) {
+    if (flags && (*flags & ~uint32_t{VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                                      VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA}) != 0) {
+        return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_UNDEFINE_FLAGS: flags {:#x} ask for what a vmm domain does "
+                                                           "not have (nvram, TPM)", *flags));
+    }
+    if (auto s = store.undefine(v.def.uuid); !s) return rpc::fail(VIR_ERR_OPERATION_INVALID, s.error().message());
+    return rpc::ok();
+}
+
+// Whether `v` passes CONNECT_LIST_ALL_DOMAINS's filter `flags` (each group filters only when
+// one of its flags is given).
+bool listed(const DomainView& v, uint32_t flags) {
+    auto group = [flags](uint32_t mask, bool pass) { return (flags & mask) == 0 || pass; };
+    bool running = v.active() && v.state.state == VIR_DOMAIN_RUNNING, paused = v.active() && v.state.state == VIR_DOMAIN_PAUSED;
+    return group(VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE,
+                 (flags & (v.active() ? VIR_CONNECT_LIST_DOMAINS_ACTIVE : VIR_CONNECT_LIST_DOMAINS_INACTIVE)) != 0) &&
+           group(VIR_CONNECT_LIST_DOMAINS_PERSISTENT | VIR_CONNECT_LIST_DOMAINS_TRANSIENT,
+                 (flags & (v.persistent ? VIR_CONNECT_LIST_DOMAINS_PERSISTENT : VIR_CONNECT_LIST_DOMAINS_TRANSIENT)) != 0) &&
+           group(VIR_CONNECT_LIST_DOMAINS_RUNNING | VIR_CONNECT_LIST_DOMAINS_PAUSED | VIR_CONNECT_LIST_DOMAINS_SHUTOFF |
+                     VIR_CONNECT_LIST_DOMAINS_OTHER,
+                 ((flags & VIR_CONNECT_LIST_DOMAINS_RUNNING) != 0 && running) ||
+                     ((flags & VIR_CONNECT_LIST_DOMAINS_PAUSED) != 0 && paused) ||
+                     ((flags & VIR_CONNECT_LIST_DOMAINS_SHUTOFF) != 0 && !v.active()) ||
+                     ((flags & VIR_CONNECT_LIST_DOMAINS_OTHER) != 0 && v.active() && !running && !paused));
+}
+
+Reply list_all(DomainStore& store, Reader& args) {
+    auto need = args.i32();
+    auto flags = args.u32();
+    if (!need || !flags) return undecodable("CONNECT_LIST_ALL_DOMAINS");
+    std::vector<DomainView> picked;
+    for (const DomainView& v : store.list())
+        if (listed(v, *flags)) picked.push_back(v);
+    Writer w;
+    w.u32(*need != 0 ? static_cast<uint32_t>(picked.size()) : 0);
+    if (*need != 0)
+        for (const DomainView& v : picked) put_domain(w, v);
+    w.u32(static_cast<uint32_t>(picked.size()));
+    return rpc::ok(std::move(w));
+}
+
+Reply get_info(const DomainView& v) {
+    Writer w;
+    w.u32(static_cast<uint32_t>(v.state.state));  // unsigned char: one XDR unit
+    w.u64(v.def.memory_kib);                       // maxMem
+    w.u64(v.active() ? v.def.memory_kib : 0);      // memory
+    w.u32(v.def.vcpus);                            // unsigned short: one XDR unit
+    w.u64(0);                                      // cpuTime: not measured yet
+    return rpc::ok(std::move(w));
+}
+
+Reply get_state(const DomainView& v) {
+    Writer w;
+    w.i32(v.state.state);
+    w.i32(v.state.reason);
+    return rpc::ok(std::move(w));
+}
+
+// The older list calls (virsh falls back to them on old daemons; Python's listDomainsID).
+Reply count(DomainStore& store, bool active) {
+    int32_t n = 0;
+    for (const DomainView& v : store.list()) n += v.active() == active ? 1 : 0;
+    return int_reply(n);
+}
+
+Reply list_ids(DomainStore& store, Reader& args) {
+    auto max = args.i32();
+    if (!max || *max < 0 || static_cast<size_t>(*max) > kDomainListMax) return undecodable("CONNECT_LIST_DOMAINS");
+    Writer w;
+    std::vector<int32_t> ids;
+    for (const DomainView& v : store.list())
+        if (v.active() && ids.size() < static_cast<size_t>(*max)) ids.push_back(v.id);
+    w.u32(static_cast<uint32_t>(ids.size()));
+    for (int32_t id : ids) w.i32(id);
+    return rpc::ok(std::move(w));
+}
+
+Reply list_defined(DomainStore& store, Reader& args) {
+    auto max = args.i32();
+    if (!max || *max < 0 || static_cast<size_t>(*max) > kDomainListMax) return undecodable("CONNECT_LIST_DEFINED_DOMAINS");
+    std::vector<std::string> names;
+    for (const DomainView& v : store.list())
+        if (!v.active() && names.size() < static_cast<size_t>(*max)) names.push_back(v.def.name);
+    Writer w;
+    w.u32(static_cast<uint32_t>(names.size()));
+    for (const std::string& n : names) w.string(n);
+    return rpc::ok(std::move(w));
+}
+
+Reply lookup(std::optional<DomainView> v, const std::string& what) { return v ? domain_reply(*v) : no_domain(what); }
+
+std::vector<rpc::Procedure> lookups(DomainStore& store) {
+    return {
+        {kLookupByName, "DOMAIN_LOOKUP_BY_NAME", Access::read_only, [&store](Caller&, Reader& a) {
+             auto name = a.string(rpc::kMaxString);
+             if (!name) return undecodable("DOMAIN_LOOKUP_BY_NAME");
+             return lookup(store.by_name(*name), fmt::format("no domain with matching name '{}'", *name));
+         }},
+        {kLookupByUuid, "DOMAIN_LOOKUP_BY_UUID", Access::read_only, [&store](Caller&, Reader& a) {
+             Uuid u{};
+             if (!a.fixed_opaque(u)) return undecodable("DOMAIN_LOOKUP_BY_UUID");
+             return lookup(store.by_uuid(u), fmt::format("no domain with matching uuid '{}'", format_uuid(u)));
+         }},
+        {kLookupById, "DOMAIN_LOOKUP_BY_ID", Access::read_only, [&store](Caller&, Reader& a) {
+             auto id = a.i32();
+             if (!id) return undecodable("DOMAIN_LOOKUP_BY_ID");
+             return lookup(store.by_id(*id), fmt::format("no domain with matching id {}", *id));
+         }},
+    };
+}
+
+// A query on one domain whose arguments end with unsigned flags, which must be 0 here.
+template <typename F>
+rpc::Handler flagged(DomainStore& store, const char* proc, F f) {
+    return on_domain(store, proc, [proc, f](const DomainView& v, Reader& a) {
+        auto flags = a.u32();
+        if (!flags) return undecodable(proc);
+        return f(v, *flags);
+    });
+}
+
+}  // namespace
+
+std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid) {
+    auto none = [](const DomainView& v, Reader&) { return v.active() ? int_reply(1) : int_reply(0); };
+    std::vector<rpc::Procedure> t = {
+        {kDefineXml, "DOMAIN_DEFINE_XML", Access::write,
+         [&store, random_uuid](Caller&, Reader& a) { return define(store, random_uuid, a); }},
+        {kUndefine, "DOMAIN_UNDEFINE", Access::write,
+         on_domain(store, "DOMAIN_UNDEFINE", [&store](const DomainView& v, Reader&) { return undefine(store, v, std::nullopt); })},
+        {kUndefineFlags, "DOMAIN_UNDEFINE_FLAGS", Access::write,
+         flagged(store, "DOMAIN_UNDEFINE_FLAGS", [&store](const DomainView& v, uint32_t f) { return undefine(store, v, f); })},
+        {kListAll, "CONNECT_LIST_ALL_DOMAINS", Access::read_only, [&store](Caller&, Reader& a) { return list_all(store, a); }},
+        {kNumOfDomains, "CONNECT_NUM_OF_DOMAINS", Access::read_only, [&store](Caller&, Reader&) { return count(store, true); }},
+        {kNumOfDefined, "CONNECT_NUM_OF_DEFINED_DOMAINS", Access::read_only,
+         [&store](Caller&, Reader&) { return count(store, false); }},
+        {kListDomains, "CONNECT_LIST_DOMAINS", Access::read_only, [&store](Caller&, Reader& a) { return list_ids(store, a); }},
+        {kListDefined, "CONNECT_LIST_DEFINED_DOMAINS", Access::read_only,
+         [&store](Caller&, Reader& a) { return list_defined(store, a); }},
+        {kGetXmlDesc, "DOMAIN_GET_XML_DESC", Access::read_only,
+         flagged(store, "DOMAIN_GET_XML_DESC", [](const DomainView& v, uint32_t) {
+             Writer w;
+             w.string(format_domain_xml(v.def, v.active() ? std::optional(v.id) : std::nullopt));
+             return rpc::ok(std::move(w));
+         })},
+        {kGetInfo, "DOMAIN_GET_INFO", Access::read_only,
+         on_domain(store, "DOMAIN_GET_INFO", [](const DomainView& v, Reader&) { return get_info(v); })},
+        {kGetState, "DOMAIN_GET_STATE", Access::read_only,
+         flagged(store, "DOMAIN_GET_STATE", [](const DomainView& v, uint32_t) { return get_state(v); })},
+        {kIsActive, "DOMAIN_IS_ACTIVE", Access::read_only, on_domain(store, "DOMAIN_IS_ACTIVE", none)},
+        {kIsPersistent, "DOMAIN_IS_PERSISTENT", Access::read_only,
+         on_domain(store, "DOMAIN_IS_PERSISTENT", [](const DomainView& v, Reader&) { return int_reply(v.persistent ? 1 : 0); })},
+        {kGetAutostart, "DOMAIN_GET_AUTOSTART", Access::read_only,
+         on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView&, Reader&) { return int_reply(0); })},
+        {kHasManagedSave, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", Access::read_only,
+         flagged(store, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", [](const DomainView&, uint32_t) { return int_reply(0); })},
+        {kGetOsType, "DOMAIN_GET_OS_TYPE", Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) {
+             Writer w;
+             w.string("hvm");
+             return rpc::ok(std::move(w));
+         })},
+    };
+    for (rpc::Procedure& p : lookups(store)) t.push_back(std::move(p));
+    return t;
+}
+
+}  // namespace vmmd

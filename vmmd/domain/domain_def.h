@@ -1,0 +1,34 @@
+// A vmm domain as libvirt describes one (<domain type='vmm'>, docs/libvirt.md "Domain XML"):
+// what vmmd keeps, turns into a vmm command line, and gives back as normalized XML.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace vmmd {
+
+using Uuid = std::array<uint8_t, 16>;
+
+struct DomainDef {
+    std::string name;
+    Uuid uuid{};
+    uint64_t memory_kib = 0;          // <memory>; <currentMemory> must equal it (no balloon)
+    uint32_t vcpus = 1;               // <vcpu>
+    std::string kernel;               // <os><kernel>: a payload name (idle, stress, pattern) or an ELF path
+    std::string cmdline;              // <os><cmdline>: the payload's parameters
+    std::optional<uint64_t> hard_limit_kib;  // <memtune><hard_limit>: RLIMIT_MEMLOCK for RDMA
+    std::string on_poweroff = "destroy";
+    std::string on_crash = "destroy";
+    std::optional<std::string> serial_file;  // <serial type='file'><source path=…/>; none without one
+    // <metadata><vmm:vmm xmlns:vmm="…">: what only vmm has.
+    std::string dirty_tracking = "log";  // log or ring
+    bool prealloc = false;
+    std::optional<std::string> title, description;  // kept as given, change nothing
+};
+
+std::string format_uuid(const Uuid& u);                  // 8-4-4-4-12 hex
+std::optional<Uuid> parse_uuid(const std::string& text);  // with or without dashes
+
+}  // namespace vmmd

@@ -1,0 +1,234 @@
+#include "vmmd/domain/domain_xml.h"
+
+#include <fmt/format.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
+
+namespace vmmd {
+
+using vmm::Error;
+using vmm::Result;
+using vmm::Status;
+
+namespace {
+
+struct FreeDoc {
+    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
+};
+struct FreeCtxt {
+    void operator()(xmlParserCtxt* c) const { xmlFreeParserCtxt(c); }
+};
+struct FreeChars {
+    void operator()(xmlChar* s) const { xmlFree(s); }
+};
+using Doc = std::unique_ptr<xmlDoc, FreeDoc>;
+
+std::string name_of(const xmlNode* n) { return reinterpret_cast<const char*>(n->name); }
+
+std::optional<std::string> attribute(const xmlNode* n, const char* name) {
+    std::unique_ptr<xmlChar, FreeChars> v(xmlGetProp(n, reinterpret_cast<const xmlChar*>(name)));
+    if (!v) return std::nullopt;
+    return std::string(reinterpret_cast<const char*>(v.get()));
+}
+
+std::string text_of(const xmlNode* n) {
+    std::unique_ptr<xmlChar, FreeChars> v(xmlNodeGetContent(n));
+    std::string s = v ? reinterpret_cast<const char*>(v.get()) : "";
+    size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// Element children of `n`, each checked against `allowed`: anything else is refused by name.
+Result<std::vector<const xmlNode*>> children(const xmlNode* n, const std::set<std::string>& allowed, const std::string& where) {
+    std::vector<const xmlNode*> out;
+    for (const xmlNode* c = n->children; c != nullptr; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE) continue;
+        if (!allowed.contains(name_of(c))) {
+            return Error(fmt::format("<{}> in <{}> (line {}) is not supported by the vmm driver: remove it", name_of(c), where,
+                                     xmlGetLineNo(c)));
+        }
+        out.push_back(c);
+    }
+    return out;
+}
+
+Result<uint64_t> number(const std::string& text, const std::string& what) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19)
+        return Error(fmt::format("<{}>: '{}' is not a number", what, text));
+    return std::stoull(text);
+}
+
+Result<uint64_t> memory_kib(const xmlNode* n) {
+    auto v = number(text_of(n), name_of(n));
+    if (!v) return v.error();
+    auto kib = to_kib(std::to_string(*v), attribute(n, "unit").value_or("KiB"));
+    if (!kib) return kib.error().context(fmt::format("<{}>", name_of(n)));
+    return kib;
+}
+
+Status parse_os(const xmlNode* os, DomainDef& d) {
+    auto kids = children(os, {"type", "kernel", "cmdline"}, "os");
+    if (!kids) return kids.error();
+    for (const xmlNode* c : *kids) {
+        std::string n = name_of(c), t = text_of(c);
+        if (n == "type" && t != "hvm") return Error(fmt::format("<os><type>{}</type>: the vmm driver runs hvm guests", t));
+        if (n == "kernel") d.kernel = t;
+        if (n == "cmdline") d.cmdline = t;
+    }
+    return {};
+}
+
+Status parse_devices(const xmlNode* devices, DomainDef& d) {
+    auto kids = children(devices, {"serial", "console"}, "devices");
+    if (!kids) return kids.error();
+    for (const xmlNode* c : *kids) {
+        if (name_of(c) == "console") continue;  // libvirt adds one beside a serial: the same port
+        std::string type = attribute(c, "type").value_or("");
+        if (type == "null") continue;
+        if (type != "file") return Error(fmt::format("<serial type='{}'>: the vmm driver takes type 'file' or 'null'", type));
+        for (const xmlNode* s = c->children; s != nullptr; s = s->next)
+            if (s->type == XML_ELEMENT_NODE && name_of(s) == "source") d.serial_file = attribute(s, "path");
+        if (!d.serial_file || d.serial_file->empty()) return Error("<serial type='file'> needs <source path='…'/>");
+    }
+    return {};
+}
+
+Status parse_vmm_metadata(const xmlNode* vmm, DomainDef& d) {
+    for (const xmlNode* c = vmm->children; c != nullptr; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE) continue;
+        std::string n = name_of(c), t = text_of(c);
+        if (n == "dirty-tracking" && (t == "log" || t == "ring")) d.dirty_tracking = t;
+        else if (n == "prealloc" && (t == "on" || t == "off")) d.prealloc = t == "on";
+        else return Error(fmt::format("<vmm:{}>{}</vmm:{}>: vmm knows dirty-tracking (log, ring) and prealloc (on, off)", n, t, n));
+    }
+    return {};
+}
+
+Status parse_metadata(const xmlNode* metadata, DomainDef& d) {
+    for (const xmlNode* c = metadata->children; c != nullptr; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE || c->ns == nullptr) continue;  // others' metadata is theirs
+        if (std::strcmp(reinterpret_cast<const char*>(c->ns->href), kVmmNamespace) == 0 && name_of(c) == "vmm")
+            if (auto s = parse_vmm_metadata(c, d); !s) return s;
+    }
+    return {};
+}
+
+Status parse_memtune(const xmlNode* memtune, DomainDef& d) {
+    auto kids = children(memtune, {"hard_limit"}, "memtune");
+    if (!kids) return kids.error();
+    for (const xmlNode* c : *kids) {
+        auto kib = memory_kib(c);
+        if (!kib) return kib.error();
+        d.hard_limit_kib = *kib;
+    }
+    return {};
+}
+
+Status lifecycle_action(const xmlNode* c, std::string& out) {
+    std::string t = text_of(c);
+    if (t != "destroy" && t != "preserve") return Error(fmt::format("<{}>{}</{}>: the vmm driver does destroy or preserve", name_of(c), t, name_of(c)));
+    out = t;
+    return {};
+}
+
+// One top-level element into `d`; `current` collects <currentMemory>.
+Status parse_element(const xmlNode* c, DomainDef& d, std::optional<uint64_t>& current, bool& has_uuid) {
+    std::string n = name_of(c);
+    if (n == "name") d.name = text_of(c);
+    if (n == "title") d.title = text_of(c);
+    if (n == "description") d.description = text_of(c);
+    if (n == "uuid") {
+        auto u = parse_uuid(text_of(c));
+        if (!u) return Error(fmt::format("<uuid>{}</uuid> is not a UUID", text_of(c)));
+        d.uuid = *u;
+        has_uuid = true;
+    }
+    if (n == "memory" || n == "currentMemory") {
+        auto kib = memory_kib(c);
+        if (!kib) return kib.error();
+        (n == "memory" ? d.memory_kib : current.emplace()) = *kib;
+    }
+    if (n == "vcpu") {
+        auto v = number(text_of(c), "vcpu");
+        if (!v || *v == 0 || *v > 255) return Error(fmt::format("<vcpu>{}</vcpu>: use 1..255", text_of(c)));
+        d.vcpus = static_cast<uint32_t>(*v);
+    }
+    if (n == "os") return parse_os(c, d);
+    if (n == "memtune") return parse_memtune(c, d);
+    if (n == "devices") return parse_devices(c, d);
+    if (n == "metadata") return parse_metadata(c, d);
+    if (n == "on_poweroff") return lifecycle_action(c, d.on_poweroff);
+    if (n == "on_crash") return lifecycle_action(c, d.on_crash);
+    return {};
+}
+
+Status check_domain(const DomainDef& d, const std::optional<uint64_t>& current) {
+    if (d.name.empty()) return Error("<name> is missing");
+    if (d.name.find_first_of("/\\") != std::string::npos || d.name[0] == '.' || d.name.size() > 200)
+        return Error(fmt::format("domain name '{}': no slashes, no leading dot, at most 200 characters", d.name));
+    if (d.memory_kib == 0) return Error("<memory> is missing");
+    if (d.kernel.empty()) return Error("<os><kernel> is missing: name a payload (idle, stress, pattern) or an ELF path");
+    if (d.memory_kib % 4 != 0) return Error("<memory> must be whole 4 KiB pages");
+    if (current && *current != d.memory_kib)
+        return Error("<currentMemory> differs from <memory>: vmm has no balloon, so both must be equal");
+    return {};
+}
+
+Result<DomainDef> parse_root(const xmlNode* root, const Uuid& random_uuid) {
+    if (root == nullptr || name_of(root) != "domain") return Error("the document's root is not <domain>");
+    std::string type = attribute(root, "type").value_or("");
+    if (type != "vmm") return Error(fmt::format("<domain type='{}'>: this is the vmm driver, use type='vmm'", type));
+    auto kids = children(root, {"name", "uuid", "title", "description", "memory", "currentMemory", "vcpu", "os",
+                                "memtune", "on_poweroff", "on_reboot", "on_crash", "devices", "metadata"}, "domain");
+    if (!kids) return kids.error();
+    DomainDef d;
+    d.uuid = random_uuid;
+    std::optional<uint64_t> current;
+    bool has_uuid = false;
+    for (const xmlNode* c : *kids)
+        if (auto s = parse_element(c, d, current, has_uuid); !s) return s.error();
+    if (auto s = check_domain(d, current); !s) return s.error();
+    return d;
+}
+
+}  // namespace
+
+Result<DomainDef> parse_domain_xml(std::string_view xml, const Uuid& random_uuid) {
+    std::unique_ptr<xmlParserCtxt, FreeCtxt> ctxt(xmlNewParserCtxt());
+    if (!ctxt) return Error("libxml2 could not make a parser (out of memory?)");
+    Doc doc(xmlCtxtReadMemory(ctxt.get(), xml.data(), static_cast<int>(xml.size()), "domain.xml", nullptr,
+                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING));
+    if (!doc) {
+        const xmlError* e = xmlCtxtGetLastError(ctxt.get());
+        if (e == nullptr || e->message == nullptr) return Error("the domain XML does not parse");
+        std::string msg = e->message;
+        while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+        return Error(fmt::format("the domain XML does not parse: line {}, column {}: {}", e->line, e->int2, msg));
+    }
+    if (doc->intSubset != nullptr) return Error("the domain XML has a DOCTYPE: the vmm driver takes none (no entities)");
+    return parse_root(xmlDocGetRootElement(doc.get()), random_uuid);
+}
+
+Result<uint64_t> to_kib(const std::string& value, const std::string& unit) {
+    static const std::pair<const char*, uint64_t> kUnits[] = {
+        {"b", 1}, {"bytes", 1}, {"KB", 1000}, {"k", 1024}, {"KiB", 1024}, {"MB", 1000000}, {"M", 1 << 20},
+        {"MiB", 1 << 20}, {"GB", 1000000000}, {"G", 1 << 30}, {"GiB", 1 << 30}, {"TB", 1000000000000},
+        {"T", 1ull << 40}, {"TiB", 1ull << 40}};
+    auto n = number(value, "memory");
+    if (!n) return n.error();
+    for (const auto& [name, bytes] : kUnits) {
+        if (unit != name) continue;
+        if (*n != 0 && bytes > UINT64_MAX / *n) return Error(fmt::format("{} {} is too large", value, unit));
+        uint64_t total = *n * bytes;
+        if (total % 1024 != 0) return Error(fmt::format("{} {} is not a whole number of KiB", value, unit));
+        return total / 1024;
+    }
+    return Error(fmt::format("unit '{}': use b, KB, KiB, MB, MiB, GB, GiB, TB or TiB", unit));
+}
+
+}  // namespace vmmd
