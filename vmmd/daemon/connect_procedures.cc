@@ -52,24 +52,10 @@ Reply close(Caller& c, Reader&) {
     return rpc::ok();
 }
 
-Reply string_reply(const std::string& s) {
-    Writer w;
-    w.string(s);
-    return rpc::ok(std::move(w));
-}
-
-Reply u64_reply(uint64_t v) {
-    Writer w;
-    w.u64(v);
-    return rpc::ok(std::move(w));
-}
-
 Reply supports_feature(Caller&, Reader& args) {
     auto feature = args.i32();
     if (!feature) return rpc::fail(VIR_ERR_RPC, "CONNECT_SUPPORTS_FEATURE: arguments that do not decode");
-    Writer w;
-    w.i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ? 1 : 0);
-    return rpc::ok(std::move(w));
+    return rpc::ok_i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ? 1 : 0);
 }
 
 Reply auth_list(Caller&, Reader&) {
@@ -82,7 +68,7 @@ Reply auth_list(Caller&, Reader&) {
 Reply hostname(Caller&, Reader&) {
     char name[256] = {};
     if (::gethostname(name, sizeof name - 1) != 0) return rpc::fail(VIR_ERR_SYSTEM_ERROR, "gethostname failed");
-    return string_reply(name);
+    return rpc::ok_string(name);
 }
 
 // The host as libvirt's virNodeInfo has it, from /proc.
@@ -147,19 +133,15 @@ std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
         {kClose, "CONNECT_CLOSE", Access::unopened, close},
         {kAuthList, "AUTH_LIST", Access::unopened, auth_list},
         {kSupportsFeature, "CONNECT_SUPPORTS_FEATURE", Access::unopened, supports_feature},
-        {kGetType, "CONNECT_GET_TYPE", Access::read_only, [](Caller&, Reader&) { return string_reply("vmm"); }},
-        {kGetVersion, "CONNECT_GET_VERSION", Access::read_only, [id](Caller&, Reader&) { return u64_reply(id.version); }},
+        {kGetType, "CONNECT_GET_TYPE", Access::read_only, [](Caller&, Reader&) { return rpc::ok_string("vmm"); }},
+        {kGetVersion, "CONNECT_GET_VERSION", Access::read_only, [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
         {kGetLibVersion, "CONNECT_GET_LIB_VERSION", Access::read_only,
-         [id](Caller&, Reader&) { return u64_reply(id.version); }},
+         [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
         {kGetHostname, "CONNECT_GET_HOSTNAME", Access::read_only, hostname},
-        {kGetUri, "CONNECT_GET_URI", Access::read_only, [](Caller& c, Reader&) { return string_reply(c.uri); }},
+        {kGetUri, "CONNECT_GET_URI", Access::read_only, [](Caller& c, Reader&) { return rpc::ok_string(c.uri); }},
         {kNodeGetInfo, "NODE_GET_INFO", Access::read_only, node_get_info},
         // A unix socket on this host: nothing travels where others could read it.
-        {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller&, Reader&) {
-             Writer w;
-             w.i32(1);
-             return rpc::ok(std::move(w));
-         }},
+        {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller&, Reader&) { return rpc::ok_i32(1); }},
     };
 }
 

@@ -37,12 +37,6 @@ Reply domain_reply(const DomainView& v) {
     return rpc::ok(std::move(w));
 }
 
-Reply int_reply(int32_t v) {
-    Writer w;
-    w.i32(v);
-    return rpc::ok(std::move(w));
-}
-
 Reply undecodable(const char* proc) { return rpc::fail(VIR_ERR_RPC, fmt::format("{}: arguments that do not decode", proc)); }
 
 Reply no_domain(const std::string& what) { return rpc::fail(VIR_ERR_NO_DOMAIN, "Domain not found: " + what); }
@@ -146,7 +140,7 @@ Reply get_state(const DomainView& v) {
 Reply count(DomainStore& store, bool active) {
     int32_t n = 0;
     for (const DomainView& v : store.list()) n += v.active() == active ? 1 : 0;
-    return int_reply(n);
+    return rpc::ok_i32(n);
 }
 
 Reply list_ids(DomainStore& store, Reader& args) {
@@ -208,7 +202,7 @@ rpc::Handler flagged(DomainStore& store, const char* proc, F f) {
 }  // namespace
 
 std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid) {
-    auto none = [](const DomainView& v, Reader&) { return v.active() ? int_reply(1) : int_reply(0); };
+    auto is_active = [](const DomainView& v, Reader&) { return rpc::ok_i32(v.active() ? 1 : 0); };
     std::vector<rpc::Procedure> t = {
         {kDefineXml, "DOMAIN_DEFINE_XML", Access::write,
          [&store, random_uuid](Caller&, Reader& a) { return define(store, random_uuid, a); }},
@@ -233,18 +227,14 @@ std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::U
          on_domain(store, "DOMAIN_GET_INFO", [](const DomainView& v, Reader&) { return get_info(v); })},
         {kGetState, "DOMAIN_GET_STATE", Access::read_only,
          flagged(store, "DOMAIN_GET_STATE", [](const DomainView& v, uint32_t) { return get_state(v); })},
-        {kIsActive, "DOMAIN_IS_ACTIVE", Access::read_only, on_domain(store, "DOMAIN_IS_ACTIVE", none)},
+        {kIsActive, "DOMAIN_IS_ACTIVE", Access::read_only, on_domain(store, "DOMAIN_IS_ACTIVE", is_active)},
         {kIsPersistent, "DOMAIN_IS_PERSISTENT", Access::read_only,
-         on_domain(store, "DOMAIN_IS_PERSISTENT", [](const DomainView& v, Reader&) { return int_reply(v.persistent ? 1 : 0); })},
+         on_domain(store, "DOMAIN_IS_PERSISTENT", [](const DomainView& v, Reader&) { return rpc::ok_i32(v.persistent ? 1 : 0); })},
         {kGetAutostart, "DOMAIN_GET_AUTOSTART", Access::read_only,
-         on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView&, Reader&) { return int_reply(0); })},
+         on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView&, Reader&) { return rpc::ok_i32(0); })},
         {kHasManagedSave, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", Access::read_only,
-         flagged(store, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", [](const DomainView&, uint32_t) { return int_reply(0); })},
-        {kGetOsType, "DOMAIN_GET_OS_TYPE", Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) {
-             Writer w;
-             w.string("hvm");
-             return rpc::ok(std::move(w));
-         })},
+         flagged(store, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", [](const DomainView&, uint32_t) { return rpc::ok_i32(0); })},
+        {kGetOsType, "DOMAIN_GET_OS_TYPE", Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) { return rpc::ok_string("hvm"); })},
     };
     for (rpc::Procedure& p : lookups(store)) t.push_back(std::move(p));
     return t;

@@ -7,6 +7,21 @@ namespace vmmd::rpc {
 
 Reply ok(xdr::Writer&& w) { return Reply{w.take(), std::nullopt}; }
 Reply ok() { return Reply{}; }
+Reply ok_i32(int32_t v) {
+    xdr::Writer w;
+    w.i32(v);
+    return ok(std::move(w));
+}
+Reply ok_u64(uint64_t v) {
+    xdr::Writer w;
+    w.u64(v);
+    return ok(std::move(w));
+}
+Reply ok_string(const std::string& s) {
+    xdr::Writer w;
+    w.string(s);
+    return ok(std::move(w));
+}
 Reply fail(int32_t code, std::string message) {
     RemoteError e;
     e.code = code;

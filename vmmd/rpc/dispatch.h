@@ -22,6 +22,9 @@ struct Reply {
 };
 Reply ok(xdr::Writer&& w);
 Reply ok();  // a procedure with no return value
+Reply ok_i32(int32_t v);                 // the common one-value returns
+Reply ok_u64(uint64_t v);
+Reply ok_string(const std::string& s);
 Reply fail(int32_t code, std::string message);
 
 // What a client connection may do.
