@@ -41,6 +41,24 @@ for payload in (struct.pack(">I", 0xffffffff) + b"x" * 64,
     s.close()
 PY
 echo "ok: garbage closes that client"
+
+# A call that passes descriptors (which vmmd does not take) is answered with an error, not left
+# waiting: status 1 (error) with the call's serial.
+python3 - "$sock" <<'PY' || fail "a call with descriptors was not answered"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.settimeout(10)
+s.sendall(struct.pack(">IIIiIII", 28, 0x20008086, 1, 3, 4, 77, 0))
+head = b""
+while len(head) < 28:
+    chunk = s.recv(28 - len(head))
+    assert chunk, "closed without an answer"
+    head += chunk
+length, prog, vers, proc, typ, serial, status = struct.unpack(">IIIiIII", head)
+assert (typ, serial, status) == (1, 77, 1), (typ, serial, status)
+PY
+echo "ok: a call with descriptors is refused, not left waiting"
 kill -0 "$pid" || fail "vmmd died on garbage"
 out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh after garbage: $out"
 expect "serves the next client" "$out" "^$(hostname)\$"

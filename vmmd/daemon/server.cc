@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ namespace vmmd {
 using vmm::Error;
 
 namespace {
+
+constexpr long kSendTimeoutSeconds = 30;
 
 Result<sockaddr_un> unix_address(const std::string& path) {
     sockaddr_un a{};
@@ -116,16 +119,19 @@ std::optional<std::vector<uint8_t>> answer(const rpc::Dispatcher& d, rpc::Caller
                          rpc::ReplyStatus::ok};
         return rpc::encode_message(pong, {});
     }
-    if (h.type != rpc::Type::call) return std::nullopt;  // only calls are answered
-    if (h.program != rpc::kRemoteProgram) {
+    auto refuse = [&h](std::string why) {
         rpc::Header reply = h;
         reply.type = rpc::Type::reply;
         reply.status = rpc::ReplyStatus::error;
         rpc::RemoteError e;
         e.code = VIR_ERR_RPC;
-        e.message = fmt::format("vmmd serves libvirt's remote program, not program {:#x}", h.program);
+        e.message = std::move(why);
         return rpc::encode_message(reply, rpc::encode_error(e));
-    }
+    };
+    // A call with descriptors: answered, so that the client does not wait for ever.
+    if (h.type == rpc::Type::call_with_fds) return refuse("vmmd takes no file descriptors over its socket");
+    if (h.type != rpc::Type::call) return std::nullopt;  // replies, events and streams are not answered
+    if (h.program != rpc::kRemoteProgram) return refuse(fmt::format("vmmd serves libvirt's remote program, not program {:#x}", h.program));
     return d.call(caller, m);
 }
 
@@ -180,6 +186,9 @@ void Server::accept_one(const Listener& l) {
         if (errno != EAGAIN && errno != EINTR) vmm::log::warn("accept on {}: {}", l.spec.path, std::strerror(errno));
         return;
     }
+    // A client that stops reading its replies must not hold its thread for ever.
+    timeval send_timeout{kSendTimeoutSeconds, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     std::lock_guard lock(mutex_);
     Client& c = clients_.emplace_back();
     c.fd = std::move(fd);
