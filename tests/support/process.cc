@@ -93,17 +93,17 @@ std::unique_ptr<QmpClient> QmpClient::connect(const std::string& path) {
     return std::unique_ptr<QmpClient>(new QmpClient(std::move(*c)));
 }
 
-Json QmpClient::send_raw(const std::string& line) {
-    auto answer = client_->send_line(line);
+namespace {
+// An answer as QMP gives it; a failure to talk at all as a ClientError.
+Json as_given(Result<Json> answer) {
     if (!answer) return Json{{"error", {{"class", "ClientError"}, {"desc", answer.error().message()}}}};
     return std::move(*answer);
 }
+}  // namespace
 
-Json QmpClient::execute(const std::string& name, const Json& args) {
-    Json req{{"execute", name}};
-    if (!args.empty()) req["arguments"] = args;
-    return send_raw(req.dump());
-}
+Json QmpClient::send_raw(const std::string& line) { return as_given(client_->send_line(line)); }
+
+Json QmpClient::execute(const std::string& name, const Json& args) { return as_given(client_->call(name, args)); }
 
 std::optional<Json> QmpClient::wait_event(const std::string& name, std::chrono::milliseconds timeout) {
     auto e = client_->wait_event(name, timeout);

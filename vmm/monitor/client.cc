@@ -1,6 +1,5 @@
 #include "vmm/monitor/client.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -33,40 +32,17 @@ Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds
     }
 }
 
-Status send_all(int fd, std::string_view text, const std::string& peer) {
-    size_t done = 0;
-    while (done < text.size()) {
-        ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error::from_errno("send to " + peer);
-        done += static_cast<size_t>(n);
-    }
-    return {};
-}
-
 Result<bool> receive_more(int fd, std::string& buffer, const std::string& peer) {
     for (;;) {
-        pollfd p{fd, POLLIN, 0};
-        int r = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kReplyTimeout).count()));
-        if (r == 0) return Error(peer + " did not answer within 60 s");
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Error::from_errno("poll on the socket of " + peer);
+        auto ready = readable_within(fd, kReplyTimeout, peer);
+        if (!ready) return ready.error();
+        if (!*ready) return Error(peer + " did not answer within 60 s");
         char chunk[4096];
         ssize_t n = ::read(fd, chunk, sizeof(chunk));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return Error::from_errno("read from " + peer);
         buffer.append(chunk, static_cast<size_t>(n));
         return n > 0;
-    }
-}
-
-Result<bool> readable_within(int fd, std::chrono::milliseconds timeout, const std::string& peer) {
-    for (;;) {
-        pollfd p{fd, POLLIN, 0};
-        int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Error::from_errno("poll on the socket of " + peer);
-        return r > 0;
     }
 }
 

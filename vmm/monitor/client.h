@@ -9,19 +9,16 @@
 
 #include "vmm/common/fd.h"
 #include "vmm/common/result.h"
+#include "vmm/common/socket_io.h"
 
 namespace vmm::monitor {
 
 // Connects to a unix socket, retrying while it does not exist yet, until `timeout`.
 Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds timeout);
 
-// The socket I/O both monitor clients share; `peer` names the other end in errors ("the monitor").
-// Sends all of `text` (a closed peer is an error, never SIGPIPE).
-Status send_all(int fd, std::string_view text, const std::string& peer);
 // Appends what arrives next to `buffer`, waiting at most 60 s; false when the peer closed.
+// (send_all and readable_within: vmm/common/socket_io.h.)
 Result<bool> receive_more(int fd, std::string& buffer, const std::string& peer);
-// Whether `fd` has something to read (or the peer closed) within `timeout`.
-Result<bool> readable_within(int fd, std::chrono::milliseconds timeout, const std::string& peer);
 
 class HmpClient {
 public:

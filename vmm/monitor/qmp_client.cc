@@ -70,10 +70,14 @@ Result<Json> QmpClient::send_line(const std::string& line) {
     return read_answer();
 }
 
-Result<Json> QmpClient::execute(const std::string& name, const Json& args) {
+Result<Json> QmpClient::call(const std::string& name, const Json& args) {
     Json cmd{{"execute", name}};
     if (!args.empty()) cmd["arguments"] = args;
-    auto m = send_line(to_text(cmd));
+    return send_line(to_text(cmd));
+}
+
+Result<Json> QmpClient::execute(const std::string& name, const Json& args) {
+    auto m = call(name, args);
     if (!m) return m.error();
     if (const Json* r = member(*m, "return")) return *r;
     if (const Json* e = member(*m, "error")) return Error(name + ": " + str(*e, "desc", to_text(*e)));

@@ -25,6 +25,8 @@ public:
     const Json& greeting() const { return greeting_; }
     // {"execute": name, "arguments": args}; an {"error": ...} answer becomes an Error with its desc.
     Result<Json> execute(const std::string& name, const Json& args = Json::object());
+    // The same request; the whole answer, {"return": ...} or {"error": ...}, as QMP gives it.
+    Result<Json> call(const std::string& name, const Json& args = Json::object());
     // Sends `line` as it is and returns the whole answer, {"return": ...} or {"error": ...}: for
     // a client that shows QMP's errors as QMP gives them, and for tests of the server's refusals.
     Result<Json> send_line(const std::string& line);

@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "vmm/common/log.h"
+#include "vmm/common/socket_io.h"
 #include "vmm/common/thread_name.h"
 
 namespace vmmd {
@@ -80,17 +81,6 @@ Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n) {
         got += static_cast<size_t>(r);
     }
     return true;
-}
-
-Status write_all(int fd, const std::vector<uint8_t>& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-        ssize_t w = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return Error::from_errno("write to a client");
-        done += static_cast<size_t>(w);
-    }
-    return {};
 }
 
 // The next whole message, or nullopt when the client hung up between messages.
@@ -224,7 +214,7 @@ void Server::serve(Client& c) {
         if (!*m) return;  // hung up
         auto reply = answer(dispatcher_, caller, **m);
         if (reply)
-            if (auto s = write_all(c.fd.get(), *reply); !s) return;
+            if (!vmm::send_all(c.fd.get(), {reinterpret_cast<const char*>(reply->data()), reply->size()}, "a client")) return;
         if (caller.closed) return;  // CONNECT_CLOSE was answered
     }
 }

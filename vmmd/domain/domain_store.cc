@@ -45,13 +45,13 @@ Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return Error(fmt::format("create {}: {}", dir, ec.message()));
-    std::unique_ptr<DomainStore> s(new DomainStore(dir, std::move(random_uuid)));
+    std::unique_ptr<DomainStore> s(new DomainStore(dir));
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
         if (entry.path().extension() != ".xml") continue;
         std::ifstream f(entry.path());
         std::stringstream text;
         text << f.rdbuf();
-        auto def = parse_domain_xml(text.str(), s->random_uuid_());
+        auto def = parse_domain_xml(text.str(), random_uuid());
         if (!def) {
             warn(fmt::format("{}: skipped, it no longer parses: {}", entry.path().string(), def.error().message()));
             continue;
@@ -76,20 +76,19 @@ Status DomainStore::write_definition(const DomainDef& d) const {
     return fsync_path(dir_, O_RDONLY | O_DIRECTORY);
 }
 
-Result<DomainView> DomainStore::define(const DomainDef& def_in) {
-    const DomainDef* def = &def_in;
+Result<DomainView> DomainStore::define(const DomainDef& def) {
     std::lock_guard lock(mutex_);
     for (const auto& [uuid, v] : domains_) {
-        if (v.def.name == def->name && uuid != def->uuid) {
-            return Error(fmt::format("domain '{}' already exists with uuid {}", def->name, format_uuid(uuid)));
+        if (v.def.name == def.name && uuid != def.uuid) {
+            return Error(fmt::format("domain '{}' already exists with uuid {}", def.name, format_uuid(uuid)));
         }
-        if (uuid == def->uuid && v.def.name != def->name) {
+        if (uuid == def.uuid && v.def.name != def.name) {
             return Error(fmt::format("domain '{}' already has uuid {}", v.def.name, format_uuid(uuid)));
         }
     }
-    if (auto s = write_definition(*def); !s) return s.error();
-    DomainView& v = domains_[def->uuid];
-    v.def = *def;  // a running domain keeps running on its old definition's process
+    if (auto s = write_definition(def); !s) return s.error();
+    DomainView& v = domains_[def.uuid];
+    v.def = def;  // a running domain keeps running on its old definition's process
     v.persistent = true;
     return v;
 }

@@ -38,8 +38,8 @@ struct DomainView {
 class DomainStore {
 public:
     using UuidSource = std::function<Uuid()>;
-    // Reads every definition under `state_dir`/domains (made if missing). `warn` hears about
-    // files that are skipped.
+    // Reads every definition under `state_dir`/domains (made if missing); `random_uuid` names a
+    // hand-written file without a <uuid>. `warn` hears about files that are skipped.
     static vmm::Result<std::unique_ptr<DomainStore>> open(const std::string& state_dir, UuidSource random_uuid,
                                                           const std::function<void(const std::string&)>& warn);
 
@@ -55,12 +55,11 @@ public:
     std::optional<DomainView> by_id(int id) const;
 
 private:
-    DomainStore(std::string dir, UuidSource random_uuid) : dir_(std::move(dir)), random_uuid_(std::move(random_uuid)) {}
+    explicit DomainStore(std::string dir) : dir_(std::move(dir)) {}
     std::string path_of(const Uuid& uuid) const;
     vmm::Status write_definition(const DomainDef& d) const;
 
     std::string dir_;  // <state>/domains
-    UuidSource random_uuid_;
     mutable std::mutex mutex_;
     std::map<Uuid, DomainView> domains_;
 };
