@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "vmm/config/config.h"
-#include "vmm/monitor/client.h"
-#include "vmm/monitor/json_access.h"
-#include "vmm/monitor/qmp_client.h"
+#include "vmm/monitor/client/hmp_client.h"
+#include "vmm/monitor/client/json_access.h"
+#include "vmm/monitor/client/qmp_client.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
-#include "vmm/monitor/client.h"
-#include "vmm/monitor/qmp_client.h"
+#include "vmm/monitor/client/hmp_client.h"
+#include "vmm/monitor/client/qmp_client.h"
 
 namespace vmm::test {
 
@@ -44,7 +44,7 @@ std::unique_ptr<monitor::HmpClient> connect_hmp(const std::string& path);
 // Sends one command; an I/O failure becomes the returned text, so assertions show it.
 std::string hmp(monitor::HmpClient& client, const std::string& line);
 
-// The project's own QMP client (vmm/monitor/qmp_client.h), with answers as QMP gives them so
+// The project's own QMP client (vmm/monitor/client/qmp_client.h), with answers as QMP gives them so
 // that assertions read ["return"] or ["error"]; a failure to talk at all becomes
 // {"error": {"class": "ClientError", "desc": why}}, which no assertion on a real answer passes.
 class QmpClient {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/units.h"
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/json_access.h"
 #include "vmm/memory/digest.h"
 
 namespace vmm::monitor {

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "vmm/common/units.h"
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/json_access.h"
 
 namespace vmm::monitor {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/json_access.h"
 
 namespace vmm::monitor {
 

@@ -15,7 +15,7 @@
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/json_access.h"
 #include "vmm/monitor/qmp_session.h"
 
 namespace vmm::monitor {

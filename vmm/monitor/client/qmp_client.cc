@@ -1,7 +1,7 @@
-#include "vmm/monitor/qmp_client.h"
+#include "vmm/monitor/client/qmp_client.h"
 
-#include "vmm/monitor/client.h"
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/hmp_client.h"
+#include "vmm/monitor/client/json_access.h"
 
 namespace vmm::monitor {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/json_access.h"
 #include "vmm/monitor/qmp_session.h"
 
 namespace vmm::monitor {

@@ -1,4 +1,4 @@
-#include "vmm/monitor/json_access.h"
+#include "vmm/monitor/client/json_access.h"
 
 #include <fmt/format.h>
 

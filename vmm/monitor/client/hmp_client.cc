@@ -1,4 +1,4 @@
-#include "vmm/monitor/client.h"
+#include "vmm/monitor/client/hmp_client.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
