@@ -11,9 +11,12 @@
 #include <string>
 
 #include "vmm/common/log.h"
+#include "vmm/common/search_path.h"
 #include "vmm/common/signal_watcher.h"
 #include "vmmd/daemon/connect_procedures.h"
 #include "vmmd/daemon/domain_procedures.h"
+#include "vmmd/daemon/events.h"
+#include "vmmd/daemon/lifecycle_procedures.h"
 #include "vmmd/daemon/server.h"
 
 namespace {
@@ -49,10 +52,12 @@ vmmd::Uuid random_uuid() {
 int main(int argc, char** argv) {
     bool root = ::geteuid() == 0;
     std::string socket = default_socket(root), state_dir = default_state_dir(root);
+    std::string vmm_binary = vmm::search_path("VMM_BIN_DIR", {"bin"}).find("vmm").value_or("vmm");
     CLI::App app{"vmmd: libvirt's remote protocol for vmm domains (virsh -c vmm:///system)"};
     app.add_option("--socket", socket, "the read-write socket; the read-only one is PATH-ro")->capture_default_str();
     app.add_option("--state-dir", state_dir, "where domain definitions and running domains' sockets live")
         ->capture_default_str();
+    app.add_option("--vmm", vmm_binary, "the vmm executable each running domain is")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION)};
@@ -61,8 +66,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "vmmd: %s\n", store.error().message().c_str());
         return 1;
     }
+    auto warn = [](const std::string& w) { vmm::log::warn("vmmd: {}", w); };
+    vmmd::EventHub events;
+    auto lifecycle = [&events](const vmmd::DomainDef& def, int dom_id, vmmd::LifecycleEvent e) { events.lifecycle(def, dom_id, e); };
+    auto supervisor = vmmd::Supervisor::create({vmm_binary, state_dir}, **store, lifecycle, warn);
+    if (!supervisor) {
+        std::fprintf(stderr, "vmmd: %s\n", supervisor.error().message().c_str());
+        return 1;
+    }
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
-    for (auto& p : vmmd::domain_procedures(**store, random_uuid)) table.push_back(std::move(p));
+    for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle)) table.push_back(std::move(p));
+    for (auto& p : events.procedures()) table.push_back(std::move(p));
+    for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.
@@ -75,7 +90,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "vmmd: %s\n", watcher.error().message().c_str());
         return 1;
     }
-    auto s = vmmd::Server::listen(sockets, dispatcher);
+    vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
+                                [&events](uint64_t c) { events.disconnected(c); }};
+    auto s = vmmd::Server::listen(sockets, dispatcher, hooks);
     if (!s) {
         std::fprintf(stderr, "vmmd: %s\n", s.error().message().c_str());
         return 1;

@@ -101,9 +101,16 @@ static int domain_seeds(const std::string& dir) {
     std::ofstream(dir + "/small") << "<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os></domain>";
     return 0;
 }
+
+// A run record as vmmd writes one (vmmd/runtime/run_record.cc).
+static int run_record_seeds(const std::string& dir) {
+    std::ofstream(dir + "/record") << R"({"id":3,"pid":4242,"reason":1,"start-ticks":123456,"state":1,)"
+                                      R"("xml":"<domain type='vmm'><name>a</name></domain>"})" << "\n";
+    return 0;
+}
 #endif
 
-// make_fuzz_seeds stream|rdma|monitor|libvirt|domain DIR
+// make_fuzz_seeds stream|rdma|monitor|libvirt|domain|run-record DIR
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     std::string dir = argv[2];
@@ -112,6 +119,7 @@ int main(int argc, char** argv) {
 #ifdef VMM_WITH_VMMD
     if (std::string(argv[1]) == "libvirt") return libvirt_seeds(dir);
     if (std::string(argv[1]) == "domain") return domain_seeds(dir);
+    if (std::string(argv[1]) == "run-record") return run_record_seeds(dir);
 #endif
     StreamHeader h;
     h.vcpu_count = 1;

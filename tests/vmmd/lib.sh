@@ -1,12 +1,17 @@
-# Shared by the virsh tests: start_vmmd BUILD_DIR (sets dir, sock, uri, pid; stops vmmd and
-# removes the directory on exit), stop_vmmd, fail, expect.
+# Shared by the virsh tests: start_vmmd BUILD_DIR (sets dir, sock, uri, pid; stops vmmd, ends
+# the vmm processes it started, and removes the directory on exit), stop_vmmd, fail, expect,
+# wait_until.
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
 sock=$dir/sock
 uri="vmm+unix:///system?socket=$sock"
 pid=
-cleanup() { stop_vmmd; rm -rf "$dir"; }
+cleanup() {
+    stop_vmmd
+    pkill -KILL -f -- "--qmp unix:$dir/state/run/" 2>/dev/null  # vmm processes outlive vmmd by design
+    rm -rf "$dir"
+}
 trap cleanup EXIT
 
 start_vmmd() {
@@ -22,6 +27,14 @@ stop_vmmd() {
     pid=
 }
 fail() { echo "FAIL: $*"; echo "--- vmmd log"; cat "$dir/log"; exit 1; }
+wait_until() {  # wait_until SECONDS COMMAND...: true once COMMAND succeeds, false after SECONDS
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
 expect() {  # expect WHAT OUTPUT PATTERN
     grep -qE -- "$3" <<<"$2" || fail "$1: '$3' not in: $2"
     echo "ok: $1"

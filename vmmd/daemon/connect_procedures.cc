@@ -27,7 +27,7 @@ enum Proc : int32_t {
     kOpen = 1, kClose = 2, kGetType = 3, kGetVersion = 4, kNodeGetInfo = 6, kGetHostname = 59,
     kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kIsSecure = 149, kGetLibVersion = 157,
 };
-constexpr int32_t kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10;
+constexpr int32_t kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10, kFeatureRemoteEventCallback = 14;
 constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
 
 Reply open(const DriverIdentity& id, Caller& c, Reader& args) {
@@ -55,7 +55,10 @@ Reply close(Caller& c, Reader&) {
 Reply supports_feature(Caller&, Reader& args) {
     auto feature = args.i32();
     if (!feature) return rpc::fail(VIR_ERR_RPC, "CONNECT_SUPPORTS_FEATURE: arguments that do not decode");
-    return rpc::ok_i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ? 1 : 0);
+    return rpc::ok_i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ||
+                               *feature == kFeatureRemoteEventCallback
+                           ? 1
+                           : 0);
 }
 
 Reply auth_list(Caller&, Reader&) {

@@ -4,6 +4,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "vmmd/daemon/domain_args.h"
 #include "vmmd/domain/domain_xml.h"
 
 namespace vmmd {
@@ -25,65 +26,28 @@ enum Proc : int32_t {
 };
 constexpr size_t kDomainListMax = 16384;  // REMOTE_DOMAIN_LIST_MAX
 
-void put_domain(Writer& w, const DomainView& v) {
-    w.string(v.def.name);
-    w.fixed_opaque(v.def.uuid);
-    w.i32(v.id);
-}
-
-Reply domain_reply(const DomainView& v) {
-    Writer w;
-    put_domain(w, v);
-    return rpc::ok(std::move(w));
-}
-
-Reply undecodable(const char* proc) { return rpc::fail(VIR_ERR_RPC, fmt::format("{}: arguments that do not decode", proc)); }
-
-Reply no_domain(const std::string& what) { return rpc::fail(VIR_ERR_NO_DOMAIN, "Domain not found: " + what); }
-
-// A remote_nonnull_domain argument: found by its UUID, as libvirt's daemon does.
-std::optional<DomainView> take_domain(DomainStore& store, Reader& args, std::string& missing) {
-    auto name = args.string(rpc::kMaxString);
-    Uuid uuid{};
-    auto got_uuid = args.fixed_opaque(uuid);
-    auto id = args.i32();
-    if (!name || !got_uuid || !id) {
-        missing = "";
-        return std::nullopt;
-    }
-    auto v = store.by_uuid(uuid);
-    if (!v) missing = fmt::format("no domain with matching uuid '{}' ({})", format_uuid(uuid), *name);
-    return v;
-}
-
-// A procedure on one domain: `f(view, args)` once the domain argument is decoded and found.
-template <typename F>
-rpc::Handler on_domain(DomainStore& store, const char* proc, F f) {
-    return [&store, proc, f](Caller&, Reader& args) -> Reply {
-        std::string missing;
-        auto v = take_domain(store, args, missing);
-        if (!v) return missing.empty() ? undecodable(proc) : no_domain(missing);
-        return f(*v, args);
-    };
-}
-
-Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, Reader& args) {
+Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, const Supervisor::Listener& events, Reader& args) {
     auto xml = args.string(rpc::kMaxString);
     if (!xml) return undecodable("DOMAIN_DEFINE_XML");
     auto def = parse_domain_xml(*xml, random_uuid());
     if (!def) return rpc::fail(VIR_ERR_XML_ERROR, def.error().message());
+    bool existed = store.by_uuid(def->uuid).has_value();
     auto v = store.define(*def);
     if (!v) return rpc::fail(VIR_ERR_OPERATION_FAILED, v.error().message());
+    if (events) {
+        events(*def, v->id, {VIR_DOMAIN_EVENT_DEFINED, existed ? VIR_DOMAIN_EVENT_DEFINED_UPDATED : VIR_DOMAIN_EVENT_DEFINED_ADDED});
+    }
     return domain_reply(*v);
 }
 
-Reply undefine(DomainStore& store, const DomainView& v, std::optional<uint32_t> flags) {
+Reply undefine(DomainStore& store, const Supervisor::Listener& events, const DomainView& v, std::optional<uint32_t> flags) {
     if (flags && (*flags & ~uint32_t{VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
                                       VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA}) != 0) {
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_UNDEFINE_FLAGS: flags {:#x} ask for what a vmm domain does "
                                                            "not have (nvram, TPM)", *flags));
     }
     if (auto s = store.undefine(v.def.uuid); !s) return rpc::fail(VIR_ERR_OPERATION_INVALID, s.error().message());
+    if (events) events(v.def, v.id, {VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED});
     return rpc::ok();
 }
 
@@ -189,27 +153,18 @@ std::vector<rpc::Procedure> lookups(DomainStore& store) {
     };
 }
 
-// A query on one domain whose arguments end with unsigned flags, which must be 0 here.
-template <typename F>
-rpc::Handler flagged(DomainStore& store, const char* proc, F f) {
-    return on_domain(store, proc, [proc, f](const DomainView& v, Reader& a) {
-        auto flags = a.u32();
-        if (!flags) return undecodable(proc);
-        return f(v, *flags);
-    });
-}
-
 }  // namespace
 
-std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid) {
+std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,
+                                              Supervisor::Listener events) {
     auto is_active = [](const DomainView& v, Reader&) { return rpc::ok_i32(v.active() ? 1 : 0); };
     std::vector<rpc::Procedure> t = {
         {kDefineXml, "DOMAIN_DEFINE_XML", Access::write,
-         [&store, random_uuid](Caller&, Reader& a) { return define(store, random_uuid, a); }},
+         [&store, random_uuid, events](Caller&, Reader& a) { return define(store, random_uuid, events, a); }},
         {kUndefine, "DOMAIN_UNDEFINE", Access::write,
-         on_domain(store, "DOMAIN_UNDEFINE", [&store](const DomainView& v, Reader&) { return undefine(store, v, std::nullopt); })},
+         on_domain(store, "DOMAIN_UNDEFINE", [&store, events](const DomainView& v, Reader&) { return undefine(store, events, v, std::nullopt); })},
         {kUndefineFlags, "DOMAIN_UNDEFINE_FLAGS", Access::write,
-         flagged(store, "DOMAIN_UNDEFINE_FLAGS", [&store](const DomainView& v, uint32_t f) { return undefine(store, v, f); })},
+         flagged(store, "DOMAIN_UNDEFINE_FLAGS", [&store, events](const DomainView& v, uint32_t f) { return undefine(store, events, v, f); })},
         {kListAll, "CONNECT_LIST_ALL_DOMAINS", Access::read_only, [&store](Caller&, Reader& a) { return list_all(store, a); }},
         {kNumOfDomains, "CONNECT_NUM_OF_DOMAINS", Access::read_only, [&store](Caller&, Reader&) { return count(store, true); }},
         {kNumOfDefined, "CONNECT_NUM_OF_DEFINED_DOMAINS", Access::read_only,

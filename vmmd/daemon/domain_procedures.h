@@ -6,9 +6,12 @@
 
 #include "vmmd/domain/domain_store.h"
 #include "vmmd/rpc/dispatch.h"
+#include "vmmd/runtime/supervisor.h"
 
 namespace vmmd {
 
-std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid);
+// `events` hears of definitions added, updated and removed (lifecycle DEFINED / UNDEFINED).
+std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,
+                                              Supervisor::Listener events);
 
 }  // namespace vmmd

@@ -127,7 +127,8 @@ std::optional<std::vector<uint8_t>> answer(const rpc::Dispatcher& d, rpc::Caller
 
 }  // namespace
 
-Result<std::unique_ptr<Server>> Server::listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d) {
+Result<std::unique_ptr<Server>> Server::listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d,
+                                               ConnectionHooks hooks) {
     std::vector<Listener> ls;
     for (const SocketSpec& s : sockets) {
         auto fd = bind_socket(s);
@@ -136,11 +137,11 @@ Result<std::unique_ptr<Server>> Server::listen(const std::vector<SocketSpec>& so
     }
     UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!stop.valid()) return Error::from_errno("eventfd");
-    return std::unique_ptr<Server>(new Server(std::move(ls), std::move(stop), d));
+    return std::unique_ptr<Server>(new Server(std::move(ls), std::move(stop), d, std::move(hooks)));
 }
 
-Server::Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d)
-    : listeners_(std::move(listeners)), stop_(std::move(stop)), dispatcher_(d) {}
+Server::Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d, ConnectionHooks hooks)
+    : listeners_(std::move(listeners)), stop_(std::move(stop)), dispatcher_(d), hooks_(std::move(hooks)) {}
 
 Server::~Server() {
     stop();
@@ -181,11 +182,16 @@ void Server::accept_one(const Listener& l) {
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     std::lock_guard lock(mutex_);
     Client& c = clients_.emplace_back();
+    c.outbox = std::make_shared<Outbox>(fd.get());
     c.fd = std::move(fd);
+    c.number = next_connection_++;
     c.read_only = l.spec.read_only;
+    if (hooks_.opened) hooks_.opened(c.number, c.outbox);
     c.thread = std::thread([this, &c] {
         vmm::name_this_thread("vmmd-client");
         serve(c);
+        if (hooks_.closed) hooks_.closed(c.number);
+        c.outbox->close();  // before the descriptor closes: no event is written to a reused one
         c.done = true;
     });
 }
@@ -205,6 +211,7 @@ void Server::reap_finished() {
 void Server::serve(Client& c) {
     rpc::Caller caller;
     caller.read_only = c.read_only;
+    caller.connection = c.number;
     for (;;) {
         auto m = read_message(c.fd.get(), stop_.get());
         if (!m) {
@@ -213,8 +220,7 @@ void Server::serve(Client& c) {
         }
         if (!*m) return;  // hung up
         auto reply = answer(dispatcher_, caller, **m);
-        if (reply)
-            if (!vmm::send_all(c.fd.get(), {reinterpret_cast<const char*>(reply->data()), reply->size()}, "a client")) return;
+        if (reply && !c.outbox->send(*reply)) return;
         if (caller.closed) return;  // CONNECT_CLOSE was answered
     }
 }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
+#include "vmmd/daemon/outbox.h"
 #include "vmmd/rpc/dispatch.h"
 
 namespace vmmd {
@@ -30,11 +32,18 @@ struct SocketSpec {
     mode_t mode = 0600;
 };
 
+// Who hears of connections coming and going (the event hub: events go to a connection's outbox).
+struct ConnectionHooks {
+    std::function<void(uint64_t connection, std::shared_ptr<Outbox> outbox)> opened;
+    std::function<void(uint64_t connection)> closed;
+};
+
 class Server {
 public:
     // Binds and listens on every socket (a stale socket file is replaced; a live one, served by
     // another vmmd, is an error).
-    static Result<std::unique_ptr<Server>> listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d);
+    static Result<std::unique_ptr<Server>> listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d,
+                                                  ConnectionHooks hooks = {});
     ~Server();  // stops accepting, closes every client and joins its thread, removes the sockets
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
@@ -50,11 +59,13 @@ private:
     };
     struct Client {
         UniqueFd fd;
+        uint64_t number = 0;
+        std::shared_ptr<Outbox> outbox;
         bool read_only = false;
         std::thread thread;
         std::atomic<bool> done{false};
     };
-    Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d);
+    Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d, ConnectionHooks hooks);
     void accept_one(const Listener& l);
     void serve(Client& c);
     void reap_finished();
@@ -62,7 +73,9 @@ private:
     std::vector<Listener> listeners_;
     UniqueFd stop_;  // eventfd: readable once stop() was called
     const rpc::Dispatcher& dispatcher_;
+    ConnectionHooks hooks_;
     std::mutex mutex_;
+    uint64_t next_connection_ = 1;
     std::list<Client> clients_;
 };
 

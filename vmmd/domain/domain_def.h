@@ -26,6 +26,7 @@ struct DomainDef {
     std::string dirty_tracking = "log";  // log or ring
     bool prealloc = false;
     std::optional<std::string> title, description;  // kept as given, change nothing
+    bool operator==(const DomainDef&) const = default;
 };
 
 std::string format_uuid(const Uuid& u);                  // 8-4-4-4-12 hex

@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "vmm/common/fd.h"
+#include "vmmd/domain/atomic_file.h"
 #include "vmmd/domain/domain_xml.h"
 
 namespace vmmd {
@@ -16,28 +14,6 @@ namespace vmmd {
 using vmm::Error;
 using vmm::Result;
 using vmm::Status;
-using vmm::UniqueFd;
-
-namespace {
-
-Status write_fully(int fd, const std::string& text, const std::string& path) {
-    size_t done = 0;
-    while (done < text.size()) {
-        ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return Error::from_errno("write " + path);
-        done += static_cast<size_t>(w);
-    }
-    return {};
-}
-
-Status fsync_path(const std::string& path, int flags) {
-    UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC));
-    if (!fd.valid() || ::fsync(fd.get()) != 0) return Error::from_errno("fsync " + path);
-    return {};
-}
-
-}  // namespace
 
 Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_dir, UuidSource random_uuid,
                                                        const std::function<void(const std::string&)>& warn) {
@@ -48,10 +24,12 @@ Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_
     std::unique_ptr<DomainStore> s(new DomainStore(dir));
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
         if (entry.path().extension() != ".xml") continue;
-        std::ifstream f(entry.path());
-        std::stringstream text;
-        text << f.rdbuf();
-        auto def = parse_domain_xml(text.str(), random_uuid());
+        auto text = read_small_file(entry.path().string());
+        if (!text) {
+            warn(fmt::format("{}: skipped: {}", entry.path().string(), text.error().message()));
+            continue;
+        }
+        auto def = parse_domain_xml(*text, random_uuid());
         if (!def) {
             warn(fmt::format("{}: skipped, it no longer parses: {}", entry.path().string(), def.error().message()));
             continue;
@@ -65,15 +43,7 @@ Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_
 std::string DomainStore::path_of(const Uuid& uuid) const { return dir_ + "/" + format_uuid(uuid) + ".xml"; }
 
 Status DomainStore::write_definition(const DomainDef& d) const {
-    std::string path = path_of(d.uuid), tmp = path + ".new";
-    {
-        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-        if (!fd.valid()) return Error::from_errno("create " + tmp);
-        if (auto s = write_fully(fd.get(), format_domain_xml(d), tmp); !s) return s;
-        if (::fsync(fd.get()) != 0) return Error::from_errno("fsync " + tmp);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) return Error::from_errno("rename " + tmp);
-    return fsync_path(dir_, O_RDONLY | O_DIRECTORY);
+    return write_file_atomically(path_of(d.uuid), format_domain_xml(d));
 }
 
 Result<DomainView> DomainStore::define(const DomainDef& def) {
@@ -88,7 +58,8 @@ Result<DomainView> DomainStore::define(const DomainDef& def) {
     }
     if (auto s = write_definition(def); !s) return s.error();
     DomainView& v = domains_[def.uuid];
-    v.def = def;  // a running domain keeps running on its old definition's process
+    if (v.active()) next_boot_[def.uuid] = def;  // the process runs on with the definition it has
+    else v.def = def;
     v.persistent = true;
     return v;
 }
@@ -98,9 +69,56 @@ Status DomainStore::undefine(const Uuid& uuid) {
     auto it = domains_.find(uuid);
     if (it == domains_.end() || !it->second.persistent) return Error(fmt::format("no persistent domain with uuid {}", format_uuid(uuid)));
     if (::unlink(path_of(uuid).c_str()) != 0 && errno != ENOENT) return Error::from_errno("remove " + path_of(uuid));
+    next_boot_.erase(uuid);
     if (it->second.active()) it->second.persistent = false;
     else domains_.erase(it);
     return {};
+}
+
+Result<DomainView> DomainStore::add_transient(const DomainDef& def) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [uuid, v] : domains_) {
+        if (v.def.name == def.name) return Error(fmt::format("domain '{}' already exists with uuid {}", def.name, format_uuid(uuid)));
+        if (uuid == def.uuid) return Error(fmt::format("domain '{}' already has uuid {}", v.def.name, format_uuid(uuid)));
+    }
+    DomainView& v = domains_[def.uuid];
+    v.def = def;
+    v.persistent = false;
+    return v;
+}
+
+void DomainStore::set_running(const Uuid& uuid, int id, DomainState state, const DomainDef& live) {
+    std::lock_guard lock(mutex_);
+    auto it = domains_.find(uuid);
+    if (it == domains_.end()) return;
+    if (it->second.def != live) {
+        if (it->second.persistent && next_boot_.count(uuid) == 0) next_boot_[uuid] = it->second.def;
+        it->second.def = live;
+    }
+    it->second.id = id;
+    it->second.state = state;
+}
+
+void DomainStore::set_state(const Uuid& uuid, DomainState state) {
+    std::lock_guard lock(mutex_);
+    auto it = domains_.find(uuid);
+    if (it != domains_.end() && it->second.active()) it->second.state = state;
+}
+
+void DomainStore::set_stopped(const Uuid& uuid, DomainState state) {
+    std::lock_guard lock(mutex_);
+    auto it = domains_.find(uuid);
+    if (it == domains_.end()) return;
+    if (!it->second.persistent) {
+        domains_.erase(it);
+        return;
+    }
+    it->second.id = -1;
+    it->second.state = state;
+    if (auto next = next_boot_.find(uuid); next != next_boot_.end()) {
+        it->second.def = std::move(next->second);
+        next_boot_.erase(next);
+    }
 }
 
 std::vector<DomainView> DomainStore::list() const {

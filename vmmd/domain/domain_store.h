@@ -24,6 +24,7 @@ namespace vmmd {
 struct DomainState {
     int state = 5;   // VIR_DOMAIN_SHUTOFF
     int reason = 0;  // ..._UNKNOWN
+    bool operator==(const DomainState&) const = default;
 };
 
 // A domain as a caller sees it at one moment.
@@ -48,6 +49,17 @@ public:
     vmm::Result<DomainView> define(const DomainDef& def);
     // DOMAIN_UNDEFINE: forgets the definition (a running domain becomes transient).
     vmm::Status undefine(const Uuid& uuid);
+    // DOMAIN_CREATE_XML: a domain with no definition on disk, forgotten when it stops. Its name
+    // and UUID must be new.
+    vmm::Result<DomainView> add_transient(const DomainDef& def);
+
+    // What the supervisor saw. set_running: the domain runs as `id` with the definition `live`
+    // (after a restart of vmmd, the stored one may be newer: it waits for the next start); set_state: a running
+    // domain's state changed (ignored for one that does not run); set_stopped: it no longer runs
+    // (a transient one is forgotten; a definition given while it ran takes effect).
+    void set_running(const Uuid& uuid, int id, DomainState state, const DomainDef& live);
+    void set_state(const Uuid& uuid, DomainState state);
+    void set_stopped(const Uuid& uuid, DomainState state);
 
     std::vector<DomainView> list() const;
     std::optional<DomainView> by_uuid(const Uuid& uuid) const;
@@ -62,6 +74,7 @@ private:
     std::string dir_;  // <state>/domains
     mutable std::mutex mutex_;
     std::map<Uuid, DomainView> domains_;
+    std::map<Uuid, DomainDef> next_boot_;  // defined while running: the definition for the next start
 };
 
 }  // namespace vmmd

@@ -40,6 +40,7 @@ struct Caller {
     bool read_only = false;  // the read-only socket, or VIR_CONNECT_RO at open
     std::string uri;         // what CONNECT_OPEN named
     bool closed = false;     // CONNECT_CLOSE: the server ends the connection after its reply
+    uint64_t connection = 0; // which connection (the server numbers them from 1): whom events go to
 };
 
 using Handler = std::function<Reply(Caller&, xdr::Reader&)>;

@@ -74,5 +74,49 @@ TEST_F(DomainStoreTest, AFileThatNoLongerParsesIsSkippedAndKept) {
     EXPECT_TRUE(std::filesystem::exists(bad));
 }
 
+TEST_F(DomainStoreTest, ATransientDomainIsForgottenWhenItStops) {
+    auto s = open();
+    ASSERT_TRUE(s->define(def("p", 1)));
+    EXPECT_FALSE(s->add_transient(def("p", 2))) << "a name in use";
+    EXPECT_FALSE(s->add_transient(def("q", 1))) << "a UUID in use";
+    auto t = s->add_transient(def("t", 3));
+    ASSERT_TRUE(t) << t.error().message();
+    EXPECT_FALSE(t->persistent);
+    s->set_running(def("t", 3).uuid, 7, {1, 1}, def("t", 3));
+    EXPECT_EQ(s->by_id(7)->def.name, "t");
+    s->set_stopped(def("t", 3).uuid, {5, 2});
+    EXPECT_FALSE(s->by_name("t"));
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/domains/" + format_uuid(def("t", 3).uuid) + ".xml"));
+}
+
+TEST_F(DomainStoreTest, ADefinitionGivenWhileRunningWaitsForTheNextStart) {
+    auto s = open();
+    DomainDef first = def("a", 1), second = def("a", 1);
+    second.vcpus = 4;
+    ASSERT_TRUE(s->define(first));
+    s->set_running(first.uuid, 1, {1, 1}, first);
+    ASSERT_TRUE(s->define(second));
+    EXPECT_EQ(s->by_uuid(first.uuid)->def.vcpus, 1u) << "the running process keeps its definition";
+    s->set_state(first.uuid, {3, 1});
+    EXPECT_EQ(s->by_uuid(first.uuid)->state, (DomainState{3, 1}));
+    s->set_stopped(first.uuid, {5, 1});
+    auto v = s->by_uuid(first.uuid);
+    EXPECT_EQ(v->def.vcpus, 4u);
+    EXPECT_EQ(v->state, (DomainState{5, 1}));
+    EXPECT_FALSE(v->active());
+    s->set_state(first.uuid, {1, 1});
+    EXPECT_EQ(s->by_uuid(first.uuid)->state, (DomainState{5, 1})) << "a state change of a domain that does not run";
+}
+
+TEST_F(DomainStoreTest, ARunningDomainUndefinedBecomesTransient) {
+    auto s = open();
+    ASSERT_TRUE(s->define(def("a", 1)));
+    s->set_running(def("a", 1).uuid, 2, {1, 1}, def("a", 1));
+    ASSERT_TRUE(s->undefine(def("a", 1).uuid));
+    EXPECT_FALSE(s->by_name("a")->persistent);
+    s->set_stopped(def("a", 1).uuid, {5, 1});
+    EXPECT_FALSE(s->by_name("a"));
+}
+
 }  // namespace
 }  // namespace vmmd

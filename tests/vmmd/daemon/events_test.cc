@@ -1,0 +1,133 @@
+#include "vmmd/daemon/events.h"
+
+#include <gtest/gtest.h>
+#include <libvirt/libvirt.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace vmmd {
+namespace {
+
+// One connection to the hub over a socketpair: what the server does for a client.
+class EventHubTest : public ::testing::Test {
+protected:
+    EventHub hub_;
+    vmm::UniqueFd ours_, theirs_;
+    std::vector<rpc::Procedure> procs_ = hub_.procedures();
+    rpc::Caller caller_;
+
+    void SetUp() override {
+        int sv[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        ours_ = vmm::UniqueFd(sv[0]);
+        theirs_ = vmm::UniqueFd(sv[1]);
+        caller_.opened = true;
+        caller_.connection = 5;
+        hub_.connected(5, std::make_shared<Outbox>(ours_.get()));
+    }
+    rpc::Reply call(int32_t number, const xdr::Writer& w) {
+        xdr::Reader r(w.bytes());
+        for (auto& p : procs_)
+            if (p.number == number) return p.handler(caller_, r);
+        ADD_FAILURE() << "no procedure " << number;
+        return {};
+    }
+    rpc::Reply register_lifecycle(std::optional<Uuid> only) {
+        xdr::Writer w;
+        w.i32(VIR_DOMAIN_EVENT_ID_LIFECYCLE);
+        w.boolean(only.has_value());
+        if (only) {
+            w.string("x");
+            w.fixed_opaque(*only);
+            w.i32(-1);
+        }
+        return call(316, w);
+    }
+    // The next event message on the client's end, or nullopt when none is waiting.
+    std::optional<rpc::Message> next_message() {
+        pollfd p{theirs_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 0) != 1) return std::nullopt;
+        uint8_t word[4];
+        EXPECT_EQ(::read(theirs_.get(), word, 4), 4);
+        auto n = rpc::decode_length(std::span<const uint8_t, 4>(word, 4));
+        EXPECT_TRUE(n);
+        std::vector<uint8_t> body(*n);
+        EXPECT_EQ(::read(theirs_.get(), body.data(), body.size()), static_cast<ssize_t>(body.size()));
+        auto m = rpc::decode_message(body);
+        EXPECT_TRUE(m);
+        return *m;
+    }
+    static DomainDef domain(const std::string& name, uint8_t tag) {
+        DomainDef d;
+        d.name = name;
+        d.uuid[0] = tag;
+        return d;
+    }
+};
+
+TEST_F(EventHubTest, ARegisteredCallbackGetsLifecycleMessages) {
+    rpc::Reply r = register_lifecycle(std::nullopt);
+    ASSERT_FALSE(r.error) << r.error->message;
+    xdr::Reader ret(r.payload);
+    int32_t callback = *ret.i32();
+    hub_.lifecycle(domain("a", 1), 4, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED});
+    hub_.lifecycle(domain("a", 1), 4, {VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_CRASHED});
+    for (int expected : {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STOPPED}) {
+        auto m = next_message();
+        ASSERT_TRUE(m);
+        EXPECT_EQ(m->header.type, rpc::Type::message);
+        EXPECT_EQ(m->header.procedure, 318);
+        xdr::Reader body(m->payload);
+        EXPECT_EQ(*body.i32(), callback);
+        EXPECT_EQ(*body.string(100), "a");
+        Uuid u{};
+        ASSERT_TRUE(body.fixed_opaque(u));
+        EXPECT_EQ(u, domain("a", 1).uuid);
+        EXPECT_EQ(*body.i32(), expected == VIR_DOMAIN_EVENT_STOPPED ? -1 : 4) << "a stopped domain has no id";
+        EXPECT_EQ(*body.i32(), expected);
+        EXPECT_TRUE(body.i32());
+        EXPECT_EQ(body.left(), 0u);
+    }
+    EXPECT_FALSE(next_message());
+}
+
+TEST_F(EventHubTest, ACallbackForOneDomainHearsOnlyThatOne) {
+    ASSERT_FALSE(register_lifecycle(domain("b", 2).uuid).error);
+    hub_.lifecycle(domain("a", 1), 1, {VIR_DOMAIN_EVENT_STARTED, 0});
+    EXPECT_FALSE(next_message());
+    hub_.lifecycle(domain("b", 2), 2, {VIR_DOMAIN_EVENT_STARTED, 0});
+    EXPECT_TRUE(next_message());
+}
+
+TEST_F(EventHubTest, DeregisteredOrDisconnectedHearsNothing) {
+    rpc::Reply r = register_lifecycle(std::nullopt);
+    xdr::Reader ret(r.payload);
+    xdr::Writer w;
+    w.i32(*ret.i32());
+    EXPECT_FALSE(call(317, w).error);
+    EXPECT_TRUE(call(317, w).error) << "the same callback twice";
+    hub_.lifecycle(domain("a", 1), 1, {VIR_DOMAIN_EVENT_STARTED, 0});
+    EXPECT_FALSE(next_message());
+    ASSERT_FALSE(register_lifecycle(std::nullopt).error);
+    hub_.disconnected(5);
+    hub_.lifecycle(domain("a", 1), 1, {VIR_DOMAIN_EVENT_STARTED, 0});
+    EXPECT_FALSE(next_message());
+}
+
+TEST_F(EventHubTest, BadRegistrationsAreRefused) {
+    xdr::Writer unknown;
+    unknown.i32(1000);
+    unknown.boolean(false);
+    rpc::Reply r = call(316, unknown);
+    ASSERT_TRUE(r.error);
+    EXPECT_NE(r.error->message.find("unsupported event ID 1000"), std::string::npos);
+    xdr::Writer truncated;
+    truncated.i32(0);
+    EXPECT_TRUE(call(316, truncated).error);
+    for (size_t i = 0; i < EventHub::kMaxCallbacksPerConnection; ++i) ASSERT_FALSE(register_lifecycle(std::nullopt).error);
+    EXPECT_TRUE(register_lifecycle(std::nullopt).error) << "callbacks are bounded";
+}
+
+}  // namespace
+}  // namespace vmmd

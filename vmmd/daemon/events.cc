@@ -1,0 +1,102 @@
+#include "vmmd/daemon/events.h"
+
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "vmmd/daemon/domain_args.h"
+
+namespace vmmd {
+
+namespace {
+
+enum Proc : int32_t { kRegisterAny = 316, kDeregisterAny = 317, kLifecycleEvent = 318 };
+
+}  // namespace
+
+void EventHub::connected(uint64_t connection, std::shared_ptr<Outbox> outbox) {
+    std::lock_guard lock(mutex_);
+    connections_[connection].outbox = std::move(outbox);
+}
+
+void EventHub::disconnected(uint64_t connection) {
+    std::lock_guard lock(mutex_);
+    connections_.erase(connection);
+}
+
+void EventHub::lifecycle(const DomainDef& def, int id, LifecycleEvent e) {
+    std::vector<std::pair<std::shared_ptr<Outbox>, int32_t>> to;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [conn, c] : connections_)
+            for (const Callback& cb : c.callbacks)
+                if (cb.event_id == VIR_DOMAIN_EVENT_ID_LIFECYCLE && (!cb.domain || *cb.domain == def.uuid)) to.emplace_back(c.outbox, cb.id);
+    }
+    DomainView v{def, true, e.event == VIR_DOMAIN_EVENT_STOPPED ? -1 : id, {}};
+    for (const auto& [outbox, callback] : to) {
+        xdr::Writer w;  // remote_domain_event_callback_lifecycle_msg
+        w.i32(callback);
+        put_domain(w, v);
+        w.i32(e.event);
+        w.i32(e.detail);
+        rpc::Header h{rpc::kRemoteProgram, rpc::kRemoteVersion, kLifecycleEvent, rpc::Type::message, 1, rpc::ReplyStatus::ok};
+        outbox->send(rpc::encode_message(h, w.bytes()));  // a client that cannot take it is closed by its own thread
+    }
+}
+
+rpc::Reply EventHub::register_any(rpc::Caller& caller, xdr::Reader& args) {
+    auto event_id = args.i32();
+    auto has_domain = args.boolean();
+    if (!event_id || !has_domain) return undecodable("CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY");
+    Callback cb;
+    cb.event_id = *event_id;
+    if (*has_domain) {
+        auto name = args.string(rpc::kMaxString);
+        Uuid uuid{};
+        auto got = args.fixed_opaque(uuid);
+        auto id = args.i32();
+        if (!name || !got || !id) return undecodable("CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY");
+        cb.domain = uuid;
+    }
+    if (*event_id < 0 || *event_id > VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE) {  // the last one this libvirt knows
+        return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("unsupported event ID {}", *event_id));
+    }
+    std::lock_guard lock(mutex_);
+    auto it = connections_.find(caller.connection);
+    if (it == connections_.end()) return rpc::fail(VIR_ERR_INTERNAL_ERROR, "this connection cannot receive events");
+    if (it->second.callbacks.size() >= kMaxCallbacksPerConnection) {
+        return rpc::fail(VIR_ERR_OPERATION_FAILED, fmt::format("a connection may hold at most {} event callbacks",
+                                                               kMaxCallbacksPerConnection));
+    }
+    cb.id = next_callback_++;
+    it->second.callbacks.push_back(cb);
+    return rpc::ok_i32(cb.id);
+}
+
+rpc::Reply EventHub::deregister_any(rpc::Caller& caller, xdr::Reader& args) {
+    auto callback = args.i32();
+    if (!callback) return undecodable("CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY");
+    std::lock_guard lock(mutex_);
+    auto it = connections_.find(caller.connection);
+    if (it != connections_.end()) {
+        auto& cbs = it->second.callbacks;
+        for (auto c = cbs.begin(); c != cbs.end(); ++c) {
+            if (c->id != *callback) continue;
+            cbs.erase(c);
+            return rpc::ok();
+        }
+    }
+    return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("callback {} is not registered on this connection", *callback));
+}
+
+std::vector<rpc::Procedure> EventHub::procedures() {
+    // Read-only connections may watch, as libvirt's own daemon allows.
+    return {
+        {kRegisterAny, "CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY", rpc::Access::read_only,
+         [this](rpc::Caller& c, xdr::Reader& a) { return register_any(c, a); }},
+        {kDeregisterAny, "CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY", rpc::Access::read_only,
+         [this](rpc::Caller& c, xdr::Reader& a) { return deregister_any(c, a); }},
+    };
+}
+
+}  // namespace vmmd

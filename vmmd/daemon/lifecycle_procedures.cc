@@ -1,0 +1,116 @@
+#include "vmmd/daemon/lifecycle_procedures.h"
+
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_xml.h"
+
+namespace vmmd {
+
+namespace {
+
+using rpc::Access;
+using rpc::Caller;
+using rpc::Reply;
+using xdr::Reader;
+
+enum Proc : int32_t {
+    kCreate = 9, kCreateXml = 10, kDestroy = 12, kResume = 28, kShutdown = 33, kSuspend = 34, kCreateWithFlags = 196,
+    kDestroyFlags = 234, kShutdownFlags = 258,
+};
+
+Reply not_running(const DomainView& v) {
+    return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is not running", v.def.name));
+}
+
+// Flags outside `known` are refused by name of the procedure, as libvirt's virCheckFlags does.
+std::optional<Reply> unknown_flags(const char* proc, uint32_t flags, uint32_t known) {
+    if ((flags & ~known) == 0) return std::nullopt;
+    return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("{}: unsupported flags ({:#x})", proc, flags & ~known));
+}
+
+// Starts `def` and answers with the domain as it now is (its id).
+Reply start(DomainStore& store, Supervisor& sup, const DomainDef& def, bool paused) {
+    if (auto now = store.by_uuid(def.uuid); now && now->active()) {
+        return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is already running",
+                                                                 def.name));
+    }
+    if (auto s = sup.start(def, paused); !s) return rpc::fail(VIR_ERR_OPERATION_FAILED, s.error().message());
+    auto v = store.by_uuid(def.uuid);
+    if (!v) return no_domain(fmt::format("domain '{}' ended as it started", def.name));
+    return domain_reply(*v);
+}
+
+constexpr uint32_t kStartFlags = VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_BYPASS_CACHE | VIR_DOMAIN_START_FORCE_BOOT |
+                                 VIR_DOMAIN_START_VALIDATE;
+
+Reply create_xml(DomainStore& store, Supervisor& sup, const DomainStore::UuidSource& random_uuid, Reader& a) {
+    auto xml = a.string(rpc::kMaxString);
+    auto flags = a.u32();
+    if (!xml || !flags) return undecodable("DOMAIN_CREATE_XML");
+    if (auto bad = unknown_flags("DOMAIN_CREATE_XML", *flags, kStartFlags)) return *bad;
+    auto def = parse_domain_xml(*xml, random_uuid());
+    if (!def) return rpc::fail(VIR_ERR_XML_ERROR, def.error().message());
+    if (auto v = store.add_transient(*def); !v) return rpc::fail(VIR_ERR_OPERATION_FAILED, v.error().message());
+    Reply r = start(store, sup, *def, (*flags & VIR_DOMAIN_START_PAUSED) != 0);
+    if (auto v = store.by_uuid(def->uuid); v && !v->active()) store.set_stopped(def->uuid, v->state);  // forget a failed one
+    return r;
+}
+
+Reply destroy(Supervisor& sup, const DomainView& v, uint32_t flags) {
+    if (auto bad = unknown_flags("DOMAIN_DESTROY_FLAGS", flags, VIR_DOMAIN_DESTROY_GRACEFUL)) return *bad;
+    if (!v.active()) return not_running(v);
+    if (auto s = sup.destroy(v.def.uuid, (flags & VIR_DOMAIN_DESTROY_GRACEFUL) != 0); !s) {
+        return rpc::fail(VIR_ERR_OPERATION_FAILED, s.error().message());
+    }
+    return rpc::ok();
+}
+
+// Every shutdown mode ends the vmm in order (the payloads have no ACPI or agent to ask).
+Reply shutdown(Supervisor& sup, const DomainView& v, uint32_t flags) {
+    if (auto bad = unknown_flags("DOMAIN_SHUTDOWN_FLAGS", flags, VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)) return *bad;
+    if (!v.active()) return not_running(v);
+    if (auto s = sup.shutdown(v.def.uuid); !s) return rpc::fail(VIR_ERR_OPERATION_FAILED, s.error().message());
+    return rpc::ok();
+}
+
+Reply pause_or_resume(Supervisor& sup, const DomainView& v, bool pause) {
+    if (!v.active()) return not_running(v);
+    auto s = pause ? sup.suspend(v.def.uuid) : sup.resume(v.def.uuid);
+    if (!s) return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: " + s.error().message());
+    return rpc::ok();
+}
+
+}  // namespace
+
+std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& sup, DomainStore::UuidSource random_uuid) {
+    return {
+        {kCreate, "DOMAIN_CREATE", Access::write, on_domain(store, "DOMAIN_CREATE", [&store, &sup](const DomainView& v, Reader&) {
+             Reply r = start(store, sup, v.def, false);
+             return r.error ? r : rpc::ok();  // DOMAIN_CREATE returns nothing
+         })},
+        {kCreateWithFlags, "DOMAIN_CREATE_WITH_FLAGS", Access::write,
+         flagged(store, "DOMAIN_CREATE_WITH_FLAGS", [&store, &sup](const DomainView& v, uint32_t f) {
+             if (auto bad = unknown_flags("DOMAIN_CREATE_WITH_FLAGS", f, kStartFlags)) return *bad;
+             return start(store, sup, v.def, (f & VIR_DOMAIN_START_PAUSED) != 0);
+         })},
+        {kCreateXml, "DOMAIN_CREATE_XML", Access::write,
+         [&store, &sup, random_uuid](Caller&, Reader& a) { return create_xml(store, sup, random_uuid, a); }},
+        {kDestroy, "DOMAIN_DESTROY", Access::write,
+         on_domain(store, "DOMAIN_DESTROY", [&sup](const DomainView& v, Reader&) { return destroy(sup, v, 0); })},
+        {kDestroyFlags, "DOMAIN_DESTROY_FLAGS", Access::write,
+         flagged(store, "DOMAIN_DESTROY_FLAGS", [&sup](const DomainView& v, uint32_t f) { return destroy(sup, v, f); })},
+        {kShutdown, "DOMAIN_SHUTDOWN", Access::write,
+         on_domain(store, "DOMAIN_SHUTDOWN", [&sup](const DomainView& v, Reader&) { return shutdown(sup, v, 0); })},
+        {kShutdownFlags, "DOMAIN_SHUTDOWN_FLAGS", Access::write,
+         flagged(store, "DOMAIN_SHUTDOWN_FLAGS", [&sup](const DomainView& v, uint32_t f) { return shutdown(sup, v, f); })},
+        {kSuspend, "DOMAIN_SUSPEND", Access::write,
+         on_domain(store, "DOMAIN_SUSPEND", [&sup](const DomainView& v, Reader&) { return pause_or_resume(sup, v, true); })},
+        {kResume, "DOMAIN_RESUME", Access::write,
+         on_domain(store, "DOMAIN_RESUME", [&sup](const DomainView& v, Reader&) { return pause_or_resume(sup, v, false); })},
+    };
+}
+
+}  // namespace vmmd

@@ -1,0 +1,218 @@
+#include "vmmd/runtime/supervisor.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "vmm/common/log.h"
+#include "vmmd/domain/atomic_file.h"
+#include "vmmd/domain/domain_xml.h"
+#include "vmmd/runtime/launch.h"
+#include "vmmd/runtime/log_tail.h"
+#include "vmmd/runtime/run_record.h"
+
+namespace vmmd {
+
+using vmm::Error;
+using vmm::monitor::QmpClient;
+
+Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorPaths paths, DomainStore& store, Listener listener,
+                                                       const std::function<void(const std::string&)>& warn) {
+    for (const char* sub : {"/run", "/log"}) {
+        std::string dir = paths.state_dir + sub;
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        if (ec) return Error(fmt::format("create {}: {}", dir, ec.message()));
+        if (::chmod(dir.c_str(), 0700) != 0) return Error::from_errno("chmod " + dir);
+    }
+    UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake.valid()) return Error::from_errno("eventfd");
+    std::unique_ptr<Supervisor> s(new Supervisor(std::move(paths), store, std::move(listener), std::move(wake)));
+    s->adopt_all(warn);
+    s->watcher_ = std::thread([p = s.get()] { p->watch_loop(); });
+    return s;
+}
+
+Supervisor::Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, UniqueFd wake)
+    : paths_(std::move(paths)), store_(store), listener_(std::move(listener)), wake_(std::move(wake)) {}
+
+Supervisor::~Supervisor() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake();
+    if (watcher_.joinable()) watcher_.join();
+}
+
+void Supervisor::wake() const {
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+std::string Supervisor::run_path(const Uuid& uuid, const char* suffix) const {
+    return paths_.state_dir + "/run/" + format_uuid(uuid) + suffix;
+}
+
+std::string Supervisor::log_path(const DomainDef& def) const { return paths_.state_dir + "/log/" + def.name + ".log"; }
+
+std::shared_ptr<Supervisor::Running> Supervisor::find(const Uuid& uuid) const {
+    std::lock_guard lock(mutex_);
+    auto it = running_.find(uuid);
+    return it == running_.end() ? nullptr : it->second;
+}
+
+Result<std::unique_ptr<QmpClient>> Supervisor::connect_qmp(const VmmProcess& p, const std::string& socket,
+                                                           const std::string& log) const {
+    auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+    for (;;) {
+        if (p.ended()) {
+            return Error(fmt::format("vmm (pid {}) ended before its QMP socket answered: {} (log: {})", p.identity().pid,
+                                     last_log_line(log), log));
+        }
+        auto q = QmpClient::connect(socket, std::chrono::milliseconds(100));
+        if (q) return q;
+        if (std::chrono::steady_clock::now() > deadline) {
+            return Error(fmt::format("vmm (pid {}) did not answer on {} within {} s: {} (log: {})", p.identity().pid, socket,
+                                     kStartTimeout.count(), q.error().message(), log));
+        }
+    }
+}
+
+Status Supervisor::start(const DomainDef& def, bool paused) {
+    {
+        std::lock_guard lock(mutex_);
+        if (running_.count(def.uuid) != 0 || starting_.count(def.uuid) != 0) {
+            return Error(fmt::format("domain '{}' is already running", def.name));
+        }
+        starting_[def.uuid] = true;
+    }
+    struct Unmark {
+        Supervisor* s;
+        Uuid u;
+        ~Unmark() {
+            std::lock_guard lock(s->mutex_);
+            s->starting_.erase(u);
+        }
+    } unmark{this, def.uuid};
+    std::string socket = run_path(def.uuid, ".qmp"), log = log_path(def);
+    ::unlink(socket.c_str());  // a stale socket from a vmm that was killed
+    auto p = VmmProcess::spawn(vmm_arguments(def, {paths_.vmm, socket, paused, ""}), log, memlock_limit(def));
+    if (!p) return p.error();
+    auto kill = [&p]() {
+        (void)(*p)->signal(SIGKILL);
+        (*p)->reap();
+    };
+    auto q = connect_qmp(**p, socket, log);
+    if (!q) return kill(), q.error();
+    auto r = std::make_shared<Running>();
+    r->def = def;
+    r->process = std::move(*p);
+    r->qmp = std::move(*q);
+    {
+        std::lock_guard lock(mutex_);
+        r->id = next_id_++;
+    }
+    DomainState state = paused ? DomainState{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}
+                               : DomainState{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED};
+    if (auto s = record(*r, state); !s) {
+        (void)r->process->signal(SIGKILL);
+        r->process->reap();
+        return s;
+    }
+    watch(r, state);
+    announce(def, r->id, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED});
+    if (paused) announce(def, r->id, {VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
+    vmm::log::info("vmmd: domain '{}' started as id {} (vmm pid {}, log {})", def.name, r->id, r->process->identity().pid, log);
+    return {};
+}
+
+Status Supervisor::record(const Running& r, DomainState state) const {
+    RunRecord rec{r.process->identity(), r.id, state, format_domain_xml(r.def)};
+    return write_file_atomically(run_path(r.def.uuid, ".json"), encode_run_record(rec));
+}
+
+void Supervisor::watch(std::shared_ptr<Running> r, DomainState state) {
+    store_.set_running(r->def.uuid, r->id, state, r->def);  // before the watcher can see it end
+    {
+        std::lock_guard lock(mutex_);
+        running_[r->def.uuid] = std::move(r);
+    }
+    wake();
+}
+
+bool Supervisor::wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return stopped_.wait_for(lock, timeout, [&] { return running_.count(uuid) == 0; });
+}
+
+Status Supervisor::destroy(const Uuid& uuid, bool graceful) {
+    auto r = find(uuid);
+    if (!r) return Error("domain is not running");
+    r->intent = Intent::destroy;
+    if (auto s = r->process->signal(SIGTERM); !s) return s;
+    if (wait_stopped(uuid, kTermGrace)) return {};
+    pid_t pid = r->process->identity().pid;
+    if (graceful) {
+        return Error(fmt::format("vmm (pid {}) is still running {} s after SIGTERM; DESTROY_GRACEFUL does not kill it", pid,
+                                 kTermGrace.count()));
+    }
+    vmm::log::warn("vmmd: domain '{}': vmm (pid {}) ignored SIGTERM for {} s; killing it", r->def.name, pid, kTermGrace.count());
+    if (auto s = r->process->signal(SIGKILL); !s) return s;
+    if (wait_stopped(uuid, kTermGrace)) return {};
+    return Error(fmt::format("vmm (pid {}) survived SIGKILL for {} s", pid, kTermGrace.count()));
+}
+
+Result<Json> Supervisor::call(Running& r, const std::string& command, const Json& args) {
+    std::lock_guard lock(r.qmp_mutex);
+    auto a = r.qmp->execute(command, args);
+    if (!a) return Error(fmt::format("domain '{}': {}", r.def.name, a.error().message()));
+    return a;
+}
+
+Result<Json> Supervisor::qmp(const Uuid& uuid, const std::string& command, const Json& args) {
+    auto r = find(uuid);
+    if (!r) return Error("domain is not running");
+    return call(*r, command, args);
+}
+
+Status Supervisor::shutdown(const Uuid& uuid) {
+    auto r = find(uuid);
+    if (!r) return Error("domain is not running");
+    r->intent = Intent::shutdown;
+    auto a = call(*r, "quit", Json::object());
+    if (!a && !r->process->ended()) {
+        r->intent = Intent::none;
+        return a.error();
+    }
+    return {};
+}
+
+Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
+    auto r = find(uuid);
+    if (!r) return Error("domain is not running");
+    auto now = store_.by_uuid(uuid);
+    bool paused = now && now->state.state == VIR_DOMAIN_PAUSED;
+    if (!pause && !paused) return Error("domain is already running");
+    if (pause && paused) return {};  // as libvirt's QEMU driver: suspending a paused domain does nothing
+    if (auto a = call(*r, pause ? "stop" : "cont", Json::object()); !a) return a.error();
+    DomainState state = pause ? DomainState{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}
+                              : DomainState{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED};
+    store_.set_state(uuid, state);
+    if (auto s = record(*r, state); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
+    announce(r->def, r->id, pause ? LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED}
+                                   : LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED});
+    return {};
+}
+
+Status Supervisor::suspend(const Uuid& uuid) { return change_run_state(uuid, true); }
+Status Supervisor::resume(const Uuid& uuid) { return change_run_state(uuid, false); }
+
+}  // namespace vmmd
