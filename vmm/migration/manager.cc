@@ -60,7 +60,12 @@ Status MigrationManager::migrate(const std::string& text) {
     if (outgoing_ && !is_terminal(outgoing_->stats().status)) {
         return Error("a migration is already in progress: 'info migrate' shows it, 'migrate_cancel' stops it");
     }
-    if (incoming_ || deferred_) return Error("this VM is a migration destination");
+    if (deferred_ || (incoming_ && !is_terminal(incoming_->stats().status))) {
+        return Error("this VM is still a migration destination: wait until its incoming migration completes");
+    }
+    // A VM that arrived by migration may leave again, as under QEMU: the finished incoming
+    // migration (its thread already done) gives way, and 'info migrate' shows the new one.
+    incoming_.reset();
     auto state = machine_.run_state();
     if (state != machine::RunState::running && state != machine::RunState::paused) {
         return Error(fmt::format("cannot migrate a VM in state '{}'", machine::to_string(state)));
