@@ -17,6 +17,7 @@
 #include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
+#include "vmmd/daemon/migrations.h"
 #include "vmmd/daemon/server.h"
 
 namespace {
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
     for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
+    vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname());
+    for (auto& p : migrations.procedures()) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;

@@ -108,6 +108,25 @@ static int run_record_seeds(const std::string& dir) {
                                       R"("xml":"<domain type='vmm'><name>a</name></domain>"})" << "\n";
     return 0;
 }
+
+// A cookie as vmmd sends one after Perform3, and a typed-parameter list as virsh migrate sends.
+static int migration_cookie_seeds(const std::string& dir) {
+    std::ofstream(dir + "/cookie") << R"({"hostname":"a","name":"demo","uuid":"0d9a3b2e-2f7c-4c59-9e7e-7a3c1a5b9f10",)"
+                                      R"("vmm-migration":1,"stats":{"type":3,"operation":5,"time-elapsed":12,"setup-time":0,)"
+                                      R"("has-downtime":true,"downtime":4,"memory-total":1,"memory-processed":1,)"
+                                      R"("memory-remaining":0,"memory-constant":0,"memory-normal":0,"memory-normal-bytes":0,)"
+                                      R"("memory-bps":0,"memory-dirty-rate":0,"memory-iteration":1,"throttle":0,"error":""}})";
+    vmmd::xdr::Writer w;
+    w.u32(2);
+    w.string("migrate_uri");
+    w.i32(7);
+    w.string("tcp://127.0.0.1:49152");
+    w.string("bandwidth");
+    w.i32(4);
+    w.u64(100);
+    std::ofstream(dir + "/params", std::ios::binary).write(reinterpret_cast<const char*>(w.bytes().data()), static_cast<std::streamsize>(w.bytes().size()));
+    return 0;
+}
 #endif
 
 // make_fuzz_seeds stream|rdma|monitor|libvirt|domain|run-record DIR
@@ -120,6 +139,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[1]) == "libvirt") return libvirt_seeds(dir);
     if (std::string(argv[1]) == "domain") return domain_seeds(dir);
     if (std::string(argv[1]) == "run-record") return run_record_seeds(dir);
+    if (std::string(argv[1]) == "migration-cookie") return migration_cookie_seeds(dir);
 #endif
     StreamHeader h;
     h.vcpu_count = 1;

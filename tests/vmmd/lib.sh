@@ -7,9 +7,11 @@ dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
 sock=$dir/sock
 uri="vmm+unix:///system?socket=$sock"
 pid=
+also_kill=()  # more daemons a test started
 cleanup() {
     stop_vmmd
-    pkill -KILL -f -- "--qmp unix:$dir/state/run/" 2>/dev/null  # vmm processes outlive vmmd by design
+    for p in "${also_kill[@]}"; do kill "$p" 2>/dev/null; done
+    pkill -KILL -f -- "--qmp unix:$dir/" 2>/dev/null  # vmm processes outlive vmmd by design
     rm -rf "$dir"
 }
 trap cleanup EXIT

@@ -27,7 +27,8 @@ enum Proc : int32_t {
     kOpen = 1, kClose = 2, kGetType = 3, kGetVersion = 4, kNodeGetInfo = 6, kGetHostname = 59,
     kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kIsSecure = 149, kGetLibVersion = 157,
 };
-constexpr int32_t kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10, kFeatureRemoteEventCallback = 14;
+constexpr int32_t kFeatureMigrationV3 = 6, kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10,
+                  kFeatureMigrationParams = 13, kFeatureRemoteEventCallback = 14;
 constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
 
 Reply open(const DriverIdentity& id, Caller& c, Reader& args) {
@@ -56,7 +57,8 @@ Reply supports_feature(Caller&, Reader& args) {
     auto feature = args.i32();
     if (!feature) return rpc::fail(VIR_ERR_RPC, "CONNECT_SUPPORTS_FEATURE: arguments that do not decode");
     return rpc::ok_i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ||
-                               *feature == kFeatureRemoteEventCallback
+                               *feature == kFeatureRemoteEventCallback || *feature == kFeatureMigrationV3 ||
+                               *feature == kFeatureMigrationParams
                            ? 1
                            : 0);
 }
@@ -68,11 +70,7 @@ Reply auth_list(Caller&, Reader&) {
     return rpc::ok(std::move(w));
 }
 
-Reply hostname(Caller&, Reader&) {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return rpc::fail(VIR_ERR_SYSTEM_ERROR, "gethostname failed");
-    return rpc::ok_string(name);
-}
+Reply hostname(Caller&, Reader&) { return rpc::ok_string(local_hostname()); }
 
 // The host as libvirt's virNodeInfo has it, from /proc.
 struct NodeInfo {
@@ -146,6 +144,12 @@ std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
         // A unix socket on this host: nothing travels where others could read it.
         {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller&, Reader&) { return rpc::ok_i32(1); }},
     };
+}
+
+std::string local_hostname() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+    return name;
 }
 
 }  // namespace vmmd

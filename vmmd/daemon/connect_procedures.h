@@ -17,6 +17,9 @@ struct DriverIdentity {
 
 std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id);
 
+// This host's name (gethostname), "localhost" when it has none.
+std::string local_hostname();
+
 // "1.2.3" → 1002003 (libvirt's version numbers); 0 if it does not parse.
 uint64_t libvirt_version_number(const std::string& dotted);
 

@@ -87,6 +87,23 @@ Result<std::unique_ptr<QmpClient>> Supervisor::connect_qmp(const VmmProcess& p, 
 }
 
 Status Supervisor::start(const DomainDef& def, bool paused) {
+    DomainState state = paused ? DomainState{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}
+                               : DomainState{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED};
+    auto id = launch(def, paused, "", state);
+    if (!id) return id.error();
+    announce(def, *id, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED});
+    if (paused) announce(def, *id, {VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
+    return {};
+}
+
+Status Supervisor::start_incoming(const DomainDef& def, const std::string& uri) {
+    auto id = launch(def, true, uri, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION});
+    if (!id) return id.error();
+    announce(def, *id, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_MIGRATED});
+    return {};
+}
+
+Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state) {
     {
         std::lock_guard lock(mutex_);
         if (running_.count(def.uuid) != 0 || starting_.count(def.uuid) != 0) {
@@ -104,14 +121,14 @@ Status Supervisor::start(const DomainDef& def, bool paused) {
     } unmark{this, def.uuid};
     std::string socket = run_path(def.uuid, ".qmp"), log = log_path(def);
     ::unlink(socket.c_str());  // a stale socket from a vmm that was killed
-    auto p = VmmProcess::spawn(vmm_arguments(def, {paths_.vmm, socket, paused, ""}), log, memlock_limit(def));
+    auto p = VmmProcess::spawn(vmm_arguments(def, {paths_.vmm, socket, paused, incoming}), log, memlock_limit(def));
     if (!p) return p.error();
-    auto kill = [&p]() {
+    auto q = connect_qmp(**p, socket, log);
+    if (!q) {
         (void)(*p)->signal(SIGKILL);
         (*p)->reap();
-    };
-    auto q = connect_qmp(**p, socket, log);
-    if (!q) return kill(), q.error();
+        return q.error();
+    }
     auto r = std::make_shared<Running>();
     r->def = def;
     r->process = std::move(*p);
@@ -120,18 +137,16 @@ Status Supervisor::start(const DomainDef& def, bool paused) {
         std::lock_guard lock(mutex_);
         r->id = next_id_++;
     }
-    DomainState state = paused ? DomainState{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}
-                               : DomainState{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED};
     if (auto s = record(*r, state); !s) {
         (void)r->process->signal(SIGKILL);
         r->process->reap();
-        return s;
+        return s.error();
     }
-    watch(r, state);
-    announce(def, r->id, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED});
-    if (paused) announce(def, r->id, {VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
-    vmm::log::info("vmmd: domain '{}' started as id {} (vmm pid {}, log {})", def.name, r->id, r->process->identity().pid, log);
-    return {};
+    int id = r->id;
+    vmm::log::info("vmmd: domain '{}' {} as id {} (vmm pid {}, log {})", def.name,
+                   incoming.empty() ? "started" : "waits for a migration on " + incoming, id, r->process->identity().pid, log);
+    watch(std::move(r), state);
+    return id;
 }
 
 Status Supervisor::record(const Running& r, DomainState state) const {
@@ -210,6 +225,23 @@ Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
     announce(r->def, r->id, pause ? LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED}
                                    : LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED});
     return {};
+}
+
+Status Supervisor::end_migrated(const Uuid& uuid) {
+    auto r = find(uuid);
+    if (!r) return Error("domain is not running");
+    r->intent = Intent::migrated;
+    auto a = call(*r, "quit", Json::object());
+    if (!a && !r->process->ended()) return a.error();
+    return {};
+}
+
+void Supervisor::set_state(const Uuid& uuid, DomainState state, std::optional<LifecycleEvent> event) {
+    auto r = find(uuid);
+    if (!r) return;
+    store_.set_state(uuid, state);
+    if (auto s = record(*r, state); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
+    if (event) announce(r->def, r->id, *event);
 }
 
 Status Supervisor::suspend(const Uuid& uuid) { return change_run_state(uuid, true); }

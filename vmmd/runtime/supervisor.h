@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -53,6 +54,14 @@ public:
     // Starts the domain (running, or with every vCPU paused). It is running when this returns: its
     // QMP socket answered. A vmm that fails to start is an error with the last line of its log.
     Status start(const DomainDef& def, bool paused);
+    // Starts the destination of a migration: a paused vmm waiting on `uri` (vmm's form,
+    // tcp:HOST:PORT), state "paused (migration)", event STARTED MIGRATED.
+    Status start_incoming(const DomainDef& def, const std::string& uri);
+    // The source after a migration that completed: its vmm is asked to end, and the domain is
+    // left "shut off (migrated)" (event STOPPED MIGRATED).
+    Status end_migrated(const Uuid& uuid);
+    // What a migration changed: the state (recorded), and the event to announce with it.
+    void set_state(const Uuid& uuid, DomainState state, std::optional<LifecycleEvent> event);
     // Ends the vmm: SIGTERM, and SIGKILL after `kTermGrace` unless `graceful` (then an error if it
     // is still there). Returns once the domain is shut off.
     Status destroy(const Uuid& uuid, bool graceful);
@@ -71,7 +80,7 @@ public:
 
 private:
     // Why vmmd expects the process to end: it decides the state the domain is left in.
-    enum class Intent { none, shutdown, destroy };
+    enum class Intent { none, shutdown, destroy, migrated };
     struct Running {
         DomainDef def;
         int id = -1;
@@ -82,6 +91,9 @@ private:
     };
 
     Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, UniqueFd wake);
+    // Starts a vmm for `def` (a boot, or an incoming migration on `incoming`), puts it under
+    // watch in `state`, and returns its domain id.
+    Result<int> launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state);
     std::string run_path(const Uuid& uuid, const char* suffix) const;
     std::string log_path(const DomainDef& def) const;
     std::shared_ptr<Running> find(const Uuid& uuid) const;

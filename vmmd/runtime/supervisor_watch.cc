@@ -63,7 +63,10 @@ void Supervisor::ended(const std::shared_ptr<Running>& r) {
     Intent intent = r->intent;
     DomainState state{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED};
     LifecycleEvent event{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_CRASHED};
-    if (intent == Intent::destroy) {
+    if (intent == Intent::migrated) {
+        state.reason = VIR_DOMAIN_SHUTOFF_MIGRATED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_MIGRATED;
+    } else if (intent == Intent::destroy) {
         state.reason = VIR_DOMAIN_SHUTOFF_DESTROYED;
         event.detail = VIR_DOMAIN_EVENT_STOPPED_DESTROYED;
     } else if (intent == Intent::shutdown || (how.kind == ProcessEnding::Kind::exited && how.value == 0)) {

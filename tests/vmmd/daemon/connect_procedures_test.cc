@@ -81,7 +81,11 @@ TEST(VmmdConnect, AnnouncesOnlyTheFeaturesItServes) {
         return v ? *v : -1;
     };
     EXPECT_EQ(feature(10), 1) << "keepalive";
-    EXPECT_EQ(feature(6), 0) << "migration v3: not yet";
+    EXPECT_EQ(feature(6), 1) << "migration v3";
+    EXPECT_EQ(feature(13), 1) << "migration with typed parameters";
+    EXPECT_EQ(feature(14), 1) << "event callbacks";
+    EXPECT_EQ(feature(4), 0) << "peer-to-peer migration: not yet";
+    EXPECT_EQ(feature(7), 0) << "change protection: not served";
 }
 
 TEST(VmmdConnect, VersionNumbersAsLibvirtCountsThem) {

@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+#include <libvirt/libvirt.h>
+
+#include "vmmd/migration/cookie.h"
+#include "vmmd/migration/job_stats.h"
+#include "vmmd/migration/migration_uri.h"
+#include "vmmd/rpc/typed_params.h"
+
+namespace vmmd {
+namespace {
+
+TEST(MigrationUri, LibvirtsFormsBecomeVmms) {
+    struct Case {
+        const char* in;
+        const char* vmm;
+    } cases[] = {{"tcp://10.0.0.2:49152", "tcp:10.0.0.2:49152"}, {"tcp:10.0.0.2:49152", "tcp:10.0.0.2:49152"},
+                 {"rdma://192.168.1.7:4444", "rdma:192.168.1.7:4444"}, {"tcp://[fe80::1]:5000", "tcp:[fe80::1]:5000"},
+                 {"tcp://host.example/", "tcp:host.example:0"}};
+    for (const Case& c : cases) {
+        auto u = parse_migration_uri(c.in);
+        ASSERT_TRUE(u) << c.in << ": " << u.error().message();
+        EXPECT_EQ(vmm_uri(*u), c.vmm) << c.in;
+    }
+    EXPECT_EQ(libvirt_uri(*parse_migration_uri("rdma:h:1")), "rdma://h:1");
+}
+
+TEST(MigrationUri, WhatIsNotOneIsRefusedSayingWhy) {
+    for (const char* bad : {"", "unix:///tmp/x", "tcp://", "tcp://h:0", "tcp://h:70000", "tcp://h:12x", "tcp://[::1:5",
+                            "tcp://h/path", "tcp://a b:1", "host:5"}) {
+        EXPECT_FALSE(parse_migration_uri(bad)) << bad;
+    }
+    auto u = parse_migration_uri("unix:/x");
+    ASSERT_FALSE(u);
+    EXPECT_NE(u.error().message().find("not unix://"), std::string::npos) << u.error().message();
+}
+
+TEST(TypedParams, RoundTripEveryType) {
+    std::vector<rpc::TypedParam> ps = {{"i", int32_t{-3}}, {"u", uint32_t{7}}, {"l", int64_t{-9}}, {"ul", uint64_t{1} << 40},
+                                       {"d", 2.5}, {"b", true}, {"s", std::string("tcp://h:1")}};
+    xdr::Writer w;
+    rpc::encode_typed_params(w, ps);
+    xdr::Reader r(w.bytes());
+    auto back = rpc::decode_typed_params(r);
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, ps);
+    EXPECT_EQ(*rpc::uint_param(ps, "u"), 7u);
+    EXPECT_EQ(*rpc::uint_param(ps, "ul"), uint64_t{1} << 40);
+    EXPECT_FALSE(rpc::uint_param(ps, "i")) << "a negative number is no bandwidth";
+    EXPECT_FALSE(rpc::uint_param(ps, "s")) << "a string is no number";
+    EXPECT_FALSE(*rpc::uint_param(ps, "absent"));
+    EXPECT_EQ(**rpc::string_param(ps, "s"), "tcp://h:1");
+}
+
+TEST(TypedParams, BadListsAreRefused) {
+    xdr::Writer too_many;
+    too_many.u32(65);
+    xdr::Reader r1(too_many.bytes());
+    EXPECT_FALSE(rpc::decode_typed_params(r1));
+    xdr::Writer bad_type;
+    bad_type.u32(1);
+    bad_type.string("x");
+    bad_type.i32(8);
+    bad_type.i32(0);
+    xdr::Reader r2(bad_type.bytes());
+    auto e = rpc::decode_typed_params(r2);
+    ASSERT_FALSE(e);
+    EXPECT_NE(e.error().message().find("type 8"), std::string::npos);
+}
+
+TEST(JobStats, FromQueryMigrateUnderLibvirtsNames) {
+    auto q = *vmm::monitor::parse_request(
+        R"({"status":"completed","total-time":120,"setup-time":3,"downtime":9,"cpu-throttle-percentage":20,)"
+        R"("ram":{"total":67108864,"transferred":8781824,"remaining":0,"duplicate":500,"normal":2144,)"
+        R"("normal-bytes":8781824,"mbps":800,"dirty-pages-rate":12,"dirty-sync-count":2}})");
+    JobStats j = job_from_query_migrate(q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT);
+    EXPECT_EQ(j.type, VIR_DOMAIN_JOB_COMPLETED);
+    EXPECT_TRUE(j.has_downtime);
+    EXPECT_EQ(j.memory_bps, 100000000u) << "800 megabits/s";
+    auto ps = job_params(j);
+    auto has = [&](const char* name, rpc::TypedValue v) {
+        for (const auto& p : ps)
+            if (p.name == name) return p.value == v;
+        return false;
+    };
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_TIME_ELAPSED, uint64_t{120}));
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_DOWNTIME, uint64_t{9}));
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_MEMORY_TOTAL, uint64_t{67108864}));
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_MEMORY_CONSTANT, uint64_t{500}));
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_MEMORY_ITERATION, uint64_t{2}));
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_AUTO_CONVERGE_THROTTLE, int32_t{20}));
+    EXPECT_TRUE(has(VIR_DOMAIN_JOB_SUCCESS, true));
+}
+
+TEST(Cookie, RoundTripsWithStats) {
+    MigrationCookie c{"hostA", "demo", {1, 2, 3}, std::nullopt};
+    auto back = decode_cookie(encode_cookie(c));
+    ASSERT_TRUE(back && *back) << (back ? "" : back.error().message());
+    EXPECT_EQ(**back, c);
+    JobStats s;
+    s.type = VIR_DOMAIN_JOB_COMPLETED;
+    s.memory_total = 42;
+    c.stats = s;
+    back = decode_cookie(encode_cookie(c));
+    ASSERT_TRUE(back && *back);
+    EXPECT_EQ(**back, c);
+    EXPECT_FALSE(*decode_cookie({})) << "no cookie at all";
+}
+
+TEST(Cookie, APeersOtherCookieIsRefused) {
+    auto bytes = [](std::string_view s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+    for (const char* bad : {"<qemu-migration/>", "{}", R"({"vmm-migration":2,"hostname":"h","name":"n","uuid":"00000000-0000-0000-0000-000000000000"})",
+                            R"({"vmm-migration":1,"hostname":"h","name":"n","uuid":"nope"})",
+                            R"({"vmm-migration":1,"hostname":"h","name":"n","uuid":"00000000-0000-0000-0000-000000000000","stats":{}})"}) {
+        EXPECT_FALSE(decode_cookie(bytes(bad))) << bad;
+    }
+}
+
+}  // namespace
+}  // namespace vmmd

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Stock virsh live-migrates a vmm domain between two vmmd on loopback over TCP (label libvirt):
+# the client library drives Begin3/Prepare3/Perform3/Finish3/Confirm3 across both daemons.
+# Shown: migrate-setspeed and migrate-setmaxdowntime land in the vmm's own parameters; a paused
+# guest arrives with the same RAM digest (query-ramhash on both vmm); domjobinfo --completed on
+# both sides; --persistent and --undefinesource; domjobabort mid-migration and a destination vmm
+# killed mid-migration both leave the source running and nothing behind on the destination; the
+# RDMA hard-limit refusal.
+#   virsh_migrate_test.sh BUILD_DIR
+set -uo pipefail
+build=$1
+. "$(dirname "$0")/lib.sh"
+[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+start_vmmd "$build"
+"$build/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" >>"$dir/dlog" 2>&1 &
+also_kill+=($!)
+wait_until 10 test -S "$dir/dsock-ro" || fail "the destination vmmd did not listen"
+duri="vmm+unix:///system?socket=$dir/dsock"
+v() { virsh -c "$uri" "$@" 2>&1; }
+d() { virsh -c "$duri" "$@" 2>&1; }
+qmp() {  # qmp STATE_DIR DOMAIN COMMAND: one QMP command to the domain's vmm
+    local u
+    u=$(virsh -c "vmm+unix:///system?socket=$dir/$([ "$1" = state ] && echo sock || echo dsock)" domuuid "$2" | head -1)
+    "$build/bin/vmmctl" --qmp "unix:$dir/$1/run/$u.qmp" "$3"
+}
+port=$((49400 + RANDOM % 500))
+next_uri() { port=$((port + 1)); mig="$1://127.0.0.1:$port"; }  # sets mig
+dest_vmms() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }
+
+cat >"$dir/demo.xml" <<'XML'
+<domain type='vmm'>
+  <name>demo</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>pattern</kernel></os>
+</domain>
+XML
+out=$(v define "$dir/demo.xml") || fail "define: $out"
+out=$(v start demo) || fail "start: $out"
+
+out=$(v migrate-setspeed demo 7) || fail "migrate-setspeed: $out"
+out=$(v migrate-setmaxdowntime demo 250) || fail "migrate-setmaxdowntime: $out"
+params=$(qmp state demo query-migrate-parameters) || fail "query-migrate-parameters: $params"
+expect "migrate-setspeed reaches the vmm" "$params" '"max-bandwidth":"7340032"'
+expect "migrate-setmaxdowntime reaches the vmm" "$params" '"downtime-limit":"250"'
+expect "migrate-getspeed" "$(v migrate-getspeed demo)" "^7$"
+expect "migrate-getmaxdowntime" "$(v migrate-getmaxdowntime demo)" "^250$"
+out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed 1000: $out"
+
+# A paused guest: its RAM cannot change, so the digests must match.
+out=$(v suspend demo) || fail "suspend: $out"
+before=$(qmp state demo query-ramhash) || fail "query-ramhash: $before"
+next_uri tcp
+out=$(v migrate --live --persistent demo "$duri" --migrateuri "$mig") || fail "migrate: $out"
+echo "ok: virsh migrate --live --persistent"
+expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
+expect "the destination keeps a paused guest paused" "$(d domstate demo --reason)" "paused"
+after=$(qmp dstate demo query-ramhash) || fail "query-ramhash at the destination: $after"
+[ "$before" = "$after" ] || fail "RAM digests differ: $before vs $after"
+echo "ok: RAM digests equal ($after)"
+expect "domjobinfo --completed on the source" "$(v domjobinfo demo --completed)" "Operation: +Outgoing migration"
+jobd=$(d domjobinfo demo --completed)
+expect "domjobinfo --completed on the destination" "$jobd" "Operation: +Incoming migration"
+expect "with the memory it moved" "$jobd" "Memory total: +64.000 MiB"
+expect "--persistent defines it at the destination" "$(d dominfo demo)" "Persistent: +yes"
+out=$(d resume demo) || fail "resume at the destination: $out"
+
+# Back, live, while it runs; the destination (now the source) forgets it.
+next_uri tcp
+out=$(d migrate --live --persistent --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back: $out"
+expect "back home it runs" "$(v domstate demo --reason)" "running \(migrated\)"
+out=$(d list --all --name)
+grep -q demo <<<"$out" && fail "--undefinesource left the domain: $out"
+echo "ok: --undefinesource"
+[ -z "$(dest_vmms)" ] || fail "a vmm is left on the destination"
+
+# domjobabort mid-migration, then a destination vmm killed mid-migration: the source runs on.
+running_job() { v domjobinfo demo | grep -q "Unbounded"; }
+for how in abort kill; do
+    out=$(v migrate-setspeed demo 1) || fail "migrate-setspeed 1: $out"
+    next_uri tcp
+    v migrate --live demo "$duri" --migrateuri "$mig" >"$dir/migrate.out" 2>&1 &
+    m=$!
+    wait_until 30 running_job || fail "$how: no migration job appeared: $(cat "$dir/migrate.out")"
+    if [ "$how" = abort ]; then
+        out=$(v domjobabort demo) || fail "domjobabort: $out"
+    else
+        kill -KILL "$(dest_vmms)" || fail "no destination vmm to kill"
+    fi
+    wait "$m" && fail "$how: the migration succeeded: $(cat "$dir/migrate.out")"
+    echo "ok: $how: virsh migrate failed: $(grep -m1 error "$dir/migrate.out")"
+    expect "$how: the source runs on" "$(v domstate demo)" "^running"
+    wait_until 10 test -z "$(dest_vmms)" || fail "$how: a vmm is left on the destination"
+    expect "$how: nothing left on the destination" "$(d list --all --name | tr -d '[:space:]')" "^$"
+done
+out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed: $out"
+
+next_uri rdma
+out=$(v migrate --live --rdma-pin-all demo "$duri" --migrateuri "$mig") && fail "RDMA without a hard limit: $out"
+expect "RDMA without <hard_limit> is refused as libvirt refuses it" "$out" "cannot start RDMA migration with no memory hard limit set"
+expect "and the source runs on" "$(v domstate demo)" "^running"

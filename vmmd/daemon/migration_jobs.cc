@@ -1,0 +1,147 @@
+// The job procedures (domjobinfo, domjobabort) and the migration settings a client changes on a
+// running domain (migrate-setspeed, migrate-setmaxdowntime and their getters), which go straight
+// to the vmm's migration parameters: 'info migrate_parameters' there shows them.
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include <charconv>
+
+#include "vmmd/daemon/domain_args.h"
+#include "vmmd/daemon/migrations.h"
+
+namespace vmmd {
+
+using rpc::Reply;
+using vmm::monitor::Json;
+using xdr::Reader;
+using xdr::Writer;
+
+namespace {
+
+enum Proc : int32_t {
+    kGetJobInfo = 163, kAbortJob = 164, kSetMaxDowntime = 166, kSetMaxSpeed = 207, kGetMaxSpeed = 242,
+    kGetJobStats = 298, kGetMaxDowntime = 387,
+};
+
+Reply not_running(const DomainView& v) {
+    return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is not running", v.def.name));
+}
+
+// One of the vmm's migration parameters (query-migrate-parameters gives them as strings).
+vmm::Result<uint64_t> vmm_parameter(Supervisor& sup, const Uuid& uuid, const char* name) {
+    auto p = sup.qmp(uuid, "query-migrate-parameters");
+    if (!p) return p.error();
+    auto text = vmm::monitor::string_member(*p, name);
+    uint64_t v = 0;
+    if (!text || std::from_chars(text->data(), text->data() + text->size(), v).ec != std::errc()) {
+        return vmm::Error(fmt::format("the vmm reports no number for its parameter '{}'", name));
+    }
+    return v;
+}
+
+Reply set_parameter(Supervisor& sup, const DomainView& v, const char* name, uint64_t value) {
+    if (!v.active()) return not_running(v);
+    if (auto r = sup.qmp(v.def.uuid, "migrate-set-parameters", Json{{name, value}}); !r) {
+        return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
+    }
+    return rpc::ok();
+}
+
+}  // namespace
+
+std::optional<JobStats> Migrations::current_job(const DomainView& v) {
+    Job job = job_of(v.def.uuid);
+    if (!job.active || !v.active()) return std::nullopt;
+    auto q = sup_.qmp(v.def.uuid, "query-migrate");
+    if (!q) return std::nullopt;
+    JobStats s = job_from_query_migrate(*q, job.operation);
+    s.type = VIR_DOMAIN_JOB_UNBOUNDED;  // until Perform/Finish has seen its end, the job runs
+    return s;
+}
+
+Reply Migrations::job_stats(const DomainView& v, uint32_t flags) {
+    if ((flags & ~uint32_t{VIR_DOMAIN_JOB_STATS_COMPLETED | VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED}) != 0) {
+        return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_GET_JOB_STATS: unsupported flags ({:#x})", flags));
+    }
+    std::optional<JobStats> s;
+    if ((flags & VIR_DOMAIN_JOB_STATS_COMPLETED) != 0) {
+        std::lock_guard lock(mutex_);
+        auto it = jobs_.find(v.def.uuid);
+        if (it != jobs_.end()) {
+            s = it->second.completed;
+            if ((flags & VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) == 0) it->second.completed.reset();
+        }
+    } else {
+        s = current_job(v);
+    }
+    Writer w;
+    w.i32(s ? s->type : VIR_DOMAIN_JOB_NONE);
+    rpc::encode_typed_params(w, s ? job_params(*s) : std::vector<rpc::TypedParam>{});
+    return rpc::ok(std::move(w));
+}
+
+Reply Migrations::job_info(const DomainView& v) {
+    auto s = current_job(v);
+    Writer w;
+    w.i32(s ? s->type : VIR_DOMAIN_JOB_NONE);
+    JobStats z = s.value_or(JobStats{});
+    for (uint64_t x : {z.time_elapsed_ms, uint64_t{0}, z.memory_total, z.memory_processed, z.memory_remaining, z.memory_total,
+                       z.memory_processed, z.memory_remaining, uint64_t{0}, uint64_t{0}, uint64_t{0}}) {
+        w.u64(x);  // elapsed, remaining; data total/processed/remaining; memory the same; no files
+    }
+    return rpc::ok(std::move(w));
+}
+
+Reply Migrations::abort(const DomainView& v) {
+    Job job = job_of(v.def.uuid);
+    if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
+        return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
+    }
+    if (auto r = sup_.qmp(v.def.uuid, "migrate-cancel"); !r) return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
+    return rpc::ok();
+}
+
+std::vector<rpc::Procedure> Migrations::job_procedures() {
+    auto& st = store_;
+    auto& sup = sup_;
+    return {
+        {kGetJobInfo, "DOMAIN_GET_JOB_INFO", rpc::Access::read_only,
+         on_domain(st, "DOMAIN_GET_JOB_INFO", [this](const DomainView& v, Reader&) { return job_info(v); })},
+        {kGetJobStats, "DOMAIN_GET_JOB_STATS", rpc::Access::read_only,
+         flagged(st, "DOMAIN_GET_JOB_STATS", [this](const DomainView& v, uint32_t f) { return job_stats(v, f); })},
+        {kAbortJob, "DOMAIN_ABORT_JOB", rpc::Access::write,
+         on_domain(st, "DOMAIN_ABORT_JOB", [this](const DomainView& v, Reader&) { return abort(v); })},
+        {kSetMaxDowntime, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", rpc::Access::write,
+         on_domain(st, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", [&sup](const DomainView& v, Reader& a) {
+             auto ms = a.u64();
+             auto flags = a.u32();
+             if (!ms || !flags) return undecodable("DOMAIN_MIGRATE_SET_MAX_DOWNTIME");
+             return set_parameter(sup, v, "downtime-limit", *ms);
+         })},
+        {kGetMaxDowntime, "DOMAIN_MIGRATE_GET_MAX_DOWNTIME", rpc::Access::read_only,
+         flagged(st, "DOMAIN_MIGRATE_GET_MAX_DOWNTIME", [&sup](const DomainView& v, uint32_t) {
+             if (!v.active()) return not_running(v);
+             auto ms = vmm_parameter(sup, v.def.uuid, "downtime-limit");
+             return ms ? rpc::ok_u64(*ms) : rpc::fail(VIR_ERR_OPERATION_FAILED, ms.error().message());
+         })},
+        {kSetMaxSpeed, "DOMAIN_MIGRATE_SET_MAX_SPEED", rpc::Access::write,
+         on_domain(st, "DOMAIN_MIGRATE_SET_MAX_SPEED", [&sup](const DomainView& v, Reader& a) {
+             auto mibs = a.u64();
+             auto flags = a.u32();
+             if (!mibs || !flags) return undecodable("DOMAIN_MIGRATE_SET_MAX_SPEED");
+             if (*flags != 0) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, "migrate-setspeed --postcopy: vmm does not do postcopy yet");
+             if (*mibs > kUnlimitedMiBs) return rpc::fail(VIR_ERR_OVERFLOW, fmt::format("bandwidth must be at most {} MiB/s", kUnlimitedMiBs));
+             return set_parameter(sup, v, "max-bandwidth", *mibs == kUnlimitedMiBs ? 0 : *mibs * 1048576);
+         })},
+        {kGetMaxSpeed, "DOMAIN_MIGRATE_GET_MAX_SPEED", rpc::Access::read_only,
+         flagged(st, "DOMAIN_MIGRATE_GET_MAX_SPEED", [&sup](const DomainView& v, uint32_t) {
+             if (!v.active()) return not_running(v);
+             auto bytes = vmm_parameter(sup, v.def.uuid, "max-bandwidth");
+             if (!bytes) return rpc::fail(VIR_ERR_OPERATION_FAILED, bytes.error().message());
+             return rpc::ok_u64(*bytes == 0 ? kUnlimitedMiBs : *bytes / 1048576);
+         })},
+    };
+}
+
+}  // namespace vmmd

@@ -1,0 +1,133 @@
+// The source's part of a migration: Perform3 turns libvirt's flags and typed parameters into
+// vmm's capabilities and parameters, runs vmm's migration and waits for its end.
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include <thread>
+
+#include "vmmd/daemon/domain_args.h"
+#include "vmmd/daemon/migrations.h"
+
+namespace vmmd {
+
+using rpc::Reply;
+using vmm::Error;
+using vmm::monitor::Json;
+using xdr::Reader;
+using xdr::Writer;
+
+namespace {
+
+constexpr uint32_t kServedFlags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_UNDEFINE_SOURCE |
+                                  VIR_MIGRATE_PAUSED | VIR_MIGRATE_NON_SHARED_DISK | VIR_MIGRATE_NON_SHARED_INC |
+                                  VIR_MIGRATE_CHANGE_PROTECTION | VIR_MIGRATE_UNSAFE | VIR_MIGRATE_ABORT_ON_ERROR |
+                                  VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_RDMA_PIN_ALL | VIR_MIGRATE_PARALLEL;
+constexpr uint64_t kDefaultParallelConnections = 2;  // libvirt's default for --parallel
+constexpr std::chrono::milliseconds kPollInterval{20};
+
+// Why a flag the vmm driver does not serve is refused (nullopt: every flag is served).
+std::optional<std::string> unserved(uint32_t flags) {
+    struct Named {
+        uint32_t flag;
+        const char* why;
+    } names[] = {
+        {VIR_MIGRATE_PEER2PEER, "--p2p is not served yet: migrate without it (the client drives both vmmd)"},
+        {VIR_MIGRATE_TUNNELLED, "--tunnelled: vmm migrates over its own connection, not through libvirt's"},
+        {VIR_MIGRATE_OFFLINE, "--offline: define the domain on the destination instead"},
+        {VIR_MIGRATE_COMPRESSED, "--compressed: vmm does not compress migration data"},
+        {VIR_MIGRATE_POSTCOPY, "--postcopy: vmm does not do postcopy yet"},
+        {VIR_MIGRATE_TLS, "--tls: vmm's migration stream has no TLS"},
+    };
+    for (const Named& n : names)
+        if ((flags & n.flag) != 0) return n.why;
+    if ((flags & ~kServedFlags) != 0) return fmt::format("migration flags {:#x} are not served by the vmm driver", flags & ~kServedFlags);
+    return std::nullopt;
+}
+
+}  // namespace
+
+vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
+                                       const std::vector<rpc::TypedParam>& params) {
+    bool parallel = (flags & VIR_MIGRATE_PARALLEL) != 0, pin_all = (flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0;
+    if (pin_all && !uri.rdma()) return Error("--rdma-pin-all needs an rdma:// migration URI");
+    if (parallel && uri.rdma()) return Error("--parallel is vmm's multifd, which runs over tcp:// only");
+    Json caps = Json::array({Json{{"capability", "auto-converge"}, {"state", (flags & VIR_MIGRATE_AUTO_CONVERGE) != 0}},
+                             Json{{"capability", "multifd"}, {"state", parallel}}});
+    if (uri.rdma()) caps.push_back(Json{{"capability", "rdma-pin-all"}, {"state", pin_all}});
+    if (auto r = sup_.qmp(v.def.uuid, "migrate-set-capabilities", Json{{"capabilities", caps}}); !r) return r.error();
+    Json p = Json::object();
+    auto connections = rpc::uint_param(params, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS);
+    auto bandwidth = rpc::uint_param(params, VIR_MIGRATE_PARAM_BANDWIDTH);
+    auto initial = rpc::uint_param(params, VIR_MIGRATE_PARAM_AUTO_CONVERGE_INITIAL);
+    auto increment = rpc::uint_param(params, VIR_MIGRATE_PARAM_AUTO_CONVERGE_INCREMENT);
+    for (const auto* r : {&connections, &bandwidth, &initial, &increment})
+        if (!*r) return r->error();
+    if (parallel) p["multifd-channels"] = connections->value_or(kDefaultParallelConnections);
+    if (*bandwidth) {
+        if (**bandwidth > kUnlimitedMiBs) return Error(fmt::format("bandwidth {} MiB/s is more than libvirt's unlimited", **bandwidth));
+        p["max-bandwidth"] = **bandwidth >= kUnlimitedMiBs ? 0 : **bandwidth * 1048576;
+    }
+    if (*initial) p["cpu-throttle-initial"] = **initial;
+    if (*increment) p["cpu-throttle-increment"] = **increment;
+    if (!p.empty()) {
+        if (auto r = sup_.qmp(v.def.uuid, "migrate-set-parameters", p); !r) return r.error();
+    }
+    return {};
+}
+
+vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
+                                               const std::vector<rpc::TypedParam>& params) {
+    if (auto s = apply_settings(v, uri, flags, params); !s) return s.error();
+    Job job{VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, true, false, std::nullopt};
+    if ((flags & VIR_MIGRATE_LIVE) == 0 && v.state.state == VIR_DOMAIN_RUNNING) {
+        if (auto r = sup_.qmp(v.def.uuid, "stop"); !r) return r.error();
+        job.paused_for_it = true;
+        sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION},
+                       LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED});
+    }
+    set_job(v.def.uuid, job);
+    if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}}); !r) return r.error();
+    for (;;) {
+        auto q = sup_.qmp(v.def.uuid, "query-migrate");
+        if (!q) return q.error();
+        JobStats s = job_from_query_migrate(*q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT);
+        if (s.type == VIR_DOMAIN_JOB_COMPLETED) return s;
+        if (s.type == VIR_DOMAIN_JOB_FAILED) return Error("migration failed: " + (s.error.empty() ? "no reason recorded" : s.error));
+        if (s.type == VIR_DOMAIN_JOB_CANCELLED) return Error("operation aborted: migration out job: canceled by client");
+        std::this_thread::sleep_for(kPollInterval);
+    }
+}
+
+Reply Migrations::perform(const DomainView& v, Reader& a) {
+    auto dconnuri = a.optional_string(rpc::kMaxString);
+    auto params = rpc::decode_typed_params(a);
+    auto cookie_bytes = a.opaque(kMaxCookie);
+    auto flags = a.u32();
+    if (!dconnuri || !params || !cookie_bytes || !flags) return undecodable("DOMAIN_MIGRATE_PERFORM3_PARAMS");
+    if (auto why = unserved(*flags)) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
+    if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return rpc::fail(VIR_ERR_INVALID_ARG, cookie.error().message());
+    if (!v.active()) return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is not running", v.def.name));
+    auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
+    if (!uri_text || !*uri_text) return rpc::fail(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_PERFORM3_PARAMS: no migrate_uri");
+    auto uri = parse_migration_uri(**uri_text);
+    if (!uri) return rpc::fail(VIR_ERR_INVALID_ARG, uri.error().message());
+    if (uri->port == 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("migration URI '{}' has no port", **uri_text));
+    auto done = run_outgoing(v, *uri, *flags, *params);
+    Job job = job_of(v.def.uuid);
+    job.active = false;
+    if (!done) {
+        set_job(v.def.uuid, job);
+        return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
+    }
+    job.completed = *done;
+    set_job(v.def.uuid, job);
+    sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION},
+                   job.paused_for_it ? std::nullopt
+                                     : std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED}));
+    Writer w;
+    w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, *done}));
+    return rpc::ok(std::move(w));
+}
+
+}  // namespace vmmd

@@ -1,0 +1,236 @@
+#include "vmmd/daemon/migrations.h"
+
+#include <fmt/format.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "vmm/common/fd.h"
+#include "vmm/common/log.h"
+#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_xml.h"
+
+namespace vmmd {
+
+using rpc::Reply;
+using vmm::Error;
+using xdr::Reader;
+using xdr::Writer;
+
+namespace {
+
+enum Proc : int32_t { kBegin3 = 302, kPrepare3 = 303, kPerform3 = 305, kFinish3 = 306, kConfirm3 = 307 };
+
+// Ports the destination listens on when the client names none (libvirt's migration_port_min/max).
+constexpr uint16_t kFirstPort = 49152, kLastPort = 49215;
+// How long Finish waits for the incoming vmm to report the end of a migration its source finished.
+constexpr std::chrono::seconds kFinishTimeout{60};
+
+Reply refuse(int code, const std::string& why) { return rpc::fail(code, why); }
+
+Reply hard_limit_refusal() {
+    return refuse(VIR_ERR_OPERATION_INVALID, "cannot start RDMA migration with no memory hard limit set");
+}
+
+// A port nothing listens on now (vmm binds it a moment later).
+std::optional<uint16_t> free_port() {
+    for (uint16_t p = kFirstPort; p <= kLastPort; ++p) {
+        vmm::UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(p);
+        if (s.valid() && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return p;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+void Migrations::set_job(const Uuid& uuid, const Job& job) {
+    std::lock_guard lock(mutex_);
+    jobs_[uuid] = job;
+}
+
+Migrations::Job Migrations::job_of(const Uuid& uuid) {
+    std::lock_guard lock(mutex_);
+    auto it = jobs_.find(uuid);
+    return it == jobs_.end() ? Job{} : it->second;
+}
+
+Reply Migrations::begin(const DomainView& v, Reader& a) {
+    auto params = rpc::decode_typed_params(a);
+    auto flags = a.u32();
+    if (!params || !flags) return undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS");
+    if (!v.active()) return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is not running", v.def.name));
+    if (job_of(v.def.uuid).active) return refuse(VIR_ERR_OPERATION_INVALID, "another migration job is already running");
+    auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
+    if (!uri_text) return refuse(VIR_ERR_INVALID_ARG, uri_text.error().message());
+    bool rdma = (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0 || (*uri_text && uri_text->value().rfind("rdma", 0) == 0);
+    if (rdma && !v.def.hard_limit_kib) return hard_limit_refusal();
+    Writer w;
+    w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, std::nullopt}));
+    w.string(format_domain_xml(v.def));
+    return rpc::ok(std::move(w));
+}
+
+vmm::Result<MigrationUri> Migrations::listen_uri(const std::vector<rpc::TypedParam>& params) const {
+    auto given = rpc::string_param(params, VIR_MIGRATE_PARAM_URI);
+    if (!given) return given.error();
+    MigrationUri u{"tcp", "0.0.0.0", 0};
+    if (*given) {
+        auto parsed = parse_migration_uri(**given);
+        if (!parsed) return parsed.error();
+        u = *parsed;
+    }
+    if (u.port == 0) {
+        auto p = free_port();
+        if (!p) return Error(fmt::format("no free migration port from {} to {}", kFirstPort, kLastPort));
+        u.port = *p;
+    }
+    return u;
+}
+
+Reply Migrations::prepare(Reader& a) {
+    auto params = rpc::decode_typed_params(a);
+    auto cookie_bytes = a.opaque(kMaxCookie);
+    auto flags = a.u32();
+    if (!params || !cookie_bytes || !flags) return undecodable("DOMAIN_MIGRATE_PREPARE3_PARAMS");
+    auto cookie = decode_cookie(*cookie_bytes);
+    if (!cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
+    auto xml = rpc::string_param(*params, VIR_MIGRATE_PARAM_DEST_XML);
+    auto dname = rpc::string_param(*params, VIR_MIGRATE_PARAM_DEST_NAME);
+    if (!xml || !dname) return refuse(VIR_ERR_INVALID_ARG, (!xml ? xml.error() : dname.error()).message());
+    if (!*xml) return refuse(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_PREPARE3_PARAMS: no destination_xml");
+    auto def = parse_domain_xml(**xml, Uuid{});
+    if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
+    if (*dname) def->name = **dname;
+    auto uri = listen_uri(*params);
+    if (!uri) return refuse(VIR_ERR_INVALID_ARG, uri.error().message());
+    if ((uri->rdma() || (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) && !def->hard_limit_kib) return hard_limit_refusal();
+    auto existing = store_.by_uuid(def->uuid);
+    if (existing && existing->active()) {
+        return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is already running here", existing->def.name));
+    }
+    if (!existing) {
+        if (auto t = store_.add_transient(*def); !t) return refuse(VIR_ERR_OPERATION_FAILED, t.error().message());
+    }
+    if (auto s = sup_.start_incoming(*def, vmm_uri(*uri)); !s) {
+        if (!existing) store_.set_stopped(def->uuid, {});  // forget the transient placeholder
+        return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
+    }
+    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt});
+    Writer w;
+    w.opaque(encode_cookie({hostname_, def->name, def->uuid, std::nullopt}));
+    // The URI the source should use: the one given, or ours with the port chosen.
+    MigrationUri out = *uri;
+    if (out.host == "0.0.0.0" || out.host == "::") out.host = hostname_;
+    w.optional_string(libvirt_uri(out));
+    return rpc::ok(std::move(w));
+}
+
+Reply Migrations::finish(Reader& a) {
+    auto params = rpc::decode_typed_params(a);
+    auto cookie_bytes = a.opaque(kMaxCookie);
+    auto flags = a.u32();
+    auto cancelled = a.i32();
+    if (!params || !cookie_bytes || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_FINISH3_PARAMS");
+    auto cookie = decode_cookie(*cookie_bytes);
+    if (!cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
+    auto xml = rpc::string_param(*params, VIR_MIGRATE_PARAM_DEST_XML);
+    if (!xml || !*xml) return refuse(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_FINISH3_PARAMS: no destination_xml");
+    auto def = parse_domain_xml(**xml, Uuid{});
+    if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
+    auto v = store_.by_uuid(def->uuid);
+    if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def->name));
+    auto fail = [&](const std::string& why) {
+        set_job(def->uuid, {});
+        (void)sup_.destroy(def->uuid, false);  // nothing of the guest is left here
+        return refuse(VIR_ERR_OPERATION_FAILED, why);
+    };
+    if (*cancelled != 0) return fail(fmt::format("migration of domain '{}' was cancelled", v->def.name));
+    // The source is done; the incoming vmm finishes loading the last state.
+    auto deadline = std::chrono::steady_clock::now() + kFinishTimeout;
+    for (;;) {
+        auto q = sup_.qmp(def->uuid, "query-migrate");
+        if (!q) return fail(q.error().message());
+        std::string status = vmm::monitor::str(*q, "status");
+        if (status == "completed") break;
+        if (status == "failed" || status == "cancelled") return fail("the incoming migration " + status + ": " + vmm::monitor::str(*q, "error-desc"));
+        if (std::chrono::steady_clock::now() > deadline) return fail("the incoming migration did not complete within 60 s of its source");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    bool paused = (*flags & VIR_MIGRATE_PAUSED) != 0;
+    if (!paused) {
+        if (auto c = sup_.qmp(def->uuid, "cont"); !c) return fail(c.error().message());
+        sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED},
+                       LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
+    } else {
+        sup_.set_state(def->uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER},
+                       LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
+    }
+    if ((*flags & VIR_MIGRATE_PERSIST_DEST) != 0) {
+        if (auto d = store_.define(v->def); !d) vmm::log::warn("vmmd: domain '{}' runs here but was not made persistent: {}", v->def.name, d.error().message());
+    }
+    std::optional<JobStats> completed;
+    if (*cookie && (*cookie)->stats) {
+        completed = (*cookie)->stats;
+        completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
+    }
+    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed});
+    auto now = store_.by_uuid(def->uuid);
+    if (!now) return no_domain(fmt::format("domain '{}' ended as its migration finished", def->name));
+    Writer w;
+    put_domain(w, *now);
+    w.opaque(encode_cookie({hostname_, now->def.name, now->def.uuid, std::nullopt}));
+    return rpc::ok(std::move(w));
+}
+
+Reply Migrations::confirm(const DomainView& v, Reader& a) {
+    auto params = rpc::decode_typed_params(a);
+    auto cookie_bytes = a.opaque(kMaxCookie);
+    auto flags = a.u32();
+    auto cancelled = a.i32();
+    if (!params || !cookie_bytes || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_CONFIRM3_PARAMS");
+    if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
+    if (!v.active()) return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is not running", v.def.name));
+    Job job = job_of(v.def.uuid);
+    if (*cancelled != 0) {
+        // The guest stays here: vmm kept it through the failure; undo the pause a non-live
+        // migration made, and say it runs again.
+        if (job.paused_for_it || v.state.state == VIR_DOMAIN_PAUSED) {
+            if (auto c = sup_.qmp(v.def.uuid, "cont"); !c) return refuse(VIR_ERR_OPERATION_FAILED, c.error().message());
+        }
+        sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATION_CANCELED},
+                       LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
+        job.active = false;
+        set_job(v.def.uuid, job);
+        return rpc::ok();
+    }
+    if (auto s = sup_.end_migrated(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
+    sup_.wait_stopped(v.def.uuid, Supervisor::kTermGrace);
+    if ((*flags & VIR_MIGRATE_UNDEFINE_SOURCE) != 0 && v.persistent) {
+        if (auto s = store_.undefine(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
+    }
+    return rpc::ok();
+}
+
+std::vector<rpc::Procedure> Migrations::procedures() {
+    std::vector<rpc::Procedure> t = {
+        {kBegin3, "DOMAIN_MIGRATE_BEGIN3_PARAMS", rpc::Access::write,
+         on_domain(store_, "DOMAIN_MIGRATE_BEGIN3_PARAMS", [this](const DomainView& v, Reader& a) { return begin(v, a); })},
+        {kPrepare3, "DOMAIN_MIGRATE_PREPARE3_PARAMS", rpc::Access::write, [this](rpc::Caller&, Reader& a) { return prepare(a); }},
+        {kPerform3, "DOMAIN_MIGRATE_PERFORM3_PARAMS", rpc::Access::write,
+         on_domain(store_, "DOMAIN_MIGRATE_PERFORM3_PARAMS", [this](const DomainView& v, Reader& a) { return perform(v, a); })},
+        {kFinish3, "DOMAIN_MIGRATE_FINISH3_PARAMS", rpc::Access::write, [this](rpc::Caller&, Reader& a) { return finish(a); }},
+        {kConfirm3, "DOMAIN_MIGRATE_CONFIRM3_PARAMS", rpc::Access::write,
+         on_domain(store_, "DOMAIN_MIGRATE_CONFIRM3_PARAMS", [this](const DomainView& v, Reader& a) { return confirm(v, a); })},
+    };
+    for (rpc::Procedure& p : job_procedures()) t.push_back(std::move(p));
+    return t;
+}
+
+}  // namespace vmmd

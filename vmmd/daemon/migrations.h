@@ -1,0 +1,73 @@
+// Migrations: libvirt's version-3 migration with typed parameters, as the client library drives
+// it across two connections (docs/libvirt.md has the sequence): Begin3 and Perform3 and Confirm3
+// on the source's vmmd, Prepare3 and Finish3 on the destination's. Each vmmd drives its own vmm
+// over QMP: the destination starts 'vmm --incoming', the source runs 'migrate' and waits. Also
+// the job procedures (domjobinfo, domjobabort) and the speed and downtime settings, which go
+// straight to the vmm's migration parameters.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmmd/domain/domain_store.h"
+#include "vmmd/migration/cookie.h"
+#include "vmmd/migration/job_stats.h"
+#include "vmmd/migration/migration_uri.h"
+#include "vmmd/rpc/dispatch.h"
+#include "vmmd/rpc/typed_params.h"
+#include "vmmd/runtime/supervisor.h"
+
+namespace vmmd {
+
+class Migrations {
+public:
+    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname)
+        : store_(store), sup_(supervisor), hostname_(std::move(hostname)) {}
+    std::vector<rpc::Procedure> procedures();
+
+    // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
+    static constexpr uint64_t kUnlimitedMiBs = 8796093022207ULL;
+
+private:
+    struct Job {
+        int operation = 0;  // VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT / _IN
+        bool active = false;
+        bool paused_for_it = false;  // a migration without VIR_MIGRATE_LIVE paused the guest
+        std::optional<JobStats> completed;
+    };
+
+    // The steps (migrations.cc, migration_perform.cc).
+    rpc::Reply begin(const DomainView& v, xdr::Reader& a);
+    rpc::Reply prepare(xdr::Reader& a);
+    rpc::Reply perform(const DomainView& v, xdr::Reader& a);
+    rpc::Reply finish(xdr::Reader& a);
+    rpc::Reply confirm(const DomainView& v, xdr::Reader& a);
+    // Runs vmm's migration to `uri` with the settings the flags and parameters ask for, and
+    // waits for its end: the completed job, or why it failed.
+    vmm::Result<JobStats> run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
+                                       const std::vector<rpc::TypedParam>& params);
+    vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
+                               const std::vector<rpc::TypedParam>& params);
+    vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
+
+    // The job procedures (migration_jobs.cc).
+    std::vector<rpc::Procedure> job_procedures();
+    rpc::Reply job_stats(const DomainView& v, uint32_t flags);
+    rpc::Reply job_info(const DomainView& v);
+    rpc::Reply abort(const DomainView& v);
+    std::optional<JobStats> current_job(const DomainView& v);
+
+    void set_job(const Uuid& uuid, const Job& job);
+    Job job_of(const Uuid& uuid);
+
+    DomainStore& store_;
+    Supervisor& sup_;
+    std::string hostname_;
+    std::mutex mutex_;
+    std::map<Uuid, Job> jobs_;
+};
+
+}  // namespace vmmd

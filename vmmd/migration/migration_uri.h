@@ -1,0 +1,24 @@
+// Migration URIs as libvirt's clients write them (--migrateuri tcp://HOST:PORT, rdma://HOST:PORT,
+// or QEMU's older tcp:HOST:PORT) and as vmm takes them (tcp:HOST:PORT, rdma:HOST:PORT). IPv6
+// hosts are bracketed in both. Pure: text in, values out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "vmm/common/result.h"
+
+namespace vmmd {
+
+struct MigrationUri {
+    std::string scheme;  // tcp or rdma
+    std::string host;    // without brackets
+    uint16_t port = 0;   // 0: none given (the destination picks one)
+    bool rdma() const { return scheme == "rdma"; }
+};
+
+vmm::Result<MigrationUri> parse_migration_uri(const std::string& text);
+std::string vmm_uri(const MigrationUri& u);      // tcp:HOST:PORT, as vmm --incoming and migrate take it
+std::string libvirt_uri(const MigrationUri& u);  // tcp://HOST:PORT, as libvirt's clients write it
+
+}  // namespace vmmd
