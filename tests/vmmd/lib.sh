@@ -1,6 +1,7 @@
 # Shared by the virsh tests: start_vmmd BUILD_DIR (sets dir, sock, uri, pid; stops vmmd, ends
 # the vmm processes it started, and removes the directory on exit), stop_vmmd, fail, expect,
-# wait_until.
+# wait_until, v (virsh on this vmmd), pattern_domain FILE (a 64 MiB 'demo' running the pattern
+# guest).
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
@@ -40,4 +41,15 @@ wait_until() {  # wait_until SECONDS COMMAND...: true once COMMAND succeeds, fal
 expect() {  # expect WHAT OUTPUT PATTERN
     grep -qE -- "$3" <<<"$2" || fail "$1: '$3' not in: $2"
     echo "ok: $1"
+}
+v() { virsh -c "$uri" "$@" 2>&1; }
+pattern_domain() {
+    cat >"$1" <<'XML'
+<domain type='vmm'>
+  <name>demo</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>pattern</kernel></os>
+</domain>
+XML
 }

@@ -9,7 +9,6 @@ set -uo pipefail
 build=$1
 . "$(dirname "$0")/lib.sh"
 start_vmmd "$build"
-v() { virsh -c "$uri" "$@" 2>&1; }
 
 cat >"$dir/demo.xml" <<'XML'
 <domain type='vmm'>

@@ -10,17 +10,9 @@ build=$1
 . "$(dirname "$0")/lib.sh"
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
-v() { virsh -c "$uri" "$@" 2>&1; }
 state_is() { [ "$(v domstate "$1" --reason | head -1)" = "$2" ]; }
 
-cat >"$dir/demo.xml" <<'XML'
-<domain type='vmm'>
-  <name>demo</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>pattern</kernel></os>
-</domain>
-XML
+pattern_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 v dumpxml demo >"$dir/demo-uuid.xml" || fail "dumpxml: $(cat "$dir/demo-uuid.xml")"
 

@@ -16,7 +16,6 @@ start_vmmd "$build"
 also_kill+=($!)
 wait_until 10 test -S "$dir/dsock-ro" || fail "the destination vmmd did not listen"
 duri="vmm+unix:///system?socket=$dir/dsock"
-v() { virsh -c "$uri" "$@" 2>&1; }
 d() { virsh -c "$duri" "$@" 2>&1; }
 qmp() {  # qmp STATE_DIR DOMAIN COMMAND: one QMP command to the domain's vmm
     local u
@@ -27,14 +26,7 @@ port=$((49400 + RANDOM % 500))
 next_uri() { port=$((port + 1)); mig="$1://127.0.0.1:$port"; }  # sets mig
 dest_vmms() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }
 
-cat >"$dir/demo.xml" <<'XML'
-<domain type='vmm'>
-  <name>demo</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>pattern</kernel></os>
-</domain>
-XML
+pattern_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 out=$(v start demo) || fail "start: $out"
 

@@ -23,6 +23,10 @@ rpc::Reply undecodable(const char* proc) {
 
 rpc::Reply no_domain(const std::string& what) { return rpc::fail(VIR_ERR_NO_DOMAIN, "Domain not found: " + what); }
 
+rpc::Reply not_running(const DomainView& v) {
+    return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is not running", v.def.name));
+}
+
 std::optional<DomainView> take_domain(const DomainStore& store, xdr::Reader& args, std::string& missing) {
     auto name = args.string(rpc::kMaxString);
     Uuid uuid{};

@@ -14,6 +14,8 @@ void put_domain(xdr::Writer& w, const DomainView& v);
 rpc::Reply domain_reply(const DomainView& v);
 rpc::Reply undecodable(const char* proc);
 rpc::Reply no_domain(const std::string& what);
+// VIR_ERR_OPERATION_INVALID for a call that needs the domain running.
+rpc::Reply not_running(const DomainView& v);
 
 // Reads a remote_nonnull_domain: the domain, or nullopt with `missing` saying which domain was
 // asked for ("" when the argument did not decode).

@@ -21,10 +21,6 @@ enum Proc : int32_t {
     kDestroyFlags = 234, kShutdownFlags = 258,
 };
 
-Reply not_running(const DomainView& v) {
-    return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is not running", v.def.name));
-}
-
 // Flags outside `known` are refused by name of the procedure, as libvirt's virCheckFlags does.
 std::optional<Reply> unknown_flags(const char* proc, uint32_t flags, uint32_t known) {
     if ((flags & ~known) == 0) return std::nullopt;

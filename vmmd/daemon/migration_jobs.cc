@@ -24,10 +24,6 @@ enum Proc : int32_t {
     kGetJobStats = 298, kGetMaxDowntime = 387,
 };
 
-Reply not_running(const DomainView& v) {
-    return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is not running", v.def.name));
-}
-
 // One of the vmm's migration parameters (query-migrate-parameters gives them as strings).
 vmm::Result<uint64_t> vmm_parameter(Supervisor& sup, const Uuid& uuid, const char* name) {
     auto p = sup.qmp(uuid, "query-migrate-parameters");

@@ -88,13 +88,19 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
     }
     set_job(v.def.uuid, job);
     if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}}); !r) return r.error();
+    return await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt);
+}
+
+vmm::Result<JobStats> Migrations::await_end(const Uuid& uuid, int operation,
+                                            std::optional<std::chrono::steady_clock::time_point> deadline) {
     for (;;) {
-        auto q = sup_.qmp(v.def.uuid, "query-migrate");
+        auto q = sup_.qmp(uuid, "query-migrate");
         if (!q) return q.error();
-        JobStats s = job_from_query_migrate(*q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT);
+        JobStats s = job_from_query_migrate(*q, operation);
         if (s.type == VIR_DOMAIN_JOB_COMPLETED) return s;
         if (s.type == VIR_DOMAIN_JOB_FAILED) return Error("migration failed: " + (s.error.empty() ? "no reason recorded" : s.error));
-        if (s.type == VIR_DOMAIN_JOB_CANCELLED) return Error("operation aborted: migration out job: canceled by client");
+        if (s.type == VIR_DOMAIN_JOB_CANCELLED) return Error("operation aborted: migration job: canceled by client");
+        if (deadline && std::chrono::steady_clock::now() > *deadline) return Error("the migration did not complete in time");
         std::this_thread::sleep_for(kPollInterval);
     }
 }
@@ -107,7 +113,7 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     if (!dconnuri || !params || !cookie_bytes || !flags) return undecodable("DOMAIN_MIGRATE_PERFORM3_PARAMS");
     if (auto why = unserved(*flags)) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return rpc::fail(VIR_ERR_INVALID_ARG, cookie.error().message());
-    if (!v.active()) return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is not running", v.def.name));
+    if (!v.active()) return not_running(v);
     auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
     if (!uri_text || !*uri_text) return rpc::fail(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_PERFORM3_PARAMS: no migrate_uri");
     auto uri = parse_migration_uri(**uri_text);

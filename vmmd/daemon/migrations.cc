@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
 
 #include "vmm/common/fd.h"
 #include "vmm/common/log.h"
@@ -65,7 +64,7 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto flags = a.u32();
     if (!params || !flags) return undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS");
-    if (!v.active()) return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is not running", v.def.name));
+    if (!v.active()) return not_running(v);
     if (job_of(v.def.uuid).active) return refuse(VIR_ERR_OPERATION_INVALID, "another migration job is already running");
     auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
     if (!uri_text) return refuse(VIR_ERR_INVALID_ARG, uri_text.error().message());
@@ -153,16 +152,8 @@ Reply Migrations::finish(Reader& a) {
     };
     if (*cancelled != 0) return fail(fmt::format("migration of domain '{}' was cancelled", v->def.name));
     // The source is done; the incoming vmm finishes loading the last state.
-    auto deadline = std::chrono::steady_clock::now() + kFinishTimeout;
-    for (;;) {
-        auto q = sup_.qmp(def->uuid, "query-migrate");
-        if (!q) return fail(q.error().message());
-        std::string status = vmm::monitor::str(*q, "status");
-        if (status == "completed") break;
-        if (status == "failed" || status == "cancelled") return fail("the incoming migration " + status + ": " + vmm::monitor::str(*q, "error-desc"));
-        if (std::chrono::steady_clock::now() > deadline) return fail("the incoming migration did not complete within 60 s of its source");
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    auto arrived = await_end(def->uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, std::chrono::steady_clock::now() + kFinishTimeout);
+    if (!arrived) return fail("incoming: " + arrived.error().message());
     bool paused = (*flags & VIR_MIGRATE_PAUSED) != 0;
     if (!paused) {
         if (auto c = sup_.qmp(def->uuid, "cont"); !c) return fail(c.error().message());
@@ -196,7 +187,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     auto cancelled = a.i32();
     if (!params || !cookie_bytes || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_CONFIRM3_PARAMS");
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
-    if (!v.active()) return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is not running", v.def.name));
+    if (!v.active()) return not_running(v);
     Job job = job_of(v.def.uuid);
     if (*cancelled != 0) {
         // The guest stays here: vmm kept it through the failure; undo the pause a non-live

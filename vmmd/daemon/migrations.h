@@ -6,6 +6,7 @@
 // straight to the vmm's migration parameters.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,10 @@ private:
     // waits for its end: the completed job, or why it failed.
     vmm::Result<JobStats> run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                        const std::vector<rpc::TypedParam>& params);
+    // Polls the vmm's query-migrate until its migration ends: the completed job, or why not
+    // (failed, cancelled, past `deadline`, the vmm gone).
+    vmm::Result<JobStats> await_end(const Uuid& uuid, int operation,
+                                    std::optional<std::chrono::steady_clock::time_point> deadline);
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
     vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;

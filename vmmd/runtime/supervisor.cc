@@ -198,17 +198,20 @@ Result<Json> Supervisor::qmp(const Uuid& uuid, const std::string& command, const
     return call(*r, command, args);
 }
 
-Status Supervisor::shutdown(const Uuid& uuid) {
+Status Supervisor::quit(const Uuid& uuid, Intent why) {
     auto r = find(uuid);
     if (!r) return Error("domain is not running");
-    r->intent = Intent::shutdown;
+    r->intent = why;
     auto a = call(*r, "quit", Json::object());
-    if (!a && !r->process->ended()) {
+    if (!a && !r->process->ended()) {  // a vmm that ends as it answers is what was asked
         r->intent = Intent::none;
         return a.error();
     }
     return {};
 }
+
+Status Supervisor::shutdown(const Uuid& uuid) { return quit(uuid, Intent::shutdown); }
+Status Supervisor::end_migrated(const Uuid& uuid) { return quit(uuid, Intent::migrated); }
 
 Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
     auto r = find(uuid);
@@ -218,21 +221,12 @@ Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
     if (!pause && !paused) return Error("domain is already running");
     if (pause && paused) return {};  // as libvirt's QEMU driver: suspending a paused domain does nothing
     if (auto a = call(*r, pause ? "stop" : "cont", Json::object()); !a) return a.error();
-    DomainState state = pause ? DomainState{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}
-                              : DomainState{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED};
-    store_.set_state(uuid, state);
-    if (auto s = record(*r, state); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
-    announce(r->def, r->id, pause ? LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED}
-                                   : LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED});
-    return {};
-}
-
-Status Supervisor::end_migrated(const Uuid& uuid) {
-    auto r = find(uuid);
-    if (!r) return Error("domain is not running");
-    r->intent = Intent::migrated;
-    auto a = call(*r, "quit", Json::object());
-    if (!a && !r->process->ended()) return a.error();
+    if (pause) {
+        set_state(uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}, LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
+    } else {
+        set_state(uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED},
+                  LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED});
+    }
     return {};
 }
 

@@ -105,6 +105,8 @@ private:
     Status record(const Running& r, DomainState state) const;
     Result<Json> call(Running& r, const std::string& command, const Json& args);
     Status change_run_state(const Uuid& uuid, bool pause);
+    // QMP quit, expecting the vmm to end for `why` (shutdown, or the end of a migration).
+    Status quit(const Uuid& uuid, Intent why);
     void adopt_all(const std::function<void(const std::string&)>& warn);
     Status adopt(const std::string& record_path);
     void watch_loop();
