@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -19,6 +20,7 @@
 #include "vmmd/daemon/lifecycle_procedures.h"
 #include "vmmd/daemon/migrations.h"
 #include "vmmd/daemon/server.h"
+#include "vmmd/peer/peer_migration.h"
 
 namespace {
 
@@ -59,8 +61,26 @@ int main(int argc, char** argv) {
     app.add_option("--state-dir", state_dir, "where domain definitions and running domains' sockets live")
         ->capture_default_str();
     app.add_option("--vmm", vmm_binary, "the vmm executable each running domain is")->capture_default_str();
+    std::string listen_tcp;
+    app.add_option("--listen-tcp", listen_tcp,
+                   "also serve HOST:PORT over TCP, unauthenticated (libvirtd's auth_tcp=none): what a --p2p "
+                   "source reaches as vmm+tcp://HOST:PORT/system; bind a trusted migration network only");
     CLI11_PARSE(app, argc, argv);
 
+    // SIGTERM/SIGINT stop the server. The watcher comes before any other thread (the vmm
+    // supervisor's), so that every thread has the signals blocked and none dies of them; the
+    // server is declared first so that it outlives the watcher's thread.
+    std::unique_ptr<vmmd::Server> server;
+    std::atomic<vmmd::Server*> serving{nullptr};
+    std::atomic<bool> stopping{false};
+    auto watcher = vmm::SignalWatcher::create([&serving, &stopping](int) {
+        stopping = true;
+        if (vmmd::Server* s = serving.load()) s->stop();
+    });
+    if (!watcher) {
+        std::fprintf(stderr, "vmmd: %s\n", watcher.error().message().c_str());
+        return 1;
+    }
     vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION)};
     auto store = vmmd::DomainStore::open(state_dir, random_uuid, [](const std::string& w) { vmm::log::warn("vmmd: {}", w); });
     if (!store) {
@@ -78,21 +98,14 @@ int main(int argc, char** argv) {
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
     for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
-    vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname());
+    vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, socket));
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.
     std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600}, {socket + "-ro", true, mode_t(root ? 0666 : 0600)}};
-    std::unique_ptr<vmmd::Server> server;
-    auto watcher = vmm::SignalWatcher::create([&server](int) {
-        if (server) server->stop();
-    });
-    if (!watcher) {
-        std::fprintf(stderr, "vmmd: %s\n", watcher.error().message().c_str());
-        return 1;
-    }
+    if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true});
     vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
                                 [&events](uint64_t c) { events.disconnected(c); }};
     auto s = vmmd::Server::listen(sockets, dispatcher, hooks);
@@ -101,7 +114,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     server = std::move(*s);
+    serving = server.get();
+    if (stopping) server->stop();  // a signal came while vmmd was starting
     vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", socket, socket, state_dir);
+    if (!listen_tcp.empty()) vmm::log::warn("vmmd: also serving TCP {} with no authentication: anyone who reaches it manages domains", listen_tcp);
     if (auto r = server->run(); !r) {
         std::fprintf(stderr, "vmmd: %s\n", r.error().message().c_str());
         return 1;

@@ -20,9 +20,9 @@ trap cleanup EXIT
 start_vmmd() {
     "$1/bin/vmmd" --socket "$sock" --state-dir "$dir/state" >>"$dir/log" 2>&1 &
     pid=$!
-    for _ in $(seq 100); do [ -S "$sock-ro" ] && return 0; sleep 0.1; done
-    fail "vmmd did not listen"
+    wait_until 10 answers "$uri" || fail "vmmd did not listen"
 }
+answers() { virsh -c "$1" uri >/dev/null 2>&1; }  # answers URI: a vmmd serves URI
 stop_vmmd() {
     [ -n "$pid" ] || return 0
     kill "$pid" 2>/dev/null

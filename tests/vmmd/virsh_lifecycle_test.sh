@@ -77,6 +77,7 @@ out=$(v start demo) || fail "start before the restart: $out"
 id=$(v domid demo | head -1)
 vmm_pid=$(pgrep -f -- "--qmp unix:$dir/state/run/")
 stop_vmmd
+[ ! -e "$sock" ] || fail "vmmd left its socket behind: SIGTERM did not stop it cleanly"
 kill -0 "$vmm_pid" 2>/dev/null || fail "the vmm ended with vmmd"
 start_vmmd "$build"
 expect "after a restart of vmmd the domain still runs" "$(v domstate demo --reason)" "running \(booted\)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stock virsh live-migrates a vmm domain between two vmmd on loopback over TCP (label libvirt):
-# the client library drives Begin3/Prepare3/Perform3/Finish3/Confirm3 across both daemons.
+# the client library drives Begin3/Prepare3/Perform3/Finish3/Confirm3 across both daemons, and
+# with --p2p the source's vmmd drives them itself, as the destination's client over TCP.
 # Shown: migrate-setspeed and migrate-setmaxdowntime land in the vmm's own parameters; a paused
 # guest arrives with the same RAM digest (query-ramhash on both vmm); domjobinfo --completed on
 # both sides; --persistent and --undefinesource; domjobabort mid-migration and a destination vmm
@@ -12,10 +13,13 @@ build=$1
 . "$(dirname "$0")/lib.sh"
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
-"$build/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" >>"$dir/dlog" 2>&1 &
+tport=$((16600 + RANDOM % 400))
+"$build/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" --listen-tcp "127.0.0.1:$tport" >>"$dir/dlog" 2>&1 &
 also_kill+=($!)
-wait_until 10 test -S "$dir/dsock-ro" || fail "the destination vmmd did not listen"
 duri="vmm+unix:///system?socket=$dir/dsock"
+wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
+# What a --p2p source reaches the destination by: libvirt wants a host in it, so TCP.
+p2p_uri="vmm+tcp://127.0.0.1:$tport/system"
 d() { virsh -c "$duri" "$@" 2>&1; }
 qmp() {  # qmp STATE_DIR DOMAIN COMMAND: one QMP command to the domain's vmm
     local u
@@ -66,15 +70,37 @@ grep -q demo <<<"$out" && fail "--undefinesource left the domain: $out"
 echo "ok: --undefinesource"
 [ -z "$(dest_vmms)" ] || fail "a vmm is left on the destination"
 
+# --p2p: the source's vmmd is the destination's client; the same checks.
+out=$(v suspend demo) || fail "suspend: $out"
+before=$(qmp state demo query-ramhash) || fail "query-ramhash: $before"
+next_uri tcp
+out=$(v migrate --live --p2p --persistent demo "$p2p_uri" --migrateuri "$mig") || fail "migrate --p2p: $out"
+echo "ok: virsh migrate --live --p2p --persistent"
+expect "--p2p: the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
+after=$(qmp dstate demo query-ramhash) || fail "query-ramhash at the destination: $after"
+[ "$before" = "$after" ] || fail "--p2p: RAM digests differ: $before vs $after"
+echo "ok: --p2p: RAM digests equal ($after)"
+expect "--p2p: domjobinfo --completed on the source" "$(v domjobinfo demo --completed)" "Operation: +Outgoing migration"
+expect "--p2p: domjobinfo --completed on the destination" "$(d domjobinfo demo --completed)" "Operation: +Incoming migration"
+out=$(d resume demo) || fail "resume at the destination: $out"
+next_uri tcp
+out=$(d migrate --live --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back after --p2p: $out"
+expect "back home after --p2p it runs" "$(v domstate demo --reason)" "running \(migrated\)"
+[ -z "$(dest_vmms)" ] || fail "a vmm is left on the destination"
+
 # domjobabort mid-migration, then a destination vmm killed mid-migration: the source runs on.
 running_job() { v domjobinfo demo | grep -q "Unbounded"; }
-for how in abort kill; do
+for how in abort kill p2p-abort; do
     out=$(v migrate-setspeed demo 1) || fail "migrate-setspeed 1: $out"
     next_uri tcp
-    v migrate --live demo "$duri" --migrateuri "$mig" >"$dir/migrate.out" 2>&1 &
+    if [ "$how" = p2p-abort ]; then
+        v migrate --live --p2p demo "$p2p_uri" --migrateuri "$mig" >"$dir/migrate.out" 2>&1 &
+    else
+        v migrate --live demo "$duri" --migrateuri "$mig" >"$dir/migrate.out" 2>&1 &
+    fi
     m=$!
     wait_until 30 running_job || fail "$how: no migration job appeared: $(cat "$dir/migrate.out")"
-    if [ "$how" = abort ]; then
+    if [ "$how" != kill ]; then
         out=$(v domjobabort demo) || fail "domjobabort: $out"
     else
         kill -KILL "$(dest_vmms)" || fail "no destination vmm to kill"

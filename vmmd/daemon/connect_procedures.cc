@@ -27,7 +27,7 @@ enum Proc : int32_t {
     kOpen = 1, kClose = 2, kGetType = 3, kGetVersion = 4, kNodeGetInfo = 6, kGetHostname = 59,
     kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kIsSecure = 149, kGetLibVersion = 157,
 };
-constexpr int32_t kFeatureMigrationV3 = 6, kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10,
+constexpr int32_t kFeatureMigrationP2P = 4, kFeatureMigrationV3 = 6, kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10,
                   kFeatureMigrationParams = 13, kFeatureRemoteEventCallback = 14;
 constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
 
@@ -58,7 +58,7 @@ Reply supports_feature(Caller&, Reader& args) {
     if (!feature) return rpc::fail(VIR_ERR_RPC, "CONNECT_SUPPORTS_FEATURE: arguments that do not decode");
     return rpc::ok_i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ||
                                *feature == kFeatureRemoteEventCallback || *feature == kFeatureMigrationV3 ||
-                               *feature == kFeatureMigrationParams
+                               *feature == kFeatureMigrationParams || *feature == kFeatureMigrationP2P
                            ? 1
                            : 0);
 }
@@ -142,7 +142,7 @@ std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
         {kGetUri, "CONNECT_GET_URI", Access::read_only, [](Caller& c, Reader&) { return rpc::ok_string(c.uri); }},
         {kNodeGetInfo, "NODE_GET_INFO", Access::read_only, node_get_info},
         // A unix socket on this host: nothing travels where others could read it.
-        {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller&, Reader&) { return rpc::ok_i32(1); }},
+        {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller& c, Reader&) { return rpc::ok_i32(c.secure ? 1 : 0); }},
     };
 }
 

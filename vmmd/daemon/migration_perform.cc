@@ -8,6 +8,7 @@
 
 #include "vmmd/daemon/domain_args.h"
 #include "vmmd/daemon/migrations.h"
+#include "vmmd/peer/peer_migration.h"
 
 namespace vmmd {
 
@@ -22,7 +23,8 @@ namespace {
 constexpr uint32_t kServedFlags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_UNDEFINE_SOURCE |
                                   VIR_MIGRATE_PAUSED | VIR_MIGRATE_NON_SHARED_DISK | VIR_MIGRATE_NON_SHARED_INC |
                                   VIR_MIGRATE_CHANGE_PROTECTION | VIR_MIGRATE_UNSAFE | VIR_MIGRATE_ABORT_ON_ERROR |
-                                  VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_RDMA_PIN_ALL | VIR_MIGRATE_PARALLEL;
+                                  VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_RDMA_PIN_ALL | VIR_MIGRATE_PARALLEL |
+                                  VIR_MIGRATE_PEER2PEER;
 constexpr uint64_t kDefaultParallelConnections = 2;  // libvirt's default for --parallel
 constexpr std::chrono::milliseconds kPollInterval{20};
 
@@ -32,7 +34,6 @@ std::optional<std::string> unserved(uint32_t flags) {
         uint32_t flag;
         const char* why;
     } names[] = {
-        {VIR_MIGRATE_PEER2PEER, "--p2p is not served yet: migrate without it (the client drives both vmmd)"},
         {VIR_MIGRATE_TUNNELLED, "--tunnelled: vmm migrates over its own connection, not through libvirt's"},
         {VIR_MIGRATE_OFFLINE, "--offline: define the domain on the destination instead"},
         {VIR_MIGRATE_COMPRESSED, "--compressed: vmm does not compress migration data"},
@@ -114,6 +115,7 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     if (auto why = unserved(*flags)) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return rpc::fail(VIR_ERR_INVALID_ARG, cookie.error().message());
     if (!v.active()) return not_running(v);
+    if ((*flags & VIR_MIGRATE_PEER2PEER) != 0) return perform_p2p(v, *dconnuri, *params, *flags);
     auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
     if (!uri_text || !*uri_text) return rpc::fail(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_PERFORM3_PARAMS: no migrate_uri");
     auto uri = parse_migration_uri(**uri_text);
@@ -133,6 +135,19 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
                                      : std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED}));
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, *done}));
+    return rpc::ok(std::move(w));
+}
+
+Reply Migrations::perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,
+                              const std::vector<rpc::TypedParam>& params, uint32_t flags) {
+    if (!dconnuri || dconnuri->empty()) return rpc::fail(VIR_ERR_INVALID_ARG, "--p2p needs the destination's URI");
+    if (job_of(v.def.uuid).active) return rpc::fail(VIR_ERR_OPERATION_INVALID, "another migration job is already running");
+    // Each step comes back to this vmmd's own procedures (Begin3, Perform3 without --p2p,
+    // Confirm3) on a connection of its own, and goes to the destination's (Prepare3, Finish3).
+    auto done = peer::migrate({self_uri_, *dconnuri, format_uuid(v.def.uuid), params, flags});
+    if (!done) return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
+    Writer w;
+    w.opaque({});  // no cookie: Confirm3 already ran
     return rpc::ok(std::move(w));
 }
 

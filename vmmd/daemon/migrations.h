@@ -3,7 +3,8 @@
 // on the source's vmmd, Prepare3 and Finish3 on the destination's. Each vmmd drives its own vmm
 // over QMP: the destination starts 'vmm --incoming', the source runs 'migrate' and waits. Also
 // the job procedures (domjobinfo, domjobabort) and the speed and downtime settings, which go
-// straight to the vmm's migration parameters.
+// straight to the vmm's migration parameters. With --p2p the source's vmmd is itself the client
+// that drives the steps (vmmd/peer).
 #pragma once
 
 #include <chrono>
@@ -25,8 +26,9 @@ namespace vmmd {
 
 class Migrations {
 public:
-    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname)
-        : store_(store), sup_(supervisor), hostname_(std::move(hostname)) {}
+    // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to.
+    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri)
+        : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)) {}
     std::vector<rpc::Procedure> procedures();
 
     // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
@@ -44,6 +46,9 @@ private:
     rpc::Reply begin(const DomainView& v, xdr::Reader& a);
     rpc::Reply prepare(xdr::Reader& a);
     rpc::Reply perform(const DomainView& v, xdr::Reader& a);
+    // --p2p: this vmmd drives the whole sequence as the destination's client (vmmd/peer).
+    rpc::Reply perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,
+                           const std::vector<rpc::TypedParam>& params, uint32_t flags);
     rpc::Reply finish(xdr::Reader& a);
     rpc::Reply confirm(const DomainView& v, xdr::Reader& a);
     // Runs vmm's migration to `uri` with the settings the flags and parameters ask for, and
@@ -71,6 +76,7 @@ private:
     DomainStore& store_;
     Supervisor& sup_;
     std::string hostname_;
+    std::string self_uri_;
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
 };

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <libvirt/virterror.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 
@@ -45,7 +47,45 @@ Status clear_stale(const std::string& path, const sockaddr_un& a) {
     return {};
 }
 
+struct AddrInfoFree {
+    void operator()(addrinfo* a) const { ::freeaddrinfo(a); }
+};
+
+// HOST:PORT or [V6ADDR]:PORT, bound and listening (SO_REUSEADDR: a restarted vmmd rebinds at once).
+Result<UniqueFd> bind_tcp(const std::string& where) {
+    auto colon = where.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == where.size())
+        return Error(fmt::format("TCP listen address '{}' is not HOST:PORT", where));
+    std::string host = where.substr(0, colon), port = where.substr(colon + 1);
+    if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    unsigned long number = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (ec != std::errc() || end != port.data() + port.size() || number == 0 || number > 65535)
+        return Error(fmt::format("TCP listen address '{}': the port must be 1 to 65535", where));
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+        return Error(fmt::format("TCP listen address '{}': {}", where, ::gai_strerror(rc)));
+    std::unique_ptr<addrinfo, AddrInfoFree> list(res);
+    Error last(fmt::format("TCP listen address '{}' resolves to nothing", where));
+    for (addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
+        UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+        int one = 1;
+        if (!fd.valid() || ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+            ::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 16) != 0) {
+            last = Error::from_errno("listen on TCP " + where);
+            continue;
+        }
+        return fd;
+    }
+    return last;
+}
+
 Result<UniqueFd> bind_socket(const SocketSpec& s) {
+    if (s.tcp) return bind_tcp(s.path);
     auto a = unix_address(s.path);
     if (!a) return a.error();
     std::error_code ec;
@@ -148,7 +188,8 @@ Server::~Server() {
     std::lock_guard lock(mutex_);
     for (Client& c : clients_)
         if (c.thread.joinable()) c.thread.join();
-    for (const Listener& l : listeners_) ::unlink(l.spec.path.c_str());
+    for (const Listener& l : listeners_)
+        if (!l.spec.tcp) ::unlink(l.spec.path.c_str());
 }
 
 void Server::stop() {
@@ -186,6 +227,7 @@ void Server::accept_one(const Listener& l) {
     c.fd = std::move(fd);
     c.number = next_connection_++;
     c.read_only = l.spec.read_only;
+    c.secure = !l.spec.tcp;
     if (hooks_.opened) hooks_.opened(c.number, c.outbox);
     c.thread = std::thread([this, &c] {
         vmm::name_this_thread("vmmd-client");
@@ -212,6 +254,7 @@ void Server::serve(Client& c) {
     rpc::Caller caller;
     caller.read_only = c.read_only;
     caller.connection = c.number;
+    caller.secure = c.secure;
     for (;;) {
         auto m = read_message(c.fd.get(), stop_.get());
         if (!m) {

@@ -1,4 +1,4 @@
-// Server: libvirt's RPC on unix sockets. One thread per client reads whole messages (the length
+// Server: libvirt's RPC on unix sockets, and on TCP when asked (for --p2p between hosts). One thread per client reads whole messages (the length
 // word first, checked before the body is read), hands remote-program calls to the Dispatcher and
 // writes the replies; it answers the keepalive program's PING with PONG. A message that cannot be
 // framed or decoded closes that client's connection, saying why in the log; the daemon and every
@@ -27,9 +27,12 @@ using vmm::Status;
 using vmm::UniqueFd;
 
 struct SocketSpec {
-    std::string path;
+    std::string path;        // a unix socket's path; with `tcp`, HOST:PORT ([V6ADDR]:PORT)
     bool read_only = false;  // connections on it may query, never change anything
-    mode_t mode = 0600;
+    mode_t mode = 0600;      // unix sockets only
+    // A TCP listener. It has no authentication (libvirtd's auth_tcp = "none"): whoever reaches
+    // the address may manage domains, so bind it to a trusted migration network only.
+    bool tcp = false;
 };
 
 // Who hears of connections coming and going (the event hub: events go to a connection's outbox).
@@ -62,6 +65,7 @@ private:
         uint64_t number = 0;
         std::shared_ptr<Outbox> outbox;
         bool read_only = false;
+        bool secure = true;
         std::thread thread;
         std::atomic<bool> done{false};
     };

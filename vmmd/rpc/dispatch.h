@@ -41,6 +41,7 @@ struct Caller {
     std::string uri;         // what CONNECT_OPEN named
     bool closed = false;     // CONNECT_CLOSE: the server ends the connection after its reply
     uint64_t connection = 0; // which connection (the server numbers them from 1): whom events go to
+    bool secure = true;      // a unix socket on this host; false over TCP (nothing is encrypted)
 };
 
 using Handler = std::function<Reply(Caller&, xdr::Reader&)>;

@@ -84,8 +84,21 @@ TEST(VmmdConnect, AnnouncesOnlyTheFeaturesItServes) {
     EXPECT_EQ(feature(6), 1) << "migration v3";
     EXPECT_EQ(feature(13), 1) << "migration with typed parameters";
     EXPECT_EQ(feature(14), 1) << "event callbacks";
-    EXPECT_EQ(feature(4), 0) << "peer-to-peer migration: not yet";
+    EXPECT_EQ(feature(4), 1) << "peer-to-peer migration";
     EXPECT_EQ(feature(7), 0) << "change protection: not served";
+}
+
+TEST(VmmdConnect, OnlyAUnixSocketIsSecure) {
+    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1}));
+    for (bool secure : {true, false}) {
+        rpc::Caller c;
+        c.secure = secure;
+        ASSERT_FALSE(reply(d, c, call(1, open_args("vmm:///system", 0))).second);
+        auto [out, error] = reply(d, c, call(149));
+        ASSERT_FALSE(error);
+        xdr::Reader r(out);
+        EXPECT_EQ(*r.i32(), secure ? 1 : 0);
+    }
 }
 
 TEST(VmmdConnect, VersionNumbersAsLibvirtCountsThem) {
