@@ -1,0 +1,260 @@
+// libvirt's C API (libvirt-dev, the library Nova and oVirt call) against two vmmd on this host:
+// virDomainMigrate3 moves a guest and virDomainGetJobStats reports the job under libvirt's
+// typed-parameter names, during the migration and after it on both sides; virDomainAbortJob
+// leaves the source running and nothing on the destination; virDomainMigrateToURI3 with
+// VIR_MIGRATE_PEER2PEER lets the source's vmmd drive the destination's. Labels libvirt, kvm.
+#include <gtest/gtest.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/process.h"
+#include "tests/support/wait.h"
+
+namespace vmm::test {
+namespace {
+
+struct CloseConnection {
+    void operator()(virConnectPtr c) const { virConnectClose(c); }
+};
+struct FreeDomain {
+    void operator()(virDomainPtr d) const { virDomainFree(d); }
+};
+using Connection = std::unique_ptr<virConnect, CloseConnection>;
+using Domain = std::unique_ptr<virDomain, FreeDomain>;
+
+// A typed-parameter list libvirt allocated or grew; freed with the object.
+struct Params {
+    virTypedParameterPtr list = nullptr;
+    int count = 0;
+    int max = 0;
+    Params() = default;
+    Params(const Params&) = delete;
+    Params& operator=(const Params&) = delete;
+    ~Params() { virTypedParamsFree(list, count); }
+    std::optional<unsigned long long> ull(const char* name) const {
+        unsigned long long v = 0;
+        return virTypedParamsGetULLong(list, count, name, &v) == 1 ? std::optional(v) : std::nullopt;
+    }
+    std::optional<int> i32(const char* name) const {
+        int v = 0;
+        return virTypedParamsGetInt(list, count, name, &v) == 1 ? std::optional(v) : std::nullopt;
+    }
+};
+
+std::string last_error() {
+    const char* m = virGetLastErrorMessage();
+    return m != nullptr ? m : "no error recorded";
+}
+
+struct JobStats {
+    int type = -1;
+    Params params;
+};
+
+std::unique_ptr<JobStats> job_stats(virDomainPtr d, unsigned flags) {
+    auto s = std::make_unique<JobStats>();
+    if (virDomainGetJobStats(d, &s->type, &s->params.list, &s->params.count, flags) != 0) return nullptr;
+    return s;
+}
+
+constexpr const char* kDomainXml = R"(<domain type='vmm'>
+  <name>api</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>pattern</kernel></os>
+</domain>)";
+
+class TwoVmmd : public ::testing::Test {
+protected:
+    void SetUp() override {
+        VMM_REQUIRE_KVM();
+        char tmpl[] = "/tmp/vmmd-api.XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});  // the test reports errors itself
+        std::mt19937 rng(std::random_device{}());
+        tcp_port_ = 17000 + static_cast<int>(rng() % 400);
+        mig_port_ = 50000 + static_cast<int>(rng() % 1000);
+        src_ = start("src", {});
+        dst_ = start("dst", {"--listen-tcp", "127.0.0.1:" + std::to_string(tcp_port_)});
+        ASSERT_TRUE(src_ && dst_);
+    }
+
+    void TearDown() override {
+        for (virConnectPtr c : {src_.get(), dst_.get()}) {
+            if (c == nullptr) continue;
+            virDomainPtr* all = nullptr;
+            int n = virConnectListAllDomains(c, &all, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+            for (int i = 0; i < n; ++i) {
+                virDomainDestroy(all[i]);
+                virDomainFree(all[i]);
+            }
+            free(all);
+        }
+        src_.reset();
+        dst_.reset();
+        for (auto& d : daemons_) {
+            d->signal(SIGTERM);
+            EXPECT_EQ(d->wait(std::chrono::seconds(10)), 0) << "vmmd did not stop cleanly on SIGTERM";
+        }
+        daemons_.clear();
+        if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    }
+
+    std::string socket_uri(const std::string& name) const { return "vmm+unix:///system?socket=" + dir_ + "/" + name + "/sock"; }
+    std::string tcp_uri() const { return "vmm+tcp://127.0.0.1:" + std::to_string(tcp_port_) + "/system"; }
+    std::string next_migrate_uri() { return "tcp://127.0.0.1:" + std::to_string(++mig_port_); }
+
+    // A vmmd with its own socket and state directory, and a connection to it once it answers.
+    Connection start(const std::string& name, std::vector<std::string> extra) {
+        std::string vmmd = std::filesystem::path(VMM_TEST_BINARY).parent_path() / "vmmd";
+        std::vector<std::string> argv = {vmmd, "--socket", dir_ + "/" + name + "/sock", "--state-dir", dir_ + "/" + name + "/state"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        std::filesystem::create_directories(dir_ + "/" + name);
+        daemons_.push_back(VmmProcess::spawn_program(argv, dir_ + "/" + name + ".log"));
+        Connection c;
+        wait_for([&] { return (c = Connection(virConnectOpen(socket_uri(name).c_str()))) != nullptr; }, std::chrono::seconds(10));
+        EXPECT_TRUE(c) << name << " vmmd does not answer: " << last_error();
+        return c;
+    }
+
+    // The domain's RAM digest, through the QMP socket vmmd gave its vmm.
+    std::string ramhash(const std::string& side, virDomainPtr d) {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        if (virDomainGetUUIDString(d, uuid) != 0) return "no uuid: " + last_error();
+        auto q = QmpClient::connect(dir_ + "/" + side + "/state/run/" + uuid + ".qmp");
+        if (!q) return "no QMP socket";
+        return q->execute("query-ramhash").dump();
+    }
+
+    Domain define_and_start() {
+        Domain d(virDomainDefineXML(src_.get(), kDomainXml));
+        EXPECT_TRUE(d) << last_error();
+        if (d) {
+            EXPECT_EQ(virDomainCreate(d.get()), 0) << last_error();
+        }
+        return d;
+    }
+
+    std::string dir_;
+    int tcp_port_ = 0, mig_port_ = 0;
+    std::vector<std::unique_ptr<VmmProcess>> daemons_;
+    Connection src_, dst_;
+};
+
+TEST_F(TwoVmmd, Migrate3MovesTheGuestAndJobStatsSayWhatMoved) {
+    Domain d = define_and_start();
+    ASSERT_TRUE(d);
+    ASSERT_EQ(virDomainSuspend(d.get()), 0) << last_error();  // a paused guest: the digests must match
+    std::string before = ramhash("src", d.get());
+    Params p;
+    std::string uri = next_migrate_uri();
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_URI, uri.c_str()), 0);
+    ASSERT_EQ(virTypedParamsAddULLong(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_BANDWIDTH, 500), 0);
+    Domain arrived(virDomainMigrate3(d.get(), dst_.get(), p.list, static_cast<unsigned>(p.count),
+                                     VIR_MIGRATE_LIVE | VIR_MIGRATE_PERSIST_DEST));
+    ASSERT_TRUE(arrived) << last_error();
+    EXPECT_EQ(ramhash("dst", arrived.get()), before);
+
+    int state = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(d.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_SHUTOFF);
+    EXPECT_EQ(reason, VIR_DOMAIN_SHUTOFF_MIGRATED);
+    ASSERT_EQ(virDomainGetState(arrived.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_PAUSED) << "a guest paused at the source stays paused";
+    EXPECT_EQ(virDomainIsPersistent(arrived.get()), 1);
+
+    for (auto [dom, operation] : {std::pair{d.get(), VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT},
+                                  std::pair{arrived.get(), VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN}}) {
+        auto s = job_stats(dom, VIR_DOMAIN_JOB_STATS_COMPLETED);
+        ASSERT_TRUE(s) << last_error();
+        EXPECT_EQ(s->type, VIR_DOMAIN_JOB_COMPLETED);
+        EXPECT_EQ(s->params.i32(VIR_DOMAIN_JOB_OPERATION), operation);
+        EXPECT_EQ(s->params.ull(VIR_DOMAIN_JOB_MEMORY_TOTAL), 64ull << 20);
+        EXPECT_GT(s->params.ull(VIR_DOMAIN_JOB_MEMORY_PROCESSED).value_or(0), 0u);
+        EXPECT_EQ(s->params.ull(VIR_DOMAIN_JOB_MEMORY_REMAINING), 0u);
+        EXPECT_EQ(s->params.ull(VIR_DOMAIN_JOB_DATA_REMAINING), 0u);
+        EXPECT_TRUE(s->params.ull(VIR_DOMAIN_JOB_TIME_ELAPSED));
+        EXPECT_TRUE(s->params.ull(VIR_DOMAIN_JOB_DOWNTIME));
+        // Every page is either constant or normal: together they are all of RAM.
+        auto constant = s->params.ull(VIR_DOMAIN_JOB_MEMORY_CONSTANT), normal = s->params.ull(VIR_DOMAIN_JOB_MEMORY_NORMAL);
+        ASSERT_TRUE(constant && normal);
+        EXPECT_EQ((*constant + *normal) * 4096, 64ull << 20);
+    }
+}
+
+TEST_F(TwoVmmd, JobStatsDuringAMigrationAndAbortLeaveTheSourceRunning) {
+    Domain d = define_and_start();
+    ASSERT_TRUE(d);
+    ASSERT_EQ(virDomainMigrateSetMaxSpeed(d.get(), 1, 0), 0) << last_error();  // 1 MiB/s: 64 MiB take a minute
+    std::string uri = next_migrate_uri();
+    int result = 0;
+    std::string error;
+    std::thread migration([&] {
+        // Its own connections: the migration call holds its connection while the test polls.
+        Connection src(virConnectOpen(socket_uri("src").c_str())), dst(virConnectOpen(socket_uri("dst").c_str()));
+        Domain mine(src ? virDomainLookupByName(src.get(), "api") : nullptr);
+        Params p;
+        virTypedParamsAddString(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_URI, uri.c_str());
+        Domain arrived(mine && dst ? virDomainMigrate3(mine.get(), dst.get(), p.list, static_cast<unsigned>(p.count), VIR_MIGRATE_LIVE)
+                                   : nullptr);
+        result = arrived ? 1 : -1;
+        if (!arrived) error = last_error();
+    });
+    std::unique_ptr<JobStats> running;
+    bool seen = wait_for(
+        [&] {
+            running = job_stats(d.get(), 0);
+            return running && running->type == VIR_DOMAIN_JOB_UNBOUNDED && running->params.ull(VIR_DOMAIN_JOB_MEMORY_PROCESSED).value_or(0) > 0;
+        },
+        std::chrono::seconds(30));
+    if (seen) {
+        EXPECT_EQ(running->params.i32(VIR_DOMAIN_JOB_OPERATION), VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT);
+        EXPECT_EQ(running->params.ull(VIR_DOMAIN_JOB_MEMORY_TOTAL), 64ull << 20);
+        EXPECT_GT(running->params.ull(VIR_DOMAIN_JOB_MEMORY_REMAINING).value_or(0), 0u);
+        EXPECT_EQ(virDomainAbortJob(d.get()), 0) << last_error();
+    }
+    migration.join();
+    ASSERT_TRUE(seen) << "no running migration job appeared; the migration ended with: " << error;
+    EXPECT_EQ(result, -1) << "the aborted migration succeeded";
+    EXPECT_NE(error.find("cancel"), std::string::npos) << error;
+    int state = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(d.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_RUNNING);
+    EXPECT_TRUE(wait_for([&] { return virConnectNumOfDomains(dst_.get()) == 0; }, std::chrono::seconds(10)))
+        << "a domain is left running on the destination";
+}
+
+TEST_F(TwoVmmd, PeerToPeerMigrateToUri3) {
+    Domain d = define_and_start();
+    ASSERT_TRUE(d);
+    Params p;
+    std::string uri = next_migrate_uri();
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_URI, uri.c_str()), 0);
+    ASSERT_EQ(virDomainMigrateToURI3(d.get(), tcp_uri().c_str(), p.list, static_cast<unsigned>(p.count),
+                                     VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_UNDEFINE_SOURCE),
+              0)
+        << last_error();
+    Domain arrived(virDomainLookupByName(dst_.get(), "api"));
+    ASSERT_TRUE(arrived) << last_error();
+    int state = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(arrived.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_RUNNING);
+    EXPECT_EQ(reason, VIR_DOMAIN_RUNNING_MIGRATED);
+    EXPECT_EQ(virConnectNumOfDefinedDomains(src_.get()), 0) << "VIR_MIGRATE_UNDEFINE_SOURCE left the definition";
+    auto s = job_stats(arrived.get(), VIR_DOMAIN_JOB_STATS_COMPLETED);
+    ASSERT_TRUE(s) << last_error();
+    EXPECT_EQ(s->params.i32(VIR_DOMAIN_JOB_OPERATION), VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN);
+}
+
+}  // namespace
+}  // namespace vmm::test
