@@ -8,6 +8,7 @@
 
 #include "vmmd/daemon/domain_args.h"
 #include "vmmd/daemon/migrations.h"
+#include "vmmd/migration/pin_limit.h"
 #include "vmmd/peer/peer_migration.h"
 
 namespace vmmd {
@@ -71,6 +72,11 @@ vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& 
     }
     if (*initial) p["cpu-throttle-initial"] = **initial;
     if (*increment) p["cpu-throttle-increment"] = **increment;
+    if (uri.rdma() && !pin_all && v.def.hard_limit_kib) {
+        auto limit = dynamic_pin_limit(v.def.memory_kib * 1024, *v.def.hard_limit_kib * 1024);
+        if (!limit) return limit.error();
+        if (*limit) p["rdma-pin-limit"] = **limit;
+    }
     if (!p.empty()) {
         if (auto r = sup_.qmp(v.def.uuid, "migrate-set-parameters", p); !r) return r.error();
     }

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -43,7 +45,14 @@ Result<UniqueFd> open_pidfd(pid_t pid) {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // vmmd's watcher blocks SIGINT and SIGTERM
     ::signal(SIGPIPE, SIG_DFL);
     if (::setsid() < 0) fail();
-    if (memlock != nullptr && ::setrlimit(RLIMIT_MEMLOCK, memlock) != 0) fail();
+    if (memlock != nullptr) {
+        if (::setrlimit(RLIMIT_MEMLOCK, memlock) != 0) fail();
+        // The limit must bind: CAP_IPC_LOCK (root's) would let the process lock past it. Out of
+        // the bounding set it is gone from the exec'd program too. EPERM: vmmd is not privileged
+        // and neither is its child.
+        if (::prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK, 0, 0, 0) != 0 && errno != EPERM) fail();
+        if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) fail();
+    }
     int in = ::open("/dev/null", O_RDONLY);
     int out = ::open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
     if (in < 0 || out < 0) fail();

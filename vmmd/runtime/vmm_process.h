@@ -39,8 +39,10 @@ struct ProcessEnding {
 class VmmProcess {
 public:
     // Starts `argv` in a new session with stdin from /dev/null and stdout and stderr appended to
-    // `log_path`; RLIMIT_MEMLOCK is raised to `memlock` bytes when given. An executable that
-    // cannot be run is an error with exec's errno, not a process that exits at once.
+    // `log_path`; RLIMIT_MEMLOCK is set to `memlock` bytes when given, and then the process also
+    // loses CAP_IPC_LOCK, so that the limit binds even under a root vmmd (as it binds for
+    // libvirt's unprivileged QEMU). An executable that cannot be run is an error with exec's
+    // errno, not a process that exits at once.
     static Result<std::unique_ptr<VmmProcess>> spawn(const std::vector<std::string>& argv, const std::string& log_path,
                                                      std::optional<uint64_t> memlock);
     // A process started by an earlier vmmd. A pid that has ended, or that now names another

@@ -4,6 +4,7 @@
 #include "vmmd/migration/cookie.h"
 #include "vmmd/migration/job_stats.h"
 #include "vmmd/migration/migration_uri.h"
+#include "vmmd/migration/pin_limit.h"
 #include "vmmd/rpc/typed_params.h"
 
 namespace vmmd {
@@ -113,6 +114,27 @@ TEST(Cookie, APeersOtherCookieIsRefused) {
                             R"({"vmm-migration":1,"hostname":"h","name":"n","uuid":"00000000-0000-0000-0000-000000000000","stats":{}})"}) {
         EXPECT_FALSE(decode_cookie(bytes(bad))) << bad;
     }
+}
+
+}  // namespace
+}  // namespace vmmd
+
+namespace vmmd {
+namespace {
+
+TEST(PinLimit, DynamicRegistrationIsBoundedOnlyWhereTheHardLimitIsBelowTheRam) {
+    constexpr uint64_t MiB = 1ull << 20;
+    auto roomy = dynamic_pin_limit(64 * MiB, 512 * MiB);
+    ASSERT_TRUE(roomy);
+    EXPECT_FALSE(*roomy) << "everything fits: no limit";
+    auto tight = dynamic_pin_limit(64 * MiB, 40 * MiB);
+    ASSERT_TRUE(tight);
+    EXPECT_EQ(*tight, 40 * MiB - kRdmaPinHeadroom);
+    auto edge = dynamic_pin_limit(64 * MiB, 64 * MiB);
+    ASSERT_TRUE(edge && *edge) << "the RAM alone, without the transport's own buffers, does not fit";
+    auto none = dynamic_pin_limit(64 * MiB, 4 * MiB);
+    ASSERT_FALSE(none);
+    EXPECT_NE(none.error().message().find("raise it"), std::string::npos) << none.error().message();
 }
 
 }  // namespace

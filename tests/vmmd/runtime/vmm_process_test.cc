@@ -1,6 +1,7 @@
 #include "vmmd/runtime/vmm_process.h"
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -46,16 +47,24 @@ TEST_F(VmmProcessTest, ItRunsInASessionOfItsOwnWithTheMemlockLimitAsked) {
     struct rlimit now {};
     ::getrlimit(RLIMIT_MEMLOCK, &now);
     uint64_t ask = now.rlim_max == RLIM_INFINITY ? 8 << 20 : std::min<uint64_t>(now.rlim_max, 8 << 20);
-    auto p = VmmProcess::spawn({"/bin/sh", "-c", "ps -o sid= -p $$; ulimit -l"}, log(), ask);
+    auto p = VmmProcess::spawn({"/bin/sh", "-c", "ps -o sid= -p $$; ulimit -l; sed -n 's/^CapEff:[[:space:]]*//p' /proc/$$/status"},
+                               log(), ask);
     ASSERT_TRUE(p) << p.error().message();
     ASSERT_TRUE(wait_end(**p));
     (*p)->reap();
     std::istringstream out(read_log());
     long sid = 0;
     uint64_t kib = 0;
-    out >> sid >> kib;
+    std::string cap_eff;
+    out >> sid >> kib >> cap_eff;
     EXPECT_EQ(sid, (*p)->identity().pid) << read_log();
     EXPECT_EQ(kib * 1024, ask) << read_log();
+    // Root's CAP_IPC_LOCK would lock past the limit: a child with a limit has it no more.
+    uint64_t caps = std::stoull(cap_eff, nullptr, 16);
+    EXPECT_EQ(caps & (1ull << CAP_IPC_LOCK), 0u) << "CapEff " << cap_eff;
+    if (::geteuid() == 0) {
+        EXPECT_NE(caps & (1ull << CAP_SYS_ADMIN), 0u) << "only CAP_IPC_LOCK is dropped: CapEff " << cap_eff;
+    }
 }
 
 TEST_F(VmmProcessTest, AProgramThatCannotRunIsAnErrorWithExecsReason) {
