@@ -88,6 +88,20 @@ out=$(d migrate --live --undefinesource demo "$uri" --migrateuri "$mig") || fail
 expect "back home after --p2p it runs" "$(v domstate demo --reason)" "running \(migrated\)"
 [ -z "$(dest_vmms)" ] || fail "a vmm is left on the destination"
 
+# A long call must not silence its connection: with a keepalive ping every second and two missed
+# allowed, a migration of several seconds completes, and virsh --timeout suspends the domain on
+# the connection its Perform3 holds (the source's job then finishes with the guest paused).
+out=$(v migrate-setspeed demo 2) || fail "migrate-setspeed 2: $out"
+next_uri tcp
+out=$(virsh -k 1 -K 2 -c "$uri" migrate --live --timeout 1 demo "$duri" --migrateuri "$mig" 2>&1) ||
+    fail "a migration longer than the keepalive timeout: $out"
+expect "--timeout 1 with keepalive 1 s x 2: the migration completes and the guest runs at the destination" \
+    "$(d domstate demo --reason)" "running \(migrated\)"
+expect "it took longer than the keepalive allows" "$(v domjobinfo demo --completed)" "Time elapsed: +([3-9][0-9]{3}|[0-9]{5,}) +ms"
+next_uri tcp
+out=$(d migrate --live --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back: $out"
+out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed: $out"
+
 # domjobabort mid-migration, then a destination vmm killed mid-migration: the source runs on.
 running_job() { v domjobinfo demo | grep -q "Unbounded"; }
 for how in abort kill p2p-abort; do

@@ -19,6 +19,7 @@
 #include "vmm/common/log.h"
 #include "vmm/common/socket_io.h"
 #include "vmm/common/thread_name.h"
+#include "vmmd/daemon/call_workers.h"
 
 namespace vmmd {
 
@@ -27,6 +28,8 @@ using vmm::Error;
 namespace {
 
 constexpr long kSendTimeoutSeconds = 30;
+constexpr size_t kCallsInFlight = 5;                           // per connection, as libvirtd's max_client_requests
+constexpr int32_t kConnectOpen = 1, kConnectClose = 2;          // remote_protocol.x
 
 Result<sockaddr_un> unix_address(const std::string& path) {
     sockaddr_un a{};
@@ -255,6 +258,7 @@ void Server::serve(Client& c) {
     caller.read_only = c.read_only;
     caller.connection = c.number;
     caller.secure = c.secure;
+    CallWorkers workers(kCallsInFlight);  // declared after caller: joined before it goes
     for (;;) {
         auto m = read_message(c.fd.get(), stop_.get());
         if (!m) {
@@ -262,6 +266,17 @@ void Server::serve(Client& c) {
             return;
         }
         if (!*m) return;  // hung up
+        const rpc::Header& h = (*m)->header;
+        if (h.program == rpc::kRemoteProgram && h.type == rpc::Type::call && caller.opened &&
+            h.procedure != kConnectOpen && h.procedure != kConnectClose) {
+            // A call on an open connection runs beside the reader, with the caller as it is now
+            // (only CONNECT_OPEN and CONNECT_CLOSE change it, and they run here).
+            workers.run([this, &c, snapshot = caller, message = std::move(**m)]() mutable {
+                if (auto reply = answer(dispatcher_, snapshot, message)) (void)c.outbox->send(*reply);
+            });
+            continue;
+        }
+        if (h.procedure == kConnectClose) workers.wait_all();  // its reply is the last
         auto reply = answer(dispatcher_, caller, **m);
         if (reply && !c.outbox->send(*reply)) return;
         if (caller.closed) return;  // CONNECT_CLOSE was answered

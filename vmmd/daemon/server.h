@@ -1,8 +1,9 @@
-// Server: libvirt's RPC on unix sockets, and on TCP when asked (for --p2p between hosts). One thread per client reads whole messages (the length
-// word first, checked before the body is read), hands remote-program calls to the Dispatcher and
-// writes the replies; it answers the keepalive program's PING with PONG. A message that cannot be
-// framed or decoded closes that client's connection, saying why in the log; the daemon and every
-// other client run on.
+// Server: libvirt's RPC on unix sockets, and on TCP when asked (for --p2p between hosts). One
+// thread per client reads whole messages (the length word first, checked before the body is
+// read) and answers the keepalive program's PING with PONG at once; the calls of an open
+// connection run beside it, up to five at a time (CallWorkers), so a long call never silences
+// the connection. A message that cannot be framed or decoded closes that client's connection,
+// saying why in the log; the daemon and every other client run on.
 #pragma once
 
 #include <sys/types.h>

@@ -1,0 +1,40 @@
+#include "vmmd/daemon/call_workers.h"
+
+#include "vmm/common/thread_name.h"
+
+namespace vmmd {
+
+void CallWorkers::run(std::function<void()> call) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return running_ < limit_; });
+    reap_locked();
+    ++running_;
+    Worker& w = workers_.emplace_back();
+    w.thread = std::thread([this, &w, call = std::move(call)] {
+        vmm::name_this_thread("vmmd-call");
+        call();
+        std::lock_guard done(mutex_);
+        w.done = true;
+        --running_;
+        changed_.notify_all();
+    });
+}
+
+void CallWorkers::wait_all() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return running_ == 0; });
+    reap_locked();
+}
+
+void CallWorkers::reap_locked() {
+    for (auto it = workers_.begin(); it != workers_.end();) {
+        if (!it->done) {
+            ++it;
+            continue;
+        }
+        it->thread.join();  // its call returned and it holds no lock: the join is immediate
+        it = workers_.erase(it);
+    }
+}
+
+}  // namespace vmmd
