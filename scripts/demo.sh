@@ -7,13 +7,15 @@
 #   scripts/demo.sh            over TCP on loopback
 #   scripts/demo.sh --rdma     over RDMA: this machine's RDMA device (address in $VMM_RDMA_ADDR),
 #                              or, without one, the same demo inside the SoftRoCE nested VM
+#   scripts/demo.sh --virsh    the same through stock virsh and two vmmd (scripts/demo-virsh.sh)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rdma=0
 case "${1:-}" in
     --rdma) rdma=1 ;;
+    --virsh) exec bash "$(dirname "$0")/demo-virsh.sh" ;;
     "") ;;
-    *) die "unknown option $1 (scripts/demo.sh [--rdma])" ;;
+    *) die "unknown option $1 (scripts/demo.sh [--rdma | --virsh])" ;;
 esac
 if [ -z "${VMM_DEMO_INSIDE:-}" ]; then
     [ -n "${VMM_DEMO_NO_BUILD:-}" ] || build  # the test of this demo runs it on the build under test

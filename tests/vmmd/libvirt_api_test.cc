@@ -2,7 +2,7 @@
 // virDomainMigrate3 moves a guest and virDomainGetJobStats reports the job under libvirt's
 // typed-parameter names, during the migration and after it on both sides; virDomainAbortJob
 // leaves the source running and nothing on the destination; virDomainMigrateToURI3 with
-// VIR_MIGRATE_PEER2PEER lets the source's vmmd drive the destination's. Labels libvirt, kvm.
+// VIR_MIGRATE_PEER2PEER lets the source's vmmd drive the destination's. Label libvirt.
 #include <gtest/gtest.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installed like a hypervisor (label libvirt): `cmake --install` into a temporary prefix puts every
+# file where vmm and vmmd look for it, with a systemd unit naming the installed vmmd; `cpack -G
+# DEB` packs the same under /usr, with Depends from the libraries it links. Then, with the build
+# tree hidden (an empty tmpfs mounted over it in a private mount namespace), two installed vmmd
+# migrate a domain live with stock virsh (TCP on loopback, RAM digests equal) and the installed
+# vmm loads the installed RDMA plugin.
+#   install_test.sh BUILD_DIR                 (the second stage: --installed BUILD_DIR PREFIX)
+set -uo pipefail
+if [ "${1:-}" = --installed ]; then
+    build=$2 prefix=$3
+    unset VMM_GUEST_DIR VMM_PLUGIN_DIR VMM_BIN_DIR VMM_BINARY
+    . "$(dirname "$0")/../vmmd/lib.sh"
+    [ -z "$(ls -A "$build")" ] || fail "the build tree is still visible"
+    echo "ok: the build tree is hidden; only $prefix remains"
+    cd /
+    start_vmmd "$prefix"
+    "$prefix/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" >>"$dir/dlog" 2>&1 &
+    also_kill+=($!)
+    duri="vmm+unix:///system?socket=$dir/dsock"
+    wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
+    qmp() { "$prefix/bin/vmmctl" --qmp "unix:$dir/$1/run/$(v domuuid demo | head -1).qmp" "$2"; }
+    pattern_domain "$dir/demo.xml"
+    out=$(v define "$dir/demo.xml") || fail "define: $out"
+    out=$(v start demo) || fail "start (the installed vmm and its payload): $out"
+    out=$(v suspend demo) || fail "suspend: $out"
+    before=$(qmp state query-ramhash) || fail "query-ramhash: $before"
+    port=$((49400 + RANDOM % 500))
+    out=$(v migrate --live demo "$duri" --migrateuri "tcp://127.0.0.1:$port") || fail "migrate: $out"
+    after=$(qmp dstate query-ramhash) || fail "query-ramhash at the destination: $after"
+    [ "$before" = "$after" ] || fail "RAM digests differ: $before vs $after"
+    echo "ok: two installed vmmd migrated a domain live; RAM digests equal ($after)"
+    out=$(qmp dstate 'migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": false}]}') ||
+        fail "the installed vmm did not load the installed RDMA plugin: $out"
+    echo "ok: the installed vmm loads $prefix/lib/vmm/vmm-transport-rdma.so"
+    exit 0
+fi
+
+build=$1
+fail() { echo "FAIL: $*"; exit 1; }
+[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
+[ -x "$build/bin/vmmd" ] || { echo "SKIP: vmmd is not built (needs libvirt-dev)"; exit 77; }
+work=$(mktemp -d /tmp/vmm-install.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+out=$(cmake --install "$build" --prefix "$prefix" 2>&1) || fail "cmake --install: $out"
+for f in bin/vmm bin/vmmctl bin/vmmd lib/vmm/vmm-transport-rdma.so share/vmm/guest/pattern.elf share/vmm/guest/stress.elf \
+         share/vmm/configs/pattern.toml lib/systemd/system/vmmd.service share/doc/vmm/libvirt.md; do
+    [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
+done
+echo "ok: cmake --install --prefix put binaries, plugin, payloads, configs, docs and the unit in place"
+grep -q "^ExecStart=$prefix/bin/vmmd " "$prefix/lib/systemd/system/vmmd.service" ||
+    fail "the unit does not start the installed vmmd: $(grep ExecStart "$prefix/lib/systemd/system/vmmd.service")"
+grep -q "^KillMode=process" "$prefix/lib/systemd/system/vmmd.service" || fail "the unit would kill the guests with vmmd"
+echo "ok: the systemd unit starts $prefix/bin/vmmd and leaves the guests running when it stops"
+
+if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
+    out=$(cd "$build" && cpack -G DEB -B "$work/deb" 2>&1) || fail "cpack -G DEB: $out"
+    deb=$(ls "$work"/deb/vmm_*.deb 2>/dev/null | head -1)
+    [ -n "$deb" ] || fail "cpack made no .deb: $out"
+    contents=$(dpkg-deb -c "$deb")
+    for f in ./usr/bin/vmmd ./usr/bin/vmm ./usr/lib/vmm/vmm-transport-rdma.so ./usr/share/vmm/guest/pattern.elf \
+             ./usr/lib/systemd/system/vmmd.service; do
+        grep -q " $f\$" <<<"$contents" || fail "$(basename "$deb") lacks $f"
+    done
+    depends=$(dpkg-deb -f "$deb" Depends)
+    for lib in libvirt0 libibverbs1 librdmacm1 libxml2; do
+        grep -q "$lib" <<<"$depends" || fail "the package's Depends lacks $lib: $depends"
+    done
+    dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/vmmd.service | grep -q "^ExecStart=/usr/bin/vmmd " ||
+        fail "the packaged unit does not start /usr/bin/vmmd"
+    echo "ok: cpack -G DEB made $(basename "$deb") (Depends: $depends)"
+else
+    echo "note: cpack or dpkg-deb missing: the Debian package is not checked"
+fi
+
+unshare -m --propagation private true 2>/dev/null || { echo "SKIP: hiding the build tree needs unshare -m (root)"; exit 77; }
+unshare -m --propagation private bash -c 'mount -t tmpfs tmpfs "$1" && exec bash "$2" --installed "$1" "$3"' \
+    _ "$build" "$0" "$prefix"
