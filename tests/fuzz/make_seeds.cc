@@ -95,7 +95,7 @@ static int domain_seeds(const std::string& dir) {
         "<title>t</title><memory unit='MiB'>64</memory><currentMemory unit='KiB'>65536</currentMemory><vcpu>2</vcpu>"
         "<os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=8M</cmdline></os>"
         "<memtune><hard_limit unit='GiB'>1</hard_limit></memtune><on_poweroff>destroy</on_poweroff>"
-        "<on_crash>preserve</on_crash><devices><serial type='file'><source path='/tmp/s'/></serial></devices>"
+        "<on_crash>destroy</on_crash><devices><serial type='file'><source path='/tmp/s'/></serial></devices>"
         "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:dirty-tracking>ring"
         "</vmm:dirty-tracking><vmm:prealloc>on</vmm:prealloc></vmm:vmm></metadata></domain>";
     std::ofstream(dir + "/small") << "<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os></domain>";

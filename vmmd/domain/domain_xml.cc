@@ -131,7 +131,12 @@ Status parse_memtune(const xmlNode* memtune, DomainDef& d) {
 
 Status lifecycle_action(const xmlNode* c, std::string& out) {
     std::string t = text_of(c);
-    if (t != "destroy" && t != "preserve") return Error(fmt::format("<{}>{}</{}>: the vmm driver does destroy or preserve", name_of(c), t, name_of(c)));
+    // A vmm whose guest powers off or crashes ends (a payload's CPU exception exits with 128 +
+    // the vector): the domain is shut off (shutdown or crashed). Nothing is kept to preserve.
+    if (t != "destroy") {
+        return Error(fmt::format("<{}>{}</{}>: the vmm driver only destroys (its vmm ends with the guest); use destroy",
+                                 name_of(c), t, name_of(c)));
+    }
     out = t;
     return {};
 }

@@ -18,7 +18,7 @@ const char* kFull = R"(<domain type='vmm'>
   <memtune><hard_limit unit='GiB'>2</hard_limit></memtune>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>
-  <on_crash>preserve</on_crash>
+  <on_crash>destroy</on_crash>
   <devices><serial type='file'><source path='/var/log/vmm/db-1.log'/></serial><console type='file'/></devices>
   <metadata>
     <other:thing xmlns:other='urn:other'>kept out</other:thing>
@@ -39,7 +39,7 @@ TEST(DomainXml, ReadsEverythingTheDriverTakes) {
     EXPECT_EQ(d->kernel, "/opt/guest.elf");
     EXPECT_EQ(d->cmdline, "bytes=64M stride=4096");
     EXPECT_EQ(d->hard_limit_kib, 2u * 1024 * 1024);
-    EXPECT_EQ(d->on_crash, "preserve");
+    EXPECT_EQ(d->on_crash, "destroy");
     EXPECT_EQ(d->serial_file, "/var/log/vmm/db-1.log");
     EXPECT_EQ(d->dirty_tracking, "ring");
     EXPECT_TRUE(d->prealloc);
@@ -86,6 +86,8 @@ TEST(DomainXml, RefusesWhatTheGuestWouldNotGetByName) {
         {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
          "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:dirty-tracking>pml"
          "</vmm:dirty-tracking></vmm:vmm></metadata></domain>", "dirty-tracking (log, ring)"},
+        {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
+         "<on_crash>preserve</on_crash></domain>", "<on_crash>preserve</on_crash>: the vmm driver only destroys"},
     };
     for (const auto& [xml, phrase] : cases) {
         auto d = parse_domain_xml(xml, kRandom);
