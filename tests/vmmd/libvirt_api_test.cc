@@ -18,28 +18,18 @@
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/process.h"
 #include "tests/support/wait.h"
+#include "vmmd/peer/libvirt_handles.h"
 
 namespace vmm::test {
 namespace {
 
-struct CloseConnection {
-    void operator()(virConnectPtr c) const { virConnectClose(c); }
-};
-struct FreeDomain {
-    void operator()(virDomainPtr d) const { virDomainFree(d); }
-};
-using Connection = std::unique_ptr<virConnect, CloseConnection>;
-using Domain = std::unique_ptr<virDomain, FreeDomain>;
+namespace peer = vmmd::peer;
 
-// A typed-parameter list libvirt allocated or grew; freed with the object.
-struct Params {
-    virTypedParameterPtr list = nullptr;
-    int count = 0;
-    int max = 0;
-    Params() = default;
-    Params(const Params&) = delete;
-    Params& operator=(const Params&) = delete;
-    ~Params() { virTypedParamsFree(list, count); }
+using peer::Connection;
+using peer::Domain;
+
+// A typed-parameter list with lookups by name.
+struct Params : peer::TypedParams {
     std::optional<unsigned long long> ull(const char* name) const {
         unsigned long long v = 0;
         return virTypedParamsGetULLong(list, count, name, &v) == 1 ? std::optional(v) : std::nullopt;

@@ -8,54 +8,37 @@
 #include <mutex>
 #include <type_traits>
 
+#include "vmmd/peer/libvirt_handles.h"
+
 namespace vmmd::peer {
 
 using vmm::Error;
 
 namespace {
 
-struct CloseConnection {
-    void operator()(virConnectPtr c) const { virConnectClose(c); }
-};
-struct FreeDomain {
-    void operator()(virDomainPtr d) const { virDomainFree(d); }
-};
-using Connection = std::unique_ptr<virConnect, CloseConnection>;
-using Domain = std::unique_ptr<virDomain, FreeDomain>;
-
-// libvirt's typed-parameter list, grown by virTypedParamsAdd* and freed with the object.
-class Params {
-public:
-    Params() = default;
-    Params(const Params&) = delete;
-    Params& operator=(const Params&) = delete;
-    ~Params() { virTypedParamsFree(list_, count_); }
-
-    vmm::Status add(const rpc::TypedParam& p) {
+// The migration's typed parameters, as libvirt's client library takes them.
+vmm::Result<std::unique_ptr<TypedParams>> to_libvirt(const std::vector<rpc::TypedParam>& params) {
+    auto out = std::make_unique<TypedParams>();
+    for (const rpc::TypedParam& p : params) {
         const char* name = p.name.c_str();
+        auto* l = &out->list;
+        int *n = &out->count, *m = &out->max;
         int rc = std::visit(
             [&](const auto& v) {
                 using T = std::decay_t<decltype(v)>;
-                if constexpr (std::is_same_v<T, int32_t>) return virTypedParamsAddInt(&list_, &count_, &max_, name, v);
-                if constexpr (std::is_same_v<T, uint32_t>) return virTypedParamsAddUInt(&list_, &count_, &max_, name, v);
-                if constexpr (std::is_same_v<T, int64_t>) return virTypedParamsAddLLong(&list_, &count_, &max_, name, v);
-                if constexpr (std::is_same_v<T, uint64_t>) return virTypedParamsAddULLong(&list_, &count_, &max_, name, v);
-                if constexpr (std::is_same_v<T, double>) return virTypedParamsAddDouble(&list_, &count_, &max_, name, v);
-                if constexpr (std::is_same_v<T, bool>) return virTypedParamsAddBoolean(&list_, &count_, &max_, name, v ? 1 : 0);
-                if constexpr (std::is_same_v<T, std::string>) return virTypedParamsAddString(&list_, &count_, &max_, name, v.c_str());
+                if constexpr (std::is_same_v<T, int32_t>) return virTypedParamsAddInt(l, n, m, name, v);
+                if constexpr (std::is_same_v<T, uint32_t>) return virTypedParamsAddUInt(l, n, m, name, v);
+                if constexpr (std::is_same_v<T, int64_t>) return virTypedParamsAddLLong(l, n, m, name, v);
+                if constexpr (std::is_same_v<T, uint64_t>) return virTypedParamsAddULLong(l, n, m, name, v);
+                if constexpr (std::is_same_v<T, double>) return virTypedParamsAddDouble(l, n, m, name, v);
+                if constexpr (std::is_same_v<T, bool>) return virTypedParamsAddBoolean(l, n, m, name, v ? 1 : 0);
+                if constexpr (std::is_same_v<T, std::string>) return virTypedParamsAddString(l, n, m, name, v.c_str());
             },
             p.value);
         if (rc < 0) return Error(fmt::format("migration parameter '{}': {}", p.name, virGetLastErrorMessage()));
-        return {};
     }
-    virTypedParameterPtr list() const { return list_; }
-    int count() const { return count_; }
-
-private:
-    virTypedParameterPtr list_ = nullptr;
-    int count_ = 0;
-    int max_ = 0;
-};
+    return out;
+}
 
 // libvirt's client library, once per process: initialised before any thread uses it, and with
 // its default error handler (a line on stderr for every error) silenced: vmmd reports the errors.
@@ -78,16 +61,15 @@ bool uri_safe(char c) {
 
 vmm::Status migrate(const PeerMigration& m) {
     init_library();
-    Params params;
-    for (const rpc::TypedParam& p : m.params)
-        if (auto s = params.add(p); !s) return s;
+    auto params = to_libvirt(m.params);
+    if (!params) return params.error();
     Connection self(virConnectOpen(m.self_uri.c_str()));
     if (!self) return failed("connect to this vmmd at " + m.self_uri);
     Connection dest(virConnectOpen(m.dest_uri.c_str()));
     if (!dest) return failed("connect to the destination at " + m.dest_uri);
     Domain domain(virDomainLookupByUUIDString(self.get(), m.uuid.c_str()));
     if (!domain) return failed("find the domain " + m.uuid);
-    Domain arrived(virDomainMigrate3(domain.get(), dest.get(), params.list(), static_cast<unsigned>(params.count()),
+    Domain arrived(virDomainMigrate3(domain.get(), dest.get(), (*params)->list, static_cast<unsigned>((*params)->count),
                                      m.flags & ~static_cast<uint32_t>(VIR_MIGRATE_PEER2PEER)));
     if (!arrived) return failed("migrate to " + m.dest_uri);
     return {};
