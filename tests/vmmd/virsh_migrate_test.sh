@@ -98,8 +98,14 @@ out=$(virsh -k 1 -K 2 -c "$uri" migrate --live --timeout 1 demo "$duri" --migrat
 expect "--timeout 1 with keepalive 1 s x 2: the migration completes and the guest runs at the destination" \
     "$(d domstate demo --reason)" "running \(migrated\)"
 expect "it took longer than the keepalive allows" "$(v domjobinfo demo --completed)" "Time elapsed: +([3-9][0-9]{3}|[0-9]{5,}) +ms"
+# Back with the rest of virsh's options: --parallel is vmm's multifd (the incoming vmm says how
+# many lanes the RAM came over), --suspend leaves the guest paused where it arrives.
 next_uri tcp
-out=$(d migrate --live --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back: $out"
+out=$(d migrate --live --undefinesource --parallel --parallel-connections 3 --auto-converge --bandwidth 500 \
+      --abort-on-error --suspend demo "$uri" --migrateuri "$mig") || fail "migrate back with every option: $out"
+expect "--parallel --parallel-connections 3 is multifd with 3 lanes" "$(cat "$dir/state/log/demo.log")" "RAM over 3 multifd lanes"
+expect "--suspend leaves it paused at the destination" "$(v domstate demo)" "^paused"
+out=$(v resume demo) || fail "resume: $out"
 out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed: $out"
 
 # domjobabort mid-migration, then a destination vmm killed mid-migration: the source runs on.
