@@ -61,9 +61,27 @@ expect "with the memory it moved" "$jobd" "Memory total: +64.000 MiB"
 expect "--persistent defines it at the destination" "$(d dominfo demo)" "Persistent: +yes"
 out=$(d resume demo) || fail "resume at the destination: $out"
 
-# Back, live, while it runs; the destination (now the source) forgets it.
+# Back, live, while it runs; the destination (now the source) forgets it. virsh event listens on
+# both sides (registered once a redefinition reaches it) for the migration's lifecycle events.
+listen() {  # listen CONNECT-URI FILE
+    stdbuf -oL virsh -c "$1" event --domain demo --event lifecycle --loop --timeout 120 >"$2" 2>&1 &
+    also_kill+=($!)
+    wait_until 20 redefined "$1" "$2" || fail "virsh event never heard a definition: $(cat "$2")"
+}
+redefined() { virsh -c "$1" dumpxml demo >"$dir/redefine.xml" && virsh -c "$1" define "$dir/redefine.xml" >/dev/null &&
+              grep -q "Defined Updated" "$2"; }
+listen "$uri" "$dir/home-events"
+listen "$duri" "$dir/away-events"
 next_uri tcp
 out=$(d migrate --live --persistent --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back: $out"
+heard() { grep -q "for domain 'demo': $2" "$1"; }
+for e in "Started Migrated" "Resumed Migrated"; do
+    wait_until 10 heard "$dir/home-events" "$e" || fail "virsh event on the destination missed '$e': $(cat "$dir/home-events")"
+done
+for e in "Suspended Migrated" "Stopped Migrated" "Undefined Removed"; do
+    wait_until 10 heard "$dir/away-events" "$e" || fail "virsh event on the source missed '$e': $(cat "$dir/away-events")"
+done
+echo "ok: virsh event: Started/Resumed Migrated where it arrives, Suspended/Stopped Migrated and Undefined where it left"
 expect "back home it runs" "$(v domstate demo --reason)" "running \(migrated\)"
 out=$(d list --all --name)
 grep -q demo <<<"$out" && fail "--undefinesource left the domain: $out"
