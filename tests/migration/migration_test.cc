@@ -1,7 +1,10 @@
 // Live migration between two vmm processes on loopback. Every successful migration compares
 // the RAM digests of the source (paused for good in postmigrate) and the destination (started
 // with -S, before it resumes), then checks the guest carries on at the destination.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <sstream>
@@ -10,6 +13,21 @@
 #include "tests/support/vm_pair.h"
 
 namespace vmm::test {
+
+namespace {
+// Nothing listens on 127.0.0.1:port (a connection in TIME_WAIT does not count, as for vmm's own
+// listener, which binds with SO_REUSEADDR).
+bool port_is_free(uint16_t port) {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+}  // namespace
 
 TEST(Migration, IdleGuestOverTcp) {
     VMM_REQUIRE_KVM();
@@ -26,6 +44,9 @@ TEST(Migration, IdleGuestOverTcp) {
     EXPECT_GT(ms_field(*src, "hand-over estimate"), 0.0) << src->cmd("info migrate");
     // An idle guest touched little: most of its RAM was never read, let alone sent.
     EXPECT_GT(std::stoull(src->migrate_field("unpopulated (skipped)").c_str()), 60000u);
+    // The destination no longer listens: the next migration to this host may use the same port.
+    EXPECT_TRUE(wait_for([&] { return port_is_free(port); }, std::chrono::seconds(5)))
+        << "the destination still listens on " << port << " after the migration";
 }
 
 // A long run of data (host-filled RAM) is announced, and the destination's helper thread

@@ -60,6 +60,10 @@ void IncomingMigration::run() {
     set_status(MigrationStatus::active);
     Status s = receive(**conn);
     if (!s) (*conn)->abort(s.error().message());  // a peer that is still there hears why at once
+    // Done with the source: the connection goes, then the listener (a transport's connection may
+    // use what its listener set up), so the port is free for the next migration to this host.
+    conn->reset();
+    listener_.reset();
     {
         std::lock_guard lock(mutex_);
         stats_.total_time_ms = static_cast<uint64_t>(
