@@ -6,6 +6,7 @@
 
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/migration/transport/ram_verifier.h"
+#include "vmm/migration/wire/return_path.h"
 #include "vmm/migration/wire/stream_format.h"
 #include "proto/wire.h"
 
@@ -129,12 +130,22 @@ static int migration_cookie_seeds(const std::string& dir) {
 }
 #endif
 
-// make_fuzz_seeds stream|rdma|monitor|libvirt|domain|run-record DIR
+// Postcopy's return path: a request, a received bitmap (with its words), the end.
+static int return_path_seeds(const std::string& dir) {
+    std::vector<uint8_t> s = encode_page_request(0, 8192, 4096);
+    std::vector<uint64_t> words = {0xffULL, 0x1ULL};
+    for (auto part : {encode_received_bitmap(1, 0, 65, words), encode_postcopy_done()}) s.insert(s.end(), part.begin(), part.end());
+    std::ofstream(dir + "/messages", std::ios::binary).write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size()));
+    return 0;
+}
+
+// make_fuzz_seeds stream|rdma|monitor|return-path|libvirt|domain|run-record|migration-cookie DIR
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     std::string dir = argv[2];
     if (std::string(argv[1]) == "rdma") return rdma_seeds(dir);
     if (std::string(argv[1]) == "monitor") return monitor_seeds(dir);
+    if (std::string(argv[1]) == "return-path") return return_path_seeds(dir);
 #ifdef VMM_WITH_VMMD
     if (std::string(argv[1]) == "libvirt") return libvirt_seeds(dir);
     if (std::string(argv[1]) == "domain") return domain_seeds(dir);

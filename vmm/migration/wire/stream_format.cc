@@ -136,17 +136,22 @@ std::vector<uint8_t> encode_record(const Record& r) {
     return std::move(w).take();
 }
 
-static Status check_range(const Record& r, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
-    if (r.block >= blocks.size()) return Error(fmt::format("migration stream: RAM block index {} (there are {})", r.block, blocks.size()));
-    const BlockInfo& b = blocks[r.block];
-    if (r.offset % page_size != 0 || r.length % page_size != 0 || r.length == 0) {
-        return Error(fmt::format("migration stream: range {:#x}+{:#x} in '{}' is not whole pages", r.offset, r.length, b.name));
+Status check_page_range(uint32_t block, uint64_t offset, uint64_t length, const std::vector<BlockInfo>& blocks,
+                        uint32_t page_size) {
+    if (block >= blocks.size()) return Error(fmt::format("migration stream: RAM block index {} (there are {})", block, blocks.size()));
+    const BlockInfo& b = blocks[block];
+    if (offset % page_size != 0 || length % page_size != 0 || length == 0) {
+        return Error(fmt::format("migration stream: range {:#x}+{:#x} in '{}' is not whole pages", offset, length, b.name));
     }
-    if (r.offset >= b.size || r.length > b.size - r.offset) {
-        return Error(fmt::format("migration stream: range {:#x}+{:#x} lies outside RAM block '{}' ({})", r.offset, r.length,
+    if (offset >= b.size || length > b.size - offset) {
+        return Error(fmt::format("migration stream: range {:#x}+{:#x} lies outside RAM block '{}' ({})", offset, length,
                                  b.name, format_size(b.size)));
     }
     return {};
+}
+
+static Status check_range(const Record& r, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+    return check_page_range(r.block, r.offset, r.length, blocks, page_size);
 }
 
 Result<size_t> record_body_size(uint8_t type) {

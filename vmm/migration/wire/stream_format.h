@@ -132,6 +132,11 @@ struct ReplyHead {
 };
 Result<ReplyHead> decode_reply(uint8_t type, std::span<const uint8_t> body);
 
+// A range of whole pages inside block `block` (no overflow), or what is wrong with it: every
+// range a peer names in a record or a request is checked by this before anything uses it.
+Status check_page_range(uint32_t block, uint64_t offset, uint64_t length, const std::vector<BlockInfo>& blocks,
+                        uint32_t page_size);
+
 // Compares the source's header with the destination's machine; the message says what differs
 // and what to do.
 Status check_compatible(const StreamHeader& source, const StreamHeader& local);
