@@ -6,24 +6,27 @@ namespace vmmd {
 
 void CallWorkers::run(std::function<void()> call) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return running_ < limit_; });
-    reap_locked();
-    ++running_;
+    // After reaping, every worker left runs a call: the list is what runs.
+    changed_.wait(lock, [this] {
+        reap_locked();
+        return workers_.size() < limit_;
+    });
     Worker& w = workers_.emplace_back();
     w.thread = std::thread([this, &w, call = std::move(call)] {
         vmm::name_this_thread("vmmd-call");
         call();
         std::lock_guard done(mutex_);
         w.done = true;
-        --running_;
         changed_.notify_all();
     });
 }
 
 void CallWorkers::wait_all() {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return running_ == 0; });
-    reap_locked();
+    changed_.wait(lock, [this] {
+        reap_locked();
+        return workers_.empty();
+    });
 }
 
 void CallWorkers::reap_locked() {

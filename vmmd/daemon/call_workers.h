@@ -38,8 +38,7 @@ private:
     size_t limit_;
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::list<Worker> workers_;
-    size_t running_ = 0;
+    std::list<Worker> workers_;  // running, or done and not joined yet
 };
 
 }  // namespace vmmd

@@ -147,9 +147,9 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
 Reply Migrations::perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,
                               const std::vector<rpc::TypedParam>& params, uint32_t flags) {
     if (!dconnuri || dconnuri->empty()) return rpc::fail(VIR_ERR_INVALID_ARG, "--p2p needs the destination's URI");
-    if (job_of(v.def.uuid).active) return rpc::fail(VIR_ERR_OPERATION_INVALID, "another migration job is already running");
     // Each step comes back to this vmmd's own procedures (Begin3, Perform3 without --p2p,
-    // Confirm3) on a connection of its own, and goes to the destination's (Prepare3, Finish3).
+    // Confirm3) on a connection of its own, and goes to the destination's (Prepare3, Finish3);
+    // Begin3 refuses a domain that is migrating already.
     auto done = peer::migrate({self_uri_, *dconnuri, format_uuid(v.def.uuid), params, flags});
     if (!done) return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
     Writer w;

@@ -167,8 +167,8 @@ Reply Migrations::finish(Reader& a) {
         bool existed = v->persistent;
         if (auto d = store_.define(v->def); !d) {
             vmm::log::warn("vmmd: domain '{}' runs here but was not made persistent: {}", v->def.name, d.error().message());
-        } else if (events_) {
-            events_(v->def, v->id, {VIR_DOMAIN_EVENT_DEFINED, existed ? VIR_DOMAIN_EVENT_DEFINED_UPDATED : VIR_DOMAIN_EVENT_DEFINED_ADDED});
+        } else {
+            sup_.announce(v->def, v->id, {VIR_DOMAIN_EVENT_DEFINED, existed ? VIR_DOMAIN_EVENT_DEFINED_UPDATED : VIR_DOMAIN_EVENT_DEFINED_ADDED});
         }
     }
     std::optional<JobStats> completed;
@@ -210,7 +210,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     sup_.wait_stopped(v.def.uuid, Supervisor::kTermGrace);
     if ((*flags & VIR_MIGRATE_UNDEFINE_SOURCE) != 0 && v.persistent) {
         if (auto s = store_.undefine(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
-        if (events_) events_(v.def, -1, {VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED});
+        sup_.announce(v.def, -1, {VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED});
     }
     return rpc::ok();
 }

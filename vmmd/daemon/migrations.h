@@ -26,13 +26,9 @@ namespace vmmd {
 
 class Migrations {
 public:
-    // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to;
-    // `events`: who announces the definitions a migration adds (--persistent) or removes
-    // (--undefinesource).
-    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri,
-               Supervisor::Listener events)
-        : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
-          events_(std::move(events)) {}
+    // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to.
+    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri)
+        : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)) {}
     std::vector<rpc::Procedure> procedures();
 
     // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
@@ -81,7 +77,6 @@ private:
     Supervisor& sup_;
     std::string hostname_;
     std::string self_uri_;
-    Supervisor::Listener events_;
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
 };

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 
@@ -20,6 +19,7 @@
 #include "vmm/common/socket_io.h"
 #include "vmm/common/thread_name.h"
 #include "vmmd/daemon/call_workers.h"
+#include "vmmd/migration/migration_uri.h"
 
 namespace vmmd {
 
@@ -56,21 +56,16 @@ struct AddrInfoFree {
 
 // HOST:PORT or [V6ADDR]:PORT, bound and listening (SO_REUSEADDR: a restarted vmmd rebinds at once).
 Result<UniqueFd> bind_tcp(const std::string& where) {
-    auto colon = where.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == where.size())
-        return Error(fmt::format("TCP listen address '{}' is not HOST:PORT", where));
-    std::string host = where.substr(0, colon), port = where.substr(colon + 1);
-    if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    unsigned long number = 0;
-    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
-    if (ec != std::errc() || end != port.data() + port.size() || number == 0 || number > 65535)
-        return Error(fmt::format("TCP listen address '{}': the port must be 1 to 65535", where));
+    auto hp = parse_host_port(where, fmt::format("TCP listen address '{}'", where));
+    if (!hp) return hp.error();
+    if (hp->port == 0) return Error(fmt::format("TCP listen address '{}' has no port: HOST:PORT", where));
+    std::string port = std::to_string(hp->port);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     addrinfo* res = nullptr;
-    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    if (int rc = ::getaddrinfo(hp->host.c_str(), port.c_str(), &hints, &res); rc != 0)
         return Error(fmt::format("TCP listen address '{}': {}", where, ::gai_strerror(rc)));
     std::unique_ptr<addrinfo, AddrInfoFree> list(res);
     Error last(fmt::format("TCP listen address '{}' resolves to nothing", where));

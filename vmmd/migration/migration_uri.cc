@@ -8,6 +8,34 @@ namespace vmmd {
 
 using vmm::Error;
 
+vmm::Result<HostPort> parse_host_port(const std::string& text, const std::string& what) {
+    HostPort hp;
+    std::string rest = text, port;
+    if (!rest.empty() && rest[0] == '[') {
+        size_t close = rest.find(']');
+        if (close == std::string::npos) return Error(fmt::format("{}: '[' without ']'", what));
+        hp.host = rest.substr(1, close - 1);
+        rest.erase(0, close + 1);
+        if (!rest.empty() && rest[0] != ':') return Error(fmt::format("{}: text after the host", what));
+        if (!rest.empty()) port = rest.substr(1);
+    } else {
+        size_t c = rest.rfind(':');
+        hp.host = rest.substr(0, c);
+        if (c != std::string::npos) port = rest.substr(c + 1);
+    }
+    if (hp.host.empty()) return Error(fmt::format("{} names no host", what));
+    if (hp.host.find_first_of(" /@?#[]") != std::string::npos) return Error(fmt::format("{}: '{}' is not a host", what, hp.host));
+    if (!port.empty()) {
+        unsigned value = 0;
+        auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+        if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535) {
+            return Error(fmt::format("{}: '{}' is not a port (1 to 65535)", what, port));
+        }
+        hp.port = static_cast<uint16_t>(value);
+    }
+    return hp;
+}
+
 vmm::Result<MigrationUri> parse_migration_uri(const std::string& text) {
     MigrationUri u;
     size_t colon = text.find(':');
@@ -24,29 +52,10 @@ vmm::Result<MigrationUri> parse_migration_uri(const std::string& text) {
         }
         rest.erase(slash);
     }
-    std::string port;
-    if (!rest.empty() && rest[0] == '[') {
-        size_t close = rest.find(']');
-        if (close == std::string::npos) return Error(fmt::format("migration URI '{}': '[' without ']'", text));
-        u.host = rest.substr(1, close - 1);
-        rest.erase(0, close + 1);
-        if (!rest.empty() && rest[0] != ':') return Error(fmt::format("migration URI '{}': text after the host", text));
-        if (!rest.empty()) port = rest.substr(1);
-    } else {
-        size_t c = rest.rfind(':');
-        u.host = rest.substr(0, c);
-        if (c != std::string::npos) port = rest.substr(c + 1);
-    }
-    if (u.host.empty()) return Error(fmt::format("migration URI '{}' names no host", text));
-    if (u.host.find_first_of(" /@?#[]") != std::string::npos) return Error(fmt::format("migration URI '{}': '{}' is not a host", text, u.host));
-    if (!port.empty()) {
-        unsigned value = 0;
-        auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-        if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535) {
-            return Error(fmt::format("migration URI '{}': '{}' is not a port (1 to 65535)", text, port));
-        }
-        u.port = static_cast<uint16_t>(value);
-    }
+    auto hp = parse_host_port(rest, fmt::format("migration URI '{}'", text));
+    if (!hp) return hp.error();
+    u.host = hp->host;
+    u.port = hp->port;
     return u;
 }
 

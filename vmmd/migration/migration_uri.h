@@ -17,6 +17,14 @@ struct MigrationUri {
     bool rdma() const { return scheme == "rdma"; }
 };
 
+// HOST, HOST:PORT or [V6ADDR]:PORT (port 0: none given), as migration URIs and vmmd's
+// --listen-tcp write them; errors start with `what`.
+struct HostPort {
+    std::string host;  // without brackets
+    uint16_t port = 0;
+};
+vmm::Result<HostPort> parse_host_port(const std::string& text, const std::string& what);
+
 vmm::Result<MigrationUri> parse_migration_uri(const std::string& text);
 std::string vmm_uri(const MigrationUri& u);      // tcp:HOST:PORT, as vmm --incoming and migrate take it
 std::string libvirt_uri(const MigrationUri& u);  // tcp://HOST:PORT, as libvirt's clients write it

@@ -75,6 +75,11 @@ public:
     // Waits until the domain does not run (true) or `timeout` passes (false).
     bool wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeout);
 
+    // Tells the listener of an event that changes no run state (a migration's define or undefine).
+    void announce(const DomainDef& def, int id, LifecycleEvent e) const {
+        if (listener_) listener_(def, id, e);
+    }
+
     static constexpr std::chrono::seconds kTermGrace{10};
     static constexpr std::chrono::seconds kStartTimeout{30};
 
@@ -112,10 +117,6 @@ private:
     void watch_loop();
     void ended(const std::shared_ptr<Running>& r);
     void wake() const;
-    void announce(const DomainDef& def, int id, LifecycleEvent e) const {
-        if (listener_) listener_(def, id, e);
-    }
-
     SupervisorPaths paths_;
     DomainStore& store_;
     Listener listener_;
