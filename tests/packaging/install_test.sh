@@ -15,11 +15,8 @@ if [ "${1:-}" = --installed ]; then
     echo "ok: the build tree is hidden; only $prefix remains"
     cd /
     start_vmmd "$prefix"
-    "$prefix/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" >>"$dir/dlog" 2>&1 &
-    also_kill+=($!)
-    duri="vmm+unix:///system?socket=$dir/dsock"
-    wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
-    qmp() { "$prefix/bin/vmmctl" --qmp "unix:$dir/$1/run/$(v domuuid demo | head -1).qmp" "$2"; }
+    start_destination "$prefix"
+    qmp() { domain_qmp "$prefix/bin/vmmctl" "$1" demo "$2"; }  # qmp STATE COMMAND
     pattern_domain "$dir/demo.xml"
     out=$(v define "$dir/demo.xml") || fail "define: $out"
     out=$(v start demo) || fail "start (the installed vmm and its payload): $out"

@@ -1,6 +1,7 @@
 # Shared by the virsh tests: start_vmmd BUILD_DIR (sets dir, sock, uri, pid; stops vmmd, ends
 # the vmm processes it started, and removes the directory on exit), stop_vmmd, fail, expect,
-# wait_until, v (virsh on this vmmd), pattern_domain FILE (a 64 MiB 'demo' running the pattern
+# wait_until, v (virsh on this vmmd), start_destination and d (a second vmmd), domain_qmp,
+# pattern_domain FILE (a 64 MiB 'demo' running the pattern
 # guest).
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
@@ -43,6 +44,25 @@ expect() {  # expect WHAT OUTPUT PATTERN
     echo "ok: $1"
 }
 v() { virsh -c "$uri" "$@" 2>&1; }
+# start_destination PREFIX [VMMD-ARGS...]: a second vmmd (PREFIX/bin/vmmd, socket $dir/dsock,
+# state $dir/dstate) for migrations; sets duri, and d runs virsh on it.
+start_destination() {
+    local prefix=$1
+    shift
+    "$prefix/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" "$@" >>"$dir/dlog" 2>&1 &
+    also_kill+=($!)
+    duri="vmm+unix:///system?socket=$dir/dsock"
+    wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
+}
+d() { virsh -c "$duri" "$@" 2>&1; }
+# domain_qmp VMMCTL STATE DOMAIN COMMAND: one QMP command to DOMAIN's vmm, on this vmmd (STATE
+# 'state') or the destination ('dstate').
+domain_qmp() {
+    local on u
+    on=$([ "$2" = state ] && echo "$uri" || echo "$duri")
+    u=$(virsh -c "$on" domuuid "$3") || return 1  # $(): no trailing blank line
+    "$1" --qmp "unix:$dir/$2/run/$u.qmp" "$4"
+}
 pattern_domain() {
     cat >"$1" <<'XML'
 <domain type='vmm'>

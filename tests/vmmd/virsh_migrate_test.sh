@@ -14,18 +14,10 @@ build=$1
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
 tport=$((16600 + RANDOM % 400))
-"$build/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" --listen-tcp "127.0.0.1:$tport" >>"$dir/dlog" 2>&1 &
-also_kill+=($!)
-duri="vmm+unix:///system?socket=$dir/dsock"
-wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
+start_destination "$build" --listen-tcp "127.0.0.1:$tport"
 # What a --p2p source reaches the destination by: libvirt wants a host in it, so TCP.
 p2p_uri="vmm+tcp://127.0.0.1:$tport/system"
-d() { virsh -c "$duri" "$@" 2>&1; }
-qmp() {  # qmp STATE_DIR DOMAIN COMMAND: one QMP command to the domain's vmm
-    local u
-    u=$(virsh -c "vmm+unix:///system?socket=$dir/$([ "$1" = state ] && echo sock || echo dsock)" domuuid "$2" | head -1)
-    "$build/bin/vmmctl" --qmp "unix:$dir/$1/run/$u.qmp" "$3"
-}
+qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((49400 + RANDOM % 500))
 next_uri() { port=$((port + 1)); mig="$1://127.0.0.1:$port"; }  # sets mig
 dest_vmms() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }

@@ -16,16 +16,8 @@ build=$1
 . "$(dirname "$0")/lib.sh"
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
-"$build/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" >>"$dir/dlog" 2>&1 &
-also_kill+=($!)
-duri="vmm+unix:///system?socket=$dir/dsock"
-wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
-d() { virsh -c "$duri" "$@" 2>&1; }
-ramhash() {  # ramhash STATE_DIR: the demo domain's RAM digest from its vmm
-    local u
-    u=$(virsh -c "vmm+unix:///system?socket=$dir/$([ "$1" = state ] && echo sock || echo dsock)" domuuid demo | head -1)
-    "$build/bin/vmmctl" --qmp "unix:$dir/$1/run/$u.qmp" query-ramhash
-}
+start_destination "$build"
+ramhash() { domain_qmp "$build/bin/vmmctl" "$1" demo query-ramhash; }  # ramhash STATE: the demo domain's digest
 memlock_of() {  # memlock_of STATE_DIR: the demo domain's vmm's locked-memory limit, in bytes
     local p
     p=$(pgrep -f -- "--qmp unix:$dir/$1/run/") || return 1
