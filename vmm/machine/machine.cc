@@ -128,10 +128,16 @@ Status Machine::init_vcpus() {
     return {};
 }
 
-Status Machine::resume() {
+void Machine::refuse_resume(std::string why) {
+    std::lock_guard lock(mutex_);
+    resume_refusal_ = std::move(why);
+}
+
+Status Machine::resume(bool force) {
     {
         std::lock_guard lock(mutex_);
         if (ended_) return Error("the machine has ended");
+        if (!force && !resume_refusal_.empty()) return Error(resume_refusal_);
         if (state_ == RunState::internal_error) {
             return Error("a vCPU hit an internal error: inspect with 'info registers', then quit");
         }
@@ -344,6 +350,12 @@ Status Machine::load_devices(ByteReader& in) {
         if (auto s = section.expect_end(); !s) return s;
     }
     return {};
+}
+
+std::vector<uint32_t> Machine::vcpu_tids() const {
+    std::vector<uint32_t> out;
+    for (const auto& r : runners_) out.push_back(r->tid());
+    return out;
 }
 
 }  // namespace vmm::machine

@@ -55,8 +55,12 @@ public:
     // The machine stays in prelaunch until resume().
     Status boot(const std::string& payload_path, const std::string& cmdline);
 
-    // Refused once the machine has ended or hit an internal error.
-    Status resume();
+    // Refused once the machine has ended or hit an internal error, and while a refusal is set
+    // (refuse_resume) unless `force`.
+    Status resume(bool force = false);
+    // Makes resume() fail with `why` unless forced ("" lifts it): a source whose guest went on
+    // to the destination in postcopy must not run it too.
+    void refuse_resume(std::string why);
     void pause();
     // Ends the machine: every vCPU stops; wait_for_end() returns `exit_code`. Safe from a vCPU.
     void end(int exit_code, RunState final_state = RunState::shutdown);
@@ -92,6 +96,8 @@ public:
     devices::ControlDevice& control() { return *control_; }
     devices::Serial& serial() { return *serial_; }
     size_t vcpu_count() const { return vcpus_.size(); }
+    // Each vCPU thread's id, in vCPU order (0 for one not started).
+    std::vector<uint32_t> vcpu_tids() const;
     // Where boot() put the payload (empty before boot, or on a migration destination).
     const LoadedPayload& payload_image() const { return payload_; }
 
@@ -130,6 +136,7 @@ private:
     std::condition_variable cv_;
     RunState state_ = RunState::prelaunch;
     bool ended_ = false;
+    std::string resume_refusal_;
     int exit_code_ = 0;
     uint64_t pause_step_ = 0;
     uint32_t throttle_ = 0;

@@ -1,5 +1,7 @@
 #include "vmm/machine/vcpu_runner.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <signal.h>
 
@@ -119,6 +121,7 @@ void VcpuRunner::complete_pending_io() {
 
 void VcpuRunner::thread_main() {
     name_this_thread(fmt::format("vcpu{}", vcpu_.id()));
+    tid_ = static_cast<uint32_t>(::gettid());
     while (wait_for_run_request()) {
         auto r = vcpu_.run();
         if (!r) {

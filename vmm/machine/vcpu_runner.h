@@ -63,6 +63,8 @@ public:
     // re-enters the guest. 0 turns it off.
     void set_throttle_sleep(uint64_t sleep_ns) { throttle_ns_ = sleep_ns; }
     void kick();
+    // The vCPU thread's id (0 until it started): postcopy's fault thread tells vCPUs by it.
+    uint32_t tid() const { return tid_; }
 
 private:
     void thread_main();
@@ -82,6 +84,7 @@ private:
     pthread_t native_{};
     bool thread_started_ = false;
     std::atomic<uint64_t> throttle_ns_{0};
+    std::atomic<uint32_t> tid_{0};
 };
 
 }  // namespace vmm::machine

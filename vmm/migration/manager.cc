@@ -82,9 +82,22 @@ Status MigrationManager::migrate(const std::string& text) {
     return {};
 }
 
-void MigrationManager::cancel() {
+Status MigrationManager::cancel() {
     std::lock_guard lock(mutex_);
-    if (outgoing_) outgoing_->cancel();
+    if (!outgoing_) return {};
+    auto st = outgoing_->stats().status;
+    if (st == MigrationStatus::postcopy_active || st == MigrationStatus::postcopy_paused) {
+        return Error("postcopy cannot be cancelled: the guest already runs on the destination, which lacks pages only "
+                     "this side has");
+    }
+    outgoing_->cancel();
+    return {};
+}
+
+Status MigrationManager::start_postcopy() {
+    std::lock_guard lock(mutex_);
+    if (!outgoing_) return Error("no outgoing migration to switch to postcopy: start one with 'migrate' first");
+    return outgoing_->start_postcopy();
 }
 
 Status MigrationManager::incoming(const std::string& text, bool stay_paused, FailFn on_failure) {

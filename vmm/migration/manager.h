@@ -9,9 +9,9 @@
 
 #include "vmm/machine/machine.h"
 #include "vmm/migration/params.h"
-#include "vmm/migration/precopy/destination.h"
+#include "vmm/migration/destination.h"
 #include "vmm/migration/transport/registry.h"
-#include "vmm/migration/precopy/source.h"
+#include "vmm/migration/source.h"
 
 namespace vmm::migration {
 
@@ -29,7 +29,10 @@ public:
 
     // Outgoing. Refused while another migration is in progress.
     Status migrate(const std::string& uri);
-    void cancel();
+    // Refused in postcopy: the guest already runs on the destination.
+    Status cancel();
+    // migrate_start_postcopy.
+    Status start_postcopy();
     // Incoming: listens now (errors are immediate), then receives on a thread. "defer" waits
     // for a later incoming() call (migrate_incoming).
     Status incoming(const std::string& uri, bool stay_paused, FailFn on_failure);

@@ -17,6 +17,7 @@ const std::vector<CapabilityInfo>& core_capabilities() {
         {"x-zero-copy-local", "with zero-copy-send: splice to a destination on this host too (slower there)"},
         {"multifd", "tcp/unix: send RAM over multifd-channels connections, one thread each side"},
         {"verify-ram", "checksum every page record (XXH3) on the source, check it on the destination"},
+        {"postcopy-ram", "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)"},
     };
     return k;
 }
@@ -32,6 +33,8 @@ const std::vector<CapabilityInfo>& core_parameters() {
         {"x-connect-timeout", "connect timeout, ms"},
         {"x-io-timeout", "peer silence that fails a migration, ms"},
         {"multifd-channels", "connections for RAM when multifd is on (1 to 16)"},
+        {"x-postcopy-after-rounds", "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included (0 = only on migrate_start_postcopy)"},
+        {"max-postcopy-bandwidth", "bandwidth cap of postcopy's background push in bytes/s (0 = unlimited; requested pages are never held back)"},
     };
     return k;
 }
@@ -54,6 +57,7 @@ Status Settings::set_capability(std::string_view name, bool on) {
     else if (name == "x-zero-copy-local") caps.zero_copy_local = on;
     else if (name == "multifd") caps.multifd = on;
     else if (name == "verify-ram") caps.verify_ram = on;
+    else if (name == "postcopy-ram") caps.postcopy_ram = on;
     else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
         caps.transport[std::string(name)] = on;
     else return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
@@ -83,11 +87,12 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
         {"x-connect-timeout", &params.connect_timeout_ms, 100, 3600000},
         {"x-io-timeout", &params.io_timeout_ms, 100, 3600000},
         {"multifd-channels", &params.multifd_channels, 1, 16},
+        {"x-postcopy-after-rounds", &params.postcopy_after_rounds, 0, 1000},
     };
-    if (name == "max-bandwidth") {
+    if (name == "max-bandwidth" || name == "max-postcopy-bandwidth") {
         auto v = parse_size(value);
-        if (!v) return Error("migration parameter 'max-bandwidth': " + v.error().message());
-        params.max_bandwidth = *v;
+        if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
+        (name == "max-bandwidth" ? params.max_bandwidth : params.max_postcopy_bandwidth) = *v;
         return {};
     }
     for (const auto& i : ints) {
@@ -108,7 +113,7 @@ std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out = {
         {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
         {"zero-copy-send", caps.zero_copy_send}, {"x-zero-copy-local", caps.zero_copy_local},
-        {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}};
+        {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}, {"postcopy-ram", caps.postcopy_ram}};
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);
@@ -127,6 +132,8 @@ std::vector<std::pair<std::string, std::string>> Settings::parameter_list() cons
         {"x-connect-timeout", std::to_string(params.connect_timeout_ms)},
         {"x-io-timeout", std::to_string(params.io_timeout_ms)},
         {"multifd-channels", std::to_string(params.multifd_channels)},
+        {"x-postcopy-after-rounds", std::to_string(params.postcopy_after_rounds)},
+        {"max-postcopy-bandwidth", std::to_string(params.max_postcopy_bandwidth)},
     };
     for (const auto& n : transport_params_) {
         auto it = params.transport.find(n);

@@ -106,8 +106,10 @@ void add_run_control(CommandTable& t, Machine& m) {
                m.pause();
                return Json::object();
            }, {}});
-    t.add({"cont", "cont", {}, "resume every vCPU", [&m](const Json&) -> Result<Json> {
-               if (auto s = m.resume(); !s) return s.error();
+    t.add({"cont", "cont", {{"force", ArgType::flag, true, "-f"}},
+           "resume every vCPU; -f: even where a postcopy migration left the guest to the destination (forks it)",
+           [&m](const Json& a) -> Result<Json> {
+               if (auto s = m.resume(flag(a, "force")); !s) return s.error();
                return Json::object();
            }, {}});
     t.add({"quit", "quit", {}, "end the VM and exit vmm", [&m](const Json&) -> Result<Json> {

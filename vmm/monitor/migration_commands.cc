@@ -11,6 +11,44 @@ namespace vmm::monitor {
 
 using migration::MigrationStatus;
 
+namespace {
+Json postcopy_json(const migration::PostcopyStats& p) {
+    const auto& l = p.fault_latency;
+    Json blocktime = Json::array();
+    for (double ms : p.vcpu_blocktime_ms) blocktime.push_back(static_cast<uint64_t>(ms * 1000));  // µs
+    return Json{{"switch-ms", p.switch_ms},           {"missing-pages", p.missing_pages},
+                {"background-pages", p.background_pages}, {"requests", p.requests},
+                {"requests-served", p.requests_served}, {"requests-already-sent", p.already_sent},
+                {"zero-local", p.zero_local},         {"placed", p.placed},
+                {"bytes", p.postcopy_bytes},
+                {"fault-latency", Json{{"count", l.count}, {"p50-us", l.p50_us}, {"p99-us", l.p99_us}, {"max-us", l.max_us}}},
+                {"blocktime-ms", p.blocktime_ms},     {"vcpu-blocktime-us", std::move(blocktime)}};
+}
+
+std::string postcopy_text(const Json& p, bool destination) {
+    std::string out;
+    if (!destination) {
+        out += fmt::format("postcopy switch: {} ms\npostcopy missing pages: {}\npostcopy pushed: {} pages\n",
+                           u64(p, "switch-ms"), u64(p, "missing-pages"), u64(p, "background-pages"));
+        out += fmt::format("postcopy requests: {} ({} served first, {} already on their way)\npostcopy bytes: {} kbytes\n",
+                           u64(p, "requests"), u64(p, "requests-served"), u64(p, "requests-already-sent"),
+                           u64(p, "bytes") / 1024);
+        return out;
+    }
+    const Json& l = child(p, "fault-latency");
+    out += fmt::format("postcopy missing pages: {} ({} placed)\npostcopy requests: {}\n", u64(p, "missing-pages"),
+                       u64(p, "placed"), u64(p, "requests"));
+    out += fmt::format("postcopy zero pages placed without asking: {}\n", u64(p, "zero-local"));
+    out += fmt::format("postcopy fault latency: p50 {:.1f} us, p99 {:.1f} us, max {:.1f} us ({} answered)\n",
+                       num(l, "p50-us"), num(l, "p99-us"), num(l, "max-us"), u64(l, "count"));
+    std::string per;
+    for (const auto& v : child(p, "vcpu-blocktime-us"))
+        per += fmt::format("{}{:.1f}", per.empty() ? "" : " ", static_cast<double>(as_uint(v).value_or(0)) / 1000);
+    out += fmt::format("postcopy blocktime: {:.1f} ms (all vCPUs at once), per vCPU: {} ms\n", num(p, "blocktime-ms"), per);
+    return out;
+}
+}  // namespace
+
 Json migration_stats_json(const migration::MigrationStats& s, const devices::GuestReport& guest) {
     Json j{{"status", migration::to_string(s.status)}};
     if (s.status == MigrationStatus::none) return j;
@@ -53,6 +91,13 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
         if (r.verified_in_round) ram["x-verified-after-round"] = r.verified_after_round;
     }
     j["ram"] = std::move(ram);
+    if (s.postcopy.switched) j["x-postcopy"] = postcopy_json(s.postcopy);
+    if (!s.postcopy.vcpu_blocktime_ms.empty()) {  // a destination: QEMU's names
+        j["postcopy-blocktime"] = static_cast<uint64_t>(s.postcopy.blocktime_ms);
+        Json per = Json::array();
+        for (double v : s.postcopy.vcpu_blocktime_ms) per.push_back(static_cast<uint64_t>(v));
+        j["postcopy-vcpu-blocktime"] = std::move(per);
+    }
     return j;
 }
 
@@ -106,6 +151,7 @@ std::string migration_stats_text(const Json& j) {
     }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
                        kb("downtime-bytes"), u64(j, "cpu-throttle-percentage"));
+    if (j.contains("x-postcopy")) out += postcopy_text(child(j, "x-postcopy"), j.contains("postcopy-blocktime"));
     return out;
 }
 
@@ -173,7 +219,14 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
     t.add(std::move(migrate));
     t.add({"migrate_cancel", "migrate-cancel", {}, "cancel the migration in progress (the VM keeps running)",
            [&mgr](const Json&) -> Result<Json> {
-               mgr.cancel();
+               if (auto s = mgr.cancel(); !s) return s.error();
+               return Json::object();
+           },
+           {}});
+    t.add({"migrate_start_postcopy", "migrate-start-postcopy", {},
+           "switch the migration under way to postcopy after its current round (needs postcopy-ram on both sides)",
+           [&mgr](const Json&) -> Result<Json> {
+               if (auto s = mgr.start_postcopy(); !s) return s.error();
                return Json::object();
            },
            {}});

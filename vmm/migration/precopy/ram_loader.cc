@@ -86,6 +86,27 @@ Status StreamLoader::round_begin(const Record& r) {
     return {};
 }
 
+Status StreamLoader::load_discard(const Record& r) {
+    if (!postcopy_allowed_) return Error("migration stream: DISCARD, but the header did not announce postcopy-ram");
+    if (in_round_) return Error("migration stream: DISCARD inside a RAM round");
+    if (have_state_) return Error("migration stream: DISCARD after the device state");
+    uint64_t pages = 0;  // runs of missing pages are separated by present ones: at most half of RAM
+    for (const auto& b : blocks_) pages += b.size / memory::kPageSize;
+    if (discards_.size() > pages / 2) return Error("migration stream: more DISCARD records than RAM could need");
+    discards_.push_back(r);
+    return {};
+}
+
+// END, or POSTCOPY (the guest runs on the destination before every page has come).
+Status StreamLoader::finish(bool postcopy) {
+    const char* what = postcopy ? "POSTCOPY" : "END";
+    if (postcopy && !postcopy_allowed_) return Error("migration stream: POSTCOPY, but the header did not announce postcopy-ram");
+    if (in_round_) return Error(fmt::format("migration stream: {} inside a RAM round", what));
+    if (!have_state_) return Error(fmt::format("migration stream: {} before the device state", what));
+    switched_ = postcopy;
+    return verifier_ != nullptr ? verifier_->settle() : Status{};
+}
+
 Status StreamLoader::run() {
     for (;;) {
         auto r = read_record(stream_, blocks_, static_cast<uint32_t>(memory::kPageSize));
@@ -106,10 +127,9 @@ Status StreamLoader::run() {
                 break;
             case RecordType::state: s = load_state(*r); break;
             case RecordType::sums: s = load_sums(*r); break;
+            case RecordType::discard: s = load_discard(*r); break;
             case RecordType::end:
-                if (in_round_) return Error("migration stream: END inside a RAM round");
-                if (!have_state_) return Error("migration stream: END before the device state");
-                return verifier_ != nullptr ? verifier_->settle() : Status{};
+            case RecordType::postcopy: return finish(r->type == RecordType::postcopy);
         }
         if (!s) return s;
     }

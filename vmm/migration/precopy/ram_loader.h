@@ -45,6 +45,12 @@ public:
     StreamLoader(const StreamLoader&) = delete;
     StreamLoader& operator=(const StreamLoader&) = delete;
 
+    // The header announced postcopy-ram and this side allows it: DISCARD records may come, and
+    // POSTCOPY ends the stream like END (run() then returns with switched_to_postcopy()).
+    void allow_postcopy() { postcopy_allowed_ = true; }
+    bool switched_to_postcopy() const { return switched_; }
+    // The DISCARD records (checked against the blocks): what postcopy must fetch.
+    const std::vector<Record>& discards() const { return discards_; }
     // The source sums its RAM channel's pages in SUMS records after each round (kFeatureRoundSums).
     void expect_round_sums() { round_sums_ = true; }
     // The RAM channel delivers the sums while its rounds run (kFeatureChannelSums): they are
@@ -66,6 +72,8 @@ private:
     Status load_sums(const Record& r);
     Status answer_checked();
     Status round_begin(const Record& r);
+    Status load_discard(const Record& r);
+    Status finish(bool postcopy);
 
     const memory::GuestMemory& mem_;
     ByteStream& stream_;
@@ -78,6 +86,9 @@ private:
     uint32_t round_ = 0;
     bool have_state_ = false;
     bool round_sums_ = false;
+    bool postcopy_allowed_ = false;
+    bool switched_ = false;
+    std::vector<Record> discards_;
     std::unique_ptr<Populator> populator_;  // from the first POPULATE record on
     std::unique_ptr<ChannelChecker> checker_;  // kFeatureChannelSums
 };

@@ -1,5 +1,7 @@
 #include "vmm/migration/precopy/stats.h"
 
+#include <algorithm>
+
 namespace vmm::migration {
 
 const char* to_string(MigrationStatus s) {
@@ -8,12 +10,27 @@ const char* to_string(MigrationStatus s) {
         case MigrationStatus::setup: return "setup";
         case MigrationStatus::active: return "active";
         case MigrationStatus::device: return "device";
+        case MigrationStatus::postcopy_active: return "postcopy-active";
+        case MigrationStatus::postcopy_paused: return "postcopy-paused";
+        case MigrationStatus::postcopy_recover: return "postcopy-recover";
         case MigrationStatus::completed: return "completed";
         case MigrationStatus::failed: return "failed";
         case MigrationStatus::cancelling: return "cancelling";
         case MigrationStatus::cancelled: return "cancelled";
     }
     return "?";
+}
+
+LatencySummary summarize(std::vector<double> samples_us) {
+    LatencySummary s;
+    s.count = samples_us.size();
+    if (samples_us.empty()) return s;
+    std::sort(samples_us.begin(), samples_us.end());
+    auto at = [&](double q) { return samples_us[static_cast<size_t>(q * static_cast<double>(samples_us.size() - 1))]; };
+    s.p50_us = at(0.50);
+    s.p99_us = at(0.99);
+    s.max_us = samples_us.back();
+    return s;
 }
 
 bool is_terminal(MigrationStatus s) {

@@ -7,7 +7,13 @@
 
 namespace vmm::migration {
 
-enum class MigrationStatus { none, setup, active, device, completed, failed, cancelling, cancelled };
+// postcopy-active: the guest runs on the destination, which pulls the pages it still lacks;
+// postcopy-paused: the link failed in postcopy, both sides keep their state for a recovery;
+// postcopy-recover: a recovery is under way (QEMU's names).
+enum class MigrationStatus {
+    none, setup, active, device, postcopy_active, postcopy_paused, postcopy_recover, completed, failed, cancelling,
+    cancelled
+};
 const char* to_string(MigrationStatus s);
 bool is_terminal(MigrationStatus s);
 
@@ -50,6 +56,31 @@ struct DowntimeParts {
     double pause = 0, last_round = 0, state = 0, destination = 0, go = 0;
 };
 
+// Latency figures of a set of samples, in microseconds.
+struct LatencySummary {
+    uint64_t count = 0;
+    double p50_us = 0, p99_us = 0, max_us = 0;
+};
+LatencySummary summarize(std::vector<double> samples_us);
+
+// The postcopy phase. The source counts what it pushed and served; the destination what the
+// guest (and the VMM's own reads of guest RAM) faulted on, and how long each fault waited.
+struct PostcopyStats {
+    bool switched = false;
+    uint64_t switch_ms = 0;         // source: from the pause to GO (the guest ran nowhere)
+    uint64_t missing_pages = 0;     // pages the destination lacked at the switch (stale or unsent)
+    uint64_t background_pages = 0;  // source: pushed in order; destination: placed from them
+    uint64_t requests = 0;          // page requests (destination: sent; source: received)
+    uint64_t requests_served = 0;   // source: requested pages sent ahead of the background
+    uint64_t already_sent = 0;      // source: requests for pages already on their way
+    uint64_t zero_local = 0;        // destination: faults on pages known to be zero, placed without asking
+    uint64_t placed = 0;            // destination: missing pages placed so far
+    uint64_t postcopy_bytes = 0;    // source: bytes sent after the switch
+    LatencySummary fault_latency;   // destination: a request sent until its page was placed
+    double blocktime_ms = 0;        // destination: time every vCPU was blocked at once (QEMU's postcopy-blocktime)
+    std::vector<double> vcpu_blocktime_ms;  // destination: per vCPU, summed over its faults
+};
+
 struct MigrationStats {
     MigrationStatus status = MigrationStatus::none;
     std::string error;             // why it failed
@@ -64,8 +95,10 @@ struct MigrationStats {
     uint32_t cpu_throttle_percentage = 0;
     RamStats ram;
     std::vector<RoundStats> round_log;  // the first kRoundLogMax rounds
+    PostcopyStats postcopy;             // once the migration switched to postcopy
 };
 
 inline constexpr size_t kRoundLogMax = 1000;
+
 
 }  // namespace vmm::migration

@@ -17,6 +17,7 @@ struct Capabilities {
     bool zero_copy_local = false;  // ... also to a peer on this host, where copying measured faster
     bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
     bool verify_ram = false;     // every page carries an XXH3-64 the destination checks (costs > 5 % on loopback)
+    bool postcopy_ram = false;   // both sides: the migration may switch to postcopy
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 
@@ -30,6 +31,8 @@ struct Parameters {
     uint64_t connect_timeout_ms = 10000;
     uint64_t io_timeout_ms = 30000;      // silence from the peer longer than this fails the migration
     uint64_t multifd_channels = 2;       // lanes when the multifd capability is on (QEMU's default)
+    uint64_t postcopy_after_rounds = 0;  // with postcopy-ram: switch after this many rounds, bulk included (0 = on request)
+    uint64_t max_postcopy_bandwidth = 0; // bytes/s for the background push after the switch, 0 = unlimited
     std::map<std::string, std::string> transport;  // e.g. rdma-chunk-size
 };
 

@@ -69,6 +69,21 @@ Result<Reply> read_reply(ByteStream& in) {
     return std::move(head->reply);
 }
 
+Result<ReturnRead> read_return(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+    auto t = take_typed(in, return_body_size);
+    if (!t) return t.error();
+    auto m = decode_return(t->type, t->body, blocks, page_size);
+    if (!m) return m.error();
+    ReturnRead out{*m, {}};
+    if (m->type != ReturnType::received_bitmap) return out;
+    auto bytes = take(in, bitmap_bytes(*m));
+    if (!bytes) return bytes.error();
+    auto words = decode_bitmap_words(*m, *bytes);
+    if (!words) return words.error();
+    out.words = std::move(*words);
+    return out;
+}
+
 Status read_page_sums(ByteStream& in, uint64_t length, std::vector<uint64_t>& sums) {
     auto size = page_sums_size(length);
     if (!size) return size.error();

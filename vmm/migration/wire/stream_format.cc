@@ -126,12 +126,14 @@ std::vector<uint8_t> encode_record(const Record& r) {
             break;
         case RecordType::zero:
         case RecordType::populate:
+        case RecordType::discard:
             w.put(r.block);
             w.put(r.offset);
             w.put(r.length);
             break;
         case RecordType::state: w.put(static_cast<uint32_t>(r.length)); break;
-        case RecordType::end: break;
+        case RecordType::end:
+        case RecordType::postcopy: break;
     }
     return std::move(w).take();
 }
@@ -162,9 +164,11 @@ Result<size_t> record_body_size(uint8_t type) {
         case 0x08:
         case 0x09: return size_t{16};  // block, offset, u32 length
         case 0x03:
-        case 0x07: return size_t{20};  // block, offset, u64 length
+        case 0x07:
+        case 0x0A: return size_t{20};  // block, offset, u64 length
         case 0x05: return size_t{4};   // length
-        case 0x06: return size_t{0};
+        case 0x06:
+        case 0x0B: return size_t{0};
         default: return Error(fmt::format("migration stream: unknown record type {:#04x}", type));
     }
 }
@@ -202,6 +206,7 @@ Result<Record> decode_record(uint8_t type, std::span<const uint8_t> body, const 
         }
         case RecordType::zero:
         case RecordType::populate:
+        case RecordType::discard:
             if (auto s = in.get(r.block); !s) return s.error();
             if (auto s = in.get(r.offset); !s) return s.error();
             if (auto s = in.get(r.length); !s) return s.error();
@@ -212,7 +217,8 @@ Result<Record> decode_record(uint8_t type, std::span<const uint8_t> body, const 
             if (len > kMaxStateRecord) return Error(fmt::format("migration stream: STATE record of {} bytes exceeds {}", len, kMaxStateRecord));
             r.length = len;
             return r;
-        case RecordType::end: return r;
+        case RecordType::end:
+        case RecordType::postcopy: return r;
     }
     return Error(fmt::format("migration stream: unknown record type {:#04x}", type));
 }

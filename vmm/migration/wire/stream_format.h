@@ -6,6 +6,9 @@
 //                           REFUSED(reason) after END
 //   source -> destination   GO (or GO_PAUSED), after which the destination runs the guest
 //                           (or holds it paused, as the source had it)
+// Postcopy (header bit kFeaturePostcopy): DISCARD records, STATE and POSTCOPY end precopy
+// instead of END; after READY and GO the source sends the missing pages (PAGES/ZERO outside any
+// round) and END, while the destination sends requests (return_path.h) and POSTCOPY_DONE.
 #pragma once
 
 #include <array>
@@ -46,7 +49,10 @@ constexpr uint32_t kFeatureRoundSums = 1u << 1;
 // With verify-ram over a RAM channel that carries the sums itself, delivered as the pages land
 // (the RDMA plugin's SUMS messages): no SUMS records; ROUND_CHECKED as with kFeatureRoundSums.
 constexpr uint32_t kFeatureChannelSums = 1u << 2;
-constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums;
+// postcopy-ram: the source may end precopy with DISCARD records and POSTCOPY instead of END;
+// the guest then runs on the destination, which pulls the pages it lacks (return_path.h).
+constexpr uint32_t kFeaturePostcopy = 1u << 3;
+constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums | kFeaturePostcopy;
 constexpr uint32_t kMaxSumsRecord = 1024;  // pages one SUMS record covers
 
 struct StreamHeader {
@@ -67,6 +73,8 @@ enum class RecordType : uint8_t {
     populate = 0x07,  // advisory: PAGES for this range follow, in order (prepare the memory)
     pages_summed = 0x08,  // PAGES with the XXH3-64 of each of its pages (the verify-ram feature)
     sums = 0x09,          // the XXH3-64 of pages a RAM channel wrote this round (kFeatureRoundSums)
+    discard = 0x0A,       // postcopy: the destination lacks this range (stale or never sent); it faults there
+    postcopy = 0x0B,      // postcopy: the state is complete; run with the discarded pages missing
 };
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries

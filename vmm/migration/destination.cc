@@ -1,9 +1,10 @@
-#include "vmm/migration/precopy/destination.h"
+#include "vmm/migration/destination.h"
 
 #include <fmt/format.h>
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
+#include "vmm/migration/postcopy/receiver.h"
 #include "vmm/migration/precopy/machine_state.h"
 #include "vmm/migration/precopy/ram_loader.h"
 #include "vmm/migration/transport/stream_io.h"
@@ -36,7 +37,12 @@ void IncomingMigration::start() { thread_ = std::thread([this] { run(); }); }
 
 MigrationStats IncomingMigration::stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    MigrationStats s = stats_;
+    if (receiver_) {
+        s.postcopy = receiver_->stats();
+        s.ram.remaining = (s.postcopy.missing_pages - s.postcopy.placed) * memory::kPageSize;
+    }
+    return s;
 }
 
 void IncomingMigration::set_status(MigrationStatus s) {
@@ -60,6 +66,7 @@ void IncomingMigration::run() {
     set_status(MigrationStatus::active);
     Status s = receive(**conn);
     if (!s) (*conn)->abort(s.error().message());  // a peer that is still there hears why at once
+    if (receiver_) receiver_->detach();  // the stream goes with the connection
     // Done with the source: the connection goes, then the listener (a transport's connection may
     // use what its listener set up), so the port is free for the next migration to this host.
     conn->reset();
@@ -69,6 +76,14 @@ void IncomingMigration::run() {
         stats_.total_time_ms = static_cast<uint64_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count());
         if (!s) stats_.error = s.error().message();
+    }
+    if (!s && in_postcopy_) {
+        // The guest runs here, and the source holds the pages it still lacks: ending now would
+        // lose it. Its vCPUs wait on those pages; the source keeps its copy paused.
+        log::error("postcopy from the source broke: {}; the guest stays here, its vCPUs waiting for {} missing pages",
+                   s.error().message(), receiver_->stats().missing_pages - receiver_->stats().placed);
+        set_status(MigrationStatus::postcopy_paused);
+        return;
     }
     set_status(s ? MigrationStatus::completed : MigrationStatus::failed);
     if (!s) on_failure_(s.error());
@@ -92,6 +107,10 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
     Status ok = check_compatible(*header, local);
     if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
         ok = Error("the source sends RAM through a transport channel this transport lacks");
+    }
+    if (ok && (header->features & kFeaturePostcopy) != 0 && !options_.caps.postcopy_ram) {
+        ok = Error("the source has postcopy-ram on, this destination does not: set it on both sides "
+                   "(migrate_set_capability postcopy-ram on, before migrate_incoming), or off on the source");
     }
     auto handover_us = ok ? rehearse_handover(machine_) : Result<uint32_t>(ok.error());
     if (!handover_us) {
@@ -143,6 +162,7 @@ Status IncomingMigration::receive(Connection& conn) {
                         [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); },
                         verifier.get());
     if (verifier && round_sums) loader.expect_round_sums();
+    if ((header->features & kFeaturePostcopy) != 0) loader.allow_postcopy();
     if (verifier && channel_sums) {
         if (auto s = loader.check_channel_sums(); !s) {
             refuse(st, s.error());
@@ -155,6 +175,14 @@ Status IncomingMigration::receive(Connection& conn) {
         refuse(st, loaded.error());
         return loaded;
     }
+    if (loader.switched_to_postcopy()) return receive_postcopy(st, *header, loader.discards());
+    if (auto s = ready_and_go(st); !s) return s;
+    return {};
+}
+
+// READY, then the source's GO; the guest runs here from now on (or stays paused as the source
+// had it, or with -S: 'cont' runs it).
+Status IncomingMigration::ready_and_go(ByteStream& st) {
     if (auto s = st.write(encode_reply(ReplyType::ready)); !s) return s;
     if (auto s = st.flush(); !s) return s;
     auto go = read_reply(st);
@@ -162,8 +190,29 @@ Status IncomingMigration::receive(Connection& conn) {
     if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
         return Error("the source did not give the go-ahead; not running the guest");
     }
-    // A guest the source had paused stays paused here too (as with -S): 'cont' runs it.
     return machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused);
+}
+
+// The guest runs here before every page has come: userfaultfd holds the missing ones, the
+// fault thread asks for them, and the stream brings the rest.
+Status IncomingMigration::receive_postcopy(ByteStream& st, const StreamHeader& header, const std::vector<Record>& discards) {
+    auto receiver = std::make_unique<PostcopyReceiver>(machine_.memory(), st, header.blocks, machine_.vcpu_tids(),
+                                                       (header.features & kFeatureVerifyRam) != 0);
+    if (auto s = receiver->prepare(discards); !s) {
+        refuse(st, s.error());
+        return s;
+    }
+    PostcopyReceiver* r = receiver.get();
+    {
+        std::lock_guard lock(mutex_);
+        receiver_ = std::move(receiver);  // kept for its figures, and for the pages it holds
+    }
+    if (auto s = ready_and_go(st); !s) return s;
+    in_postcopy_ = true;
+    set_status(MigrationStatus::postcopy_active);
+    Status s = r->run();
+    if (s) r->close();  // every page is here: the guest no longer needs the fault thread
+    return s;
 }
 
 }  // namespace vmm::migration

@@ -23,6 +23,7 @@
 #include "vmm/migration/precopy/rate_limiter.h"
 #include "vmm/migration/precopy/stats.h"
 #include "vmm/migration/transport/transport.h"
+#include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
 
@@ -40,6 +41,9 @@ public:
     // command came, before the transport was loaded).
     void start(std::chrono::steady_clock::time_point asked);
     void cancel();
+    // migrate_start_postcopy: switch to postcopy after the round under way (postcopy-ram must
+    // have been on when the migration started).
+    Status start_postcopy();
     // max-bandwidth changed while this migration runs (ignored once the guest is paused).
     void set_max_bandwidth(uint64_t bytes_per_second);
     MigrationStats stats() const;
@@ -51,9 +55,14 @@ private:
     Status setup(Connection*& conn_out);
     Status precopy(Run& run);
     Status complete(Run& run);
-    // STATE and END, then READY from the destination, then GO: the end of the downtime.
-    // Returns the bytes of state sent.
-    Result<uint64_t> hand_over(Run& run, DowntimeParts& parts);
+    // The switch: vCPUs paused, DISCARD for what the destination lacks, the hand-over with
+    // POSTCOPY; then the missing pages, requested ones first, while the guest runs there.
+    Status postcopy(Run& run);
+    bool switch_now(uint32_t round) const;
+    Status send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps);
+    // STATE and `last` (END, or POSTCOPY), then READY from the destination, then GO: the end
+    // of the downtime. Returns the bytes of state sent.
+    Result<uint64_t> hand_over(Run& run, DowntimeParts& parts, RecordType last = RecordType::end);
     void publish(const RamStats& work);
     Result<std::vector<std::vector<uint64_t>>> take_dirty();
     void set_status(MigrationStatus s);
@@ -76,6 +85,10 @@ private:
     bool paused_by_us_ = false;
     std::atomic<bool> finished_{false};
     std::atomic<RateLimiter*> limiter_{nullptr};  // set while the rounds run
+    std::atomic<bool> postcopy_requested_{false};
+    bool switching_ = false;                      // precopy ended to switch to postcopy
+    bool went_postcopy_ = false;                  // GO sent in postcopy: the destination runs the guest
+    class PostcopySender* sender_ = nullptr;      // under mutex_, while the postcopy phase runs
     std::thread thread_;
 };
 

@@ -12,6 +12,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/postcopy/receiver.h"
 #include "vmm/migration/precopy/ram_loader.h"
 #include "vmm/migration/transport/transport.h"
 
@@ -24,7 +25,7 @@ public:
 
     IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
                       bool stay_paused, StatusFn on_status, FailFn on_failure);
-    ~IncomingMigration();
+    ~IncomingMigration();  // out of line: PostcopyReceiver is complete there
 
     Status listen();
     void start();
@@ -35,6 +36,8 @@ private:
     void run();
     Status receive(Connection& conn);
     Result<StreamHeader> accept_header(Connection& conn);
+    Status ready_and_go(ByteStream& st);
+    Status receive_postcopy(ByteStream& st, const StreamHeader& header, const std::vector<Record>& discards);
     void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
     void set_status(MigrationStatus s);
 
@@ -50,6 +53,8 @@ private:
     mutable std::mutex mutex_;
     MigrationStats stats_;
     std::chrono::steady_clock::time_point start_;
+    std::unique_ptr<PostcopyReceiver> receiver_;  // under mutex_ for readers; set before the guest runs
+    bool in_postcopy_ = false;  // GO came in postcopy: the guest runs here
     std::thread thread_;
 };
 

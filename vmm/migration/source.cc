@@ -1,4 +1,4 @@
-#include "vmm/migration/precopy/source.h"
+#include "vmm/migration/source.h"
 
 #include <fmt/format.h>
 
@@ -7,6 +7,7 @@
 #include "vmm/memory/populated.h"
 #include "vmm/migration/precopy/convergence.h"
 #include "vmm/migration/precopy/machine_state.h"
+#include "vmm/migration/postcopy/sender.h"
 #include "vmm/migration/precopy/ram_saver.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/stream_format.h"
@@ -17,6 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 uint64_t ms_since(Clock::time_point t) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
 }
 }  // namespace
 
@@ -63,6 +67,26 @@ void MigrationSource::cancel() {
 
 bool MigrationSource::finished() const { return finished_; }
 
+Status MigrationSource::start_postcopy() {
+    if (!options_.caps.postcopy_ram) {
+        return Error("this migration cannot switch to postcopy: set the postcopy-ram capability on both sides before "
+                     "'migrate'");
+    }
+    auto st = stats().status;
+    if (st != MigrationStatus::setup && st != MigrationStatus::active) {
+        return Error(fmt::format("no precopy migration to switch to postcopy (status {})", to_string(st)));
+    }
+    postcopy_requested_ = true;
+    return {};
+}
+
+bool MigrationSource::switch_now(uint32_t round) const {
+    if (!options_.caps.postcopy_ram) return false;
+    if (postcopy_requested_) return true;
+    // `round` is the last round sent: 0 is the bulk round, so N rounds are done at round N - 1.
+    return options_.params.postcopy_after_rounds != 0 && round + 1 >= options_.params.postcopy_after_rounds;
+}
+
 void MigrationSource::set_max_bandwidth(uint64_t bytes_per_second) {
     std::lock_guard lock(mutex_);  // limiter_ is only cleared under this lock
     if (RateLimiter* l = limiter_.load()) l->request_rate(bytes_per_second);
@@ -72,6 +96,12 @@ MigrationStats MigrationSource::stats() const {
     std::lock_guard lock(mutex_);
     MigrationStats s = stats_;
     if (!is_terminal(s.status)) s.total_time_ms = ms_since(start_);
+    if (sender_ != nullptr) {
+        uint64_t switch_ms = s.postcopy.switch_ms;
+        s.postcopy = sender_->stats();
+        s.postcopy.switch_ms = switch_ms;
+        s.ram.remaining = sender_->remaining_pages() * memory::kPageSize;
+    }
     return s;
 }
 
@@ -97,6 +127,18 @@ void MigrationSource::fail(const Error& e) {
         stats_.total_time_ms = ms_since(start_);
         stats_.cpu_throttle_percentage = 0;
     }
+    if (went_postcopy_) {
+        // The guest ran on at the destination: it is split between the two sides, and running
+        // it here would fork it. The source keeps it paused with the RAM it had at the switch.
+        log::error("postcopy to {} broke: {}; the source keeps the guest paused with all of its RAM as at the switch "
+                   "('cont -f' would run it here, forking it)",
+                   uri_.text, e.message());
+        machine_.refuse_resume(fmt::format("postcopy to {} broke after the guest ran on there ({}): running the copy "
+                                           "here would fork it; 'cont -f' forces it",
+                                           uri_.text, e.message()));
+        set_status(MigrationStatus::postcopy_paused);
+        return;
+    }
     if (!cancelled) log::error("migration to {} failed: {}", uri_.text, e.message());
     set_status(cancelled ? MigrationStatus::cancelled : MigrationStatus::failed);
 }
@@ -115,7 +157,7 @@ void MigrationSource::run() {
             std::lock_guard lock(mutex_);
             limiter_ = nullptr;  // the downtime runs unpaced
         }
-        if (s) s = complete(r);
+        if (s) s = switching_ ? postcopy(r) : complete(r);
     }
     if (!s) {
         fail(s.error());
@@ -147,6 +189,13 @@ Status MigrationSource::setup(Connection*& conn_out) {
     verify_ = verify_mode();
     if (verify_ == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
+    if (options_.caps.postcopy_ram) {
+        if (conn_->source_ram() != nullptr) {
+            return Error("postcopy-ram runs over tcp: and unix: without multifd so far (the pages it pulls travel in the "
+                         "stream): turn off multifd, or postcopy-ram");
+        }
+        header.features |= kFeaturePostcopy;
+    }
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;
@@ -257,6 +306,12 @@ Status MigrationSource::precopy(Run& run) {
             stats_.cpu_throttle_percentage = d.throttle_percent;
             if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back({run.round, sent, secs, dirty});
         }
+        // Asked for, postcopy comes at this round's end even if the rest would fit the downtime
+        // (QEMU would finish in precopy then): the user chose when the guest moves.
+        if (switch_now(run.round)) {
+            switching_ = true;
+            return {};
+        }
         if (d.complete) return {};
         auto bitmaps = take_dirty();
         if (!bitmaps) return bitmaps.error();
@@ -266,11 +321,7 @@ Status MigrationSource::precopy(Run& run) {
     }
 }
 
-static double ms_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
+Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, RecordType last) {
     auto t = Clock::now();
     auto state = save_machine_state(machine_);
     if (!state) return state.error();
@@ -279,7 +330,7 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts) {
     rec.type = RecordType::state;
     rec.length = state->size();
     Record end;
-    end.type = RecordType::end;
+    end.type = last;
     auto header = encode_record(rec);
     auto end_bytes = encode_record(end);
     std::span<const uint8_t> all[] = {header, *state, end_bytes};
@@ -336,6 +387,86 @@ Status MigrationSource::complete(Run& run) {
         stats_.cpu_throttle_percentage = 0;
         if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);
     }
+    set_status(MigrationStatus::completed);
+    return {};
+}
+
+// Runs of the pages the destination must drop and fetch again: dirty since they were sent.
+Status MigrationSource::send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps) {
+    std::vector<uint8_t> all;
+    for (uint32_t b = 0; b < bitmaps.size(); ++b) {
+        const auto& bits = bitmaps[b];
+        uint64_t pages = bits.size() * 64;
+        auto set = [&](uint64_t p) { return p < pages && ((bits[p / 64] >> (p % 64)) & 1) != 0; };
+        for (uint64_t p = 0; p < pages;) {
+            if (bits[p / 64] == 0 && p % 64 == 0) {
+                p += 64;
+                continue;
+            }
+            if (!set(p)) {
+                ++p;
+                continue;
+            }
+            uint64_t q = p;
+            while (set(q)) ++q;
+            Record r;
+            r.type = RecordType::discard;
+            r.block = b;
+            r.offset = p * memory::kPageSize;
+            r.length = (q - p) * memory::kPageSize;
+            auto bytes = encode_record(r);
+            all.insert(all.end(), bytes.begin(), bytes.end());
+            p = q;
+        }
+    }
+    return st.write(all);
+}
+
+Status MigrationSource::postcopy(Run& run) {
+    DowntimeParts parts;
+    auto paused_at = Clock::now();
+    machine_.pause();
+    paused_by_us_ = true;
+    auto bitmaps = take_dirty();  // what changed since it was sent: the destination must not keep it
+    if (!bitmaps) return bitmaps.error();
+    parts.pause = ms_between(paused_at, Clock::now());
+    if (auto s = send_discards(run.conn.stream(), *bitmaps); !s) return s;
+    auto state_bytes = hand_over(run, parts, RecordType::postcopy);
+    if (!state_bytes) return state_bytes.error();
+    paused_by_us_ = false;  // GO went: the destination runs the guest, this side never again
+    went_postcopy_ = true;
+    machine_.refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
+                           "running it here too would fork it ('cont -f' forces it)");
+    machine_.set_throttle(0);
+    machine_.set_postmigrate();
+    std::vector<BlockInfo> blocks = header_for(machine_).blocks;
+    PostcopySender sender(machine_.memory(), run.conn.stream(), blocks, std::move(*bitmaps), cancel_,
+                          {options_.params.max_postcopy_bandwidth, options_.caps.zero_blocks, options_.caps.verify_ram});
+    uint64_t precopy_bytes = run.work.transferred;
+    {
+        std::lock_guard lock(mutex_);
+        stats_.downtime_ms = ms_since(paused_at);
+        stats_.downtime_parts = parts;
+        stats_.postcopy.switch_ms = stats_.downtime_ms;
+        stats_.ram.precopy_bytes = precopy_bytes;
+        stats_.ram.downtime_bytes = *state_bytes;
+        stats_.cpu_throttle_percentage = 0;
+        sender_ = &sender;
+    }
+    set_status(MigrationStatus::postcopy_active);
+    Status s = sender.run();
+    {
+        std::lock_guard lock(mutex_);
+        uint64_t switch_ms = stats_.postcopy.switch_ms;
+        stats_.postcopy = sender.stats();
+        stats_.postcopy.switch_ms = switch_ms;
+        stats_.ram.transferred = run.work.transferred + *state_bytes + stats_.postcopy.postcopy_bytes;
+        stats_.ram.remaining = sender.remaining_pages() * memory::kPageSize;
+        stats_.total_time_ms = ms_since(start_);
+        sender_ = nullptr;
+    }
+    if (!s) return s;
+    machine_.refuse_resume("");  // as after precopy: the guest has moved
     set_status(MigrationStatus::completed);
     return {};
 }

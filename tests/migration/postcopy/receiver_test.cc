@@ -1,0 +1,146 @@
+// PostcopyReceiver against a scripted stream: pages land only where guest RAM lacks them,
+// never outside guest RAM and never over a page already present; a fault on a missing page
+// becomes one request, a fault on a page known to be zero is settled without asking.
+#include "vmm/migration/postcopy/receiver.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "tests/support/memory_fixture.h"
+#include "tests/support/wait.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/return_path.h"
+
+namespace vmm::migration::test {
+
+namespace {
+
+#define REQUIRE_USERFAULTFD()                                                                       \
+    do {                                                                                            \
+        if (auto u = Userfault::open(); !u) GTEST_SKIP() << "needs userfaultfd: " << u.error().message(); \
+    } while (0)
+
+std::vector<uint8_t> operator+(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+Record range(RecordType t, uint32_t block, uint64_t first_page, uint64_t pages) {
+    Record r;
+    r.type = t;
+    r.block = block;
+    r.offset = first_page * 4096;
+    r.length = pages * 4096;
+    return r;
+}
+
+std::vector<uint8_t> pages_record(uint32_t block, uint64_t first_page, uint64_t pages, uint8_t fill) {
+    auto bytes = encode_record(range(RecordType::pages, block, first_page, pages));
+    bytes.resize(bytes.size() + pages * 4096, fill);
+    return bytes;
+}
+
+std::vector<uint8_t> end_record() {
+    Record r;
+    r.type = RecordType::end;
+    return encode_record(r);
+}
+
+}  // namespace
+
+TEST(PostcopyReceiver, PlacesWhatIsMissingAndNothingElse) {
+    REQUIRE_USERFAULTFD();
+    auto mem = make_memory();
+    uint8_t* ram = mem.blocks()[0]->host();
+    std::memset(ram + 10 * 4096, 0x5a, 4096);  // present before the switch: the guest's own
+    // Pages 0-3 missing; a page of 'high' missing too. The stream: data for 0-1, zero for 2-3,
+    // a record over the present page 10 (must be skipped), the 'high' page, END.
+    MemoryStream stream(pages_record(0, 0, 2, 0xab) + encode_record(range(RecordType::zero, 0, 2, 2)) +
+                        pages_record(0, 10, 1, 0xee) + pages_record(1, 5, 1, 0xcd) + end_record());
+    PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 4), range(RecordType::discard, 1, 5, 1)}));
+    auto s = rx.run();
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(ram[0], 0xab);
+    EXPECT_EQ(ram[2 * 4096 - 1], 0xab);
+    EXPECT_EQ(ram[2 * 4096], 0);
+    EXPECT_EQ(ram[10 * 4096], 0x5a) << "a page present at the switch was overwritten";
+    EXPECT_EQ(mem.blocks()[1]->host()[5 * 4096], 0xcd);
+    EXPECT_TRUE(rx.complete());
+    PostcopyStats st = rx.stats();
+    EXPECT_EQ(st.missing_pages, 5u);
+    EXPECT_EQ(st.placed, 5u);
+    // The answer: POSTCOPY_DONE, once.
+    ASSERT_EQ(stream.written().size(), 1u);
+    EXPECT_EQ(stream.written()[0], static_cast<uint8_t>(ReturnType::postcopy_done));
+}
+
+TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlaced) {
+    REQUIRE_USERFAULTFD();
+    auto mem = make_memory();
+    Record outside = range(RecordType::pages, 0, 8 * M / 4096, 1);  // just past the end of 'pc.ram'
+    auto bytes = encode_record(outside);
+    bytes.resize(bytes.size() + 4096, 0xff);
+    Record bad_block = range(RecordType::zero, 7, 0, 1);
+    for (const auto& stream_bytes : {bytes, encode_record(bad_block), pages_record(0, 0, 1, 1) + encode_record([] {
+                                         Record r;
+                                         r.type = RecordType::round_begin;
+                                         return r;
+                                     }())}) {
+        MemoryStream stream(stream_bytes);
+        PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+        ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 1)}));
+        auto s = rx.run();
+        ASSERT_FALSE(s);
+        EXPECT_TRUE(s.error().message().find("outside") != std::string::npos ||
+                    s.error().message().find("block index") != std::string::npos ||
+                    s.error().message().find("in postcopy") != std::string::npos)
+            << s.error().message();
+        EXPECT_TRUE(stream.written().empty()) << "no POSTCOPY_DONE after a refused stream";
+    }
+}
+
+TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
+    REQUIRE_USERFAULTFD();
+    auto mem = make_memory();
+    MemoryStream stream(pages_record(0, 0, 1, 1) + end_record());
+    PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
+    auto s = rx.run();
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message().find("1 pages still missing"), std::string::npos) << s.error().message();
+}
+
+// A thread touching a missing page sleeps until its page is placed, after exactly one request;
+// touching a page the source never sent (zero there) costs no request at all.
+TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
+    REQUIRE_USERFAULTFD();
+    auto mem = make_memory();
+    uint8_t* ram = mem.blocks()[0]->host();
+    MemoryStream stream(pages_record(0, 3, 1, 0x77) + end_record());
+    PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1)}));
+    EXPECT_EQ(ram[100 * 4096 + 8], 0) << "a never-sent page reads as zero";
+    // (the fault thread counts it just after the reader woke)
+    EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().zero_local == 1; }, std::chrono::seconds(10)));
+    EXPECT_EQ(rx.stats().requests, 0u);
+    uint8_t seen = 0;
+    std::thread toucher([&] { seen = *reinterpret_cast<volatile uint8_t*>(ram + 3 * 4096 + 1); });
+    EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().requests == 1; }, std::chrono::seconds(10)));
+    auto s = rx.run();
+    toucher.join();
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(seen, 0x77);
+    PostcopyStats st = rx.stats();
+    EXPECT_EQ(st.requests, 1u);
+    EXPECT_EQ(st.fault_latency.count, 1u);
+    EXPECT_GT(st.fault_latency.max_us, 0.0);
+    // The request went out before POSTCOPY_DONE: PAGE_REQUEST(block 0, offset 0x3000, 4096).
+    auto request = encode_page_request(0, 3 * 4096, 4096);
+    ASSERT_GE(stream.written().size(), request.size() + 1);
+    EXPECT_TRUE(std::equal(request.begin(), request.end(), stream.written().begin()));
+}
+
+}  // namespace vmm::migration::test

@@ -1,0 +1,142 @@
+#include "vmm/migration/postcopy/receiver.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/page_sums.h"
+#include "vmm/migration/wire/return_path.h"
+
+namespace vmm::migration {
+
+PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
+                                   std::vector<uint32_t> vcpu_tids, bool verify)
+    : mem_(mem), stream_(stream), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), verify_(verify) {}
+
+PostcopyReceiver::~PostcopyReceiver() {
+    if (faults_) faults_->stop();
+}
+
+Status PostcopyReceiver::send(std::span<const uint8_t> bytes) {
+    std::lock_guard lock(write_mutex_);
+    if (!attached_) return Error("the link to the source is down");
+    if (auto s = stream_.write(bytes); !s) return s;
+    return stream_.flush();
+}
+
+Status PostcopyReceiver::prepare(const std::vector<Record>& discards) {
+    auto uffd = Userfault::open();
+    if (!uffd) return uffd.error();
+    uffd_ = std::make_unique<Userfault>(std::move(*uffd));
+    std::vector<uint8_t*> hosts;
+    for (const auto& b : mem_.blocks()) {
+        hosts.push_back(b->host());
+        if (auto s = uffd_->register_range(b->host(), b->size()); !s) return s;
+    }
+    missing_ = std::make_unique<MissingPages>(blocks_, hosts);
+    for (const Record& d : discards) {
+        // What precopy put there is stale: dropped, so the guest's first touch faults.
+        if (::madvise(hosts[d.block] + d.offset, d.length, MADV_DONTNEED) != 0) {
+            return Error::from_errno("dropping stale guest pages for postcopy (madvise)");
+        }
+        missing_->add(d.block, d.offset / kStreamPageSize, d.length / kStreamPageSize);
+    }
+    faults_ = std::make_unique<FaultHandler>(*uffd_, *missing_, vcpu_tids_,
+                                             [this](uint32_t block, uint64_t offset, uint32_t length) {
+                                                 return send(encode_page_request(block, offset, length));
+                                             });
+    return faults_->start();
+}
+
+void PostcopyReceiver::note_placed(uint32_t block, uint64_t first_page, uint64_t count, uint64_t placed) {
+    missing_->placed(block, first_page, count);
+    faults_->placed(block, first_page, count);
+    std::lock_guard lock(stats_mutex_);
+    background_ += placed;
+}
+
+Status PostcopyReceiver::place_pages(const Record& r) {
+    std::vector<uint64_t> sums;
+    if (verify_ != (r.type == RecordType::pages_summed)) {
+        return Error(verify_ ? "migration stream: PAGES without sums under verify-ram" : "migration stream: PAGES_SUMMED without verify-ram");
+    }
+    if (verify_) {
+        if (auto s = read_page_sums(stream_, r.length, sums); !s) return s;
+    }
+    buffer_.resize(r.length);  // at most kMaxPagesRecord: the decoder checked
+    if (auto s = stream_.read_exact(buffer_); !s) return s;
+    for (size_t i = 0; i < sums.size(); ++i) {
+        // The source's guest is paused for good: a page cannot change in flight, so a mismatch is corruption.
+        if (page_checksum(buffer_.data() + i * kStreamPageSize) != sums[i]) {
+            return Error(fmt::format("RAM verification failed in postcopy: RAM block '{}' offset {:#x} arrived different "
+                                     "from what the source read",
+                                     blocks_[r.block].name, r.offset + i * kStreamPageSize));
+        }
+    }
+    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
+    auto placed = uffd_->copy(dst, buffer_.data(), r.length);
+    if (!placed) return placed.error();
+    note_placed(r.block, r.offset / kStreamPageSize, r.length / kStreamPageSize, *placed);
+    std::lock_guard lock(stats_mutex_);
+    bytes_ += r.length;
+    return {};
+}
+
+Status PostcopyReceiver::place_zero(const Record& r) {
+    uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
+    auto placed = uffd_->zero(dst, r.length);
+    if (!placed) return placed.error();
+    note_placed(r.block, r.offset / kStreamPageSize, r.length / kStreamPageSize, *placed);
+    return {};
+}
+
+Status PostcopyReceiver::run() {
+    for (;;) {
+        if (auto f = faults_->failure(); f) return f->context("sending a page request to the source");
+        auto r = read_record(stream_, blocks_, kStreamPageSize);
+        if (!r) return r.error();
+        Status s;
+        switch (r->type) {
+            case RecordType::pages:
+            case RecordType::pages_summed: s = place_pages(*r); break;
+            case RecordType::zero: s = place_zero(*r); break;
+            case RecordType::end: {
+                if (uint64_t left = missing_->remaining(); left != 0) {
+                    return Error(fmt::format("the source ended postcopy with {} pages still missing here", left));
+                }
+                return send(encode_postcopy_done());
+            }
+            default:
+                return Error(fmt::format("migration stream: record {:#04x} in postcopy, where only PAGES, ZERO and END "
+                                         "may come",
+                                         static_cast<unsigned>(r->type)));
+        }
+        if (!s) return s;
+    }
+}
+
+void PostcopyReceiver::close() {
+    if (faults_) faults_->stop();
+    uffd_.reset();
+}
+
+void PostcopyReceiver::detach() {
+    std::lock_guard lock(write_mutex_);
+    attached_ = false;
+}
+
+PostcopyStats PostcopyReceiver::stats() const {
+    PostcopyStats s;
+    s.switched = true;
+    if (missing_) {
+        s.missing_pages = missing_->total();
+        s.placed = missing_->total() - missing_->remaining();
+    }
+    if (faults_) faults_->fill(s);
+    std::lock_guard lock(stats_mutex_);
+    s.background_pages = background_;
+    s.postcopy_bytes = bytes_;
+    return s;
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,68 @@
+// PostcopyReceiver: the destination's postcopy phase. Before the guest runs here (prepare):
+// guest RAM is registered with userfaultfd, the ranges the source discarded are dropped so that
+// touching them faults, and the fault thread starts. After GO (run): the source's pages arrive
+// on the stream, outside any round, and are placed atomically (UFFDIO_COPY / UFFDIO_ZEROPAGE)
+// unless the page is present already, whichever of the background push and a request's answer
+// comes first; at END every missing page must have arrived, and POSTCOPY_DONE tells the source.
+// Requests and POSTCOPY_DONE go back on the stream's reverse direction (one writer at a time).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "vmm/memory/guest_memory.h"
+#include "vmm/migration/postcopy/fault_handler.h"
+#include "vmm/migration/postcopy/missing_pages.h"
+#include "vmm/migration/postcopy/userfault.h"
+#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/transport/stream.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+class PostcopyReceiver {
+public:
+    // `blocks`: this machine's layout (checked against the source's header); `verify`: the
+    // source announced verify-ram, so pages come as PAGES_SUMMED and are checked before placing.
+    PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
+                     std::vector<uint32_t> vcpu_tids, bool verify);
+    ~PostcopyReceiver();  // stops the fault thread; the userfaultfd goes last
+    PostcopyReceiver(const PostcopyReceiver&) = delete;
+    PostcopyReceiver& operator=(const PostcopyReceiver&) = delete;
+
+    // Before READY: `discards` are the source's DISCARD records (already checked against the blocks).
+    Status prepare(const std::vector<Record>& discards);
+    // After GO: places pages until END, then answers POSTCOPY_DONE.
+    Status run();
+    PostcopyStats stats() const;
+    // Every page is here: stops the fault thread and lets go of guest RAM (no fault can come).
+    void close();
+    // The stream is going away: requests fail from now on (a later recovery brings another).
+    void detach();
+    // Whether every page has arrived (the guest no longer depends on the source).
+    bool complete() const { return missing_ && missing_->remaining() == 0; }
+
+private:
+    Status place_pages(const Record& r);
+    Status place_zero(const Record& r);
+    void note_placed(uint32_t block, uint64_t first_page, uint64_t count, uint64_t placed);
+    Status send(std::span<const uint8_t> bytes);
+
+    const memory::GuestMemory& mem_;
+    ByteStream& stream_;
+    std::vector<BlockInfo> blocks_;
+    std::vector<uint32_t> vcpu_tids_;
+    bool verify_;
+    std::mutex write_mutex_;
+    bool attached_ = true;  // under write_mutex_
+    std::unique_ptr<Userfault> uffd_;
+    std::unique_ptr<MissingPages> missing_;
+    std::unique_ptr<FaultHandler> faults_;
+    std::vector<uint8_t> buffer_;
+    mutable std::mutex stats_mutex_;
+    uint64_t background_ = 0;  // pages placed from the stream (pushed or requested)
+    uint64_t bytes_ = 0;
+};
+
+}  // namespace vmm::migration

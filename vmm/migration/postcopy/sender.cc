@@ -1,0 +1,211 @@
+#include "vmm/migration/postcopy/sender.h"
+
+#include <bit>
+
+#include "vmm/common/thread_name.h"
+#include "vmm/memory/dirty_bitmap.h"
+#include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/page_sums.h"
+
+namespace vmm::migration {
+
+namespace {
+constexpr uint64_t kBackgroundPages = 16;  // 64 KiB a record: a request waits behind at most one
+constexpr auto kReturnPoll = std::chrono::milliseconds(200);
+}  // namespace
+
+PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
+                               std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel, Config config)
+    : mem_(mem), stream_(stream), blocks_(std::move(blocks)), missing_(std::move(missing)), cancel_(cancel),
+      config_(config),
+      limiter_(config.max_bandwidth, [this](std::chrono::nanoseconds d) -> Status {
+          // Paced, but a request cuts the wait short: it is what the guest is blocked on.
+          std::unique_lock lock(mutex_);
+          cv_.wait_for(lock, d, [this] { return !requests_.empty() || failure_.has_value(); });
+          if (cancel_.cancelled()) return Error("migration cancelled");
+          return {};
+      }) {
+    for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
+    stats_.switched = true;
+    stats_.missing_pages = remaining_;
+}
+
+PostcopySender::~PostcopySender() {
+    {
+        std::lock_guard lock(mutex_);
+        stop_reader_ = true;
+    }
+    if (reader_.joinable()) reader_.join();
+}
+
+void PostcopySender::read_return_path() {
+    name_this_thread("postcopy-return");
+    for (;;) {
+        {
+            std::lock_guard lock(mutex_);
+            if (stop_reader_) return;
+        }
+        if (auto w = stream_.await_readable(kReturnPoll); !w) {
+            if (cancel_.cancelled()) return;
+            continue;  // a destination whose guest touches nothing missing says nothing: normal here
+        }
+        auto m = read_return(stream_, blocks_, kStreamPageSize);
+        std::lock_guard lock(mutex_);
+        if (!m) {
+            if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
+        } else if (m->message.type == ReturnType::page_request) {
+            requests_.push_back({m->message.block, m->message.offset / kStreamPageSize, m->message.length / kStreamPageSize});
+            ++stats_.requests;
+        } else if (m->message.type == ReturnType::postcopy_done) {
+            done_ = true;
+        } else {
+            failure_ = Error("the destination sent a received-pages bitmap outside a postcopy recovery");
+        }
+        cv_.notify_all();
+        if (!m || done_ || failure_) return;
+    }
+}
+
+std::optional<PostcopySender::Request> PostcopySender::next_request() {
+    std::lock_guard lock(mutex_);
+    if (requests_.empty()) return std::nullopt;
+    Request r = requests_.front();
+    requests_.pop_front();
+    return r;
+}
+
+Status PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero) {
+    Record r;
+    r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
+    r.block = block;
+    r.offset = first * kStreamPageSize;
+    r.length = count * kStreamPageSize;
+    auto header = encode_record(r);
+    const uint8_t* host = mem_.blocks()[block]->host() + r.offset;
+    std::span<const uint8_t> ram(host, zero ? 0 : r.length);
+    if (config_.verify && !zero) append_page_sums(header, ram);
+    auto s = zero ? stream_.write(header) : stream_.write_ram(header, ram);
+    if (!s) return s;
+    for (uint64_t p = first; p < first + count; ++p) missing_[block][p / 64] &= ~(uint64_t{1} << (p % 64));
+    std::lock_guard lock(mutex_);
+    remaining_ -= count;
+    stats_.postcopy_bytes += header.size() + ram.size();
+    return {};
+}
+
+// [first, first + count) are all missing: runs of data pages and of zero pages.
+Status PostcopySender::send_pages(uint32_t block, uint64_t first, uint64_t count) {
+    const uint8_t* host = mem_.blocks()[block]->host();
+    uint64_t start = first;
+    bool zero = config_.zero_markers && is_zero_page(host + first * kStreamPageSize);
+    for (uint64_t p = first + 1; p <= first + count; ++p) {
+        bool z = p < first + count && config_.zero_markers && is_zero_page(host + p * kStreamPageSize);
+        if (p < first + count && z == zero) continue;
+        if (auto s = send_run(block, start, p - start, zero); !s) return s;
+        start = p;
+        zero = z;
+    }
+    return {};
+}
+
+static bool test_bit(const std::vector<uint64_t>& bits, uint64_t p) { return (bits[p / 64] >> (p % 64)) & 1; }
+
+Status PostcopySender::serve(const Request& r) {
+    uint64_t end = r.first_page + r.count;
+    bool any = false;
+    for (uint64_t p = r.first_page; p < end;) {
+        if (!test_bit(missing_[r.block], p)) {
+            ++p;
+            continue;
+        }
+        uint64_t q = p;
+        while (q < end && test_bit(missing_[r.block], q)) ++q;
+        if (auto s = send_pages(r.block, p, q - p); !s) return s;
+        any = true;
+        p = q;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        ++(any ? stats_.requests_served : stats_.already_sent);
+    }
+    cursor_block_ = r.block;
+    cursor_page_ = end;
+    return stream_.flush();
+}
+
+// The next run of missing pages from the cursor on, wrapping around the blocks.
+Status PostcopySender::push_background() {
+    for (size_t tries = 0; tries <= blocks_.size(); ++tries) {
+        const auto& bits = missing_[cursor_block_];
+        uint64_t pages = blocks_[cursor_block_].size / kStreamPageSize;
+        uint64_t p = cursor_page_;
+        while (p < pages) {
+            uint64_t word = bits[p / 64] >> (p % 64);
+            if (word != 0) {
+                p += static_cast<uint64_t>(std::countr_zero(word));
+                break;
+            }
+            p = (p / 64 + 1) * 64;
+        }
+        if (p < pages) {
+            uint64_t q = p;
+            while (q < pages && q - p < kBackgroundPages && test_bit(bits, q)) ++q;
+            uint64_t before = stats().postcopy_bytes;
+            if (auto s = send_pages(cursor_block_, p, q - p); !s) return s;
+            cursor_page_ = q;
+            {
+                std::lock_guard lock(mutex_);
+                stats_.background_pages += q - p;
+            }
+            if (auto s = stream_.flush(); !s) return s;
+            return limiter_.consume(stats().postcopy_bytes - before);
+        }
+        cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
+        cursor_page_ = 0;
+    }
+    return Error("internal: postcopy found no missing page although some remain");
+}
+
+Status PostcopySender::wait_done() {
+    std::unique_lock lock(mutex_);
+    while (!done_ && !failure_) {
+        if (cancel_.cancelled()) return Error("migration cancelled");
+        cv_.wait_for(lock, kReturnPoll);
+    }
+    if (failure_) return *failure_;
+    return {};
+}
+
+Status PostcopySender::run() {
+    reader_ = std::thread([this] { read_return_path(); });
+    while (remaining_pages() != 0) {
+        {
+            std::lock_guard lock(mutex_);
+            if (failure_) return *failure_;
+        }
+        if (cancel_.cancelled()) return Error("migration cancelled");
+        while (auto r = next_request()) {
+            if (auto s = serve(*r); !s) return s;
+        }
+        if (remaining_pages() == 0) break;
+        if (auto s = push_background(); !s) return s;
+    }
+    Record end;
+    end.type = RecordType::end;
+    if (auto s = stream_.write(encode_record(end)); !s) return s;
+    if (auto s = stream_.flush(); !s) return s;
+    return wait_done();
+}
+
+PostcopyStats PostcopySender::stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+}
+
+uint64_t PostcopySender::remaining_pages() const {
+    std::lock_guard lock(mutex_);
+    return remaining_;
+}
+
+}  // namespace vmm::migration

@@ -1,0 +1,83 @@
+// PostcopySender: the source's postcopy phase. The guest runs on the destination; this side
+// holds the only copy of the pages the destination lacks (`missing`, the dirty bitmaps taken at
+// the switch) and sends each once: requested pages first, ahead of the background push, which
+// then carries on from just past the request (the guest tends to touch its neighbours next).
+// A thread reads the return path (PAGE_REQUEST, POSTCOPY_DONE). The background push is paced
+// by max-postcopy-bandwidth; requests never are. When every page has gone it sends END and
+// waits for POSTCOPY_DONE.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "vmm/memory/guest_memory.h"
+#include "vmm/migration/precopy/rate_limiter.h"
+#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/transport/cancel.h"
+#include "vmm/migration/transport/stream.h"
+#include "vmm/migration/wire/return_path.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+class PostcopySender {
+public:
+    struct Config {
+        uint64_t max_bandwidth = 0;  // background push, bytes/s (0 = unlimited)
+        bool zero_markers = true;    // zero pages as ZERO records
+        bool verify = false;         // PAGES_SUMMED (verify-ram)
+    };
+    // `missing[i]`: block i's pages the destination lacks (bit per page).
+    PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
+                   std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel, Config config);
+    ~PostcopySender();  // joins the return-path reader
+    PostcopySender(const PostcopySender&) = delete;
+    PostcopySender& operator=(const PostcopySender&) = delete;
+
+    // Sends every missing page, then END, and returns once the destination said POSTCOPY_DONE.
+    Status run();
+    PostcopyStats stats() const;
+    uint64_t remaining_pages() const;
+
+private:
+    struct Request {
+        uint32_t block;
+        uint64_t first_page, count;
+    };
+    void read_return_path();
+    std::optional<Request> next_request();
+    Status serve(const Request& r);
+    Status push_background();
+    // Sends the still-missing pages of [first, first + count) of `block`, all of which must be.
+    Status send_pages(uint32_t block, uint64_t first, uint64_t count);
+    Status send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
+    Status wait_done();
+    Status pace(uint64_t bytes);
+
+    const memory::GuestMemory& mem_;
+    ByteStream& stream_;
+    std::vector<BlockInfo> blocks_;
+    std::vector<std::vector<uint64_t>> missing_;  // the migration thread's alone
+    const CancelToken& cancel_;
+    Config config_;
+    RateLimiter limiter_;
+    uint32_t cursor_block_ = 0;
+    uint64_t cursor_page_ = 0;
+    std::thread reader_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<Request> requests_;
+    bool done_ = false;         // POSTCOPY_DONE came
+    bool stop_reader_ = false;
+    std::optional<Error> failure_;  // the return path failed or carried nonsense
+    PostcopyStats stats_;
+    uint64_t remaining_ = 0;
+};
+
+}  // namespace vmm::migration
