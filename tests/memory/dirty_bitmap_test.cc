@@ -4,6 +4,31 @@
 
 namespace vmm::memory {
 
+// Runs of set bits: maximal, across word boundaries, cut at `max`, never past `end`.
+TEST(DirtyBitmap, NextRunFindsMaximalRunsAcrossWords) {
+    std::vector<uint64_t> w(4, 0);
+    auto set = [&](uint64_t p) { w[p / 64] |= uint64_t{1} << (p % 64); };
+    for (uint64_t p = 60; p < 70; ++p) set(p);  // 60..69, across words 0 and 1
+    set(130);
+    set(255);
+    PageRun r = next_run(w, 0, 256);
+    EXPECT_EQ(r.first, 60u);
+    EXPECT_EQ(r.count, 10u);
+    r = next_run(w, 65, 256);
+    EXPECT_EQ(r.first, 65u);
+    EXPECT_EQ(r.count, 5u);
+    r = next_run(w, 70, 256);
+    EXPECT_EQ(r.first, 130u);
+    EXPECT_EQ(r.count, 1u);
+    r = next_run(w, 60, 256, 4);
+    EXPECT_EQ(r.count, 4u) << "cut at max";
+    r = next_run(w, 131, 255);
+    EXPECT_EQ(r.count, 0u) << "the bit at end is outside";
+    r = next_run(w, 131, 256);
+    EXPECT_EQ(r.first, 255u);
+    EXPECT_EQ(next_run(w, 256, 256).count, 0u);
+}
+
 TEST(DirtyBitmap, SetTestCountAndRangesAcrossWords) {
     DirtyBitmap b(200);
     b.set(0);

@@ -63,4 +63,21 @@ uint64_t count_bits(const uint64_t* words, size_t n) {
     return c;
 }
 
+PageRun next_run(const std::vector<uint64_t>& words, uint64_t from, uint64_t end, uint64_t max) {
+    auto set = [&](uint64_t p) { return ((words[p / 64] >> (p % 64)) & 1) != 0; };
+    uint64_t p = from;
+    while (p < end) {
+        uint64_t rest = words[p / 64] >> (p % 64);
+        if (rest != 0) {
+            p += static_cast<uint64_t>(std::countr_zero(rest));
+            break;
+        }
+        p = (p / 64 + 1) * 64;
+    }
+    if (p >= end) return {};
+    uint64_t q = p;
+    while (q < end && q - p < max && set(q)) ++q;
+    return {p, q - p};
+}
+
 }  // namespace vmm::memory

@@ -39,4 +39,12 @@ private:
 // Number of set bits in a plain bitmap of `words` words.
 uint64_t count_bits(const uint64_t* words, size_t n);
 
+// A run of set bits (pages) in a plain bitmap; count 0: none.
+struct PageRun {
+    uint64_t first = 0, count = 0;
+};
+// The first run of set bits at or after `from` and before `end` (end <= words.size() * 64), cut
+// at `max` bits; whole zero words are skipped at once.
+PageRun next_run(const std::vector<uint64_t>& words, uint64_t from, uint64_t end, uint64_t max = UINT64_MAX);
+
 }  // namespace vmm::memory

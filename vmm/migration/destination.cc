@@ -80,8 +80,9 @@ void IncomingMigration::run() {
     if (!s && in_postcopy_) {
         // The guest runs here, and the source holds the pages it still lacks: ending now would
         // lose it. Its vCPUs wait on those pages; the source keeps its copy paused.
+        PostcopyStats left = receiver_->stats();
         log::error("postcopy from the source broke: {}; the guest stays here, its vCPUs waiting for {} missing pages",
-                   s.error().message(), receiver_->stats().missing_pages - receiver_->stats().placed);
+                   s.error().message(), left.missing_pages - left.placed);
         set_status(MigrationStatus::postcopy_paused);
         return;
     }

@@ -97,9 +97,8 @@ MigrationStats MigrationSource::stats() const {
     MigrationStats s = stats_;
     if (!is_terminal(s.status)) s.total_time_ms = ms_since(start_);
     if (sender_ != nullptr) {
-        uint64_t switch_ms = s.postcopy.switch_ms;
         s.postcopy = sender_->stats();
-        s.postcopy.switch_ms = switch_ms;
+        s.postcopy.switch_ms = s.downtime_ms;  // the switch is postcopy's whole downtime
         s.ram.remaining = sender_->remaining_pages() * memory::kPageSize;
     }
     return s;
@@ -395,28 +394,16 @@ Status MigrationSource::complete(Run& run) {
 Status MigrationSource::send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps) {
     std::vector<uint8_t> all;
     for (uint32_t b = 0; b < bitmaps.size(); ++b) {
-        const auto& bits = bitmaps[b];
-        uint64_t pages = bits.size() * 64;
-        auto set = [&](uint64_t p) { return p < pages && ((bits[p / 64] >> (p % 64)) & 1) != 0; };
-        for (uint64_t p = 0; p < pages;) {
-            if (bits[p / 64] == 0 && p % 64 == 0) {
-                p += 64;
-                continue;
-            }
-            if (!set(p)) {
-                ++p;
-                continue;
-            }
-            uint64_t q = p;
-            while (set(q)) ++q;
+        uint64_t pages = machine_.memory().blocks()[b]->pages();
+        for (auto run = memory::next_run(bitmaps[b], 0, pages); run.count != 0;
+             run = memory::next_run(bitmaps[b], run.first + run.count, pages)) {
             Record r;
             r.type = RecordType::discard;
             r.block = b;
-            r.offset = p * memory::kPageSize;
-            r.length = (q - p) * memory::kPageSize;
+            r.offset = run.first * memory::kPageSize;
+            r.length = run.count * memory::kPageSize;
             auto bytes = encode_record(r);
             all.insert(all.end(), bytes.begin(), bytes.end());
-            p = q;
         }
     }
     return st.write(all);
@@ -447,7 +434,6 @@ Status MigrationSource::postcopy(Run& run) {
         std::lock_guard lock(mutex_);
         stats_.downtime_ms = ms_since(paused_at);
         stats_.downtime_parts = parts;
-        stats_.postcopy.switch_ms = stats_.downtime_ms;
         stats_.ram.precopy_bytes = precopy_bytes;
         stats_.ram.downtime_bytes = *state_bytes;
         stats_.cpu_throttle_percentage = 0;
@@ -457,9 +443,8 @@ Status MigrationSource::postcopy(Run& run) {
     Status s = sender.run();
     {
         std::lock_guard lock(mutex_);
-        uint64_t switch_ms = stats_.postcopy.switch_ms;
         stats_.postcopy = sender.stats();
-        stats_.postcopy.switch_ms = switch_ms;
+        stats_.postcopy.switch_ms = stats_.downtime_ms;
         stats_.ram.transferred = run.work.transferred + *state_bytes + stats_.postcopy.postcopy_bytes;
         stats_.ram.remaining = sender.remaining_pages() * memory::kPageSize;
         stats_.total_time_ms = ms_since(start_);

@@ -42,8 +42,6 @@ public:
     void fill(PostcopyStats& out) const;
     // The first request that could not be sent (the link to the source failed), if any.
     std::optional<Error> failure() const;
-    // Sends again every request still unanswered (after the link came back).
-    Status resend_pending();
 
 private:
     void loop();

@@ -32,13 +32,6 @@ bool MissingPages::missing(PageRef p) const {
     return test(p.block, p.page);
 }
 
-bool MissingPages::any_missing(uint32_t block, uint64_t first_page, uint64_t count) const {
-    std::lock_guard lock(mutex_);
-    for (uint64_t p = first_page; p < first_page + count; ++p)
-        if (test(block, p)) return true;
-    return false;
-}
-
 uint64_t MissingPages::placed(uint32_t block, uint64_t first_page, uint64_t count) {
     std::lock_guard lock(mutex_);
     uint64_t n = 0;

@@ -30,13 +30,10 @@ public:
     std::optional<PageRef> locate(uint64_t address) const;
     uint8_t* host(uint32_t block, uint64_t page) const { return hosts_[block] + page * kStreamPageSize; }
     bool missing(PageRef p) const;
-    // Whether any page of the range is missing.
-    bool any_missing(uint32_t block, uint64_t first_page, uint64_t count) const;
     // The range has been placed: its pages leave the set. Returns how many were in it.
     uint64_t placed(uint32_t block, uint64_t first_page, uint64_t count);
     uint64_t remaining() const;
     uint64_t total() const { return total_; }
-    const std::vector<BlockInfo>& blocks() const { return blocks_; }
 
 private:
     bool test(uint32_t block, uint64_t page) const {

@@ -1,7 +1,5 @@
 #include "vmm/migration/postcopy/sender.h"
 
-#include <bit>
-
 #include "vmm/common/thread_name.h"
 #include "vmm/memory/dirty_bitmap.h"
 #include "vmm/migration/precopy/ram_saver.h"
@@ -75,7 +73,7 @@ std::optional<PostcopySender::Request> PostcopySender::next_request() {
     return r;
 }
 
-Status PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero) {
+Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero) {
     Record r;
     r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
     r.block = block;
@@ -86,44 +84,40 @@ Status PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, 
     std::span<const uint8_t> ram(host, zero ? 0 : r.length);
     if (config_.verify && !zero) append_page_sums(header, ram);
     auto s = zero ? stream_.write(header) : stream_.write_ram(header, ram);
-    if (!s) return s;
+    if (!s) return s.error();
     for (uint64_t p = first; p < first + count; ++p) missing_[block][p / 64] &= ~(uint64_t{1} << (p % 64));
+    uint64_t bytes = header.size() + ram.size();
     std::lock_guard lock(mutex_);
     remaining_ -= count;
-    stats_.postcopy_bytes += header.size() + ram.size();
-    return {};
+    stats_.postcopy_bytes += bytes;
+    return bytes;
 }
 
-// [first, first + count) are all missing: runs of data pages and of zero pages.
-Status PostcopySender::send_pages(uint32_t block, uint64_t first, uint64_t count) {
+// [first, first + count) are all missing: runs of data pages and of zero pages. Returns the
+// bytes sent.
+Result<uint64_t> PostcopySender::send_pages(uint32_t block, uint64_t first, uint64_t count) {
     const uint8_t* host = mem_.blocks()[block]->host();
-    uint64_t start = first;
+    uint64_t start = first, bytes = 0;
     bool zero = config_.zero_markers && is_zero_page(host + first * kStreamPageSize);
     for (uint64_t p = first + 1; p <= first + count; ++p) {
         bool z = p < first + count && config_.zero_markers && is_zero_page(host + p * kStreamPageSize);
         if (p < first + count && z == zero) continue;
-        if (auto s = send_run(block, start, p - start, zero); !s) return s;
+        auto sent = send_run(block, start, p - start, zero);
+        if (!sent) return sent.error();
+        bytes += *sent;
         start = p;
         zero = z;
     }
-    return {};
+    return bytes;
 }
-
-static bool test_bit(const std::vector<uint64_t>& bits, uint64_t p) { return (bits[p / 64] >> (p % 64)) & 1; }
 
 Status PostcopySender::serve(const Request& r) {
     uint64_t end = r.first_page + r.count;
     bool any = false;
-    for (uint64_t p = r.first_page; p < end;) {
-        if (!test_bit(missing_[r.block], p)) {
-            ++p;
-            continue;
-        }
-        uint64_t q = p;
-        while (q < end && test_bit(missing_[r.block], q)) ++q;
-        if (auto s = send_pages(r.block, p, q - p); !s) return s;
+    for (auto run = memory::next_run(missing_[r.block], r.first_page, end); run.count != 0;
+         run = memory::next_run(missing_[r.block], run.first + run.count, end)) {
+        if (auto s = send_pages(r.block, run.first, run.count); !s) return s.error();
         any = true;
-        p = q;
     }
     {
         std::lock_guard lock(mutex_);
@@ -137,29 +131,18 @@ Status PostcopySender::serve(const Request& r) {
 // The next run of missing pages from the cursor on, wrapping around the blocks.
 Status PostcopySender::push_background() {
     for (size_t tries = 0; tries <= blocks_.size(); ++tries) {
-        const auto& bits = missing_[cursor_block_];
         uint64_t pages = blocks_[cursor_block_].size / kStreamPageSize;
-        uint64_t p = cursor_page_;
-        while (p < pages) {
-            uint64_t word = bits[p / 64] >> (p % 64);
-            if (word != 0) {
-                p += static_cast<uint64_t>(std::countr_zero(word));
-                break;
-            }
-            p = (p / 64 + 1) * 64;
-        }
-        if (p < pages) {
-            uint64_t q = p;
-            while (q < pages && q - p < kBackgroundPages && test_bit(bits, q)) ++q;
-            uint64_t before = stats().postcopy_bytes;
-            if (auto s = send_pages(cursor_block_, p, q - p); !s) return s;
-            cursor_page_ = q;
+        auto run = memory::next_run(missing_[cursor_block_], cursor_page_, pages, kBackgroundPages);
+        if (run.count != 0) {
+            auto sent = send_pages(cursor_block_, run.first, run.count);
+            if (!sent) return sent.error();
+            cursor_page_ = run.first + run.count;
             {
                 std::lock_guard lock(mutex_);
-                stats_.background_pages += q - p;
+                stats_.background_pages += run.count;
             }
             if (auto s = stream_.flush(); !s) return s;
-            return limiter_.consume(stats().postcopy_bytes - before);
+            return limiter_.consume(*sent);
         }
         cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
         cursor_page_ = 0;

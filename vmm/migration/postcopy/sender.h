@@ -53,9 +53,9 @@ private:
     std::optional<Request> next_request();
     Status serve(const Request& r);
     Status push_background();
-    // Sends the still-missing pages of [first, first + count) of `block`, all of which must be.
-    Status send_pages(uint32_t block, uint64_t first, uint64_t count);
-    Status send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
+    // Sends [first, first + count) of `block`, all of which must be missing; returns the bytes sent.
+    Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count);
+    Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
     Status wait_done();
     Status pace(uint64_t bytes);
 

@@ -261,26 +261,9 @@ Status RamSaver::dirty_round(uint32_t round, const std::vector<std::vector<uint6
     for (const auto& words : bitmaps) stats_.remaining += memory::count_bits(words.data(), words.size()) << kPageShift;
     if (auto s = begin(round); !s) return s;
     for (uint32_t i = 0; i < bitmaps.size(); ++i) {
-        const auto& words = bitmaps[i];
         uint64_t pages = mem_.blocks()[i]->pages();
-        uint64_t run_start = 0, run_len = 0;
-        for (size_t w = 0; w < words.size(); ++w) {
-            uint64_t bits = words[w];
-            if (bits == 0 && run_len == 0) continue;
-            for (unsigned b = 0; b < 64; ++b) {
-                uint64_t page = w * 64 + b;
-                if (page >= pages) break;
-                if ((bits >> b) & 1) {
-                    if (run_len == 0) run_start = page;
-                    ++run_len;
-                } else if (run_len != 0) {
-                    if (auto s = send_run(i, run_start, run_len); !s) return s;
-                    run_len = 0;
-                }
-            }
-        }
-        if (run_len != 0) {
-            if (auto s = send_run(i, run_start, run_len); !s) return s;
+        for (auto r = memory::next_run(bitmaps[i], 0, pages); r.count != 0; r = memory::next_run(bitmaps[i], r.first + r.count, pages)) {
+            if (auto s = send_run(i, r.first, r.count); !s) return s;
         }
     }
     return end(round);
