@@ -1,11 +1,14 @@
 // libFuzzer target for postcopy's return path (vmm/migration/wire/return_path.h), read as the
 // source reads it: a sequence of messages, each a type byte, its fields, and a bitmap's words.
 // Any crash or sanitizer report is a bug; so is a decoded request outside the blocks, or a
-// message that does not encode back to the bytes it came from.
+// message that does not encode back to the bytes it came from. The bitmaps also go through the
+// source's recovery collector (postcopy/recovery.h), which must refuse or place each one inside
+// its block, and whose result must say no page is held past a block's end.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "vmm/migration/postcopy/recovery.h"
 #include "vmm/migration/wire/return_path.h"
 
 using namespace vmm::migration;
@@ -13,6 +16,8 @@ using namespace vmm::migration;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::vector<BlockInfo> blocks = {{"pc.ram", 0, 1 << 20}, {"high", 4 << 20, 256 << 10}};
     std::span<const uint8_t> in(data, size);
+    ReceivedPages received(blocks);
+    bool collecting = true;
     while (!in.empty()) {
         uint8_t type = in[0];
         auto n = return_body_size(type);
@@ -34,11 +39,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             in = in.subspan(words);
             if ((m->first_page + m->page_count) * 4096 > blocks.at(m->block).size) __builtin_trap();
             again = encode_received_bitmap(m->block, m->first_page, m->page_count, *bits);
+            if (collecting) collecting = static_cast<bool>(received.add(*m, *bits));
             message = std::span<const uint8_t>(message.data(), message.size() + words);
         } else {
             again = encode_postcopy_done();
         }
         if (!std::equal(again.begin(), again.end(), message.begin(), message.end())) __builtin_trap();
+    }
+    for (size_t b = 0; b < blocks.size(); ++b) {
+        uint64_t pages = blocks[b].size / 4096;
+        const auto& words = received.bits()[b];
+        if (words.size() != (pages + 63) / 64) __builtin_trap();
+        if (pages % 64 != 0 && (words.back() >> (pages % 64)) != 0) __builtin_trap();
     }
     return 0;
 }

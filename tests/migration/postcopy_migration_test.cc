@@ -5,38 +5,9 @@
 
 #include <sstream>
 
-#include "tests/support/kvm_fixture.h"
-#include "tests/support/vm_pair.h"
-#include "vmm/migration/postcopy/userfault.h"
+#include "tests/support/postcopy.h"
 
 namespace vmm::test {
-
-namespace {
-
-#define REQUIRE_POSTCOPY()                                                                               \
-    do {                                                                                                 \
-        VMM_REQUIRE_KVM();                                                                               \
-        if (auto u = migration::Userfault::open(); !u) GTEST_SKIP() << "postcopy needs userfaultfd: " << u.error().message(); \
-    } while (0)
-
-// A destination with postcopy-ram on (as QEMU, both sides): deferred, then told where to listen.
-std::unique_ptr<Vm> postcopy_destination(const std::string& name, const std::string& uri, const std::string& mem,
-                                         const std::string& smp, bool paused) {
-    std::vector<std::string> args = {"-m", mem, "--smp", smp, "--incoming", "defer"};
-    if (paused) args.push_back("-S");
-    auto vm = Vm::start(name, args);
-    if (!vm) return vm;
-    EXPECT_EQ(vm->cmd("migrate_set_capability postcopy-ram on"), "");
-    EXPECT_EQ(vm->cmd("migrate_incoming " + uri), "");
-    return vm;
-}
-
-uint64_t number(Vm& vm, const std::string& label) {
-    std::string v = vm.migrate_field(label);
-    return v.empty() ? 0 : std::stoull(v);
-}
-
-}  // namespace
 
 // The stress guest rewrites 64 MiB far faster than max-bandwidth moves it: precopy alone never
 // ends (no auto-converge), postcopy does, and the guest carries on at the destination.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
 #include "vmm/migration/postcopy/receiver.h"
@@ -53,6 +54,11 @@ void IncomingMigration::set_status(MigrationStatus s) {
     if (on_status_ && options_.caps.events) on_status_(s);
 }
 
+static void refuse(ByteStream& st, const Error& e) {
+    // Best effort: the source learns why; the connection may already be gone.
+    if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
+}
+
 void IncomingMigration::run() {
     name_this_thread("mig-incoming");
     log::info("waiting for an incoming migration on {}", listener_->describe());
@@ -64,24 +70,36 @@ void IncomingMigration::run() {
     log::info("incoming migration from {}", (*conn)->describe());
     start_ = std::chrono::steady_clock::now();
     set_status(MigrationStatus::active);
+    {
+        std::lock_guard lock(mutex_);
+        live_ = conn->get();
+    }
     Status s = receive(**conn);
-    if (!s) (*conn)->abort(s.error().message());  // a peer that is still there hears why at once
+    end_connection(s, std::move(*conn));
+}
+
+void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> conn) {
+    if (!s && conn) conn->abort(s.error().message());  // a peer that is still there hears why at once
     if (receiver_) receiver_->detach();  // the stream goes with the connection
     // Done with the source: the connection goes, then the listener (a transport's connection may
     // use what its listener set up), so the port is free for the next migration to this host.
-    conn->reset();
+    {
+        std::lock_guard lock(mutex_);
+        live_ = nullptr;
+    }
+    conn.reset();
     listener_.reset();
     {
         std::lock_guard lock(mutex_);
-        stats_.total_time_ms = static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count());
-        if (!s) stats_.error = s.error().message();
+        stats_.total_time_ms = static_cast<uint64_t>(ms_since(start_));
+        stats_.error = s ? "" : s.error().message();
     }
     if (!s && in_postcopy_) {
         // The guest runs here, and the source holds the pages it still lacks: ending now would
         // lose it. Its vCPUs wait on those pages; the source keeps its copy paused.
         PostcopyStats left = receiver_->stats();
-        log::error("postcopy from the source broke: {}; the guest stays here, its vCPUs waiting for {} missing pages",
+        log::error("postcopy from the source broke: {}; the guest stays here, its vCPUs waiting for {} missing pages: "
+                   "'migrate_recover URI' here, then 'migrate -r URI' on the source, resumes it",
                    s.error().message(), left.missing_pages - left.placed);
         set_status(MigrationStatus::postcopy_paused);
         return;
@@ -90,9 +108,71 @@ void IncomingMigration::run() {
     if (!s) on_failure_(s.error());
 }
 
-static void refuse(ByteStream& st, const Error& e) {
-    // Best effort: the source learns why; the connection may already be gone.
-    if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
+Status IncomingMigration::recover(Transport& transport, Uri uri) {
+    if (auto st = stats().status; st != MigrationStatus::postcopy_paused) {
+        return Error(fmt::format("migrate_recover is for an incoming postcopy whose link broke (postcopy-paused); this "
+                                 "one is {}",
+                                 to_string(st)));
+    }
+    if (thread_.joinable()) thread_.join();  // the broken link's thread has ended: its last act was the status
+    auto l = transport.listen(context_for(machine_, uri, options_, cancel_));
+    if (!l) return l.error();
+    listener_ = std::move(*l);
+    set_status(MigrationStatus::postcopy_recover);
+    thread_ = std::thread([this] { run_recovery(); });
+    return {};
+}
+
+Status IncomingMigration::pause_link() {
+    std::lock_guard lock(mutex_);
+    if (stats_.status != MigrationStatus::postcopy_active || live_ == nullptr) {
+        return Error(fmt::format("migrate_pause pauses a migration in postcopy-active; this one is {}",
+                                 to_string(stats_.status)));
+    }
+    return live_->cut();
+}
+
+void IncomingMigration::run_recovery() {
+    name_this_thread("mig-incoming");
+    log::info("waiting for the source to resume postcopy ('migrate -r') on {}", listener_->describe());
+    auto conn = listener_->accept();
+    if (!conn) {
+        end_connection(conn.error(), nullptr);
+        return;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        live_ = conn->get();
+    }
+    Status s = resume(**conn);
+    end_connection(s, std::move(*conn));
+}
+
+// The source's resuming header, HEADER_OK, the pages held here, then postcopy carries on.
+Status IncomingMigration::resume(Connection& conn) {
+    ByteStream& st = conn.stream();
+    if (auto m = read_magic(st); !m) return m.error();
+    auto header = read_header_after_magic(st);
+    if (!header) {
+        refuse(st, header.error());
+        return header.error();
+    }
+    Status ok = check_compatible(*header, header_for(machine_));
+    if (ok && (header->features & kFeaturePostcopyResume) == 0) {
+        ok = Error("this destination waits for its paused postcopy to resume, not for a new migration: 'migrate -r URI' "
+                   "on the source resumes it");
+    }
+    if (!ok) {
+        refuse(st, ok.error());
+        return ok;
+    }
+    if (auto s = st.write(encode_header_ok(0)); !s) return s;
+    if (auto s = receiver_->resume(st); !s) return s;
+    log::info("postcopy resumed from {}", conn.describe());
+    set_status(MigrationStatus::postcopy_active);
+    Status s = receiver_->run();
+    if (s) receiver_->close();
+    return s;
 }
 
 // Reads the header, checks it against this machine, rehearses the hand-over and answers.
@@ -108,6 +188,10 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
     Status ok = check_compatible(*header, local);
     if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
         ok = Error("the source sends RAM through a transport channel this transport lacks");
+    }
+    if (ok && (header->features & kFeaturePostcopyResume) != 0) {
+        ok = Error("the source resumes a paused postcopy, but this destination has none: 'migrate -r' goes to the vmm "
+                   "that runs the guest, after its 'migrate_recover URI'");
     }
     if (ok && (header->features & kFeaturePostcopy) != 0 && !options_.caps.postcopy_ram) {
         ok = Error("the source has postcopy-ram on, this destination does not: set it on both sides "

@@ -1,7 +1,9 @@
 // IncomingMigration: the destination side. listen() binds at once (so a busy port is reported
 // at start-up); start() accepts the source on a thread, checks its header against this machine,
 // loads RAM and state, answers READY, and on GO runs the guest (or leaves it paused with -S).
-// Any failure calls on_failure with one line; the process then exits non-zero.
+// Any failure calls on_failure with one line; the process then exits non-zero, except in
+// postcopy: the guest runs here then, so a broken link leaves it waiting (postcopy-paused) for
+// migrate_recover and the source's 'migrate -r'.
 #pragma once
 
 #include <functional>
@@ -31,9 +33,17 @@ public:
     void start();
     void cancel() { cancel_.cancel(); }
     MigrationStats stats() const;
+    // migrate_recover: the postcopy whose link broke waits for the source's 'migrate -r' on `uri`.
+    Status recover(Transport& transport, Uri uri);
+    // migrate_pause: cut the link of the postcopy under way, as a failed network would.
+    Status pause_link();
 
 private:
     void run();
+    void run_recovery();
+    // The connection is done with (`s`: how it ended): it and the listener go, and the status says what follows.
+    void end_connection(Status s, std::unique_ptr<Connection> conn);
+    Status resume(Connection& conn);
     Status receive(Connection& conn);
     Result<StreamHeader> accept_header(Connection& conn);
     Status ready_and_go(ByteStream& st);
@@ -50,6 +60,7 @@ private:
     StatusFn on_status_;
     FailFn on_failure_;
     std::unique_ptr<Listener> listener_;
+    Connection* live_ = nullptr;  // under mutex_: the connection in use (for migrate_pause)
     mutable std::mutex mutex_;
     MigrationStats stats_;
     std::chrono::steady_clock::time_point start_;

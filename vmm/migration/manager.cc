@@ -86,7 +86,8 @@ Status MigrationManager::cancel() {
     std::lock_guard lock(mutex_);
     if (!outgoing_) return {};
     auto st = outgoing_->stats().status;
-    if (st == MigrationStatus::postcopy_active || st == MigrationStatus::postcopy_paused) {
+    if (st == MigrationStatus::postcopy_active || st == MigrationStatus::postcopy_paused ||
+        st == MigrationStatus::postcopy_recover) {
         return Error("postcopy cannot be cancelled: the guest already runs on the destination, which lacks pages only "
                      "this side has");
     }
@@ -98,6 +99,34 @@ Status MigrationManager::start_postcopy() {
     std::lock_guard lock(mutex_);
     if (!outgoing_) return Error("no outgoing migration to switch to postcopy: start one with 'migrate' first");
     return outgoing_->start_postcopy();
+}
+
+Status MigrationManager::resume(const std::string& text) {
+    auto uri = parse_uri(text);
+    if (!uri) return uri.error();
+    std::lock_guard lock(mutex_);
+    if (!outgoing_) return Error("'migrate -r' resumes an outgoing postcopy whose link broke; there is no outgoing migration");
+    auto transport = registry_.get(uri->scheme);
+    if (!transport) return transport.error();
+    return outgoing_->resume(**transport, *uri);
+}
+
+Status MigrationManager::recover(const std::string& text) {
+    auto uri = parse_uri(text);
+    if (!uri) return uri.error();
+    if (uri->scheme == "defer") return Error("migrate_recover needs the URI to listen on, not 'defer'");
+    std::lock_guard lock(mutex_);
+    if (!incoming_) return Error("migrate_recover resumes an incoming postcopy whose link broke; there is no incoming migration");
+    auto transport = registry_.get(uri->scheme);
+    if (!transport) return transport.error();
+    return incoming_->recover(**transport, *uri);
+}
+
+Status MigrationManager::pause() {
+    std::lock_guard lock(mutex_);
+    if (outgoing_) return outgoing_->pause_link();
+    if (incoming_) return incoming_->pause_link();
+    return Error("migrate_pause pauses a migration in postcopy-active; there is no migration");
 }
 
 Status MigrationManager::incoming(const std::string& text, bool stay_paused, FailFn on_failure) {

@@ -33,6 +33,11 @@ public:
     Status cancel();
     // migrate_start_postcopy.
     Status start_postcopy();
+    // Postcopy recovery after a broken link: migrate -r on the source (resume), migrate_recover
+    // on the destination (recover); migrate_pause cuts the link of either side's postcopy.
+    Status resume(const std::string& uri);
+    Status recover(const std::string& uri);
+    Status pause();
     // Incoming: listens now (errors are immediate), then receives on a thread. "defer" waits
     // for a later incoming() call (migrate_incoming).
     Status incoming(const std::string& uri, bool stay_paused, FailFn on_failure);

@@ -1,7 +1,9 @@
 #include "vmm/migration/source.h"
+#include "vmm/migration/source_run.h"
 
 #include <fmt/format.h>
 
+#include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
 #include "vmm/memory/populated.h"
@@ -15,27 +17,9 @@
 namespace vmm::migration {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-uint64_t ms_since(Clock::time_point t) {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
-}
-double ms_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
+using Clock = SteadyClock;
 }  // namespace
 
-struct MigrationSource::Run {
-    Run(MigrationSource& src, Connection& c)
-        : conn(c),
-          limiter(src.options_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
-          saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.options_.caps.zero_blocks, work,
-                src.verify_) {}
-    Connection& conn;
-    RamStats work;
-    RateLimiter limiter;
-    RamSaver saver;
-    uint32_t round = 0;
-};
 
 MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
                                  StatusFn on_status)
@@ -126,6 +110,12 @@ void MigrationSource::fail(const Error& e) {
         stats_.total_time_ms = ms_since(start_);
         stats_.cpu_throttle_percentage = 0;
     }
+    if (went_postcopy_ && machine_.run_state() != machine::RunState::postmigrate) {
+        // Forced to run here ('cont -f') while postcopy was paused: the user took this copy back.
+        log::error("postcopy to {} ended: {}", uri_.text, e.message());
+        set_status(MigrationStatus::failed);
+        return;
+    }
     if (went_postcopy_) {
         // The guest ran on at the destination: it is split between the two sides, and running
         // it here would fork it. The source keeps it paused with the RAM it had at the switch.
@@ -162,7 +152,13 @@ void MigrationSource::run() {
         fail(s.error());
         if (conn_) conn_->abort(s.error().message());  // a destination still there hears why at once
     }
-    conn_.reset();  // closes the connection; the destination sees the end
+    std::unique_ptr<Connection> closing;
+    {
+        std::lock_guard lock(mutex_);
+        closing = std::move(conn_);
+        broken_.clear();
+    }
+    closing.reset();  // closes the connection; the destination sees the end
     finished_ = true;
 }
 
@@ -180,7 +176,10 @@ RamSaver::Verify MigrationSource::verify_mode() const {
 Status MigrationSource::setup(Connection*& conn_out) {
     auto conn = transport_.connect(context_for(machine_, uri_, options_, cancel_));
     if (!conn) return conn.error();
-    conn_ = std::move(*conn);
+    {
+        std::lock_guard lock(mutex_);
+        conn_ = std::move(*conn);
+    }
     log::info("migrating to {}", conn_->describe());
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     StreamHeader header = header_for(machine_, mode);
@@ -386,72 +385,6 @@ Status MigrationSource::complete(Run& run) {
         stats_.cpu_throttle_percentage = 0;
         if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);
     }
-    set_status(MigrationStatus::completed);
-    return {};
-}
-
-// Runs of the pages the destination must drop and fetch again: dirty since they were sent.
-Status MigrationSource::send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps) {
-    std::vector<uint8_t> all;
-    for (uint32_t b = 0; b < bitmaps.size(); ++b) {
-        uint64_t pages = machine_.memory().blocks()[b]->pages();
-        for (auto run = memory::next_run(bitmaps[b], 0, pages); run.count != 0;
-             run = memory::next_run(bitmaps[b], run.first + run.count, pages)) {
-            Record r;
-            r.type = RecordType::discard;
-            r.block = b;
-            r.offset = run.first * memory::kPageSize;
-            r.length = run.count * memory::kPageSize;
-            auto bytes = encode_record(r);
-            all.insert(all.end(), bytes.begin(), bytes.end());
-        }
-    }
-    return st.write(all);
-}
-
-Status MigrationSource::postcopy(Run& run) {
-    DowntimeParts parts;
-    auto paused_at = Clock::now();
-    machine_.pause();
-    paused_by_us_ = true;
-    auto bitmaps = take_dirty();  // what changed since it was sent: the destination must not keep it
-    if (!bitmaps) return bitmaps.error();
-    parts.pause = ms_between(paused_at, Clock::now());
-    if (auto s = send_discards(run.conn.stream(), *bitmaps); !s) return s;
-    auto state_bytes = hand_over(run, parts, RecordType::postcopy);
-    if (!state_bytes) return state_bytes.error();
-    paused_by_us_ = false;  // GO went: the destination runs the guest, this side never again
-    went_postcopy_ = true;
-    machine_.refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
-                           "running it here too would fork it ('cont -f' forces it)");
-    machine_.set_throttle(0);
-    machine_.set_postmigrate();
-    std::vector<BlockInfo> blocks = header_for(machine_).blocks;
-    PostcopySender sender(machine_.memory(), run.conn.stream(), blocks, std::move(*bitmaps), cancel_,
-                          {options_.params.max_postcopy_bandwidth, options_.caps.zero_blocks, options_.caps.verify_ram});
-    uint64_t precopy_bytes = run.work.transferred;
-    {
-        std::lock_guard lock(mutex_);
-        stats_.downtime_ms = ms_since(paused_at);
-        stats_.downtime_parts = parts;
-        stats_.ram.precopy_bytes = precopy_bytes;
-        stats_.ram.downtime_bytes = *state_bytes;
-        stats_.cpu_throttle_percentage = 0;
-        sender_ = &sender;
-    }
-    set_status(MigrationStatus::postcopy_active);
-    Status s = sender.run();
-    {
-        std::lock_guard lock(mutex_);
-        stats_.postcopy = sender.stats();
-        stats_.postcopy.switch_ms = stats_.downtime_ms;
-        stats_.ram.transferred = run.work.transferred + *state_bytes + stats_.postcopy.postcopy_bytes;
-        stats_.ram.remaining = sender.remaining_pages() * memory::kPageSize;
-        stats_.total_time_ms = ms_since(start_);
-        sender_ = nullptr;
-    }
-    if (!s) return s;
-    machine_.refuse_resume("");  // as after precopy: the guest has moved
     set_status(MigrationStatus::completed);
     return {};
 }

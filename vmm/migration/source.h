@@ -7,10 +7,15 @@
 //   device    vCPUs paused: last dirty round, vCPU + device state, END; wait for READY;
 //             send GO -> completed, and the source stays paused (postmigrate)
 //   failed / cancelled: the source resumes if it was running, and says why
+// With postcopy-ram (source_postcopy.cc) precopy may end early: the switch hands the guest over
+// with pages missing, then postcopy-active serves them; a broken link gives postcopy-paused,
+// and 'migrate -r URI' (resume) postcopy-recover, then postcopy-active again.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -44,6 +49,11 @@ public:
     // migrate_start_postcopy: switch to postcopy after the round under way (postcopy-ram must
     // have been on when the migration started).
     Status start_postcopy();
+    // migrate -r: resume the paused postcopy over a new connection to `uri` (the destination
+    // must be listening there after migrate_recover). Asynchronous, as the migration itself.
+    Status resume(Transport& transport, Uri uri);
+    // migrate_pause: cut the link of the postcopy under way, as a failed network would.
+    Status pause_link();
     // max-bandwidth changed while this migration runs (ignored once the guest is paused).
     void set_max_bandwidth(uint64_t bytes_per_second);
     MigrationStats stats() const;
@@ -59,6 +69,15 @@ private:
     // POSTCOPY; then the missing pages, requested ones first, while the guest runs there.
     Status postcopy(Run& run);
     bool switch_now(uint32_t round) const;
+    struct ResumeTo {
+        Transport* transport;
+        Uri uri;
+    };
+    // The link broke in postcopy (`why`): postcopy-paused until migrate -r brings a link that
+    // works; an error when the postcopy cannot go on (the guest was forced to run here).
+    Status recover_link(class PostcopySender& sender, Error why);
+    Result<ResumeTo> await_resume();
+    Status reconnect(const ResumeTo& to, class PostcopySender& sender);
     Status send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps);
     // STATE and `last` (END, or POSTCOPY), then READY from the destination, then GO: the end
     // of the downtime. Returns the bytes of state sent.
@@ -89,6 +108,9 @@ private:
     bool switching_ = false;                      // precopy ended to switch to postcopy
     bool went_postcopy_ = false;                  // GO sent in postcopy: the destination runs the guest
     class PostcopySender* sender_ = nullptr;      // under mutex_, while the postcopy phase runs
+    std::optional<ResumeTo> resume_to_;           // under mutex_: migrate -r asked
+    std::condition_variable resume_cv_;
+    std::vector<std::unique_ptr<Connection>> broken_;  // links that broke in postcopy (Run refers to the first)
     std::thread thread_;
 };
 

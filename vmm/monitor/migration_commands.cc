@@ -20,7 +20,7 @@ Json postcopy_json(const migration::PostcopyStats& p) {
                 {"background-pages", p.background_pages}, {"requests", p.requests},
                 {"requests-served", p.requests_served}, {"requests-already-sent", p.already_sent},
                 {"zero-local", p.zero_local},         {"placed", p.placed},
-                {"bytes", p.postcopy_bytes},
+                {"bytes", p.postcopy_bytes},          {"recoveries", p.recoveries},
                 {"fault-latency", Json{{"count", l.count}, {"p50-us", l.p50_us}, {"p99-us", l.p99_us}, {"max-us", l.max_us}}},
                 {"blocktime-ms", p.blocktime_ms},     {"vcpu-blocktime-us", std::move(blocktime)}};
 }
@@ -33,12 +33,14 @@ std::string postcopy_text(const Json& p, bool destination) {
         out += fmt::format("postcopy requests: {} ({} served first, {} already on their way)\npostcopy bytes: {} kbytes\n",
                            u64(p, "requests"), u64(p, "requests-served"), u64(p, "requests-already-sent"),
                            u64(p, "bytes") / 1024);
+        out += fmt::format("postcopy recoveries: {}\n", u64(p, "recoveries"));
         return out;
     }
     const Json& l = child(p, "fault-latency");
     out += fmt::format("postcopy missing pages: {} ({} placed)\npostcopy requests: {}\n", u64(p, "missing-pages"),
                        u64(p, "placed"), u64(p, "requests"));
-    out += fmt::format("postcopy zero pages placed without asking: {}\n", u64(p, "zero-local"));
+    out += fmt::format("postcopy zero pages placed without asking: {}\npostcopy recoveries: {}\n", u64(p, "zero-local"),
+                       u64(p, "recoveries"));
     out += fmt::format("postcopy fault latency: p50 {:.1f} us, p99 {:.1f} us, max {:.1f} us ({} answered)\n",
                        num(l, "p50-us"), num(l, "p99-us"), num(l, "max-us"), u64(l, "count"));
     std::string per;
@@ -192,25 +194,31 @@ namespace {
 void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Machine& m) {
     auto query = [&mgr, &m] { return migration_stats_json(mgr.query(), m.control().report()); };
     Command migrate{"migrate", "migrate",
-                    {{"detach", ArgType::flag, true, "-d"}, {"uri", ArgType::string}},
-                    "live-migrate the VM to URI (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT); -d: do not wait",
+                    {{"detach", ArgType::flag, true, "-d"}, {"resume", ArgType::flag, true, "-r"}, {"uri", ArgType::string}},
+                    "live-migrate the VM to URI (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT); -d: do not wait; "
+                    "-r: resume a postcopy whose link broke, to the destination's migrate_recover URI",
                     [&mgr](const Json& a) -> Result<Json> {
-                        if (auto s = mgr.migrate(str(a, "uri")); !s) return s.error();
+                        auto s = flag(a, "resume") ? mgr.resume(str(a, "uri")) : mgr.migrate(str(a, "uri"));
+                        if (!s) return s.error();
                         return Json::object();
                     },
                     {}};
     migrate.follow = [query](const Json& args, const std::function<bool(const std::string&)>& write) {
-        if (flag(args, "detach")) return;
+        if (flag(args, "detach") || flag(args, "resume")) return;  // a resume is followed with 'info migrate'
         for (;;) {
             Json j = query();
             if (!write(progress_line(j))) return;
             std::string st = str(j, "status");
-            if (st == "completed" || st == "failed" || st == "cancelled" || st == "none") {
+            if (st == "completed" || st == "failed" || st == "cancelled" || st == "none" || st == "postcopy-paused") {
                 write("\n" + migration_stats_text(j));
                 // The last line says the migration did not happen, so that a script (vmmctl's
                 // exit status) can tell, as with any failed command.
                 if (st == "failed") write("Error: migration failed: " + str(j, "error-desc", "no reason recorded") + "\n");
                 if (st == "cancelled") write("Error: migration cancelled\n");
+                if (st == "postcopy-paused") {
+                    write("Error: postcopy paused: " + str(j, "error-desc", "no reason recorded") +
+                          " ('migrate_recover URI' on the destination, then 'migrate -r URI' here, resumes it)\n");
+                }
                 return;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -227,6 +235,13 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
            "switch the migration under way to postcopy after its current round (needs postcopy-ram on both sides)",
            [&mgr](const Json&) -> Result<Json> {
                if (auto s = mgr.start_postcopy(); !s) return s.error();
+               return Json::object();
+           },
+           {}});
+    t.add({"migrate_pause", "migrate-pause", {},
+           "cut the link of the postcopy migration under way (either side): both sides wait in postcopy-paused",
+           [&mgr](const Json&) -> Result<Json> {
+               if (auto s = mgr.pause(); !s) return s.error();
                return Json::object();
            },
            {}});
@@ -312,6 +327,13 @@ void add_migration_commands(CommandTable& t, migration::MigrationManager& mgr, m
                if (!mgr.incoming_deferred()) return Error("this vmm was not started with --incoming defer");
                bool stay_paused = m.spec().start_paused;
                if (auto s = mgr.incoming(str(a, "uri"), stay_paused, fail); !s) return s.error();
+               return Json::object();
+           },
+           {}});
+    t.add({"migrate_recover", "migrate-recover", {{"uri", ArgType::string}},
+           "destination of a postcopy whose link broke: listen on URI for the source's 'migrate -r URI'",
+           [&mgr](const Json& a) -> Result<Json> {
+               if (auto s = mgr.recover(str(a, "uri")); !s) return s.error();
                return Json::object();
            },
            {}});

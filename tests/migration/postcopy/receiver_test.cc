@@ -10,6 +10,7 @@
 
 #include "tests/support/memory_fixture.h"
 #include "tests/support/wait.h"
+#include "vmm/migration/postcopy/recovery.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/return_path.h"
 
@@ -141,6 +142,47 @@ TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
     auto request = encode_page_request(0, 3 * 4096, 4096);
     ASSERT_GE(stream.written().size(), request.size() + 1);
     EXPECT_TRUE(std::equal(request.begin(), request.end(), stream.written().begin()));
+}
+
+// The link breaks with page 3 still missing while a thread waits on it: after resume() on a
+// new stream the source first learns which pages are here (5 arrived before the break, 3 did
+// not), then hears the unanswered request again, and the page it sends lands.
+TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
+    REQUIRE_USERFAULTFD();
+    auto mem = make_memory();
+    uint8_t* ram = mem.blocks()[0]->host();
+    MemoryStream broken(pages_record(0, 5, 1, 0x11));  // then the link ends mid-postcopy
+    PostcopyReceiver rx(mem, broken, layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1), range(RecordType::discard, 0, 5, 1)}));
+    ASSERT_FALSE(rx.run());
+    rx.detach();
+    uint8_t seen = 0;
+    std::thread toucher([&] { seen = *reinterpret_cast<volatile uint8_t*>(ram + 3 * 4096 + 1); });
+    EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().requests == 1; }, std::chrono::seconds(10)));
+    MemoryStream resumed(pages_record(0, 3, 1, 0x77) + end_record());
+    ASSERT_TRUE(rx.resume(resumed));
+    auto s = rx.run();
+    toucher.join();
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(seen, 0x77);
+    EXPECT_EQ(ram[5 * 4096], 0x11);
+    EXPECT_EQ(rx.stats().recoveries, 1u);
+    // What the source read: every page described (3 missing, 5 held), the request, POSTCOPY_DONE.
+    MemoryStream source_side(resumed.written());
+    ReceivedPages held(layout(mem));
+    while (!held.complete()) {
+        auto m = read_return(source_side, layout(mem), 4096);
+        ASSERT_TRUE(m) << m.error().message();
+        ASSERT_TRUE(held.add(m->message, m->words));
+    }
+    EXPECT_EQ(held.bits()[0][0] & 0b101000, 0b100000u) << "page 5 held, page 3 not";
+    auto request = read_return(source_side, layout(mem), 4096);
+    ASSERT_TRUE(request) << request.error().message();
+    EXPECT_EQ(request->message.type, ReturnType::page_request);
+    EXPECT_EQ(request->message.offset, 3u * 4096);
+    auto done = read_return(source_side, layout(mem), 4096);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->message.type, ReturnType::postcopy_done);
 }
 
 }  // namespace vmm::migration::test

@@ -101,4 +101,21 @@ TEST(RateLimiter, SleepsExactlyAsLongAsTheSenderIsAhead) {
     EXPECT_FALSE(unlimited.consume(500'000));
 }
 
+// A sender that waits its turn (postcopy's push, which serves requests while it waits): what it
+// sent sets when it may send again, and time spent on other work counts toward it.
+TEST(RateLimiter, ASenderThatWaitsItsTurnIsNeverLetAhead) {
+    RateLimiter::Clock::time_point now{};
+    RateLimiter rl(1'000'000, [](std::chrono::nanoseconds) -> Status { return Error("must not sleep"); },
+                   [&] { return now; });
+    EXPECT_EQ(rl.ahead().count(), 0);
+    rl.account(64'000);
+    EXPECT_EQ(rl.ahead(), std::chrono::milliseconds(64));
+    now += std::chrono::milliseconds(40);  // serving a request meanwhile
+    EXPECT_EQ(rl.ahead(), std::chrono::milliseconds(24));
+    now += std::chrono::milliseconds(24);
+    EXPECT_EQ(rl.ahead().count(), 0);
+    rl.account(64'000);
+    EXPECT_EQ(rl.ahead(), std::chrono::milliseconds(64)) << "the next run waits a whole run's time again";
+}
+
 }  // namespace vmm::migration

@@ -131,4 +131,19 @@ std::optional<Error> FaultHandler::failure() const {
     return failure_;
 }
 
+Status FaultHandler::resend_pending() {
+    std::vector<uint64_t> keys;
+    {
+        std::lock_guard lock(mutex_);
+        failure_.reset();
+        for (const auto& [k, t] : requested_) keys.push_back(k);
+    }
+    for (uint64_t k : keys) {
+        auto block = static_cast<uint32_t>(k >> 48);
+        uint64_t page = k & ((uint64_t{1} << 48) - 1);
+        if (auto s = request_(block, page * kStreamPageSize, kStreamPageSize); !s) return s;
+    }
+    return {};
+}
+
 }  // namespace vmm::migration

@@ -42,6 +42,8 @@ public:
     void fill(PostcopyStats& out) const;
     // The first request that could not be sent (the link to the source failed), if any.
     std::optional<Error> failure() const;
+    // After a recovery: forgets the failure and sends again every request still unanswered.
+    Status resend_pending();
 
 private:
     void loop();

@@ -46,6 +46,11 @@ uint64_t MissingPages::placed(uint32_t block, uint64_t first_page, uint64_t coun
     return n;
 }
 
+std::vector<std::vector<uint64_t>> MissingPages::snapshot() const {
+    std::lock_guard lock(mutex_);
+    return bits_;
+}
+
 uint64_t MissingPages::remaining() const {
     std::lock_guard lock(mutex_);
     return remaining_;

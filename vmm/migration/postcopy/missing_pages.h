@@ -33,6 +33,8 @@ public:
     // The range has been placed: its pages leave the set. Returns how many were in it.
     uint64_t placed(uint32_t block, uint64_t first_page, uint64_t count);
     uint64_t remaining() const;
+    // A copy of the set: per block, a bit per page still missing.
+    std::vector<std::vector<uint64_t>> snapshot() const;
     uint64_t total() const { return total_; }
 
 private:

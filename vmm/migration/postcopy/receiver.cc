@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include "vmm/migration/postcopy/recovery.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/wire/return_path.h"
@@ -11,7 +12,7 @@ namespace vmm::migration {
 
 PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
                                    std::vector<uint32_t> vcpu_tids, bool verify)
-    : mem_(mem), stream_(stream), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), verify_(verify) {}
+    : mem_(mem), stream_(&stream), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), verify_(verify) {}
 
 PostcopyReceiver::~PostcopyReceiver() {
     if (faults_) faults_->stop();
@@ -20,8 +21,8 @@ PostcopyReceiver::~PostcopyReceiver() {
 Status PostcopyReceiver::send(std::span<const uint8_t> bytes) {
     std::lock_guard lock(write_mutex_);
     if (!attached_) return Error("the link to the source is down");
-    if (auto s = stream_.write(bytes); !s) return s;
-    return stream_.flush();
+    if (auto s = stream_->write(bytes); !s) return s;
+    return stream_->flush();
 }
 
 Status PostcopyReceiver::prepare(const std::vector<Record>& discards) {
@@ -61,10 +62,10 @@ Status PostcopyReceiver::place_pages(const Record& r) {
         return Error(verify_ ? "migration stream: PAGES without sums under verify-ram" : "migration stream: PAGES_SUMMED without verify-ram");
     }
     if (verify_) {
-        if (auto s = read_page_sums(stream_, r.length, sums); !s) return s;
+        if (auto s = read_page_sums(*stream_, r.length, sums); !s) return s;
     }
     buffer_.resize(r.length);  // at most kMaxPagesRecord: the decoder checked
-    if (auto s = stream_.read_exact(buffer_); !s) return s;
+    if (auto s = stream_->read_exact(buffer_); !s) return s;
     for (size_t i = 0; i < sums.size(); ++i) {
         // The source's guest is paused for good: a page cannot change in flight, so a mismatch is corruption.
         if (page_checksum(buffer_.data() + i * kStreamPageSize) != sums[i]) {
@@ -93,7 +94,7 @@ Status PostcopyReceiver::place_zero(const Record& r) {
 Status PostcopyReceiver::run() {
     for (;;) {
         if (auto f = faults_->failure(); f) return f->context("sending a page request to the source");
-        auto r = read_record(stream_, blocks_, kStreamPageSize);
+        auto r = read_record(*stream_, blocks_, kStreamPageSize);
         if (!r) return r.error();
         Status s;
         switch (r->type) {
@@ -125,6 +126,24 @@ void PostcopyReceiver::detach() {
     attached_ = false;
 }
 
+Status PostcopyReceiver::resume(ByteStream& stream) {
+    // Nothing is placed while detached, so the set cannot change under the snapshot.
+    for (const auto& m : encode_received_pages(blocks_, missing_->snapshot())) {
+        if (auto s = stream.write(m); !s) return s;
+    }
+    if (auto s = stream.flush(); !s) return s;
+    {
+        std::lock_guard lock(write_mutex_);
+        stream_ = &stream;
+        attached_ = true;
+    }
+    {
+        std::lock_guard lock(stats_mutex_);
+        ++recoveries_;
+    }
+    return faults_->resend_pending();
+}
+
 PostcopyStats PostcopyReceiver::stats() const {
     PostcopyStats s;
     s.switched = true;
@@ -136,6 +155,7 @@ PostcopyStats PostcopyReceiver::stats() const {
     std::lock_guard lock(stats_mutex_);
     s.background_pages = background_;
     s.postcopy_bytes = bytes_;
+    s.recoveries = recoveries_;
     return s;
 }
 

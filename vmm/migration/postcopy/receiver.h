@@ -5,6 +5,7 @@
 // unless the page is present already, whichever of the background push and a request's answer
 // comes first; at END every missing page must have arrived, and POSTCOPY_DONE tells the source.
 // Requests and POSTCOPY_DONE go back on the stream's reverse direction (one writer at a time).
+// A broken link leaves every page's state here: resume() carries on over a new stream.
 #pragma once
 
 #include <memory>
@@ -40,6 +41,9 @@ public:
     void close();
     // The stream is going away: requests fail from now on (a later recovery brings another).
     void detach();
+    // A recovery: tells the source over `stream` which pages are here (recovery.h), then sends
+    // it every request still unanswered; run() then carries on reading `stream`.
+    Status resume(ByteStream& stream);
     // Whether every page has arrived (the guest no longer depends on the source).
     bool complete() const { return missing_ && missing_->remaining() == 0; }
 
@@ -50,7 +54,7 @@ private:
     Status send(std::span<const uint8_t> bytes);
 
     const memory::GuestMemory& mem_;
-    ByteStream& stream_;
+    ByteStream* stream_;  // replaced only while detached (between run()s)
     std::vector<BlockInfo> blocks_;
     std::vector<uint32_t> vcpu_tids_;
     bool verify_;
@@ -63,6 +67,7 @@ private:
     mutable std::mutex stats_mutex_;
     uint64_t background_ = 0;  // pages placed from the stream (pushed or requested)
     uint64_t bytes_ = 0;
+    uint64_t recoveries_ = 0;
 };
 
 }  // namespace vmm::migration

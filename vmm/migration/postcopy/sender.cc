@@ -15,26 +15,41 @@ constexpr auto kReturnPoll = std::chrono::milliseconds(200);
 
 PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
                                std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel, Config config)
-    : mem_(mem), stream_(stream), blocks_(std::move(blocks)), missing_(std::move(missing)), cancel_(cancel),
+    : mem_(mem), stream_(&stream), blocks_(std::move(blocks)), at_switch_(missing), missing_(std::move(missing)), cancel_(cancel),
       config_(config),
-      limiter_(config.max_bandwidth, [this](std::chrono::nanoseconds d) -> Status {
-          // Paced, but a request cuts the wait short: it is what the guest is blocked on.
-          std::unique_lock lock(mutex_);
-          cv_.wait_for(lock, d, [this] { return !requests_.empty() || failure_.has_value(); });
-          if (cancel_.cancelled()) return Error("migration cancelled");
-          return {};
-      }) {
+      limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)) {
     for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
     stats_.switched = true;
     stats_.missing_pages = remaining_;
 }
 
-PostcopySender::~PostcopySender() {
+PostcopySender::~PostcopySender() { detach(); }
+
+void PostcopySender::detach() {
     {
         std::lock_guard lock(mutex_);
         stop_reader_ = true;
     }
     if (reader_.joinable()) reader_.join();
+}
+
+void PostcopySender::resume(ByteStream& stream, const std::vector<std::vector<uint64_t>>& received) {
+    detach();
+    stream_ = &stream;
+    uint64_t remaining = 0;
+    for (size_t b = 0; b < missing_.size(); ++b) {
+        for (size_t w = 0; w < missing_[b].size(); ++w) missing_[b][w] = at_switch_[b][w] & ~received[b][w];
+        remaining += memory::count_bits(missing_[b].data(), missing_[b].size());
+    }
+    cursor_block_ = 0;
+    cursor_page_ = 0;
+    std::lock_guard lock(mutex_);
+    remaining_ = remaining;
+    requests_.clear();  // the destination asks again for what it still waits on
+    failure_.reset();
+    done_ = false;
+    stop_reader_ = false;
+    ++stats_.recoveries;
 }
 
 void PostcopySender::read_return_path() {
@@ -44,11 +59,11 @@ void PostcopySender::read_return_path() {
             std::lock_guard lock(mutex_);
             if (stop_reader_) return;
         }
-        if (auto w = stream_.await_readable(kReturnPoll); !w) {
+        if (auto w = stream_->await_readable(kReturnPoll); !w) {
             if (cancel_.cancelled()) return;
             continue;  // a destination whose guest touches nothing missing says nothing: normal here
         }
-        auto m = read_return(stream_, blocks_, kStreamPageSize);
+        auto m = read_return(*stream_, blocks_, kStreamPageSize);
         std::lock_guard lock(mutex_);
         if (!m) {
             if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
@@ -83,7 +98,7 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     const uint8_t* host = mem_.blocks()[block]->host() + r.offset;
     std::span<const uint8_t> ram(host, zero ? 0 : r.length);
     if (config_.verify && !zero) append_page_sums(header, ram);
-    auto s = zero ? stream_.write(header) : stream_.write_ram(header, ram);
+    auto s = zero ? stream_->write(header) : stream_->write_ram(header, ram);
     if (!s) return s.error();
     for (uint64_t p = first; p < first + count; ++p) missing_[block][p / 64] &= ~(uint64_t{1} << (p % 64));
     uint64_t bytes = header.size() + ram.size();
@@ -125,11 +140,20 @@ Status PostcopySender::serve(const Request& r) {
     }
     cursor_block_ = r.block;
     cursor_page_ = end;
-    return stream_.flush();
+    return stream_->flush();
 }
 
-// The next run of missing pages from the cursor on, wrapping around the blocks.
+// The next run of missing pages from the cursor on, wrapping around the blocks, once its turn
+// under max-postcopy-bandwidth has come. A request cuts the wait short (it is what the guest is
+// blocked on), and the run waits again after it: requests never let the push run ahead.
 Status PostcopySender::push_background() {
+    if (auto wait = limiter_.ahead(); wait.count() > 0) {
+        std::unique_lock lock(mutex_);
+        cv_.wait_for(lock, std::min<std::chrono::nanoseconds>(wait, kReturnPoll),
+                     [this] { return !requests_.empty() || failure_.has_value(); });
+        if (cancel_.cancelled()) return Error("migration cancelled");
+        return {};
+    }
     for (size_t tries = 0; tries <= blocks_.size(); ++tries) {
         uint64_t pages = blocks_[cursor_block_].size / kStreamPageSize;
         auto run = memory::next_run(missing_[cursor_block_], cursor_page_, pages, kBackgroundPages);
@@ -141,8 +165,8 @@ Status PostcopySender::push_background() {
                 std::lock_guard lock(mutex_);
                 stats_.background_pages += run.count;
             }
-            if (auto s = stream_.flush(); !s) return s;
-            return limiter_.consume(*sent);
+            limiter_.account(*sent);
+            return stream_->flush();
         }
         cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
         cursor_page_ = 0;
@@ -176,8 +200,8 @@ Status PostcopySender::run() {
     }
     Record end;
     end.type = RecordType::end;
-    if (auto s = stream_.write(encode_record(end)); !s) return s;
-    if (auto s = stream_.flush(); !s) return s;
+    if (auto s = stream_->write(encode_record(end)); !s) return s;
+    if (auto s = stream_->flush(); !s) return s;
     return wait_done();
 }
 

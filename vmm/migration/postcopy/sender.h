@@ -4,7 +4,9 @@
 // then carries on from just past the request (the guest tends to touch its neighbours next).
 // A thread reads the return path (PAGE_REQUEST, POSTCOPY_DONE). The background push is paced
 // by max-postcopy-bandwidth; requests never are. When every page has gone it sends END and
-// waits for POSTCOPY_DONE.
+// waits for POSTCOPY_DONE. When the link breaks, run() fails and the sender keeps every page's
+// state: detach() lets go of the dead stream, resume() carries on over a new one from what the
+// destination says it holds (recovery.h).
 #pragma once
 
 #include <condition_variable>
@@ -43,6 +45,11 @@ public:
     Status run();
     PostcopyStats stats() const;
     uint64_t remaining_pages() const;
+    // After run() failed: stops reading the old stream, which may then be destroyed.
+    void detach();
+    // Carries on over `stream`: `received[b]` holds block b's pages the destination has; every
+    // page it had to get at the switch and does not hold is missing again.
+    void resume(ByteStream& stream, const std::vector<std::vector<uint64_t>>& received);
 
 private:
     struct Request {
@@ -57,11 +64,11 @@ private:
     Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count);
     Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
     Status wait_done();
-    Status pace(uint64_t bytes);
 
     const memory::GuestMemory& mem_;
-    ByteStream& stream_;
+    ByteStream* stream_;  // the migration thread's; replaced only while the reader is stopped
     std::vector<BlockInfo> blocks_;
+    const std::vector<std::vector<uint64_t>> at_switch_;  // what the destination lacked at the switch
     std::vector<std::vector<uint64_t>> missing_;  // the migration thread's alone
     const CancelToken& cancel_;
     Config config_;

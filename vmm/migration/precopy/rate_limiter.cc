@@ -14,19 +14,32 @@ void RateLimiter::set_rate(uint64_t bytes_per_second) {
 }
 
 Status RateLimiter::consume(uint64_t bytes) {
+    account(bytes);
+    auto wait = ahead();
+    return wait.count() > 0 ? sleep_(wait) : Status{};
+}
+
+void RateLimiter::account(uint64_t bytes) {
     if (uint64_t r = requested_.exchange(kNoRequest); r != kNoRequest) set_rate(r);
-    if (rate_ == 0) return {};
+    if (rate_ == 0) return;
     sent_ += bytes;
-    // Where the sender should be in time for what it has sent.
-    auto due = start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(sent_) * 1e9 / static_cast<double>(rate_)));
-    auto now = now_();
-    if (due > now) return sleep_(due - now);
     // Far behind (e.g. a stall): do not let the sender burst to catch up for long.
-    if (now - due > std::chrono::milliseconds(100)) {
+    auto now = now_();
+    if (now - due() > std::chrono::milliseconds(100)) {
         start_ = now;
         sent_ = 0;
     }
-    return {};
+}
+
+// Where the sender should be in time for what it has sent.
+RateLimiter::Clock::time_point RateLimiter::due() const {
+    return start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(sent_) * 1e9 / static_cast<double>(rate_)));
+}
+
+std::chrono::nanoseconds RateLimiter::ahead() const {
+    if (rate_ == 0) return {};
+    auto wait = due() - now_();
+    return wait.count() > 0 ? std::chrono::duration_cast<std::chrono::nanoseconds>(wait) : std::chrono::nanoseconds{};
 }
 
 RateLimiter::SleepFn RateLimiter::cancellable_sleep(const CancelToken& cancel) {

@@ -25,11 +25,16 @@ public:
     void request_rate(uint64_t bytes_per_second) { requested_ = bytes_per_second; }
     // Accounts `bytes` as sent; sleeps as long as the sender is ahead of the rate.
     Status consume(uint64_t bytes);
+    // For a sender that waits its turn before sending (and may do other work meanwhile):
+    // accounts `bytes` without sleeping, and tells how long it is ahead of the rate (0: it may send).
+    void account(uint64_t bytes);
+    std::chrono::nanoseconds ahead() const;
 
     // A SleepFn that polls the cancel token.
     static SleepFn cancellable_sleep(const CancelToken& cancel);
 
 private:
+    Clock::time_point due() const;
     uint64_t rate_;
     SleepFn sleep_;
     std::function<Clock::time_point()> now_;

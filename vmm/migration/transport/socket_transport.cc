@@ -31,6 +31,10 @@ public:
     DestRamChannel* dest_ram() override { return dest_lanes_.get(); }
     std::string describe() const override { return peer_; }
     void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
+    Status cut() override {
+        if (::shutdown(stream_->fd(), SHUT_RDWR) != 0) return Error::from_errno("cutting the migration connection (shutdown)");
+        return {};
+    }
 
     std::unique_ptr<SourceRamChannel> source_lanes_;
     std::unique_ptr<DestRamChannel> dest_lanes_;

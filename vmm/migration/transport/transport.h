@@ -99,6 +99,9 @@ public:
     // The migration failed above the transport: tell the peer why, if the transport can (best
     // effort, brief). A socket's peer learns it from the connection closing.
     virtual void abort(const std::string& reason) { (void)reason; }
+    // Breaks the link at once, as a failed network would (migrate_pause): every read and write
+    // on it fails from then on, at both ends. A transport that cannot says so.
+    virtual Status cut() { return Error("this transport's link cannot be cut (migrate_pause works over tcp: and unix:)"); }
 };
 
 class Listener {

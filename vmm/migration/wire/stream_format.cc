@@ -66,6 +66,9 @@ Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
                                  "way, and only under verify-ram)",
                                  h.features));
     }
+    if ((h.features & kFeaturePostcopyResume) != 0 && (h.features & kFeaturePostcopy) == 0) {
+        return Error("migration header: a postcopy resumption without postcopy-ram");
+    }
     if (auto s = r.expect_end(); !s) return s.error();
     return h;
 }

@@ -52,7 +52,11 @@ constexpr uint32_t kFeatureChannelSums = 1u << 2;
 // postcopy-ram: the source may end precopy with DISCARD records and POSTCOPY instead of END;
 // the guest then runs on the destination, which pulls the pages it lacks (return_path.h).
 constexpr uint32_t kFeaturePostcopy = 1u << 3;
-constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums | kFeaturePostcopy;
+// This connection resumes a postcopy whose link broke (postcopy/recovery.h): no precopy, no
+// state; after HEADER_OK the destination describes the pages it holds, then postcopy goes on.
+constexpr uint32_t kFeaturePostcopyResume = 1u << 4;
+constexpr uint32_t kKnownFeatures =
+    kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums | kFeaturePostcopy | kFeaturePostcopyResume;
 constexpr uint32_t kMaxSumsRecord = 1024;  // pages one SUMS record covers
 
 struct StreamHeader {

@@ -1,0 +1,122 @@
+// A postcopy whose link breaks: both sides wait in postcopy-paused with all their state, and
+// migrate_recover (destination) + migrate -r (source) resume it over a new connection, as in
+// QEMU. The link is cut by a forwarder neither vmm knows about, or by migrate_pause.
+#include <gtest/gtest.h>
+
+#include "tests/support/postcopy.h"
+#include "tests/support/tcp_proxy.h"
+
+namespace vmm::test {
+
+// Source -> forwarder -> destination (held paused with -S, so RAM can be compared): the
+// forwarder dies mid-postcopy. A resume before the destination listens fails and leaves both
+// paused; after migrate_recover it completes, and the destination holds exactly the source's RAM.
+TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
+    REQUIRE_POSTCOPY();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("pcr-cut-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M"});
+    auto dst = postcopy_destination("pcr-cut-dst", tcp_uri(port), "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    TcpProxy link(port);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    EXPECT_NE(src->cmd("migrate -r " + tcp_uri(port)).find("no outgoing migration"), std::string::npos);
+    EXPECT_NE(dst->cmd("migrate_recover " + tcp_uri(free_tcp_port())).find("this one is"), std::string::npos);
+    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 2m"), "");  // seconds of push left to cut
+    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(link.port())), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-active"; }, 30)) << dst->cmd("info migrate");
+    EXPECT_NE(src->cmd("migrate -r " + tcp_uri(port)).find("this one is postcopy-active"), std::string::npos);
+    std::string at_switch = src->ramhash();  // the source's copy no longer changes
+    link.cut();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-paused"; }, 60)) << dst->cmd("info migrate");
+    EXPECT_NE(src->cmd("info migrate").find("error: "), std::string::npos) << src->cmd("info migrate");
+    EXPECT_NE(src->cmd("cont").find("would fork it"), std::string::npos);
+    EXPECT_NE(src->cmd("migrate_cancel").find("cannot be cancelled"), std::string::npos);
+    EXPECT_NE(dst->cmd("migrate_pause").find("this one is postcopy-paused"), std::string::npos);
+
+    // Nobody listens yet: the resume fails, and both stay paused, ready for the next try.
+    uint16_t again = free_tcp_port();
+    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused" &&
+                                        src->migrate_field("error").find("127.0.0.1:" + std::to_string(again)) !=
+                                            std::string::npos; }, 60))
+        << src->cmd("info migrate");
+    EXPECT_EQ(dst->migrate_status(), "postcopy-paused");
+
+    EXPECT_EQ(dst->cmd("migrate_recover " + tcp_uri(again)), "");
+    EXPECT_EQ(dst->migrate_status(), "postcopy-recover");
+    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(link.connections(), 1);
+    EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
+    EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
+    EXPECT_EQ(src->ramhash(), at_switch);
+    EXPECT_EQ(dst->ramhash(), at_switch) << "the destination's RAM after the recovery differs from the source's";
+    expect_handover(*src, *dst);
+}
+
+// The stress guest runs on at the destination while the link is paused (migrate_pause there,
+// as soon as postcopy starts): a vCPU that touches a missing page waits, the recovery brings
+// it, and the guest's own checks still find no error.
+TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
+    REQUIRE_POSTCOPY();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("pcr-pause-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=32M"});
+    auto dst = postcopy_destination("pcr-pause-dst", tcp_uri(port), "128M", "1", false);
+    ASSERT_TRUE(src && dst);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");  // the guest rewrites its 32 MiB meanwhile
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 1m"), "");
+    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    // Refused until postcopy runs there; then the link is cut with thousands of pages missing.
+    ASSERT_TRUE(eventually([&] { return dst->cmd("migrate_pause").empty(); }, 120)) << dst->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-paused"; }, 60)) << dst->cmd("info migrate");
+    uint64_t missing = number(*dst, "postcopy missing pages");
+    EXPECT_GT(missing, 1000u) << dst->cmd("info migrate");
+    EXPECT_EQ(dst->status(), "running") << "the guest stays with the destination, its vCPU waiting on missing pages";
+    uint16_t again = free_tcp_port();
+    EXPECT_EQ(dst->cmd("migrate_recover " + tcp_uri(again)), "");
+    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 120))
+        << dst->cmd("info migrate") << dst->log() << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 30)) << src->cmd("info migrate");
+    EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
+    EXPECT_EQ(number(*src, "postcopy missing pages"), missing);
+    uint64_t steps = dst->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 2; }, 60)) << "the guest did not run on";
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+}
+
+// Forced to run at the source while postcopy is paused ('cont -f'), the guest has forked: the
+// postcopy ends (failed, saying why), a resume is refused, and a new migration may start.
+TEST(PostcopyRecovery, AForcedContEndsThePausedPostcopy) {
+    REQUIRE_POSTCOPY();
+    uint16_t port = free_tcp_port();
+    auto src = Vm::start("pcr-force-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M"});
+    auto dst = postcopy_destination("pcr-force-dst", tcp_uri(port), "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
+    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 1m"), "");
+    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
+    EXPECT_EQ(src->cmd("migrate_pause"), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");
+    EXPECT_EQ(src->cmd("cont -f"), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 30)) << src->cmd("info migrate");
+    EXPECT_NE(src->migrate_field("error").find("forked"), std::string::npos) << src->cmd("info migrate");
+    EXPECT_NE(src->cmd("migrate -r " + tcp_uri(free_tcp_port())).find("this one is failed"), std::string::npos);
+    EXPECT_EQ(src->status(), "running");
+}
+
+}  // namespace vmm::test

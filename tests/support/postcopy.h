@@ -1,0 +1,38 @@
+// What the postcopy migration tests share: the skip when userfaultfd is missing, a destination
+// with postcopy-ram on, and numbers read off 'info migrate'.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/vm_pair.h"
+#include "vmm/migration/postcopy/userfault.h"
+
+namespace vmm::test {
+
+#define REQUIRE_POSTCOPY()                                                                               \
+    do {                                                                                                 \
+        VMM_REQUIRE_KVM();                                                                               \
+        if (auto u = migration::Userfault::open(); !u) GTEST_SKIP() << "postcopy needs userfaultfd: " << u.error().message(); \
+    } while (0)
+
+// A destination with postcopy-ram on (as QEMU, both sides): deferred, then told where to listen.
+inline std::unique_ptr<Vm> postcopy_destination(const std::string& name, const std::string& uri, const std::string& mem,
+                                                const std::string& smp, bool paused) {
+    std::vector<std::string> args = {"-m", mem, "--smp", smp, "--incoming", "defer"};
+    if (paused) args.push_back("-S");
+    auto vm = Vm::start(name, args);
+    if (!vm) return vm;
+    EXPECT_EQ(vm->cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(vm->cmd("migrate_incoming " + uri), "");
+    return vm;
+}
+
+inline uint64_t number(Vm& vm, const std::string& label) {
+    std::string v = vm.migrate_field(label);
+    return v.empty() ? 0 : std::stoull(v);
+}
+
+}  // namespace vmm::test

@@ -1,0 +1,24 @@
+// What MigrationSource's rounds share (source.cc, source_postcopy.cc): the connection, the
+// working stats, the rate limiter and the RAM saver. Private to the session.
+#pragma once
+
+#include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/precopy/rate_limiter.h"
+#include "vmm/migration/source.h"
+
+namespace vmm::migration {
+
+struct MigrationSource::Run {
+    Run(MigrationSource& src, Connection& c)
+        : conn(c),
+          limiter(src.options_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
+          saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.options_.caps.zero_blocks, work,
+                src.verify_) {}
+    Connection& conn;
+    RamStats work;
+    RateLimiter limiter;
+    RamSaver saver;
+    uint32_t round = 0;
+};
+
+}  // namespace vmm::migration
