@@ -21,8 +21,14 @@ namespace {
 
 enum Proc : int32_t {
     kGetJobInfo = 163, kAbortJob = 164, kSetMaxDowntime = 166, kSetMaxSpeed = 207, kGetMaxSpeed = 242,
-    kGetJobStats = 298, kGetMaxDowntime = 387,
+    kGetJobStats = 298, kStartPostCopy = 364, kGetMaxDowntime = 387,
 };
+
+// migrate-setspeed/getspeed --postcopy (VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY): the postcopy push's cap.
+constexpr uint32_t kPostcopySpeed = VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY;
+const char* speed_parameter(uint32_t flags) {
+    return (flags & kPostcopySpeed) != 0 ? "max-postcopy-bandwidth" : "max-bandwidth";
+}
 
 // One of the vmm's migration parameters (query-migrate-parameters gives them as strings).
 vmm::Result<uint64_t> vmm_parameter(Supervisor& sup, const Uuid& uuid, const char* name) {
@@ -98,6 +104,20 @@ Reply Migrations::abort(const DomainView& v) {
     return rpc::ok();
 }
 
+// virsh migrate-postcopy: the migration under way (started with --postcopy) switches after its round.
+Reply Migrations::start_postcopy(const DomainView& v) {
+    Job job = job_of(v.def.uuid);
+    if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
+        return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
+    }
+    if (!job.postcopy) {
+        return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: switching to post-copy requires "
+                                                    "migration to be started with VIR_MIGRATE_POSTCOPY flag");
+    }
+    if (auto r = sup_.qmp(v.def.uuid, "migrate-start-postcopy"); !r) return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
+    return rpc::ok();
+}
+
 std::vector<rpc::Procedure> Migrations::job_procedures() {
     auto& st = store_;
     auto& sup = sup_;
@@ -108,6 +128,8 @@ std::vector<rpc::Procedure> Migrations::job_procedures() {
          flagged(st, "DOMAIN_GET_JOB_STATS", [this](const DomainView& v, uint32_t f) { return job_stats(v, f); })},
         {kAbortJob, "DOMAIN_ABORT_JOB", rpc::Access::write,
          on_domain(st, "DOMAIN_ABORT_JOB", [this](const DomainView& v, Reader&) { return abort(v); })},
+        {kStartPostCopy, "DOMAIN_MIGRATE_START_POST_COPY", rpc::Access::write,
+         flagged(st, "DOMAIN_MIGRATE_START_POST_COPY", [this](const DomainView& v, uint32_t) { return start_postcopy(v); })},
         {kSetMaxDowntime, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", rpc::Access::write,
          on_domain(st, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", [&sup](const DomainView& v, Reader& a) {
              auto ms = a.u64();
@@ -126,14 +148,14 @@ std::vector<rpc::Procedure> Migrations::job_procedures() {
              auto mibs = a.u64();
              auto flags = a.u32();
              if (!mibs || !flags) return undecodable("DOMAIN_MIGRATE_SET_MAX_SPEED");
-             if (*flags != 0) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, "migrate-setspeed --postcopy: vmm does not do postcopy yet");
+             if ((*flags & ~kPostcopySpeed) != 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("unsupported flags ({:#x})", *flags));
              if (*mibs > kUnlimitedMiBs) return rpc::fail(VIR_ERR_OVERFLOW, fmt::format("bandwidth must be at most {} MiB/s", kUnlimitedMiBs));
-             return set_parameter(sup, v, "max-bandwidth", *mibs == kUnlimitedMiBs ? 0 : *mibs * 1048576);
+             return set_parameter(sup, v, speed_parameter(*flags), *mibs == kUnlimitedMiBs ? 0 : *mibs * 1048576);
          })},
         {kGetMaxSpeed, "DOMAIN_MIGRATE_GET_MAX_SPEED", rpc::Access::read_only,
-         flagged(st, "DOMAIN_MIGRATE_GET_MAX_SPEED", [&sup](const DomainView& v, uint32_t) {
+         flagged(st, "DOMAIN_MIGRATE_GET_MAX_SPEED", [&sup](const DomainView& v, uint32_t flags) {
              if (!v.active()) return not_running(v);
-             auto bytes = vmm_parameter(sup, v.def.uuid, "max-bandwidth");
+             auto bytes = vmm_parameter(sup, v.def.uuid, speed_parameter(flags));
              if (!bytes) return rpc::fail(VIR_ERR_OPERATION_FAILED, bytes.error().message());
              return rpc::ok_u64(*bytes == 0 ? kUnlimitedMiBs : *bytes / 1048576);
          })},

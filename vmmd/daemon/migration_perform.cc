@@ -25,7 +25,7 @@ constexpr uint32_t kServedFlags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PERSIST_DEST | 
                                   VIR_MIGRATE_PAUSED | VIR_MIGRATE_NON_SHARED_DISK | VIR_MIGRATE_NON_SHARED_INC |
                                   VIR_MIGRATE_CHANGE_PROTECTION | VIR_MIGRATE_UNSAFE | VIR_MIGRATE_ABORT_ON_ERROR |
                                   VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_RDMA_PIN_ALL | VIR_MIGRATE_PARALLEL |
-                                  VIR_MIGRATE_PEER2PEER;
+                                  VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY;
 constexpr uint64_t kDefaultParallelConnections = 2;  // libvirt's default for --parallel
 constexpr std::chrono::milliseconds kPollInterval{20};
 
@@ -38,7 +38,8 @@ std::optional<std::string> unserved(uint32_t flags) {
         {VIR_MIGRATE_TUNNELLED, "--tunnelled: vmm migrates over its own connection, not through libvirt's"},
         {VIR_MIGRATE_OFFLINE, "--offline: define the domain on the destination instead"},
         {VIR_MIGRATE_COMPRESSED, "--compressed: vmm does not compress migration data"},
-        {VIR_MIGRATE_POSTCOPY, "--postcopy: vmm does not do postcopy yet"},
+        {VIR_MIGRATE_POSTCOPY_RESUME, "--postcopy-resume: vmm's postcopy recovery is not driven through libvirt yet "
+                                      "(vmm's own monitors: migrate_recover, migrate -r)"},
         {VIR_MIGRATE_TLS, "--tls: vmm's migration stream has no TLS"},
     };
     for (const Named& n : names)
@@ -57,18 +58,24 @@ vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& 
     Json caps = Json::array({Json{{"capability", "auto-converge"}, {"state", (flags & VIR_MIGRATE_AUTO_CONVERGE) != 0}},
                              Json{{"capability", "multifd"}, {"state", parallel}}});
     if (uri.rdma()) caps.push_back(Json{{"capability", "rdma-pin-all"}, {"state", pin_all}});
+    caps.push_back(Json{{"capability", "postcopy-ram"}, {"state", (flags & VIR_MIGRATE_POSTCOPY) != 0}});
     if (auto r = sup_.qmp(v.def.uuid, "migrate-set-capabilities", Json{{"capabilities", caps}}); !r) return r.error();
     Json p = Json::object();
     auto connections = rpc::uint_param(params, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS);
     auto bandwidth = rpc::uint_param(params, VIR_MIGRATE_PARAM_BANDWIDTH);
     auto initial = rpc::uint_param(params, VIR_MIGRATE_PARAM_AUTO_CONVERGE_INITIAL);
     auto increment = rpc::uint_param(params, VIR_MIGRATE_PARAM_AUTO_CONVERGE_INCREMENT);
-    for (const auto* r : {&connections, &bandwidth, &initial, &increment})
+    auto postcopy_bandwidth = rpc::uint_param(params, VIR_MIGRATE_PARAM_BANDWIDTH_POSTCOPY);
+    for (const auto* r : {&connections, &bandwidth, &initial, &increment, &postcopy_bandwidth})
         if (!*r) return r->error();
     if (parallel) p["multifd-channels"] = connections->value_or(kDefaultParallelConnections);
     if (*bandwidth) {
         if (**bandwidth > kUnlimitedMiBs) return Error(fmt::format("bandwidth {} MiB/s is more than libvirt's unlimited", **bandwidth));
         p["max-bandwidth"] = **bandwidth >= kUnlimitedMiBs ? 0 : **bandwidth * 1048576;
+    }
+    if (*postcopy_bandwidth) {
+        if (**postcopy_bandwidth > kUnlimitedMiBs) return Error("postcopy bandwidth is more than libvirt's unlimited");
+        p["max-postcopy-bandwidth"] = **postcopy_bandwidth >= kUnlimitedMiBs ? 0 : **postcopy_bandwidth * 1048576;
     }
     if (*initial) p["cpu-throttle-initial"] = **initial;
     if (*increment) p["cpu-throttle-increment"] = **increment;
@@ -86,7 +93,7 @@ vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& 
 vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                                const std::vector<rpc::TypedParam>& params) {
     if (auto s = apply_settings(v, uri, flags, params); !s) return s.error();
-    Job job{VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, true, false, std::nullopt};
+    Job job{VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, true, false, std::nullopt, (flags & VIR_MIGRATE_POSTCOPY) != 0};
     if ((flags & VIR_MIGRATE_LIVE) == 0 && v.state.state == VIR_DOMAIN_RUNNING) {
         if (auto r = sup_.qmp(v.def.uuid, "stop"); !r) return r.error();
         job.paused_for_it = true;
@@ -95,16 +102,31 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
     }
     set_job(v.def.uuid, job);
     if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}}); !r) return r.error();
-    return await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt);
+    // With --postcopy, Perform ends at the switch, as libvirt's QEMU driver does: the
+    // destination's Finish runs the guest there, and Confirm waits for the last pages.
+    return await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt, job.postcopy);
+}
+
+bool Migrations::in_postcopy(const Uuid& uuid) {
+    auto q = sup_.qmp(uuid, "query-migrate");
+    return q && vmm::monitor::str(*q, "status").starts_with("postcopy-");
 }
 
 vmm::Result<JobStats> Migrations::await_end(const Uuid& uuid, int operation,
-                                            std::optional<std::chrono::steady_clock::time_point> deadline) {
+                                            std::optional<std::chrono::steady_clock::time_point> deadline,
+                                            bool until_postcopy) {
     for (;;) {
         auto q = sup_.qmp(uuid, "query-migrate");
         if (!q) return q.error();
         JobStats s = job_from_query_migrate(*q, operation);
-        if (s.type == VIR_DOMAIN_JOB_COMPLETED) return s;
+        std::string status = vmm::monitor::str(*q, "status");
+        if (s.type == VIR_DOMAIN_JOB_COMPLETED || (until_postcopy && status == "postcopy-active")) return s;
+        if (status == "postcopy-paused") {
+            return Error(fmt::format("postcopy paused ({}): the guest runs on the destination, which lacks pages only "
+                                     "the source has; both vmm keep their state for a recovery (vmm's "
+                                     "migrate_recover and migrate -r)",
+                                     s.error.empty() ? "no reason recorded" : s.error));
+        }
         if (s.type == VIR_DOMAIN_JOB_FAILED) return Error("migration failed: " + (s.error.empty() ? "no reason recorded" : s.error));
         if (s.type == VIR_DOMAIN_JOB_CANCELLED) return Error("operation aborted: migration job: canceled by client");
         if (deadline && std::chrono::steady_clock::now() > *deadline) return Error("the migration did not complete in time");
@@ -129,16 +151,17 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     if (uri->port == 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("migration URI '{}' has no port", **uri_text));
     auto done = run_outgoing(v, *uri, *flags, *params);
     Job job = job_of(v.def.uuid);
-    job.active = false;
+    job.active = job.postcopy && done;  // in postcopy the job goes on until Confirm
     if (!done) {
         set_job(v.def.uuid, job);
         return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
     }
     job.completed = *done;
     set_job(v.def.uuid, job);
-    sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION},
-                   job.paused_for_it ? std::nullopt
-                                     : std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED}));
+    auto reason = job.postcopy ? VIR_DOMAIN_PAUSED_POSTCOPY : VIR_DOMAIN_PAUSED_MIGRATION;
+    auto event = job.postcopy ? VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY : VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED;
+    sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, reason},
+                   job.paused_for_it ? std::nullopt : std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, event}));
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, *done}));
     return rpc::ok(std::move(w));

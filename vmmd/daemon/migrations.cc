@@ -93,6 +93,18 @@ vmm::Result<MigrationUri> Migrations::listen_uri(const std::vector<rpc::TypedPar
     return u;
 }
 
+// With --postcopy the incoming vmm needs postcopy-ram before it listens (as QEMU): it starts
+// deferred, gets the capability, then listens.
+vmm::Status Migrations::start_postcopy_incoming(const DomainDef& def, const std::string& uri) {
+    if (auto s = sup_.start_incoming(def, "defer"); !s) return s;
+    Json caps = Json::array({Json{{"capability", "postcopy-ram"}, {"state", true}}});
+    auto r = sup_.qmp(def.uuid, "migrate-set-capabilities", Json{{"capabilities", caps}});
+    if (r) r = sup_.qmp(def.uuid, "migrate-incoming", Json{{"uri", uri}});
+    if (r) return {};
+    (void)sup_.destroy(def.uuid, false);
+    return r.error();
+}
+
 Reply Migrations::prepare(Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto cookie_bytes = a.opaque(kMaxCookie);
@@ -117,11 +129,12 @@ Reply Migrations::prepare(Reader& a) {
     if (!existing) {
         if (auto t = store_.add_transient(*def); !t) return refuse(VIR_ERR_OPERATION_FAILED, t.error().message());
     }
-    if (auto s = sup_.start_incoming(*def, vmm_uri(*uri)); !s) {
+    bool postcopy = (*flags & VIR_MIGRATE_POSTCOPY) != 0;
+    if (auto s = postcopy ? start_postcopy_incoming(*def, vmm_uri(*uri)) : sup_.start_incoming(*def, vmm_uri(*uri)); !s) {
         if (!existing) store_.set_stopped(def->uuid, {});  // forget the transient placeholder
         return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     }
-    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt});
+    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
     Writer w;
     w.opaque(encode_cookie({hostname_, def->name, def->uuid, std::nullopt}));
     // The URI the source should use: the one given, or ours with the port chosen.
@@ -147,18 +160,27 @@ Reply Migrations::finish(Reader& a) {
     if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def->name));
     auto fail = [&](const std::string& why) {
         set_job(def->uuid, {});
-        (void)sup_.destroy(def->uuid, false);  // nothing of the guest is left here
+        if (in_postcopy(def->uuid)) {
+            // The guest runs here and only here has its newest state: it must never be destroyed.
+            sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED}, std::nullopt);
+        } else {
+            (void)sup_.destroy(def->uuid, false);  // nothing of the guest is left here
+        }
         return refuse(VIR_ERR_OPERATION_FAILED, why);
     };
     if (*cancelled != 0) return fail(fmt::format("migration of domain '{}' was cancelled", v->def.name));
-    // The source is done; the incoming vmm finishes loading the last state.
-    auto arrived = await_end(def->uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, std::chrono::steady_clock::now() + kFinishTimeout);
+    // The source is done (or, in postcopy, has switched: the pages follow while the guest runs
+    // here); the incoming vmm finishes loading the last state.
+    bool postcopy = job_of(def->uuid).postcopy;
+    auto arrived = await_end(def->uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN,
+                             std::chrono::steady_clock::now() + kFinishTimeout, postcopy);
     if (!arrived) return fail("incoming: " + arrived.error().message());
     bool paused = (*flags & VIR_MIGRATE_PAUSED) != 0;
     if (!paused) {
         if (auto c = sup_.qmp(def->uuid, "cont"); !c) return fail(c.error().message());
-        sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED},
-                       LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
+        sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, postcopy ? VIR_DOMAIN_RUNNING_POSTCOPY : VIR_DOMAIN_RUNNING_MIGRATED},
+                       LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED,
+                                      postcopy ? VIR_DOMAIN_EVENT_RESUMED_POSTCOPY : VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
     } else {
         sup_.set_state(def->uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER},
                        LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
@@ -176,7 +198,7 @@ Reply Migrations::finish(Reader& a) {
         completed = (*cookie)->stats;
         completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
     }
-    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed});
+    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
     auto now = store_.by_uuid(def->uuid);
     if (!now) return no_domain(fmt::format("domain '{}' ended as its migration finished", def->name));
     Writer w;
@@ -194,6 +216,23 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
     if (!v.active()) return not_running(v);
     Job job = job_of(v.def.uuid);
+    if (job.postcopy && *cancelled == 0) {
+        // Perform ended at the switch: the guest runs on the destination, and its last pages go
+        // from here. Paused for a recovery, the guest is split: this copy must stay (paused).
+        auto done = await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt);
+        if (!done) {
+            sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY_FAILED}, std::nullopt);
+            return refuse(VIR_ERR_OPERATION_FAILED, done.error().message());
+        }
+        job.completed = *done;
+        job.active = false;
+        set_job(v.def.uuid, job);
+    }
+    if (*cancelled != 0 && in_postcopy(v.def.uuid)) {
+        sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY_FAILED}, std::nullopt);
+        return refuse(VIR_ERR_OPERATION_FAILED, "the migration failed in postcopy: the guest runs on the destination; "
+                                                "this copy stays paused (resuming it would fork the guest)");
+    }
     if (*cancelled != 0) {
         // The guest stays here: vmm kept it through the failure; undo the pause a non-live
         // migration made, and say it runs again.

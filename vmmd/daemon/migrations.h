@@ -40,11 +40,13 @@ private:
         bool active = false;
         bool paused_for_it = false;  // a migration without VIR_MIGRATE_LIVE paused the guest
         std::optional<JobStats> completed;
+        bool postcopy = false;  // started with VIR_MIGRATE_POSTCOPY: migrate-postcopy may switch it
     };
 
     // The steps (migrations.cc, migration_perform.cc).
     rpc::Reply begin(const DomainView& v, xdr::Reader& a);
     rpc::Reply prepare(xdr::Reader& a);
+    vmm::Status start_postcopy_incoming(const DomainDef& def, const std::string& uri);
     rpc::Reply perform(const DomainView& v, xdr::Reader& a);
     // --p2p: this vmmd drives the whole sequence as the destination's client (vmmd/peer).
     rpc::Reply perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,
@@ -56,9 +58,13 @@ private:
     vmm::Result<JobStats> run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                        const std::vector<rpc::TypedParam>& params);
     // Polls the vmm's query-migrate until its migration ends: the completed job, or why not
-    // (failed, cancelled, past `deadline`, the vmm gone).
+    // (failed, cancelled, postcopy paused, past `deadline`, the vmm gone). `until_postcopy`: a
+    // postcopy-active migration counts as ended too (the guest has moved; the pages follow).
     vmm::Result<JobStats> await_end(const Uuid& uuid, int operation,
-                                    std::optional<std::chrono::steady_clock::time_point> deadline);
+                                    std::optional<std::chrono::steady_clock::time_point> deadline,
+                                    bool until_postcopy = false);
+    // Whether the domain's vmm is in a postcopy phase (the guest split between two hosts).
+    bool in_postcopy(const Uuid& uuid);
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
     vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
@@ -68,6 +74,7 @@ private:
     rpc::Reply job_stats(const DomainView& v, uint32_t flags);
     rpc::Reply job_info(const DomainView& v);
     rpc::Reply abort(const DomainView& v);
+    rpc::Reply start_postcopy(const DomainView& v);
     std::optional<JobStats> current_job(const DomainView& v);
 
     void set_job(const Uuid& uuid, const Job& job);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Stock virsh migrates a vmm domain in postcopy between two vmmd on loopback (label libvirt):
+# 'virsh migrate --postcopy' starts a precopy that cannot converge under its bandwidth cap,
+# 'virsh migrate-postcopy' switches it, and the guest runs on at the destination while its
+# missing pages arrive, as with libvirt's QEMU driver: Perform ends at the switch, Finish runs
+# the guest (running, post-copy), Confirm waits for the last page.
+# Shown: --postcopy sets postcopy-ram on both vmm; --postcopy-bandwidth and migrate-setspeed
+# --postcopy reach max-postcopy-bandwidth; migrate-postcopy without a job, or on a migration
+# started without --postcopy, is refused; the destination's vmm pulled pages after the switch
+# and its guest keeps running without errors; the source ends shut off (migrated).
+#   virsh_postcopy_test.sh BUILD_DIR
+set -uo pipefail
+build=$1
+. "$(dirname "$0")/lib.sh"
+[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+start_vmmd "$build"
+start_destination "$build"
+qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
+port=$((49900 + RANDOM % 500))
+steps() { sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$1"; }
+errors() { sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$1"; }
+migrating() { qmp "$1" demo query-migrate 2>/dev/null | grep -q '"status":"active"'; }  # migrating STATE
+
+cat >"$dir/demo.xml" <<'XML'
+<domain type='vmm'>
+  <name>demo</name>
+  <memory unit='MiB'>128</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=32M</cmdline></os>
+</domain>
+XML
+out=$(v define "$dir/demo.xml") || fail "define: $out"
+out=$(v start demo) || fail "start: $out"
+expect "migrate-postcopy without a migration is refused" "$(v migrate-postcopy demo)" "no job is active"
+out=$(v migrate-setspeed demo --postcopy 3) || fail "migrate-setspeed --postcopy: $out"
+expect "migrate-setspeed --postcopy reaches the vmm" "$(qmp state demo query-migrate-parameters)" '"max-postcopy-bandwidth":"3145728"'
+expect "migrate-getspeed --postcopy" "$(v migrate-getspeed demo --postcopy)" "^3$"
+
+# 8 MiB/s against a guest rewriting 32 MiB: precopy alone would go on for ever.
+v migrate --live --postcopy --postcopy-bandwidth 2 --bandwidth 8 demo "$duri" --migrateuri "tcp://127.0.0.1:$port" \
+    >"$dir/migrate.out" 2>&1 &
+migrating=$!
+wait_until 60 migrating state || fail "the migration did not start"
+caps=$(qmp dstate demo query-migrate-capabilities)
+expect "--postcopy turns postcopy-ram on at the destination" "$caps" '"capability":"postcopy-ram","state":true'
+expect "and at the source" "$(qmp state demo query-migrate-capabilities)" '"capability":"postcopy-ram","state":true'
+expect "--postcopy-bandwidth reaches the vmm" "$(qmp state demo query-migrate-parameters)" '"max-postcopy-bandwidth":"2097152"'
+rounds() { sed -n 's/.*"x-rounds":\([0-9]*\).*/\1/p' <<<"$(qmp state demo query-migrate)"; }
+wait_until 60 test "$(rounds)" -ge 2 || fail "precopy did not get past its bulk round"  # then it switches
+out=$(v migrate-postcopy demo) || fail "migrate-postcopy: $out"
+echo "ok: virsh migrate-postcopy"
+wait "$migrating" || fail "virsh migrate --postcopy: $(cat "$dir/migrate.out")"
+echo "ok: virsh migrate --postcopy returned"
+expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
+expect "the destination runs the guest" "$(d domstate demo --reason)" "running"
+q=$(qmp dstate demo query-migrate)
+expect "the destination's migration completed" "$q" '"status":"completed"'
+missing=$(sed -n 's/.*"missing-pages":\([0-9]*\).*/\1/p' <<<"$q")
+[ "${missing:-0}" -gt 0 ] || fail "no page was missing at the switch: $q"
+echo "ok: $missing pages were missing at the switch and arrived after it"
+first=$(qmp dstate demo query-guest) || fail "query-guest: $first"
+wait_until 60 test "$(steps "$(qmp dstate demo query-guest)")" -gt "$(steps "$first")" ||
+    fail "the guest does not run at the destination"
+[ "$(errors "$(qmp dstate demo query-guest)")" = 0 ] || fail "the guest found errors: $(qmp dstate demo query-guest)"
+echo "ok: the guest runs on at the destination without errors"
+
+# Back without --postcopy: migrate-postcopy is refused with libvirt's own words.
+out=$(d migrate-setspeed demo 1) || fail "migrate-setspeed: $out"
+d migrate --live demo "$uri" --migrateuri "tcp://127.0.0.1:$((port + 1))" >"$dir/back.out" 2>&1 &
+back=$!
+wait_until 60 migrating dstate || fail "the migration back did not start"
+expect "migrate-postcopy on a migration without --postcopy is refused" "$(d migrate-postcopy demo)" \
+    "requires migration to be started with VIR_MIGRATE_POSTCOPY"
+out=$(d domjobabort demo) || fail "domjobabort: $out"
+wait "$back" && fail "the aborted migration back succeeded"
+expect "the aborted migration leaves the guest running where it is" "$(d domstate demo)" "running"
+echo "PASS"
