@@ -21,6 +21,7 @@ qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((49400 + RANDOM % 500))
 next_uri() { port=$((port + 1)); mig="$1://127.0.0.1:$port"; }  # sets mig
 dest_vmms() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }
+no_dest_vmm() { [ -z "$(dest_vmms)" ]; }
 
 pattern_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
@@ -138,7 +139,7 @@ for how in abort kill p2p-abort; do
     wait "$m" && fail "$how: the migration succeeded: $(cat "$dir/migrate.out")"
     echo "ok: $how: virsh migrate failed: $(grep -m1 error "$dir/migrate.out")"
     expect "$how: the source runs on" "$(v domstate demo)" "^running"
-    wait_until 10 test -z "$(dest_vmms)" || fail "$how: a vmm is left on the destination"
+    wait_until 10 no_dest_vmm || fail "$how: a vmm is left on the destination"
     expect "$how: nothing left on the destination" "$(d list --all --name | tr -d '[:space:]')" "^$"
 done
 out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed: $out"
