@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Postcopy benchmark over TCP on this host: every figure is measured side by side in this one
+# run. The guest: --mem of RAM, its first --fill filled with random bytes by the VMM, and the
+# stress payload (2 vCPUs) rewriting --hot of it as fast as it can. Its dirty rate is measured
+# first, and max-bandwidth is set to a quarter of it: a guest dirtying 4 x the cap. Then:
+#   once      the same guest paused: the time to send its RAM once at the cap (the yardstick)
+#   postcopy  postcopy-ram, the switch after the bulk round (x-postcopy-after-rounds 1), the
+#             background push at the same cap: total time, the switch's pause, requests, fault
+#             latency (p50, p99, max), the guest's blocked time, and blocked ms per migrated GiB
+#   precopy   precopy with auto-converge beside it (no postcopy): total time, downtime, the
+#             throttle it needed; precopy without auto-converge never ends here, which is the
+#             point of postcopy (Postcopy.AGuestPrecopyCannotFinishCompletesInPostcopy shows it)
+# Writes bench-postcopy.json (with the postcopy run's arrivals: pages requested and answered vs
+# pages placed from the background push, sampled every 100 ms at the destination) and
+# bench-postcopy-arrivals.svg, a chart of both kinds of arrival over time, to --out.
+#
+#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+mem=512M fill=256M hot=64M out=$PWD
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --mem) mem=$2; shift 2 ;;
+        --fill) fill=$2; shift 2 ;;
+        --hot) hot=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --quick) mem=256M fill=128M hot=32M; shift ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+build
+VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl"
+work=$(mktemp -d /tmp/vmm-bench-postcopy.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+q() { "$CTL" --qmp "unix:$work/$1.qmp" "${@:2}"; }  # q VM COMMAND [ARGS-JSON]
+h() { "$CTL" "unix:$work/$1.hmp" "$2" >/dev/null; }     # h VM HMP-LINE (must succeed)
+start_vm() {  # start_vm NAME ARGS...
+    local name=$1; shift
+    "$VMM" -m "$mem" --smp 2 --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial none "$@" \
+        >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && [ -S "$work/$name.hmp" ] && return 0; sleep 0.1; done
+    die "vmm $name did not start: $(tail -3 "$work/$name.log")"
+}
+source_vm() {  # source_vm NAME: the stress guest over filled RAM, running for a second
+    start_vm "$1" --guest stress --append "bytes=$hot" --prefill "$fill"
+    for _ in $(seq 1 300); do [ "$(q "$1" query-guest | jq '.steps // 0')" -ge 2 ] && return 0; sleep 0.1; done
+    die "the stress guest did not start"
+}
+status() { q "$1" query-migrate | jq -r .status; }
+wait_status() {  # wait_status VM STATUS SECONDS
+    local end=$((SECONDS + $3))
+    while [ "$(status "$1")" != "$2" ]; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        case "$(status "$1")" in failed|cancelled) return 1 ;; esac
+        sleep 0.1
+    done
+}
+stop_vms() { for vm in "$@"; do h "$vm" quit || true; done; wait "${pids[@]}" 2>/dev/null || true; pids=(); }
+
+# The guest's dirty rate, then the cap: a quarter of it.
+source_vm probe
+sampled() { [ "$(q probe query-dirty-rate | jq '.samples')" -ge 4 ]; }  # a few one-second windows
+for _ in $(seq 1 100); do sampled && break; sleep 0.1; done
+rate_mib=$(q probe query-dirty-rate | jq '."dirty-rate"')
+stop_vms probe
+cap=$(jq -n --argjson r "$rate_mib" '[($r * 1048576 / 4) | floor, 1048576] | max')
+log "the guest dirties $(printf %.1f "$rate_mib") MiB/s; max-bandwidth = a quarter: $((cap / 1048576)) MiB/s"
+
+run() {  # run MODE: one migration; writes $work/MODE.json (the source's and destination's last query-migrate)
+    local mode=$1 port=$((20000 + RANDOM % 20000))
+    start_vm "$mode-d" --incoming defer
+    [ "$mode" = postcopy ] && h "$mode-d" "migrate_set_capability postcopy-ram on"
+    h "$mode-d" "migrate_incoming tcp:127.0.0.1:$port"
+    source_vm "$mode-s"
+    h "$mode-s" "migrate_set_parameter max-bandwidth $cap"
+    case "$mode" in
+        once) h "$mode-s" stop ;;
+        postcopy)
+            h "$mode-s" "migrate_set_capability postcopy-ram on"
+            h "$mode-s" "migrate_set_parameter x-postcopy-after-rounds 1"
+            h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $cap" ;;
+        precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
+    esac
+    h "$mode-s" "migrate -d tcp:127.0.0.1:$port"
+    if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
+        python3 "$ROOT/scripts/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
+            jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals.jsonl"
+    fi
+    wait_status "$mode-s" completed 600 || die "$mode did not complete: $(q "$mode-s" query-migrate)"
+    wait_status "$mode-d" completed 60 || die "$mode: the destination did not complete: $(q "$mode-d" query-migrate)"
+    jq -n --argjson s "$(q "$mode-s" query-migrate)" --argjson d "$(q "$mode-d" query-migrate)" '{source: $s, destination: $d}' \
+        >"$work/$mode.json"
+    stop_vms "$mode-s" "$mode-d"
+    log "$mode: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/$mode.json")"
+}
+run once
+run postcopy
+run precopy
+
+[ -s "$work/arrivals.jsonl" ] || echo '{"t":0,"placed":0,"requested":0}' >"$work/arrivals.jsonl"
+mkdir -p "$out"
+jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" \
+    --slurpfile once "$work/once.json" --slurpfile pc "$work/postcopy.json" --slurpfile pre "$work/precopy.json" \
+    --slurpfile arr "$work/arrivals.jsonl" -f "$ROOT/scripts/bench-postcopy.jq" >"$out/bench-postcopy.json"
+python3 "$ROOT/scripts/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
+jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy.json"
+log "wrote $out/bench-postcopy.json and $out/bench-postcopy-arrivals.svg"
