@@ -47,17 +47,13 @@ TEST(Postcopy, AGuestPrecopyCannotFinishCompletesInPostcopy) {
 TEST(Postcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
     REQUIRE_POSTCOPY();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("pc-digest-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M"});
+    auto src = stress_source("pc-digest-src");
     auto dst = postcopy_destination("pc-digest-dst", tcp_uri(port), "128M", "1", true);
     ASSERT_TRUE(src && dst);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
-    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");  // the guest rewrites all 16 MiB during the bulk round
-    // 16 MiB at 1 MB/s: the read below faults every page in long before the push is done,
-    // even on a loaded machine (CI: ~100 us a fault)
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 1m"), "");
-    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    // At 16 MB/s the guest rewrites all 16 MiB during the bulk round; 16 MiB pushed at 1 MB/s:
+    // the read below faults every page in long before the push is done, even on a loaded
+    // machine (CI: ~100 us a fault).
+    migrate_switching_after_bulk(*src, tcp_uri(port), "16m", "1m");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
     EXPECT_NE(src->cmd("migrate_cancel").find("postcopy cannot be cancelled"), std::string::npos);
     EXPECT_NE(src->cmd("cont").find("would fork it"), std::string::npos);
@@ -105,15 +101,10 @@ TEST(Postcopy, PatternGuestsOwnCheckPassesWhilePagesArrive) {
 TEST(Postcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
     REQUIRE_POSTCOPY();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("pc-kill-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M"});
+    auto src = stress_source("pc-kill-src");
     auto dst = postcopy_destination("pc-kill-dst", tcp_uri(port), "128M", "1", false);
     ASSERT_TRUE(src && dst);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
-    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 1m"), "");
-    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    migrate_switching_after_bulk(*src, tcp_uri(port));
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
     std::string at_switch = src->ramhash();
     ::kill(dst->process().pid(), SIGKILL);

@@ -14,18 +14,13 @@ namespace vmm::test {
 TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
     REQUIRE_POSTCOPY();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("pcr-cut-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M"});
+    auto src = stress_source("pcr-cut-src");
     auto dst = postcopy_destination("pcr-cut-dst", tcp_uri(port), "128M", "1", true);
     ASSERT_TRUE(src && dst);
     TcpProxy link(port);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
     EXPECT_NE(src->cmd("migrate -r " + tcp_uri(port)).find("no outgoing migration"), std::string::npos);
     EXPECT_NE(dst->cmd("migrate_recover " + tcp_uri(free_tcp_port())).find("this one is"), std::string::npos);
-    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 2m"), "");  // seconds of push left to cut
-    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(link.port())), "");
+    migrate_switching_after_bulk(*src, tcp_uri(link.port()), "16m", "2m");  // seconds of push left to cut
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
     ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-active"; }, 30)) << dst->cmd("info migrate");
     EXPECT_NE(src->cmd("migrate -r " + tcp_uri(port)).find("this one is postcopy-active"), std::string::npos);
@@ -66,15 +61,10 @@ TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
 TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
     REQUIRE_POSTCOPY();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("pcr-pause-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=32M"});
+    auto src = stress_source("pcr-pause-src", "32M");  // rewritten while the bulk round runs
     auto dst = postcopy_destination("pcr-pause-dst", tcp_uri(port), "128M", "1", false);
     ASSERT_TRUE(src && dst);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
-    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");  // the guest rewrites its 32 MiB meanwhile
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 1m"), "");
-    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    migrate_switching_after_bulk(*src, tcp_uri(port));
     // Refused until postcopy runs there; then the link is cut with thousands of pages missing.
     ASSERT_TRUE(eventually([&] { return dst->cmd("migrate_pause").empty(); }, 120)) << dst->cmd("info migrate");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");
@@ -100,15 +90,10 @@ TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
 TEST(PostcopyRecovery, AForcedContEndsThePausedPostcopy) {
     REQUIRE_POSTCOPY();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("pcr-force-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M"});
+    auto src = stress_source("pcr-force-src");
     auto dst = postcopy_destination("pcr-force-dst", tcp_uri(port), "128M", "1", true);
     ASSERT_TRUE(src && dst);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
-    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
-    EXPECT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 1m"), "");
-    EXPECT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    migrate_switching_after_bulk(*src, tcp_uri(port));
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
     EXPECT_EQ(src->cmd("migrate_pause"), "");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");

@@ -30,6 +30,26 @@ inline std::unique_ptr<Vm> postcopy_destination(const std::string& name, const s
     return vm;
 }
 
+// A 128 MiB stress guest (1 vCPU, `bytes` rewritten) running its second step, as a source.
+inline std::unique_ptr<Vm> stress_source(const std::string& name, const std::string& bytes = "16M") {
+    auto vm = Vm::start(name, {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=" + bytes});
+    if (vm) {
+        EXPECT_TRUE(eventually([&] { return vm->guest_value("steps") >= 2; }, 60));
+    }
+    return vm;
+}
+
+// Starts a postcopy migration to `uri` that switches after the bulk round (precopy at
+// `bandwidth`, the push after the switch at `postcopy_bandwidth`: slow enough to act on).
+inline void migrate_switching_after_bulk(Vm& src, const std::string& uri, const std::string& bandwidth = "16m",
+                                         const std::string& postcopy_bandwidth = "1m") {
+    EXPECT_EQ(src.cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(src.cmd("migrate_set_parameter x-postcopy-after-rounds 1"), "");
+    EXPECT_EQ(src.cmd("migrate_set_parameter max-bandwidth " + bandwidth), "");
+    EXPECT_EQ(src.cmd("migrate_set_parameter max-postcopy-bandwidth " + postcopy_bandwidth), "");
+    EXPECT_EQ(src.cmd("migrate -d " + uri), "");
+}
+
 inline uint64_t number(Vm& vm, const std::string& label) {
     std::string v = vm.migrate_field(label);
     return v.empty() ? 0 : std::stoull(v);
