@@ -68,7 +68,7 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     if (job_of(v.def.uuid).active) return refuse(VIR_ERR_OPERATION_INVALID, "another migration job is already running");
     auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
     if (!uri_text) return refuse(VIR_ERR_INVALID_ARG, uri_text.error().message());
-    bool rdma = (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0 || (*uri_text && uri_text->value().rfind("rdma", 0) == 0);
+    bool rdma = (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0 || (*uri_text && (**uri_text).rfind("rdma", 0) == 0);
     if (rdma && !v.def.hard_limit_kib) return hard_limit_refusal();
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, std::nullopt}));
