@@ -14,7 +14,8 @@
  *   block host pointers stay valid for the life of the connection.
  * - Every blocking call must return promptly (with an error) once args->cancel_fd becomes
  *   readable, and must fail after args->io_timeout_ms of silence from the peer.
- * - A connection is used by one thread at a time.
+ * - A connection is used by one thread at a time, except in postcopy (pc_* below), where each
+ *   call names the thread that makes it and two may run at once.
  * - Members appended later are optional: vmm reads one only when ops->struct_size covers it,
  *   so a plugin built against an older header keeps loading.
  */
@@ -63,6 +64,35 @@ struct vmm_transport_args {
     uint64_t connect_timeout_ms;
     uint64_t io_timeout_ms;
     uint64_t max_bandwidth; /* bytes/s, 0 = unlimited (vmm paces; for information) */
+    /* Appended (read it only when struct_size covers it): VMM_ARGS_* bits. */
+    uint32_t flags;
+};
+
+#define VMM_ARGS_POSTCOPY 1u /* postcopy-ram is on at this side: offer (source) / grant (destination) pc_* */
+
+/* Postcopy (pc_*): pages after the switch, as the transport carries them. */
+#define VMM_PC_DATA 1u
+#define VMM_PC_ZERO 2u
+#define VMM_PC_END 3u /* destination's arrivals only: every page has been sent */
+#define VMM_PC_MAX_PAGES 16u
+#define VMM_PC_PUSH 0xffffffffu /* pc_send's token: not an answer to a request */
+
+struct vmm_pc_pages {
+    uint32_t kind;        /* VMM_PC_* */
+    uint32_t block;
+    uint64_t offset;      /* in the block, page-aligned */
+    uint32_t pages;       /* 4 KiB pages, 1..VMM_PC_MAX_PAGES */
+    uint32_t token;       /* source: the request answered, or VMM_PC_PUSH; destination: the plugin's */
+    const void *data;     /* destination, VMM_PC_DATA: the pages, valid until pc_release */
+    const uint64_t *sums; /* verify-ram's XXH3-64 sums, one per page, or NULL */
+};
+
+struct vmm_pc_request {
+    uint32_t done;   /* 1: the destination has every page (no request) */
+    uint32_t block;
+    uint64_t offset; /* in the block: one page */
+    uint32_t token;  /* give it back to pc_send with the answer */
+    uint32_t reserved;
 };
 
 struct vmm_buf {
@@ -135,10 +165,32 @@ struct vmm_transport_ops {
                         int (*fn)(void *ctx, uint32_t block, uint64_t offset, const uint64_t *sums, uint32_t count,
                                   struct vmm_err *err),
                         void *ctx);
+
+    /* Optional, appended to ABI 1, present together when ram_features says VMM_RAM_POSTCOPY:
+     * postcopy over the transport. After the switch vmm moves pages through these instead of
+     * the byte stream. Destination: pc_begin before its guest runs; the fault thread calls
+     * pc_request; the receiving thread loops pc_next_arrival, places the pages, pc_release, and
+     * after VMM_PC_END, pc_done. Source: pc_begin once the destination runs the guest; its
+     * return-path thread loops pc_next_request while its migration thread calls pc_send (answers
+     * first, then the push) and, once every page has gone, pc_end. */
+    int (*pc_begin)(void *conn, struct vmm_err *err);
+    /* Returns 1 with *out filled, 0 when nothing came within wait_ms, -1 on failure. */
+    int (*pc_next_request)(void *conn, uint32_t wait_ms, struct vmm_pc_request *out, struct vmm_err *err);
+    int (*pc_send)(void *conn, const struct vmm_pc_pages *pages, struct vmm_err *err);
+    int (*pc_end)(void *conn, struct vmm_err *err);
+    int (*pc_request)(void *conn, uint32_t block, uint64_t offset, struct vmm_err *err);
+    int (*pc_next_arrival)(void *conn, struct vmm_pc_pages *out, struct vmm_err *err);
+    int (*pc_release)(void *conn, const struct vmm_pc_pages *pages, struct vmm_err *err);
+    int (*pc_done)(void *conn, struct vmm_err *err);
+    /* Optional, appended to ABI 1: breaks the link at once, as a failed network would
+     * (migrate_pause, and a source whose postcopy failed): every call on the connection, at
+     * both ends, fails from then on. Safe while another thread is inside a pc_* call. */
+    int (*cut)(void *conn, struct vmm_err *err);
 };
 
 /* ram_features bits. */
 #define VMM_RAM_SUMS 1u /* verify-ram sums travel with the RAM channel (ram_sums, ram_on_sums) */
+#define VMM_RAM_POSTCOPY 2u /* the connection carries postcopy (pc_*), agreed with its peer */
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

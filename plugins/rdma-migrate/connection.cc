@@ -30,9 +30,15 @@ void Connection::hang_up() {
     for (Endpoint* e : channels()) e->hang_up();
 }
 
+void Connection::cut() {
+    for (Endpoint* e : channels())
+        if (e->id) (void)rdma_disconnect(e->id.get());
+}
+
 std::vector<Endpoint*> Connection::channels() const {
     std::vector<Endpoint*> all{ep_.get()};
     for (const auto& e : extra_) all.push_back(e.get());
+    if (postcopy_ep_) all.push_back(postcopy_ep_.get());
     return all;
 }
 
@@ -56,6 +62,7 @@ void Connection::summarize(const std::string& note) {
     size_t n = 1 + extra_.size();
     summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", ep_->describe, mode, vmm::format_size(geo_.size()), n,
                            n == 1 ? "" : "s");
+    if (postcopy_ep_) summary_ += " and a postcopy channel";
     if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
     if (!note.empty()) summary_ += " (" + note + ")";
 }

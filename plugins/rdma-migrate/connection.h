@@ -33,6 +33,7 @@ struct SessionConfig {
     int cancel_fd = -1;
     uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
     bool base_protocol = false;  // offer (source) / grant (destination) no extension: for tests
+    bool postcopy = false;  // postcopy-ram on: offer (source) / grant (destination) a postcopy channel
 };
 
 class Connection {
@@ -45,6 +46,10 @@ public:
     Status flush();
     Status read(void* out, size_t len);
 
+    // Breaks every channel's connection (rdma_disconnect): each side's queue pairs go to the
+    // error state and flush, so every wait at both ends fails. The QPs stay until hang_up, so
+    // a thread inside a call on them is safe.
+    void cut();
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }
     // The peer and what was negotiated: "rdma 10.0.0.1:4444: dynamic registration, 1 MiB
@@ -53,6 +58,8 @@ public:
     bool pin_all() const { return cfg_.pin_all; }
     // verify-ram sums (kCapSums): whether the peer agreed to carry them.
     bool carries_sums() const { return (agreed_ & kCapSums) != 0; }
+    // Whether this connection has a postcopy channel (kCapPostcopy agreed).
+    bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
 
 protected:
     Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
@@ -73,6 +80,7 @@ protected:
 
     std::unique_ptr<Endpoint> ep_;                  // first: destroyed last, after every MR
     std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
+    std::unique_ptr<Endpoint> postcopy_ep_;         // kCapPostcopy: the postcopy channel (on ep_'s PD)
     std::unique_ptr<ControlChannel> ctl_;
     SessionConfig cfg_;
     ChunkGeometry geo_;

@@ -28,6 +28,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint&
                                                  const std::string& pin_all_refusal) {
     std::unique_ptr<ControlChannel> ctl;
     uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
+    if (!cfg.postcopy) supported &= ~kCapPostcopy;
     auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl));
     if (!ep) return ep.error();
     uint32_t agreed = (*ep)->peer.flags & supported;
@@ -50,13 +51,29 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint&
     return s;
 }
 
+// The lanes, then the postcopy channel if it was agreed. A source that asked for one counts it
+// among its channels whether or not it was granted.
 Status DestinationSession::accept_channels() {
-    for (uint32_t i = 1; i < ep_->peer.channels; ++i) {
+    uint32_t lanes = ep_->peer.channels - ((ep_->peer.flags & kCapPostcopy) != 0 && ep_->peer.channels > 1 ? 1 : 0);
+    for (uint32_t i = 1; i < lanes; ++i) {
         auto ep = accept_channel(*ep_, i);
         if (!ep) return ep.error();
         add_channel(std::move(*ep));
     }
-    return {};
+    if ((agreed_ & kCapPostcopy) == 0) return {};
+    auto ep = accept_channel(*ep_, lanes, QpShape{true, kPcRequestSlots + kPcPushSlots + 8});
+    if (!ep) return ep.error().context("the RDMA postcopy channel");
+    postcopy_ep_ = std::move(*ep);
+    postcopy_ = std::make_unique<PostcopyDestination>(*postcopy_ep_, cfg_.blocks);
+    return postcopy_->post_receives();
+}
+
+Status DestinationSession::begin_postcopy() {
+    if (!postcopy_) return Error("RDMA: this connection has no postcopy channel: postcopy-ram was off at one end when it connected");
+    served_regs_.clear();
+    pinned_blocks_.clear();
+    trace("destination: postcopy: the precopy rounds' registrations of guest RAM are gone");
+    return postcopy_->begin();
 }
 
 Status DestinationSession::blocks_requested() {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "connection.h"
+#include "postcopy_channel.h"
 #include "proto/registration_cache.h"
 
 namespace rdma_migrate {
@@ -28,6 +29,12 @@ public:
     // verify-ram: where the source's sums go, during serve_round (empty: nowhere).
     using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
     void on_sums(SumsFn fn) { sums_fn_ = std::move(fn); }
+    // The postcopy channel, when one was agreed (else null).
+    PostcopyDestination* postcopy() { return postcopy_.get(); }
+    // The switch to postcopy: the precopy rounds' registrations of guest RAM go (the pages they
+    // pin are about to be dropped, and nothing writes into guest RAM from now on), then the
+    // landing slots are registered and the source told where they are.
+    Status begin_postcopy();
 
 private:
     DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
@@ -46,6 +53,7 @@ private:
     // Chunks registered for remote write (pin-all: pinned_blocks_ instead).
     RegistrationCache<MemoryRegion> served_regs_;
     SumsFn sums_fn_;
+    std::unique_ptr<PostcopyDestination> postcopy_;  // its MRs go before the PD (the destructor hangs up first)
 };
 
 }  // namespace rdma_migrate

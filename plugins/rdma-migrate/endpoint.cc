@@ -146,7 +146,18 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
     }
 }
 
-Status create_resources(Endpoint& e, ibv_pd* shared_pd) {
+// A completion channel (non-blocking, so a wait polls it) and a CQ of `depth` entries on it.
+Status make_cq(ibv_context* ctx, int depth, CompletionChannel& channel, CompletionQueue& cq) {
+    channel.reset(ibv_create_comp_channel(ctx));
+    if (!channel) return verbs_error("ibv_create_comp_channel");
+    int flags = ::fcntl(channel->fd, F_GETFL);
+    ::fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK);
+    cq.reset(ibv_create_cq(ctx, depth, nullptr, channel.get(), 0));
+    if (!cq) return verbs_error("ibv_create_cq");
+    return posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq");
+}
+
+Status create_resources(Endpoint& e, ibv_pd* shared_pd, QpShape shape) {
     ibv_context* ctx = e.id->verbs;
     if (ctx == nullptr) return Error("the RDMA-CM id has no device: is an RDMA device bound to that address?");
     if (shared_pd != nullptr) {
@@ -156,19 +167,16 @@ Status create_resources(Endpoint& e, ibv_pd* shared_pd) {
         e.pd.reset(ibv_alloc_pd(ctx));
         if (!e.pd) return verbs_error("ibv_alloc_pd");
     }
-    e.channel.reset(ibv_create_comp_channel(ctx));
-    if (!e.channel) return verbs_error("ibv_create_comp_channel");
-    int flags = ::fcntl(e.channel->fd, F_GETFL);
-    ::fcntl(e.channel->fd, F_SETFL, flags | O_NONBLOCK);
-    e.cq.reset(ibv_create_cq(ctx, static_cast<int>(kSendQueueDepth + kRecvQueueDepth), nullptr, e.channel.get(), 0));
-    if (!e.cq) return verbs_error("ibv_create_cq");
-    if (auto s = posted(ibv_req_notify_cq(e.cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
+    int depth = static_cast<int>(kSendQueueDepth + (shape.split ? 0 : shape.recv_depth));
+    if (auto s = make_cq(ctx, depth, e.channel, e.cq); !s) return s;
+    if (shape.split)
+        if (auto s = make_cq(ctx, static_cast<int>(shape.recv_depth), e.recv_channel, e.recv_cq); !s) return s;
     ibv_qp_init_attr attr{};
     attr.send_cq = e.cq.get();
-    attr.recv_cq = e.cq.get();
+    attr.recv_cq = shape.split ? e.recv_cq.get() : e.cq.get();
     attr.qp_type = IBV_QPT_RC;
     attr.cap.max_send_wr = kSendQueueDepth;
-    attr.cap.max_recv_wr = kRecvQueueDepth;
+    attr.cap.max_recv_wr = shape.recv_depth;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
     if (rdma_create_qp(e.id.get(), e.protection_domain(), &attr) != 0) return verbs_error("rdma_create_qp");
@@ -351,7 +359,7 @@ Status Endpoint::reap(const std::function<Status(const ibv_wc&)>& on_wc) {
 
 Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
                                                    int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
-                                                   ibv_pd* shared_pd) {
+                                                   ibv_pd* shared_pd, QpShape shape) {
     std::string name = fmt::format("rdma destination {}:{}", host, port);
     if (ours.channels > 1) name += fmt::format(" (channel {})", ours.channel);
     auto start = std::chrono::steady_clock::now();
@@ -376,7 +384,7 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
     if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return Error::from_errno("rdma_resolve_route " + host, errno, reach);
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return unreachable(s.error());
     step("route resolved");
-    if (auto s = create_resources(*e, shared_pd); !s) return s.error();
+    if (auto s = create_resources(*e, shared_pd, shape); !s) return s.error();
     if (auto s = before_connect(*e); !s) return s.error();
     step("queue pair and control buffers ready");
     auto pd = encode_private_data(ours);
@@ -450,7 +458,7 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     auto e = accepted(*raw, listener, "the rdma migration source", theirs);
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
     e->listen_id = std::move(listener.listen_id);
-    if (auto r = create_resources(*e, nullptr); !r) return r.error();
+    if (auto r = create_resources(*e, nullptr, {}); !r) return r.error();
     if (auto r = before_connect(*e); !r) return r.error();
     PrivateData ours = theirs;
     ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
@@ -458,7 +466,7 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     return e;
 }
 
-Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index) {
+Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index, QpShape shape) {
     const PrivateData& first = primary.peer;
     std::string what = fmt::format("waiting for RDMA channel {} of {}", index, first.channels);
     PrivateData theirs;
@@ -471,7 +479,7 @@ Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t ind
     });
     if (!raw) return raw.error();
     auto e = accepted(*raw, primary, fmt::format("{} (channel {})", primary.describe, index), theirs);
-    if (auto r = create_resources(*e, primary.protection_domain()); !r) return r.error();
+    if (auto r = create_resources(*e, primary.protection_domain(), shape); !r) return r.error();
     PrivateData ours = theirs;
     ours.flags = theirs.flags & first.flags;  // what channel 0 agreed
     if (auto r = answer(*e, primary, ours, "accepting an RDMA channel"); !r) return r.error();

@@ -27,6 +27,10 @@ struct Endpoint {
     ibv_pd* shared_pd = nullptr; // channels 1..N-1 use channel 0's, so one rkey serves them all
     CompletionChannel channel;
     CompletionQueue cq;
+    // With QpShape::split (the postcopy channel): receives complete here and sends in `cq`, so
+    // one thread may wait on each.
+    CompletionChannel recv_channel;
+    CompletionQueue recv_cq;
     QueuePair qp;
     int cancel_fd = -1;
     int io_timeout_ms = 0;  // x-io-timeout: set from Timeouts when the endpoint is made
@@ -85,11 +89,18 @@ constexpr uint32_t kRecvQueueDepth = 4;
 
 using BeforeConnect = std::function<Status(Endpoint&)>;
 
+// The queue pair's shape: the lanes' and the control channel's default, or the postcopy
+// channel's (its own CQ for receives, and room for a receive per landing slot).
+struct QpShape {
+    bool split = false;
+    uint32_t recv_depth = kRecvQueueDepth;
+};
+
 // Source: resolve, create the QP, `before_connect` (post receives), connect with `ours`. An
 // extra channel (ours.channel > 0) passes channel 0's PD as `shared_pd`.
 Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint16_t port, const PrivateData& ours,
                                                    int cancel_fd, Timeouts t, const BeforeConnect& before_connect,
-                                                   ibv_pd* shared_pd = nullptr);
+                                                   ibv_pd* shared_pd = nullptr, QpShape shape = {});
 
 // Destination: a listening id; accept_endpoint() takes one connection from it, refusing another
 // protocol version, and answers with the flags this side supports (`supported` & theirs).
@@ -98,6 +109,6 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
 // Destination: channel `index` of the migration `primary` (an accepted channel 0) belongs to.
 // A request from another migration, or out of order, is rejected and ends the accept. The new
 // channel shares primary's PD and reports its CM events on primary's event channel.
-Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index);
+Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t index, QpShape shape = {});
 
 }  // namespace rdma_migrate

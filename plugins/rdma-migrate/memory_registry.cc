@@ -10,10 +10,12 @@ int access_for(Use use) {
     switch (use) {
         case Use::control_send:
         case Use::chunk_read:
-        case Use::pin_all_read: return 0;  // the adapter reads it locally; nothing remote
+        case Use::pin_all_read:
+        case Use::postcopy_staging: return 0;  // the adapter reads it locally; nothing remote
         case Use::control_receive: return IBV_ACCESS_LOCAL_WRITE;
         case Use::chunk_written:
-        case Use::pin_all_written: return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        case Use::pin_all_written:
+        case Use::postcopy_landing: return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     }
     return 0;
 }
@@ -25,7 +27,9 @@ const char* advice_for(Use use) {
         case Use::chunk_read:
         case Use::chunk_written: return "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit";
         case Use::control_send:
-        case Use::control_receive: break;
+        case Use::control_receive:
+        case Use::postcopy_staging:
+        case Use::postcopy_landing: break;
     }
     return "raise the locked-memory limit (ulimit -l)";
 }

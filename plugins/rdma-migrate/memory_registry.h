@@ -19,6 +19,8 @@ enum class Use {
     chunk_written,    // destination: guest RAM the source's RDMA WRITEs land in (remote write)
     pin_all_read,     // source, rdma-pin-all: a whole RAM block, local read only
     pin_all_written,  // destination, rdma-pin-all: a whole RAM block, remote write
+    postcopy_staging, // source, postcopy: slots the pages are copied into for a write (local read)
+    postcopy_landing, // destination, postcopy: the slots the source writes into (remote write)
 };
 
 class MemoryRegistry {

@@ -13,6 +13,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -77,6 +79,7 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     if (const char* v = std::getenv("VMM_RDMA_ANNOUNCE_VERSION"); v != nullptr && *v != '\0') {
         c.announce_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     }
+    if (a->struct_size >= offsetof(vmm_transport_args, flags) + sizeof a->flags) c.postcopy = (a->flags & VMM_ARGS_POSTCOPY) != 0;
     if (const char* v = std::getenv("VMM_RDMA_BASE_PROTOCOL"); v != nullptr && std::strcmp(v, "1") == 0) c.base_protocol = true;
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
     if (c.pin_limit != 0 && c.pin_limit < c.chunk_size) {
@@ -96,6 +99,7 @@ uint64_t ram_bytes(const SessionConfig& c) {
 struct Handle {
     std::unique_ptr<SourceSession> source;
     std::unique_ptr<DestinationSession> destination;
+    PostcopyDestination::Arrival arrival;  // the destination's last, until pc_release
     Connection& connection() const {
         return source ? static_cast<Connection&>(*source) : static_cast<Connection&>(*destination);
     }
@@ -115,7 +119,7 @@ void* do_connect(const vmm_transport_args* a, vmm_err* e) {
         if (auto s = check_source_memlock(memlock_budget(), ram_bytes(*cfg), cfg->pin_all, cfg->pin_limit); !s) return s;
         auto s = SourceSession::connect(a->host, a->port, std::move(*cfg));
         if (!s) return s.error();
-        out = new Handle{std::move(*s), nullptr};
+        out = new Handle{std::move(*s), nullptr, {}};
         return {};
     });
     return out;
@@ -141,7 +145,7 @@ void* do_accept(void* lp, vmm_err* e) {
         // Grant rdma-pin-all only if all of this side's RAM can be pinned.
         auto s = DestinationSession::accept(*l->ep, l->cfg, pin_all_refusal(memlock_budget(), ram_bytes(l->cfg)));
         if (!s) return s.error();
-        out = new Handle{nullptr, std::move(*s)};
+        out = new Handle{nullptr, std::move(*s), {}};
         return {};
     });
     return out;
@@ -204,7 +208,9 @@ uint64_t ram_in_flight(void* c) { return H(c).source ? H(c).source->ram_in_fligh
 void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) {
     if (H(c).source) H(c).source->on_arrival(fn, ctx);
 }
-uint32_t ram_features(void* c) { return C(c).carries_sums() ? VMM_RAM_SUMS : 0u; }
+uint32_t ram_features(void* c) {
+    return (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) | (C(c).has_postcopy_channel() ? VMM_RAM_POSTCOPY : 0u);
+}
 int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t count, vmm_err* e) {
     return source_call(c, "ram_sums", e, [&](SourceSession& s) { return s.ram_sums(b, off, {sums, count}); });
 }
@@ -224,6 +230,102 @@ void ram_on_sums(void* c, SumsCallback fn, void* ctx) noexcept {
         d->on_sums(nullptr);  // no callback: SUMS that arrive fail the round, saying so
     }
 }
+// Postcopy (pc_*): the source's and the destination's halves of the postcopy channel.
+Result<PostcopySource*> pc_source(void* c, const char* call) {
+    auto s = source(c, call);
+    if (!s) return s.error();
+    if ((*s)->postcopy() == nullptr) return Error("rdma transport: no postcopy channel was agreed (postcopy-ram on at both ends?)");
+    return (*s)->postcopy();
+}
+Result<PostcopyDestination*> pc_destination(void* c, const char* call) {
+    auto d = destination(c, call);
+    if (!d) return d.error();
+    if ((*d)->postcopy() == nullptr) return Error("rdma transport: no postcopy channel was agreed (postcopy-ram on at both ends?)");
+    return (*d)->postcopy();
+}
+int pc_begin(void* c, vmm_err* e) {
+    return session_call(c, e, [&]() -> Status {
+        if (H(c).destination) return H(c).destination->begin_postcopy();
+        auto s = pc_source(c, "pc_begin");
+        return s ? (*s)->begin() : Status(s.error());
+    });
+}
+int pc_next_request(void* c, uint32_t wait_ms, vmm_pc_request* out, vmm_err* e) {
+    int got = 0;
+    int rc = guarded(e, [&]() -> Status {
+        auto s = pc_source(c, "pc_next_request");
+        if (!s) return s.error();
+        auto r = (*s)->next(static_cast<int>(std::min<uint32_t>(wait_ms, 60000)));
+        if (!r) return r.error();
+        if (!*r) return {};
+        *out = vmm_pc_request{(*r)->done ? 1u : 0u, (*r)->block, (*r)->offset, (*r)->slot, 0};
+        got = 1;
+        return {};
+    });
+    return rc != 0 ? rc : got;
+}
+int pc_send(void* c, const vmm_pc_pages* p, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto s = pc_source(c, "pc_send");
+        if (!s) return s.error();
+        if (p->kind != VMM_PC_DATA && p->kind != VMM_PC_ZERO) return Error(fmt::format("pc_send: page kind {}", p->kind));
+        std::span<const uint64_t> sums(p->sums, p->sums != nullptr ? p->pages : 0);
+        std::optional<uint32_t> answer;
+        if (p->token != VMM_PC_PUSH) answer = p->token;
+        return (*s)->send(p->block, p->offset, p->pages, p->kind == VMM_PC_ZERO, sums, answer);
+    });
+}
+int pc_end(void* c, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto s = pc_source(c, "pc_end");
+        return s ? (*s)->end() : Status(s.error());
+    });
+}
+int pc_request(void* c, uint32_t block, uint64_t offset, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto d = pc_destination(c, "pc_request");
+        return d ? (*d)->request(block, offset) : Status(d.error());
+    });
+}
+int pc_next_arrival(void* c, vmm_pc_pages* out, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto d = pc_destination(c, "pc_next_arrival");
+        if (!d) return d.error();
+        auto a = (*d)->next();
+        if (!a) return a.error();
+        auto& kept = H(c).arrival;
+        kept = std::move(*a);
+        uint32_t kind = kept.kind == PcKind::data ? VMM_PC_DATA : kept.kind == PcKind::zero ? VMM_PC_ZERO : VMM_PC_END;
+        *out = vmm_pc_pages{kind, kept.block, kept.offset, kept.pages, kept.slot, kept.data,
+                            kept.sums.empty() ? nullptr : kept.sums.data()};
+        return {};
+    });
+}
+int pc_release(void* c, const vmm_pc_pages* p, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto d = pc_destination(c, "pc_release");
+        if (!d) return d.error();
+        const auto& kept = H(c).arrival;
+        if (p->token != kept.slot || p->block != kept.block || p->offset != kept.offset) {
+            return Error("pc_release: not the last arrival pc_next_arrival gave");
+        }
+        return (*d)->release(kept);
+    });
+}
+int pc_done(void* c, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto d = pc_destination(c, "pc_done");
+        return d ? (*d)->done() : Status(d.error());
+    });
+}
+
+int do_cut(void* c, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        C(c).cut();
+        return {};
+    });
+}
+
 const char* do_describe(void* c) { return C(c).describe().c_str(); }
 void do_close(void* c) { delete static_cast<Handle*>(c); }
 void do_abort(void* c, const char* reason) noexcept {
@@ -241,7 +343,8 @@ const vmm_transport_ops kOps = {
     VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
-    ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums,
+    ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums, pc_begin, pc_next_request,
+    pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut,
 };
 
 }  // namespace

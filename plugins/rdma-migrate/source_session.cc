@@ -19,7 +19,10 @@ uint64_t new_session_id() {
 // What a source offers beyond pin-all.
 uint32_t extensions(const SessionConfig& cfg) {
     if (cfg.base_protocol) return 0;
-    return kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | (cfg.channels > 1 ? kCapChannels : 0u);
+    // The postcopy channel is one more connection, counted among the channels after the lanes.
+    bool more = cfg.channels > 1 || cfg.postcopy;
+    return kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | (more ? kCapChannels : 0u) |
+           (cfg.postcopy ? kCapPostcopy : 0u);
 }
 }  // namespace
 
@@ -48,7 +51,7 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     ours.flags = (cfg.pin_all ? kCapPinAll : 0) | extensions(cfg);
     ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(asked->size()));
     if ((ours.flags & kCapChannels) != 0) {
-        ours.channels = cfg.channels;
+        ours.channels = cfg.channels + (cfg.postcopy ? 1 : 0);
         ours.session = new_session_id();
     }
     auto ep = connect_endpoint(host, port, ours, cfg.cancel_fd, cfg.timeouts, ControlChannel::make_on(ctl));
@@ -57,14 +60,17 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     bool asked_pin_all = cfg.pin_all;
     cfg.pin_all = (agreed & kCapPinAll) != 0;
     if ((agreed & kCapChannels) == 0) ours.channels = 1;
+    uint32_t lanes = (agreed & kCapChannels) != 0 ? cfg.channels : 1;
+    bool postcopy_channel = (agreed & kCapPostcopy) != 0;
     ChunkGeometry g = (agreed & kCapChunkSize) != 0 ? *asked : *ChunkGeometry::make(ChunkGeometry::kDefault);
     std::string notes;
     auto note = [&notes](const char* n) { notes += (notes.empty() ? "" : "; ") + std::string(n); };
     if (asked_pin_all && !cfg.pin_all) note("the destination did not grant rdma-pin-all: its log says why");
     if (g.size() != asked->size()) note("the destination takes only the base protocol's 1 MiB chunks");
-    if (cfg.channels > ours.channels) note("the destination takes only one channel");
+    if (cfg.channels > lanes) note("the destination takes only one channel");
+    if (cfg.postcopy && !postcopy_channel) note("the destination has no postcopy channel: postcopy-ram is off there");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
-    if (Status st = s->connect_channels(host, port, ours); !st) {
+    if (Status st = s->connect_channels(host, port, ours, lanes, postcopy_channel); !st) {
         s->abort(st.error().message());
         return st.error();
     }
@@ -72,8 +78,10 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     return s;
 }
 
-Status SourceSession::connect_channels(const std::string& host, uint16_t port, PrivateData first) {
-    for (uint32_t i = 1; i < first.channels; ++i) {
+// Lanes 1..lanes-1, then the postcopy channel (index `lanes`) when it was agreed.
+Status SourceSession::connect_channels(const std::string& host, uint16_t port, PrivateData first, uint32_t lanes,
+                                       bool postcopy_channel) {
+    for (uint32_t i = 1; i < lanes; ++i) {
         PrivateData ours = first;
         ours.channel = i;
         auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [](Endpoint&) { return Status{}; },
@@ -82,6 +90,17 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
         lanes_.emplace_back(ep->get());
         add_channel(std::move(*ep));
     }
+    if (!postcopy_channel) return {};
+    PrivateData ours = first;
+    ours.channel = lanes;
+    std::unique_ptr<PostcopySource> pc;
+    auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [&](Endpoint& e) {
+        pc = std::make_unique<PostcopySource>(e, cfg_.blocks);
+        return pc->post_receives();
+    }, ep_->protection_domain(), QpShape{true, kPcSourceReceives});
+    if (!ep) return ep.error().context("the RDMA postcopy channel");
+    postcopy_ep_ = std::move(*ep);
+    postcopy_ = std::move(pc);
     return {};
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "postcopy_channel.h"
 #include "proto/register_ahead.h"
 #include "proto/registration_cache.h"
 #include "proto/write_ledger.h"
@@ -51,6 +52,8 @@ public:
     // verify-ram: the sums of the range the next ram_send or ram_send_zero hands over; they go
     // to the destination once those pages are known to be there.
     Status ram_sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums);
+    // The postcopy channel, when one was agreed (else null).
+    PostcopySource* postcopy() { return postcopy_.get(); }
 
 private:
     // One queue pair's RDMA WRITEs: the writes posted and known complete (and their bytes),
@@ -88,7 +91,7 @@ private:
     SourceSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
                   uint32_t agreed);
     Status blocks_requested() override;
-    Status connect_channels(const std::string& host, uint16_t port, PrivateData first);
+    Status connect_channels(const std::string& host, uint16_t port, PrivateData first, uint32_t lanes, bool postcopy_channel);
     Status exchange_blocks();
 
     // source_writes.cc: the lanes
@@ -151,6 +154,7 @@ private:
     std::vector<SumsEntry> zero_sums_, ready_sums_;
     size_t ready_sum_count_ = 0;
     uint64_t sums_seq_ = 0;
+    std::unique_ptr<PostcopySource> postcopy_;  // its MRs go before the PD (the destructor hangs up first)
 };
 
 }  // namespace rdma_migrate

@@ -8,6 +8,7 @@
 #include "vmm/migration/transport/ram_verifier.h"
 #include "vmm/migration/wire/return_path.h"
 #include "vmm/migration/wire/stream_format.h"
+#include "proto/postcopy_wire.h"
 #include "proto/wire.h"
 
 using namespace vmm::migration;
@@ -30,6 +31,14 @@ static int rdma_seeds(const std::string& dir) {
     write(dir + "/error", 0, encode_error("because"));
     write(dir + "/sums", 0, encode_sums({{0, 1 << 20, {1, 2, 3}}, {1, 0, {4}}}));
     write(dir + "/file", 0, encode_message(Command::qemu_file, 1, std::vector<uint8_t>(100, 7)));
+    PcMessage request;
+    request.type = PcType::request, request.slot = 3, request.block = 1, request.pages = 1, request.offset = 8192;
+    write(dir + "/pc-request", 2, encode_pc_message(request));
+    write(dir + "/pc-hello", 2, encode_pc_message({PcType::hello, 9, 32, 32, 0x7f0000000000, kPcSlotSize}));
+    auto write_imm = encode_pc_trailer({1, 2, kPcSummed, 4096, {5, 6}});
+    uint32_t imm = encode_pc_immediate({PcKind::data, 40, 2});
+    write_imm.insert(write_imm.begin(), {uint8_t(imm >> 24), uint8_t(imm >> 16), uint8_t(imm >> 8), uint8_t(imm)});
+    write(dir + "/pc-write", 2, write_imm);
     return 0;
 }
 

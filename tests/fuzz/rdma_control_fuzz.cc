@@ -1,10 +1,12 @@
 // libFuzzer target for what an RDMA migration peer decodes from the other side: RDMA-CM
 // private data and control-channel messages of every type, then the bounds checks every
-// entry passes before it may touch memory.
+// entry passes before it may touch memory; and the postcopy channel's messages, immediates
+// and slot trailers (first byte bit 1), with the range check every page passes.
 #include <cstdint>
 #include <vector>
 
 #include "proto/chunks.h"
+#include "proto/postcopy_wire.h"
 #include "proto/wire.h"
 
 using namespace rdma_migrate;
@@ -12,17 +14,28 @@ using namespace rdma_migrate;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     std::span<const uint8_t> rest(data + 1, size - 1);
-    if (data[0] & 1) {
-        (void)decode_private_data(rest);
-        return 0;
-    }
-    auto m = decode_message(rest);
-    if (!m) return 0;
     static const std::vector<LocalBlock> blocks = [] {
         std::vector<LocalBlock> b{{"pc.ram", nullptr, 64ull << 20, 0}, {"high", nullptr, 3ull << 20, 1ull << 32}};
         assign_offsets(b);
         return b;
     }();
+    if (data[0] & 1) {
+        (void)decode_private_data(rest);
+        return 0;
+    }
+    if (data[0] & 2) {
+        if (auto pm = decode_pc_message(rest); pm && pm->type == PcType::request)
+            (void)check_pc_range(blocks, pm->block, pm->offset, pm->pages);
+        if (rest.size() >= 4) {
+            uint32_t v = (uint32_t{rest[0]} << 24) | (uint32_t{rest[1]} << 16) | (uint32_t{rest[2]} << 8) | rest[3];
+            if (auto imm = decode_pc_immediate(v, 64); imm && imm->kind != PcKind::end) {
+                if (auto t = decode_pc_trailer(rest.subspan(4)); t) (void)check_pc_range(blocks, t->block, t->offset, t->pages);
+            }
+        }
+        return 0;
+    }
+    auto m = decode_message(rest);
+    if (!m) return 0;
     static const ChunkGeometry g = *ChunkGeometry::make(1 << 20);
     switch (m->header.type) {
         case Command::ram_blocks_result:

@@ -167,7 +167,7 @@ Status IncomingMigration::resume(Connection& conn) {
         return ok;
     }
     if (auto s = st.write(encode_header_ok(0)); !s) return s;
-    if (auto s = receiver_->resume(st); !s) return s;
+    if (auto s = receiver_->resume(st, conn.dest_postcopy()); !s) return s;
     log::info("postcopy resumed from {}", conn.describe());
     set_status(MigrationStatus::postcopy_active);
     Status s = receiver_->run();
@@ -260,7 +260,7 @@ Status IncomingMigration::receive(Connection& conn) {
         refuse(st, loaded.error());
         return loaded;
     }
-    if (loader.switched_to_postcopy()) return receive_postcopy(st, *header, loader.discards());
+    if (loader.switched_to_postcopy()) return receive_postcopy(conn, *header, loader.discards());
     if (auto s = ready_and_go(st); !s) return s;
     return {};
 }
@@ -280,8 +280,16 @@ Status IncomingMigration::ready_and_go(ByteStream& st) {
 
 // The guest runs here before every page has come: userfaultfd holds the missing ones, the
 // fault thread asks for them, and the stream brings the rest.
-Status IncomingMigration::receive_postcopy(ByteStream& st, const StreamHeader& header, const std::vector<Record>& discards) {
-    auto receiver = std::make_unique<PostcopyReceiver>(machine_.memory(), st, header.blocks, machine_.vcpu_tids(),
+Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader& header,
+                                           const std::vector<Record>& discards) {
+    ByteStream& st = conn.stream();
+    DestPostcopyChannel* channel = conn.dest_postcopy();
+    if (header.ram_mode == RamMode::transport_channel && channel == nullptr) {
+        Error e("the source switched to postcopy, but this transport has no postcopy channel with it");
+        refuse(st, e);
+        return e;
+    }
+    auto receiver = std::make_unique<PostcopyReceiver>(machine_.memory(), st, channel, header.blocks, machine_.vcpu_tids(),
                                                        (header.features & kFeatureVerifyRam) != 0);
     if (auto s = receiver->prepare(discards); !s) {
         refuse(st, s.error());

@@ -188,9 +188,12 @@ Status MigrationSource::setup(Connection*& conn_out) {
     if (verify_ == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     if (options_.caps.postcopy_ram) {
-        if (conn_->source_ram() != nullptr) {
-            return Error("postcopy-ram runs over tcp: and unix: without multifd so far (the pages it pulls travel in the "
-                         "stream): turn off multifd, or postcopy-ram");
+        // A transport with a RAM channel of its own needs a postcopy channel too (RDMA agrees
+        // one with its peer); multifd's lanes have none.
+        if (conn_->source_ram() != nullptr && conn_->source_postcopy() == nullptr) {
+            return Error(fmt::format("postcopy-ram needs a postcopy channel, and {} has none: over rdma: turn postcopy-ram "
+                                     "on at the destination too (before migrate_incoming); multifd has none (turn it off)",
+                                     conn_->describe()));
         }
         header.features |= kFeaturePostcopy;
     }

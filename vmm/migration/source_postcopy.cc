@@ -56,7 +56,7 @@ Status MigrationSource::postcopy(Run& run) {
     machine_.set_throttle(0);
     machine_.set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
-    PostcopySender sender(machine_.memory(), run.conn.stream(), blocks, std::move(*bitmaps), cancel_,
+    PostcopySender sender(machine_.memory(), run.conn.stream(), run.conn.source_postcopy(), blocks, std::move(*bitmaps), cancel_,
                           {options_.params.max_postcopy_bandwidth, options_.caps.zero_blocks, options_.caps.verify_ram});
     uint64_t precopy_bytes = run.work.transferred;
     {
@@ -196,7 +196,7 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
         stats_.uri = to.uri.text;
     }
     uri_ = to.uri;
-    sender.resume(conn_->stream(), received.bits());
+    sender.resume(conn_->stream(), conn_->source_postcopy(), received.bits());
     log::info("postcopy resumed over {}", conn_->describe());
     return {};
 }

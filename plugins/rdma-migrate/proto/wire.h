@@ -33,7 +33,8 @@ constexpr uint32_t kCapChunkSize = 1u << 2;  // ours: chunks of 2^chunk_shift by
 constexpr uint32_t kCapBatch = 1u << 3;      // ours: REGISTER/UNREGISTER/COMPRESS with many entries
 constexpr uint32_t kCapErrorText = 1u << 4;  // ours: ERROR carries a one-line reason
 constexpr uint32_t kCapSums = 1u << 5;       // ours: SUMS messages carry verify-ram's page sums
-constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums;
+constexpr uint32_t kCapPostcopy = 1u << 6;   // ours: a postcopy channel (postcopy_wire.h)
+constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {

@@ -60,7 +60,7 @@ TEST(PostcopyReceiver, PlacesWhatIsMissingAndNothingElse) {
     // a record over the present page 10 (must be skipped), the 'high' page, END.
     MemoryStream stream(pages_record(0, 0, 2, 0xab) + encode_record(range(RecordType::zero, 0, 2, 2)) +
                         pages_record(0, 10, 1, 0xee) + pages_record(1, 5, 1, 0xcd) + end_record());
-    PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 4), range(RecordType::discard, 1, 5, 1)}));
     auto s = rx.run();
     ASSERT_TRUE(s) << s.error().message();
@@ -91,7 +91,7 @@ TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlace
                                          return r;
                                      }())}) {
         MemoryStream stream(stream_bytes);
-        PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+        PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
         ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 1)}));
         auto s = rx.run();
         ASSERT_FALSE(s);
@@ -107,7 +107,7 @@ TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
     REQUIRE_USERFAULTFD();
     auto mem = make_memory();
     MemoryStream stream(pages_record(0, 0, 1, 1) + end_record());
-    PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
     auto s = rx.run();
     ASSERT_FALSE(s);
@@ -121,7 +121,7 @@ TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream stream(pages_record(0, 3, 1, 0x77) + end_record());
-    PostcopyReceiver rx(mem, stream, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1)}));
     EXPECT_EQ(ram[100 * 4096 + 8], 0) << "a never-sent page reads as zero";
     // (the fault thread counts it just after the reader woke)
@@ -152,7 +152,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream broken(pages_record(0, 5, 1, 0x11));  // then the link ends mid-postcopy
-    PostcopyReceiver rx(mem, broken, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, broken, nullptr, layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1), range(RecordType::discard, 0, 5, 1)}));
     ASSERT_FALSE(rx.run());
     rx.detach();
@@ -160,7 +160,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     std::thread toucher([&] { seen = *reinterpret_cast<volatile uint8_t*>(ram + 3 * 4096 + 1); });
     EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().requests == 1; }, std::chrono::seconds(10)));
     MemoryStream resumed(pages_record(0, 3, 1, 0x77) + end_record());
-    ASSERT_TRUE(rx.resume(resumed));
+    ASSERT_TRUE(rx.resume(resumed, nullptr));
     auto s = rx.run();
     toucher.join();
     ASSERT_TRUE(s) << s.error().message();

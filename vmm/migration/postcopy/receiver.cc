@@ -10,9 +10,9 @@
 
 namespace vmm::migration {
 
-PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
-                                   std::vector<uint32_t> vcpu_tids, bool verify)
-    : mem_(mem), stream_(&stream), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), verify_(verify) {}
+PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, DestPostcopyChannel* channel,
+                                   std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids, bool verify)
+    : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), verify_(verify) {}
 
 PostcopyReceiver::~PostcopyReceiver() {
     if (faults_) faults_->stop();
@@ -20,12 +20,26 @@ PostcopyReceiver::~PostcopyReceiver() {
 
 Status PostcopyReceiver::send(std::span<const uint8_t> bytes) {
     std::lock_guard lock(write_mutex_);
+    return send_locked(bytes);
+}
+
+Status PostcopyReceiver::send_locked(std::span<const uint8_t> bytes) {
     if (!attached_) return Error("the link to the source is down");
     if (auto s = stream_->write(bytes); !s) return s;
     return stream_->flush();
 }
 
+// Under write_mutex_: detach() waits for a request in progress before the link goes.
+Status PostcopyReceiver::request(uint32_t block, uint64_t offset) {
+    std::lock_guard lock(write_mutex_);
+    if (attached_ && channel_ != nullptr) return channel_->request(block, offset);
+    return send_locked(encode_page_request(block, offset, kStreamPageSize));
+}
+
 Status PostcopyReceiver::prepare(const std::vector<Record>& discards) {
+    // The transport's channel first: it lets go of what it registered of guest RAM for precopy.
+    if (channel_ != nullptr)
+        if (auto s = channel_->begin(); !s) return s;
     auto uffd = Userfault::open();
     if (!uffd) return uffd.error();
     uffd_ = std::make_unique<Userfault>(std::move(*uffd));
@@ -44,7 +58,8 @@ Status PostcopyReceiver::prepare(const std::vector<Record>& discards) {
     }
     faults_ = std::make_unique<FaultHandler>(*uffd_, *missing_, vcpu_tids_,
                                              [this](uint32_t block, uint64_t offset, uint32_t length) {
-                                                 return send(encode_page_request(block, offset, length));
+                                                 (void)length;  // one page: the fault handler's unit
+                                                 return request(block, offset);
                                              });
     return faults_->start();
 }
@@ -66,14 +81,7 @@ Status PostcopyReceiver::place_pages(const Record& r) {
     }
     buffer_.resize(r.length);  // at most kMaxPagesRecord: the decoder checked
     if (auto s = stream_->read_exact(buffer_); !s) return s;
-    for (size_t i = 0; i < sums.size(); ++i) {
-        // The source's guest is paused for good: a page cannot change in flight, so a mismatch is corruption.
-        if (page_checksum(buffer_.data() + i * kStreamPageSize) != sums[i]) {
-            return Error(fmt::format("RAM verification failed in postcopy: RAM block '{}' offset {:#x} arrived different "
-                                     "from what the source read",
-                                     blocks_[r.block].name, r.offset + i * kStreamPageSize));
-        }
-    }
+    if (auto s = check_sums(r.block, r.offset, buffer_.data(), sums); !s) return s;
     uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
     auto placed = uffd_->copy(dst, buffer_.data(), r.length);
     if (!placed) return placed.error();
@@ -81,6 +89,62 @@ Status PostcopyReceiver::place_pages(const Record& r) {
     std::lock_guard lock(stats_mutex_);
     bytes_ += r.length;
     return {};
+}
+
+Status PostcopyReceiver::check_sums(uint32_t block, uint64_t offset, const uint8_t* data,
+                                    std::span<const uint64_t> sums) const {
+    for (size_t i = 0; i < sums.size(); ++i) {
+        // The source's guest is paused for good: a page cannot change in flight, so a mismatch is corruption.
+        if (page_checksum(data + i * kStreamPageSize) != sums[i]) {
+            return Error(fmt::format("RAM verification failed in postcopy: RAM block '{}' offset {:#x} arrived different "
+                                     "from what the source read",
+                                     blocks_[block].name, offset + i * kStreamPageSize));
+        }
+    }
+    return {};
+}
+
+// A channel's pages, placed from where they landed (the transport checked block and range).
+Status PostcopyReceiver::place_arrival(const PostcopyPages& p) {
+    uint64_t length = uint64_t{p.pages} * kStreamPageSize;
+    if (p.block >= blocks_.size() || p.offset % kStreamPageSize != 0 || p.offset > blocks_[p.block].size ||
+        length > blocks_[p.block].size - p.offset) {
+        return Error(fmt::format("the transport placed postcopy pages outside guest RAM (block {}, offset {:#x})", p.block,
+                                 p.offset));
+    }
+    if (verify_ && p.kind == PostcopyPages::Kind::data && p.sums.size() != p.pages) {
+        return Error("RDMA postcopy: pages without their sums under verify-ram");
+    }
+    uint8_t* dst = mem_.blocks()[p.block]->host() + p.offset;
+    Result<uint64_t> placed = uint64_t{0};
+    if (p.kind == PostcopyPages::Kind::zero) {
+        placed = uffd_->zero(dst, length);
+    } else {
+        if (auto s = check_sums(p.block, p.offset, p.data, p.sums); !s) return s;
+        placed = uffd_->copy(dst, p.data, length);
+    }
+    if (!placed) return placed.error();
+    note_placed(p.block, p.offset / kStreamPageSize, p.pages, *placed);
+    if (p.kind == PostcopyPages::Kind::data) {
+        std::lock_guard lock(stats_mutex_);
+        bytes_ += length;
+    }
+    return channel_->release(p);
+}
+
+Status PostcopyReceiver::run_channel() {
+    for (;;) {
+        if (auto f = faults_->failure(); f) return f->context("sending a page request to the source");
+        auto p = channel_->next();
+        if (!p) return p.error();
+        if (p->kind == PostcopyPages::Kind::end) {
+            if (uint64_t left = missing_->remaining(); left != 0) {
+                return Error(fmt::format("the source ended postcopy with {} pages still missing here", left));
+            }
+            return channel_->done();
+        }
+        if (auto s = place_arrival(*p); !s) return s;
+    }
 }
 
 Status PostcopyReceiver::place_zero(const Record& r) {
@@ -92,6 +156,7 @@ Status PostcopyReceiver::place_zero(const Record& r) {
 }
 
 Status PostcopyReceiver::run() {
+    if (channel_ != nullptr) return run_channel();
     for (;;) {
         if (auto f = faults_->failure(); f) return f->context("sending a page request to the source");
         auto r = read_record(*stream_, blocks_, kStreamPageSize);
@@ -126,15 +191,18 @@ void PostcopyReceiver::detach() {
     attached_ = false;
 }
 
-Status PostcopyReceiver::resume(ByteStream& stream) {
+Status PostcopyReceiver::resume(ByteStream& stream, DestPostcopyChannel* channel) {
     // Nothing is placed while detached, so the set cannot change under the snapshot.
     for (const auto& m : encode_received_pages(blocks_, missing_->snapshot())) {
         if (auto s = stream.write(m); !s) return s;
     }
     if (auto s = stream.flush(); !s) return s;
+    if (channel != nullptr)
+        if (auto s = channel->begin(); !s) return s;
     {
         std::lock_guard lock(write_mutex_);
         stream_ = &stream;
+        channel_ = channel;
         attached_ = true;
     }
     {

@@ -6,6 +6,8 @@
 // comes first; at END every missing page must have arrived, and POSTCOPY_DONE tells the source.
 // Requests and POSTCOPY_DONE go back on the stream's reverse direction (one writer at a time).
 // A broken link leaves every page's state here: resume() carries on over a new stream.
+// Over a transport with its own postcopy channel (transport.h: RDMA) requests go there and
+// pages come from there, each placed from where it landed; the stream carries only the start.
 #pragma once
 
 #include <memory>
@@ -18,6 +20,7 @@
 #include "vmm/migration/postcopy/userfault.h"
 #include "vmm/migration/precopy/stats.h"
 #include "vmm/migration/transport/stream.h"
+#include "vmm/migration/transport/transport.h"
 #include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
@@ -26,8 +29,8 @@ class PostcopyReceiver {
 public:
     // `blocks`: this machine's layout (checked against the source's header); `verify`: the
     // source announced verify-ram, so pages come as PAGES_SUMMED and are checked before placing.
-    PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
-                     std::vector<uint32_t> vcpu_tids, bool verify);
+    PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, DestPostcopyChannel* channel,
+                     std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids, bool verify);
     ~PostcopyReceiver();  // stops the fault thread; the userfaultfd goes last
     PostcopyReceiver(const PostcopyReceiver&) = delete;
     PostcopyReceiver& operator=(const PostcopyReceiver&) = delete;
@@ -43,7 +46,7 @@ public:
     void detach();
     // A recovery: tells the source over `stream` which pages are here (recovery.h), then sends
     // it every request still unanswered; run() then carries on reading `stream`.
-    Status resume(ByteStream& stream);
+    Status resume(ByteStream& stream, DestPostcopyChannel* channel);
     // Whether every page has arrived (the guest no longer depends on the source).
     bool complete() const { return missing_ && missing_->remaining() == 0; }
 
@@ -52,9 +55,15 @@ private:
     Status place_zero(const Record& r);
     void note_placed(uint32_t block, uint64_t first_page, uint64_t count, uint64_t placed);
     Status send(std::span<const uint8_t> bytes);
+    Status send_locked(std::span<const uint8_t> bytes);  // under write_mutex_
+    Status request(uint32_t block, uint64_t offset);  // the fault thread's
+    Status run_channel();                               // run() over a postcopy channel
+    Status place_arrival(const PostcopyPages& p);
+    Status check_sums(uint32_t block, uint64_t offset, const uint8_t* data, std::span<const uint64_t> sums) const;
 
     const memory::GuestMemory& mem_;
     ByteStream* stream_;  // replaced only while detached (between run()s)
+    DestPostcopyChannel* channel_;  // or null (as stream_)
     std::vector<BlockInfo> blocks_;
     std::vector<uint32_t> vcpu_tids_;
     bool verify_;

@@ -13,9 +13,10 @@ constexpr uint64_t kBackgroundPages = 16;  // 64 KiB a record: a request waits b
 constexpr auto kReturnPoll = std::chrono::milliseconds(200);
 }  // namespace
 
-PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
-                               std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel, Config config)
-    : mem_(mem), stream_(&stream), blocks_(std::move(blocks)), at_switch_(missing), missing_(std::move(missing)), cancel_(cancel),
+PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, SourcePostcopyChannel* channel,
+                               std::vector<BlockInfo> blocks, std::vector<std::vector<uint64_t>> missing,
+                               const CancelToken& cancel, Config config)
+    : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), at_switch_(missing), missing_(std::move(missing)), cancel_(cancel),
       config_(config),
       limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)) {
     for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
@@ -33,9 +34,12 @@ void PostcopySender::detach() {
     if (reader_.joinable()) reader_.join();
 }
 
-void PostcopySender::resume(ByteStream& stream, const std::vector<std::vector<uint64_t>>& received) {
+void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel,
+                            const std::vector<std::vector<uint64_t>>& received) {
     detach();
     stream_ = &stream;
+    channel_ = channel;
+    begun_ = false;
     uint64_t remaining = 0;
     for (size_t b = 0; b < missing_.size(); ++b) {
         for (size_t w = 0; w < missing_[b].size(); ++w) missing_[b][w] = at_switch_[b][w] & ~received[b][w];
@@ -68,7 +72,7 @@ void PostcopySender::read_return_path() {
         if (!m) {
             if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
         } else if (m->message.type == ReturnType::page_request) {
-            requests_.push_back({m->message.block, m->message.offset / kStreamPageSize, m->message.length / kStreamPageSize});
+            requests_.push_back({m->message.block, m->message.offset / kStreamPageSize, m->message.length / kStreamPageSize, std::nullopt});
             ++stats_.requests;
         } else if (m->message.type == ReturnType::postcopy_done) {
             done_ = true;
@@ -77,6 +81,29 @@ void PostcopySender::read_return_path() {
         }
         cv_.notify_all();
         if (!m || done_ || failure_) return;
+    }
+}
+
+void PostcopySender::read_channel() {
+    name_this_thread("postcopy-return");
+    for (;;) {
+        {
+            std::lock_guard lock(mutex_);
+            if (stop_reader_) return;
+        }
+        auto m = channel_->next_request(std::chrono::duration_cast<std::chrono::milliseconds>(kReturnPoll));
+        if (m && !*m) continue;  // a destination whose guest touches nothing missing says nothing
+        std::lock_guard lock(mutex_);
+        if (!m) {
+            if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
+        } else if ((*m)->done) {
+            done_ = true;
+        } else {
+            requests_.push_back({(*m)->block, (*m)->offset / kStreamPageSize, 1, (*m)->token});
+            ++stats_.requests;
+        }
+        cv_.notify_all();
+        if (!m || done_) return;
     }
 }
 
@@ -89,6 +116,7 @@ std::optional<PostcopySender::Request> PostcopySender::next_request() {
 }
 
 Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero) {
+    if (channel_ != nullptr) return send_on_channel(block, first, count, zero);
     Record r;
     r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
     r.block = block;
@@ -102,6 +130,30 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     if (!s) return s.error();
     for (uint64_t p = first; p < first + count; ++p) missing_[block][p / 64] &= ~(uint64_t{1} << (p % 64));
     uint64_t bytes = header.size() + ram.size();
+    std::lock_guard lock(mutex_);
+    remaining_ -= count;
+    stats_.postcopy_bytes += bytes;
+    return bytes;
+}
+
+// send_run over the postcopy channel: a run of at most PostcopyPages::kMaxPages (the push's
+// runs are, and a request is one page), answering the request being served if there is one.
+Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero) {
+    if (count > PostcopyPages::kMaxPages) return Error("internal: a postcopy run longer than the channel carries");
+    PostcopyPages p;
+    p.kind = zero ? PostcopyPages::Kind::zero : PostcopyPages::Kind::data;
+    p.block = block;
+    p.offset = first * kStreamPageSize;
+    p.pages = static_cast<uint32_t>(count);
+    std::vector<uint64_t> sums;
+    if (config_.verify && !zero) {
+        const uint8_t* host = mem_.blocks()[block]->host() + p.offset;
+        for (uint64_t i = 0; i < count; ++i) sums.push_back(page_checksum(host + i * kStreamPageSize));
+        p.sums = sums;
+    }
+    if (auto s = channel_->send(p, std::exchange(answer_, std::nullopt)); !s) return s.error();
+    for (uint64_t pg = first; pg < first + count; ++pg) missing_[block][pg / 64] &= ~(uint64_t{1} << (pg % 64));
+    uint64_t bytes = count * kStreamPageSize * (zero ? 0 : 1) + sums.size() * sizeof(uint64_t);
     std::lock_guard lock(mutex_);
     remaining_ -= count;
     stats_.postcopy_bytes += bytes;
@@ -129,18 +181,20 @@ Result<uint64_t> PostcopySender::send_pages(uint32_t block, uint64_t first, uint
 Status PostcopySender::serve(const Request& r) {
     uint64_t end = r.first_page + r.count;
     bool any = false;
+    answer_ = r.token;  // a channel's request is one page: the one run, if it is missing still
     for (auto run = memory::next_run(missing_[r.block], r.first_page, end); run.count != 0;
          run = memory::next_run(missing_[r.block], run.first + run.count, end)) {
         if (auto s = send_pages(r.block, run.first, run.count); !s) return s.error();
         any = true;
     }
+    answer_.reset();  // sent already: the destination places it from the push
     {
         std::lock_guard lock(mutex_);
         ++(any ? stats_.requests_served : stats_.already_sent);
     }
     cursor_block_ = r.block;
     cursor_page_ = end;
-    return stream_->flush();
+    return flush();
 }
 
 // The next run of missing pages from the cursor on, wrapping around the blocks, once its turn
@@ -166,7 +220,7 @@ Status PostcopySender::push_background() {
                 stats_.background_pages += run.count;
             }
             limiter_.account(*sent);
-            return stream_->flush();
+            return flush();
         }
         cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
         cursor_page_ = 0;
@@ -185,7 +239,11 @@ Status PostcopySender::wait_done() {
 }
 
 Status PostcopySender::run() {
-    reader_ = std::thread([this] { read_return_path(); });
+    if (channel_ != nullptr && !begun_) {
+        if (auto s = channel_->begin(); !s) return s;
+        begun_ = true;
+    }
+    reader_ = std::thread([this] { channel_ != nullptr ? read_channel() : read_return_path(); });
     while (remaining_pages() != 0) {
         {
             std::lock_guard lock(mutex_);
@@ -197,6 +255,10 @@ Status PostcopySender::run() {
         }
         if (remaining_pages() == 0) break;
         if (auto s = push_background(); !s) return s;
+    }
+    if (channel_ != nullptr) {
+        if (auto s = channel_->end(); !s) return s;
+        return wait_done();
     }
     Record end;
     end.type = RecordType::end;

@@ -6,7 +6,8 @@
 // by max-postcopy-bandwidth; requests never are. When every page has gone it sends END and
 // waits for POSTCOPY_DONE. When the link breaks, run() fails and the sender keeps every page's
 // state: detach() lets go of the dead stream, resume() carries on over a new one from what the
-// destination says it holds (recovery.h).
+// destination says it holds (recovery.h). Over a transport with its own postcopy channel
+// (transport.h: RDMA), requests, pages and the end travel there instead of on the stream.
 #pragma once
 
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include "vmm/migration/precopy/stats.h"
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/transport/stream.h"
+#include "vmm/migration/transport/transport.h"
 #include "vmm/migration/wire/return_path.h"
 #include "vmm/migration/wire/stream_format.h"
 
@@ -35,8 +37,9 @@ public:
         bool verify = false;         // PAGES_SUMMED (verify-ram)
     };
     // `missing[i]`: block i's pages the destination lacks (bit per page).
-    PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, std::vector<BlockInfo> blocks,
-                   std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel, Config config);
+    PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, SourcePostcopyChannel* channel,
+                   std::vector<BlockInfo> blocks, std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel,
+                   Config config);
     ~PostcopySender();  // joins the return-path reader
     PostcopySender(const PostcopySender&) = delete;
     PostcopySender& operator=(const PostcopySender&) = delete;
@@ -49,24 +52,31 @@ public:
     void detach();
     // Carries on over `stream`: `received[b]` holds block b's pages the destination has; every
     // page it had to get at the switch and does not hold is missing again.
-    void resume(ByteStream& stream, const std::vector<std::vector<uint64_t>>& received);
+    void resume(ByteStream& stream, SourcePostcopyChannel* channel, const std::vector<std::vector<uint64_t>>& received);
 
 private:
     struct Request {
         uint32_t block;
         uint64_t first_page, count;
+        std::optional<uint32_t> token;  // the postcopy channel's
     };
     void read_return_path();
+    void read_channel();  // read_return_path's twin over a postcopy channel
+    Status flush() { return channel_ != nullptr ? Status{} : stream_->flush(); }
     std::optional<Request> next_request();
     Status serve(const Request& r);
     Status push_background();
     // Sends [first, first + count) of `block`, all of which must be missing; returns the bytes sent.
     Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count);
     Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
+    Result<uint64_t> send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero);
     Status wait_done();
 
     const memory::GuestMemory& mem_;
     ByteStream* stream_;  // the migration thread's; replaced only while the reader is stopped
+    SourcePostcopyChannel* channel_;  // or null: the stream carries postcopy (as stream_)
+    bool begun_ = false;              // channel_->begin() went
+    std::optional<uint32_t> answer_;  // the request send_run's next pages answer (channel only)
     std::vector<BlockInfo> blocks_;
     const std::vector<std::vector<uint64_t>> at_switch_;  // what the destination lacked at the switch
     std::vector<std::vector<uint64_t>> missing_;  // the migration thread's alone

@@ -94,6 +94,9 @@ Status StreamLoader::load_discard(const Record& r) {
     for (const auto& b : blocks_) pages += b.size / memory::kPageSize;
     if (discards_.size() > pages / 2) return Error("migration stream: more DISCARD records than RAM could need");
     discards_.push_back(r);
+    // What precopy left owed there (a page the guest rewrote while the source read it) is
+    // dropped now, and postcopy brings it again, checked against its sum then.
+    if (verifier_ != nullptr) verifier_->replaced(r.block, r.offset, r.length);
     return {};
 }
 

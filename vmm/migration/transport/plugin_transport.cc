@@ -46,6 +46,7 @@ struct Args {
         a.connect_timeout_ms = ctx.options->params.connect_timeout_ms;
         a.io_timeout_ms = ctx.options->params.io_timeout_ms;
         a.max_bandwidth = ctx.options->params.max_bandwidth;
+        a.flags = ctx.options->caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u;
     }
     vmm_transport_args a{};
     std::string rest;
@@ -57,7 +58,12 @@ struct Args {
 // too old to have it.
 #define VMM_OPTIONAL_OP(name) (covers(offsetof(vmm_transport_ops, name), sizeof ops_->name) ? ops_->name : nullptr)
 
-class PluginConnection final : public Connection, ByteStream, SourceRamChannel, DestRamChannel {
+class PluginConnection final : public Connection,
+                               ByteStream,
+                               SourceRamChannel,
+                               DestRamChannel,
+                               SourcePostcopyChannel,
+                               DestPostcopyChannel {
 public:
     PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn) : lib_(std::move(lib)), ops_(ops), conn_(conn) {}
     ~PluginConnection() override { ops_->close(conn_); }
@@ -65,7 +71,14 @@ public:
     ByteStream& stream() override { return *this; }
     SourceRamChannel* source_ram() override { return ops_->ram_send != nullptr ? this : nullptr; }
     DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
+    SourcePostcopyChannel* source_postcopy() override { return has_postcopy() ? this : nullptr; }
+    DestPostcopyChannel* dest_postcopy() override { return has_postcopy() ? this : nullptr; }
     std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
+    Status cut() override {
+        auto fn = VMM_OPTIONAL_OP(cut);
+        if (fn == nullptr) return Connection::cut();
+        return call("cut", [&](vmm_err* e) { return fn(conn_, e); });
+    }
     void abort(const std::string& reason) override {
         if (auto fn = VMM_OPTIONAL_OP(abort)) fn(conn_, reason.c_str());
     }
@@ -125,7 +138,57 @@ public:
         if (carries_sums()) ops_->ram_on_sums(conn_, sums_ ? &PluginConnection::deliver_sums : nullptr, this);
     }
 
+    // Postcopy (pc_*), read only once has_postcopy() said every member is there.
+    Status begin() override { return call("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
+    Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) override {
+        vmm_pc_request r{};
+        vmm_err e{};
+        int got = ops_->pc_next_request(conn_, static_cast<uint32_t>(wait.count()), &r, &e);
+        if (got < 0) return plugin_error(e, "pc_next_request");
+        if (got == 0) return std::optional<PostcopyAsk>{};
+        return std::optional<PostcopyAsk>{PostcopyAsk{r.done != 0, r.block, r.offset, r.token}};
+    }
+    Status send(const PostcopyPages& p, std::optional<uint32_t> answer) override {
+        vmm_pc_pages c{p.kind == PostcopyPages::Kind::zero ? VMM_PC_ZERO : VMM_PC_DATA, p.block, p.offset, p.pages,
+                       answer.value_or(VMM_PC_PUSH), nullptr, p.sums.empty() ? nullptr : p.sums.data()};
+        return call("pc_send", [&](vmm_err* e) { return ops_->pc_send(conn_, &c, e); });
+    }
+    Status end() override { return call("pc_end", [&](vmm_err* e) { return ops_->pc_end(conn_, e); }); }
+    Status request(uint32_t block, uint64_t offset) override {
+        return call("pc_request", [&](vmm_err* e) { return ops_->pc_request(conn_, block, offset, e); });
+    }
+    Result<PostcopyPages> next() override {
+        vmm_pc_pages c{};
+        if (auto s = call("pc_next_arrival", [&](vmm_err* e) { return ops_->pc_next_arrival(conn_, &c, e); }); !s) return s.error();
+        PostcopyPages p;
+        if (c.kind != VMM_PC_DATA && c.kind != VMM_PC_ZERO && c.kind != VMM_PC_END) {
+            return Error(fmt::format("the transport plugin gave postcopy pages of kind {}", c.kind));
+        }
+        p.kind = c.kind == VMM_PC_DATA ? PostcopyPages::Kind::data
+                 : c.kind == VMM_PC_ZERO ? PostcopyPages::Kind::zero : PostcopyPages::Kind::end;
+        p.block = c.block, p.offset = c.offset, p.pages = c.pages, p.token = c.token;
+        p.data = static_cast<const uint8_t*>(c.data);
+        if (c.sums != nullptr) p.sums = {c.sums, c.pages};
+        if (p.kind == PostcopyPages::Kind::data && p.data == nullptr) return Error("the transport plugin gave postcopy data without pages");
+        return p;
+    }
+    Status release(const PostcopyPages& p) override {
+        vmm_pc_pages c{};
+        c.block = p.block, c.offset = p.offset, c.pages = p.pages, c.token = p.token;
+        return call("pc_release", [&](vmm_err* e) { return ops_->pc_release(conn_, &c, e); });
+    }
+    Status done() override { return call("pc_done", [&](vmm_err* e) { return ops_->pc_done(conn_, e); }); }
+
 private:
+    // Whether the plugin has every pc_* member and agreed postcopy with its peer.
+    bool has_postcopy() const {
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        if (features == nullptr || VMM_OPTIONAL_OP(pc_done) == nullptr) return false;
+        if (!ops_->pc_begin || !ops_->pc_next_request || !ops_->pc_send || !ops_->pc_end || !ops_->pc_request ||
+            !ops_->pc_next_arrival || !ops_->pc_release || !ops_->pc_done)
+            return false;
+        return (features(conn_) & VMM_RAM_POSTCOPY) != 0;
+    }
     // Whether the plugin's table reaches the optional member at `offset` (read it only then).
     bool covers(size_t offset, size_t size) const { return ops_->struct_size >= offset + size; }
     static void arrived(void* self) noexcept {  // called by the plugin: no exception may escape

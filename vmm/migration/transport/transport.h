@@ -3,8 +3,10 @@
 // A transport without a RAM channel gets the core's inline one: pages as records in the stream.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -89,19 +91,72 @@ public:
     virtual void on_sums(SumsFn fn) { (void)fn; }
 };
 
+// Postcopy's pages after the switch, on a transport that carries them its own way (the RDMA
+// plugin: a request is a SEND, its page comes back as one RDMA WRITE into a slot the destination
+// registered). Without such a channel postcopy runs on the byte stream.
+struct PostcopyPages {
+    enum class Kind { data, zero, end } kind = Kind::end;  // end: every page has been sent
+    uint32_t block = 0;
+    uint64_t offset = 0;  // in the block
+    uint32_t pages = 0;   // 1..kMaxPages
+    uint32_t token = 0;   // the transport's: what release() needs
+    const uint8_t* data = nullptr;   // destination, data: valid until release()
+    std::span<const uint64_t> sums;  // verify-ram's, one per page (or none)
+    static constexpr uint32_t kMaxPages = 16;
+};
+
+// A page the destination asks for, or its word that every page is there.
+struct PostcopyAsk {
+    bool done = false;
+    uint32_t block = 0;
+    uint64_t offset = 0;
+    uint32_t token = 0;  // give it back with the answer
+};
+
+class SourcePostcopyChannel {
+public:
+    virtual ~SourcePostcopyChannel() = default;
+    // Migration thread, once the destination runs the guest.
+    virtual Status begin() = 0;
+    // Return-path thread: the next request, or nothing within `wait`.
+    virtual Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) = 0;
+    // Migration thread: `answer` is the token of the request these pages answer (else a push).
+    virtual Status send(const PostcopyPages& pages, std::optional<uint32_t> answer) = 0;
+    // Migration thread: every page has gone.
+    virtual Status end() = 0;
+};
+
+class DestPostcopyChannel {
+public:
+    virtual ~DestPostcopyChannel() = default;
+    // Before the guest runs here.
+    virtual Status begin() = 0;
+    // Fault thread: asks for one page.
+    virtual Status request(uint32_t block, uint64_t offset) = 0;
+    // Receiving thread: what landed next (checked against the blocks by the transport).
+    virtual Result<PostcopyPages> next() = 0;
+    // Receiving thread, once those pages are placed.
+    virtual Status release(const PostcopyPages& pages) = 0;
+    // Receiving thread, after `end`, every page placed.
+    virtual Status done() = 0;
+};
+
 class Connection {
 public:
     virtual ~Connection() = default;
     virtual ByteStream& stream() = 0;
     virtual SourceRamChannel* source_ram() { return nullptr; }
     virtual DestRamChannel* dest_ram() { return nullptr; }
+    // Postcopy's own channel, where the transport agreed one with its peer.
+    virtual SourcePostcopyChannel* source_postcopy() { return nullptr; }
+    virtual DestPostcopyChannel* dest_postcopy() { return nullptr; }
     virtual std::string describe() const = 0;
     // The migration failed above the transport: tell the peer why, if the transport can (best
     // effort, brief). A socket's peer learns it from the connection closing.
     virtual void abort(const std::string& reason) { (void)reason; }
     // Breaks the link at once, as a failed network would (migrate_pause): every read and write
     // on it fails from then on, at both ends. A transport that cannot says so.
-    virtual Status cut() { return Error("this transport's link cannot be cut (migrate_pause works over tcp: and unix:)"); }
+    virtual Status cut() { return Error("this transport's link cannot be cut (migrate_pause works over tcp:, unix: and rdma:)"); }
 };
 
 class Listener {

@@ -1,0 +1,82 @@
+// What both halves of the postcopy channel share: the wait on one of its CQs, the message
+// buffers, and the check of a page range against this side's blocks.
+#include "postcopy_channel.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/mman.h>
+
+#include <chrono>
+
+namespace rdma_migrate {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int ms_left(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return left > 0 ? static_cast<int>(left) : 0;
+}
+
+Error failed_completion(const Endpoint& ep, const ibv_wc& wc) {
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+        return Error(fmt::format("{}: the postcopy channel was torn down (the peer hung up, or the link failed)", ep.describe));
+    }
+    return Error(fmt::format("{}: a postcopy work request failed: {} (vendor error {:#x})", ep.describe,
+                             ibv_wc_status_str(wc.status), wc.vendor_err));
+}
+
+}  // namespace
+
+Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
+                     const std::function<bool()>& done, int timeout_ms) {
+    ibv_cq* cq = receives ? ep.recv_cq.get() : ep.cq.get();
+    ibv_comp_channel* channel = receives ? ep.recv_channel.get() : ep.channel.get();
+    if (cq == nullptr || channel == nullptr) return Error("internal: the postcopy channel has no split CQ");
+    bool silence_fails = timeout_ms < 0;
+    auto deadline = Clock::now() + std::chrono::milliseconds(silence_fails ? ep.io_timeout_ms : timeout_ms);
+    while (!done()) {
+        ibv_wc wc{};
+        int n = ibv_poll_cq(cq, 1, &wc);  // one at a time: a caller may stop after any of them
+        if (n < 0) return Error(fmt::format("{}: ibv_poll_cq failed", ep.describe));
+        if (n == 1) {
+            if (wc.status != IBV_WC_SUCCESS) return failed_completion(ep, wc);
+            if (auto s = on_wc(wc); !s) return s.error();
+            continue;
+        }
+        int left = ms_left(deadline);
+        if (left == 0) {
+            if (!silence_fails) return false;
+            return Error(fmt::format("{} was silent for {} ms in postcopy: the peer is gone or stuck (x-io-timeout)",
+                                     ep.describe, ep.io_timeout_ms));
+        }
+        pollfd fds[2] = {{channel->fd, POLLIN, 0}, {ep.cancel_fd, POLLIN, 0}};
+        int r = ::poll(fds, 2, left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return verbs_error("poll");
+        if (fds[1].revents != 0) return Error("migration cancelled");
+        if (fds[0].revents != 0) {
+            ibv_cq* ev_cq = nullptr;
+            void* ctx = nullptr;
+            if (ibv_get_cq_event(channel, &ev_cq, &ctx) == 0) {
+                ibv_ack_cq_events(ev_cq, 1);
+                if (auto s = posted(ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq"); !s) return s.error();
+            }
+        }
+    }
+    return true;
+}
+
+Status MessageBuffers::init(const MemoryRegistry& registry, size_t count, Use use, const char* what) {
+    auto area = vmm::Mapping::map(what, count * kPcMessageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    if (!area) return area.error();
+    auto mr = registry.register_memory(area->data(), area->size(), use, what);
+    if (!mr) return mr.error();
+    area_ = std::move(*area);
+    mr_ = std::move(*mr);
+    count_ = count;
+    return {};
+}
+
+}  // namespace rdma_migrate

@@ -1,0 +1,142 @@
+// Postcopy over RDMA (kCapPostcopy; the wire is proto/postcopy_wire.h, the why
+// docs/rdma-protocol.md "Postcopy"): both halves of the postcopy channel, the queue pair the
+// source connects after its lanes when postcopy-ram is on at both ends. Its receives complete
+// in a CQ of their own, so that one thread waits on each direction:
+//   source: the return-path thread reads requests and credit (next()); the migration thread
+//     writes pages into the destination's landing slots (send(), end());
+//   destination: the fault thread asks for pages (request()); the receiving thread takes what
+//     landed (next()), and once the page is placed gives its slot back (release()).
+// Every slot, block, offset and count from the peer is checked before it is used.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "endpoint.h"
+#include "proto/chunks.h"
+#include "proto/postcopy_wire.h"
+#include "vmm/common/mapping.h"
+
+namespace rdma_migrate {
+
+// Waits on `ep`'s send CQ, or its receive CQ (`receives`, a split shape), handing each
+// successful completion to on_wc until done(); a failed or flushed completion or a cancel ends
+// it with an error. Returns false when `timeout_ms` passes first (-1: x-io-timeout, an error).
+Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
+                     const std::function<bool()>& done, int timeout_ms = -1);
+
+// SEND buffers of kPcMessageSize bytes, `count` of them in one registered area.
+class MessageBuffers {
+public:
+    Status init(const MemoryRegistry& registry, size_t count, Use use, const char* what);
+    uint8_t* at(size_t i) const { return area_.data() + i * kPcMessageSize; }
+    ibv_sge sge(size_t i, uint32_t length = kPcMessageSize) const {
+        return {reinterpret_cast<uint64_t>(at(i)), length, mr_->lkey};
+    }
+    size_t count() const { return count_; }
+
+private:
+    vmm::Mapping area_;
+    MemoryRegion mr_;
+    size_t count_ = 0;
+};
+
+constexpr uint32_t kPcRequestSlots = 32;  // a destination's requests in flight at once
+constexpr uint32_t kPcPushSlots = 32;     // the background push's ring
+constexpr uint32_t kPcSourceReceives = kPcRequestSlots + 32;  // requests, credit and DONE
+
+class PostcopySource {
+public:
+    struct Request {
+        bool done = false;  // DONE: every page is placed at the destination
+        uint32_t block = 0, slot = 0;
+        uint64_t offset = 0;
+    };
+    PostcopySource(Endpoint& ep, std::vector<LocalBlock> blocks) : ep_(ep), blocks_(std::move(blocks)) {}
+    // Before connecting: the receives for the destination's messages.
+    Status post_receives();
+    // Once, after the switch: the destination's HELLO, and this side's staging slots.
+    Status begin();
+    // The return-path thread: the next request (or DONE), or nullopt after `wait_ms` without one.
+    Result<std::optional<Request>> next(int wait_ms);
+    // The migration thread: `pages` pages of `block` from `offset` (zero: a zero run), with
+    // their sums under verify-ram; `answer` is the slot of the request they answer, else a push.
+    Status send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
+                std::optional<uint32_t> answer);
+    Status end();  // every page has gone: END
+
+private:
+    Status take_message(const ibv_wc& wc, std::optional<Request>& out);
+    Status repost(size_t i);
+    Status wait_staging(uint32_t slot);
+    Status write_done(const ibv_wc& wc);
+    Status await_push_credit();
+    Status post_write(uint32_t slot, uint32_t length, uint32_t imm);
+
+    Endpoint& ep_;
+    std::vector<LocalBlock> blocks_;
+    MessageBuffers receives_;
+    PcMessage hello_;
+    vmm::Mapping staging_;  // a local slot per remote one, the pages copied in with their trailer
+    MemoryRegion staging_mr_;
+    std::vector<bool> writing_;  // per slot: its last write not yet complete (the migration thread's)
+    uint64_t pushed_ = 0;        // push writes posted
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    uint64_t credit_ = 0;  // push slots the destination has consumed (under mutex_)
+    bool failed_ = false;  // the return path ended: no more credit will come (under mutex_)
+    std::map<uint32_t, std::pair<uint32_t, uint64_t>> asked_;  // request slot -> block, offset (under mutex_)
+};
+
+class PostcopyDestination {
+public:
+    struct Arrival {
+        PcKind kind = PcKind::end;
+        uint32_t block = 0, pages = 0, slot = 0;
+        uint64_t offset = 0;
+        const uint8_t* data = nullptr;  // the pages, in their slot (valid until release)
+        std::vector<uint64_t> sums;     // verify-ram's, when the source sent them
+    };
+    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks) : ep_(ep), blocks_(std::move(blocks)) {}
+    // Before accepting: the receives the source's writes complete.
+    Status post_receives();
+    // Before the guest runs: registers the landing area and sends HELLO.
+    Status begin();
+    // The fault thread: asks for the page at `offset` in `block`.
+    Status request(uint32_t block, uint64_t offset);
+    // The receiving thread: the next write that landed, checked.
+    Result<Arrival> next();
+    // The receiving thread, once the arrival's pages are placed: its slot is free again (and so
+    // is any request slot that waited for one of these pages).
+    Status release(const Arrival& a);
+    Status done();  // every page is placed: DONE
+
+private:
+    Status send_message(const PcMessage& m);
+    Result<Arrival> arrival(const ibv_wc& wc);
+    Status check_answer(const Arrival& a);
+    void free_request_slots(const Arrival& a);
+
+    Endpoint& ep_;
+    std::vector<LocalBlock> blocks_;
+    vmm::Mapping landing_;
+    MemoryRegion landing_mr_;
+    uint64_t consumed_ = 0;      // push slots placed (the receiving thread's)
+    uint64_t credited_ = 0;      // ... and told to the source
+    std::mutex send_mutex_;      // the fault thread's requests and the receiving thread's messages
+    MessageBuffers sends_;
+    size_t next_send_ = 0;
+    uint64_t sends_posted_ = 0, sends_done_ = 0;
+    std::mutex slots_mutex_;
+    std::condition_variable slots_cv_;
+    std::vector<std::optional<std::pair<uint32_t, uint64_t>>> asked_;  // request slot -> block, offset
+};
+
+}  // namespace rdma_migrate

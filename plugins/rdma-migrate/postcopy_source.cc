@@ -1,0 +1,201 @@
+// The source's half of the postcopy channel (postcopy_channel.h).
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "postcopy_channel.h"
+#include "trace.h"
+
+namespace rdma_migrate {
+
+Status PostcopySource::post_receives() {
+    if (auto s = receives_.init(ep_.memory(), kPcSourceReceives, Use::control_receive, "the postcopy receive buffers"); !s)
+        return s;
+    for (size_t i = 0; i < receives_.count(); ++i)
+        if (auto s = repost(i); !s) return s;
+    return {};
+}
+
+Status PostcopySource::repost(size_t i) {
+    ibv_sge sge = receives_.sge(i);
+    ibv_recv_wr wr{};
+    wr.wr_id = i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return posted(ibv_post_recv(ep_.qp.get(), &wr, &bad), "ibv_post_recv (postcopy)");
+}
+
+Status PostcopySource::begin() {
+    bool hello = false;
+    auto got = wait_cq(ep_, true, [&](const ibv_wc& wc) -> Status {
+        std::optional<Request> none;
+        hello = true;
+        return take_message(wc, none);
+    }, [&] { return hello; });
+    if (!got) return got.error().context("waiting for the destination's postcopy HELLO");
+    if (hello_.request_slots + hello_.push_slots >= kSendQueueDepth) {
+        return Error(fmt::format("RDMA postcopy HELLO: {} slots, more than this side's send queue holds ({})",
+                                 hello_.request_slots + hello_.push_slots, kSendQueueDepth - 1));
+    }
+    uint64_t slots = hello_.request_slots + hello_.push_slots;
+    auto area = vmm::Mapping::map("the postcopy staging slots", slots * kPcSlotSize, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS);
+    if (!area) return area.error();
+    auto mr = ep_.memory().register_memory(area->data(), area->size(), Use::postcopy_staging, "the postcopy staging slots");
+    if (!mr) return mr.error();
+    staging_ = std::move(*area);
+    staging_mr_ = std::move(*mr);
+    writing_.assign(slots + 1, false);  // + END's
+    trace("source: postcopy channel open: {} request slots, {} push slots", hello_.request_slots, hello_.push_slots);
+    return {};
+}
+
+// One message from the destination: HELLO (only first), a request, credit, or DONE.
+Status PostcopySource::take_message(const ibv_wc& wc, std::optional<Request>& out) {
+    if (wc.opcode != IBV_WC_RECV || wc.wr_id >= receives_.count()) {
+        return Error(fmt::format("RDMA postcopy: an unexpected completion (opcode {}, wr_id {})", static_cast<int>(wc.opcode),
+                                 wc.wr_id));
+    }
+    auto m = decode_pc_message({receives_.at(wc.wr_id), wc.byte_len});
+    if (!m) return m.error();
+    if (auto s = repost(wc.wr_id); !s) return s;
+    bool first = hello_.slot_size == 0;
+    if (first != (m->type == PcType::hello)) {
+        return Error(first ? "RDMA postcopy: the destination's first message was not HELLO" : "RDMA postcopy: a second HELLO");
+    }
+    std::lock_guard lock(mutex_);
+    switch (m->type) {
+        case PcType::hello: hello_ = *m; return {};
+        case PcType::request:
+            if (m->slot >= hello_.request_slots || m->pages != 1) {
+                return Error(fmt::format("RDMA postcopy REQUEST: slot {} of {}, {} pages (one page a request)", m->slot,
+                                         hello_.request_slots, m->pages));
+            }
+            if (auto s = check_pc_range(blocks_, m->block, m->offset, 1); !s) return s;
+            asked_[m->slot] = {m->block, m->offset};
+            out = Request{false, m->block, m->slot, m->offset};
+            return {};
+        case PcType::credit:
+            if (m->consumed < credit_ || m->consumed > pushed_) {
+                return Error(fmt::format("RDMA postcopy CREDIT: {} push slots consumed, after {} of {} written", m->consumed,
+                                         credit_, pushed_));
+            }
+            credit_ = m->consumed;
+            cv_.notify_all();
+            return {};
+        case PcType::done: out = Request{true}; return {};
+    }
+    return Error("RDMA postcopy: unknown message");
+}
+
+Result<std::optional<PostcopySource::Request>> PostcopySource::next(int wait_ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    for (;;) {
+        std::optional<Request> out;
+        bool took = false;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        auto got = wait_cq(ep_, true, [&](const ibv_wc& wc) {
+            took = true;
+            return take_message(wc, out);
+        }, [&] { return took; }, static_cast<int>(std::max<int64_t>(0, left.count())));
+        if (!got) {
+            std::lock_guard lock(mutex_);
+            failed_ = true;  // a push waiting for credit hears it
+            cv_.notify_all();
+            return got.error();
+        }
+        if (!*got) return std::optional<Request>{};
+        if (out) return out;
+    }
+}
+
+Status PostcopySource::await_push_credit() {
+    std::unique_lock lock(mutex_);
+    bool ok = cv_.wait_for(lock, std::chrono::milliseconds(ep_.io_timeout_ms),
+                           [&] { return failed_ || pushed_ - credit_ < hello_.push_slots; });
+    if (failed_) return Error("RDMA postcopy: the return path failed, so no push slot comes back");
+    if (!ok) {
+        return Error(fmt::format("RDMA postcopy: the destination gave no push slot back within {} ms (x-io-timeout)",
+                                 ep_.io_timeout_ms));
+    }
+    return {};
+}
+
+Status PostcopySource::write_done(const ibv_wc& wc) {
+    if (wc.wr_id >= writing_.size()) return Error(fmt::format("RDMA postcopy: a completion for slot {}", wc.wr_id));
+    writing_[wc.wr_id] = false;
+    return {};
+}
+
+// A staging slot is reused once its last write has completed.
+Status PostcopySource::wait_staging(uint32_t slot) {
+    if (!writing_[slot]) return {};
+    auto done = wait_cq(ep_, false, [this](const ibv_wc& wc) { return write_done(wc); }, [&] { return !writing_[slot]; });
+    return done ? Status{} : Status(done.error());
+}
+
+Status PostcopySource::post_write(uint32_t slot, uint32_t length, uint32_t imm) {
+    uint32_t remote = slot < writing_.size() - 1 ? slot : 0;  // END lands nowhere
+    ibv_sge sge{reinterpret_cast<uint64_t>(staging_.data() + remote * kPcSlotSize), length, staging_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = slot;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(imm);
+    wr.sg_list = length != 0 ? &sge : nullptr;
+    wr.num_sge = length != 0 ? 1 : 0;
+    wr.wr.rdma.remote_addr = hello_.landing + remote * kPcSlotSize;
+    wr.wr.rdma.rkey = hello_.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (auto s = posted(ibv_post_send(ep_.qp.get(), &wr, &bad), "ibv_post_send (postcopy)"); !s) return s;
+    writing_[slot] = true;
+    return {};
+}
+
+Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
+                            std::optional<uint32_t> answer) {
+    if (pages == 0 || pages > kPcMaxPages || (!sums.empty() && sums.size() != pages)) {
+        return Error(fmt::format("internal: a postcopy write of {} pages with {} sums", pages, sums.size()));
+    }
+    if (auto s = check_pc_range(blocks_, block, offset, pages); !s) return s;
+    uint32_t slot = 0;
+    if (answer) {
+        std::lock_guard lock(mutex_);
+        auto it = asked_.find(*answer);
+        if (it == asked_.end() || it->second != std::pair{block, offset}) {
+            return Error(fmt::format("internal: an answer into request slot {} that does not ask for it", *answer));
+        }
+        asked_.erase(it);
+        slot = *answer;
+    } else {
+        if (auto s = await_push_credit(); !s) return s;
+        // Counted before it is posted: its credit may come back before post_write returns.
+        std::lock_guard lock(mutex_);
+        slot = static_cast<uint32_t>(hello_.request_slots + pushed_ % hello_.push_slots);
+        ++pushed_;
+    }
+    if (auto s = wait_staging(slot); !s) return s;
+    PcImmediate imm{zero ? PcKind::zero : PcKind::data, static_cast<uint16_t>(slot), static_cast<uint8_t>(pages)};
+    uint8_t* at = staging_.data() + uint64_t{slot} * kPcSlotSize;
+    if (!zero) std::memcpy(at, blocks_[block].host + offset, pages * kPcPage);
+    PcTrailer t{block, static_cast<uint16_t>(pages), sums.empty() ? uint16_t{0} : kPcSummed, offset, {sums.begin(), sums.end()}};
+    auto trailer = encode_pc_trailer(t);
+    uint64_t trailer_at = pc_trailer_offset(imm);
+    std::memcpy(at + trailer_at, trailer.data(), trailer.size());
+    return post_write(slot, static_cast<uint32_t>(trailer_at + trailer.size()), encode_pc_immediate(imm));
+}
+
+Status PostcopySource::end() {
+    uint32_t end_slot = static_cast<uint32_t>(writing_.size() - 1);
+    if (auto s = post_write(end_slot, 0, encode_pc_immediate({PcKind::end, 0, 0})); !s) return s;
+    // Every write complete: the staging slots may go once the session ends.
+    auto done = wait_cq(ep_, false, [this](const ibv_wc& wc) { return write_done(wc); }, [&] { return std::find(writing_.begin(), writing_.end(), true) == writing_.end(); });
+    return done ? Status{} : Status(done.error());
+}
+
+}  // namespace rdma_migrate

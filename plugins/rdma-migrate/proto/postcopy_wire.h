@@ -1,0 +1,94 @@
+// Postcopy over RDMA (ours, kCapPostcopy; docs/rdma-protocol.md, "Postcopy"): the wire of the
+// postcopy channel, one more queue pair beside the lanes. After the switch the destination's
+// guest runs while pages are missing; it asks for each with a SEND, and the source answers with
+// one RDMA WRITE WITH IMMEDIATE into a landing slot the destination registered: one round trip.
+// The source's background push uses the same writes into slots of their own, in a ring whose
+// credit the destination returns. Nothing is ever written into guest RAM by the adapter: every
+// page is placed from its slot by UFFDIO_COPY, atomically, and only after its address is checked.
+//
+// Destination → source: SEND messages of kPcMessageSize bytes (network order):
+//   HELLO   {type, rkey, request slots, push slots, landing address u64, slot size u64}
+//   REQUEST {type, slot, block, pages, offset u64, 0}     answer into request slot `slot`
+//   CREDIT  {type, 0, 0, 0, 0, push slots consumed u64}   cumulative
+//   DONE    {type, 0, ...}                                 every page is placed
+// Source → destination: RDMA WRITE WITH IMMEDIATE into slot `slot` of the landing area; the
+// immediate is {kind u8, slot u16, pages u8}. A data write carries `pages` pages and then the
+// trailer; a zero write only the trailer (at the slot's start). END carries nothing.
+//   trailer {block u32, pages u16, flags u16, offset u64} [+ pages u64 XXH3-64 sums if kPcSummed]
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "vmm/common/result.h"
+#include "wire.h"
+
+namespace rdma_migrate {
+
+using vmm::Error;
+using vmm::Result;
+using vmm::Status;
+
+constexpr uint64_t kPcPage = 4096;
+constexpr uint32_t kPcMaxPages = 16;  // pages one write carries (64 KiB: the push's run)
+// A slot: up to kPcMaxPages pages, then the trailer, in one more page.
+constexpr uint64_t kPcSlotSize = (kPcMaxPages + 1) * kPcPage;
+constexpr uint32_t kPcMaxSlots = 256;  // request or push slots a destination may offer
+
+enum class PcType : uint32_t { hello = 1, request = 2, credit = 3, done = 4 };
+constexpr size_t kPcMessageSize = 32;
+
+struct PcMessage {
+    PcType type = PcType::done;
+    // hello
+    uint32_t rkey = 0, request_slots = 0, push_slots = 0;
+    uint64_t landing = 0, slot_size = 0;
+    // request
+    uint32_t slot = 0, block = 0, pages = 0;
+    uint64_t offset = 0;
+    // credit
+    uint64_t consumed = 0;
+    bool operator==(const PcMessage&) const = default;
+};
+
+std::vector<uint8_t> encode_pc_message(const PcMessage& m);
+// Checks the length, the type and every field the type uses (slots, sizes, pages); the
+// request's block and range are the receiver's to check against its blocks.
+Result<PcMessage> decode_pc_message(std::span<const uint8_t> bytes);
+
+enum class PcKind : uint8_t { data = 1, zero = 2, end = 3 };
+struct PcImmediate {
+    PcKind kind = PcKind::end;
+    uint16_t slot = 0;
+    uint8_t pages = 0;
+    bool operator==(const PcImmediate&) const = default;
+};
+// The immediate as a host-order value; the verbs layer converts to and from network order.
+uint32_t encode_pc_immediate(const PcImmediate& imm);
+Result<PcImmediate> decode_pc_immediate(uint32_t value, uint32_t slots);
+
+constexpr uint16_t kPcSummed = 1;  // trailer flag: the pages' sums follow
+constexpr size_t kPcTrailerSize = 16;
+struct PcTrailer {
+    uint32_t block = 0;
+    uint16_t pages = 0;
+    uint16_t flags = 0;
+    uint64_t offset = 0;  // in the block
+    std::vector<uint64_t> sums;  // with kPcSummed, one per page
+    bool operator==(const PcTrailer&) const = default;
+};
+std::vector<uint8_t> encode_pc_trailer(const PcTrailer& t);
+// `bytes`: what follows the data in the slot (up to the slot's end). Checks the flags and that
+// the sums fit; block and range are the caller's to check.
+Result<PcTrailer> decode_pc_trailer(std::span<const uint8_t> bytes);
+
+struct LocalBlock;
+// Whether `pages` pages from `offset` lie inside `blocks[block]` (a peer's word, checked).
+Status check_pc_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64_t offset, uint64_t pages);
+
+// Where a write of `imm` puts its trailer in its slot.
+inline uint64_t pc_trailer_offset(const PcImmediate& imm) { return imm.kind == PcKind::data ? imm.pages * kPcPage : 0; }
+
+}  // namespace rdma_migrate

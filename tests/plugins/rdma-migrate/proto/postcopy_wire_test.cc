@@ -1,0 +1,107 @@
+// The postcopy channel's wire (ours, kCapPostcopy): messages, immediates and slot trailers
+// round-trip byte for byte, and what a hostile or confused peer sends is refused with a reason
+// before any of it can name memory outside guest RAM or the landing slots.
+#include "proto/postcopy_wire.h"
+
+#include <gtest/gtest.h>
+
+#include "proto/chunks.h"
+
+namespace rdma_migrate {
+
+namespace {
+std::vector<LocalBlock> two_blocks() {
+    std::vector<LocalBlock> b{{"pc.ram", nullptr, 64ull << 20, 0}, {"high", nullptr, 3ull << 20, 1ull << 32}};
+    assign_offsets(b);
+    return b;
+}
+
+std::string refusal(const Result<PcMessage>& r) { return r ? "" : r.error().message(); }
+}  // namespace
+
+TEST(PostcopyWire, MessagesRoundTripAtTheirFixedSize) {
+    PcMessage hello{PcType::hello, 0x1234, 32, 16, 0x7f0000001000, kPcSlotSize};
+    PcMessage request;
+    request.type = PcType::request, request.slot = 5, request.block = 1, request.pages = 1, request.offset = 0x3000;
+    PcMessage credit;
+    credit.type = PcType::credit, credit.consumed = 1ull << 40;
+    PcMessage done;
+    for (const PcMessage& m : {hello, request, credit, done}) {
+        auto bytes = encode_pc_message(m);
+        ASSERT_EQ(bytes.size(), kPcMessageSize);
+        auto back = decode_pc_message(bytes);
+        ASSERT_TRUE(back) << back.error().message();
+        EXPECT_EQ(*back, m);
+    }
+    // Network order: the type is the first big-endian word.
+    auto bytes = encode_pc_message(request);
+    EXPECT_EQ((std::vector<uint8_t>(bytes.begin(), bytes.begin() + 8)), (std::vector<uint8_t>{0, 0, 0, 2, 0, 0, 0, 5}));
+}
+
+TEST(PostcopyWire, BadMessagesAreRefusedWithAReason) {
+    auto hello = encode_pc_message({PcType::hello, 1, 32, 32, 0x7f0000000000, kPcSlotSize});
+    EXPECT_NE(refusal(decode_pc_message({hello.data(), hello.size() - 1})).find("32"), std::string::npos);
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message({PcType::hello, 1, 0, 32, 0x7f0000000000, kPcSlotSize}))).find("slots"),
+              std::string::npos);
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message({PcType::hello, 1, 32, 999, 0x7f0000000000, kPcSlotSize}))).find("slots"),
+              std::string::npos);
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message({PcType::hello, 1, 32, 32, 0x7f0000000000, 4096}))).find("bytes"),
+              std::string::npos);
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message({PcType::hello, 1, 32, 32, 0x7f0000000123, kPcSlotSize}))).find("aligned"),
+              std::string::npos);
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message({PcType::hello, 1, 256, 256, ~0ull - 4095, kPcSlotSize}))).find("wraps"),
+              std::string::npos);
+    PcMessage request;
+    request.type = PcType::request, request.pages = 17;
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message(request))).find("pages"), std::string::npos);
+    request.pages = 1, request.offset = 100;
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message(request))).find("offset"), std::string::npos);
+    auto unknown = encode_pc_message({});
+    unknown[3] = 9;
+    EXPECT_NE(refusal(decode_pc_message(unknown)).find("type 9"), std::string::npos);
+}
+
+TEST(PostcopyWire, ImmediatesNameAKnownKindAndASlotThatExists) {
+    for (PcImmediate imm : {PcImmediate{PcKind::data, 63, 16}, PcImmediate{PcKind::zero, 0, 1}, PcImmediate{PcKind::end, 0, 0}}) {
+        auto back = decode_pc_immediate(encode_pc_immediate(imm), 64);
+        ASSERT_TRUE(back) << back.error().message();
+        EXPECT_EQ(*back, imm);
+    }
+    EXPECT_FALSE(decode_pc_immediate(encode_pc_immediate({PcKind::data, 64, 1}), 64));  // slot 64 of 64
+    EXPECT_FALSE(decode_pc_immediate(encode_pc_immediate({PcKind::data, 1, 0}), 64));
+    EXPECT_FALSE(decode_pc_immediate(encode_pc_immediate({PcKind::data, 1, 17}), 64));
+    EXPECT_FALSE(decode_pc_immediate(0x09000101u, 64));                      // kind 9
+    EXPECT_FALSE(decode_pc_immediate(encode_pc_immediate({PcKind::end, 3, 0}), 64));  // END carries nothing
+}
+
+TEST(PostcopyWire, TrailersCarryTheirSumsAndNeverOverrunTheSlot) {
+    PcTrailer t{1, 3, kPcSummed, 0x10000, {7, 8, 9}};
+    auto bytes = encode_pc_trailer(t);
+    ASSERT_EQ(bytes.size(), kPcTrailerSize + 3 * 8);
+    auto back = decode_pc_trailer(bytes);
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, t);
+    EXPECT_FALSE(decode_pc_trailer({bytes.data(), bytes.size() - 1}));  // the sums overrun the slot
+    EXPECT_FALSE(decode_pc_trailer({bytes.data(), kPcTrailerSize - 1}));
+    EXPECT_FALSE(decode_pc_trailer(encode_pc_trailer({0, 1, 4, 0, {}})));     // unknown flag
+    EXPECT_FALSE(decode_pc_trailer(encode_pc_trailer({0, 0, 0, 0, {}})));     // no page
+    EXPECT_FALSE(decode_pc_trailer(encode_pc_trailer({0, 1, 0, 0x800, {}})));  // not page-aligned
+    EXPECT_EQ(pc_trailer_offset({PcKind::data, 0, 3}), 3 * kPcPage);
+    EXPECT_EQ(pc_trailer_offset({PcKind::zero, 0, 3}), 0u);
+}
+
+// Every page a peer names is checked against this side's blocks before anything touches it.
+TEST(PostcopyWire, PagesOutsideGuestRamAreRefused) {
+    auto blocks = two_blocks();
+    EXPECT_TRUE(check_pc_range(blocks, 0, 0, 16));
+    EXPECT_TRUE(check_pc_range(blocks, 1, (3ull << 20) - kPcPage, 1));
+    EXPECT_FALSE(check_pc_range(blocks, 1, (3ull << 20) - kPcPage, 2));  // one page past the end
+    EXPECT_FALSE(check_pc_range(blocks, 1, 3ull << 20, 1));
+    EXPECT_FALSE(check_pc_range(blocks, 2, 0, 1));                       // no such block
+    EXPECT_FALSE(check_pc_range(blocks, 0, ~0ull & ~(kPcPage - 1), 16)); // would wrap
+    EXPECT_FALSE(check_pc_range(blocks, 0, 100, 1));
+    auto e = check_pc_range(blocks, 1, 3ull << 20, 1);
+    EXPECT_NE(e.error().message().find("'high'"), std::string::npos) << e.error().message();
+}
+
+}  // namespace rdma_migrate

@@ -1,0 +1,154 @@
+// Postcopy over the rdma: plugin (label rdma): after the switch a missing page is one SEND from
+// the destination and one RDMA WRITE WITH IMMEDIATE back into a landing slot, and the push
+// writes the rest into slots of its own. Needs an RDMA device and userfaultfd:
+//     scripts/softroce-run.sh ctest --test-dir build -R RdmaPostcopy
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <iostream>
+
+#include "rdma_device.h"
+#include "tests/support/postcopy.h"
+
+namespace vmm::test {
+
+namespace {
+
+#define REQUIRE_RDMA_POSTCOPY()  \
+    do {                         \
+        REQUIRE_POSTCOPY();      \
+        VMM_SKIP_WITHOUT_RDMA(); \
+    } while (0)
+
+std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
+
+// Sized for SoftRoCE under nested TCG (RDMA WRITE at 20-60 MB/s, the guest slow): a stress guest
+// rewriting 8 MiB, started and stepping.
+std::unique_ptr<Vm> stressed_source(const std::string& name) {
+    auto vm = Vm::start(name, {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=8M"});
+    if (vm) {
+        EXPECT_TRUE(eventually([&] { return vm->guest_value("steps") >= 1; }, 120)) << vm->log();
+    }
+    return vm;
+}
+
+bool reaches(Vm& vm, const std::string& status, int seconds) {
+    return eventually([&] { return vm.migrate_status() == status; }, seconds);
+}
+
+}  // namespace
+
+// The destination holds the guest paused while postcopy runs slowly; reading all of its RAM
+// there faults every missing page in over RDMA, asks only for pages it lacks, and finds exactly
+// the source's RAM, before the push is done and after.
+TEST(RdmaPostcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
+    REQUIRE_RDMA_POSTCOPY();
+    std::string uri = rdma_uri();
+    auto src = stressed_source("rpc-digest-src");
+    auto dst = postcopy_destination("rpc-digest-dst", uri, "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    migrate_switching_after_bulk(*src, uri, "0", "1m");
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    EXPECT_NE(src->log().find("and a postcopy channel"), std::string::npos) << "the source's log names no postcopy channel";
+    std::string source_ram = src->ramhash();
+    EXPECT_EQ(dst->ramhash(), source_ram) << "the destination's RAM, faulted in over RDMA, differs" << src->log() << dst->log();
+    uint64_t missing = number(*dst, "postcopy missing pages");
+    uint64_t requests = number(*dst, "postcopy requests");
+    EXPECT_GT(missing, 0u) << dst->cmd("info migrate");
+    EXPECT_LE(requests, missing) << "a page the destination had was requested";
+    ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(number(*src, "postcopy requests"), requests);
+    EXPECT_EQ(dst->ramhash(), source_ram);
+    std::cout << "rdma postcopy: " << missing << " missing pages, " << requests << " requested; "
+              << text_field(dst->cmd("info migrate"), "postcopy fault latency") << "\n";
+    expect_handover(*src, *dst);
+}
+
+// The pattern guest runs at the destination from the switch on, under verify-ram: every page's
+// sum rides in its slot's trailer and is checked before the page is placed; the guest's own
+// check passes there while pages still arrive.
+TEST(RdmaPostcopy, PatternGuestRunsOnWhilePagesArriveVerified) {
+    REQUIRE_RDMA_POSTCOPY();
+    std::string uri = rdma_uri();
+    auto src = Vm::start("rpc-pattern-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append", "bytes=8M check=64"});
+    ASSERT_TRUE(src);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 120)) << src->cmd("info guest");
+    auto dst = Vm::start("rpc-pattern-dst", {"-m", "128M", "--smp", "1", "--incoming", "defer"});
+    ASSERT_TRUE(dst);
+    EXPECT_EQ(dst->cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(dst->cmd("migrate_set_capability verify-ram on"), "");
+    EXPECT_EQ(dst->cmd("migrate_incoming " + uri), "");
+    EXPECT_EQ(src->cmd("migrate_set_capability verify-ram on"), "");
+    migrate_switching_after_bulk(*src, uri, "0", "2m");
+    ASSERT_TRUE(reaches(*dst, "completed", 300)) << dst->cmd("info migrate") << dst->log() << src->log();
+    ASSERT_TRUE(reaches(*src, "completed", 60)) << src->cmd("info migrate") << src->log();
+    EXPECT_GT(number(*dst, "postcopy missing pages"), 0u) << dst->cmd("info migrate");
+    EXPECT_NE(dst->migrate_field("verified ram"), "") << dst->cmd("info migrate");
+    uint64_t results = dst->guest_value("results");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("results") >= results + 1; }, 120))
+        << "the pattern check did not pass again on the destination:\n" << dst->cmd("info guest");
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+}
+
+// Killed in postcopy, the destination takes the guest's newest state with it: the source's
+// postcopy channel fails, and it keeps what it had at the switch, paused, refusing 'cont'.
+TEST(RdmaPostcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
+    REQUIRE_RDMA_POSTCOPY();
+    std::string uri = rdma_uri();
+    auto src = stressed_source("rpc-kill-src");
+    auto dst = postcopy_destination("rpc-kill-dst", uri, "128M", "1", false);
+    ASSERT_TRUE(src && dst);
+    migrate_switching_after_bulk(*src, uri, "0", "256k");
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log();
+    std::string at_switch = src->ramhash();
+    ::kill(dst->process().pid(), SIGKILL);
+    ASSERT_TRUE(reaches(*src, "postcopy-paused", 120)) << src->cmd("info migrate") << src->log();
+    EXPECT_EQ(src->status(), "postmigrate");
+    EXPECT_EQ(src->ramhash(), at_switch) << "the source's copy of the guest changed";
+    std::string refused = src->cmd("cont");
+    EXPECT_NE(refused.find("would fork it"), std::string::npos) << refused;
+}
+
+// migrate_pause cuts the rdma link mid-postcopy (rdma_disconnect on every queue pair): both
+// sides go to postcopy-paused; migrate_recover and migrate -r over a new rdma connection, with
+// its own postcopy channel, resume it, and the destination ends with exactly the source's RAM.
+TEST(RdmaPostcopy, APausedLinkIsRecoveredOverANewConnection) {
+    REQUIRE_RDMA_POSTCOPY();
+    std::string uri = rdma_uri();
+    auto src = stressed_source("rpc-recover-src");
+    auto dst = postcopy_destination("rpc-recover-dst", uri, "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    migrate_switching_after_bulk(*src, uri, "0", "256k");  // seconds of push left to cut
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate");
+    std::string at_switch = src->ramhash();
+    EXPECT_EQ(src->cmd("migrate_pause"), "");
+    ASSERT_TRUE(reaches(*src, "postcopy-paused", 60)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(reaches(*dst, "postcopy-paused", 60)) << dst->cmd("info migrate") << dst->log();
+    std::string again = rdma_uri();
+    EXPECT_EQ(dst->cmd("migrate_recover " + again), "");
+    EXPECT_EQ(src->cmd("migrate -r " + again), "");
+    ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
+    EXPECT_EQ(src->ramhash(), at_switch);
+    EXPECT_EQ(dst->ramhash(), at_switch) << "the destination's RAM after the recovery differs from the source's";
+}
+
+// postcopy-ram on at the source only: the destination grants no postcopy channel, and the
+// migration is refused with what to do, before any RAM moves; the guest runs on.
+TEST(RdmaPostcopy, ADestinationWithoutPostcopyIsRefusedClearly) {
+    REQUIRE_RDMA_POSTCOPY();
+    std::string uri = rdma_uri();
+    auto src = stressed_source("rpc-off-src");
+    auto dst = Vm::start("rpc-off-dst", {"-m", "128M", "--smp", "1", "--incoming", uri});
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+    std::string out = src->cmd("migrate " + uri);
+    EXPECT_NE(out.find("postcopy-ram"), std::string::npos) << out;
+    EXPECT_NE(out.find("destination"), std::string::npos) << out;
+    EXPECT_EQ(src->status(), "running");
+}
+
+}  // namespace vmm::test
