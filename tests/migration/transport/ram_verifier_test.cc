@@ -42,14 +42,15 @@ void summed(MemoryStream& s, uint64_t offset, std::vector<uint8_t> data, size_t 
     put(s, data);
 }
 
-void finish(MemoryStream& s) {
+// STATE, then END (or POSTCOPY: the switch).
+void finish(MemoryStream& s, RecordType last = RecordType::end) {
     Record st;
     st.type = RecordType::state;
     st.length = 1;
     put(s, encode_record(st));
     put(s, {0});
     Record end;
-    end.type = RecordType::end;
+    end.type = last;
     put(s, encode_record(end));
 }
 
@@ -127,14 +128,7 @@ TEST(RamVerifier, ADiscardAtTheSwitchDropsWhatPrecopyStillOwed) {
         discard.offset = covered ? 4 * P : 6 * P;
         discard.length = 2 * P;
         put(wire, encode_record(discard));
-        Record st;
-        st.type = RecordType::state;
-        st.length = 1;
-        put(wire, encode_record(st));
-        put(wire, {0});
-        Record switch_over;
-        switch_over.type = RecordType::postcopy;
-        put(wire, encode_record(switch_over));
+        finish(wire, RecordType::postcopy);
         RamVerifier verifier(layout(dst));
         MemoryStream in(wire.written());
         StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; }, &verifier);
