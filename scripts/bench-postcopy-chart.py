@@ -22,7 +22,7 @@ def main(report, out):
     sy = lambda v: H - PAD - (H - 2 * PAD) * v / v_max
     g = r["guest"]
     title = (f"postcopy arrivals: {g['mem']} guest, {g['hot']} rewritten at {g['dirty_rate_mib_s']:.0f} MiB/s, "
-             f"cap {g['cap_mib_s']:.0f} MiB/s")
+             f"cap {g['cap_mib_s']:.0f} MiB/s" + (f", over rdma ({g['device']})" if "device" in g else ""))
     series = [("pushed", "#1f77b4", "placed by the background push"), ("requested", "#d62728", "faulted on and waited for (requested)")]
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',

@@ -11,14 +11,23 @@
 #             throttle it needed; precopy without auto-converge never ends here, which is the
 #             point of postcopy (Postcopy.AGuestPrecopyCannotFinishCompletesInPostcopy shows it)
 # Writes bench-postcopy.json (with the postcopy run's arrivals: pages requested and answered vs
-# pages placed from the background push, sampled every 100 ms at the destination) and
+# pages placed from the background push, sampled every 10 ms at the destination) and
 # bench-postcopy-arrivals.svg, a chart of both kinds of arrival over time, to --out.
 #
-#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick]
+# --rdma: the same on an RDMA device (the SoftRoCE nested VM when this machine has none; the
+# guest then 128M, 32M filled, 16M hot, 1 vCPU), side by side in one run there: the time to
+# send RAM once over rdma, postcopy over rdma and over tcp on the same address; QEMU 7.2's own
+# postcopy over tcp beside ours of the very same guest (nothing prefilled: QEMU cannot, so
+# the stress payload alone, which boots under both); and ib_write_lat
+# (4 KiB, a page) + ib_send_lat (32 bytes, a request) on the same device: a fault over rdma is
+# one SEND and one RDMA WRITE back, so their sum is its floor. Writes bench-postcopy-rdma.json
+# and bench-postcopy-rdma-arrivals.svg (default --out: build/bench).
+#
+#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-mem=512M fill=256M hot=64M out=$PWD
+mem= fill= hot= out= rdma=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --mem) mem=$2; shift 2 ;;
@@ -26,11 +35,26 @@ while [ $# -gt 0 ]; do
         --hot) hot=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --quick) mem=256M fill=128M hot=32M; shift ;;
+        --rdma) rdma=1; shift ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
-build
+if [ "$rdma" = 1 ]; then
+    mem=${mem:-128M} fill=${fill:-32M} hot=${hot:-16M} out=${out:-$BUILD/bench} smp=1
+    if [ -z "${VMM_BENCH_INSIDE:-}" ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+        ensure_packages perftest jq qemu-system-x86
+        build
+        log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM"
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" --rdma \
+            --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
+    fi
+    [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
+    addr=$VMM_RDMA_ADDR dev=$(ls /sys/class/infiniband | head -1)
+else
+    mem=${mem:-512M} fill=${fill:-256M} hot=${hot:-64M} out=${out:-$PWD} addr=127.0.0.1 smp=2
+fi
+[ -n "${VMM_BENCH_INSIDE:-}" ] || build
 VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl"
 work=$(mktemp -d /tmp/vmm-bench-postcopy.XXXXXX)
 pids=()
@@ -41,14 +65,16 @@ q() { "$CTL" --qmp "unix:$work/$1.qmp" "${@:2}"; }  # q VM COMMAND [ARGS-JSON]
 h() { "$CTL" "unix:$work/$1.hmp" "$2" >/dev/null; }     # h VM HMP-LINE (must succeed)
 start_vm() {  # start_vm NAME ARGS...
     local name=$1; shift
-    "$VMM" -m "$mem" --smp 2 --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial none "$@" \
+    "$VMM" -m "$mem" --smp "$smp" --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial none "$@" \
         >"$work/$name.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && [ -S "$work/$name.hmp" ] && return 0; sleep 0.1; done
     die "vmm $name did not start: $(tail -3 "$work/$name.log")"
 }
 source_vm() {  # source_vm NAME: the stress guest over filled RAM, running for a second
-    start_vm "$1" --guest stress --append "bytes=$hot" --prefill "$fill"
+    local prefill=()
+    [ "$fill" = 0 ] || prefill=(--prefill "$fill")
+    start_vm "$1" --guest stress --append "bytes=$hot" "${prefill[@]}"
     for _ in $(seq 1 300); do [ "$(q "$1" query-guest | jq '.steps // 0')" -ge 2 ] && return 0; sleep 0.1; done
     die "the stress guest did not start"
 }
@@ -57,7 +83,7 @@ wait_status() {  # wait_status VM STATUS SECONDS
     local end=$((SECONDS + $3))
     while [ "$(status "$1")" != "$2" ]; do
         [ "$SECONDS" -lt "$end" ] || return 1
-        case "$(status "$1")" in failed|cancelled) return 1 ;; esac
+        case "$(status "$1")" in failed|cancelled|postcopy-paused) return 1 ;; esac
         sleep 0.1
     done
 }
@@ -72,11 +98,14 @@ stop_vms probe
 cap=$(jq -n --argjson r "$rate_mib" '[($r * 1048576 / 4) | floor, 1048576] | max')
 log "the guest dirties $(printf %.1f "$rate_mib") MiB/s; max-bandwidth = a quarter: $((cap / 1048576)) MiB/s"
 
-run() {  # run MODE: one migration; writes $work/MODE.json (the source's and destination's last query-migrate)
-    local mode=$1 port=$((20000 + RANDOM % 20000))
+run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
+         # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
+    local mode=$1 tp=${2:-tcp} port=$((20000 + RANDOM % 20000)) name=${3:-$1}
+    [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$mode-$tp
+    local uri=$tp:$addr:$port
     start_vm "$mode-d" --incoming defer
     [ "$mode" = postcopy ] && h "$mode-d" "migrate_set_capability postcopy-ram on"
-    h "$mode-d" "migrate_incoming tcp:127.0.0.1:$port"
+    h "$mode-d" "migrate_incoming $uri"
     source_vm "$mode-s"
     h "$mode-s" "migrate_set_parameter max-bandwidth $cap"
     case "$mode" in
@@ -87,27 +116,34 @@ run() {  # run MODE: one migration; writes $work/MODE.json (the source's and des
             h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $cap" ;;
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
     esac
-    h "$mode-s" "migrate -d tcp:127.0.0.1:$port"
+    h "$mode-s" "migrate -d $uri"
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
         python3 "$ROOT/scripts/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
-            jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals.jsonl"
+            jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals-$tp.jsonl"
     fi
     wait_status "$mode-s" completed 600 || die "$mode did not complete: $(q "$mode-s" query-migrate)"
     wait_status "$mode-d" completed 60 || die "$mode: the destination did not complete: $(q "$mode-d" query-migrate)"
     jq -n --argjson s "$(q "$mode-s" query-migrate)" --argjson d "$(q "$mode-d" query-migrate)" '{source: $s, destination: $d}' \
-        >"$work/$mode.json"
+        >"$work/$name.json"
     stop_vms "$mode-s" "$mode-d"
-    log "$mode: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/$mode.json")"
+    log "$name: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/$name.json")"
 }
+arrivals_or_none() {  # arrivals_or_none TRANSPORT: a series even if the sampler saw no postcopy
+    [ -s "$work/arrivals-$1.jsonl" ] || echo '{"t":0,"placed":0,"requested":0}' >"$work/arrivals-$1.jsonl"
+}
+mkdir -p "$out"
+if [ "$rdma" = 1 ]; then
+    source "$ROOT/scripts/bench-postcopy-rdma.sh"
+    exit 0
+fi
 run once
 run postcopy
 run precopy
+arrivals_or_none tcp
 
-[ -s "$work/arrivals.jsonl" ] || echo '{"t":0,"placed":0,"requested":0}' >"$work/arrivals.jsonl"
-mkdir -p "$out"
 jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" \
     --slurpfile once "$work/once.json" --slurpfile pc "$work/postcopy.json" --slurpfile pre "$work/precopy.json" \
-    --slurpfile arr "$work/arrivals.jsonl" -f "$ROOT/scripts/bench-postcopy.jq" >"$out/bench-postcopy.json"
+    --slurpfile arr "$work/arrivals-tcp.jsonl" -f "$ROOT/scripts/bench-postcopy.jq" >"$out/bench-postcopy.json"
 python3 "$ROOT/scripts/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy.json"
 log "wrote $out/bench-postcopy.json and $out/bench-postcopy-arrivals.svg"

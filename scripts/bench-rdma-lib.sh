@@ -252,6 +252,7 @@ stopped_setup() {
 run_qemu() {  # run_qemu MODE RUN
     local mode=$1 name="$1-$2" p; p=$(port)
     local uri="rdma:$addr:$p" setup=()
+    case "$mode" in qemu-tcp*) uri="tcp:$addr:$p" ;; esac  # QEMU's own TCP migration, beside our vmm-tcp
     local common=(qemu-system-x86_64 -accel kvm -cpu host -m "$size" -nodefaults -no-user-config -display none
                   -kernel "$PAYLOAD" -append "$GUEST_ARGS")
     "${common[@]}" -serial "file:$work/$name-d.ser" -qmp "unix:$work/$name-dq.sock,server=on,wait=off" \
@@ -328,7 +329,8 @@ report() {
         def vs(k): { dynamic: over("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; k),
                      pin_all: over("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; k),
                      dynamic_stopped: over("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"; k),
-                     pin_all_stopped: over("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped"; k) };
+                     pin_all_stopped: over("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped"; k),
+                     tcp: over("vmm-tcp"; "qemu-tcp"; k), tcp_stopped: over("vmm-tcp-stopped"; "qemu-tcp-stopped"; k) };
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
           ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
           ours_over_qemu: vs("throughput_mbs"),
@@ -336,8 +338,9 @@ report() {
           # Paired: each VMM first divided by the ib_write_bw measured around its own
           # migration, so the machine speed of that moment cancels out (it swings by 1.5x within a run).
           ours_over_qemu_paired: (vs("ratio_to_ceiling_around") as $b | vs("ram_ratio_to_ceiling_around") as $r |
-                                  { dynamic: $b.dynamic, pin_all: $b.pin_all,
-                                    dynamic_by_guest_ram: $r.dynamic, pin_all_by_guest_ram: $r.pin_all }),
+                                  { dynamic: $b.dynamic, pin_all: $b.pin_all, tcp: $b.tcp,
+                                    dynamic_by_guest_ram: $r.dynamic, pin_all_by_guest_ram: $r.pin_all,
+                                    tcp_by_guest_ram: $r.tcp }),
           # CPU is a cost: QEMU over ours, so above 1 means ours spends less per GB.
           qemu_cpu_over_ours: { dynamic: over("qemu-rdma-dynamic"; "vmm-rdma-dynamic"; "cpu_s_per_gb"),
                                 pin_all: over("qemu-rdma-pin-all"; "vmm-rdma-pin-all"; "cpu_s_per_gb") },
@@ -395,11 +398,12 @@ report() {
            "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_around // "-" | r(100))"' "$2"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",
-                             "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")"' "$2"
+                             "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")",
+                             "ours / QEMU over TCP (vmm-tcp / qemu-tcp): \(.tcp // "-")   (target >= 1.0); guest stopped: \(.tcp_stopped // "-")"' "$2"
     jq -r '.ours_over_qemu_by_guest_ram | "by guest RAM moved per second (the same guest, whatever each VMM sends):",
            "  dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"), stopped: dynamic \(.dynamic_stopped // "-"), pin-all \(.pin_all_stopped // "-")"' "$2"
     jq -r '.ours_over_qemu_paired | "paired: each migration against the ib_write_bw around it, then ours / QEMU:",
-           "  by bytes sent: dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"); by guest RAM: dynamic \(.dynamic_by_guest_ram // "-"), pin-all \(.pin_all_by_guest_ram // "-")"' "$2"
+           "  by bytes sent: dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"), tcp \(.tcp // "-"); by guest RAM: dynamic \(.dynamic_by_guest_ram // "-"), pin-all \(.pin_all_by_guest_ram // "-"), tcp \(.tcp_by_guest_ram // "-")"' "$2"
 }
 
 # chart IN.json OUT.png: data moved over time, one line per mode (first run); where RDMA

@@ -6,7 +6,8 @@
 #     divided by the mean of those two)
 #   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
 #     (one connection; vmm-tcp-multifd: 2 lanes, only with --modes)
-#   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload
+#   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload,
+#     and QEMU's own TCP migration (qemu-tcp) beside our vmm-tcp, paired the same way
 #   - our RDMA migration (dynamic, pin-all) of an idle guest whose RAM the host filled: the
 #     spec's bulk-round scenario (8 GB in active use, the VM completely idle); like ib_write_bw,
 #     they run with nothing beside them: no memory sampler, progress polled once a second
@@ -82,13 +83,13 @@ printf '%s, %s cores%s\n' "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //
 
 modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp vmm-rdma-dynamic-idle vmm-rdma-pin-all-idle
        vmm-rdma-dynamic-prealloc-idle)
-[ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all)
+[ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all qemu-tcp)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
     ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'
     ours+='|vmm-rdma-dynamic-verify|vmm-rdma-pin-all-verify|vmm-tcp-verify'  # each has an -idle twin
     for m in "${modes[@]}"; do
-        [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
+        [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all|qemu-tcp)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"
     done
 fi

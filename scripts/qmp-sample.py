@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """qmp-sample.py SOCKET INTERVAL_MS STATUS: over one QMP connection to a vmm, prints its
 query-migrate as one JSON line every INTERVAL_MS for as long as its status is STATUS (and
-until it first is), each with "t": seconds since STATUS was first seen. For the benchmarks:
+until it first is, unless the migration ends first), each with "t": seconds since STATUS was
+first seen. For the benchmarks:
 one connection polls far faster than a vmmctl process per sample."""
 import json
 import socket
@@ -31,8 +32,8 @@ def main(path, interval_ms, status):
             t0 = now if t0 is None else t0
             answer["t"] = now - t0
             print(json.dumps(answer), flush=True)
-        elif t0 is not None:
-            return
+        elif t0 is not None or answer.get("status") in ("completed", "failed", "cancelled"):
+            return  # past it, or over without it
         time.sleep(interval_ms / 1000)
 
 

@@ -1,0 +1,46 @@
+# bench-postcopy.sh --rdma's report: the runs' last query-migrate on both sides, perftest's
+# latencies before and after them, the rdma run's arrivals, and the ratios the targets name
+# (docs/performance.md, "Postcopy over RDMA").
+def gib: . / 1073741824;
+def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10) else null end;
+def r2: . * 100 | round / 100;
+def lat(d): d."x-postcopy"."fault-latency";
+($once[0].source) as $o | ($rdma[0].source) as $rs | ($rdma[0].destination) as $rd |
+($tcp[0].source) as $ts | ($tcp[0].destination) as $td | ($qemu[0].source) as $qs | ($qemu[0].destination) as $qd | ($bare[0].source) as $bs | ($bare[0].destination) as $bd |
+((($lb[0].sum_us + $la[0].sum_us) / 2)) as $floor |
+{
+  guest: {mem: $mem, fill: $fill, hot: $hot, dirty_rate_mib_s: $rate, cap_mib_s: ($cap / 1048576), device: $dev},
+  summary: {
+    "ib_write_lat 4 KiB + ib_send_lat 32 B, us (before / after)": "\($lb[0].sum_us) / \($la[0].sum_us)",
+    "send RAM once over rdma (guest paused), ms": $o."total-time",
+    "postcopy over rdma total, ms": $rs."total-time",
+    "postcopy over rdma / once (target <= 1.5)": (($rs."total-time" / $o."total-time") | r2),
+    "postcopy over tcp total, ms": $ts."total-time",
+    "fault latency over rdma p50 / p99 / max, us":
+      "\(lat($rd)."p50-us" | round) / \(lat($rd)."p99-us" | round) / \(lat($rd)."max-us" | round) (\(lat($rd).count) faults)",
+    "fault latency over tcp p50 / p99 / max, us":
+      "\(lat($td)."p50-us" | round) / \(lat($td)."p99-us" | round) / \(lat($td)."max-us" | round) (\(lat($td).count) faults)",
+    "rdma p50 / tcp p50 (target <= 0.5)": (if lat($td)."p50-us" > 0 then (lat($rd)."p50-us" / lat($td)."p50-us") | r2 else null end),
+    "rdma p50 / (ib_write_lat + ib_send_lat) (target <= 3)": (if $floor > 0 then (lat($rd)."p50-us" / $floor) | r2 else null end),
+    "guest blocked over rdma (all vCPUs), ms": $rd."postcopy-blocktime",
+    "guest blocked over rdma per migrated GiB, ms": per_gib($rd."postcopy-blocktime"; $rs.ram.transferred),
+    "guest blocked over tcp (all vCPUs), ms": $td."postcopy-blocktime",
+    "guest blocked over tcp per migrated GiB, ms": per_gib($td."postcopy-blocktime"; $ts.ram.transferred),
+    "postcopy requests over rdma / tcp": "\($rd."x-postcopy".requests) / \($td."x-postcopy".requests)",
+    "same guest, nothing prefilled: ours over tcp total, ms": $bs."total-time",
+    "same guest: ours over tcp guest blocked per migrated GiB, ms": per_gib($bd."postcopy-blocktime"; $bs.ram.transferred),
+    "QEMU 7.2 postcopy over tcp total, ms": (if $qemu[0].failed then null else $qs."total-time" end),
+    "QEMU 7.2 postcopy failed": ($qemu[0].failed // null),
+    "QEMU 7.2 guest blocked (postcopy-blocktime), ms": ($qd."postcopy-blocktime" // null),
+    "QEMU 7.2 guest blocked per migrated GiB, ms": (if $qd."postcopy-blocktime" then per_gib($qd."postcopy-blocktime"; $qs.ram.transferred) else null end),
+    "ours / QEMU total time, same guest over tcp (target <= 1)": (if ($qemu[0].failed | not) and $qs."total-time" > 0 then ($bs."total-time" / $qs."total-time") | r2 else null end),
+    "ours / QEMU guest blocked time, same guest over tcp (target <= 1)":
+      (if ($qd."postcopy-blocktime" // 0) > 0 then ($bd."postcopy-blocktime" / $qd."postcopy-blocktime") | r2 else null end)
+  },
+  arrivals_note: "over rdma; requested: pages a vCPU (or the VMM) faulted on and waited for; pushed: placed by the background push before anything touched them",
+  arrivals: [$arr[] | {t, requested, pushed: (.placed - .requested)}],
+  latencies: {before: $lb[0], after: $la[0]},
+  runs: {once_rdma: $once[0], postcopy_rdma: $rdma[0], postcopy_tcp: $tcp[0], postcopy_tcp_bare: $bare[0],
+         postcopy_qemu: $qemu[0]}
+}
+| .summary |= with_entries(select(.value != null))
