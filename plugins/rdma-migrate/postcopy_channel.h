@@ -120,6 +120,7 @@ public:
 
 private:
     Status send_message(const PcMessage& m);
+    Status await_sends(uint64_t in_flight);
     Result<Arrival> arrival(const ibv_wc& wc);
     Status check_answer(const Arrival& a);
     void free_request_slots(const Arrival& a);

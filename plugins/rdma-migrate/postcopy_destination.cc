@@ -48,14 +48,8 @@ Status PostcopyDestination::begin() {
 // (completions come in order on one QP).
 Status PostcopyDestination::send_message(const PcMessage& m) {
     std::lock_guard lock(send_mutex_);
-    auto done = [this](const ibv_wc&) {
-        ++sends_done_;
-        return Status{};
-    };
-    if (sends_posted_ - sends_done_ >= sends_.count()) {
-        auto r = wait_cq(ep_, false, done, [&] { return sends_posted_ - sends_done_ < sends_.count(); });
-        if (!r) return r.error();
-    }
+    if (sends_posted_ - sends_done_ >= sends_.count())
+        if (auto s = await_sends(sends_.count() - 1); !s) return s;
     size_t i = next_send_++ % sends_.count();
     auto bytes = encode_pc_message(m);
     std::memcpy(sends_.at(i), bytes.data(), bytes.size());
@@ -175,10 +169,15 @@ Status PostcopyDestination::done() {
     if (auto s = send_message(m); !s) return s;
     // DONE is delivered before the session may hang up.
     std::lock_guard lock(send_mutex_);
+    return await_sends(0);
+}
+
+// Under send_mutex_: waits until at most `in_flight` SENDs are still to complete.
+Status PostcopyDestination::await_sends(uint64_t in_flight) {
     auto r = wait_cq(ep_, false, [this](const ibv_wc&) {
         ++sends_done_;
         return Status{};
-    }, [&] { return sends_done_ == sends_posted_; });
+    }, [&] { return sends_posted_ - sends_done_ <= in_flight; });
     return r ? Status{} : Status(r.error());
 }
 

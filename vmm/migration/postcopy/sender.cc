@@ -128,8 +128,12 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     if (config_.verify && !zero) append_page_sums(header, ram);
     auto s = zero ? stream_->write(header) : stream_->write_ram(header, ram);
     if (!s) return s.error();
+    return sent(block, first, count, header.size() + ram.size());
+}
+
+// [first, first + count) of `block` has gone (`bytes` of it on the wire): missing no more.
+uint64_t PostcopySender::sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes) {
     for (uint64_t p = first; p < first + count; ++p) missing_[block][p / 64] &= ~(uint64_t{1} << (p % 64));
-    uint64_t bytes = header.size() + ram.size();
     std::lock_guard lock(mutex_);
     remaining_ -= count;
     stats_.postcopy_bytes += bytes;
@@ -152,12 +156,7 @@ Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first,
         p.sums = sums;
     }
     if (auto s = channel_->send(p, std::exchange(answer_, std::nullopt)); !s) return s.error();
-    for (uint64_t pg = first; pg < first + count; ++pg) missing_[block][pg / 64] &= ~(uint64_t{1} << (pg % 64));
-    uint64_t bytes = count * kStreamPageSize * (zero ? 0 : 1) + sums.size() * sizeof(uint64_t);
-    std::lock_guard lock(mutex_);
-    remaining_ -= count;
-    stats_.postcopy_bytes += bytes;
-    return bytes;
+    return sent(block, first, count, (zero ? 0 : count * kStreamPageSize) + sums.size() * sizeof(uint64_t));
 }
 
 // [first, first + count) are all missing: runs of data pages and of zero pages. Returns the

@@ -70,6 +70,7 @@ private:
     Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count);
     Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
     Result<uint64_t> send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero);
+    uint64_t sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes);
     Status wait_done();
 
     const memory::GuestMemory& mem_;
