@@ -63,6 +63,8 @@ public:
     Status progress(const std::function<bool()>& done, int timeout_ms = -1);
     // Handles what the CQ holds now, without waiting.
     Status reap();
+    // Whether a message has arrived that nothing has taken yet (after reap or progress).
+    bool has_message() const { return !arrived_.empty(); }
 
 private:
     Status post_recv(size_t i);

@@ -82,6 +82,7 @@ Status PostcopyDestination::request(uint32_t block, uint64_t offset) {
     }
     PcMessage m;
     m.type = PcType::request, m.slot = slot, m.block = block, m.pages = 1, m.offset = offset;
+    trace("destination: REQUEST slot {} block {} offset {:#x}", slot, block, offset);
     return send_message(m);
 }
 
@@ -121,6 +122,8 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::arrival(const ibv_wc& 
     a.block = t->block, a.offset = t->offset, a.pages = t->pages, a.sums = std::move(t->sums);
     a.data = imm->kind == PcKind::data ? slot : nullptr;
     if (auto s = check_answer(a); !s) return s.error();
+    trace("destination: landed in slot {}: block {} offset {:#x}, {} pages{}", a.slot, a.block, a.offset, a.pages,
+          a.data == nullptr ? " (zero)" : "");
     return a;
 }
 
@@ -158,6 +161,7 @@ Status PostcopyDestination::release(const Arrival& a) {
     ++consumed_;
     if (consumed_ - credited_ < kCreditEvery) return {};
     credited_ = consumed_;
+    trace("destination: CREDIT {}", consumed_);
     PcMessage m;
     m.type = PcType::credit, m.consumed = consumed_;
     return send_message(m);

@@ -78,6 +78,7 @@ Status PostcopySource::take_message(const ibv_wc& wc, std::optional<Request>& ou
             }
             if (auto s = check_pc_range(blocks_, m->block, m->offset, 1); !s) return s;
             asked_[m->slot] = {m->block, m->offset};
+            trace("source: REQUEST slot {} block {} offset {:#x}", m->slot, m->block, m->offset);
             out = Request{false, m->block, m->slot, m->offset};
             return {};
         case PcType::credit:
@@ -86,6 +87,7 @@ Status PostcopySource::take_message(const ibv_wc& wc, std::optional<Request>& ou
                                          credit_, pushed_));
             }
             credit_ = m->consumed;
+            trace("source: CREDIT {}", credit_);
             cv_.notify_all();
             return {};
         case PcType::done: out = Request{true}; return {};
@@ -187,6 +189,8 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
     auto trailer = encode_pc_trailer(t);
     uint64_t trailer_at = pc_trailer_offset(imm);
     std::memcpy(at + trailer_at, trailer.data(), trailer.size());
+    trace("source: {} into slot {}: block {} offset {:#x}, {} pages{}", answer ? "answer" : "push", slot, block, offset,
+          pages, zero ? " (zero)" : "");
     return post_write(slot, static_cast<uint32_t>(trailer_at + trailer.size()), encode_pc_immediate(imm));
 }
 

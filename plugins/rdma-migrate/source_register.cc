@@ -50,6 +50,19 @@ Status SourceSession::register_step(bool final) {
     return post_ready();
 }
 
+// The answer for the group being registered, if it has come: its writes go now. Without this
+// they would wait for the next group to fill, which under max-bandwidth (or a dirty round of
+// scattered pages) takes seconds, and the link would idle while they wait.
+Status SourceSession::take_arrived_registration() {
+    if (asking_.empty()) return {};
+    if (auto s = ctl_->reap(); !s) return s;
+    if (!ctl_->has_message()) return {};
+    if (auto s = take_registration(asking_); !s) return s;
+    asking_.clear();
+    if (auto s = flush_sums(false); !s) return s;
+    return post_ready();
+}
+
 Status SourceSession::post_ready() {
     auto ready = ahead_.take_ready(registered_remotely());
     for (const auto& q : ready)

@@ -117,6 +117,7 @@ private:
     Status ask_registration(const std::vector<ChunkKey>& chunks, ControlChannel::Sent sent);
     Status take_registration(const std::vector<ChunkKey>& chunks);
     Status register_step(bool final);
+    Status take_arrived_registration();
     // Whether the destination has registered a chunk for us (RegisterAhead asks this).
     RegisterAhead::Registered registered_remotely() const {
         return [this](const ChunkKey& k) { return remote_regs_.contains(k); };

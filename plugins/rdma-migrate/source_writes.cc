@@ -194,9 +194,15 @@ Status SourceSession::ram_send(uint32_t block, uint64_t offset, uint64_t length)
     }
     if (!cfg_.pin_all && cfg_.pin_limit == 0) {  // registered a group ahead (register_ahead.h)
         ahead_.add(block, pieces, registered_remotely());
+        if (auto s = take_arrived_registration(); !s) return s;
         if (auto s = post_ready(); !s) return s;
         while (ahead_.ask_due(false))
             if (auto s = register_step(false); !s) return s;
+        // Nothing asked and not answered: ask for what is queued now. A group fills in
+        // microseconds when nothing holds the sender back, but in seconds under max-bandwidth,
+        // and the link would idle meanwhile.
+        if (asking_.empty() && ahead_.ask_due(true))
+            if (auto s = register_step(true); !s) return s;
         return sent_pieces();
     }
     // Under rdma-pin-limit, register and write in groups that fit the limit at once.
