@@ -275,6 +275,9 @@ Status MigrationSource::precopy(Run& run) {
     update_remaining(machine_.memory().total_size() / memory::kPageSize);
     set_status(MigrationStatus::active);
     run.saver.on_progress([this, &run] { publish(run.work); });
+    // migrate_start_postcopy cuts the round under way short (RamSaver::stop_when);
+    // x-postcopy-after-rounds switches at a round's end.
+    if (options_.caps.postcopy_ram) run.saver.stop_when([this] { return postcopy_requested_.load(); });
     // Tracking starts now: what was dirty before is part of the bulk round anyway.
     if (auto d = take_dirty(); !d) return d.error();
     auto pagemap = memory::PagemapReader::open();
@@ -307,8 +310,8 @@ Status MigrationSource::precopy(Run& run) {
             stats_.cpu_throttle_percentage = d.throttle_percent;
             if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back({run.round, sent, secs, dirty});
         }
-        // Asked for, postcopy comes at this round's end even if the rest would fit the downtime
-        // (QEMU would finish in precopy then): the user chose when the guest moves.
+        // Asked for, postcopy comes now (the round stopped short) even if the rest would fit
+        // the downtime (QEMU would finish in precopy then): the user chose when the guest moves.
         if (switch_now(run.round)) {
             switching_ = true;
             return {};

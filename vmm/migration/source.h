@@ -46,8 +46,8 @@ public:
     // command came, before the transport was loaded).
     void start(std::chrono::steady_clock::time_point asked);
     void cancel();
-    // migrate_start_postcopy: switch to postcopy after the round under way (postcopy-ram must
-    // have been on when the migration started).
+    // migrate_start_postcopy: switch to postcopy now, the round under way stopping after the
+    // piece it is sending (postcopy-ram must have been on when the migration started).
     Status start_postcopy();
     // migrate -r: resume the paused postcopy over a new connection to `uri` (the destination
     // must be listening there after migrate_recover). Asynchronous, as the migration itself.

@@ -45,6 +45,11 @@ Status MigrationSource::postcopy(Run& run) {
     paused_by_us_ = true;
     auto bitmaps = take_dirty();  // what changed since it was sent: the destination must not keep it
     if (!bitmaps) return bitmaps.error();
+    if (run.saver.cut_short()) {  // ... and what the round stopped short of: the destination never had it
+        const auto& unsent = run.saver.unsent();
+        for (size_t b = 0; b < bitmaps->size() && b < unsent.size(); ++b)
+            for (size_t w = 0; w < (*bitmaps)[b].size() && w < unsent[b].size(); ++w) (*bitmaps)[b][w] |= unsent[b][w];
+    }
     parts.pause = ms_between(paused_at, Clock::now());
     if (auto s = send_discards(run.conn.stream(), *bitmaps); !s) return s;
     auto state_bytes = hand_over(run, parts, RecordType::postcopy);

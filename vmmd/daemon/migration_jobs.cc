@@ -104,7 +104,7 @@ Reply Migrations::abort(const DomainView& v) {
     return rpc::ok();
 }
 
-// virsh migrate-postcopy: the migration under way (started with --postcopy) switches after its round.
+// virsh migrate-postcopy: the migration under way (started with --postcopy) switches now.
 Reply Migrations::start_postcopy(const DomainView& v) {
     Job job = job_of(v.def.uuid);
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {

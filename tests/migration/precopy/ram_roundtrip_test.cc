@@ -127,6 +127,42 @@ TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
     EXPECT_EQ(loader.counters().pages, 7 * M / 4096);
 }
 
+// A stop (postcopy's switch) ends the round after the piece under way: the round still closes,
+// what went lands, and unsent() holds exactly the populated pages it did not send.
+TEST(RamRoundTrip, AStopCutsTheRoundShortAndKeepsWhatItDidNotSend) {
+    auto src = make_memory();
+    auto dst = make_memory();
+    std::memset(src.host_span(0, 7 * M)->data(), 0x5a, 7 * M);         // two pieces: 4 MiB, then 3
+    std::memset(src.host_span(16 * M + 8192, 4096)->data(), 0x33, 4096);  // one page in "high"
+    Saving out(src);
+    out.saver.stop_when([&] { return out.stats.normal > 0; });  // the first piece goes, then stop
+    ASSERT_TRUE(out.bulk_round());
+    ASSERT_TRUE(out.saver.cut_short());
+    const auto& unsent = out.saver.unsent();
+    ASSERT_EQ(unsent.size(), 2u);
+    uint64_t sent_pages = 4 * M / 4096, data_pages = 7 * M / 4096;
+    for (uint64_t p = 0; p < 2048; ++p) {
+        bool expected = p >= sent_pages && p < data_pages;
+        ASSERT_EQ((unsent[0][p / 64] >> (p % 64)) & 1, expected ? 1u : 0u) << "pc.ram page " << p;
+    }
+    for (uint64_t p = 0; p < 1024; ++p) {  // "high": only its one populated page
+        ASSERT_EQ((unsent[1][p / 64] >> (p % 64)) & 1, p == 2 ? 1u : 0u) << "high page " << p;
+    }
+    EXPECT_EQ(out.stats.normal, sent_pages);
+    finish(out.wire);
+    MemoryStream in(out.wire.written());
+    StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
+    ASSERT_TRUE(loader.run()) << "loader failed";
+    EXPECT_EQ(loader.counters().rounds, 1u);
+    EXPECT_EQ(std::memcmp(dst.host_span(0, 4 * M)->data(), src.host_span(0, 4 * M)->data(), 4 * M), 0);
+    EXPECT_EQ(dst.host_span(4 * M, 4096)->data()[0], 0) << "a page after the stop was sent";
+    // The next round starts whole again.
+    std::vector<std::vector<uint64_t>> dirty{std::vector<uint64_t>(2048 / 64, 0), std::vector<uint64_t>(1024 / 64, 0)};
+    out.saver.stop_when(nullptr);
+    ASSERT_TRUE(out.saver.dirty_round(1, dirty));
+    EXPECT_FALSE(out.saver.cut_short());
+}
+
 TEST(RamRoundTrip, ZeroBlocksOffSendsZeroPagesAsData) {
     auto src = make_memory();
     std::memset(src.host_span(0, 4096)->data(), 0, 4096);

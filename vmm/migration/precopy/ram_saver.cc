@@ -79,6 +79,8 @@ void RamSaver::sent(uint64_t n) {
 Status RamSaver::begin(uint32_t round) {
     round_ = round;
     round_sums_.clear();
+    stopped_ = false;
+    unsent_.clear();
     if (progress_) progress_();  // the round's `remaining` is published before any of it goes
     Record r;
     r.type = RecordType::round_begin;
@@ -172,6 +174,7 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         if (auto s = record(encode_record(r)); !s) return s;
     }
     for (uint64_t p = first_page, n = 0; p < first_page + count; p += n) {
+        if (stop_at(block, p, first_page + count - p)) return {};
         n = std::min(kPagesPerRecord - p % kPagesPerRecord, first_page + count - p);
         // Counted piece by piece, as each goes out, so that `normal` and `remaining` are true
         // at every instant of a capped round, not only at its end.
@@ -219,6 +222,7 @@ Status RamSaver::send_run(uint32_t block, uint64_t first_page, uint64_t count) {
     uint64_t end = first_page + count;
     uint64_t p = first_page;
     while (p < end) {
+        if (stop_at(block, p, end - p)) return {};
         bool zero = zero_markers_ && is_zero_page(host + (p << kPageShift));
         uint64_t q = p + 1;
         while (q < end && (zero_markers_ && is_zero_page(host + (q << kPageShift))) == zero) ++q;
@@ -227,6 +231,16 @@ Status RamSaver::send_run(uint32_t block, uint64_t first_page, uint64_t count) {
         p = q;
     }
     return {};
+}
+
+bool RamSaver::stop_at(uint32_t block, uint64_t first, uint64_t count) {
+    if (!stopped_ && (!stop_ || !stop_())) return false;
+    stopped_ = true;
+    if (unsent_.empty()) {
+        for (const auto& b : mem_.blocks()) unsent_.emplace_back((b->pages() + 63) / 64, 0);
+    }
+    for (uint64_t p = first; p < first + count; ++p) unsent_[block][p / 64] |= uint64_t{1} << (p % 64);
+    return true;
 }
 
 void RamSaver::skipped(uint64_t n) {

@@ -46,6 +46,15 @@ public:
     uint64_t bytes_sent() const { return bytes_; }
     // Called every few MiB sent, so progress can be published while a round runs.
     void on_progress(std::function<void()> fn) { progress_ = std::move(fn); }
+    // Asked before each piece (at most 4 MiB): once it says stop, the round under way ends
+    // there (its end still goes, so the destination and the channel close it as any round),
+    // and what it had still to send is kept in unsent(). A switch to postcopy does this: it
+    // comes within a piece of migrate_start_postcopy, as QEMU's does, not a whole round later.
+    void stop_when(std::function<bool()> fn) { stop_ = std::move(fn); }
+    // Whether the last round stopped early, and per block the pages it did not send then
+    // (never-populated pages of the bulk round are not among them: there is nothing to send).
+    bool cut_short() const { return stopped_; }
+    const std::vector<std::vector<uint64_t>>& unsent() const { return unsent_; }
 
 private:
     Status begin(uint32_t round);
@@ -64,6 +73,8 @@ private:
     void count_arrived();         // transferred and in_flight, from the channel's word
     void done_pages(uint64_t n);  // n pages of this round are sent or passed: `remaining` drops
     void skipped(uint64_t n);     // n never-populated pages passed in the bulk round
+    // Whether the round stops at this run; if so [first, first + count) of `block` joins unsent().
+    bool stop_at(uint32_t block, uint64_t first, uint64_t count);
 
     const memory::GuestMemory& mem_;
     ByteStream& stream_;
@@ -86,6 +97,9 @@ private:
     uint64_t bytes_ = 0;
     uint64_t last_progress_ = 0;
     std::function<void()> progress_;
+    std::function<bool()> stop_;
+    bool stopped_ = false;
+    std::vector<std::vector<uint64_t>> unsent_;  // per block, one bit a page (the stopped round's)
 };
 
 }  // namespace vmm::migration
