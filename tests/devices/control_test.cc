@@ -140,4 +140,34 @@ TEST(ControlDevice, TimesTheGuestsStallsAndTheSwitchoverFromItsClockReads) {
     EXPECT_EQ(dst.report().switchover_pause_ns, 0u);
 }
 
+// At a postcopy destination the window opens before the guest runs there: the gap across the
+// switchover is the switchover's, later gaps are postcopy stalls until the window closes.
+TEST(ControlDevice, TimesPostcopyStallsOnlyWhileItsWindowIsOpen) {
+    uint64_t now = 0;
+    ControlHooks h;
+    h.clock_ns = [&now] { return now; };
+    auto read_at = [&](ControlDevice& d, uint32_t cpu, uint64_t t) {
+        now = t;
+        (void)in32(d, cpu, VMMC_REG_ARG_LO_CLOCK_LO);
+    };
+    ControlDevice src(h);
+    read_at(src, 0, 10'000'000);
+    ByteWriter w;
+    src.save(w);
+    ControlDevice dst(h);
+    ByteReader r(w.bytes(), "control");
+    ASSERT_TRUE(dst.load(r));
+    dst.postcopy_window(true);
+    read_at(dst, 0, 30'000'000);  // 20 ms: the switchover
+    read_at(dst, 0, 31'000'000);
+    read_at(dst, 0, 39'000'000);  // 8 ms: a fault on a missing page
+    read_at(dst, 0, 40'000'000);
+    EXPECT_EQ(dst.report().switchover_pause_ns, 20'000'000u);
+    EXPECT_EQ(dst.report().postcopy_stall_ns, 8'000'000u);
+    dst.postcopy_window(false);  // every page has come
+    read_at(dst, 0, 90'000'000);
+    EXPECT_EQ(dst.report().postcopy_stall_ns, 8'000'000u);
+    EXPECT_EQ(src.report().postcopy_stall_ns, 0u);
+}
+
 }  // namespace vmm::devices

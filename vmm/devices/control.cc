@@ -44,8 +44,15 @@ void ControlDevice::clock_read(Latch& l, uint64_t now) {
         report_.switchover_pause_ns = std::max(report_.switchover_pause_ns, gap);
     } else if (window_open_) {
         report_.migration_stall_ns = std::max(report_.migration_stall_ns, gap);
+    } else if (postcopy_open_) {
+        report_.postcopy_stall_ns = std::max(report_.postcopy_stall_ns, gap);
     }
     l.clock = now;
+}
+
+void ControlDevice::postcopy_window(bool open) {
+    std::lock_guard lock(mutex_);
+    postcopy_open_ = open;
 }
 
 void ControlDevice::start_migration_window() {
@@ -169,6 +176,7 @@ Status ControlDevice::load(ByteReader& in) {
     }
     std::lock_guard lock(mutex_);
     window_open_ = false;
+    r.postcopy_stall_ns = report_.postcopy_stall_ns;  // this side's, not the source's
     report_ = std::move(r);
     line_ = std::move(line);
     latches_ = std::move(latches);

@@ -33,6 +33,9 @@ struct GuestReport {
     // switchover: the last read before the state was saved to the first after it was loaded.
     uint64_t migration_stall_ns = 0;
     uint64_t switchover_pause_ns = 0;
+    // At a postcopy destination: the longest gap between two reads by one CPU while pages were
+    // still missing (a vCPU waiting on one stalls its reads). Measured here, never saved.
+    uint64_t postcopy_stall_ns = 0;
     std::string last_message;
     bool operator==(const GuestReport&) const = default;
 };
@@ -62,6 +65,9 @@ public:
     GuestReport report() const;
     // A migration starts: the longest gap between clock reads is measured afresh from here.
     void start_migration_window();
+    // A postcopy destination: open just before the guest runs here, closed once every page
+    // has arrived; the gaps between clock reads in between are its postcopy stalls.
+    void postcopy_window(bool open);
 
 private:
     struct Latch {
@@ -79,6 +85,7 @@ private:
     GuestReport report_;
     std::string line_;
     bool window_open_ = false;
+    bool postcopy_open_ = false;
 };
 
 }  // namespace vmm::devices

@@ -171,7 +171,10 @@ Status IncomingMigration::resume(Connection& conn) {
     log::info("postcopy resumed from {}", conn.describe());
     set_status(MigrationStatus::postcopy_active);
     Status s = receiver_->run();
-    if (s) receiver_->close();
+    if (s) {
+        receiver_->close();
+        machine_.control().postcopy_window(false);
+    }
     return s;
 }
 
@@ -300,11 +303,18 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
         std::lock_guard lock(mutex_);
         receiver_ = std::move(receiver);  // kept for its figures, and for the pages it holds
     }
-    if (auto s = ready_and_go(st); !s) return s;
+    machine_.control().postcopy_window(true);  // the guest's own view of its stalls from here
+    if (auto s = ready_and_go(st); !s) {
+        machine_.control().postcopy_window(false);
+        return s;
+    }
     in_postcopy_ = true;
     set_status(MigrationStatus::postcopy_active);
     Status s = r->run();
-    if (s) r->close();  // every page is here: the guest no longer needs the fault thread
+    if (s) {
+        r->close();  // every page is here: the guest no longer needs the fault thread
+        machine_.control().postcopy_window(false);
+    }
     return s;
 }
 

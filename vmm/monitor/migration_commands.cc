@@ -78,6 +78,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     if (guest.max_pause_ns != 0) j["x-guest-max-pause-ms"] = ms(guest.max_pause_ns);
     if (guest.switchover_pause_ns != 0) j["x-guest-switchover-pause-ms"] = ms(guest.switchover_pause_ns);
     if (guest.migration_stall_ns != 0) j["x-guest-migration-stall-ms"] = ms(guest.migration_stall_ns);
+    if (guest.postcopy_stall_ns != 0) j["x-guest-postcopy-stall-ms"] = ms(guest.postcopy_stall_ns);
     Json ram = Json{{"transferred", r.transferred},       {"x-in-flight", r.in_flight},
                     {"remaining", r.remaining},
                     {"total", r.total},                   {"duplicate", r.duplicate},
@@ -127,6 +128,9 @@ std::string migration_stats_text(const Json& j) {
     }
     if (j.contains("x-guest-migration-stall-ms")) {
         out += fmt::format("guest's longest stall before the switchover: {:.1f} ms\n", num(j, "x-guest-migration-stall-ms"));
+    }
+    if (j.contains("x-guest-postcopy-stall-ms")) {
+        out += fmt::format("guest's longest stall in postcopy: {:.1f} ms\n", num(j, "x-guest-postcopy-stall-ms"));
     }
     if (j.contains("x-guest-max-pause-ms")) {
         out += fmt::format("guest's longest pause reported: {:.1f} ms\n", num(j, "x-guest-max-pause-ms"));
@@ -232,7 +236,7 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
            },
            {}});
     t.add({"migrate_start_postcopy", "migrate-start-postcopy", {},
-           "switch the migration under way to postcopy after its current round (needs postcopy-ram on both sides)",
+           "switch the migration under way to postcopy now: the round under way stops after its current piece (needs postcopy-ram on both sides)",
            [&mgr](const Json&) -> Result<Json> {
                if (auto s = mgr.start_postcopy(); !s) return s.error();
                return Json::object();
