@@ -6,6 +6,7 @@
 
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/migration/transport/ram_verifier.h"
+#include "vmm/migration/wire/multifd_wire.h"
 #include "vmm/migration/wire/return_path.h"
 #include "vmm/migration/wire/stream_format.h"
 #include "proto/postcopy_wire.h"
@@ -206,5 +207,9 @@ int main(int argc, char** argv) {
     write(dir + "/records", 1, std::vector<uint8_t>(s.begin() + static_cast<long>(encode_header(h).size()), s.end()));
     write(dir + "/reply", 2, encode_reply(ReplyType::refused, "because"));
     write(dir + "/state", 2, state.bytes());
+    auto preface = encode_hello({Hello::Kind::preface, 2 | kPrefacePreempt, 7});  // two lanes and a preempt connection
+    write(dir + "/hello-preface", 2, std::vector<uint8_t>(preface.begin(), preface.end()));
+    auto preempt = encode_hello({Hello::Kind::preempt, 0, 7});
+    write(dir + "/hello-preempt", 2, std::vector<uint8_t>(preempt.begin(), preempt.end()));
     return 0;
 }

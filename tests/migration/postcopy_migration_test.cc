@@ -109,6 +109,61 @@ TEST(Postcopy, StartPostcopyInTheBulkRoundSwitchesThere) {
     expect_handover(*src, *dst);
 }
 
+// postcopy-preempt (on by default): the pages the destination faults on come on a connection of
+// their own, so they never wait behind the push; without it the stream carries them. RAM
+// digests match either way.
+static void expect_faults_answered(bool preempt) {
+    uint16_t port = free_tcp_port();
+    std::string setting = std::string("postcopy-preempt ") + (preempt ? "on" : "off");
+    auto src = stress_source(preempt ? "pc-preempt-src" : "pc-plain-src");
+    auto dst = postcopy_destination(preempt ? "pc-preempt-dst" : "pc-plain-dst", tcp_uri(port), "128M", "1", true, {setting});
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_capability " + setting), "");
+    migrate_switching_after_bulk(*src, tcp_uri(port), "16m", "1m");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
+    std::string source_ram = src->ramhash();
+    EXPECT_EQ(dst->ramhash(), source_ram) << "the destination's RAM, faulted in during postcopy, differs";
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate");
+    EXPECT_GT(number(*dst, "postcopy requests"), 100u) << dst->cmd("info migrate");
+    // Every page a request still lacked went on the preempt connection, and was placed from it.
+    uint64_t sent = number(*src, "postcopy preempt pages");
+    EXPECT_EQ(sent > 0, preempt) << src->cmd("info migrate");
+    EXPECT_EQ(number(*dst, "postcopy preempt pages"), sent) << dst->cmd("info migrate");
+    EXPECT_EQ(dst->ramhash(), source_ram);
+    expect_handover(*src, *dst);
+}
+
+TEST(Postcopy, PreemptAnswersFaultsOnAConnectionOfTheirOwn) {
+    REQUIRE_POSTCOPY();
+    expect_faults_answered(true);
+}
+
+TEST(Postcopy, WithoutPreemptTheStreamCarriesTheAnswers) {
+    REQUIRE_POSTCOPY();
+    expect_faults_answered(false);
+}
+
+// postcopy-preempt on one side only is refused before anything moves, saying which side lacks
+// it; the source's guest runs on.
+TEST(Postcopy, PreemptOnOneSideOnlyIsRefusedClearly) {
+    REQUIRE_POSTCOPY();
+    for (bool source_has_it : {true, false}) {
+        uint16_t port = free_tcp_port();
+        auto src = stress_source(source_has_it ? "pc-preempt1-src" : "pc-preempt2-src");
+        auto dst = postcopy_destination(source_has_it ? "pc-preempt1-dst" : "pc-preempt2-dst", tcp_uri(port), "128M", "1",
+                                        false, {source_has_it ? "postcopy-preempt off" : "postcopy-preempt on"});
+        ASSERT_TRUE(src && dst);
+        EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+        EXPECT_EQ(src->cmd(std::string("migrate_set_capability postcopy-preempt ") + (source_has_it ? "on" : "off")), "");
+        std::string out = src->cmd("migrate " + tcp_uri(port));
+        std::string why = source_has_it ? "the source has postcopy-preempt on, this destination does not"
+                                        : "this destination has postcopy-preempt on, the source does not";
+        EXPECT_NE(out.find(why), std::string::npos) << out;
+        EXPECT_EQ(src->status(), "running");
+    }
+}
+
 // The pattern guest runs at the destination from the switch on and checks its RAM there while
 // the pages still arrive: its own check passes, and it faulted pages in on the way.
 TEST(Postcopy, PatternGuestsOwnCheckPassesWhilePagesArrive) {

@@ -47,7 +47,7 @@ TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
     EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
     ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
-    EXPECT_EQ(link.connections(), 1);
+    EXPECT_EQ(link.connections(), 2);  // the main connection and postcopy-preempt's
     EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
     EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
     EXPECT_EQ(src->ramhash(), at_switch);
@@ -80,6 +80,31 @@ TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 30)) << src->cmd("info migrate");
     EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
     EXPECT_EQ(number(*src, "postcopy missing pages"), missing);
+    uint64_t steps = dst->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 2; }, 60)) << "the guest did not run on";
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+}
+
+// With postcopy-preempt the pause cuts both connections, and the resumed link opens its own
+// preempt connection: the guest's faults are answered there before and after, and it runs on.
+TEST(PostcopyRecovery, APausedPreemptLinkResumesWithItsPreemptConnection) {
+    REQUIRE_POSTCOPY();
+    uint16_t port = free_tcp_port();
+    auto src = stress_source("pcr-preempt-src", "32M");
+    auto dst = postcopy_destination("pcr-preempt-dst", tcp_uri(port), "128M", "1", false);  // on by default
+    ASSERT_TRUE(src && dst);
+    migrate_switching_after_bulk(*src, tcp_uri(port));
+    ASSERT_TRUE(eventually([&] { return src->cmd("migrate_pause").empty(); }, 120)) << src->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-paused"; }, 60)) << dst->cmd("info migrate");
+    uint16_t again = free_tcp_port();
+    EXPECT_EQ(dst->cmd("migrate_recover " + tcp_uri(again)), "");
+    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 120))
+        << dst->cmd("info migrate") << dst->log() << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 30)) << src->cmd("info migrate");
+    EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
+    EXPECT_GT(number(*dst, "postcopy preempt pages"), 0u) << dst->cmd("info migrate");
     uint64_t steps = dst->guest_value("steps");
     EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 2; }, 60)) << "the guest did not run on";
     EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");

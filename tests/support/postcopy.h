@@ -18,14 +18,17 @@ namespace vmm::test {
         if (auto u = migration::Userfault::open(); !u) GTEST_SKIP() << "postcopy needs userfaultfd: " << u.error().message(); \
     } while (0)
 
-// A destination with postcopy-ram on (as QEMU, both sides): deferred, then told where to listen.
+// A destination with postcopy-ram on (as QEMU, both sides), and `more` capability settings
+// ("NAME on|off"): deferred, then told where to listen.
 inline std::unique_ptr<Vm> postcopy_destination(const std::string& name, const std::string& uri, const std::string& mem,
-                                                const std::string& smp, bool paused) {
+                                                const std::string& smp, bool paused,
+                                                const std::vector<std::string>& more = {}) {
     std::vector<std::string> args = {"-m", mem, "--smp", smp, "--incoming", "defer"};
     if (paused) args.push_back("-S");
     auto vm = Vm::start(name, args);
     if (!vm) return vm;
     EXPECT_EQ(vm->cmd("migrate_set_capability postcopy-ram on"), "");
+    for (const auto& c : more) EXPECT_EQ(vm->cmd("migrate_set_capability " + c), "");
     EXPECT_EQ(vm->cmd("migrate_incoming " + uri), "");
     return vm;
 }

@@ -167,7 +167,8 @@ Status IncomingMigration::resume(Connection& conn) {
         return ok;
     }
     if (auto s = st.write(encode_header_ok(0)); !s) return s;
-    if (auto s = receiver_->resume(st, conn.dest_postcopy()); !s) return s;
+    if (auto s = receiver_->resume(st, conn.dest_postcopy(), conn.preempt_stream(), [&conn] { (void)conn.cut(); }); !s)
+        return s;
     log::info("postcopy resumed from {}", conn.describe());
     set_status(MigrationStatus::postcopy_active);
     Status s = receiver_->run();
@@ -195,6 +196,14 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
     if (ok && (header->features & kFeaturePostcopyResume) != 0) {
         ok = Error("the source resumes a paused postcopy, but this destination has none: 'migrate -r' goes to the vmm "
                    "that runs the guest, after its 'migrate_recover URI'");
+    }
+    if (ok && conn.preempt_stream() != nullptr && !options_.caps.postcopy_preempt) {
+        ok = Error("the source has postcopy-preempt on, this destination does not: set it on both sides "
+                   "(migrate_set_capability postcopy-preempt on, before migrate_incoming), or off on the source");
+    }
+    if (ok && conn.preempt_stream() == nullptr && conn.dest_postcopy() == nullptr && options_.caps.postcopy_preempt &&
+        (header->features & kFeaturePostcopy) != 0) {
+        ok = Error("this destination has postcopy-preempt on, the source does not: set it on both sides, or off here");
     }
     if (ok && (header->features & kFeaturePostcopy) != 0 && !options_.caps.postcopy_ram) {
         ok = Error("the source has postcopy-ram on, this destination does not: set it on both sides "
@@ -298,6 +307,7 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
         refuse(st, s.error());
         return s;
     }
+    receiver->use_preempt(conn.preempt_stream(), [&conn] { (void)conn.cut(); });
     PostcopyReceiver* r = receiver.get();
     {
         std::lock_guard lock(mutex_);

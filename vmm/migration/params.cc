@@ -18,6 +18,7 @@ const std::vector<CapabilityInfo>& core_capabilities() {
         {"multifd", "tcp/unix: send RAM over multifd-channels connections, one thread each side"},
         {"verify-ram", "checksum every page record (XXH3) on the source, check it on the destination"},
         {"postcopy-ram", "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)"},
+        {"postcopy-preempt", "tcp/unix, both sides, with postcopy-ram (on): the pages faults wait on go on a connection of their own, never behind the background push"},
     };
     return k;
 }
@@ -58,6 +59,7 @@ Status Settings::set_capability(std::string_view name, bool on) {
     else if (name == "multifd") caps.multifd = on;
     else if (name == "verify-ram") caps.verify_ram = on;
     else if (name == "postcopy-ram") caps.postcopy_ram = on;
+    else if (name == "postcopy-preempt") caps.postcopy_preempt = on;
     else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
         caps.transport[std::string(name)] = on;
     else return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
@@ -113,7 +115,8 @@ std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out = {
         {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
         {"zero-copy-send", caps.zero_copy_send}, {"x-zero-copy-local", caps.zero_copy_local},
-        {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}, {"postcopy-ram", caps.postcopy_ram}};
+        {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}, {"postcopy-ram", caps.postcopy_ram},
+        {"postcopy-preempt", caps.postcopy_preempt}};
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);

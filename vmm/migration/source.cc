@@ -197,6 +197,14 @@ Status MigrationSource::setup(Connection*& conn_out) {
         }
         header.features |= kFeaturePostcopy;
     }
+    // A transport with a postcopy channel (rdma) keeps the answers apart already; one without
+    // either (a plugin's plain stream) cannot honour postcopy-preempt.
+    if (options_.caps.postcopy_ram && options_.caps.postcopy_preempt && conn_->preempt_stream() == nullptr &&
+        conn_->source_postcopy() == nullptr) {
+        return Error(fmt::format("postcopy-preempt needs a connection of its own for the pages faults wait on, and {} has "
+                                 "none: turn postcopy-preempt off on both sides",
+                                 conn_->describe()));
+    }
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;

@@ -63,6 +63,7 @@ Status MigrationSource::postcopy(Run& run) {
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
     PostcopySender sender(machine_.memory(), run.conn.stream(), run.conn.source_postcopy(), blocks, std::move(*bitmaps), cancel_,
                           {options_.params.max_postcopy_bandwidth, options_.caps.zero_blocks, options_.caps.verify_ram});
+    sender.use_preempt(run.conn.preempt_stream());
     uint64_t precopy_bytes = run.work.transferred;
     {
         std::lock_guard lock(mutex_);
@@ -201,7 +202,7 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
         stats_.uri = to.uri.text;
     }
     uri_ = to.uri;
-    sender.resume(conn_->stream(), conn_->source_postcopy(), received.bits());
+    sender.resume(conn_->stream(), conn_->source_postcopy(), conn_->preempt_stream(), received.bits());
     log::info("postcopy resumed over {}", conn_->describe());
     return {};
 }

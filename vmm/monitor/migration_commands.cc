@@ -19,6 +19,7 @@ Json postcopy_json(const migration::PostcopyStats& p) {
     return Json{{"switch-ms", p.switch_ms},           {"missing-pages", p.missing_pages},
                 {"background-pages", p.background_pages}, {"requests", p.requests},
                 {"requests-served", p.requests_served}, {"requests-already-sent", p.already_sent},
+                {"x-preempt-pages", p.preempt_pages},
                 {"zero-local", p.zero_local},         {"placed", p.placed},
                 {"bytes", p.postcopy_bytes},          {"recoveries", p.recoveries},
                 {"fault-latency", Json{{"count", l.count}, {"p50-us", l.p50_us}, {"p99-us", l.p99_us}, {"max-us", l.max_us}}},
@@ -34,6 +35,7 @@ std::string postcopy_text(const Json& p, bool destination) {
                            u64(p, "requests"), u64(p, "requests-served"), u64(p, "requests-already-sent"),
                            u64(p, "bytes") / 1024);
         out += fmt::format("postcopy recoveries: {}\n", u64(p, "recoveries"));
+        if (u64(p, "x-preempt-pages") != 0) out += fmt::format("postcopy preempt pages: {}\n", u64(p, "x-preempt-pages"));
         return out;
     }
     const Json& l = child(p, "fault-latency");
@@ -41,6 +43,7 @@ std::string postcopy_text(const Json& p, bool destination) {
                        u64(p, "placed"), u64(p, "requests"));
     out += fmt::format("postcopy zero pages placed without asking: {}\npostcopy recoveries: {}\n", u64(p, "zero-local"),
                        u64(p, "recoveries"));
+    if (u64(p, "x-preempt-pages") != 0) out += fmt::format("postcopy preempt pages: {}\n", u64(p, "x-preempt-pages"));
     out += fmt::format("postcopy fault latency: p50 {:.1f} us, p99 {:.1f} us, max {:.1f} us ({} answered)\n",
                        num(l, "p50-us"), num(l, "p99-us"), num(l, "max-us"), u64(l, "count"));
     std::string per;

@@ -89,6 +89,16 @@ TEST(MultifdHello, RoundTripsAndRefusesWhatIsNotOne) {
               std::string::npos);
     EXPECT_FALSE(decode_hello(encode_hello({Hello::Kind::preface, kMaxLanes + 1, 9})));
     EXPECT_FALSE(decode_hello(encode_hello({Hello::Kind::lane, kMaxLanes, 9})));
+    auto pre = decode_hello(encode_hello({Hello::Kind::preface, kPrefacePreempt, 9}));  // no lanes, a preempt connection
+    ASSERT_TRUE(pre) << pre.error().message();
+    EXPECT_EQ(pre->lanes(), 0u);
+    EXPECT_TRUE(pre->preempt());
+    auto pc = decode_hello(encode_hello({Hello::Kind::preempt, 0, 9}));
+    ASSERT_TRUE(pc);
+    EXPECT_EQ(pc->kind, Hello::Kind::preempt);
+    EXPECT_FALSE(decode_hello(encode_hello({Hello::Kind::preempt, 1, 9})));
+    EXPECT_NE(decode_hello(encode_hello({Hello::Kind::preface, 2 | (1u << 20), 9})).error().message().find("unknown flags"),
+              std::string::npos);
     std::array<uint8_t, 8> plain{'V', 'M', 'M', 'M', 'I', 'G', 'R', '\n'};
     EXPECT_FALSE(starts_with_preface(plain));
     EXPECT_TRUE(starts_with_preface(std::span<const uint8_t, 8>(kPrefaceMagic)));
@@ -106,30 +116,36 @@ TEST(MultifdHandshake, LanesArriveInAnyOrderAndAPlainStreamKeepsItsBytes) {
         accepted.push_front(std::move(b));
         return std::move(a);
     };
-    auto lanes = open_source_lanes(*smain, 3, connect, src.ctx);
+    auto lanes = open_side_connections(*smain, 3, true, connect, src.ctx);  // three lanes and a preempt connection
     ASSERT_TRUE(lanes) << lanes.error().message();
     OpenFd accept = [&]() -> Result<UniqueFd> {
         UniqueFd fd = std::move(accepted.front());
         accepted.pop_front();
         return fd;
     };
-    auto got = accept_dest_lanes(*dmain, accept, dst.ctx);
+    auto got = accept_side_connections(*dmain, accept, dst.ctx);
     ASSERT_TRUE(got) << got.error().message();
-    ASSERT_EQ(got->size(), 3u);
+    ASSERT_EQ(got->lanes.size(), 3u);
+    ASSERT_TRUE(lanes->preempt && got->preempt);
     for (size_t i = 0; i < 3; ++i) {  // each lane is at its index: what lane i sends, lane i reads
         uint8_t b = static_cast<uint8_t>(i), r = 0xff;
-        ASSERT_TRUE((*lanes)[i]->write(std::span<const uint8_t>(&b, 1)) && (*lanes)[i]->flush());
-        ASSERT_TRUE((*got)[i]->read_exact({&r, 1}));
+        ASSERT_TRUE(lanes->lanes[i]->write(std::span<const uint8_t>(&b, 1)) && lanes->lanes[i]->flush());
+        ASSERT_TRUE(got->lanes[i]->read_exact({&r, 1}));
         EXPECT_EQ(r, b);
     }
+    uint8_t p = 0x5a, q = 0;  // and the preempt connection is the preempt connection
+    ASSERT_TRUE(lanes->preempt->write(std::span<const uint8_t>(&p, 1)) && lanes->preempt->flush());
+    ASSERT_TRUE(got->preempt->read_exact({&q, 1}));
+    EXPECT_EQ(q, p);
 
     auto [ps, pd] = unix_pair();  // no preface: the core reads the stream from its first byte
     auto plain_d = make_socket_stream(std::move(pd), dst.ctx, "source");
     std::vector<uint8_t> header = encode_header({});
     ASSERT_EQ(::write(ps.get(), header.data(), header.size()), static_cast<ssize_t>(header.size()));
-    auto none = accept_dest_lanes(*plain_d, accept, dst.ctx);
+    auto none = accept_side_connections(*plain_d, accept, dst.ctx);
     ASSERT_TRUE(none);
-    EXPECT_TRUE(none->empty());
+    EXPECT_TRUE(none->lanes.empty());
+    EXPECT_FALSE(none->preempt);
     std::vector<uint8_t> again(header.size());
     ASSERT_TRUE(plain_d->read_exact(again));
     EXPECT_EQ(again, header);
@@ -149,9 +165,29 @@ TEST(MultifdHandshake, ALaneOfAnotherSessionIsRefused) {
         keep = std::move(a);
         return std::move(b);
     };
-    auto got = accept_dest_lanes(*dmain, accept, dst.ctx);
+    auto got = accept_side_connections(*dmain, accept, dst.ctx);
     ASSERT_FALSE(got);
     EXPECT_NE(got.error().message().find("not a lane of this migration"), std::string::npos) << got.error().message();
+}
+
+// A preempt connection the preface did not announce (or a second one) is refused.
+TEST(MultifdHandshake, AnUnannouncedPreemptConnectionIsRefused) {
+    Side src(true), dst(false);
+    auto [main_s, main_d] = unix_pair();
+    auto dmain = make_socket_stream(std::move(main_d), dst.ctx, "source");
+    auto preface = encode_hello({Hello::Kind::preface, 1, 7});  // one lane, no preempt connection
+    ASSERT_EQ(::write(main_s.get(), preface.data(), preface.size()), 24);
+    UniqueFd keep;
+    OpenFd accept = [&]() -> Result<UniqueFd> {
+        auto [a, b] = unix_pair();
+        auto hello = encode_hello({Hello::Kind::preempt, 0, 7});
+        EXPECT_EQ(::write(a.get(), hello.data(), hello.size()), 24);
+        keep = std::move(a);
+        return std::move(b);
+    };
+    auto got = accept_side_connections(*dmain, accept, dst.ctx);
+    ASSERT_FALSE(got);
+    EXPECT_NE(got.error().message().find("did not announce"), std::string::npos) << got.error().message();
 }
 
 TEST(MultifdLanes, RoundsOfPagesAndZerosLandByteForByte) {

@@ -66,6 +66,22 @@ private:
     std::string sock_, log_;
 };
 
+// A vmm source with a small stress guest that has started.
+std::unique_ptr<Vm> running_source(const std::string& name) {
+    auto src = Vm::start(name, {"-m", "64M", "--smp", "1", "--guest", "stress", "--append", "bytes=1M"});
+    if (src) {
+        EXPECT_TRUE(eventually([&] { return src->guest_value("steps") >= 1; }, 120));
+    }
+    return src;
+}
+
+// After a migration that failed: the source's guest is still running, and runs on.
+void expect_runs_on(Vm& src) {
+    EXPECT_EQ(src.status(), "running");
+    uint64_t steps = src.guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src.guest_value("steps") > steps; }, 60)) << "the source's guest did not run on";
+}
+
 // The line of `log` that holds `what`, for messages that show it.
 std::string line_with(const std::string& log, const std::string& what) {
     size_t at = log.find(what);
@@ -176,14 +192,11 @@ TEST(QemuInterop, VmmSourcePassesTheHandshakeAndQemuRefusesItsStream) {
     VMM_REQUIRE_QEMU_AND_RDMA();
     std::string uri = rdma_uri();
     auto dst = Qemu::start("vmm2qemu-qemu-dst", {"-incoming", uri});
-    auto src = Vm::start("vmm2qemu-src", {"-m", "64M", "--smp", "1", "--guest", "stress", "--append", "bytes=1M"});
+    auto src = running_source("vmm2qemu-src");
     ASSERT_TRUE(dst && src);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 1; }, 120));
     std::string out = src->cmd("migrate " + uri);
     EXPECT_NE(out.find("Error: migration failed: the destination refused the migration stream"), std::string::npos) << out;
-    EXPECT_EQ(src->status(), "running");
-    uint64_t steps = src->guest_value("steps");
-    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps; }, 60)) << "the source's guest did not run on";
+    expect_runs_on(*src);
     EXPECT_TRUE(dst->process().wait(std::chrono::seconds(60)).has_value()) << "QEMU did not give up on the stream";
     std::string qlog = dst->log();
     EXPECT_NE(qlog.find("Not a migration stream"), std::string::npos) << qlog;
@@ -203,16 +216,13 @@ TEST(QemuInterop, VmmPostcopySourceLearnsQemuHasNoPostcopyChannel) {
     VMM_REQUIRE_QEMU_AND_RDMA();
     std::string uri = rdma_uri();
     auto dst = Qemu::start("vmmpc2qemu-qemu-dst", {"-incoming", uri});
-    auto src = Vm::start("vmmpc2qemu-src", {"-m", "64M", "--smp", "1", "--guest", "stress", "--append", "bytes=1M"});
+    auto src = running_source("vmmpc2qemu-src");
     ASSERT_TRUE(dst && src);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 1; }, 120));
     EXPECT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
     std::string out = src->cmd("migrate " + uri);
     EXPECT_NE(out.find("postcopy-ram needs a postcopy channel"), std::string::npos) << out;
     EXPECT_NE(out.find("turn postcopy-ram on at the destination too"), std::string::npos) << out;
-    EXPECT_EQ(src->status(), "running");
-    uint64_t steps = src->guest_value("steps");
-    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps; }, 60)) << "the source's guest did not run on";
+    expect_runs_on(*src);
     // QEMU hears the connection go; what it does then is its own affair (logged, not asserted).
     bool exited = dst->process().wait(std::chrono::seconds(30)).has_value();
     std::cout << "vmm source said:\n" << out << "\nQEMU destination (" << (exited ? "exited" : "still listening")

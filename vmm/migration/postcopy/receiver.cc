@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include "vmm/common/thread_name.h"
 #include "vmm/migration/postcopy/recovery.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/page_sums.h"
@@ -15,7 +16,13 @@ PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& s
     : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), verify_(verify) {}
 
 PostcopyReceiver::~PostcopyReceiver() {
+    (void)join_preempt(true);
     if (faults_) faults_->stop();
+}
+
+void PostcopyReceiver::use_preempt(ByteStream* preempt, std::function<void()> cut) {
+    preempt_ = preempt;
+    cut_preempt_ = std::move(cut);
 }
 
 Status PostcopyReceiver::send(std::span<const uint8_t> bytes) {
@@ -71,19 +78,19 @@ void PostcopyReceiver::note_placed(uint32_t block, uint64_t first_page, uint64_t
     background_ += placed;
 }
 
-Status PostcopyReceiver::place_pages(const Record& r) {
+Status PostcopyReceiver::place_pages(ByteStream& in, const Record& r, std::vector<uint8_t>& buffer) {
     std::vector<uint64_t> sums;
     if (verify_ != (r.type == RecordType::pages_summed)) {
         return Error(verify_ ? "migration stream: PAGES without sums under verify-ram" : "migration stream: PAGES_SUMMED without verify-ram");
     }
     if (verify_) {
-        if (auto s = read_page_sums(*stream_, r.length, sums); !s) return s;
+        if (auto s = read_page_sums(in, r.length, sums); !s) return s;
     }
-    buffer_.resize(r.length);  // at most kMaxPagesRecord: the decoder checked
-    if (auto s = stream_->read_exact(buffer_); !s) return s;
-    if (auto s = check_sums(r.block, r.offset, buffer_.data(), sums); !s) return s;
+    buffer.resize(r.length);  // at most kMaxPagesRecord: the decoder checked
+    if (auto s = in.read_exact(buffer); !s) return s;
+    if (auto s = check_sums(r.block, r.offset, buffer.data(), sums); !s) return s;
     uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
-    auto placed = uffd_->copy(dst, buffer_.data(), r.length);
+    auto placed = uffd_->copy(dst, buffer.data(), r.length);
     if (!placed) return placed.error();
     note_placed(r.block, r.offset / kStreamPageSize, r.length / kStreamPageSize, *placed);
     std::lock_guard lock(stats_mutex_);
@@ -155,30 +162,90 @@ Status PostcopyReceiver::place_zero(const Record& r) {
     return {};
 }
 
+Status PostcopyReceiver::place_record(ByteStream& in, const Record& r, std::vector<uint8_t>& buffer) {
+    switch (r.type) {
+        case RecordType::pages:
+        case RecordType::pages_summed: return place_pages(in, r, buffer);
+        case RecordType::zero: return place_zero(r);
+        default:
+            return Error(fmt::format("migration stream: record {:#04x} in postcopy, where only PAGES, ZERO and END may come",
+                                     static_cast<unsigned>(r.type)));
+    }
+}
+
 Status PostcopyReceiver::run() {
     if (channel_ != nullptr) return run_channel();
+    if (preempt_ != nullptr) {
+        {
+            std::lock_guard lock(preempt_mutex_);
+            preempt_failure_.reset();
+            preempt_ended_ = false;
+        }
+        preempt_thread_ = std::thread([this] { read_preempt(); });
+    }
+    Status s = run_stream();
+    if (!s) (void)join_preempt(true);
+    return s;
+}
+
+Status PostcopyReceiver::run_stream() {
     for (;;) {
         if (auto f = faults_->failure(); f) return f->context("sending a page request to the source");
+        if (auto f = preempt_failure(); f) return *f;
         auto r = read_record(*stream_, blocks_, kStreamPageSize);
         if (!r) return r.error();
-        Status s;
-        switch (r->type) {
-            case RecordType::pages:
-            case RecordType::pages_summed: s = place_pages(*r); break;
-            case RecordType::zero: s = place_zero(*r); break;
-            case RecordType::end: {
-                if (uint64_t left = missing_->remaining(); left != 0) {
-                    return Error(fmt::format("the source ended postcopy with {} pages still missing here", left));
-                }
-                return send(encode_postcopy_done());
+        if (r->type == RecordType::end) {
+            // The preempt connection's END went first: every answer on it is placed once it is read.
+            if (auto s = join_preempt(false); !s) return s;
+            if (uint64_t left = missing_->remaining(); left != 0) {
+                return Error(fmt::format("the source ended postcopy with {} pages still missing here", left));
             }
-            default:
-                return Error(fmt::format("migration stream: record {:#04x} in postcopy, where only PAGES, ZERO and END "
-                                         "may come",
-                                         static_cast<unsigned>(r->type)));
+            return send(encode_postcopy_done());
         }
-        if (!s) return s;
+        if (auto s = place_record(*stream_, *r, buffer_); !s) return s;
     }
+}
+
+// postcopy-preempt's thread: the answers to requests, placed as they come, until its END. The
+// connection is silent while the guest touches nothing missing, so it waits as long as it
+// takes; run() cuts the connection to end it early.
+void PostcopyReceiver::read_preempt() {
+    name_this_thread("postcopy-preempt");
+    std::vector<uint8_t> buffer;
+    Status s;
+    for (;;) {
+        if (s = preempt_->await_readable(std::chrono::milliseconds(-1)); !s) break;
+        auto r = read_record(*preempt_, blocks_, kStreamPageSize);
+        if (!r) {
+            s = r.error();
+            break;
+        }
+        if (r->type == RecordType::end) {
+            std::lock_guard lock(preempt_mutex_);
+            preempt_ended_ = true;
+            return;
+        }
+        if (s = place_record(*preempt_, *r, buffer); !s) break;
+        std::lock_guard lock(stats_mutex_);
+        preempt_pages_ += r->length / kStreamPageSize;
+    }
+    std::lock_guard lock(preempt_mutex_);
+    preempt_failure_ = s.error().context("the postcopy-preempt connection");
+}
+
+std::optional<Error> PostcopyReceiver::preempt_failure() {
+    std::lock_guard lock(preempt_mutex_);
+    return preempt_failure_;
+}
+
+Status PostcopyReceiver::join_preempt(bool cut) {
+    if (!preempt_thread_.joinable()) return {};
+    if (cut && cut_preempt_) cut_preempt_();
+    preempt_thread_.join();
+    std::lock_guard lock(preempt_mutex_);
+    if (preempt_failure_) return *preempt_failure_;
+    if (!preempt_ended_) return Error("the postcopy-preempt connection ended without its END");
+    return {};
 }
 
 void PostcopyReceiver::close() {
@@ -191,7 +258,8 @@ void PostcopyReceiver::detach() {
     attached_ = false;
 }
 
-Status PostcopyReceiver::resume(ByteStream& stream, DestPostcopyChannel* channel) {
+Status PostcopyReceiver::resume(ByteStream& stream, DestPostcopyChannel* channel, ByteStream* preempt,
+                                std::function<void()> cut) {
     // Nothing is placed while detached, so the set cannot change under the snapshot.
     for (const auto& m : encode_received_pages(blocks_, missing_->snapshot())) {
         if (auto s = stream.write(m); !s) return s;
@@ -204,6 +272,7 @@ Status PostcopyReceiver::resume(ByteStream& stream, DestPostcopyChannel* channel
         stream_ = &stream;
         channel_ = channel;
         attached_ = true;
+        use_preempt(preempt, std::move(cut));
     }
     {
         std::lock_guard lock(stats_mutex_);
@@ -224,6 +293,7 @@ PostcopyStats PostcopyReceiver::stats() const {
     s.background_pages = background_;
     s.postcopy_bytes = bytes_;
     s.recoveries = recoveries_;
+    s.preempt_pages = preempt_pages_;
     return s;
 }
 

@@ -8,10 +8,16 @@
 // A broken link leaves every page's state here: resume() carries on over a new stream.
 // Over a transport with its own postcopy channel (transport.h: RDMA) requests go there and
 // pages come from there, each placed from where it landed; the stream carries only the start.
+// With postcopy-preempt the answers to requests come on a second connection, read and placed
+// by a thread of its own until its END, while this thread places the push.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "vmm/memory/guest_memory.h"
@@ -37,6 +43,9 @@ public:
 
     // Before READY: `discards` are the source's DISCARD records (already checked against the blocks).
     Status prepare(const std::vector<Record>& discards);
+    // postcopy-preempt: before run(), the connection the requested pages come on, and how to
+    // cut it (run() does when it ends early, so that the thread reading it stops).
+    void use_preempt(ByteStream* preempt, std::function<void()> cut);
     // After GO: places pages until END, then answers POSTCOPY_DONE.
     Status run();
     PostcopyStats stats() const;
@@ -46,13 +55,21 @@ public:
     void detach();
     // A recovery: tells the source over `stream` which pages are here (recovery.h), then sends
     // it every request still unanswered; run() then carries on reading `stream`.
-    Status resume(ByteStream& stream, DestPostcopyChannel* channel);
+    Status resume(ByteStream& stream, DestPostcopyChannel* channel, ByteStream* preempt = nullptr,
+                  std::function<void()> cut = {});
     // Whether every page has arrived (the guest no longer depends on the source).
     bool complete() const { return missing_ && missing_->remaining() == 0; }
 
 private:
-    Status place_pages(const Record& r);
+    Status place_pages(ByteStream& in, const Record& r, std::vector<uint8_t>& buffer);
     Status place_zero(const Record& r);
+    Status place_record(ByteStream& in, const Record& r, std::vector<uint8_t>& buffer);  // PAGES, PAGES_SUMMED, ZERO
+    Status run_stream();
+    void read_preempt();    // the preempt connection's thread: places its pages until its END
+    // Joins it, having cut its connection first when `cut` (run() ends early); its failure, or
+    // an error if it ended without its END.
+    Status join_preempt(bool cut);
+    std::optional<Error> preempt_failure();
     void note_placed(uint32_t block, uint64_t first_page, uint64_t count, uint64_t placed);
     Status send(std::span<const uint8_t> bytes);
     Status send_locked(std::span<const uint8_t> bytes);  // under write_mutex_
@@ -73,10 +90,17 @@ private:
     std::unique_ptr<MissingPages> missing_;
     std::unique_ptr<FaultHandler> faults_;
     std::vector<uint8_t> buffer_;
+    ByteStream* preempt_ = nullptr;  // postcopy-preempt's connection, or none (as stream_)
+    std::function<void()> cut_preempt_;
+    std::thread preempt_thread_;
+    std::mutex preempt_mutex_;
+    std::optional<Error> preempt_failure_;  // under preempt_mutex_
+    bool preempt_ended_ = false;            // its END came (under preempt_mutex_)
     mutable std::mutex stats_mutex_;
     uint64_t background_ = 0;  // pages placed from the stream (pushed or requested)
     uint64_t bytes_ = 0;
     uint64_t recoveries_ = 0;
+    uint64_t preempt_pages_ = 0;
 };
 
 }  // namespace vmm::migration

@@ -34,11 +34,12 @@ void PostcopySender::detach() {
     if (reader_.joinable()) reader_.join();
 }
 
-void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel,
+void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, ByteStream* preempt,
                             const std::vector<std::vector<uint64_t>>& received) {
     detach();
     stream_ = &stream;
     channel_ = channel;
+    preempt_ = preempt;
     begun_ = false;
     uint64_t remaining = 0;
     for (size_t b = 0; b < missing_.size(); ++b) {
@@ -56,42 +57,36 @@ void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel,
     ++stats_.recoveries;
 }
 
-void PostcopySender::read_return_path() {
-    name_this_thread("postcopy-return");
-    for (;;) {
-        {
-            std::lock_guard lock(mutex_);
-            if (stop_reader_) return;
+Result<std::optional<PostcopySender::Incoming>> PostcopySender::next_incoming() {
+    if (channel_ != nullptr) {
+        auto m = channel_->next_request(std::chrono::duration_cast<std::chrono::milliseconds>(kReturnPoll));
+        if (!m) return m.error();
+        if (!*m) return std::optional<Incoming>{};
+        if ((*m)->done) return std::optional<Incoming>{Incoming{true, {}}};
+        return std::optional<Incoming>{Incoming{false, {(*m)->block, (*m)->offset / kStreamPageSize, 1, (*m)->token}}};
+    }
+    if (!stream_->await_readable(kReturnPoll)) return std::optional<Incoming>{};
+    auto m = read_return(*stream_, blocks_, kStreamPageSize);
+    if (!m) return m.error();
+    switch (m->message.type) {
+        case ReturnType::page_request: {
+            Request r{m->message.block, m->message.offset / kStreamPageSize, m->message.length / kStreamPageSize, std::nullopt};
+            return std::optional<Incoming>{Incoming{false, r}};
         }
-        if (auto w = stream_->await_readable(kReturnPoll); !w) {
-            if (cancel_.cancelled()) return;
-            continue;  // a destination whose guest touches nothing missing says nothing: normal here
-        }
-        auto m = read_return(*stream_, blocks_, kStreamPageSize);
-        std::lock_guard lock(mutex_);
-        if (!m) {
-            if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
-        } else if (m->message.type == ReturnType::page_request) {
-            requests_.push_back({m->message.block, m->message.offset / kStreamPageSize, m->message.length / kStreamPageSize, std::nullopt});
-            ++stats_.requests;
-        } else if (m->message.type == ReturnType::postcopy_done) {
-            done_ = true;
-        } else {
-            failure_ = Error("the destination sent a received-pages bitmap outside a postcopy recovery");
-        }
-        cv_.notify_all();
-        if (!m || done_ || failure_) return;
+        case ReturnType::postcopy_done: return std::optional<Incoming>{Incoming{true, {}}};
+        default: return Error("the destination sent a received-pages bitmap outside a postcopy recovery");
     }
 }
 
-void PostcopySender::read_channel() {
+void PostcopySender::read_requests() {
     name_this_thread("postcopy-return");
     for (;;) {
         {
             std::lock_guard lock(mutex_);
             if (stop_reader_) return;
         }
-        auto m = channel_->next_request(std::chrono::duration_cast<std::chrono::milliseconds>(kReturnPoll));
+        if (cancel_.cancelled()) return;
+        auto m = next_incoming();
         if (m && !*m) continue;  // a destination whose guest touches nothing missing says nothing
         std::lock_guard lock(mutex_);
         if (!m) {
@@ -99,7 +94,7 @@ void PostcopySender::read_channel() {
         } else if ((*m)->done) {
             done_ = true;
         } else {
-            requests_.push_back({(*m)->block, (*m)->offset / kStreamPageSize, 1, (*m)->token});
+            requests_.push_back((*m)->request);
             ++stats_.requests;
         }
         cv_.notify_all();
@@ -126,8 +121,12 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     const uint8_t* host = mem_.blocks()[block]->host() + r.offset;
     std::span<const uint8_t> ram(host, zero ? 0 : r.length);
     if (config_.verify && !zero) append_page_sums(header, ram);
-    auto s = zero ? stream_->write(header) : stream_->write_ram(header, ram);
+    auto s = zero ? out().write(header) : out().write_ram(header, ram);
     if (!s) return s.error();
+    if (urgent_ && preempt_ != nullptr) {
+        std::lock_guard lock(mutex_);
+        stats_.preempt_pages += count;
+    }
     return sent(block, first, count, header.size() + ram.size());
 }
 
@@ -181,9 +180,13 @@ Status PostcopySender::serve(const Request& r) {
     uint64_t end = r.first_page + r.count;
     bool any = false;
     answer_ = r.token;  // a channel's request is one page: the one run, if it is missing still
+    urgent_ = true;
     for (auto run = memory::next_run(missing_[r.block], r.first_page, end); run.count != 0;
          run = memory::next_run(missing_[r.block], run.first + run.count, end)) {
-        if (auto s = send_pages(r.block, run.first, run.count); !s) return s.error();
+        if (auto s = send_pages(r.block, run.first, run.count); !s) {
+            urgent_ = false;
+            return s.error();
+        }
         any = true;
     }
     answer_.reset();  // sent already: the destination places it from the push
@@ -193,7 +196,9 @@ Status PostcopySender::serve(const Request& r) {
     }
     cursor_block_ = r.block;
     cursor_page_ = end;
-    return flush();
+    Status flushed = flush();
+    urgent_ = false;
+    return flushed;
 }
 
 // The next run of missing pages from the cursor on, wrapping around the blocks, once its turn
@@ -242,7 +247,7 @@ Status PostcopySender::run() {
         if (auto s = channel_->begin(); !s) return s;
         begun_ = true;
     }
-    reader_ = std::thread([this] { channel_ != nullptr ? read_channel() : read_return_path(); });
+    reader_ = std::thread([this] { read_requests(); });
     while (remaining_pages() != 0) {
         {
             std::lock_guard lock(mutex_);
@@ -261,6 +266,10 @@ Status PostcopySender::run() {
     }
     Record end;
     end.type = RecordType::end;
+    if (preempt_ != nullptr) {  // first: the destination reads it to its end before it checks what is missing
+        if (auto s = preempt_->write(encode_record(end)); !s) return s;
+        if (auto s = preempt_->flush(); !s) return s;
+    }
     if (auto s = stream_->write(encode_record(end)); !s) return s;
     if (auto s = stream_->flush(); !s) return s;
     return wait_done();

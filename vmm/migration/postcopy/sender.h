@@ -8,6 +8,8 @@
 // state: detach() lets go of the dead stream, resume() carries on over a new one from what the
 // destination says it holds (recovery.h). Over a transport with its own postcopy channel
 // (transport.h: RDMA), requests, pages and the end travel there instead of on the stream.
+// With postcopy-preempt (a second connection, transport.h), requested pages and an END go
+// there, so they never queue behind the push on the stream.
 #pragma once
 
 #include <condition_variable>
@@ -44,6 +46,8 @@ public:
     PostcopySender(const PostcopySender&) = delete;
     PostcopySender& operator=(const PostcopySender&) = delete;
 
+    // postcopy-preempt: requested pages go on `preempt` (null: on the stream). Before run().
+    void use_preempt(ByteStream* preempt) { preempt_ = preempt; }
     // Sends every missing page, then END, and returns once the destination said POSTCOPY_DONE.
     Status run();
     PostcopyStats stats() const;
@@ -52,7 +56,8 @@ public:
     void detach();
     // Carries on over `stream`: `received[b]` holds block b's pages the destination has; every
     // page it had to get at the switch and does not hold is missing again.
-    void resume(ByteStream& stream, SourcePostcopyChannel* channel, const std::vector<std::vector<uint64_t>>& received);
+    void resume(ByteStream& stream, SourcePostcopyChannel* channel, ByteStream* preempt,
+                const std::vector<std::vector<uint64_t>>& received);
 
 private:
     struct Request {
@@ -60,9 +65,18 @@ private:
         uint64_t first_page, count;
         std::optional<uint32_t> token;  // the postcopy channel's
     };
-    void read_return_path();
-    void read_channel();  // read_return_path's twin over a postcopy channel
-    Status flush() { return channel_ != nullptr ? Status{} : stream_->flush(); }
+    // What the return path brings: a request, or DONE (every page is placed there).
+    struct Incoming {
+        bool done = false;
+        Request request{};
+    };
+    void read_requests();  // the return-path thread
+    // The next message from the stream's reverse direction or the postcopy channel; nothing
+    // when none came within the poll interval.
+    Result<std::optional<Incoming>> next_incoming();
+    // Where the pages being sent go: a request's on the preempt connection if there is one.
+    ByteStream& out() { return urgent_ && preempt_ != nullptr ? *preempt_ : *stream_; }
+    Status flush() { return channel_ != nullptr ? Status{} : out().flush(); }
     std::optional<Request> next_request();
     Status serve(const Request& r);
     Status push_background();
@@ -76,6 +90,8 @@ private:
     const memory::GuestMemory& mem_;
     ByteStream* stream_;  // the migration thread's; replaced only while the reader is stopped
     SourcePostcopyChannel* channel_;  // or null: the stream carries postcopy (as stream_)
+    ByteStream* preempt_ = nullptr;   // postcopy-preempt's connection (as stream_)
+    bool urgent_ = false;             // serving a request: out() is the preempt connection
     bool begun_ = false;              // channel_->begin() went
     std::optional<uint32_t> answer_;  // the request send_run's next pages answer (channel only)
     std::vector<BlockInfo> blocks_;

@@ -27,14 +27,21 @@ bool peer_on_this_host(int fd);
 // splices only to a peer on another host unless x-zero-copy-local is on).
 std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer);
 
-// Source: sends the preface on `main`, then opens `count` lanes with `connect` (to the same
-// address) and greets each.
-Result<Lanes> open_source_lanes(SocketStream& main, uint32_t count, const OpenFd& connect,
-                                const TransportContext& ctx);
+// The connections beside the main one: multifd's lanes, and postcopy-preempt's connection for
+// the pages postcopy's faults wait on (so they never queue behind the background push).
+struct SideConnections {
+    Lanes lanes;
+    std::unique_ptr<SocketStream> preempt;
+};
+
+// Source: sends the preface on `main`, then opens `count` lanes and, with `preempt`, the
+// preempt connection, with `connect` (to the same address), and greets each.
+Result<SideConnections> open_side_connections(SocketStream& main, uint32_t count, bool preempt, const OpenFd& connect,
+                                              const TransportContext& ctx);
 // Destination, after the first connection was accepted: reads its first bytes. An ordinary
 // stream gets them back (the migration core reads the header); a preface makes it accept and
-// check the lanes it announces with `accept` and returns them (empty: no multifd).
-Result<Lanes> accept_dest_lanes(SocketStream& main, const OpenFd& accept, const TransportContext& ctx);
+// check the connections it announces with `accept` and returns them (none: a plain stream).
+Result<SideConnections> accept_side_connections(SocketStream& main, const OpenFd& accept, const TransportContext& ctx);
 
 // Source side: `lanes` are connected and have sent their hellos. With `verify`, each lane sends
 // PAGES_SUMMED records, hashing the pages on its own thread.

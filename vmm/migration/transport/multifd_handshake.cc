@@ -36,26 +36,35 @@ std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportCon
                                           std::move(peer), zero_copy);
 }
 
-Result<Lanes> open_source_lanes(SocketStream& main, uint32_t count, const OpenFd& connect,
-                                const TransportContext& ctx) {
+Result<SideConnections> open_side_connections(SocketStream& main, uint32_t count, bool preempt, const OpenFd& connect,
+                                              const TransportContext& ctx) {
     auto session = new_session_id();
     if (!session) return session.error();
-    auto preface = encode_hello({Hello::Kind::preface, count, *session});
+    auto preface = encode_hello({Hello::Kind::preface, count | (preempt ? kPrefacePreempt : 0), *session});
     if (auto s = main.write(preface); !s) return s.error();
     if (auto s = main.flush(); !s) return s.error();
-    Lanes lanes;
-    for (uint32_t i = 0; i < count; ++i) {
+    SideConnections side;
+    auto open = [&](Hello hello, std::string what) -> Result<std::unique_ptr<SocketStream>> {
         auto fd = connect();
-        if (!fd) return fd.error().context(fmt::format("opening multifd lane {} of {}", i, count));
-        auto lane = make_socket_stream(std::move(*fd), ctx, fmt::format("destination {} (multifd lane {})", ctx.uri.text, i));
-        auto hello = encode_hello({Hello::Kind::lane, i, *session});
-        if (auto s = lane->write(hello); !s) return s.error();
-        if (auto s = lane->flush(); !s) return s.error();
-        lanes.push_back(std::move(lane));
+        if (!fd) return fd.error().context("opening " + what);
+        auto c = make_socket_stream(std::move(*fd), ctx, fmt::format("destination {} ({})", ctx.uri.text, what));
+        auto bytes = encode_hello(hello);
+        if (auto s = c->write(bytes); !s) return s.error();
+        if (auto s = c->flush(); !s) return s.error();
+        return c;
+    };
+    for (uint32_t i = 0; i < count; ++i) {
+        auto lane = open({Hello::Kind::lane, i, *session}, fmt::format("multifd lane {} of {}", i, count));
+        if (!lane) return lane.error();
+        side.lanes.push_back(std::move(*lane));
     }
-    return lanes;
+    if (preempt) {
+        auto c = open({Hello::Kind::preempt, 0, *session}, "the postcopy-preempt connection");
+        if (!c) return c.error();
+        side.preempt = std::move(*c);
+    }
+    return side;
 }
-
 static Result<Hello> read_hello(SocketStream& in, std::span<const uint8_t, 8> first) {
     std::array<uint8_t, kHelloSize> bytes{};
     std::copy(first.begin(), first.end(), bytes.begin());
@@ -63,43 +72,56 @@ static Result<Hello> read_hello(SocketStream& in, std::span<const uint8_t, 8> fi
     return decode_hello(bytes);
 }
 
-// Accepts the preface's lanes in any order; each must carry the session id and a new index.
-static Result<Lanes> accept_lanes(const Hello& preface, const OpenFd& accept, const TransportContext& ctx) {
-    Lanes lanes(preface.value);
-    for (uint32_t n = 0; n < preface.value; ++n) {
+// Accepts the preface's connections in any order; each must carry the session id, a lane a new
+// index, and a preempt connection must have been announced and come once.
+static Result<SideConnections> accept_announced(const Hello& preface, const OpenFd& accept, const TransportContext& ctx) {
+    SideConnections side;
+    side.lanes.resize(preface.lanes());
+    uint32_t expected = preface.lanes() + (preface.preempt() ? 1 : 0);
+    for (uint32_t n = 0; n < expected; ++n) {
         auto fd = accept();
-        if (!fd) return fd.error().context(fmt::format("waiting for multifd lane {} of {}", n + 1, preface.value));
-        auto lane = make_socket_stream(std::move(*fd), ctx, "the migration source (a multifd lane)");
+        if (!fd) return fd.error().context(fmt::format("waiting for connection {} of the {} the preface announced", n + 1, expected));
+        auto c = make_socket_stream(std::move(*fd), ctx, "the migration source (a side connection)");
         std::array<uint8_t, 8> first{};
-        if (auto s = lane->read_exact(first); !s) return s.error();
-        auto h = read_hello(*lane, first);
+        if (auto s = c->read_exact(first); !s) return s.error();
+        auto h = read_hello(*c, first);
         if (!h) return h.error();
-        if (h->kind != Hello::Kind::lane || h->session != preface.session) {
+        if (h->kind == Hello::Kind::preface || h->session != preface.session) {
             return Error("multifd: a connection that is not a lane of this migration arrived while its lanes were "
                          "expected (another source on the same port?)");
         }
-        if (h->value >= preface.value || lanes[h->value]) {
-            return Error(fmt::format("multifd: lane index {} is out of range or repeated ({} lanes announced)",
-                                     h->value, preface.value));
+        if (h->kind == Hello::Kind::preempt) {
+            if (!preface.preempt() || side.preempt) {
+                return Error("multifd: a postcopy-preempt connection the preface did not announce, or a second one");
+            }
+            c->rename("the migration source (postcopy-preempt)");
+            side.preempt = std::move(c);
+            continue;
         }
-        lanes[h->value] = std::move(lane);
+        if (h->value >= preface.lanes() || side.lanes[h->value]) {
+            return Error(fmt::format("multifd: lane index {} is out of range or repeated ({} lanes announced)",
+                                     h->value, preface.lanes()));
+        }
+        c->rename("the migration source (a multifd lane)");
+        side.lanes[h->value] = std::move(c);
     }
-    return lanes;
+    return side;
 }
 
-Result<Lanes> accept_dest_lanes(SocketStream& main, const OpenFd& accept, const TransportContext& ctx) {
+Result<SideConnections> accept_side_connections(SocketStream& main, const OpenFd& accept, const TransportContext& ctx) {
     std::array<uint8_t, 8> first{};
     if (auto s = main.read_exact(first); !s) return s.error();
     if (!starts_with_preface(first)) {
-        if (std::equal(first.begin(), first.end(), kLaneMagic.begin())) {
+        if (std::equal(first.begin(), first.end(), kLaneMagic.begin()) ||
+            std::equal(first.begin(), first.end(), kPreemptMagic.begin())) {
             return Error("multifd: a lane connected before its migration's main connection");
         }
         main.unread(first);  // an ordinary migration stream
-        return Lanes{};
+        return SideConnections{};
     }
     auto preface = read_hello(main, first);
     if (!preface) return preface.error();
-    return accept_lanes(*preface, accept, ctx);
+    return accept_announced(*preface, accept, ctx);
 }
 
 }  // namespace vmm::migration

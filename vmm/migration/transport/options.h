@@ -18,6 +18,10 @@ struct Capabilities {
     bool multifd = false;        // tcp/unix: RAM over multifd-channels extra connections
     bool verify_ram = false;     // every page carries an XXH3-64 the destination checks (costs > 5 % on loopback)
     bool postcopy_ram = false;   // both sides: the migration may switch to postcopy
+    // tcp/unix, both sides, with postcopy_ram: requested pages on a connection of their own (on
+    // by default: measured better, docs/performance.md; a transport with its own postcopy
+    // channel, rdma, keeps them apart already and ignores it)
+    bool postcopy_preempt = true;
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

@@ -32,6 +32,8 @@ public:
     // Puts bytes already read back in front of the unread ones (the next read returns them).
     void unread(std::span<const uint8_t> bytes);
     int fd() const { return fd_.get(); }
+    // What errors call the peer, once its hello has said which connection this is.
+    void rename(std::string peer) { peer_ = std::move(peer); }
     // Whether guest RAM has gone out by splicing (false: copied by sendmsg).
     bool spliced() const { return spliced_any_; }
 

@@ -20,7 +20,7 @@ namespace vmm::migration {
 
 namespace {
 
-constexpr int kBacklog = 1 + static_cast<int>(kMaxLanes);  // the main connection and its lanes
+constexpr int kBacklog = 2 + static_cast<int>(kMaxLanes);  // the main connection, its lanes, the preempt one
 
 class SocketConnection final : public Connection {
 public:
@@ -31,13 +31,16 @@ public:
     DestRamChannel* dest_ram() override { return dest_lanes_.get(); }
     std::string describe() const override { return peer_; }
     void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
+    ByteStream* preempt_stream() override { return preempt_.get(); }
     Status cut() override {
+        if (preempt_) (void)::shutdown(preempt_->fd(), SHUT_RDWR);
         if (::shutdown(stream_->fd(), SHUT_RDWR) != 0) return Error::from_errno("cutting the migration connection (shutdown)");
         return {};
     }
 
     std::unique_ptr<SourceRamChannel> source_lanes_;
     std::unique_ptr<DestRamChannel> dest_lanes_;
+    std::unique_ptr<SocketStream> preempt_;  // postcopy-preempt's, or none
 
 private:
     std::unique_ptr<SocketStream> stream_;
@@ -87,15 +90,20 @@ Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std:
     return UniqueFd(c);
 }
 
-// The source's connection: the main stream, then the multifd lanes when the capability is on.
+// The source's connection: the main stream, then the multifd lanes and the postcopy-preempt
+// connection when those capabilities are on.
 Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const TransportContext& ctx, const OpenFd& again) {
     std::string peer = "destination " + ctx.uri.text;
     auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(fd), ctx, peer), peer);
-    if (!ctx.options->caps.multifd) return std::unique_ptr<Connection>(std::move(conn));
+    const Capabilities& caps = ctx.options->caps;
+    bool preempt = caps.postcopy_ram && caps.postcopy_preempt;
+    if (!caps.multifd && !preempt) return std::unique_ptr<Connection>(std::move(conn));
     auto& main = static_cast<SocketStream&>(conn->stream());
-    auto lanes = open_source_lanes(main, static_cast<uint32_t>(ctx.options->params.multifd_channels), again, ctx);
-    if (!lanes) return lanes.error();
-    conn->source_lanes_ = make_source_lanes(std::move(*lanes), ctx.blocks, ctx.options->caps.verify_ram);
+    uint32_t lanes = caps.multifd ? static_cast<uint32_t>(ctx.options->params.multifd_channels) : 0;
+    auto side = open_side_connections(main, lanes, preempt, again, ctx);
+    if (!side) return side.error();
+    if (!side->lanes.empty()) conn->source_lanes_ = make_source_lanes(std::move(side->lanes), ctx.blocks, caps.verify_ram);
+    conn->preempt_ = std::move(side->preempt);
     return std::unique_ptr<Connection>(std::move(conn));
 }
 
@@ -113,11 +121,12 @@ public:
         auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(*c), ctx_, peer), peer);
         auto& main = static_cast<SocketStream&>(conn->stream());
         int timeout = static_cast<int>(ctx_.options->params.connect_timeout_ms);
-        auto lanes = accept_dest_lanes(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
-        if (!lanes) return lanes.error();
-        if (lanes->empty()) return std::unique_ptr<Connection>(std::move(conn));
-        conn->describe_as(fmt::format("the migration source, RAM over {} multifd lanes", lanes->size()));
-        conn->dest_lanes_ = make_dest_lanes(std::move(*lanes), ctx_.blocks);
+        auto side = accept_side_connections(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
+        if (!side) return side.error();
+        conn->preempt_ = std::move(side->preempt);
+        if (side->lanes.empty()) return std::unique_ptr<Connection>(std::move(conn));
+        conn->describe_as(fmt::format("the migration source, RAM over {} multifd lanes", side->lanes.size()));
+        conn->dest_lanes_ = make_dest_lanes(std::move(side->lanes), ctx_.blocks);
         return std::unique_ptr<Connection>(std::move(conn));
     }
     std::string describe() const override { return what_; }

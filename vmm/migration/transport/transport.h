@@ -150,6 +150,10 @@ public:
     // Postcopy's own channel, where the transport agreed one with its peer.
     virtual SourcePostcopyChannel* source_postcopy() { return nullptr; }
     virtual DestPostcopyChannel* dest_postcopy() { return nullptr; }
+    // postcopy-preempt (socket transports): a second connection on which the source sends the
+    // pages the destination asked for, in the stream's own PAGES / ZERO records and an END, so
+    // that they never wait behind the background push queued on the main connection.
+    virtual ByteStream* preempt_stream() { return nullptr; }
     virtual std::string describe() const = 0;
     // The migration failed above the transport: tell the peer why, if the transport can (best
     // effort, brief). A socket's peer learns it from the connection closing.
