@@ -6,6 +6,7 @@ def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10)
 def r2: . * 100 | round / 100;
 def lat(d): d."x-postcopy"."fault-latency";
 ($once[0].source) as $o | ($rdma[0].source) as $rs | ($rdma[0].destination) as $rd |
+($now[0].source) as $ns | ($now[0].destination) as $nd |
 ($tcp[0].source) as $ts | ($tcp[0].destination) as $td | ($qemu[0].source) as $qs | ($qemu[0].destination) as $qd | ($bare[0].source) as $bs | ($bare[0].destination) as $bd |
 ((($lb[0].sum_us + $la[0].sum_us) / 2)) as $floor |
 {
@@ -15,6 +16,10 @@ def lat(d): d."x-postcopy"."fault-latency";
     "send RAM once over rdma (guest paused), ms": $o."total-time",
     "postcopy over rdma total, ms": $rs."total-time",
     "postcopy over rdma / once (target <= 1.5)": (($rs."total-time" / $o."total-time") | r2),
+    "postcopy at once over rdma (migrate_start_postcopy right after migrate) total, ms": $ns."total-time",
+    "postcopy at once over rdma / once (target <= 1.5)": (($ns."total-time" / $o."total-time") | r2),
+    "postcopy at once over rdma: guest blocked, ms": $nd."postcopy-blocktime",
+    "postcopy at once over rdma: guest blocked per migrated GiB, ms": per_gib($nd."postcopy-blocktime"; $ns.ram.transferred),
     "postcopy over tcp total, ms": $ts."total-time",
     "fault latency over rdma p50 / p99 / max, us":
       "\(lat($rd)."p50-us" | round) / \(lat($rd)."p99-us" | round) / \(lat($rd)."max-us" | round) (\(lat($rd).count) faults)",
@@ -24,6 +29,8 @@ def lat(d): d."x-postcopy"."fault-latency";
     "rdma p50 / (ib_write_lat + ib_send_lat) (target <= 3)": (if $floor > 0 then (lat($rd)."p50-us" / $floor) | r2 else null end),
     "guest blocked over rdma (all vCPUs), ms": $rd."postcopy-blocktime",
     "guest blocked over rdma per migrated GiB, ms": per_gib($rd."postcopy-blocktime"; $rs.ram.transferred),
+    "the guest's own longest stall in postcopy (its clock reads), rdma / tcp / at once over rdma, ms":
+      "\($rd."x-guest-postcopy-stall-ms" // "-") / \($td."x-guest-postcopy-stall-ms" // "-") / \($nd."x-guest-postcopy-stall-ms" // "-")",
     "guest blocked over tcp (all vCPUs), ms": $td."postcopy-blocktime",
     "guest blocked over tcp per migrated GiB, ms": per_gib($td."postcopy-blocktime"; $ts.ram.transferred),
     "postcopy requests over rdma / tcp": "\($rd."x-postcopy".requests) / \($td."x-postcopy".requests)",
@@ -40,7 +47,8 @@ def lat(d): d."x-postcopy"."fault-latency";
   arrivals_note: "over rdma; requested: pages a vCPU (or the VMM) faulted on and waited for; pushed: placed by the background push before anything touched them",
   arrivals: [$arr[] | {t, requested, pushed: (.placed - .requested)}],
   latencies: {before: $lb[0], after: $la[0]},
-  runs: {once_rdma: $once[0], postcopy_rdma: $rdma[0], postcopy_tcp: $tcp[0], postcopy_tcp_bare: $bare[0],
+  runs: {once_rdma: $once[0], postcopy_rdma: $rdma[0], postcopy_at_once_rdma: $now[0], postcopy_tcp: $tcp[0],
+         postcopy_tcp_bare: $bare[0],
          postcopy_qemu: $qemu[0]}
 }
 | .summary |= with_entries(select(.value != null))

@@ -6,11 +6,12 @@
 #   - once-rdma: the guest paused, sent once at the cap over rdma (the yardstick)
 #   - postcopy-rdma and postcopy-tcp: the same guest, postcopy after the bulk round, over each
 #     transport to the same address: fault latency, blocked time, blocked time per GiB
+#   - postcopy-now-rdma: over rdma, migrate_start_postcopy right after migrate (the bulk round
+#     stops there: nearly all of RAM comes in postcopy, once)
 #   - postcopy-tcp-bare and postcopy-qemu: ours and QEMU 7.2's own postcopy over tcp, of the
 #     same guest with nothing prefilled (the stress payload, which boots under both), the same
-#     cap on both phases, QEMU's postcopy-blocktime on; QEMU has no "switch after N rounds":
-#     migrate-start-postcopy right after migrate, and QEMU switches at its next iteration
-#     check, before its bulk pass ends (ours at the end of the bulk round)
+#     cap on both phases, QEMU's postcopy-blocktime on; both told migrate-start-postcopy right
+#     after migrate, so both switch within a moment, before their bulk pass ends
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -81,9 +82,10 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
 latencies before
 run once rdma
 run postcopy rdma
+run postcopy-now rdma
 run postcopy tcp
 saved_fill=$fill fill=0
-run postcopy tcp postcopy-tcp-bare
+run postcopy-now tcp postcopy-tcp-bare
 fill=$saved_fill
 run_qemu_postcopy
 latencies after
@@ -91,6 +93,7 @@ arrivals_or_none rdma
 arrivals_or_none tcp
 jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" --arg dev "$dev" \
     --slurpfile once "$work/once-rdma.json" --slurpfile rdma "$work/postcopy-rdma.json" --slurpfile tcp "$work/postcopy-tcp.json" \
+    --slurpfile now "$work/postcopy-now-rdma.json" \
     --slurpfile qemu "$work/postcopy-qemu.json" --slurpfile bare "$work/postcopy-tcp-bare.json" \
     --slurpfile lb "$work/lat-before.json" --slurpfile la "$work/lat-after.json" \
     --slurpfile arr "$work/arrivals-rdma.jsonl" -f "$ROOT/scripts/bench-postcopy-rdma.jq" >"$out/bench-postcopy-rdma.json"

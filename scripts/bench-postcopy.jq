@@ -1,14 +1,30 @@
 # bench-postcopy.sh's report: the three runs' last query-migrate on both sides, the arrivals
 # series, and a summary of the ratios the targets name (docs/performance.md).
 def gib: . / 1073741824;
+def lat(d): d."x-postcopy"."fault-latency";
 def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10) else null end;
 ($once[0].source) as $o | ($pc[0].source) as $ps | ($pc[0].destination) as $pd | ($pre[0].source) as $r |
+($now[0].source) as $ns | ($now[0].destination) as $nd |
+($plain[0].destination) as $ld | ($pmt[0].destination) as $md |
 {
   guest: {mem: $mem, fill: $fill, hot: $hot, dirty_rate_mib_s: $rate, cap_mib_s: ($cap / 1048576)},
   summary: {
     "send RAM once (guest paused), ms": $o."total-time",
     "postcopy total, ms": $ps."total-time",
     "postcopy / once (target <= 1.5)": (($ps."total-time" / $o."total-time") * 100 | round / 100),
+    "postcopy at once (migrate_start_postcopy right after migrate) total, ms": $ns."total-time",
+    "postcopy at once / once (target <= 1.5)": (($ns."total-time" / $o."total-time") * 100 | round / 100),
+    "postcopy at once: guest blocked (all vCPUs), ms": $nd."postcopy-blocktime",
+    "postcopy at once: guest blocked per migrated GiB, ms": per_gib($nd."postcopy-blocktime"; $ns.ram.transferred),
+    "postcopy at once: requests": $nd."x-postcopy".requests,
+    "postcopy at once: the guest's own longest stall (its clock reads), ms": ($nd."x-guest-postcopy-stall-ms" // null),
+    "over a \($link) link, push uncapped: fault latency p50 / p99 / max, us, plain":
+      "\(lat($ld)."p50-us" | round) / \(lat($ld)."p99-us" | round) / \(lat($ld)."max-us" | round) (\(lat($ld).count) faults)",
+    "over a \($link) link, push uncapped: fault latency p50 / p99 / max, us, postcopy-preempt":
+      "\(lat($md)."p50-us" | round) / \(lat($md)."p99-us" | round) / \(lat($md)."max-us" | round) (\(lat($md).count) faults)",
+    "over a \($link) link: preempt p50 / plain p50": (if lat($ld)."p50-us" > 0 then (lat($md)."p50-us" / lat($ld)."p50-us") * 100 | round / 100 else null end),
+    "over a \($link) link: guest blocked, ms, plain / postcopy-preempt": "\($ld."postcopy-blocktime") / \($md."postcopy-blocktime")",
+    "over a \($link) link: total, ms, plain / postcopy-preempt": "\($plain[0].source."total-time") / \($pmt[0].source."total-time")",
     "precopy + auto-converge total, ms": $r."total-time",
     "precopy + auto-converge / once": (($r."total-time" / $o."total-time") * 100 | round / 100),
     "postcopy switch pause, ms": $ps."x-postcopy"."switch-ms",
@@ -18,14 +34,16 @@ def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10)
       "\($pd."x-postcopy"."fault-latency"."p50-us" | round) / \($pd."x-postcopy"."fault-latency"."p99-us" | round) / \($pd."x-postcopy"."fault-latency"."max-us" | round)",
     "postcopy guest blocked (all vCPUs), ms": $pd."postcopy-blocktime",
     "postcopy guest blocked per migrated GiB, ms": per_gib($pd."postcopy-blocktime"; $ps.ram.transferred),
-    "postcopy guest's own longest pause (control device), ms": ($pd."x-guest-max-pause-ms" // null),
+    "postcopy: the guest's own longest stall (its clock reads), ms": ($pd."x-guest-postcopy-stall-ms" // null),
     "precopy downtime, ms": $r.downtime,
     "precopy guest blocked (downtime) per migrated GiB, ms": per_gib($r.downtime; $r.ram.transferred),
-    "precopy guest's own longest pause (control device), ms": ($pre[0].destination."x-guest-max-pause-ms" // null),
+    "precopy: the guest's own longest stall while it ran there / across the switchover, ms":
+      "\($r."x-guest-migration-stall-ms" // "-") / \($pre[0].destination."x-guest-switchover-pause-ms" // "-")",
     "precopy rounds": $r."x-rounds"
   },
   arrivals_note: "requested: pages a vCPU (or the VMM) faulted on and waited for; pushed: placed by the background push before anything touched them",
   arrivals: [$arr[] | {t, requested, pushed: (.placed - .requested)}],
-  runs: {once: $once[0], postcopy: $pc[0], precopy_auto_converge: $pre[0]}
+  runs: {once: $once[0], postcopy: $pc[0], postcopy_at_once: $now[0], precopy_auto_converge: $pre[0],
+         postcopy_link_plain: $plain[0], postcopy_link_preempt: $pmt[0]}
 }
 | .summary |= with_entries(select(.value != null))

@@ -7,6 +7,12 @@
 #   postcopy  postcopy-ram, the switch after the bulk round (x-postcopy-after-rounds 1), the
 #             background push at the same cap: total time, the switch's pause, requests, fault
 #             latency (p50, p99, max), the guest's blocked time, and blocked ms per migrated GiB
+#   postcopy-now  the same, but migrate_start_postcopy right after migrate, as QEMU users do:
+#             the bulk round stops there and nearly all of RAM comes in postcopy, once
+#   postcopy-link, plain and with postcopy-preempt: postcopy after the bulk round over a link
+#             slower than the push (a network namespace whose loopback is rate-limited,
+#             scripts/bench-postcopy-link.sh), nothing capped: the push fills the socket
+#             buffers, and fault latency shows whether an answer waits behind them
 #   precopy   precopy with auto-converge beside it (no postcopy): total time, downtime, the
 #             throttle it needed; precopy without auto-converge never ends here, which is the
 #             point of postcopy (Postcopy.AGuestPrecopyCannotFinishCompletesInPostcopy shows it)
@@ -58,14 +64,20 @@ fi
 VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl"
 work=$(mktemp -d /tmp/vmm-bench-postcopy.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+link_ns=  # bench-postcopy-link.sh's network namespace, while it exists
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+    [ -z "$link_ns" ] || ip netns del "$link_ns" 2>/dev/null || true
+}
 trap cleanup EXIT
 
 q() { "$CTL" --qmp "unix:$work/$1.qmp" "${@:2}"; }  # q VM COMMAND [ARGS-JSON]
 h() { "$CTL" "unix:$work/$1.hmp" "$2" >/dev/null; }     # h VM HMP-LINE (must succeed)
+wrap=()  # a command the VMs run under (ip netns exec NS for the link runs)
 start_vm() {  # start_vm NAME ARGS...
     local name=$1; shift
-    "$VMM" -m "$mem" --smp "$smp" --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial none "$@" \
+    "${wrap[@]}" "$VMM" -m "$mem" --smp "$smp" --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial none "$@" \
         >"$work/$name.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && [ -S "$work/$name.hmp" ] && return 0; sleep 0.1; done
@@ -97,26 +109,29 @@ rate_mib=$(q probe query-dirty-rate | jq '."dirty-rate"')
 stop_vms probe
 cap=$(jq -n --argjson r "$rate_mib" '[($r * 1048576 / 4) | floor, 1048576] | max')
 log "the guest dirties $(printf %.1f "$rate_mib") MiB/s; max-bandwidth = a quarter: $((cap / 1048576)) MiB/s"
+bw=$cap pcbw=$cap preempt=1  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the default)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
     local mode=$1 tp=${2:-tcp} port=$((20000 + RANDOM % 20000)) name=${3:-$1}
     [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$mode-$tp
     local uri=$tp:$addr:$port
+    local caps=("postcopy-ram on" "postcopy-preempt $([ "$preempt" = 1 ] && echo on || echo off)")
     start_vm "$mode-d" --incoming defer
-    [ "$mode" = postcopy ] && h "$mode-d" "migrate_set_capability postcopy-ram on"
+    case "$mode" in postcopy*) for c in "${caps[@]}"; do h "$mode-d" "migrate_set_capability $c"; done ;; esac
     h "$mode-d" "migrate_incoming $uri"
     source_vm "$mode-s"
-    h "$mode-s" "migrate_set_parameter max-bandwidth $cap"
+    h "$mode-s" "migrate_set_parameter max-bandwidth $bw"
     case "$mode" in
         once) h "$mode-s" stop ;;
-        postcopy)
-            h "$mode-s" "migrate_set_capability postcopy-ram on"
-            h "$mode-s" "migrate_set_parameter x-postcopy-after-rounds 1"
-            h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $cap" ;;
+        postcopy*)
+            for c in "${caps[@]}"; do h "$mode-s" "migrate_set_capability $c"; done
+            [ "$mode" != postcopy-now ] && h "$mode-s" "migrate_set_parameter x-postcopy-after-rounds 1"
+            h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $pcbw" ;;
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
     esac
     h "$mode-s" "migrate -d $uri"
+    [ "$mode" = postcopy-now ] && h "$mode-s" migrate_start_postcopy  # as QEMU users do: the bulk round stops there
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
         python3 "$ROOT/scripts/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
             jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals-$tp.jsonl"
@@ -138,11 +153,15 @@ if [ "$rdma" = 1 ]; then
 fi
 run once
 run postcopy
+run postcopy-now
 run precopy
 arrivals_or_none tcp
+source "$ROOT/scripts/bench-postcopy-link.sh"
 
 jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" \
-    --slurpfile once "$work/once.json" --slurpfile pc "$work/postcopy.json" --slurpfile pre "$work/precopy.json" \
+    --slurpfile once "$work/once.json" --slurpfile pc "$work/postcopy.json" --slurpfile now "$work/postcopy-now.json" \
+    --slurpfile pre "$work/precopy.json" --slurpfile plain "$work/postcopy-link-plain.json" \
+    --slurpfile pmt "$work/postcopy-link-preempt.json" --arg link "$link_rate" \
     --slurpfile arr "$work/arrivals-tcp.jsonl" -f "$ROOT/scripts/bench-postcopy.jq" >"$out/bench-postcopy.json"
 python3 "$ROOT/scripts/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy.json"
