@@ -167,7 +167,9 @@ Status IncomingMigration::resume(Connection& conn) {
         return ok;
     }
     if (auto s = st.write(encode_header_ok(0)); !s) return s;
-    if (auto s = receiver_->resume(st, conn.dest_postcopy(), conn.preempt_stream(), [&conn] { (void)conn.cut(); }); !s)
+    if (auto s = receiver_->resume(st, conn.dest_postcopy(), conn.preempt_stream(), [&conn] { (void)conn.cut(); },
+                                   std::chrono::milliseconds(options_.params.io_timeout_ms));
+        !s)
         return s;
     log::info("postcopy resumed from {}", conn.describe());
     set_status(MigrationStatus::postcopy_active);
@@ -307,7 +309,8 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
         refuse(st, s.error());
         return s;
     }
-    receiver->use_preempt(conn.preempt_stream(), [&conn] { (void)conn.cut(); });
+    receiver->use_preempt(conn.preempt_stream(), [&conn] { (void)conn.cut(); },
+                          std::chrono::milliseconds(options_.params.io_timeout_ms));
     PostcopyReceiver* r = receiver.get();
     {
         std::lock_guard lock(mutex_);

@@ -103,6 +103,44 @@ TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlace
     }
 }
 
+// postcopy-preempt: pages on the second connection are placed too, the main END waits for its
+// END; a record there that is not PAGES / ZERO / END, or a connection that ends without END,
+// fails the run with the preempt connection named, and cuts it.
+TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefused) {
+    REQUIRE_USERFAULTFD();
+    auto mem = make_memory();
+    uint8_t* ram = mem.blocks()[0]->host();
+    MemoryStream main_stream(pages_record(0, 0, 1, 0x11) + end_record());
+    MemoryStream preempt(pages_record(0, 1, 1, 0x22) + end_record());
+    PostcopyReceiver rx(mem, main_stream, nullptr, layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
+    int cuts = 0;
+    rx.use_preempt(&preempt, [&] { ++cuts; });
+    auto s = rx.run();
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(ram[0], 0x11);
+    EXPECT_EQ(ram[4096], 0x22);
+    EXPECT_EQ(rx.stats().preempt_pages, 1u);
+    EXPECT_EQ(cuts, 0);
+
+    Record state;
+    state.type = RecordType::state;
+    state.length = 1;
+    for (const auto& hostile : {encode_record(state) + std::vector<uint8_t>{0}, pages_record(0, 1, 1, 0x33)}) {
+        auto fresh = make_memory();
+        MemoryStream m(pages_record(0, 0, 2, 0x44) + end_record());
+        MemoryStream p(hostile);  // a STATE record; then a page and no END
+        PostcopyReceiver r2(fresh, m, nullptr, layout(fresh), {}, false);
+        ASSERT_TRUE(r2.prepare({range(RecordType::discard, 0, 0, 2)}));
+        int cut = 0;
+        r2.use_preempt(&p, [&] { ++cut; }, std::chrono::milliseconds(2000));
+        auto f = r2.run();
+        ASSERT_FALSE(f);
+        EXPECT_NE(f.error().message().find("postcopy-preempt connection"), std::string::npos) << f.error().message();
+        EXPECT_TRUE(m.written().empty()) << "no POSTCOPY_DONE after a refused preempt connection";
+    }
+}
+
 TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
     REQUIRE_USERFAULTFD();
     auto mem = make_memory();

@@ -20,9 +20,10 @@ PostcopyReceiver::~PostcopyReceiver() {
     if (faults_) faults_->stop();
 }
 
-void PostcopyReceiver::use_preempt(ByteStream* preempt, std::function<void()> cut) {
+void PostcopyReceiver::use_preempt(ByteStream* preempt, std::function<void()> cut, std::chrono::milliseconds end_within) {
     preempt_ = preempt;
     cut_preempt_ = std::move(cut);
+    preempt_end_within_ = end_within;
 }
 
 Status PostcopyReceiver::send(std::span<const uint8_t> bytes) {
@@ -223,6 +224,7 @@ void PostcopyReceiver::read_preempt() {
         if (r->type == RecordType::end) {
             std::lock_guard lock(preempt_mutex_);
             preempt_ended_ = true;
+            preempt_cv_.notify_all();
             return;
         }
         if (s = place_record(*preempt_, *r, buffer); !s) break;
@@ -230,7 +232,8 @@ void PostcopyReceiver::read_preempt() {
         preempt_pages_ += r->length / kStreamPageSize;
     }
     std::lock_guard lock(preempt_mutex_);
-    preempt_failure_ = s.error().context("the postcopy-preempt connection");
+    if (!preempt_failure_) preempt_failure_ = s.error().context("the postcopy-preempt connection");  // else: cut for it
+    preempt_cv_.notify_all();
 }
 
 std::optional<Error> PostcopyReceiver::preempt_failure() {
@@ -240,6 +243,15 @@ std::optional<Error> PostcopyReceiver::preempt_failure() {
 
 Status PostcopyReceiver::join_preempt(bool cut) {
     if (!preempt_thread_.joinable()) return {};
+    if (!cut) {  // the source sent its END there first; a source that did not is not waited for long
+        std::unique_lock lock(preempt_mutex_);
+        cut = !preempt_cv_.wait_for(lock, preempt_end_within_, [this] { return preempt_ended_ || preempt_failure_; });
+        if (cut && !preempt_failure_) {
+            preempt_failure_ = Error(fmt::format("the source ended postcopy, but not its postcopy-preempt connection within "
+                                                 "{} ms (x-io-timeout)",
+                                                 preempt_end_within_.count()));
+        }
+    }
     if (cut && cut_preempt_) cut_preempt_();
     preempt_thread_.join();
     std::lock_guard lock(preempt_mutex_);
@@ -259,7 +271,7 @@ void PostcopyReceiver::detach() {
 }
 
 Status PostcopyReceiver::resume(ByteStream& stream, DestPostcopyChannel* channel, ByteStream* preempt,
-                                std::function<void()> cut) {
+                                std::function<void()> cut, std::chrono::milliseconds end_within) {
     // Nothing is placed while detached, so the set cannot change under the snapshot.
     for (const auto& m : encode_received_pages(blocks_, missing_->snapshot())) {
         if (auto s = stream.write(m); !s) return s;
@@ -272,7 +284,7 @@ Status PostcopyReceiver::resume(ByteStream& stream, DestPostcopyChannel* channel
         stream_ = &stream;
         channel_ = channel;
         attached_ = true;
-        use_preempt(preempt, std::move(cut));
+        use_preempt(preempt, std::move(cut), end_within);
     }
     {
         std::lock_guard lock(stats_mutex_);

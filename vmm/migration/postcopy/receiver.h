@@ -12,7 +12,8 @@
 // by a thread of its own until its END, while this thread places the push.
 #pragma once
 
-#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -44,8 +45,10 @@ public:
     // Before READY: `discards` are the source's DISCARD records (already checked against the blocks).
     Status prepare(const std::vector<Record>& discards);
     // postcopy-preempt: before run(), the connection the requested pages come on, and how to
-    // cut it (run() does when it ends early, so that the thread reading it stops).
-    void use_preempt(ByteStream* preempt, std::function<void()> cut);
+    // cut it (run() does when it ends early, so that the thread reading it stops). Its END may
+    // lag the main connection's by at most `end_within` (x-io-timeout).
+    void use_preempt(ByteStream* preempt, std::function<void()> cut,
+                     std::chrono::milliseconds end_within = std::chrono::seconds(30));
     // After GO: places pages until END, then answers POSTCOPY_DONE.
     Status run();
     PostcopyStats stats() const;
@@ -56,7 +59,7 @@ public:
     // A recovery: tells the source over `stream` which pages are here (recovery.h), then sends
     // it every request still unanswered; run() then carries on reading `stream`.
     Status resume(ByteStream& stream, DestPostcopyChannel* channel, ByteStream* preempt = nullptr,
-                  std::function<void()> cut = {});
+                  std::function<void()> cut = {}, std::chrono::milliseconds end_within = std::chrono::seconds(30));
     // Whether every page has arrived (the guest no longer depends on the source).
     bool complete() const { return missing_ && missing_->remaining() == 0; }
 
@@ -93,7 +96,9 @@ private:
     ByteStream* preempt_ = nullptr;  // postcopy-preempt's connection, or none (as stream_)
     std::function<void()> cut_preempt_;
     std::thread preempt_thread_;
+    std::chrono::milliseconds preempt_end_within_{30000};
     std::mutex preempt_mutex_;
+    std::condition_variable preempt_cv_;    // the thread is done: its END came, or it failed
     std::optional<Error> preempt_failure_;  // under preempt_mutex_
     bool preempt_ended_ = false;            // its END came (under preempt_mutex_)
     mutable std::mutex stats_mutex_;
