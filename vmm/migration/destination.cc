@@ -274,16 +274,24 @@ Status IncomingMigration::receive(Connection& conn) {
         refuse(st, loaded.error());
         return loaded;
     }
-    if (loader.switched_to_postcopy()) return receive_postcopy(conn, *header, loader.discards());
+    if (loader.switched_to_postcopy()) {
+        loader.stop_populating();  // before userfaultfd registers guest RAM
+        return receive_postcopy(conn, *header, loader.discards());
+    }
     if (auto s = ready_and_go(st); !s) return s;
     return {};
 }
 
 // READY, then the source's GO; the guest runs here from now on (or stays paused as the source
 // had it, or with -S: 'cont' runs it).
-Status IncomingMigration::ready_and_go(ByteStream& st) {
-    if (auto s = st.write(encode_reply(ReplyType::ready)); !s) return s;
-    if (auto s = st.flush(); !s) return s;
+Status IncomingMigration::ready_and_go(ByteStream& st, PostcopyReceiver* postcopy) {
+    auto ready = encode_reply(ReplyType::ready);
+    if (postcopy != nullptr) {  // its fault thread may be writing a request
+        if (auto s = postcopy->send(ready); !s) return s;
+    } else {
+        if (auto s = st.write(ready); !s) return s;
+        if (auto s = st.flush(); !s) return s;
+    }
     auto go = read_reply(st);
     if (!go) return go.error().context("waiting for the source's go-ahead");
     if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
@@ -317,7 +325,7 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
         receiver_ = std::move(receiver);  // kept for its figures, and for the pages it holds
     }
     machine_.control().postcopy_window(true);  // the guest's own view of its stalls from here
-    if (auto s = ready_and_go(st); !s) {
+    if (auto s = ready_and_go(st, r); !s) {
         machine_.control().postcopy_window(false);
         return s;
     }

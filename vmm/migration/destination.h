@@ -46,7 +46,7 @@ private:
     Status resume(Connection& conn);
     Status receive(Connection& conn);
     Result<StreamHeader> accept_header(Connection& conn);
-    Status ready_and_go(ByteStream& st);
+    Status ready_and_go(ByteStream& st, PostcopyReceiver* postcopy = nullptr);
     Status receive_postcopy(Connection& conn, const StreamHeader& header, const std::vector<Record>& discards);
     void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
     void set_status(MigrationStatus s);

@@ -60,6 +60,9 @@ public:
     // it every request still unanswered; run() then carries on reading `stream`.
     Status resume(ByteStream& stream, DestPostcopyChannel* channel, ByteStream* preempt = nullptr,
                   std::function<void()> cut = {}, std::chrono::milliseconds end_within = std::chrono::seconds(30));
+    // Writes on the stream's reverse direction under the lock the fault thread's requests take:
+    // READY at the switch goes here, as a fault may already have asked for a page.
+    Status send(std::span<const uint8_t> bytes);
     // Whether every page has arrived (the guest no longer depends on the source).
     bool complete() const { return missing_ && missing_->remaining() == 0; }
 
@@ -74,7 +77,6 @@ private:
     Status join_preempt(bool cut);
     std::optional<Error> preempt_failure();
     void note_placed(uint32_t block, uint64_t first_page, uint64_t count, uint64_t placed);
-    Status send(std::span<const uint8_t> bytes);
     Status send_locked(std::span<const uint8_t> bytes);  // under write_mutex_
     Status request(uint32_t block, uint64_t offset);  // the fault thread's
     Status run_channel();                               // run() over a postcopy channel

@@ -62,7 +62,13 @@ public:
     bool checks_channel_sums() const { return checker_ != nullptr; }
     const LoadCounters& counters() const { return counters_; }
     // Bytes the Populator prepared before their data arrived.
-    uint64_t populated_ahead() const { return populator_ ? populator_->populated_bytes() : 0; }
+    uint64_t populated_ahead() const { return populator_ ? populator_->populated_bytes() : stopped_populated_; }
+    // Stops the helper that populates ahead, and waits for it: a run the source cut short
+    // (its round stopped for postcopy) must not be populated while userfaultfd takes over.
+    void stop_populating() {
+        stopped_populated_ = populated_ahead();
+        populator_.reset();
+    }
 
 private:
     Status load_pages(const Record& r);
@@ -90,6 +96,7 @@ private:
     bool switched_ = false;
     std::vector<Record> discards_;
     std::unique_ptr<Populator> populator_;  // from the first POPULATE record on
+    uint64_t stopped_populated_ = 0;        // what it had populated, once stopped
     std::unique_ptr<ChannelChecker> checker_;  // kFeatureChannelSums
 };
 
