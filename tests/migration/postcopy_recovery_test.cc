@@ -72,12 +72,8 @@ TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
     uint64_t missing = number(*dst, "postcopy missing pages");
     EXPECT_GT(missing, 1000u) << dst->cmd("info migrate");
     EXPECT_EQ(dst->status(), "running") << "the guest stays with the destination, its vCPU waiting on missing pages";
-    uint16_t again = free_tcp_port();
-    EXPECT_EQ(dst->cmd("migrate_recover " + tcp_uri(again)), "");
-    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
-    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 120))
-        << dst->cmd("info migrate") << dst->log() << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 30)) << src->cmd("info migrate");
+    recover_and_complete(*src, *dst);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
     EXPECT_EQ(number(*src, "postcopy missing pages"), missing);
     uint64_t steps = dst->guest_value("steps");
@@ -97,12 +93,8 @@ TEST(PostcopyRecovery, APausedPreemptLinkResumesWithItsPreemptConnection) {
     ASSERT_TRUE(eventually([&] { return src->cmd("migrate_pause").empty(); }, 120)) << src->cmd("info migrate");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");
     ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-paused"; }, 60)) << dst->cmd("info migrate");
-    uint16_t again = free_tcp_port();
-    EXPECT_EQ(dst->cmd("migrate_recover " + tcp_uri(again)), "");
-    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
-    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 120))
-        << dst->cmd("info migrate") << dst->log() << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 30)) << src->cmd("info migrate");
+    recover_and_complete(*src, *dst);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(number(*dst, "postcopy recoveries"), 1u) << dst->cmd("info migrate");
     EXPECT_GT(number(*dst, "postcopy preempt pages"), 0u) << dst->cmd("info migrate");
     uint64_t steps = dst->guest_value("steps");

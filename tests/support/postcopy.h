@@ -53,6 +53,16 @@ inline void migrate_switching_after_bulk(Vm& src, const std::string& uri, const 
     EXPECT_EQ(src.cmd("migrate -d " + uri), "");
 }
 
+// Both sides paused: migrate_recover on a new port, migrate -r to it, and both complete.
+inline void recover_and_complete(Vm& src, Vm& dst) {
+    uint16_t again = free_tcp_port();
+    EXPECT_EQ(dst.cmd("migrate_recover " + tcp_uri(again)), "");
+    EXPECT_EQ(src.cmd("migrate -r " + tcp_uri(again)), "");
+    ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "completed"; }, 120))
+        << dst.cmd("info migrate") << dst.log() << src.cmd("info migrate") << src.log();
+    ASSERT_TRUE(eventually([&] { return src.migrate_status() == "completed"; }, 30)) << src.cmd("info migrate");
+}
+
 inline uint64_t number(Vm& vm, const std::string& label) {
     std::string v = vm.migrate_field(label);
     return v.empty() ? 0 : std::stoull(v);
