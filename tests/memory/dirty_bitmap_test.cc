@@ -29,6 +29,21 @@ TEST(DirtyBitmap, NextRunFindsMaximalRunsAcrossWords) {
     EXPECT_EQ(next_run(w, 256, 256).count, 0u);
 }
 
+// set_run on a plain bitmap: exactly [first, first + count), whole words and partial ones.
+TEST(DirtyBitmap, SetRunSetsExactlyItsRunAcrossWords) {
+    std::vector<uint64_t> w(4, 0);
+    set_run(w, 60, 140);  // 60..199: the end of word 0, all of 1 and 2, the start of 3
+    EXPECT_EQ(count_bits(w.data(), w.size()), 140u);
+    EXPECT_EQ(w[1], ~uint64_t{0});
+    EXPECT_EQ(next_run(w, 0, 256).first, 60u);
+    EXPECT_EQ(next_run(w, 0, 256).count, 140u);
+    set_run(w, 250, 0);  // empty: nothing
+    set_run(w, 255, 1);
+    EXPECT_EQ(count_bits(w.data(), w.size()), 141u);
+    EXPECT_EQ(word_mask(3, 2), uint64_t{0b11000});
+    EXPECT_EQ(word_mask(64, 64), ~uint64_t{0});
+}
+
 TEST(DirtyBitmap, SetTestCountAndRangesAcrossWords) {
     DirtyBitmap b(200);
     b.set(0);

@@ -18,10 +18,16 @@ void DirtyBitmap::set_range(uint64_t first_page, uint64_t count) {
     if (first_page >= pages_) return;
     uint64_t end = count > pages_ - first_page ? pages_ : first_page + count;
     for (uint64_t p = first_page; p < end;) {
-        uint64_t bit = p % 64;
-        uint64_t n = std::min<uint64_t>(64 - bit, end - p);
-        uint64_t mask = (n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1)) << bit;
-        bits_[p / 64].fetch_or(mask, std::memory_order_relaxed);
+        uint64_t n = std::min<uint64_t>(64 - p % 64, end - p);
+        bits_[p / 64].fetch_or(word_mask(p, n), std::memory_order_relaxed);
+        p += n;
+    }
+}
+
+void set_run(std::vector<uint64_t>& words, uint64_t first, uint64_t count) {
+    for (uint64_t p = first, end = first + count; p < end;) {
+        uint64_t n = std::min<uint64_t>(64 - p % 64, end - p);
+        words[p / 64] |= word_mask(p, n);
         p += n;
     }
 }

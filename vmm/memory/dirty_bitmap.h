@@ -39,6 +39,13 @@ private:
 // Number of set bits in a plain bitmap of `words` words.
 uint64_t count_bits(const uint64_t* words, size_t n);
 
+// The mask of bits [first % 64, first % 64 + n) of one word (n <= 64 - first % 64).
+inline uint64_t word_mask(uint64_t first, uint64_t n) {
+    return (n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1)) << (first % 64);
+}
+// Sets bits [first, first + count) of a plain bitmap (long enough), a word at a time.
+void set_run(std::vector<uint64_t>& words, uint64_t first, uint64_t count);
+
 // A run of set bits (pages) in a plain bitmap; count 0: none.
 struct PageRun {
     uint64_t first = 0, count = 0;

@@ -181,12 +181,13 @@ Status PostcopySender::serve(const Request& r) {
     bool any = false;
     answer_ = r.token;  // a channel's request is one page: the one run, if it is missing still
     urgent_ = true;
+    struct Calm {
+        bool& urgent;
+        ~Calm() { urgent = false; }
+    } calm{urgent_};  // however serve() ends, the push goes on the stream again
     for (auto run = memory::next_run(missing_[r.block], r.first_page, end); run.count != 0;
          run = memory::next_run(missing_[r.block], run.first + run.count, end)) {
-        if (auto s = send_pages(r.block, run.first, run.count); !s) {
-            urgent_ = false;
-            return s.error();
-        }
+        if (auto s = send_pages(r.block, run.first, run.count); !s) return s.error();
         any = true;
     }
     answer_.reset();  // sent already: the destination places it from the push
@@ -196,9 +197,7 @@ Status PostcopySender::serve(const Request& r) {
     }
     cursor_block_ = r.block;
     cursor_page_ = end;
-    Status flushed = flush();
-    urgent_ = false;
-    return flushed;
+    return flush();
 }
 
 // The next run of missing pages from the cursor on, wrapping around the blocks, once its turn

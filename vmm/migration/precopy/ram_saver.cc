@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "vmm/memory/dirty_bitmap.h"
 #include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/stream_format.h"
@@ -239,7 +240,7 @@ bool RamSaver::stop_at(uint32_t block, uint64_t first, uint64_t count) {
     if (unsent_.empty()) {
         for (const auto& b : mem_.blocks()) unsent_.emplace_back((b->pages() + 63) / 64, 0);
     }
-    for (uint64_t p = first; p < first + count; ++p) unsent_[block][p / 64] |= uint64_t{1} << (p % 64);
+    memory::set_run(unsent_[block], first, count);
     return true;
 }
 
