@@ -4,6 +4,7 @@
 def gib: . / 1073741824;
 def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10) else null end;
 def r2: . * 100 | round / 100;
+def stalls(g): if g == null then null else "\(g.stalled_ms) ms in \(g.stalls) stalls" end;
 def lat(d): d."x-postcopy"."fault-latency";
 ($once[0].source) as $o | ($rdma[0].source) as $rs | ($rdma[0].destination) as $rd |
 ($now[0].source) as $ns | ($now[0].destination) as $nd |
@@ -42,7 +43,13 @@ def lat(d): d."x-postcopy"."fault-latency";
     "QEMU 7.2 guest blocked per migrated GiB, ms": (if $qd."postcopy-blocktime" then per_gib($qd."postcopy-blocktime"; $qs.ram.transferred) else null end),
     "ours / QEMU total time, same guest over tcp (target <= 1)": (if ($qemu[0].failed | not) and $qs."total-time" > 0 then ($bs."total-time" / $qs."total-time") | r2 else null end),
     "ours / QEMU guest blocked time, same guest over tcp (target <= 1)":
-      (if ($qd."postcopy-blocktime" // 0) > 0 then ($bd."postcopy-blocktime" / $qd."postcopy-blocktime") | r2 else null end)
+      (if ($qd."postcopy-blocktime" // 0) > 0 then ($bd."postcopy-blocktime" / $qd."postcopy-blocktime") | r2 else null end),
+    "the guest's own stalls (its TSC, gaps >= \($bare[0].guest.stall_floor_us // "-") us) from migrate to a second after it ended: ours over tcp / QEMU 7.2, same guest":
+      "\(stalls($bare[0].guest) // "-") / \(stalls($qemu[0].guest) // "-")",
+    "ours / QEMU, the guest's own stalled time, same guest over tcp (target <= 1)":
+      (if ($qemu[0].guest.stalled_ms // 0) > 0 and $bare[0].guest != null then ($bare[0].guest.stalled_ms / $qemu[0].guest.stalled_ms) | r2 else null end),
+    "the guest's own stalls: postcopy over rdma / over tcp / at once over rdma":
+      "\(stalls($rdma[0].guest) // "-") / \(stalls($tcp[0].guest) // "-") / \(stalls($now[0].guest) // "-")"
   },
   arrivals_note: "over rdma; requested: pages a vCPU (or the VMM) faulted on and waited for; pushed: placed by the background push before anything touched them",
   arrivals: [$arr[] | {t, requested, pushed: (.placed - .requested)}],

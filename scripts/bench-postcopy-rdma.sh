@@ -42,7 +42,7 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
     local port=$((20000 + RANDOM % 20000)) common
     local uri=tcp:$addr:$port
     common=(qemu-system-x86_64 -accel kvm -cpu host -m "$mem" -smp 1 -nodefaults -no-user-config -display none
-            -kernel "$BUILD/guest/stress.elf" -append "bytes=$hot")
+            -kernel "$BUILD/guest/stress.elf" -append "bytes=$hot stall_us=$stall_us")
     "${common[@]}" -qmp "unix:$work/qemu-d.qmp,server=on,wait=off" -serial "file:$work/qemu-d.ser" -incoming defer \
         >"$work/qemu-d.log" 2>&1 &
     pids+=($!)
@@ -56,6 +56,8 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
     q qemu-d "migrate-incoming {\"uri\": \"$uri\"}" >/dev/null
     q qemu-s 'migrate-set-capabilities {"capabilities": [{"capability": "postcopy-ram", "state": true}]}' >/dev/null
     q qemu-s "migrate-set-parameters {\"max-bandwidth\": $cap, \"max-postcopy-bandwidth\": $cap}" >/dev/null
+    local before
+    before=$(guest_report "$work/qemu-s.ser")
     q qemu-s "migrate {\"uri\": \"$uri\"}" >/dev/null
     wait_status qemu-s active 60 || die "QEMU's migration did not start: $(q qemu-s query-migrate)"
     q qemu-s migrate-start-postcopy >/dev/null
@@ -71,8 +73,9 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
         jq -n --arg why "$why" --argjson s "$(q qemu-s query-migrate)" '{failed: $why, source: $s, destination: {}}' \
             >"$work/postcopy-qemu.json"
     else
-        jq -n --argjson s "$(q qemu-s query-migrate)" --argjson d "$(q qemu-d query-migrate)" '{source: $s, destination: $d}' \
-            >"$work/postcopy-qemu.json"
+        jq -n --argjson s "$(q qemu-s query-migrate)" --argjson d "$(q qemu-d query-migrate)" \
+            --argjson g "$(guest_window "$before" "$(guest_after "$work/qemu-d.ser")")" \
+            '{source: $s, destination: $d, guest: $g}' >"$work/postcopy-qemu.json"
     fi
     q qemu-s quit >/dev/null 2>&1 || true
     q qemu-d quit >/dev/null 2>&1 || true

@@ -2,6 +2,7 @@
 # series, and a summary of the ratios the targets name (docs/performance.md).
 def gib: . / 1073741824;
 def lat(d): d."x-postcopy"."fault-latency";
+def stalls(g): if g == null then null else "\(g.stalled_ms) ms in \(g.stalls) stalls" end;
 def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10) else null end;
 ($once[0].source) as $o | ($pc[0].source) as $ps | ($pc[0].destination) as $pd | ($pre[0].source) as $r |
 ($now[0].source) as $ns | ($now[0].destination) as $nd |
@@ -39,7 +40,13 @@ def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10)
     "precopy guest blocked (downtime) per migrated GiB, ms": per_gib($r.downtime; $r.ram.transferred),
     "precopy: the guest's own longest stall while it ran there / across the switchover, ms":
       "\($r."x-guest-migration-stall-ms" // "-") / \($pre[0].destination."x-guest-switchover-pause-ms" // "-")",
-    "precopy rounds": $r."x-rounds"
+    "precopy rounds": $r."x-rounds",
+    "the guest's own stalls (its TSC, gaps >= \($pc[0].guest.stall_floor_us // "-") us), from migrate to a second after it ended: postcopy":
+      stalls($pc[0].guest),
+    "the guest's own stalls: postcopy at once": stalls($now[0].guest),
+    "the guest's own stalls: precopy + auto-converge": stalls($pre[0].guest),
+    "the guest's own stalls over a \($link) link: plain / postcopy-preempt":
+      "\(stalls($plain[0].guest) // "-") / \(stalls($pmt[0].guest) // "-")"
   },
   arrivals_note: "requested: pages a vCPU (or the VMM) faulted on and waited for; pushed: placed by the background push before anything touched them",
   arrivals: [$arr[] | {t, requested, pushed: (.placed - .requested)}],

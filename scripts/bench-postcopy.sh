@@ -77,7 +77,7 @@ h() { "$CTL" "unix:$work/$1.hmp" "$2" >/dev/null; }     # h VM HMP-LINE (must su
 wrap=()  # a command the VMs run under (ip netns exec NS for the link runs)
 start_vm() {  # start_vm NAME ARGS...
     local name=$1; shift
-    "${wrap[@]}" "$VMM" -m "$mem" --smp "$smp" --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial none "$@" \
+    "${wrap[@]}" "$VMM" -m "$mem" --smp "$smp" --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial "file:$work/$name.ser" "$@" \
         >"$work/$name.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && [ -S "$work/$name.hmp" ] && return 0; sleep 0.1; done
@@ -86,7 +86,7 @@ start_vm() {  # start_vm NAME ARGS...
 source_vm() {  # source_vm NAME: the stress guest over filled RAM, running for a second
     local prefill=()
     [ "$fill" = 0 ] || prefill=(--prefill "$fill")
-    start_vm "$1" --guest stress --append "bytes=$hot" "${prefill[@]}"
+    start_vm "$1" --guest stress --append "bytes=$hot stall_us=${stall_us:-50}" "${prefill[@]}"
     for _ in $(seq 1 300); do [ "$(q "$1" query-guest | jq '.steps // 0')" -ge 2 ] && return 0; sleep 0.1; done
     die "the stress guest did not start"
 }
@@ -99,6 +99,29 @@ wait_status() {  # wait_status VM STATUS SECONDS
         sleep 0.1
     done
 }
+# The stress guest's own count of its stalls (guest/stress.c: gaps of stall_us or more between
+# its TSC reads), the same under both VMMs: its last complete report line in a serial file.
+guest_report() {  # guest_report SERIAL-FILE: {pass, stalls, stalled_us, longest_us}, or null
+    [ -s "$1" ] || { echo null; return; }
+    local text
+    text=$(cat "$1")
+    [ "$(tail -c1 "$1" | od -An -c | tr -d ' ')" = '\n' ] || text=$(printf '%s\n' "$text" | sed '$d')  # a line being written
+    printf '%s\n' "$text" | awk '/^stress: pass [0-9]+ stalls [0-9]+ stalled-us [0-9]+ longest-us [0-9]+$/ { p=$3; c=$5; u=$7; l=$9 }
+        END { if (p == "") print "null"; else printf "{\"pass\":%s,\"stalls\":%s,\"stalled_us\":%s,\"longest_us\":%s}\n", p, c, u, l }'
+}
+reports() { grep -ac '^stress: pass' "$1" 2>/dev/null || true; }
+guest_after() {  # guest_after SERIAL-FILE: the report the guest prints next (at most 30 s on)
+    local n
+    n=$(reports "$1")
+    for _ in $(seq 1 300); do [ "$(reports "$1")" -gt "$n" ] && break; sleep 0.1; done
+    guest_report "$1"
+}
+guest_window() {  # guest_window BEFORE-JSON AFTER-JSON: the stalls between two reports
+    jq -n --argjson b "$1" --argjson a "$2" --argjson floor "${stall_us:-50}" \
+        'if $b == null or $a == null then null else
+         {stall_floor_us: $floor, stalls: ($a.stalls - $b.stalls), stalled_ms: (($a.stalled_us - $b.stalled_us) / 1000),
+          longest_since_boot_ms: ($a.longest_us / 1000), passes: ($a.pass - $b.pass), before: $b, after: $a} end'
+}
 stop_vms() { for vm in "$@"; do h "$vm" quit || true; done; wait "${pids[@]}" 2>/dev/null || true; pids=(); }
 
 # The guest's dirty rate, then the cap: a quarter of it.
@@ -109,6 +132,9 @@ rate_mib=$(q probe query-dirty-rate | jq '."dirty-rate"')
 stop_vms probe
 cap=$(jq -n --argjson r "$rate_mib" '[($r * 1048576 / 4) | floor, 1048576] | max')
 log "the guest dirties $(printf %.1f "$rate_mib") MiB/s; max-bandwidth = a quarter: $((cap / 1048576)) MiB/s"
+# A stall, to the guest: a gap between its TSC reads of 10 pages' worth of its own pace or more.
+stall_us=$(jq -n --argjson r "$rate_mib" --argjson n "$smp" '[10 * 1e6 / ($r * 256 / $n) | ceil, 50] | max')
+log "the guest counts a gap of $stall_us us or more between two pages as a stall"
 bw=$cap pcbw=$cap preempt=1  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the default)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
@@ -130,6 +156,8 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
             h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $pcbw" ;;
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
     esac
+    local before
+    before=$(guest_report "$work/$mode-s.ser")
     h "$mode-s" "migrate -d $uri"
     [ "$mode" = postcopy-now ] && h "$mode-s" migrate_start_postcopy  # as QEMU users do: the bulk round stops there
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
@@ -138,8 +166,10 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     fi
     wait_status "$mode-s" completed 600 || die "$mode did not complete: $(q "$mode-s" query-migrate)"
     wait_status "$mode-d" completed 60 || die "$mode: the destination did not complete: $(q "$mode-d" query-migrate)"
-    jq -n --argjson s "$(q "$mode-s" query-migrate)" --argjson d "$(q "$mode-d" query-migrate)" '{source: $s, destination: $d}' \
-        >"$work/$name.json"
+    local guest=null  # a guest migrated paused stays paused: it reports nothing more
+    [ "$mode" = once ] || guest=$(guest_window "$before" "$(guest_after "$work/$mode-d.ser")")
+    jq -n --argjson s "$(q "$mode-s" query-migrate)" --argjson d "$(q "$mode-d" query-migrate)" --argjson g "$guest" \
+        '{source: $s, destination: $d, guest: $g}' >"$work/$name.json"
     stop_vms "$mode-s" "$mode-d"
     log "$name: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/$name.json")"
 }
