@@ -9,9 +9,11 @@
 #   - postcopy-now-rdma: over rdma, migrate_start_postcopy right after migrate (the bulk round
 #     stops there: nearly all of RAM comes in postcopy, once)
 #   - postcopy-tcp-bare and postcopy-qemu: ours and QEMU 7.2's own postcopy over tcp, of the
-#     same guest with nothing prefilled (the stress payload, which boots under both), the same
-#     cap on both phases, QEMU's postcopy-blocktime on; both told migrate-start-postcopy right
-#     after migrate, so both switch within a moment, before their bulk pass ends
+#     same guest with nothing prefilled (the stress payload, which boots under both; under ours
+#     with ctl=0, so that it makes no more exits than under QEMU), the same cap on both phases,
+#     QEMU's postcopy-blocktime on; both told migrate-start-postcopy right after migrate, so both
+#     switch within a moment, before their bulk pass ends; and ours once more without readahead
+#     (postcopy-tcp-bare-nora). Each guest counts its own stalls (guest/stress.c, stall_us)
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -82,14 +84,31 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
     log "postcopy-qemu: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/postcopy-qemu.json")"
 }
 
+bare_runs() {  # ours beside QEMU's: the same guest, nothing prefilled, no control device (QEMU has
+              # none: its exits would slow the guest under ours alone), postcopy at once over tcp
+    local saved_fill=$fill
+    fill=0 ctl=0
+    run postcopy-now tcp postcopy-tcp-bare
+    readahead=0 run postcopy-now tcp postcopy-tcp-bare-nora
+    fill=$saved_fill ctl=1
+}
+if [ "$vs_qemu" = 1 ]; then
+    bare_runs
+    run_qemu_postcopy
+    jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg hot "$hot" --argjson floor "$stall_us" \
+        --slurpfile qemu "$work/postcopy-qemu.json" --slurpfile bare "$work/postcopy-tcp-bare.json" \
+        --slurpfile nora "$work/postcopy-tcp-bare-nora.json" -f "$ROOT/scripts/bench-postcopy-vs-qemu.jq" \
+        >"$out/bench-postcopy-vs-qemu.json"
+    jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-vs-qemu.json"
+    log "wrote $out/bench-postcopy-vs-qemu.json"
+    exit 0
+fi
 latencies before
 run once rdma
 run postcopy rdma
 run postcopy-now rdma
 run postcopy tcp
-saved_fill=$fill fill=0
-run postcopy-now tcp postcopy-tcp-bare
-fill=$saved_fill
+bare_runs
 run_qemu_postcopy
 latencies after
 arrivals_or_none rdma

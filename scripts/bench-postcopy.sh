@@ -29,11 +29,15 @@
 # one SEND and one RDMA WRITE back, so their sum is its floor. Writes bench-postcopy-rdma.json
 # and bench-postcopy-rdma-arrivals.svg (default --out: build/bench).
 #
-#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma]
+# --vs-qemu: in the nested VM, only the runs beside QEMU 7.2 (ours with and without readahead,
+# QEMU's), a few minutes: writes bench-postcopy-vs-qemu.json.
+#
+#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-mem= fill= hot= out= rdma=0
+mem= fill= hot= out= rdma=0 vs_qemu=0
+ctl=1  # the stress guest uses the control device (ctl=0: as under QEMU, which has none)
 while [ $# -gt 0 ]; do
     case "$1" in
         --mem) mem=$2; shift 2 ;;
@@ -42,6 +46,7 @@ while [ $# -gt 0 ]; do
         --out) out=$2; shift 2 ;;
         --quick) mem=256M fill=128M hot=32M; shift ;;
         --rdma) rdma=1; shift ;;
+        --vs-qemu) rdma=1 vs_qemu=1; shift ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -52,7 +57,8 @@ if [ "$rdma" = 1 ]; then
         ensure_packages perftest jq qemu-system-x86
         build
         log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM"
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" --rdma \
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" \
+            "$([ "$vs_qemu" = 1 ] && echo --vs-qemu || echo --rdma)" \
             --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
@@ -86,8 +92,12 @@ start_vm() {  # start_vm NAME ARGS...
 source_vm() {  # source_vm NAME: the stress guest over filled RAM, running for a second
     local prefill=()
     [ "$fill" = 0 ] || prefill=(--prefill "$fill")
-    start_vm "$1" --guest stress --append "bytes=$hot stall_us=${stall_us:-50}" "${prefill[@]}"
-    for _ in $(seq 1 300); do [ "$(q "$1" query-guest | jq '.steps // 0')" -ge 2 ] && return 0; sleep 0.1; done
+    start_vm "$1" --guest stress --append "bytes=$hot stall_us=${stall_us:-50} ctl=$ctl" "${prefill[@]}"
+    for _ in $(seq 1 300); do
+        if [ "$ctl" = 1 ]; then [ "$(q "$1" query-guest | jq '.steps // 0')" -ge 2 ] && return 0
+        else [ "$(reports "$work/$1.ser")" -ge 2 ] && return 0; fi  # no control device: its serial lines
+        sleep 0.1
+    done
     die "the stress guest did not start"
 }
 status() { q "$1" query-migrate | jq -r .status; }
@@ -109,7 +119,7 @@ guest_report() {  # guest_report SERIAL-FILE: {pass, stalls, stalled_us, longest
     printf '%s\n' "$text" | awk '/^stress: pass [0-9]+ stalls [0-9]+ stalled-us [0-9]+ longest-us [0-9]+$/ { p=$3; c=$5; u=$7; l=$9 }
         END { if (p == "") print "null"; else printf "{\"pass\":%s,\"stalls\":%s,\"stalled_us\":%s,\"longest_us\":%s}\n", p, c, u, l }'
 }
-reports() { grep -ac '^stress: pass' "$1" 2>/dev/null || true; }
+reports() { local n; n=$(grep -ac '^stress: pass' "$1" 2>/dev/null) || true; echo "${n:-0}"; }
 guest_after() {  # guest_after SERIAL-FILE: the report the guest prints next (at most 30 s on)
     local n
     n=$(reports "$1")
@@ -135,7 +145,8 @@ log "the guest dirties $(printf %.1f "$rate_mib") MiB/s; max-bandwidth = a quart
 # A stall, to the guest: a gap between its TSC reads of 10 pages' worth of its own pace or more.
 stall_us=$(jq -n --argjson r "$rate_mib" --argjson n "$smp" '[10 * 1e6 / ($r * 256 / $n) | ceil, 50] | max')
 log "the guest counts a gap of $stall_us us or more between two pages as a stall"
-bw=$cap pcbw=$cap preempt=1  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the default)
+bw=$cap pcbw=$cap preempt=1 readahead=  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the
+                                        # default), x-postcopy-readahead (empty: the default)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
@@ -153,7 +164,8 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
         postcopy*)
             for c in "${caps[@]}"; do h "$mode-s" "migrate_set_capability $c"; done
             [ "$mode" != postcopy-now ] && h "$mode-s" "migrate_set_parameter x-postcopy-after-rounds 1"
-            h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $pcbw" ;;
+            h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $pcbw"
+            [ -z "$readahead" ] || h "$mode-s" "migrate_set_parameter x-postcopy-readahead $readahead" ;;
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
     esac
     local before

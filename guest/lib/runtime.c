@@ -42,7 +42,11 @@ void put_size(uint64_t bytes) {
 }
 
 int ctl_present(void) {
-    if (g_ctl < 0) g_ctl = (g_info && (g_info->flags & VMM_BOOT_F_CONTROL) && inl(VMMC_BASE) == VMMC_ID) ? 1 : 0;
+    /* ctl=0: behave as if there were none (as under QEMU: no exits but the serial port's) */
+    if (g_ctl < 0)
+        g_ctl = (g_info && (g_info->flags & VMM_BOOT_F_CONTROL) && param_u64("ctl", 1) != 0 && inl(VMMC_BASE) == VMMC_ID)
+                    ? 1
+                    : 0;
     return g_ctl;
 }
 

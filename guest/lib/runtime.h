@@ -35,7 +35,8 @@ void put_u64(uint64_t v);
 void put_hex(uint64_t v);
 void put_size(uint64_t bytes); /* "64 MiB" */
 
-/* Control device; every call is a no-op (clock returns 0) when it is absent (e.g. under QEMU). */
+/* Control device; every call is a no-op (clock returns 0) when it is absent (e.g. under QEMU)
+ * or the command line says ctl=0. */
 int ctl_present(void);
 void ctl_command(uint32_t cmd, uint64_t arg);
 uint64_t ctl_clock_ns(void);

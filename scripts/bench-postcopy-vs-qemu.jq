@@ -1,0 +1,27 @@
+# bench-postcopy.sh --vs-qemu's report: ours (with and without readahead) and QEMU 7.2, the same
+# stress guest, postcopy at once over tcp in the nested VM. Two counts of the guest's blocked
+# time: each VMM's own (postcopy-blocktime) and the guest's (its TSC: stall_us and longer gaps).
+def r2: . * 100 | round / 100;
+def stalls(g): if g == null then "-" else "\(g.stalled_ms) ms in \(g.stalls) stalls (longest since boot \(g.longest_since_boot_ms) ms, \(g.passes) passes)" end;
+def ratio(a; b): if (a // null) != null and (b // 0) > 0 then (a / b) | r2 else null end;
+($bare[0]) as $b | ($nora[0]) as $n | ($qemu[0]) as $q |
+{
+  guest: {hot: $hot, cap_mib_s: ($cap / 1048576), stall_floor_us: $floor},
+  summary: {
+    "total, ms: ours / ours without readahead / QEMU 7.2":
+      "\($b.source."total-time") / \($n.source."total-time") / \(if $q.failed then "failed" else $q.source."total-time" end)",
+    "blocked by each VMM's count, ms: ours / ours without readahead / QEMU 7.2":
+      "\($b.destination."postcopy-blocktime") / \($n.destination."postcopy-blocktime") / \($q.destination."postcopy-blocktime" // "-")",
+    "the guest's own stalls: ours": stalls($b.guest),
+    "the guest's own stalls: ours without readahead": stalls($n.guest),
+    "the guest's own stalls: QEMU 7.2": stalls($q.guest),
+    "faults, ours / ours without readahead": "\($b.destination."x-postcopy".requests) / \($n.destination."x-postcopy".requests)",
+    "readahead pages, ours": $b.source."x-postcopy"."x-readahead-pages",
+    "ours / QEMU total (target <= 1)": ratio($b.source."total-time"; $q.source."total-time"),
+    "ours / QEMU blocked, each VMM's count (target <= 1)": ratio($b.destination."postcopy-blocktime"; $q.destination."postcopy-blocktime"),
+    "ours / QEMU, the guest's own stalled time (target <= 1)": ratio($b.guest.stalled_ms; $q.guest.stalled_ms),
+    "readahead: stalled time with / without": ratio($b.guest.stalled_ms; $n.guest.stalled_ms)
+  },
+  runs: {ours: $b, ours_without_readahead: $n, qemu: $q}
+}
+| .summary |= with_entries(select(.value != null))
