@@ -36,6 +36,7 @@ const std::vector<CapabilityInfo>& core_parameters() {
         {"multifd-channels", "connections for RAM when multifd is on (1 to 16)"},
         {"x-postcopy-after-rounds", "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included (0 = only on migrate_start_postcopy)"},
         {"max-postcopy-bandwidth", "bandwidth cap of postcopy's background push in bytes/s (0 = unlimited; requested pages are never held back)"},
+        {"x-postcopy-readahead", "postcopy: after page requests in order, the push sends up to this many bytes past them at once, still counted against max-postcopy-bandwidth (0 = none)"},
     };
     return k;
 }
@@ -91,10 +92,17 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
         {"multifd-channels", &params.multifd_channels, 1, 16},
         {"x-postcopy-after-rounds", &params.postcopy_after_rounds, 0, 1000},
     };
-    if (name == "max-bandwidth" || name == "max-postcopy-bandwidth") {
+    const std::pair<std::string_view, uint64_t*> sizes[] = {{"max-bandwidth", &params.max_bandwidth},
+                                                            {"max-postcopy-bandwidth", &params.max_postcopy_bandwidth},
+                                                            {"x-postcopy-readahead", &params.postcopy_readahead}};
+    for (const auto& [size_name, target] : sizes) {
+        if (size_name != name) continue;
         auto v = parse_size(value);
         if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
-        (name == "max-bandwidth" ? params.max_bandwidth : params.max_postcopy_bandwidth) = *v;
+        if (target == &params.postcopy_readahead && *v > (uint64_t{1} << 30)) {
+            return Error(fmt::format("migration parameter '{}': {} is more than 1 GiB", name, value));
+        }
+        *target = *v;
         return {};
     }
     for (const auto& i : ints) {
@@ -137,6 +145,7 @@ std::vector<std::pair<std::string, std::string>> Settings::parameter_list() cons
         {"multifd-channels", std::to_string(params.multifd_channels)},
         {"x-postcopy-after-rounds", std::to_string(params.postcopy_after_rounds)},
         {"max-postcopy-bandwidth", std::to_string(params.max_postcopy_bandwidth)},
+        {"x-postcopy-readahead", std::to_string(params.postcopy_readahead)},
     };
     for (const auto& n : transport_params_) {
         auto it = params.transport.find(n);

@@ -118,4 +118,21 @@ TEST(RateLimiter, ASenderThatWaitsItsTurnIsNeverLetAhead) {
     EXPECT_EQ(rl.ahead(), std::chrono::milliseconds(64)) << "the next run waits a whole run's time again";
 }
 
+// A burst that was not held back owes the rate at most the horizon: the sender waits no longer.
+TEST(RateLimiter, ABurstIsForgivenBeyondTheHorizon) {
+    RateLimiter::Clock::time_point now{};
+    RateLimiter rl(1'000'000, [](std::chrono::nanoseconds) -> Status { return Error("must not sleep"); },
+                   [&] { return now; });
+    rl.account(5'000'000);  // five seconds' worth at once
+    EXPECT_EQ(rl.ahead(), std::chrono::seconds(5));
+    rl.forgive_beyond(std::chrono::seconds(1));
+    EXPECT_EQ(rl.ahead(), std::chrono::seconds(1));
+    rl.forgive_beyond(std::chrono::seconds(2));
+    EXPECT_EQ(rl.ahead(), std::chrono::seconds(1)) << "within the horizon: nothing forgiven";
+    now += std::chrono::seconds(1);
+    EXPECT_EQ(rl.ahead().count(), 0);
+    rl.account(64'000);
+    EXPECT_EQ(rl.ahead(), std::chrono::milliseconds(64)) << "after it, the rate as before";
+}
+
 }  // namespace vmm::migration

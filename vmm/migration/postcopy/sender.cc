@@ -11,6 +11,10 @@ namespace vmm::migration {
 namespace {
 constexpr uint64_t kBackgroundPages = 16;  // 64 KiB a record: a request waits behind at most one
 constexpr auto kReturnPoll = std::chrono::milliseconds(200);
+// A readahead burst goes at once and is accounted to max-postcopy-bandwidth, but the push then
+// waits at most this long for it: like a request, what the guest is about to touch is never
+// held back, and the destination never hears nothing for long.
+constexpr auto kMostOwed = std::chrono::seconds(1);
 }  // namespace
 
 PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, SourcePostcopyChannel* channel,
@@ -18,7 +22,8 @@ PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& strea
                                const CancelToken& cancel, Config config)
     : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), at_switch_(missing), missing_(std::move(missing)), cancel_(cancel),
       config_(config),
-      limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)) {
+      limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)),
+      readahead_(config.readahead_pages) {
     for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
     stats_.switched = true;
     stats_.missing_pages = remaining_;
@@ -37,6 +42,7 @@ void PostcopySender::detach() {
 void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, ByteStream* preempt,
                             const std::vector<std::vector<uint64_t>>& received) {
     detach();
+    burst_ = 0;
     stream_ = &stream;
     channel_ = channel;
     preempt_ = preempt;
@@ -193,18 +199,21 @@ Status PostcopySender::serve(const Request& r) {
     answer_.reset();  // sent already: the destination places it from the push
     {
         std::lock_guard lock(mutex_);
-        ++(any ? stats_.requests_served : stats_.already_sent);
+        if (any) ++stats_.requests_served;
     }
     cursor_block_ = r.block;
     cursor_page_ = end;
+    burst_ = readahead_.on_request(r.block, r.first_page, r.count);  // the push goes on from here
     return flush();
 }
 
 // The next run of missing pages from the cursor on, wrapping around the blocks, once its turn
 // under max-postcopy-bandwidth has come. A request cuts the wait short (it is what the guest is
-// blocked on), and the run waits again after it: requests never let the push run ahead.
+// blocked on), and the run waits again after it. A readahead burst goes without waiting, and
+// what it sends is accounted all the same: the push waits that much longer after it, by at
+// most kMostOwed.
 Status PostcopySender::push_background() {
-    if (auto wait = limiter_.ahead(); wait.count() > 0) {
+    if (auto wait = limiter_.ahead(); wait.count() > 0 && burst_ == 0) {
         std::unique_lock lock(mutex_);
         cv_.wait_for(lock, std::min<std::chrono::nanoseconds>(wait, kReturnPoll),
                      [this] { return !requests_.empty() || failure_.has_value(); });
@@ -218,11 +227,15 @@ Status PostcopySender::push_background() {
             auto sent = send_pages(cursor_block_, run.first, run.count);
             if (!sent) return sent.error();
             cursor_page_ = run.first + run.count;
+            uint64_t ahead = std::min(burst_, run.count);
+            burst_ -= ahead;
             {
                 std::lock_guard lock(mutex_);
                 stats_.background_pages += run.count;
+                stats_.readahead_pages += ahead;
             }
             limiter_.account(*sent);
+            if (ahead != 0) limiter_.forgive_beyond(kMostOwed);
             return flush();
         }
         cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
@@ -276,7 +289,11 @@ Status PostcopySender::run() {
 
 PostcopyStats PostcopySender::stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    PostcopyStats s = stats_;
+    // Every request not served first was for pages on their way already, those that came after
+    // the last page had gone included.
+    s.already_sent = s.requests - s.requests_served;
+    return s;
 }
 
 uint64_t PostcopySender::remaining_pages() const {

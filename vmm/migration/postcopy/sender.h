@@ -3,7 +3,8 @@
 // the switch) and sends each once: requested pages first, ahead of the background push, which
 // then carries on from just past the request (the guest tends to touch its neighbours next).
 // A thread reads the return path (PAGE_REQUEST, POSTCOPY_DONE). The background push is paced
-// by max-postcopy-bandwidth; requests never are. When every page has gone it sends END and
+// by max-postcopy-bandwidth; requests never are. After requests in order it sends a readahead
+// window at once (readahead.h), accounted to the cap. When every page has gone it sends END and
 // waits for POSTCOPY_DONE. When the link breaks, run() fails and the sender keeps every page's
 // state: detach() lets go of the dead stream, resume() carries on over a new one from what the
 // destination says it holds (recovery.h). Over a transport with its own postcopy channel
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "vmm/memory/guest_memory.h"
+#include "vmm/migration/postcopy/readahead.h"
 #include "vmm/migration/precopy/rate_limiter.h"
 #include "vmm/migration/precopy/stats.h"
 #include "vmm/migration/transport/cancel.h"
@@ -37,6 +39,7 @@ public:
         uint64_t max_bandwidth = 0;  // background push, bytes/s (0 = unlimited)
         bool zero_markers = true;    // zero pages as ZERO records
         bool verify = false;         // PAGES_SUMMED (verify-ram)
+        uint64_t readahead_pages = 256;  // most the push sends at once past requests in order (readahead.h)
     };
     // `missing[i]`: block i's pages the destination lacks (bit per page).
     PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, SourcePostcopyChannel* channel,
@@ -100,6 +103,8 @@ private:
     const CancelToken& cancel_;
     Config config_;
     RateLimiter limiter_;
+    ReadaheadWindow readahead_;
+    uint64_t burst_ = 0;  // pages the push may still send without waiting its turn (readahead)
     uint32_t cursor_block_ = 0;
     uint64_t cursor_page_ = 0;
     std::thread reader_;

@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+
 namespace vmm::migration {
 
 RateLimiter::RateLimiter(uint64_t bytes_per_second, SleepFn sleep, std::function<Clock::time_point()> now)
@@ -40,6 +42,13 @@ std::chrono::nanoseconds RateLimiter::ahead() const {
     if (rate_ == 0) return {};
     auto wait = due() - now_();
     return wait.count() > 0 ? std::chrono::duration_cast<std::chrono::nanoseconds>(wait) : std::chrono::nanoseconds{};
+}
+
+void RateLimiter::forgive_beyond(std::chrono::nanoseconds horizon) {
+    auto over = ahead() - horizon;
+    if (rate_ == 0 || over.count() <= 0) return;
+    auto owed = static_cast<uint64_t>(static_cast<double>(over.count()) * static_cast<double>(rate_) / 1e9);
+    sent_ -= std::min(sent_, owed);
 }
 
 RateLimiter::SleepFn RateLimiter::cancellable_sleep(const CancelToken& cancel) {

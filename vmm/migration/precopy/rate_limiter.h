@@ -29,6 +29,9 @@ public:
     // accounts `bytes` without sleeping, and tells how long it is ahead of the rate (0: it may send).
     void account(uint64_t bytes);
     std::chrono::nanoseconds ahead() const;
+    // Forgets what puts the sender more than `horizon` ahead of the rate: a burst that was not
+    // held back (postcopy's readahead) delays what follows by at most that much.
+    void forgive_beyond(std::chrono::nanoseconds horizon);
 
     // A SleepFn that polls the cancel token.
     static SleepFn cancellable_sleep(const CancelToken& cancel);

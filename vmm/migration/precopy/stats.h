@@ -72,9 +72,10 @@ struct PostcopyStats {
     uint64_t background_pages = 0;  // source: pushed in order; destination: placed from them
     uint64_t requests = 0;          // page requests (destination: sent; source: received)
     uint64_t requests_served = 0;   // source: requested pages sent ahead of the background
-    uint64_t already_sent = 0;      // source: requests for pages already on their way
+    uint64_t already_sent = 0;      // source: requests for pages already on their way (requests - served)
     uint64_t zero_local = 0;        // destination: faults on pages known to be zero, placed without asking
     uint64_t placed = 0;            // destination: missing pages placed so far
+    uint64_t readahead_pages = 0;   // source: pushed at once past requests in order (of background_pages)
     uint64_t preempt_pages = 0;     // postcopy-preempt: pages sent (source) / placed (destination) on its connection
     uint64_t postcopy_bytes = 0;    // source: bytes sent after the switch
     uint64_t recoveries = 0;        // times a broken link was recovered (migrate_recover, migrate -r)

@@ -37,6 +37,7 @@ struct Parameters {
     uint64_t multifd_channels = 2;       // lanes when the multifd capability is on (QEMU's default)
     uint64_t postcopy_after_rounds = 0;  // with postcopy-ram: switch after this many rounds, bulk included (0 = on request)
     uint64_t max_postcopy_bandwidth = 0; // bytes/s for the background push after the switch, 0 = unlimited
+    uint64_t postcopy_readahead = 1 << 20;  // bytes the push may send at once past requests in order (0 = none)
     std::map<std::string, std::string> transport;  // e.g. rdma-chunk-size
 };
 
