@@ -9,7 +9,8 @@
  *    every CPU reads the TSC after each page (which slows the loop: hence asked for), and a gap
  *    of `stall_us` or more between two reads is a stall. Time spent in the
  *    payload's own exits (clock reads, printing) is left out. CPU 0's line carries every CPU's
- *    stalls since boot: "stalls N stalled-us T longest-us L". It needs KVM's clock for the scale.
+ *    stalls since boot and the TSC's time: "stalls N stalled-us T longest-us L at-ms M". It
+ *    needs KVM's clock for the scale.
  * Parameters: bytes=SIZE (default 64M) base=ADDR (default 4M) stride=N (default 4096)
  *             clock=N pages between clock reads (default 64; 0: none)
  *             stall_us=N the shortest gap counted as a stall (default 0: stalls not timed)
@@ -85,6 +86,8 @@ static void print_pass(uint64_t pass, uint32_t cpus) {
         put_u64(tsc_ns(ticks) / 1000);
         put_str(" longest-us ");
         put_u64(tsc_ns(longest) / 1000);
+        put_str(" at-ms ");
+        put_u64(tsc_ns(tsc_read()) / 1000000);
     }
     put_str("\n");
 }

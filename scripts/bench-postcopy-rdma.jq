@@ -4,7 +4,8 @@
 def gib: . / 1073741824;
 def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10) else null end;
 def r2: . * 100 | round / 100;
-def stalls(g): if g == null then null else "\(g.stalled_ms) ms in \(g.stalls) stalls" end;
+def stalls(g): if g == null then null else "\(g.stalled_ms) ms in \(g.stalls) stalls over \(g.window_ms) ms; \(g.excess_ms // "-") ms more than its stalled share before migrate (\(if g.stalled_share_before == null then "-" else (g.stalled_share_before * 1000 | round / 10) end) %)" end;
+def excess(g): if g == null then null else g.excess_ms end;
 def lat(d): d."x-postcopy"."fault-latency";
 ($once[0].source) as $o | ($rdma[0].source) as $rs | ($rdma[0].destination) as $rd |
 ($now[0].source) as $ns | ($now[0].destination) as $nd |
@@ -46,8 +47,8 @@ def lat(d): d."x-postcopy"."fault-latency";
       (if ($qd."postcopy-blocktime" // 0) > 0 then ($bd."postcopy-blocktime" / $qd."postcopy-blocktime") | r2 else null end),
     "the guest's own stalls (its TSC, gaps >= \($bare[0].guest.stall_floor_us // "-") us) from migrate to a second after it ended: ours over tcp / QEMU 7.2, same guest":
       "\(stalls($bare[0].guest) // "-") / \(stalls($qemu[0].guest) // "-")",
-    "ours / QEMU, the guest's own stalled time, same guest over tcp (target <= 1)":
-      (if ($qemu[0].guest.stalled_ms // 0) > 0 and $bare[0].guest != null then ($bare[0].guest.stalled_ms / $qemu[0].guest.stalled_ms) | r2 else null end),
+    "ours / QEMU, what migrating added to the guest's own stalled time, same guest over tcp (target <= 1)":
+      (if (excess($qemu[0].guest) // 0) > 0 and excess($bare[0].guest) != null then (excess($bare[0].guest) / excess($qemu[0].guest)) | r2 else null end),
     "the guest's own stalls: postcopy over rdma / over tcp / at once over rdma":
       "\(stalls($rdma[0].guest) // "-") / \(stalls($tcp[0].guest) // "-") / \(stalls($now[0].guest) // "-")"
   },

@@ -51,7 +51,7 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
     "${common[@]}" -qmp "unix:$work/qemu-s.qmp,server=on,wait=off" -serial "file:$work/qemu-s.ser" >"$work/qemu-s.log" 2>&1 &
     pids+=($!)
     local i
-    for i in $(seq 1 3000); do grep -q "stress: pass" "$work/qemu-s.ser" 2>/dev/null && break; sleep 0.1; done
+    for i in $(seq 1 3000); do [ "$(reports "$work/qemu-s.ser")" -ge 3 ] && break; sleep 0.1; done  # as source_vm
     grep -q "stress: pass" "$work/qemu-s.ser" || die "the stress guest did not start under QEMU: $(tail -3 "$work/qemu-s.log")"
     local caps='{"capabilities": [{"capability": "postcopy-ram", "state": true}, {"capability": "postcopy-blocktime", "state": true}]}'
     q qemu-d "migrate-set-capabilities $caps" >/dev/null
@@ -59,7 +59,7 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
     q qemu-s 'migrate-set-capabilities {"capabilities": [{"capability": "postcopy-ram", "state": true}]}' >/dev/null
     q qemu-s "migrate-set-parameters {\"max-bandwidth\": $cap, \"max-postcopy-bandwidth\": $cap}" >/dev/null
     local before
-    before=$(guest_report "$work/qemu-s.ser")
+    before=$(guest_before "$work/qemu-s.ser")
     q qemu-s "migrate {\"uri\": \"$uri\"}" >/dev/null
     wait_status qemu-s active 60 || die "QEMU's migration did not start: $(q qemu-s query-migrate)"
     q qemu-s migrate-start-postcopy >/dev/null

@@ -2,7 +2,7 @@
 # stress guest, postcopy at once over tcp in the nested VM. Two counts of the guest's blocked
 # time: each VMM's own (postcopy-blocktime) and the guest's (its TSC: stall_us and longer gaps).
 def r2: . * 100 | round / 100;
-def stalls(g): if g == null then "-" else "\(g.stalled_ms) ms in \(g.stalls) stalls (longest since boot \(g.longest_since_boot_ms) ms, \(g.passes) passes)" end;
+def stalls(g): if g == null then "-" else "\(g.stalled_ms) ms in \(g.stalls) stalls over \(g.window_ms) ms (longest since boot \(g.longest_since_boot_ms) ms, \(g.passes) passes); \(g.excess_ms // "-") ms more than its stalled share before migrate (\(if g.stalled_share_before == null then "-" else (g.stalled_share_before * 1000 | round / 10) end) %)" end;
 def ratio(a; b): if (a // null) != null and (b // 0) > 0 then (a / b) | r2 else null end;
 ($bare[0]) as $b | ($nora[0]) as $n | ($qemu[0]) as $q |
 {
@@ -19,8 +19,10 @@ def ratio(a; b): if (a // null) != null and (b // 0) > 0 then (a / b) | r2 else 
     "readahead pages, ours": $b.source."x-postcopy"."x-readahead-pages",
     "ours / QEMU total (target <= 1)": ratio($b.source."total-time"; $q.source."total-time"),
     "ours / QEMU blocked, each VMM's count (target <= 1)": ratio($b.destination."postcopy-blocktime"; $q.destination."postcopy-blocktime"),
-    "ours / QEMU, the guest's own stalled time (target <= 1)": ratio($b.guest.stalled_ms; $q.guest.stalled_ms),
-    "readahead: stalled time with / without": ratio($b.guest.stalled_ms; $n.guest.stalled_ms)
+    "ours / QEMU, what migrating added to the guest's own stalled time (target <= 1)": ratio($b.guest.excess_ms; $q.guest.excess_ms),
+    "readahead: faults with / without": ratio($b.destination."x-postcopy".requests; $n.destination."x-postcopy".requests),
+    "readahead: blocked (our count) with / without": ratio($b.destination."postcopy-blocktime"; $n.destination."postcopy-blocktime"),
+    "readahead: what migrating added to the guest's stalled time, with / without": ratio($b.guest.excess_ms; $n.guest.excess_ms)
   },
   runs: {ours: $b, ours_without_readahead: $n, qemu: $q}
 }

@@ -2,7 +2,8 @@
 # series, and a summary of the ratios the targets name (docs/performance.md).
 def gib: . / 1073741824;
 def lat(d): d."x-postcopy"."fault-latency";
-def stalls(g): if g == null then null else "\(g.stalled_ms) ms in \(g.stalls) stalls" end;
+def stalls(g): if g == null then null else "\(g.stalled_ms) ms in \(g.stalls) stalls over \(g.window_ms) ms; \(g.excess_ms // "-") ms more than its stalled share before migrate (\(if g.stalled_share_before == null then "-" else (g.stalled_share_before * 1000 | round / 10) end) %)" end;
+def excess(g): if g == null then null else g.excess_ms end;
 def per_gib(ms; bytes): if bytes > 0 then (ms / (bytes | gib) * 10 | round / 10) else null end;
 ($once[0].source) as $o | ($pc[0].source) as $ps | ($pc[0].destination) as $pd | ($pre[0].source) as $r |
 ($now[0].source) as $ns | ($now[0].destination) as $nd |

@@ -89,13 +89,13 @@ start_vm() {  # start_vm NAME ARGS...
     for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && [ -S "$work/$name.hmp" ] && return 0; sleep 0.1; done
     die "vmm $name did not start: $(tail -3 "$work/$name.log")"
 }
-source_vm() {  # source_vm NAME: the stress guest over filled RAM, running for a second
+source_vm() {  # source_vm NAME: the stress guest over filled RAM, running for two seconds
     local prefill=()
     [ "$fill" = 0 ] || prefill=(--prefill "$fill")
     start_vm "$1" --guest stress --append "bytes=$hot stall_us=${stall_us:-50} ctl=$ctl" "${prefill[@]}"
     for _ in $(seq 1 300); do
-        if [ "$ctl" = 1 ]; then [ "$(q "$1" query-guest | jq '.steps // 0')" -ge 2 ] && return 0
-        else [ "$(reports "$work/$1.ser")" -ge 2 ] && return 0; fi  # no control device: its serial lines
+        # Three reports: the stalled share of its time before migrate comes from the last two.
+        [ "$(reports "$work/$1.ser")" -ge 3 ] && return 0
         sleep 0.1
     done
     die "the stress guest did not start"
@@ -110,14 +110,18 @@ wait_status() {  # wait_status VM STATUS SECONDS
     done
 }
 # The stress guest's own count of its stalls (guest/stress.c: gaps of stall_us or more between
-# its TSC reads), the same under both VMMs: its last complete report line in a serial file.
-guest_report() {  # guest_report SERIAL-FILE: {pass, stalls, stalled_us, longest_us}, or null
+# its TSC reads), the same under both VMMs, from its report lines in a serial file.
+guest_report() {  # guest_report SERIAL-FILE [N]: the last complete report (N: the Nth), as
+                  # {pass, stalls, stalled_us, longest_us, at_ms}, or null
     [ -s "$1" ] || { echo null; return; }
     local text
     text=$(cat "$1")
     [ "$(tail -c1 "$1" | od -An -c | tr -d ' ')" = '\n' ] || text=$(printf '%s\n' "$text" | sed '$d')  # a line being written
-    printf '%s\n' "$text" | awk '/^stress: pass [0-9]+ stalls [0-9]+ stalled-us [0-9]+ longest-us [0-9]+$/ { p=$3; c=$5; u=$7; l=$9 }
-        END { if (p == "") print "null"; else printf "{\"pass\":%s,\"stalls\":%s,\"stalled_us\":%s,\"longest_us\":%s}\n", p, c, u, l }'
+    printf '%s\n' "$text" | awk -v want="${2:-0}" '
+        /^stress: pass [0-9]+ stalls [0-9]+ stalled-us [0-9]+ longest-us [0-9]+ at-ms [0-9]+$/ {
+            n++; if (want == 0 || n == want) { p=$3; c=$5; u=$7; l=$9; t=$11 } }
+        END { if (p == "") print "null"
+              else printf "{\"pass\":%s,\"stalls\":%s,\"stalled_us\":%s,\"longest_us\":%s,\"at_ms\":%s}\n", p, c, u, l, t }'
 }
 reports() { local n; n=$(grep -ac '^stress: pass' "$1" 2>/dev/null) || true; echo "${n:-0}"; }
 guest_after() {  # guest_after SERIAL-FILE: the report the guest prints next (at most 30 s on)
@@ -126,11 +130,25 @@ guest_after() {  # guest_after SERIAL-FILE: the report the guest prints next (at
     for _ in $(seq 1 300); do [ "$(reports "$1")" -gt "$n" ] && break; sleep 0.1; done
     guest_report "$1"
 }
-guest_window() {  # guest_window BEFORE-JSON AFTER-JSON: the stalls between two reports
-    jq -n --argjson b "$1" --argjson a "$2" --argjson floor "${stall_us:-50}" \
-        'if $b == null or $a == null then null else
-         {stall_floor_us: $floor, stalls: ($a.stalls - $b.stalls), stalled_ms: (($a.stalled_us - $b.stalled_us) / 1000),
-          longest_since_boot_ms: ($a.longest_us / 1000), passes: ($a.pass - $b.pass), before: $b, after: $a} end'
+guest_before() {  # guest_before SERIAL-FILE: {first, last}: the source's second report (the first
+                  # after boot, whose stalls include the boot's) and its last, before migrate
+    jq -n --argjson f "$(guest_report "$1" 2)" --argjson l "$(guest_report "$1")" '{first: $f, last: $l}'
+}
+# The stalls between the last report before migrate and the first after the end, and the same
+# guest's stalled share of its time before migrate: a busy host stalls a guest too (in the
+# nested VM every switch of its emulated CPUs is a stall), and `excess_ms` is what the
+# migration added to that.
+guest_window() {  # guest_window BEFORE-JSON AFTER-JSON
+    jq -n --argjson b "$1" --argjson a "$2" --argjson floor "${stall_us:-50}" '
+        def share: if .first == null or .last == null or .last.at_ms <= .first.at_ms then null
+                   else (.last.stalled_us - .first.stalled_us) / 1000 / (.last.at_ms - .first.at_ms) end;
+        ($b.last) as $l |
+        if $l == null or $a == null then null else
+        ($a.at_ms - $l.at_ms) as $ms | (($a.stalled_us - $l.stalled_us) / 1000) as $stalled | ($b | share) as $share |
+        {stall_floor_us: $floor, window_ms: $ms, stalls: ($a.stalls - $l.stalls), stalled_ms: $stalled,
+         stalled_share_before: $share,
+         excess_ms: (if $share == null then null else ($stalled - $share * $ms) * 10 | round / 10 end),
+         longest_since_boot_ms: ($a.longest_us / 1000), passes: ($a.pass - $l.pass), before: $b, after: $a} end'
 }
 stop_vms() { for vm in "$@"; do h "$vm" quit || true; done; wait "${pids[@]}" 2>/dev/null || true; pids=(); }
 
@@ -169,7 +187,7 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
     esac
     local before
-    before=$(guest_report "$work/$mode-s.ser")
+    before=$(guest_before "$work/$mode-s.ser")
     h "$mode-s" "migrate -d $uri"
     [ "$mode" = postcopy-now ] && h "$mode-s" migrate_start_postcopy  # as QEMU users do: the bulk round stops there
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
