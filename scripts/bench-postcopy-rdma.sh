@@ -45,6 +45,7 @@ run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query
     local uri=tcp:$addr:$port
     common=(qemu-system-x86_64 -accel kvm -cpu host -m "$mem" -smp 1 -nodefaults -no-user-config -display none
             -kernel "$BUILD/guest/stress.elf" -append "bytes=$hot stall_us=$stall_us")
+    rm -f "$work/qemu-s.ser" "$work/qemu-d.ser"
     "${common[@]}" -qmp "unix:$work/qemu-d.qmp,server=on,wait=off" -serial "file:$work/qemu-d.ser" -incoming defer \
         >"$work/qemu-d.log" 2>&1 &
     pids+=($!)

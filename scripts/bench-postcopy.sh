@@ -83,6 +83,7 @@ h() { "$CTL" "unix:$work/$1.hmp" "$2" >/dev/null; }     # h VM HMP-LINE (must su
 wrap=()  # a command the VMs run under (ip netns exec NS for the link runs)
 start_vm() {  # start_vm NAME ARGS...
     local name=$1; shift
+    rm -f "$work/$name.ser"  # a name runs more than once: its guest's reports are this run's alone
     "${wrap[@]}" "$VMM" -m "$mem" --smp "$smp" --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" --serial "file:$work/$name.ser" "$@" \
         >"$work/$name.log" 2>&1 &
     pids+=($!)
