@@ -36,7 +36,7 @@ const std::vector<CapabilityInfo>& core_parameters() {
         {"multifd-channels", "connections for RAM when multifd is on (1 to 16)"},
         {"x-postcopy-after-rounds", "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included (0 = only on migrate_start_postcopy)"},
         {"max-postcopy-bandwidth", "bandwidth cap of postcopy's background push in bytes/s (0 = unlimited; requested pages are never held back)"},
-        {"x-postcopy-readahead", "postcopy: after page requests in order, the push sends up to this many bytes past them at once, still counted against max-postcopy-bandwidth (0 = none)"},
+        {"x-postcopy-readahead", "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held back by max-postcopy-bandwidth but counted against it (0 = none)"},
     };
     return k;
 }

@@ -42,7 +42,7 @@ void PostcopySender::detach() {
 void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, ByteStream* preempt,
                             const std::vector<std::vector<uint64_t>>& received) {
     detach();
-    burst_ = 0;
+    burst_ = {};
     stream_ = &stream;
     channel_ = channel;
     preempt_ = preempt;
@@ -203,45 +203,51 @@ Status PostcopySender::serve(const Request& r) {
     }
     cursor_block_ = r.block;
     cursor_page_ = end;
-    burst_ = readahead_.on_request(r.block, r.first_page, r.count);  // the push goes on from here
+    burst_ = {r.block, end, readahead_.on_request(r.block, r.first_page, r.count)};  // the push goes on from here
     return flush();
 }
 
-// The next run of missing pages from the cursor on, wrapping around the blocks, once its turn
-// under max-postcopy-bandwidth has come. A request cuts the wait short (it is what the guest is
-// blocked on), and the run waits again after it. A readahead burst goes without waiting, and
-// what it sends is accounted all the same: the push waits that much longer after it, by at
-// most kMostOwed.
+// The next run of missing pages from the cursor on, wrapping around the blocks (the cursor
+// moves to it); none when nothing is missing.
+std::optional<PostcopySender::Run> PostcopySender::next_push_run() {
+    for (size_t tries = 0; tries <= blocks_.size(); ++tries) {
+        uint64_t pages = blocks_[cursor_block_].size / kStreamPageSize;
+        auto run = memory::next_run(missing_[cursor_block_], cursor_page_, pages, kBackgroundPages);
+        if (run.count != 0) return Run{cursor_block_, run.first, run.count};
+        cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
+        cursor_page_ = 0;
+    }
+    return std::nullopt;
+}
+
+// The next run of the push, once its turn under max-postcopy-bandwidth has come. A request cuts
+// the wait short (it is what the guest is blocked on), and the run waits again after it. Pages
+// within a readahead window (right past a request) go without waiting, and are accounted all
+// the same: the push waits that much longer after them, by at most kMostOwed.
 Status PostcopySender::push_background() {
-    if (auto wait = limiter_.ahead(); wait.count() > 0 && burst_ == 0) {
+    auto run = next_push_run();
+    if (!run) return Error("internal: postcopy found no missing page although some remain");
+    bool ahead = run->block == burst_.block && run->first < burst_.first + burst_.count;
+    if (ahead) {
+        run->count = std::min(run->count, burst_.first + burst_.count - run->first);
+    } else if (auto wait = limiter_.ahead(); wait.count() > 0) {
         std::unique_lock lock(mutex_);
         cv_.wait_for(lock, std::min<std::chrono::nanoseconds>(wait, kReturnPoll),
                      [this] { return !requests_.empty() || failure_.has_value(); });
         if (cancel_.cancelled()) return Error("migration cancelled");
         return {};
     }
-    for (size_t tries = 0; tries <= blocks_.size(); ++tries) {
-        uint64_t pages = blocks_[cursor_block_].size / kStreamPageSize;
-        auto run = memory::next_run(missing_[cursor_block_], cursor_page_, pages, kBackgroundPages);
-        if (run.count != 0) {
-            auto sent = send_pages(cursor_block_, run.first, run.count);
-            if (!sent) return sent.error();
-            cursor_page_ = run.first + run.count;
-            uint64_t ahead = std::min(burst_, run.count);
-            burst_ -= ahead;
-            {
-                std::lock_guard lock(mutex_);
-                stats_.background_pages += run.count;
-                stats_.readahead_pages += ahead;
-            }
-            limiter_.account(*sent);
-            if (ahead != 0) limiter_.forgive_beyond(kMostOwed);
-            return flush();
-        }
-        cursor_block_ = static_cast<uint32_t>((cursor_block_ + 1) % blocks_.size());
-        cursor_page_ = 0;
+    auto sent = send_pages(run->block, run->first, run->count);
+    if (!sent) return sent.error();
+    cursor_page_ = run->first + run->count;
+    {
+        std::lock_guard lock(mutex_);
+        stats_.background_pages += run->count;
+        if (ahead) stats_.readahead_pages += run->count;
     }
-    return Error("internal: postcopy found no missing page although some remain");
+    limiter_.account(*sent);
+    if (ahead) limiter_.forgive_beyond(kMostOwed);
+    return flush();
 }
 
 Status PostcopySender::wait_done() {

@@ -81,6 +81,11 @@ private:
     ByteStream& out() { return urgent_ && preempt_ != nullptr ? *preempt_ : *stream_; }
     Status flush() { return channel_ != nullptr ? Status{} : out().flush(); }
     std::optional<Request> next_request();
+    struct Run {
+        uint32_t block = 0;
+        uint64_t first = 0, count = 0;
+    };
+    std::optional<Run> next_push_run();
     Status serve(const Request& r);
     Status push_background();
     // Sends [first, first + count) of `block`, all of which must be missing; returns the bytes sent.
@@ -104,7 +109,7 @@ private:
     Config config_;
     RateLimiter limiter_;
     ReadaheadWindow readahead_;
-    uint64_t burst_ = 0;  // pages the push may still send without waiting its turn (readahead)
+    Run burst_;  // the readahead window: pages the push may send without waiting its turn
     uint32_t cursor_block_ = 0;
     uint64_t cursor_page_ = 0;
     std::thread reader_;
