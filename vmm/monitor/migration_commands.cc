@@ -20,6 +20,7 @@ Json postcopy_json(const migration::PostcopyStats& p) {
                 {"background-pages", p.background_pages}, {"requests", p.requests},
                 {"requests-served", p.requests_served}, {"requests-already-sent", p.already_sent},
                 {"x-preempt-pages", p.preempt_pages},     {"x-readahead-pages", p.readahead_pages},
+                {"x-resent-pages", p.resent_pages},
                 {"zero-local", p.zero_local},         {"placed", p.placed},
                 {"bytes", p.postcopy_bytes},          {"recoveries", p.recoveries},
                 {"fault-latency", Json{{"count", l.count}, {"p50-us", l.p50_us}, {"p99-us", l.p99_us}, {"max-us", l.max_us}}},
@@ -37,6 +38,9 @@ std::string postcopy_text(const Json& p, bool destination) {
         out += fmt::format("postcopy recoveries: {}\n", u64(p, "recoveries"));
         if (u64(p, "x-preempt-pages") != 0) out += fmt::format("postcopy preempt pages: {}\n", u64(p, "x-preempt-pages"));
         out += fmt::format("postcopy readahead pages: {}\n", u64(p, "x-readahead-pages"));
+        if (u64(p, "x-resent-pages") != 0) {
+            out += fmt::format("postcopy pages sent again on the preempt connection: {}\n", u64(p, "x-resent-pages"));
+        }
         return out;
     }
     const Json& l = child(p, "fault-latency");

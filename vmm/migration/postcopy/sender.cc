@@ -116,7 +116,7 @@ std::optional<PostcopySender::Request> PostcopySender::next_request() {
     return r;
 }
 
-Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero) {
+Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero, bool again) {
     if (channel_ != nullptr) return send_on_channel(block, first, count, zero);
     Record r;
     r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
@@ -132,6 +132,12 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     if (urgent_ && preempt_ != nullptr) {
         std::lock_guard lock(mutex_);
         stats_.preempt_pages += count;
+    }
+    if (again) {
+        std::lock_guard lock(mutex_);
+        stats_.resent_pages += count;
+        stats_.postcopy_bytes += header.size() + ram.size();
+        return header.size() + ram.size();
     }
     return sent(block, first, count, header.size() + ram.size());
 }
@@ -164,16 +170,16 @@ Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first,
     return sent(block, first, count, (zero ? 0 : count * kStreamPageSize) + sums.size() * sizeof(uint64_t));
 }
 
-// [first, first + count) are all missing: runs of data pages and of zero pages. Returns the
-// bytes sent.
-Result<uint64_t> PostcopySender::send_pages(uint32_t block, uint64_t first, uint64_t count) {
+// [first, first + count) are all missing (or, `again`, all sent already): runs of data pages and
+// of zero pages. Returns the bytes sent.
+Result<uint64_t> PostcopySender::send_pages(uint32_t block, uint64_t first, uint64_t count, bool again) {
     const uint8_t* host = mem_.blocks()[block]->host();
     uint64_t start = first, bytes = 0;
     bool zero = config_.zero_markers && is_zero_page(host + first * kStreamPageSize);
     for (uint64_t p = first + 1; p <= first + count; ++p) {
         bool z = p < first + count && config_.zero_markers && is_zero_page(host + p * kStreamPageSize);
         if (p < first + count && z == zero) continue;
-        auto sent = send_run(block, start, p - start, zero);
+        auto sent = send_run(block, start, p - start, zero, again);
         if (!sent) return sent.error();
         bytes += *sent;
         start = p;
@@ -197,6 +203,14 @@ Status PostcopySender::serve(const Request& r) {
         any = true;
     }
     answer_.reset();  // sent already: the destination places it from the push
+    if (!any && preempt_ != nullptr && channel_ == nullptr) {
+        // On its way, but on the stream, behind what the push queued there (a readahead burst,
+        // a full socket): sent again on the preempt connection. Whichever copy comes first is
+        // placed; the other finds the page present and changes nothing (the source's guest is
+        // paused: both copies are the same bytes).
+        uint64_t n = std::min<uint64_t>(r.count, kBackgroundPages);
+        if (auto s = send_pages(r.block, r.first_page, n, true); !s) return s.error();
+    }
     {
         std::lock_guard lock(mutex_);
         if (any) ++stats_.requests_served;

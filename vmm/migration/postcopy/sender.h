@@ -10,7 +10,8 @@
 // destination says it holds (recovery.h). Over a transport with its own postcopy channel
 // (transport.h: RDMA), requests, pages and the end travel there instead of on the stream.
 // With postcopy-preempt (a second connection, transport.h), requested pages and an END go
-// there, so they never queue behind the push on the stream.
+// there, so they never queue behind the push on the stream; a requested page the push has sent
+// already goes there once more, since its first copy may still queue on the stream.
 #pragma once
 
 #include <condition_variable>
@@ -89,8 +90,10 @@ private:
     Status serve(const Request& r);
     Status push_background();
     // Sends [first, first + count) of `block`, all of which must be missing; returns the bytes sent.
-    Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count);
-    Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero);
+    // `again`: pages sent already, sent once more (a request's, on the preempt connection);
+    // nothing about what is missing changes.
+    Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count, bool again = false);
+    Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero, bool again);
     Result<uint64_t> send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero);
     uint64_t sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes);
     Status wait_done();

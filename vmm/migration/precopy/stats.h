@@ -76,6 +76,7 @@ struct PostcopyStats {
     uint64_t zero_local = 0;        // destination: faults on pages known to be zero, placed without asking
     uint64_t placed = 0;            // destination: missing pages placed so far
     uint64_t readahead_pages = 0;   // source: pushed at once past requests in order (of background_pages)
+    uint64_t resent_pages = 0;      // source: requested pages sent already, sent again on the preempt connection
     uint64_t preempt_pages = 0;     // postcopy-preempt: pages sent (source) / placed (destination) on its connection
     uint64_t postcopy_bytes = 0;    // source: bytes sent after the switch
     uint64_t recoveries = 0;        // times a broken link was recovered (migrate_recover, migrate -r)
