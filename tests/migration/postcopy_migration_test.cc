@@ -200,6 +200,7 @@ TEST(Postcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
     auto src = stress_source("pc-kill-src");
     auto dst = postcopy_destination("pc-kill-dst", tcp_uri(port), "128M", "1", false);
     ASSERT_TRUE(src && dst);
+    keep_the_push_slow(*src);
     migrate_switching_after_bulk(*src, tcp_uri(port));
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
     std::string at_switch = src->ramhash();

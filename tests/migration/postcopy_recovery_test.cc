@@ -64,6 +64,7 @@ TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
     auto src = stress_source("pcr-pause-src", "32M");  // rewritten while the bulk round runs
     auto dst = postcopy_destination("pcr-pause-dst", tcp_uri(port), "128M", "1", false);
     ASSERT_TRUE(src && dst);
+    keep_the_push_slow(*src);
     migrate_switching_after_bulk(*src, tcp_uri(port));
     // Refused until postcopy runs there; then the link is cut with thousands of pages missing.
     ASSERT_TRUE(eventually([&] { return dst->cmd("migrate_pause").empty(); }, 120)) << dst->cmd("info migrate");
@@ -89,6 +90,7 @@ TEST(PostcopyRecovery, APausedPreemptLinkResumesWithItsPreemptConnection) {
     auto src = stress_source("pcr-preempt-src", "32M");
     auto dst = postcopy_destination("pcr-preempt-dst", tcp_uri(port), "128M", "1", false);  // on by default
     ASSERT_TRUE(src && dst);
+    keep_the_push_slow(*src);
     migrate_switching_after_bulk(*src, tcp_uri(port));
     ASSERT_TRUE(eventually([&] { return src->cmd("migrate_pause").empty(); }, 120)) << src->cmd("info migrate");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 60)) << src->cmd("info migrate");

@@ -53,6 +53,12 @@ inline void migrate_switching_after_bulk(Vm& src, const std::string& uri, const 
     EXPECT_EQ(src.cmd("migrate -d " + uri), "");
 }
 
+// For a test that acts while postcopy runs, with the guest running at the destination: no
+// readahead, or a guest working through its memory in order pulls the rest in at once.
+inline void keep_the_push_slow(Vm& src) {
+    EXPECT_EQ(src.cmd("migrate_set_parameter x-postcopy-readahead 0"), "");
+}
+
 // Both sides paused: migrate_recover on a new port, migrate -r to it, and both complete.
 inline void recover_and_complete(Vm& src, Vm& dst) {
     uint16_t again = free_tcp_port();

@@ -99,6 +99,7 @@ TEST(RdmaPostcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
     auto src = stressed_source("rpc-kill-src");
     auto dst = postcopy_destination("rpc-kill-dst", uri, "128M", "1", false);
     ASSERT_TRUE(src && dst);
+    keep_the_push_slow(*src);
     migrate_switching_after_bulk(*src, uri, "0", "256k");
     ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log();
     std::string at_switch = src->ramhash();
