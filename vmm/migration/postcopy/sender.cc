@@ -241,7 +241,7 @@ std::optional<PostcopySender::Run> PostcopySender::next_push_run() {
 Status PostcopySender::push_background() {
     auto run = next_push_run();
     if (!run) return Error("internal: postcopy found no missing page although some remain");
-    bool ahead = run->block == burst_.block && run->first < burst_.first + burst_.count;
+    bool ahead = run->block == burst_.block && run->first >= burst_.first && run->first < burst_.first + burst_.count;
     if (ahead) {
         run->count = std::min(run->count, burst_.first + burst_.count - run->first);
     } else if (auto wait = limiter_.ahead(); wait.count() > 0) {
