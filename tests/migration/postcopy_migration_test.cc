@@ -132,6 +132,7 @@ static void expect_faults_answered(bool preempt) {
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate");
     ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate");
     EXPECT_GT(number(*dst, "postcopy requests"), 100u) << dst->cmd("info migrate");
+    EXPECT_EQ(number(*src, "postcopy readahead pages"), 0u) << "readahead off, yet the push ran ahead of its pace";
     // Every page a request still lacked went on the preempt connection, and was placed from it.
     uint64_t sent = number(*src, "postcopy preempt pages");
     EXPECT_EQ(sent > 0, preempt) << src->cmd("info migrate");
