@@ -67,10 +67,10 @@ uint64_t tsc_ns(uint64_t ticks) {
 
 uint64_t ns_tsc(uint64_t ns) {
     if (g_mul == 0) return 0;
-    uint64_t t = 1, lo = 0, hi = 1;
+    uint64_t lo = 0, hi = 1;
     while (tsc_ns(hi) < ns && hi < (1ull << 62)) hi <<= 1; /* no 128-bit division here: bisect */
     while (lo + 1 < hi) {
-        t = lo + (hi - lo) / 2;
+        uint64_t t = lo + (hi - lo) / 2;
         if (tsc_ns(t) < ns) lo = t;
         else hi = t;
     }

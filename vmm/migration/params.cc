@@ -92,17 +92,17 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
         {"multifd-channels", &params.multifd_channels, 1, 16},
         {"x-postcopy-after-rounds", &params.postcopy_after_rounds, 0, 1000},
     };
-    const std::pair<std::string_view, uint64_t*> sizes[] = {{"max-bandwidth", &params.max_bandwidth},
-                                                            {"max-postcopy-bandwidth", &params.max_postcopy_bandwidth},
-                                                            {"x-postcopy-readahead", &params.postcopy_readahead}};
-    for (const auto& [size_name, target] : sizes) {
-        if (size_name != name) continue;
+    const Int sizes[] = {  // sizes with k/m/g
+        {"max-bandwidth", &params.max_bandwidth, 0, UINT64_MAX},
+        {"max-postcopy-bandwidth", &params.max_postcopy_bandwidth, 0, UINT64_MAX},
+        {"x-postcopy-readahead", &params.postcopy_readahead, 0, uint64_t{1} << 30},
+    };
+    for (const auto& z : sizes) {
+        if (z.name != name) continue;
         auto v = parse_size(value);
         if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
-        if (target == &params.postcopy_readahead && *v > (uint64_t{1} << 30)) {
-            return Error(fmt::format("migration parameter '{}': {} is more than 1 GiB", name, value));
-        }
-        *target = *v;
+        if (*v > z.max) return Error(fmt::format("migration parameter '{}': {} is more than {} bytes", name, value, z.max));
+        *z.target = *v;
         return {};
     }
     for (const auto& i : ints) {

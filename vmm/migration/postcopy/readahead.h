@@ -20,7 +20,6 @@ public:
     // A request for [first, first + count) of `block`: the pages the push may send past it at
     // once, ahead of its pace (0: none).
     uint64_t on_request(uint32_t block, uint64_t first, uint64_t count);
-    uint64_t window() const { return window_; }
 
 private:
     uint64_t max_;
