@@ -15,7 +15,7 @@ if [ "${3:-}" = virsh ]; then
         { echo "$out"; echo "the demo failed"; exit 1; }
     for want in "migrate --live" "Migration: [100 %]" "shut off (migrated)" "Operation:        Outgoing migration" \
                 "Operation:        Incoming migration" "==> done"; do
-        echo "$out" | grep -qF -- "$want" || { echo "$out"; echo "the demo never said: $want"; exit 1; }
+        grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "the demo never said: $want"; exit 1; }
     done
     echo "ok: $(echo "$out" | grep -m1 'guest steps')"
     exit 0
@@ -33,7 +33,7 @@ fi
 out=$(VMM_DEMO_NO_BUILD=1 VMM_BUILD_DIR="$2" bash "$1/scripts/demo.sh" "${args[@]}" 2>&1) ||
     { echo "$out"; echo "the demo failed"; exit 1; }
 for want in "$want_uri" "Migration status: completed" "==> identical" "==> done"; do
-    echo "$out" | grep -qF "$want" || { echo "$out"; echo "the demo never said: $want"; exit 1; }
+    grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "the demo never said: $want"; exit 1; }
 done
-echo "$out" | grep -qE '^(steps|results): [1-9]' || { echo "$out"; echo "no guest progress shown at the destination"; exit 1; }
+grep -qE '^(steps|results): [1-9]' <<<"$out" || { echo "$out"; echo "no guest progress shown at the destination"; exit 1; }
 echo "ok: $(echo "$out" | grep -m1 '^total time')"
