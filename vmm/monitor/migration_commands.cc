@@ -12,8 +12,15 @@ namespace vmm::monitor {
 using migration::MigrationStatus;
 
 namespace {
+Json latency_json(const migration::LatencySummary& l) {
+    return Json{{"count", l.count}, {"p50-us", l.p50_us}, {"p99-us", l.p99_us}, {"max-us", l.max_us}};
+}
+
+std::string latency_text(const Json& l) {
+    return fmt::format("p50 {:.1f} us, p99 {:.1f} us, max {:.1f} us", num(l, "p50-us"), num(l, "p99-us"), num(l, "max-us"));
+}
+
 Json postcopy_json(const migration::PostcopyStats& p) {
-    const auto& l = p.fault_latency;
     Json blocktime = Json::array();
     for (double ms : p.vcpu_blocktime_ms) blocktime.push_back(static_cast<uint64_t>(ms * 1000));  // µs
     return Json{{"switch-ms", p.switch_ms},           {"missing-pages", p.missing_pages},
@@ -23,7 +30,7 @@ Json postcopy_json(const migration::PostcopyStats& p) {
                 {"x-resent-pages", p.resent_pages},
                 {"zero-local", p.zero_local},         {"placed", p.placed},
                 {"bytes", p.postcopy_bytes},          {"recoveries", p.recoveries},
-                {"fault-latency", Json{{"count", l.count}, {"p50-us", l.p50_us}, {"p99-us", l.p99_us}, {"max-us", l.max_us}}},
+                {"fault-latency", latency_json(p.fault_latency)}, {"x-serve-latency", latency_json(p.serve_latency)},
                 {"blocktime-ms", p.blocktime_ms},     {"vcpu-blocktime-us", std::move(blocktime)}};
 }
 
@@ -41,6 +48,11 @@ std::string postcopy_text(const Json& p, bool destination) {
         if (u64(p, "x-resent-pages") != 0) {
             out += fmt::format("postcopy pages sent again on the preempt connection: {}\n", u64(p, "x-resent-pages"));
         }
+        const Json& serve = child(p, "x-serve-latency");
+        if (u64(serve, "count") != 0) {
+            out += fmt::format("postcopy serve latency: {} ({} requests, read until their pages were written)\n",
+                               latency_text(serve), u64(serve, "count"));
+        }
         return out;
     }
     const Json& l = child(p, "fault-latency");
@@ -49,8 +61,7 @@ std::string postcopy_text(const Json& p, bool destination) {
     out += fmt::format("postcopy zero pages placed without asking: {}\npostcopy recoveries: {}\n", u64(p, "zero-local"),
                        u64(p, "recoveries"));
     if (u64(p, "x-preempt-pages") != 0) out += fmt::format("postcopy preempt pages: {}\n", u64(p, "x-preempt-pages"));
-    out += fmt::format("postcopy fault latency: p50 {:.1f} us, p99 {:.1f} us, max {:.1f} us ({} answered)\n",
-                       num(l, "p50-us"), num(l, "p99-us"), num(l, "max-us"), u64(l, "count"));
+    out += fmt::format("postcopy fault latency: {} ({} answered)\n", latency_text(l), u64(l, "count"));
     std::string per;
     for (const auto& v : child(p, "vcpu-blocktime-us"))
         per += fmt::format("{}{:.1f}", per.empty() ? "" : " ", static_cast<double>(as_uint(v).value_or(0)) / 1000);

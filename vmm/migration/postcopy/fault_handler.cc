@@ -103,9 +103,7 @@ void FaultHandler::placed(uint32_t block, uint64_t first_page, uint64_t count) {
     for (uint64_t p = first_page; p < first_page + count; ++p) {
         uint64_t k = key(block, p);
         if (auto it = requested_.find(k); it != requested_.end()) {
-            double us = us_between(it->second, now);
-            if (latency_us_.size() < kMaxSamples) latency_us_.push_back(us);
-            latency_max_us_ = std::max(latency_max_us_, us);
+            latency_.add(us_between(it->second, now));
             requested_.erase(it);
         }
         if (blocked_now_ != 0) unblock_waiting_on(k, now);
@@ -116,9 +114,7 @@ void FaultHandler::fill(PostcopyStats& out) const {
     std::lock_guard lock(mutex_);
     out.requests = requests_;
     out.zero_local = zero_local_;
-    out.fault_latency = summarize(latency_us_);
-    out.fault_latency.count = requests_ - requested_.size();
-    out.fault_latency.max_us = latency_max_us_;
+    out.fault_latency = latency_.summary();
     auto now = Clock::now();
     out.blocktime_ms = all_blocked_ms_;
     if (!vcpus_.empty() && blocked_now_ == vcpus_.size()) out.blocktime_ms += us_between(all_blocked_since_, now) / 1000;

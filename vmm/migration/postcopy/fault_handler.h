@@ -73,10 +73,8 @@ private:
     double all_blocked_ms_ = 0;
     uint64_t requests_ = 0;
     uint64_t zero_local_ = 0;
-    std::vector<double> latency_us_;  // the first kMaxSamples
-    double latency_max_us_ = 0;
+    LatencySamples latency_;
     std::optional<Error> failure_;
-    static constexpr size_t kMaxSamples = 1u << 20;
 };
 
 }  // namespace vmm::migration

@@ -101,6 +101,7 @@ void PostcopySender::read_requests() {
             done_ = true;
         } else {
             requests_.push_back((*m)->request);
+            requests_.back().arrived = std::chrono::steady_clock::now();
             ++stats_.requests;
         }
         cv_.notify_all();
@@ -203,7 +204,8 @@ Status PostcopySender::serve(const Request& r) {
         any = true;
     }
     answer_.reset();  // sent already: the destination places it from the push
-    if (!any && preempt_ != nullptr && channel_ == nullptr) {
+    bool again = !any && preempt_ != nullptr && channel_ == nullptr;
+    if (again) {
         // On its way, but on the stream, behind what the push queued there (a readahead burst,
         // a full socket): sent again on the preempt connection. Whichever copy comes first is
         // placed; the other finds the page present and changes nothing (the source's guest is
@@ -211,14 +213,17 @@ Status PostcopySender::serve(const Request& r) {
         uint64_t n = std::min<uint64_t>(r.count, kBackgroundPages);
         if (auto s = send_pages(r.block, r.first_page, n, true); !s) return s.error();
     }
-    {
-        std::lock_guard lock(mutex_);
-        if (any) ++stats_.requests_served;
-    }
     cursor_block_ = r.block;
     cursor_page_ = end;
     burst_ = {r.block, end, readahead_.on_request(r.block, r.first_page, r.count)};  // the push goes on from here
-    return flush();
+    if (auto s = flush(); !s) return s;
+    std::lock_guard lock(mutex_);
+    if (any) ++stats_.requests_served;
+    if (any || again) {
+        auto us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - r.arrived).count();
+        serve_latency_.add(us);
+    }
+    return {};
 }
 
 // The next run of missing pages from the cursor on, wrapping around the blocks (the cursor
@@ -313,6 +318,7 @@ PostcopyStats PostcopySender::stats() const {
     // Every request not served first was for pages on their way already, those that came after
     // the last page had gone included.
     s.already_sent = s.requests - s.requests_served;
+    s.serve_latency = serve_latency_.summary();
     return s;
 }
 

@@ -68,6 +68,7 @@ private:
         uint32_t block;
         uint64_t first_page, count;
         std::optional<uint32_t> token;  // the postcopy channel's
+        std::chrono::steady_clock::time_point arrived{};  // read off the return path
     };
     // What the return path brings: a request, or DONE (every page is placed there).
     struct Incoming {
@@ -124,6 +125,7 @@ private:
     bool stop_reader_ = false;
     std::optional<Error> failure_;  // the return path failed or carried nonsense
     PostcopyStats stats_;
+    LatencySamples serve_latency_;  // requests whose pages went (or went again)
     uint64_t remaining_ = 0;
 };
 

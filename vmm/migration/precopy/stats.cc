@@ -33,6 +33,19 @@ LatencySummary summarize(std::vector<double> samples_us) {
     return s;
 }
 
+void LatencySamples::add(double us) {
+    if (kept_.size() < kMaxSamples) kept_.push_back(us);
+    ++count_;
+    max_ = std::max(max_, us);
+}
+
+LatencySummary LatencySamples::summary() const {
+    LatencySummary s = summarize(kept_);
+    s.count = count_;
+    s.max_us = max_;
+    return s;
+}
+
 bool is_terminal(MigrationStatus s) {
     return s == MigrationStatus::none || s == MigrationStatus::completed || s == MigrationStatus::failed ||
            s == MigrationStatus::cancelled;

@@ -63,6 +63,20 @@ struct LatencySummary {
 };
 LatencySummary summarize(std::vector<double> samples_us);
 
+// Latencies as they come: the first kMaxSamples kept for the percentiles, the count and the
+// maximum over all of them.
+class LatencySamples {
+public:
+    void add(double us);
+    LatencySummary summary() const;
+
+private:
+    static constexpr size_t kMaxSamples = 1u << 20;
+    std::vector<double> kept_;
+    uint64_t count_ = 0;
+    double max_ = 0;
+};
+
 // The postcopy phase. The source counts what it pushed and served; the destination what the
 // guest (and the VMM's own reads of guest RAM) faulted on, and how long each fault waited.
 struct PostcopyStats {
@@ -81,6 +95,7 @@ struct PostcopyStats {
     uint64_t postcopy_bytes = 0;    // source: bytes sent after the switch
     uint64_t recoveries = 0;        // times a broken link was recovered (migrate_recover, migrate -r)
     LatencySummary fault_latency;   // destination: a request sent until its page was placed
+    LatencySummary serve_latency;   // source: a request read until its pages were written (or sent again)
     double blocktime_ms = 0;        // destination: time every vCPU was blocked at once (QEMU's postcopy-blocktime)
     std::vector<double> vcpu_blocktime_ms;  // destination: per vCPU, summed over its faults
 };
