@@ -1,0 +1,290 @@
+// PostcopySender against a scripted destination over socket pairs: a request is answered ahead
+// of the paced push, which then goes on from past it; requests in order open a readahead window
+// that goes at once; a request for a page already sent goes again on the preempt connection;
+// every page goes once, then END, and POSTCOPY_DONE ends the run; a request outside guest RAM
+// fails the run with the reason.
+#include "vmm/migration/postcopy/sender.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "tests/support/memory_fixture.h"
+#include "tests/support/wait.h"
+#include "vmm/migration/transport/socket_stream.h"
+#include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/return_path.h"
+
+namespace vmm::migration::test {
+
+namespace {
+
+using vmm::test::eventually;
+constexpr auto kIoTimeout = std::chrono::seconds(60);
+
+struct Arrival {
+    int conn;  // 0: the stream, 1: the preempt connection
+    RecordType type;
+    uint32_t block;
+    uint64_t first, count;
+};
+
+// Both ends of one connection: the sender's SocketStream and the destination's.
+struct Connection {
+    std::unique_ptr<SocketStream> source, dest;
+    UniqueFd requests;  // the destination's end again, for writing requests beside its reader
+};
+
+Connection connect(const CancelToken& src_cancel, const CancelToken& dst_cancel) {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+    Connection c;
+    c.requests = UniqueFd(::dup(sv[1]));
+    c.source = std::make_unique<SocketStream>(UniqueFd(sv[0]), src_cancel, kIoTimeout, "destination", false);
+    c.dest = std::make_unique<SocketStream>(UniqueFd(sv[1]), dst_cancel, kIoTimeout, "source", false);
+    return c;
+}
+
+// The destination's side: a reader per connection logs every record and checks its bytes
+// against the source's RAM; after END on the stream it answers POSTCOPY_DONE when told to.
+class FakeDestination {
+public:
+    FakeDestination(const memory::GuestMemory& src, std::vector<BlockInfo> blocks, bool answer_done)
+        : src_(src), blocks_(std::move(blocks)), answer_done_(answer_done) {}
+    ~FakeDestination() { join(); }
+
+    void start(int conn, Connection& c) {
+        readers_.emplace_back([this, conn, &c] { read_all(conn, *c.dest, c.requests.get()); });
+    }
+    void join() {
+        for (auto& t : readers_)
+            if (t.joinable()) t.join();
+    }
+    std::vector<Arrival> arrivals() const {
+        std::lock_guard lock(mutex_);
+        return log_;
+    }
+    // Whether [first, first + count) of `block` came in data/zero records, on `conn` (-1: any).
+    bool arrived(uint32_t block, uint64_t page, int conn = -1) const {
+        for (const auto& a : arrivals())
+            if ((conn < 0 || a.conn == conn) && a.type != RecordType::end && a.block == block && page >= a.first &&
+                page < a.first + a.count)
+                return true;
+        return false;
+    }
+    bool ended() const {
+        std::lock_guard lock(mutex_);
+        return end_seen_;
+    }
+    uint64_t wrong_bytes() const {
+        std::lock_guard lock(mutex_);
+        return wrong_;
+    }
+
+private:
+    void read_all(int conn, SocketStream& in, int reply_fd) {
+        for (;;) {
+            auto r = read_record(in, blocks_, 4096);
+            if (!r) return;  // the source closed the connection
+            if (r->type == RecordType::pages) {
+                std::vector<uint8_t> data(r->length);
+                if (!in.read_exact(data)) return;
+                check(*r, data);
+            }
+            std::lock_guard lock(mutex_);
+            log_.push_back({conn, r->type, r->block, r->offset / 4096, r->length / 4096});
+            if (r->type != RecordType::end || conn != 0) continue;
+            end_seen_ = true;
+            if (answer_done_) {
+                auto done = encode_postcopy_done();
+                EXPECT_EQ(::send(reply_fd, done.data(), done.size(), MSG_NOSIGNAL), static_cast<ssize_t>(done.size()));
+            }
+            return;
+        }
+    }
+    void check(const Record& r, const std::vector<uint8_t>& data) {
+        const uint8_t* want = src_.blocks()[r.block]->host() + r.offset;
+        if (std::memcmp(want, data.data(), data.size()) != 0) {
+            std::lock_guard lock(mutex_);
+            ++wrong_;
+        }
+    }
+
+    const memory::GuestMemory& src_;
+    std::vector<BlockInfo> blocks_;
+    bool answer_done_;
+    std::vector<std::thread> readers_;
+    mutable std::mutex mutex_;
+    std::vector<Arrival> log_;
+    bool end_seen_ = false;
+    uint64_t wrong_ = 0;
+};
+
+void request(Connection& c, uint32_t block, uint64_t page, uint32_t pages = 1) {
+    auto m = encode_page_request(block, page * 4096, pages * 4096);
+    ASSERT_EQ(::send(c.requests.get(), m.data(), m.size(), MSG_NOSIGNAL), static_cast<ssize_t>(m.size()));
+}
+
+// A source whose block 0 ("pc.ram", 2048 pages) is missing on the destination, every page of
+// it distinct and non-zero but for every 8th, which is zero; block 1 is there already.
+class PostcopySenderTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        for (uint64_t p = 0; p < kPages; ++p)
+            if (p % 8 != 0) std::memset(ram() + p * 4096, static_cast<int>(p % 251) + 1, 4096);
+        missing_ = {std::vector<uint64_t>(kPages / 64, ~uint64_t{0}),
+                    std::vector<uint64_t>(mem_.blocks()[1]->size() / 4096 / 64, 0)};
+    }
+    void TearDown() override {
+        if (src_cancel_) src_cancel_->cancel();
+        if (runner_.joinable()) runner_.join();
+        sender_.reset();  // joins its return-path reader before the streams go
+        for (auto& c : conns_) c.source.reset();  // the destination's readers see the end
+        if (dest_) dest_->join();
+    }
+    uint8_t* ram() { return mem_.blocks()[0]->host(); }
+
+    // Starts the sender's run() on a thread; with `preempt`, over two connections.
+    void start(PostcopySender::Config config, bool preempt = false, bool answer_done = false) {
+        src_cancel_.emplace(CancelToken::create().value());
+        dst_cancel_.emplace(CancelToken::create().value());
+        conns_.resize(preempt ? 2 : 1);
+        for (auto& c : conns_) c = connect(*src_cancel_, *dst_cancel_);
+        dest_ = std::make_unique<FakeDestination>(mem_, layout(mem_), answer_done);
+        for (size_t i = 0; i < conns_.size(); ++i) dest_->start(static_cast<int>(i), conns_[i]);
+        sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, nullptr, layout(mem_), missing_,
+                                                   *src_cancel_, config);
+        if (preempt) sender_->use_preempt(conns_[1].source.get());
+        runner_ = std::thread([this] { result_ = sender_->run(); });
+    }
+    Status finish() {
+        runner_.join();
+        return result_;
+    }
+
+    static constexpr uint64_t kPages = 8 * M / 4096;
+    memory::GuestMemory mem_ = make_memory();
+    std::vector<std::vector<uint64_t>> missing_;
+    std::optional<CancelToken> src_cancel_, dst_cancel_;
+    std::vector<Connection> conns_;
+    std::unique_ptr<FakeDestination> dest_;
+    std::unique_ptr<PostcopySender> sender_;
+    std::thread runner_;
+    Status result_;
+};
+
+constexpr uint64_t kCrawl = 64 * 1024;  // bytes/s: one background record a second
+
+}  // namespace
+
+TEST_F(PostcopySenderTest, ARequestGoesAheadOfThePacedPushWhichGoesOnFromPastIt) {
+    start({.max_bandwidth = kCrawl, .readahead_pages = 0});
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10)) << "the push sent nothing";
+    request(conns_[0], 0, 1001);  // paced, the push would reach it in a minute
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1001); }, 10)) << "the request was not served";
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1002); }, 10));
+    ASSERT_TRUE(eventually([&] { return sender_->stats().requests_served == 1; }, 10));
+    auto log = dest_->arrivals();
+    size_t i = 0;
+    while (!(log[i].first <= 1001 && 1001 < log[i].first + log[i].count)) ++i;
+    EXPECT_EQ(log[i].count, 1u) << "the request's page came with others";
+    ASSERT_LT(i + 1, log.size());
+    EXPECT_EQ(log[i + 1].first, 1002u) << "the push did not go on from past the request";
+    EXPECT_EQ(log[i + 1].count, 6u) << "its first run: data pages up to the zero page 1008";
+    PostcopyStats st = sender_->stats();
+    EXPECT_EQ(st.requests, 1u);
+    EXPECT_EQ(st.requests_served, 1u);
+    EXPECT_EQ(st.readahead_pages, 0u);
+    EXPECT_EQ(st.serve_latency.count, 1u);
+    EXPECT_LE(st.serve_latency.p50_us, st.serve_latency.max_us);
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
+TEST_F(PostcopySenderTest, RequestsInOrderOpenAReadaheadWindowThatGoesAtOnceAndDoubles) {
+    // A page a second: after its first record the push owes 16 s, and no paced record can
+    // carry it ten seconds further.
+    start({.max_bandwidth = 4096, .readahead_pages = 64});
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
+    request(conns_[0], 0, 1001);
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1001); }, 10));
+    request(conns_[0], 0, 1002);  // in order: a window of 16 pages past it
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1003) && dest_->arrived(0, 1018); }, 10))
+        << "the readahead window did not go at once";
+    ASSERT_TRUE(eventually([&] { return sender_->stats().readahead_pages == 16; }, 10))
+        << sender_->stats().readahead_pages;
+    request(conns_[0], 0, 1019);  // in order again: the window doubles, to [1020, 1052)
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1051); }, 10)) << "the window did not double";
+    // 48 unless the push's own turn (a second after the first window) took [1019, 1035) before
+    // the request came; then the window sent the rest, 1035 to 1051.
+    ASSERT_TRUE(eventually([&] { return sender_->stats().readahead_pages >= 33; }, 10))
+        << sender_->stats().readahead_pages;
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
+TEST_F(PostcopySenderTest, ARequestForAPageSentAlreadyGoesAgainOnThePreemptConnection) {
+    start({.max_bandwidth = kCrawl, .readahead_pages = 0}, true);
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 5, 0); }, 10));
+    request(conns_[0], 0, 5);  // sent on the stream already
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 5, 1); }, 10)) << "not sent again on the preempt connection";
+    request(conns_[0], 0, 1001);  // never sent: served on the preempt connection
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1001, 1); }, 10));
+    ASSERT_TRUE(eventually([&] { return sender_->stats().requests_served == 1; }, 10));
+    PostcopyStats st = sender_->stats();
+    EXPECT_EQ(st.requests, 2u);
+    EXPECT_EQ(st.already_sent, 1u);
+    EXPECT_EQ(st.resent_pages, 1u);
+    EXPECT_EQ(st.preempt_pages, 2u);
+    EXPECT_EQ(st.serve_latency.count, 2u) << "a request answered again has its serve latency too";
+    EXPECT_GT(st.serve_latency.max_us, 0.0);
+    EXPECT_FALSE(dest_->arrived(0, 1001, 0)) << "a served page went on the stream too";
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
+TEST_F(PostcopySenderTest, EveryMissingPageGoesOnceThenEndAndDoneEndsTheRun) {
+    start({.max_bandwidth = 0, .readahead_pages = 64}, false, true);
+    request(conns_[0], 0, 2000);
+    request(conns_[0], 0, 2001);
+    auto s = finish();
+    ASSERT_TRUE(s) << s.error().message();
+    ASSERT_TRUE(eventually([&] { return dest_->ended(); }, 10));
+    std::vector<int> times(kPages, 0);
+    uint64_t zero_pages = 0, ends = 0;
+    for (const auto& a : dest_->arrivals()) {
+        if (a.type == RecordType::end) {
+            ++ends;
+            continue;
+        }
+        ASSERT_EQ(a.block, 0u) << "a page the destination had was sent";
+        for (uint64_t p = a.first; p < a.first + a.count; ++p) {
+            times[p] += 1;
+            if (a.type == RecordType::zero) {
+                EXPECT_EQ(p % 8, 0u) << "page " << p << " is not zero";
+                ++zero_pages;
+            }
+        }
+    }
+    EXPECT_EQ(ends, 1u);
+    for (uint64_t p = 0; p < kPages; ++p) EXPECT_EQ(times[p], 1) << "page " << p;
+    EXPECT_EQ(zero_pages, kPages / 8);
+    PostcopyStats st = sender_->stats();
+    EXPECT_EQ(st.missing_pages, kPages);
+    EXPECT_EQ(sender_->remaining_pages(), 0u);
+    EXPECT_EQ(st.requests, 2u);
+    EXPECT_EQ(st.background_pages + st.requests_served, kPages) << "requests are a page each";
+    EXPECT_EQ(st.resent_pages, 0u);
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
+TEST_F(PostcopySenderTest, ARequestOutsideGuestRamFailsTheRunWithTheReason) {
+    start({.max_bandwidth = kCrawl, .readahead_pages = 0});
+    request(conns_[0], 0, kPages + 3);
+    auto s = finish();
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message().find("return path"), std::string::npos) << s.error().message();
+    EXPECT_GE(sender_->remaining_pages(), kPages - 16) << "more went than the push's first record";
+}
+
+}  // namespace vmm::migration::test
