@@ -22,8 +22,14 @@ IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, 
 }
 
 IncomingMigration::~IncomingMigration() {
-    cancel_.cancel();
+    cancel();
     if (thread_.joinable()) thread_.join();
+}
+
+void IncomingMigration::cancel() {
+    std::lock_guard lock(mutex_);
+    cancel_.cancel();
+    if (recovery_cancel_) recovery_cancel_->cancel();
 }
 
 Status IncomingMigration::listen() {
@@ -109,17 +115,37 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
 }
 
 Status IncomingMigration::recover(Transport& transport, Uri uri) {
-    if (auto st = stats().status; st != MigrationStatus::postcopy_paused) {
+    auto st = stats().status;
+    if (st == MigrationStatus::postcopy_recover) {
+        if (auto s = stop_waiting(); !s) return s;
+    } else if (st != MigrationStatus::postcopy_paused) {
         return Error(fmt::format("migrate_recover is for an incoming postcopy whose link broke (postcopy-paused); this "
                                  "one is {}",
                                  to_string(st)));
     }
-    if (thread_.joinable()) thread_.join();  // the broken link's thread has ended: its last act was the status
-    auto l = transport.listen(context_for(machine_, uri, options_, cancel_));
+    if (thread_.joinable()) thread_.join();  // the last link's thread has ended: its last act was the status
+    auto token = CancelToken::create();
+    if (!token) return token.error();
+    {
+        std::lock_guard lock(mutex_);
+        if (cancel_.cancelled()) return Error("migrate_recover: this vmm is quitting");
+        recovery_cancel_.emplace(std::move(*token));
+    }
+    auto l = transport.listen(context_for(machine_, uri, options_, *recovery_cancel_));
     if (!l) return l.error();
     listener_ = std::move(*l);
     set_status(MigrationStatus::postcopy_recover);
     thread_ = std::thread([this] { run_recovery(); });
+    return {};
+}
+
+Status IncomingMigration::stop_waiting() {
+    std::lock_guard lock(mutex_);
+    if (live_ != nullptr) {
+        return Error("migrate_recover: the source is resuming this postcopy already; wait for it to end "
+                     "(postcopy-active, or postcopy-paused to try again)");
+    }
+    recovery_cancel_->cancel();  // run_recovery's accept returns, and the status goes back to paused
     return {};
 }
 
@@ -136,13 +162,22 @@ void IncomingMigration::run_recovery() {
     name_this_thread("mig-incoming");
     log::info("waiting for the source to resume postcopy ('migrate -r') on {}", listener_->describe());
     auto conn = listener_->accept();
+    bool superseded = false;
+    {
+        std::lock_guard lock(mutex_);
+        superseded = recovery_cancel_->cancelled() && !cancel_.cancelled();
+        if (conn && !superseded) live_ = conn->get();
+    }
+    if (superseded) {  // a new migrate_recover listens elsewhere
+        log::info("migrate_recover: no longer waiting on {}", listener_->describe());
+        if (conn) (*conn)->abort("the destination listens elsewhere now (a new migrate_recover)");
+        listener_.reset();
+        set_status(MigrationStatus::postcopy_paused);
+        return;
+    }
     if (!conn) {
         end_connection(conn.error(), nullptr);
         return;
-    }
-    {
-        std::lock_guard lock(mutex_);
-        live_ = conn->get();
     }
     Status s = resume(**conn);
     end_connection(s, std::move(*conn));

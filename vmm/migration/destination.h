@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "vmm/machine/machine.h"
@@ -31,9 +32,10 @@ public:
 
     Status listen();
     void start();
-    void cancel() { cancel_.cancel(); }
+    void cancel();
     MigrationStats stats() const;
     // migrate_recover: the postcopy whose link broke waits for the source's 'migrate -r' on `uri`.
+    // Again while it waits (a URI the source cannot reach): the new one takes the old one's place.
     Status recover(Transport& transport, Uri uri);
     // migrate_pause: cut the link of the postcopy under way, as a failed network would.
     Status pause_link();
@@ -41,6 +43,8 @@ public:
 private:
     void run();
     void run_recovery();
+    // The recovery waiting for the source stops listening (it has not come: live_ is null).
+    Status stop_waiting();
     // The connection is done with (`s`: how it ended): it and the listener go, and the status says what follows.
     void end_connection(Status s, std::unique_ptr<Connection> conn);
     Status resume(Connection& conn);
@@ -56,6 +60,9 @@ private:
     Uri uri_;
     Options options_;
     CancelToken cancel_;
+    // Under mutex_: the recovery's listener and connection (cancel_ too cancels it); a
+    // migrate_recover while it waits cancels it alone.
+    std::optional<CancelToken> recovery_cancel_;
     bool stay_paused_;
     StatusFn on_status_;
     FailFn on_failure_;
