@@ -16,6 +16,8 @@ def ratio(a; b): if (a // null) != null and (b // 0) > 0 then (a / b) | r2 else 
     "the guest's own stalls: ours without readahead": stalls($n.guest),
     "the guest's own stalls: QEMU 7.2": stalls($q.guest),
     "faults, ours / ours without readahead": "\($b.destination."x-postcopy".requests) / \($n.destination."x-postcopy".requests)",
+    "a fault's latency, p50 us, ours / ours without readahead: at the source (request read to page written) of the whole (request sent to page placed)":
+      "\($b.source."x-postcopy"."x-serve-latency"."p50-us" // "-" | if type == "number" then round else . end) of \($b.destination."x-postcopy"."fault-latency"."p50-us" | round) / \($n.source."x-postcopy"."x-serve-latency"."p50-us" // "-" | if type == "number" then round else . end) of \($n.destination."x-postcopy"."fault-latency"."p50-us" | round)",
     "readahead pages, ours": $b.source."x-postcopy"."x-readahead-pages",
     "ours / QEMU total (target <= 1)": ratio($b.source."total-time"; $q.source."total-time"),
     "ours / QEMU blocked, each VMM's count (target <= 1)": ratio($b.destination."postcopy-blocktime"; $q.destination."postcopy-blocktime"),
