@@ -1,6 +1,7 @@
 // PostcopySender against a scripted destination over socket pairs: a request is answered ahead
 // of the paced push, which then goes on from past it; requests in order open a readahead window
-// that goes at once; a request for a page already sent goes again on the preempt connection;
+// that goes at once; with preempt, a request is answered even while the push cannot write, and
+// one for a page already sent goes again on the preempt connection;
 // every page goes once, then END, and POSTCOPY_DONE ends the run; a request outside guest RAM
 // fails the run with the reason.
 #include "vmm/migration/postcopy/sender.h"
@@ -147,14 +148,15 @@ protected:
     }
     uint8_t* ram() { return mem_.blocks()[0]->host(); }
 
-    // Starts the sender's run() on a thread; with `preempt`, over two connections.
-    void start(PostcopySender::Config config, bool preempt = false, bool answer_done = false) {
+    // Starts the sender's run() on a thread; with `preempt`, over two connections. Without
+    // `read_stream`, the destination reads only the preempt connection: the stream fills up.
+    void start(PostcopySender::Config config, bool preempt = false, bool answer_done = false, bool read_stream = true) {
         src_cancel_.emplace(CancelToken::create().value());
         dst_cancel_.emplace(CancelToken::create().value());
         conns_.resize(preempt ? 2 : 1);
         for (auto& c : conns_) c = connect(*src_cancel_, *dst_cancel_);
         dest_ = std::make_unique<FakeDestination>(mem_, layout(mem_), answer_done);
-        for (size_t i = 0; i < conns_.size(); ++i) dest_->start(static_cast<int>(i), conns_[i]);
+        for (size_t i = read_stream ? 0 : 1; i < conns_.size(); ++i) dest_->start(static_cast<int>(i), conns_[i]);
         sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, nullptr, layout(mem_), missing_,
                                                    *src_cancel_, config);
         if (preempt) sender_->use_preempt(conns_[1].source.get());
@@ -240,6 +242,16 @@ TEST_F(PostcopySenderTest, ARequestForAPageSentAlreadyGoesAgainOnThePreemptConne
     EXPECT_EQ(st.serve_latency.count, 2u) << "a request answered again has its serve latency too";
     EXPECT_GT(st.serve_latency.max_us, 0.0);
     EXPECT_FALSE(dest_->arrived(0, 1001, 0)) << "a served page went on the stream too";
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
+TEST_F(PostcopySenderTest, WithPreemptARequestIsAnsweredWhileThePushIsStuckOnAFullStream) {
+    start({.max_bandwidth = 0, .readahead_pages = 0}, true, false, false);
+    request(conns_[0], 0, 2000);  // far past what the stream's socket holds
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 2000, 1); }, 10))
+        << "the request waited for the push's thread, whose write cannot finish";
+    ASSERT_TRUE(eventually([&] { return sender_->stats().requests_served == 1; }, 10));
+    EXPECT_EQ(sender_->stats().resent_pages, 0u);
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 

@@ -20,10 +20,9 @@ constexpr auto kMostOwed = std::chrono::seconds(1);
 PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, SourcePostcopyChannel* channel,
                                std::vector<BlockInfo> blocks, std::vector<std::vector<uint64_t>> missing,
                                const CancelToken& cancel, Config config)
-    : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), at_switch_(missing), missing_(std::move(missing)), cancel_(cancel),
-      config_(config),
-      limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)),
-      readahead_(config.readahead_pages) {
+    : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), at_switch_(missing), cancel_(cancel),
+      config_(config), limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)),
+      missing_(std::move(missing)), readahead_(config.readahead_pages) {
     for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
     stats_.switched = true;
     stats_.missing_pages = remaining_;
@@ -42,11 +41,16 @@ void PostcopySender::detach() {
 void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, ByteStream* preempt,
                             const std::vector<std::vector<uint64_t>>& received) {
     detach();
-    burst_ = {};
     stream_ = &stream;
     channel_ = channel;
     preempt_ = preempt;
     begun_ = false;
+    {
+        std::lock_guard w(preempt_mutex_);
+        preempt_ended_ = false;
+    }
+    std::lock_guard lock(mutex_);
+    burst_ = {};
     uint64_t remaining = 0;
     for (size_t b = 0; b < missing_.size(); ++b) {
         for (size_t w = 0; w < missing_[b].size(); ++w) missing_[b][w] = at_switch_[b][w] & ~received[b][w];
@@ -54,7 +58,6 @@ void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, 
     }
     cursor_block_ = 0;
     cursor_page_ = 0;
-    std::lock_guard lock(mutex_);
     remaining_ = remaining;
     requests_.clear();  // the destination asks again for what it still waits on
     failure_.reset();
@@ -94,18 +97,26 @@ void PostcopySender::read_requests() {
         if (cancel_.cancelled()) return;
         auto m = next_incoming();
         if (m && !*m) continue;  // a destination whose guest touches nothing missing says nothing
+        Status answered;
+        if (m && !(*m)->done) {
+            (*m)->request.arrived = std::chrono::steady_clock::now();
+            {
+                std::lock_guard lock(mutex_);
+                ++stats_.requests;
+                if (!reader_answers()) requests_.push_back((*m)->request);
+            }
+            if (reader_answers()) answered = answer((*m)->request);
+        }
         std::lock_guard lock(mutex_);
         if (!m) {
             if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
+        } else if (!answered) {
+            if (!failure_) failure_ = answered.error().context("answering a page request on the postcopy-preempt connection");
         } else if ((*m)->done) {
             done_ = true;
-        } else {
-            requests_.push_back((*m)->request);
-            requests_.back().arrived = std::chrono::steady_clock::now();
-            ++stats_.requests;
         }
         cv_.notify_all();
-        if (!m || done_) return;
+        if (!m || !answered || done_) return;
     }
 }
 
@@ -117,7 +128,8 @@ std::optional<PostcopySender::Request> PostcopySender::next_request() {
     return r;
 }
 
-Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64_t count, bool zero, bool again) {
+Result<uint64_t> PostcopySender::send_run(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool zero,
+                                          bool again) {
     if (channel_ != nullptr) return send_on_channel(block, first, count, zero);
     Record r;
     r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
@@ -128,9 +140,9 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     const uint8_t* host = mem_.blocks()[block]->host() + r.offset;
     std::span<const uint8_t> ram(host, zero ? 0 : r.length);
     if (config_.verify && !zero) append_page_sums(header, ram);
-    auto s = zero ? out().write(header) : out().write_ram(header, ram);
+    auto s = zero ? out.write(header) : out.write_ram(header, ram);
     if (!s) return s.error();
-    if (urgent_ && preempt_ != nullptr) {
+    if (&out == preempt_) {
         std::lock_guard lock(mutex_);
         stats_.preempt_pages += count;
     }
@@ -143,11 +155,16 @@ Result<uint64_t> PostcopySender::send_run(uint32_t block, uint64_t first, uint64
     return sent(block, first, count, header.size() + ram.size());
 }
 
-// [first, first + count) of `block` has gone (`bytes` of it on the wire): missing no more.
+// [first, first + count) of `block` has gone (`bytes` of it on the wire): missing no more. A
+// page may have gone on the other connection meanwhile (a request's, a push's run): it counts once.
 uint64_t PostcopySender::sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes) {
-    for (uint64_t p = first; p < first + count; ++p) missing_[block][p / 64] &= ~(uint64_t{1} << (p % 64));
     std::lock_guard lock(mutex_);
-    remaining_ -= count;
+    for (uint64_t p = first; p < first + count; ++p) {
+        uint64_t bit = uint64_t{1} << (p % 64);
+        if ((missing_[block][p / 64] & bit) == 0) continue;
+        missing_[block][p / 64] &= ~bit;
+        --remaining_;
+    }
     stats_.postcopy_bytes += bytes;
     return bytes;
 }
@@ -173,14 +190,14 @@ Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first,
 
 // [first, first + count) are all missing (or, `again`, all sent already): runs of data pages and
 // of zero pages. Returns the bytes sent.
-Result<uint64_t> PostcopySender::send_pages(uint32_t block, uint64_t first, uint64_t count, bool again) {
+Result<uint64_t> PostcopySender::send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again) {
     const uint8_t* host = mem_.blocks()[block]->host();
     uint64_t start = first, bytes = 0;
     bool zero = config_.zero_markers && is_zero_page(host + first * kStreamPageSize);
     for (uint64_t p = first + 1; p <= first + count; ++p) {
         bool z = p < first + count && config_.zero_markers && is_zero_page(host + p * kStreamPageSize);
         if (p < first + count && z == zero) continue;
-        auto sent = send_run(block, start, p - start, zero, again);
+        auto sent = send_run(out, block, start, p - start, zero, again);
         if (!sent) return sent.error();
         bytes += *sent;
         start = p;
@@ -189,41 +206,57 @@ Result<uint64_t> PostcopySender::send_pages(uint32_t block, uint64_t first, uint
     return bytes;
 }
 
-Status PostcopySender::serve(const Request& r) {
+PostcopySender::Run PostcopySender::next_missing(uint32_t block, uint64_t from, uint64_t end) const {
+    std::lock_guard lock(mutex_);
+    auto run = memory::next_run(missing_[block], from, end);
+    return {block, run.first, run.count};
+}
+
+Status PostcopySender::answer(const Request& r) {
+    std::lock_guard w(preempt_mutex_);
+    if (preempt_ended_) return {};  // every page has gone: the answer is on the stream
+    return serve(*preempt_, r, true);
+}
+
+Status PostcopySender::serve(ByteStream& out, const Request& r, bool resend) {
     uint64_t end = r.first_page + r.count;
     bool any = false;
     answer_ = r.token;  // a channel's request is one page: the one run, if it is missing still
-    urgent_ = true;
-    struct Calm {
-        bool& urgent;
-        ~Calm() { urgent = false; }
-    } calm{urgent_};  // however serve() ends, the push goes on the stream again
-    for (auto run = memory::next_run(missing_[r.block], r.first_page, end); run.count != 0;
-         run = memory::next_run(missing_[r.block], run.first + run.count, end)) {
-        if (auto s = send_pages(r.block, run.first, run.count); !s) return s.error();
+    for (auto run = next_missing(r.block, r.first_page, end); run.count != 0;
+         run = next_missing(r.block, run.first + run.count, end)) {
+        if (auto s = send_pages(out, r.block, run.first, run.count); !s) return s.error();
         any = true;
     }
     answer_.reset();  // sent already: the destination places it from the push
-    bool again = !any && preempt_ != nullptr && channel_ == nullptr;
+    // On its way, but on the stream, behind what the push queued there (a readahead burst, a
+    // full socket): sent again on the preempt connection. Whichever copy comes first is placed;
+    // the other finds the page present and changes nothing (the source's guest is paused: both
+    // copies are the same bytes).
+    bool again = !any && resend;
     if (again) {
-        // On its way, but on the stream, behind what the push queued there (a readahead burst,
-        // a full socket): sent again on the preempt connection. Whichever copy comes first is
-        // placed; the other finds the page present and changes nothing (the source's guest is
-        // paused: both copies are the same bytes).
-        uint64_t n = std::min<uint64_t>(r.count, kBackgroundPages);
-        if (auto s = send_pages(r.block, r.first_page, n, true); !s) return s.error();
+        if (auto s = send_pages(out, r.block, r.first_page, std::min<uint64_t>(r.count, kBackgroundPages), true); !s)
+            return s.error();
     }
+    if (channel_ == nullptr) {
+        if (auto s = out.flush(); !s) return s;
+    }
+    served(r, any, again);
+    return {};
+}
+
+// After a request's answer: the push goes on from past it, with the readahead window it opened.
+void PostcopySender::served(const Request& r, bool any, bool again) {
+    std::lock_guard lock(mutex_);
+    uint64_t end = r.first_page + r.count;
     cursor_block_ = r.block;
     cursor_page_ = end;
-    burst_ = {r.block, end, readahead_.on_request(r.block, r.first_page, r.count)};  // the push goes on from here
-    if (auto s = flush(); !s) return s;
-    std::lock_guard lock(mutex_);
+    burst_ = {r.block, end, readahead_.on_request(r.block, r.first_page, r.count)};
+    ++serves_;
     if (any) ++stats_.requests_served;
     if (any || again) {
-        auto us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - r.arrived).count();
-        serve_latency_.add(us);
+        serve_latency_.add(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - r.arrived).count());
     }
-    return {};
+    cv_.notify_all();
 }
 
 // The next run of missing pages from the cursor on, wrapping around the blocks (the cursor
@@ -244,29 +277,34 @@ std::optional<PostcopySender::Run> PostcopySender::next_push_run() {
 // within a readahead window (right past a request) go without waiting, and are accounted all
 // the same: the push waits that much longer after them, by at most kMostOwed.
 Status PostcopySender::push_background() {
+    std::unique_lock lock(mutex_);
     auto run = next_push_run();
-    if (!run) return Error("internal: postcopy found no missing page although some remain");
+    if (!run) {  // the last pages went as answers meanwhile
+        if (remaining_ == 0) return {};
+        return Error("internal: postcopy found no missing page although some remain");
+    }
     bool ahead = run->block == burst_.block && run->first >= burst_.first && run->first < burst_.first + burst_.count;
     if (ahead) {
         run->count = std::min(run->count, burst_.first + burst_.count - run->first);
     } else if (auto wait = limiter_.ahead(); wait.count() > 0) {
-        std::unique_lock lock(mutex_);
+        uint64_t serves = serves_;
         cv_.wait_for(lock, std::min<std::chrono::nanoseconds>(wait, kReturnPoll),
-                     [this] { return !requests_.empty() || failure_.has_value(); });
+                     [&] { return !requests_.empty() || failure_.has_value() || serves_ != serves; });
         if (cancel_.cancelled()) return Error("migration cancelled");
         return {};
     }
-    auto sent = send_pages(run->block, run->first, run->count);
+    uint64_t serves = serves_;
+    lock.unlock();
+    auto sent = send_pages(*stream_, run->block, run->first, run->count);
     if (!sent) return sent.error();
-    cursor_page_ = run->first + run->count;
-    {
-        std::lock_guard lock(mutex_);
-        stats_.background_pages += run->count;
-        if (ahead) stats_.readahead_pages += run->count;
-    }
+    lock.lock();
+    if (serves_ == serves) cursor_page_ = run->first + run->count;  // else an answer moved it
+    stats_.background_pages += run->count;
+    if (ahead) stats_.readahead_pages += run->count;
+    lock.unlock();
     limiter_.account(*sent);
     if (ahead) limiter_.forgive_beyond(kMostOwed);
-    return flush();
+    return channel_ != nullptr ? Status{} : stream_->flush();
 }
 
 Status PostcopySender::wait_done() {
@@ -292,7 +330,7 @@ Status PostcopySender::run() {
         }
         if (cancel_.cancelled()) return Error("migration cancelled");
         while (auto r = next_request()) {
-            if (auto s = serve(*r); !s) return s;
+            if (auto s = serve(*stream_, *r, false); !s) return s;
         }
         if (remaining_pages() == 0) break;
         if (auto s = push_background(); !s) return s;
@@ -301,15 +339,23 @@ Status PostcopySender::run() {
         if (auto s = channel_->end(); !s) return s;
         return wait_done();
     }
+    if (auto s = send_end(); !s) return s;
+    return wait_done();
+}
+
+// END on the preempt connection first, once no answer can follow it (the destination reads it
+// to its end before it checks what is missing), then on the stream.
+Status PostcopySender::send_end() {
     Record end;
     end.type = RecordType::end;
-    if (preempt_ != nullptr) {  // first: the destination reads it to its end before it checks what is missing
+    if (preempt_ != nullptr) {
+        std::lock_guard w(preempt_mutex_);
+        preempt_ended_ = true;
         if (auto s = preempt_->write(encode_record(end)); !s) return s;
         if (auto s = preempt_->flush(); !s) return s;
     }
     if (auto s = stream_->write(encode_record(end)); !s) return s;
-    if (auto s = stream_->flush(); !s) return s;
-    return wait_done();
+    return stream_->flush();
 }
 
 PostcopyStats PostcopySender::stats() const {

@@ -9,9 +9,11 @@
 // state: detach() lets go of the dead stream, resume() carries on over a new one from what the
 // destination says it holds (recovery.h). Over a transport with its own postcopy channel
 // (transport.h: RDMA), requests, pages and the end travel there instead of on the stream.
-// With postcopy-preempt (a second connection, transport.h), requested pages and an END go
-// there, so they never queue behind the push on the stream; a requested page the push has sent
-// already goes there once more, since its first copy may still queue on the stream.
+// With postcopy-preempt (a second connection, transport.h), the thread that reads a request
+// answers it there at once, so it waits neither for the push's thread nor behind what the push
+// queued on the stream; a requested page the push has sent already goes there once more, since
+// its first copy may still queue on the stream. Without it, the push's thread serves requests
+// between its runs.
 #pragma once
 
 #include <condition_variable>
@@ -79,47 +81,56 @@ private:
     // The next message from the stream's reverse direction or the postcopy channel; nothing
     // when none came within the poll interval.
     Result<std::optional<Incoming>> next_incoming();
-    // Where the pages being sent go: a request's on the preempt connection if there is one.
-    ByteStream& out() { return urgent_ && preempt_ != nullptr ? *preempt_ : *stream_; }
-    Status flush() { return channel_ != nullptr ? Status{} : out().flush(); }
+    // postcopy-preempt over a stream: the return path's thread answers requests itself.
+    bool reader_answers() const { return preempt_ != nullptr && channel_ == nullptr; }
+    // The return path's thread: answers `r` on the preempt connection (nothing once its END went).
+    Status answer(const Request& r);
     std::optional<Request> next_request();
     struct Run {
         uint32_t block = 0;
         uint64_t first = 0, count = 0;
     };
-    std::optional<Run> next_push_run();
-    Status serve(const Request& r);
+    std::optional<Run> next_push_run();  // under mutex_
+    // Sends `r`'s missing pages on `out` (or the channel); with `resend`, pages all sent
+    // already go once more. The push then goes on from past them.
+    Status serve(ByteStream& out, const Request& r, bool resend);
+    void served(const Request& r, bool any, bool again);
     Status push_background();
-    // Sends [first, first + count) of `block`, all of which must be missing; returns the bytes sent.
-    // `again`: pages sent already, sent once more (a request's, on the preempt connection);
-    // nothing about what is missing changes.
-    Result<uint64_t> send_pages(uint32_t block, uint64_t first, uint64_t count, bool again = false);
-    Result<uint64_t> send_run(uint32_t block, uint64_t first, uint64_t count, bool zero, bool again);
+    // The next run of `block`'s missing pages in [from, end).
+    Run next_missing(uint32_t block, uint64_t from, uint64_t end) const;
+    // Sends [first, first + count) of `block` on `out`: runs of data pages and of zero pages;
+    // returns the bytes sent. `again`: pages sent already, sent once more; nothing about what
+    // is missing changes.
+    Result<uint64_t> send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again = false);
+    Result<uint64_t> send_run(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool zero, bool again);
     Result<uint64_t> send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero);
     uint64_t sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes);
+    Status send_end();
     Status wait_done();
 
     const memory::GuestMemory& mem_;
     ByteStream* stream_;  // the migration thread's; replaced only while the reader is stopped
     SourcePostcopyChannel* channel_;  // or null: the stream carries postcopy (as stream_)
     ByteStream* preempt_ = nullptr;   // postcopy-preempt's connection (as stream_)
-    bool urgent_ = false;             // serving a request: out() is the preempt connection
     bool begun_ = false;              // channel_->begin() went
     std::optional<uint32_t> answer_;  // the request send_run's next pages answer (channel only)
     std::vector<BlockInfo> blocks_;
     const std::vector<std::vector<uint64_t>> at_switch_;  // what the destination lacked at the switch
-    std::vector<std::vector<uint64_t>> missing_;  // the migration thread's alone
     const CancelToken& cancel_;
     Config config_;
-    RateLimiter limiter_;
+    RateLimiter limiter_;  // the push's thread's
+    std::thread reader_;
+    std::mutex preempt_mutex_;   // one writer at a time on preempt_: the reader's answers, the END
+    bool preempt_ended_ = false;  // under preempt_mutex_: END went there, so no answer may follow
+
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::vector<std::vector<uint64_t>> missing_;  // under mutex_, as everything below
     ReadaheadWindow readahead_;
     Run burst_;  // the readahead window: pages the push may send without waiting its turn
     uint32_t cursor_block_ = 0;
     uint64_t cursor_page_ = 0;
-    std::thread reader_;
-
-    mutable std::mutex mutex_;
-    std::condition_variable cv_;
+    uint64_t serves_ = 0;  // requests served: the push re-reads its cursor and window after one
     std::deque<Request> requests_;
     bool done_ = false;         // POSTCOPY_DONE came
     bool stop_reader_ = false;
