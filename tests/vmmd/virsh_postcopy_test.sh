@@ -4,6 +4,7 @@
 # 'virsh migrate-postcopy' switches it, and the guest runs on at the destination while its
 # missing pages arrive, as with libvirt's QEMU driver: Perform ends at the switch, Finish runs
 # the guest (running, post-copy), Confirm waits for the last page.
+# Then back with --postcopy-after-precopy: virsh switches on vmmd's migration-iteration event.
 # Shown: --postcopy sets postcopy-ram on both vmm; --postcopy-bandwidth and migrate-setspeed
 # --postcopy reach max-postcopy-bandwidth; migrate-postcopy without a job, or on a migration
 # started without --postcopy, is refused; the destination's vmm pulled pages after the switch
@@ -74,4 +75,23 @@ expect "migrate-postcopy on a migration without --postcopy is refused" "$(d migr
 out=$(d domjobabort demo) || fail "domjobabort: $out"
 wait "$back" && fail "the aborted migration back succeeded"
 expect "the aborted migration leaves the guest running where it is" "$(d domstate demo)" "running"
+
+# Back again with --postcopy-after-precopy: virsh itself switches once the first pass has ended,
+# on vmmd's migration-iteration events (precopy alone would never end at 8 MiB/s); 'virsh event'
+# hears them too (it registers in well under the seconds the first pass takes at 8 MiB/s).
+d event demo --event migration-iteration --loop --timeout 200 >"$dir/events.out" 2>&1 &
+events=$!
+timeout 240 virsh -c "$duri" migrate --live --postcopy --postcopy-after-precopy --postcopy-bandwidth 2 --bandwidth 8 \
+    demo "$uri" --migrateuri "tcp://127.0.0.1:$((port + 2))" >"$dir/after.out" 2>&1 ||
+    fail "virsh migrate --postcopy-after-precopy: $(cat "$dir/after.out")"
+echo "ok: virsh migrate --postcopy-after-precopy returned"
+kill "$events" 2>/dev/null
+cat "$dir/events.out"
+expect "virsh event heard the first pass end" "$(cat "$dir/events.out")" "migration-iteration' for domain '?demo'?: iteration: '?2"
+expect "the guest left, and its transient domain with it" "$(d domstate demo)" "failed to get domain"
+expect "and runs back where it started" "$(v domstate demo)" "running"
+q=$(qmp state demo query-migrate)
+missing=$(sed -n 's/.*"missing-pages":\([0-9]*\).*/\1/p' <<<"$q")
+[ "${missing:-0}" -gt 0 ] || fail "nothing was missing at the switch: virsh did not switch to postcopy: $q"
+echo "ok: virsh switched to postcopy after the first pass; $missing pages came after it"
 echo "PASS"

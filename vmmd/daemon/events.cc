@@ -10,7 +10,7 @@ namespace vmmd {
 
 namespace {
 
-enum Proc : int32_t { kRegisterAny = 316, kDeregisterAny = 317, kLifecycleEvent = 318 };
+enum Proc : int32_t { kRegisterAny = 316, kDeregisterAny = 317, kLifecycleEvent = 318, kMigrationIterationEvent = 359 };
 
 }  // namespace
 
@@ -24,24 +24,37 @@ void EventHub::disconnected(uint64_t connection) {
     connections_.erase(connection);
 }
 
-void EventHub::lifecycle(const DomainDef& def, int id, LifecycleEvent e) {
+void EventHub::send(int32_t event_id, const Uuid& domain, int32_t proc, const std::vector<uint8_t>& body) {
     std::vector<std::pair<std::shared_ptr<Outbox>, int32_t>> to;
     {
         std::lock_guard lock(mutex_);
         for (const auto& [conn, c] : connections_)
             for (const Callback& cb : c.callbacks)
-                if (cb.event_id == VIR_DOMAIN_EVENT_ID_LIFECYCLE && (!cb.domain || *cb.domain == def.uuid)) to.emplace_back(c.outbox, cb.id);
+                if (cb.event_id == event_id && (!cb.domain || *cb.domain == domain)) to.emplace_back(c.outbox, cb.id);
     }
-    DomainView v{def, true, e.event == VIR_DOMAIN_EVENT_STOPPED ? -1 : id, {}};
     for (const auto& [outbox, callback] : to) {
-        xdr::Writer w;  // remote_domain_event_callback_lifecycle_msg
+        xdr::Writer w;
         w.i32(callback);
-        put_domain(w, v);
-        w.i32(e.event);
-        w.i32(e.detail);
-        rpc::Header h{rpc::kRemoteProgram, rpc::kRemoteVersion, kLifecycleEvent, rpc::Type::message, 1, rpc::ReplyStatus::ok};
-        outbox->send(rpc::encode_message(h, w.bytes()));  // a client that cannot take it is closed by its own thread
+        std::vector<uint8_t> bytes = w.bytes();
+        bytes.insert(bytes.end(), body.begin(), body.end());
+        rpc::Header h{rpc::kRemoteProgram, rpc::kRemoteVersion, proc, rpc::Type::message, 1, rpc::ReplyStatus::ok};
+        outbox->send(rpc::encode_message(h, bytes));  // a client that cannot take it is closed by its own thread
     }
+}
+
+void EventHub::lifecycle(const DomainDef& def, int id, LifecycleEvent e) {
+    xdr::Writer w;  // remote_domain_event_callback_lifecycle_msg, after the callback's id
+    put_domain(w, DomainView{def, true, e.event == VIR_DOMAIN_EVENT_STOPPED ? -1 : id, {}});
+    w.i32(e.event);
+    w.i32(e.detail);
+    send(VIR_DOMAIN_EVENT_ID_LIFECYCLE, def.uuid, kLifecycleEvent, w.bytes());
+}
+
+void EventHub::migration_iteration(const DomainDef& def, int id, int iteration) {
+    xdr::Writer w;  // remote_domain_event_callback_migration_iteration_msg, after the callback's id
+    put_domain(w, DomainView{def, true, id, {}});
+    w.i32(iteration);
+    send(VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION, def.uuid, kMigrationIterationEvent, w.bytes());
 }
 
 rpc::Reply EventHub::register_any(rpc::Caller& caller, xdr::Reader& args) {

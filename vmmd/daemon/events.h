@@ -27,6 +27,10 @@ public:
 
     // A lifecycle event (VIR_DOMAIN_EVENT_ID_LIFECYCLE) of `def`, running as `id` (-1: not running).
     void lifecycle(const DomainDef& def, int id, LifecycleEvent e);
+    // An outgoing migration's memory iteration (VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION, QEMU's
+    // MIGRATION_PASS): `iteration` dirty-bitmap syncs so far, 2 once the first pass has ended
+    // (virsh migrate --postcopy-after-precopy switches to postcopy then).
+    void migration_iteration(const DomainDef& def, int id, int iteration);
 
     // The register and deregister procedures.
     std::vector<rpc::Procedure> procedures();
@@ -44,6 +48,9 @@ private:
         std::vector<Callback> callbacks;
     };
     rpc::Reply register_any(rpc::Caller& caller, xdr::Reader& args);
+    // Sends event message `proc` to every callback for `event_id` on `domain`: each body is the
+    // callback's id followed by `body`.
+    void send(int32_t event_id, const Uuid& domain, int32_t proc, const std::vector<uint8_t>& body);
     rpc::Reply deregister_any(rpc::Caller& caller, xdr::Reader& args);
 
     std::mutex mutex_;

@@ -107,6 +107,20 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
     return await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt, job.postcopy);
 }
 
+void Migrations::announce_iterations(const Uuid& uuid, uint64_t count) {
+    uint64_t from = 0;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = jobs_.find(uuid);
+        if (it == jobs_.end() || !it->second.active || it->second.iterations >= count) return;
+        from = it->second.iterations;
+        it->second.iterations = count;
+    }
+    auto v = store_.by_uuid(uuid);
+    if (!v || !on_iteration_) return;
+    for (uint64_t i = from + 1; i <= count; ++i) on_iteration_(v->def, v->id, static_cast<int>(i));
+}
+
 bool Migrations::in_postcopy(const Uuid& uuid) {
     auto q = sup_.qmp(uuid, "query-migrate");
     return q && vmm::monitor::str(*q, "status").starts_with("postcopy-");
@@ -119,6 +133,7 @@ vmm::Result<JobStats> Migrations::await_end(const Uuid& uuid, int operation,
         auto q = sup_.qmp(uuid, "query-migrate");
         if (!q) return q.error();
         JobStats s = job_from_query_migrate(*q, operation);
+        if (operation == VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) announce_iterations(uuid, s.memory_iteration);
         std::string status = vmm::monitor::str(*q, "status");
         if (s.type == VIR_DOMAIN_JOB_COMPLETED || (until_postcopy && status == "postcopy-active")) return s;
         if (status == "postcopy-paused") {

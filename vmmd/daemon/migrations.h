@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -26,9 +27,13 @@ namespace vmmd {
 
 class Migrations {
 public:
+    // An outgoing migration's memory iteration (EventHub::migration_iteration).
+    using IterationFn = std::function<void(const DomainDef& def, int id, int iteration)>;
     // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to.
-    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri)
-        : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)) {}
+    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri,
+               IterationFn on_iteration = {})
+        : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
+          on_iteration_(std::move(on_iteration)) {}
     std::vector<rpc::Procedure> procedures();
 
     // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
@@ -41,6 +46,7 @@ private:
         bool paused_for_it = false;  // a migration without VIR_MIGRATE_LIVE paused the guest
         std::optional<JobStats> completed;
         bool postcopy = false;  // started with VIR_MIGRATE_POSTCOPY: migrate-postcopy may switch it
+        uint64_t iterations = 0;  // outgoing: the memory iterations announced so far
     };
 
     // The steps (migrations.cc, migration_perform.cc).
@@ -65,6 +71,9 @@ private:
                                     bool until_postcopy = false);
     // Whether the domain's vmm is in a postcopy phase (the guest split between two hosts).
     bool in_postcopy(const Uuid& uuid);
+    // The outgoing job's vmm has synced its dirty bitmap `count` times: one event for each
+    // sync not announced yet.
+    void announce_iterations(const Uuid& uuid, uint64_t count);
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
     vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
@@ -84,6 +93,7 @@ private:
     Supervisor& sup_;
     std::string hostname_;
     std::string self_uri_;
+    IterationFn on_iteration_;
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
 };

@@ -33,9 +33,9 @@ protected:
         ADD_FAILURE() << "no procedure " << number;
         return {};
     }
-    rpc::Reply register_lifecycle(std::optional<Uuid> only) {
+    rpc::Reply register_lifecycle(std::optional<Uuid> only, int32_t event_id = VIR_DOMAIN_EVENT_ID_LIFECYCLE) {
         xdr::Writer w;
-        w.i32(VIR_DOMAIN_EVENT_ID_LIFECYCLE);
+        w.i32(event_id);
         w.boolean(only.has_value());
         if (only) {
             w.string("x");
@@ -90,6 +90,27 @@ TEST_F(EventHubTest, ARegisteredCallbackGetsLifecycleMessages) {
         EXPECT_EQ(body.left(), 0u);
     }
     EXPECT_FALSE(next_message());
+}
+
+TEST_F(EventHubTest, MigrationIterationsGoToTheirCallbacksOnly) {
+    ASSERT_FALSE(register_lifecycle(std::nullopt).error);  // hears lifecycle events only
+    rpc::Reply r = register_lifecycle(std::nullopt, VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION);
+    ASSERT_FALSE(r.error) << r.error->message;
+    xdr::Reader ret(r.payload);
+    int32_t callback = *ret.i32();
+    hub_.migration_iteration(domain("a", 1), 7, 2);
+    auto m = next_message();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->header.procedure, 359);  // remote_domain_event_callback_migration_iteration_msg
+    xdr::Reader body(m->payload);
+    EXPECT_EQ(*body.i32(), callback);
+    EXPECT_EQ(*body.string(100), "a");
+    Uuid u{};
+    ASSERT_TRUE(body.fixed_opaque(u));
+    EXPECT_EQ(*body.i32(), 7);
+    EXPECT_EQ(*body.i32(), 2) << "the iteration";
+    EXPECT_EQ(body.left(), 0u);
+    EXPECT_FALSE(next_message()) << "the lifecycle callback heard a migration iteration";
 }
 
 TEST_F(EventHubTest, ACallbackForOneDomainHearsOnlyThatOne) {
