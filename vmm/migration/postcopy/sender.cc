@@ -237,9 +237,7 @@ Status PostcopySender::serve(ByteStream& out, const Request& r, bool resend) {
         if (auto s = send_pages(out, r.block, r.first_page, std::min<uint64_t>(r.count, kBackgroundPages), true); !s)
             return s.error();
     }
-    if (channel_ == nullptr) {
-        if (auto s = out.flush(); !s) return s;
-    }
+    if (auto s = flush(out); !s) return s;
     served(r, any, again);
     return {};
 }
@@ -304,7 +302,7 @@ Status PostcopySender::push_background() {
     lock.unlock();
     limiter_.account(*sent);
     if (ahead) limiter_.forgive_beyond(kMostOwed);
-    return channel_ != nullptr ? Status{} : stream_->flush();
+    return flush(*stream_);
 }
 
 Status PostcopySender::wait_done() {

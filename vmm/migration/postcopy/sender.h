@@ -83,6 +83,8 @@ private:
     Result<std::optional<Incoming>> next_incoming();
     // postcopy-preempt over a stream: the return path's thread answers requests itself.
     bool reader_answers() const { return preempt_ != nullptr && channel_ == nullptr; }
+    // Pages written to `out` go now (over a postcopy channel they went already).
+    Status flush(ByteStream& out) { return channel_ != nullptr ? Status{} : out.flush(); }
     // The return path's thread: answers `r` on the preempt connection (nothing once its END went).
     Status answer(const Request& r);
     std::optional<Request> next_request();
