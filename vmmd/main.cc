@@ -120,7 +120,10 @@ int main(int argc, char** argv) {
     if (stopping) server->stop();  // a signal came while vmmd was starting
     vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", socket, socket, state_dir);
     if (!listen_tcp.empty()) vmm::log::warn("vmmd: also serving TCP {} with no authentication: anyone who reaches it manages domains", listen_tcp);
-    if (auto r = server->run(); !r) {
+    auto r = server->run();
+    // The clients' threads end before what they call into (declared after the server) goes.
+    server->join_clients();
+    if (!r) {
         std::fprintf(stderr, "vmmd: %s\n", r.error().message().c_str());
         return 1;
     }

@@ -30,7 +30,16 @@ stop_vmmd() {
     wait "$pid" 2>/dev/null
     pid=
 }
-fail() { echo "FAIL: $*"; echo "--- vmmd log"; cat "$dir/log"; exit 1; }
+fail() {
+    echo "FAIL: $*"
+    echo "--- vmmd log"
+    cat "$dir/log"
+    [ -f "$dir/dlog" ] && { echo "--- destination vmmd log"; cat "$dir/dlog"; }
+    for f in "$dir"/state/log/*.log "$dir"/dstate/log/*.log; do
+        [ -f "$f" ] && { echo "--- ${f#"$dir"/} (last lines)"; tail -n 15 "$f"; }
+    done
+    exit 1
+}
 wait_until() {  # wait_until SECONDS COMMAND...: true once COMMAND succeeds, false after SECONDS
     local end=$((SECONDS + $1))
     shift

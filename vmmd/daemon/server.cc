@@ -182,12 +182,16 @@ Server::Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispat
     : listeners_(std::move(listeners)), stop_(std::move(stop)), dispatcher_(d), hooks_(std::move(hooks)) {}
 
 Server::~Server() {
+    join_clients();
+    for (const Listener& l : listeners_)
+        if (!l.spec.tcp) ::unlink(l.spec.path.c_str());
+}
+
+void Server::join_clients() {
     stop();
     std::lock_guard lock(mutex_);
     for (Client& c : clients_)
         if (c.thread.joinable()) c.thread.join();
-    for (const Listener& l : listeners_)
-        if (!l.spec.tcp) ::unlink(l.spec.path.c_str());
 }
 
 void Server::stop() {

@@ -55,6 +55,9 @@ public:
     // Accepts and serves clients until stop().
     Status run();
     void stop();  // from any thread (a signal handler's watcher)
+    // Stops, and joins every client's thread (and the calls it runs): after it nothing calls the
+    // dispatcher or the hooks, so what they use may go. The destructor does it too.
+    void join_clients();
 
 private:
     struct Listener {
