@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
     if (!listen_tcp.empty()) vmm::log::warn("vmmd: also serving TCP {} with no authentication: anyone who reaches it manages domains", listen_tcp);
     auto r = server->run();
     // The clients' threads end before what they call into (declared after the server) goes.
+    migrations.stop();
     server->join_clients();
     if (!r) {
         std::fprintf(stderr, "vmmd: %s\n", r.error().message().c_str());

@@ -21,7 +21,7 @@ namespace {
 
 enum Proc : int32_t {
     kGetJobInfo = 163, kAbortJob = 164, kSetMaxDowntime = 166, kSetMaxSpeed = 207, kGetMaxSpeed = 242,
-    kGetJobStats = 298, kStartPostCopy = 364, kGetMaxDowntime = 387,
+    kGetJobStats = 298, kStartPostCopy = 364, kGetMaxDowntime = 387, kAbortJobFlags = 442,
 };
 
 // migrate-setspeed/getspeed --postcopy (VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY): the postcopy push's cap.
@@ -95,7 +95,13 @@ Reply Migrations::job_info(const DomainView& v) {
     return rpc::ok(std::move(w));
 }
 
-Reply Migrations::abort(const DomainView& v) {
+// domjobabort: cancels an outgoing migration; with --postcopy (VIR_DOMAIN_ABORT_JOB_POSTCOPY)
+// pauses one in postcopy instead (postcopy_recovery.cc), which a cancel could not undo.
+Reply Migrations::abort(const DomainView& v, uint32_t flags) {
+    if ((flags & ~uint32_t{VIR_DOMAIN_ABORT_JOB_POSTCOPY}) != 0) {
+        return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_ABORT_JOB_FLAGS: unsupported flags ({:#x})", flags));
+    }
+    if ((flags & VIR_DOMAIN_ABORT_JOB_POSTCOPY) != 0) return pause_postcopy(v);
     Job job = job_of(v.def.uuid);
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
         return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
@@ -127,7 +133,9 @@ std::vector<rpc::Procedure> Migrations::job_procedures() {
         {kGetJobStats, "DOMAIN_GET_JOB_STATS", rpc::Access::read_only,
          flagged(st, "DOMAIN_GET_JOB_STATS", [this](const DomainView& v, uint32_t f) { return job_stats(v, f); })},
         {kAbortJob, "DOMAIN_ABORT_JOB", rpc::Access::write,
-         on_domain(st, "DOMAIN_ABORT_JOB", [this](const DomainView& v, Reader&) { return abort(v); })},
+         on_domain(st, "DOMAIN_ABORT_JOB", [this](const DomainView& v, Reader&) { return abort(v, 0); })},
+        {kAbortJobFlags, "DOMAIN_ABORT_JOB_FLAGS", rpc::Access::write,
+         flagged(st, "DOMAIN_ABORT_JOB_FLAGS", [this](const DomainView& v, uint32_t f) { return abort(v, f); })},
         {kStartPostCopy, "DOMAIN_MIGRATE_START_POST_COPY", rpc::Access::write,
          flagged(st, "DOMAIN_MIGRATE_START_POST_COPY", [this](const DomainView& v, uint32_t) { return start_postcopy(v); })},
         {kSetMaxDowntime, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", rpc::Access::write,

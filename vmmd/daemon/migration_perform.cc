@@ -25,7 +25,7 @@ constexpr uint32_t kServedFlags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PERSIST_DEST | 
                                   VIR_MIGRATE_PAUSED | VIR_MIGRATE_NON_SHARED_DISK | VIR_MIGRATE_NON_SHARED_INC |
                                   VIR_MIGRATE_CHANGE_PROTECTION | VIR_MIGRATE_UNSAFE | VIR_MIGRATE_ABORT_ON_ERROR |
                                   VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_RDMA_PIN_ALL | VIR_MIGRATE_PARALLEL |
-                                  VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY;
+                                  VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY | VIR_MIGRATE_POSTCOPY_RESUME;
 constexpr uint64_t kDefaultParallelConnections = 2;  // libvirt's default for --parallel
 constexpr std::chrono::milliseconds kPollInterval{20};
 
@@ -38,8 +38,6 @@ std::optional<std::string> unserved(uint32_t flags) {
         {VIR_MIGRATE_TUNNELLED, "--tunnelled: vmm migrates over its own connection, not through libvirt's"},
         {VIR_MIGRATE_OFFLINE, "--offline: define the domain on the destination instead"},
         {VIR_MIGRATE_COMPRESSED, "--compressed: vmm does not compress migration data"},
-        {VIR_MIGRATE_POSTCOPY_RESUME, "--postcopy-resume: vmm's postcopy recovery is not driven through libvirt yet "
-                                      "(vmm's own monitors: migrate_recover, migrate -r)"},
         {VIR_MIGRATE_TLS, "--tls: vmm's migration stream has no TLS"},
     };
     for (const Named& n : names)
@@ -60,6 +58,17 @@ vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& 
     if (uri.rdma()) caps.push_back(Json{{"capability", "rdma-pin-all"}, {"state", pin_all}});
     caps.push_back(Json{{"capability", "postcopy-ram"}, {"state", (flags & VIR_MIGRATE_POSTCOPY) != 0}});
     if (auto r = sup_.qmp(v.def.uuid, "migrate-set-capabilities", Json{{"capabilities", caps}}); !r) return r.error();
+    auto p = migration_parameters(v, uri, flags, params);
+    if (!p) return p.error();
+    if (!p->empty()) {
+        if (auto r = sup_.qmp(v.def.uuid, "migrate-set-parameters", *p); !r) return r.error();
+    }
+    return {};
+}
+
+vmm::Result<Json> Migrations::migration_parameters(const DomainView& v, const MigrationUri& uri, uint32_t flags,
+                                                   const std::vector<rpc::TypedParam>& params) {
+    bool parallel = (flags & VIR_MIGRATE_PARALLEL) != 0, pin_all = (flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0;
     Json p = Json::object();
     auto connections = rpc::uint_param(params, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS);
     auto bandwidth = rpc::uint_param(params, VIR_MIGRATE_PARAM_BANDWIDTH);
@@ -84,10 +93,7 @@ vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& 
         if (!limit) return limit.error();
         if (*limit) p["rdma-pin-limit"] = **limit;
     }
-    if (!p.empty()) {
-        if (auto r = sup_.qmp(v.def.uuid, "migrate-set-parameters", p); !r) return r.error();
-    }
-    return {};
+    return p;
 }
 
 vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
@@ -145,6 +151,7 @@ vmm::Result<JobStats> Migrations::await_end(const Uuid& uuid, int operation,
         if (s.type == VIR_DOMAIN_JOB_FAILED) return Error("migration failed: " + (s.error.empty() ? "no reason recorded" : s.error));
         if (s.type == VIR_DOMAIN_JOB_CANCELLED) return Error("operation aborted: migration job: canceled by client");
         if (deadline && std::chrono::steady_clock::now() > *deadline) return Error("the migration did not complete in time");
+        if (stopping_) return Error("vmmd is stopping; the migration goes on in the vmm");
         std::this_thread::sleep_for(kPollInterval);
     }
 }
@@ -164,7 +171,12 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     auto uri = parse_migration_uri(**uri_text);
     if (!uri) return rpc::fail(VIR_ERR_INVALID_ARG, uri.error().message());
     if (uri->port == 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("migration URI '{}' has no port", **uri_text));
-    auto done = run_outgoing(v, *uri, *flags, *params);
+    bool resume = (*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0;
+    auto done = resume ? run_resume(v, *uri, *params) : run_outgoing(v, *uri, *flags, *params);
+    if (!done && in_postcopy(v.def.uuid)) {
+        postcopy_failed_here(v.def.uuid);  // the guest is split: kept for --postcopy-resume
+        return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
+    }
     Job job = job_of(v.def.uuid);
     job.active = job.postcopy && done;  // in postcopy the job goes on until Confirm
     if (!done) {
@@ -175,8 +187,9 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     set_job(v.def.uuid, job);
     auto reason = job.postcopy ? VIR_DOMAIN_PAUSED_POSTCOPY : VIR_DOMAIN_PAUSED_MIGRATION;
     auto event = job.postcopy ? VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY : VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED;
+    bool announce = !job.paused_for_it && !resume;  // a resumed source was paused already
     sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, reason},
-                   job.paused_for_it ? std::nullopt : std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, event}));
+                   announce ? std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, event}) : std::nullopt);
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, *done}));
     return rpc::ok(std::move(w));

@@ -64,8 +64,13 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto flags = a.u32();
     if (!params || !flags) return undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS");
+    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return begin_resume(v, *flags);
     if (!v.active()) return not_running(v);
-    if (job_of(v.def.uuid).active) return refuse(VIR_ERR_OPERATION_INVALID, "another migration job is already running");
+    if (Job job = job_of(v.def.uuid); job.active) {
+        return refuse(VIR_ERR_OPERATION_INVALID, job.postcopy_failed ? "the domain's migration failed in post-copy and waits for "
+                                                                       "'virsh migrate --postcopy --postcopy-resume'"
+                                                                     : "another migration job is already running");
+    }
     auto uri_text = rpc::string_param(*params, VIR_MIGRATE_PARAM_URI);
     if (!uri_text) return refuse(VIR_ERR_INVALID_ARG, uri_text.error().message());
     bool rdma = (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0 || (*uri_text && (**uri_text).rfind("rdma", 0) == 0);
@@ -119,6 +124,7 @@ Reply Migrations::prepare(Reader& a) {
     auto def = parse_domain_xml(**xml, Uuid{});
     if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
     if (*dname) def->name = **dname;
+    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return prepare_resume(*def, *params);
     auto uri = listen_uri(*params);
     if (!uri) return refuse(VIR_ERR_INVALID_ARG, uri.error().message());
     if ((uri->rdma() || (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) && !def->hard_limit_kib) return hard_limit_refusal();
@@ -135,10 +141,14 @@ Reply Migrations::prepare(Reader& a) {
         return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     }
     set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
+    return prepared(*def, *uri);
+}
+
+Reply Migrations::prepared(const DomainDef& def, const MigrationUri& uri) const {
     Writer w;
-    w.opaque(encode_cookie({hostname_, def->name, def->uuid, std::nullopt}));
+    w.opaque(encode_cookie({hostname_, def.name, def.uuid, std::nullopt}));
     // The URI the source should use: the one given, or ours with the port chosen.
-    MigrationUri out = *uri;
+    MigrationUri out = uri;
     if (out.host == "0.0.0.0" || out.host == "::") out.host = hostname_;
     w.optional_string(libvirt_uri(out));
     return rpc::ok(std::move(w));
@@ -158,6 +168,7 @@ Reply Migrations::finish(Reader& a) {
     if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
     auto v = store_.by_uuid(def->uuid);
     if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def->name));
+    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return finish_resume(*v, *cancelled);
     auto fail = [&](const std::string& why) {
         set_job(def->uuid, {});
         if (in_postcopy(def->uuid)) {
@@ -199,8 +210,13 @@ Reply Migrations::finish(Reader& a) {
         completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
     }
     set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
-    auto now = store_.by_uuid(def->uuid);
-    if (!now) return no_domain(fmt::format("domain '{}' ended as its migration finished", def->name));
+    if (postcopy) watch_postcopy(def->uuid);  // the pages follow: a link failure is seen there
+    return finished(def->uuid);
+}
+
+Reply Migrations::finished(const Uuid& uuid) {
+    auto now = store_.by_uuid(uuid);
+    if (!now) return no_domain("the domain ended as its migration finished");
     Writer w;
     put_domain(w, *now);
     w.opaque(encode_cookie({hostname_, now->def.name, now->def.uuid, std::nullopt}));
@@ -221,7 +237,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         // from here. Paused for a recovery, the guest is split: this copy must stay (paused).
         auto done = await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt);
         if (!done) {
-            sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY_FAILED}, std::nullopt);
+            if (in_postcopy(v.def.uuid)) postcopy_failed_here(v.def.uuid);  // kept for --postcopy-resume
             return refuse(VIR_ERR_OPERATION_FAILED, done.error().message());
         }
         job.completed = *done;
@@ -229,7 +245,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         set_job(v.def.uuid, job);
     }
     if (*cancelled != 0 && in_postcopy(v.def.uuid)) {
-        sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY_FAILED}, std::nullopt);
+        postcopy_failed_here(v.def.uuid);
         return refuse(VIR_ERR_OPERATION_FAILED, "the migration failed in postcopy: the guest runs on the destination; "
                                                 "this copy stays paused (resuming it would fork the guest)");
     }

@@ -7,12 +7,15 @@
 // that drives the steps (vmmd/peer).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vmmd/domain/domain_store.h"
@@ -35,6 +38,9 @@ public:
         : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
           on_iteration_(std::move(on_iteration)) {}
     std::vector<rpc::Procedure> procedures();
+    // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
+    // migration itself goes on in the vmm, which outlives vmmd.
+    void stop() { stopping_ = true; }
 
     // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
     static constexpr uint64_t kUnlimitedMiBs = 8796093022207ULL;
@@ -46,6 +52,7 @@ private:
         bool paused_for_it = false;  // a migration without VIR_MIGRATE_LIVE paused the guest
         std::optional<JobStats> completed;
         bool postcopy = false;  // started with VIR_MIGRATE_POSTCOPY: migrate-postcopy may switch it
+        bool postcopy_failed = false;  // the link failed in postcopy: the job waits for --postcopy-resume
         uint64_t iterations = 0;  // outgoing: the memory iterations announced so far
     };
 
@@ -77,12 +84,37 @@ private:
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
     vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
+    // The vmm's migration parameters the flags and typed parameters ask for.
+    vmm::Result<Json> migration_parameters(const DomainView& v, const MigrationUri& uri, uint32_t flags,
+                                           const std::vector<rpc::TypedParam>& params);
+    // Prepare3's reply: our cookie and the URI the source connects to (`uri`, its host named).
+    rpc::Reply prepared(const DomainDef& def, const MigrationUri& uri) const;
+    // Finish3's reply: the domain as it runs here, and our cookie.
+    rpc::Reply finished(const Uuid& uuid);
+
+    // Postcopy recovery through libvirt (postcopy_recovery.cc): virsh migrate --postcopy-resume
+    // runs the same five steps on a migration paused in postcopy (vmm's migrate_recover on the
+    // destination, migrate -r on the source), and domjobabort --postcopy pauses one.
+    rpc::Reply begin_resume(const DomainView& v, uint32_t flags);
+    rpc::Reply prepare_resume(const DomainDef& def, const std::vector<rpc::TypedParam>& params);
+    vmm::Result<JobStats> run_resume(const DomainView& v, const MigrationUri& uri,
+                                     const std::vector<rpc::TypedParam>& params);
+    rpc::Reply finish_resume(const DomainView& v, int32_t cancelled);
+    rpc::Reply pause_postcopy(const DomainView& v);
+    // The vmm's migration status ("postcopy-paused", …), or why it could not be read.
+    vmm::Result<std::string> migration_status(const Uuid& uuid);
+    // The incoming side after Finish in postcopy: watches the vmm until its migration ends, and
+    // says "running (post-copy failed)" if the link fails before it does.
+    void watch_postcopy(const Uuid& uuid);
+    void watch_loop(std::stop_token stop, Uuid uuid);
+    // The source in postcopy: its link failed; the domain stays paused, the job waits to resume.
+    void postcopy_failed_here(const Uuid& uuid);
 
     // The job procedures (migration_jobs.cc).
     std::vector<rpc::Procedure> job_procedures();
     rpc::Reply job_stats(const DomainView& v, uint32_t flags);
     rpc::Reply job_info(const DomainView& v);
-    rpc::Reply abort(const DomainView& v);
+    rpc::Reply abort(const DomainView& v, uint32_t flags);
     rpc::Reply start_postcopy(const DomainView& v);
     std::optional<JobStats> current_job(const DomainView& v);
 
@@ -96,6 +128,9 @@ private:
     IterationFn on_iteration_;
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
+    std::atomic<bool> stopping_{false};
+    std::mutex watch_mutex_;
+    std::map<Uuid, std::jthread> watches_;  // last: stopped and joined before the rest goes
 };
 
 }  // namespace vmmd

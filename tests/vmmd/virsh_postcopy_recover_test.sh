@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Stock virsh pauses a vmm domain's postcopy and resumes it, as with libvirt's QEMU driver
+# (label libvirt): 'virsh domjobabort --postcopy' on the source cuts the link in postcopy (vmm's
+# migrate_pause); both vmmd then keep the job, the source "paused (post-copy failed)" and the
+# destination "running (post-copy failed)", and 'virsh migrate --postcopy --postcopy-resume'
+# runs the five steps on it again (migrate_recover at the destination, migrate -r at the
+# source) until the last page has arrived.
+# Shown: domjobabort --postcopy is refused where no outgoing postcopy runs; the paused source
+# refuses 'virsh resume' (it would fork the guest) and a fresh migration; the destination's
+# state and lifecycle event say the failure; after the resume the source ends shut off
+# (migrated) and the guest runs on at the destination without errors.
+#   virsh_postcopy_recover_test.sh BUILD_DIR
+set -uo pipefail
+build=$1
+. "$(dirname "$0")/lib.sh"
+[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+start_vmmd "$build"
+start_destination "$build"
+qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
+port=$((50400 + RANDOM % 500))
+status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2\""; }  # status_is STATE STATUS
+steps() { sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$1"; }
+errors() { sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$1"; }
+
+cat >"$dir/demo.xml" <<'XML'
+<domain type='vmm'>
+  <name>demo</name>
+  <memory unit='MiB'>128</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=32M</cmdline></os>
+</domain>
+XML
+out=$(v define "$dir/demo.xml") || fail "define: $out"
+out=$(v start demo) || fail "start: $out"
+# No readahead (vmm's own x-postcopy-readahead, read when a migration starts): the guest's faults
+# in order would bring its pages faster than the cap, and the postcopy could end before it is paused.
+out=$(qmp state demo 'migrate-set-parameters {"x-postcopy-readahead":0}') || fail "x-postcopy-readahead: $out"
+expect "domjobabort --postcopy without a migration is refused" "$(v domjobabort --postcopy demo)" "not outgoing migration in post-copy"
+
+# Postcopy at 1 MiB/s: the 32 MiB the guest keeps rewriting take half a minute to follow.
+v migrate --live --postcopy --postcopy-bandwidth 1 --bandwidth 8 demo "$duri" --migrateuri "tcp://127.0.0.1:$port" \
+    >"$dir/migrate.out" 2>&1 &
+migrating=$!
+wait_until 60 status_is state active || fail "the migration did not start"
+expect "domjobabort --postcopy before the switch is refused" "$(v domjobabort --postcopy demo)" "not outgoing migration in post-copy"
+past_bulk_round() { [ "$(sed -n 's/.*"x-rounds":\([0-9]*\).*/\1/p' <<<"$(qmp state demo query-migrate)")" -ge 2 ] 2>/dev/null; }
+wait_until 60 past_bulk_round || fail "precopy did not get past its bulk round"  # the guest's 32 MiB are written
+out=$(v migrate-postcopy demo) || fail "migrate-postcopy: $out"
+wait_until 60 status_is dstate postcopy-active || fail "the destination did not reach postcopy: $(qmp dstate demo query-migrate)"
+d event demo --event lifecycle --loop --timeout 120 >"$dir/events.out" 2>&1 &
+events=$!
+expect "domjobabort --postcopy on the destination is refused" "$(d domjobabort --postcopy demo)" "not outgoing migration"
+out=$(v domjobabort --postcopy demo) || fail "domjobabort --postcopy: $out"
+echo "ok: virsh domjobabort --postcopy"
+wait "$migrating"
+echo "virsh migrate after the pause: $(cat "$dir/migrate.out")"
+wait_until 30 status_is state postcopy-paused || fail "the source did not pause: $(qmp state demo query-migrate)"
+wait_until 30 status_is dstate postcopy-paused || fail "the destination did not pause: $(qmp dstate demo query-migrate)"
+failed_here() { [[ "$($1 domstate demo --reason)" =~ $2 ]]; }  # failed_here v|d PATTERN
+wait_until 30 failed_here v "paused \(post-copy failed\)" || fail "source state: $(v domstate demo --reason)"
+echo "ok: the source is paused (post-copy failed)"
+wait_until 30 failed_here d "running \(post-copy failed\)" || fail "destination state: $(d domstate demo --reason)"
+echo "ok: the destination is running (post-copy failed)"
+expect "the paused source refuses to run its copy" "$(v resume demo)" "fork"
+expect "a fresh migration of the split guest is refused" \
+    "$(v migrate --live demo "$duri" --migrateuri "tcp://127.0.0.1:$((port + 1))")" "postcopy-resume"
+if /usr/bin/python3 -c 'import libvirt' 2>/dev/null; then  # virsh itself insists on --postcopy
+    out=$(timeout 60 /usr/bin/python3 - "$uri" "$duri" "tcp://127.0.0.1:$((port + 1))" <<'PY' 2>&1
+import sys, libvirt
+src, dst = libvirt.open(sys.argv[1]), libvirt.open(sys.argv[2])
+try:
+    src.lookupByName("demo").migrate3(dst, {libvirt.VIR_MIGRATE_PARAM_URI: sys.argv[3]},
+                                      libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_POSTCOPY_RESUME)
+    print("resumed without VIR_MIGRATE_POSTCOPY")
+except libvirt.libvirtError as e:
+    print(e)
+PY
+)
+    expect "libvirt-python: VIR_MIGRATE_POSTCOPY_RESUME needs VIR_MIGRATE_POSTCOPY" "$out" "requires post-copy"
+fi
+
+# The recovery, faster than before.
+out=$(timeout 240 virsh -c "$uri" migrate --live --postcopy --postcopy-resume --postcopy-bandwidth 64 demo "$duri" \
+    --migrateuri "tcp://127.0.0.1:$((port + 2))" 2>&1) || fail "virsh migrate --postcopy-resume: $out"
+echo "ok: virsh migrate --postcopy --postcopy-resume returned"
+kill "$events" 2>/dev/null
+cat "$dir/events.out"
+expect "the destination announced the failure" "$(cat "$dir/events.out")" "[Rr]esumed [Pp]ost-copy [Ee]rror|[Rr]esumed.*[Ff]ailed"
+expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
+expect "the destination runs the guest" "$(d domstate demo --reason)" "^running"
+q=$(qmp dstate demo query-migrate)
+expect "the destination's migration completed" "$q" '"status":"completed"'
+first=$(qmp dstate demo query-guest) || fail "query-guest: $first"
+stepped() { [ "$(steps "$(qmp dstate demo query-guest)")" -gt "$(steps "$first")" ]; }
+wait_until 60 stepped || fail "the guest does not run at the destination"
+[ "$(errors "$(qmp dstate demo query-guest)")" = 0 ] || fail "the guest found errors: $(qmp dstate demo query-guest)"
+echo "ok: the guest runs on at the destination without errors"
+echo "PASS"
