@@ -172,7 +172,8 @@ struct vmm_transport_ops {
      * pc_request; the receiving thread loops pc_next_arrival, places the pages, pc_release, and
      * after VMM_PC_END, pc_done. Source: pc_begin once the destination runs the guest; its
      * return-path thread loops pc_next_request while its migration thread calls pc_send (answers
-     * first, then the push) and, once every page has gone, pc_end. */
+     * first, then the push) and, once every page has gone, pc_end. With VMM_RAM_PC_ANSWERS the
+     * return-path thread sends the answers itself, between its pc_next_request calls. */
     int (*pc_begin)(void *conn, struct vmm_err *err);
     /* Returns 1 with *out filled, 0 when nothing came within wait_ms, -1 on failure. */
     int (*pc_next_request)(void *conn, uint32_t wait_ms, struct vmm_pc_request *out, struct vmm_err *err);
@@ -191,6 +192,11 @@ struct vmm_transport_ops {
 /* ram_features bits. */
 #define VMM_RAM_SUMS 1u /* verify-ram sums travel with the RAM channel (ram_sums, ram_on_sums) */
 #define VMM_RAM_POSTCOPY 2u /* the connection carries postcopy (pc_*), agreed with its peer */
+/* With VMM_RAM_POSTCOPY, source: pc_send takes answers (a token other than VMM_PC_PUSH) from the
+ * return-path thread while the migration thread's pc_send pushes, at most one of each at once;
+ * pc_end is never called while an answer is in progress. Without it, every pc_send is the
+ * migration thread's. */
+#define VMM_RAM_PC_ANSWERS 4u
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

@@ -2,8 +2,9 @@
 // docs/rdma-protocol.md "Postcopy"): both halves of the postcopy channel, the queue pair the
 // source connects after its lanes when postcopy-ram is on at both ends. Its receives complete
 // in a CQ of their own, so that one thread waits on each direction:
-//   source: the return-path thread reads requests and credit (next()); the migration thread
-//     writes pages into the destination's landing slots (send(), end());
+//   source: the return-path thread reads requests and credit (next()) and writes each answer
+//     into the destination's request slot (send() with an answer, VMM_RAM_PC_ANSWERS); the
+//     migration thread writes the push into its push slots (send(), end());
 //   destination: the fault thread asks for pages (request()); the receiving thread takes what
 //     landed (next()), and once the page is placed gives its slot back (release()).
 // Every slot, block, offset and count from the peer is checked before it is used.
@@ -66,11 +67,13 @@ public:
     Status begin();
     // The return-path thread: the next request (or DONE), or nullopt after `wait_ms` without one.
     Result<std::optional<Request>> next(int wait_ms);
-    // The migration thread: `pages` pages of `block` from `offset` (zero: a zero run), with
-    // their sums under verify-ram; `answer` is the slot of the request they answer, else a push.
+    // `pages` pages of `block` from `offset` (zero: a zero run), with their sums under
+    // verify-ram; `answer` is the slot of the request they answer (the return-path thread's, or
+    // the migration thread's), else a push (the migration thread's). One answer and one push may
+    // run at once: they take turns only to post and to reap write completions.
     Status send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
                 std::optional<uint32_t> answer);
-    Status end();  // every page has gone: END
+    Status end();  // the migration thread, every page gone and no answer under way: END
 
 private:
     Status take_message(const ibv_wc& wc, std::optional<Request>& out);
@@ -86,7 +89,10 @@ private:
     PcMessage hello_;
     vmm::Mapping staging_;  // a local slot per remote one, the pages copied in with their trailer
     MemoryRegion staging_mr_;
-    std::vector<bool> writing_;  // per slot: its last write not yet complete (the migration thread's)
+    // One writer at a time on the send queue and its CQ: the staging slot's state (writing_),
+    // the post, and the completions reaped while waiting for a slot.
+    std::mutex write_mutex_;
+    std::vector<bool> writing_;  // per slot: its last write not yet complete (under write_mutex_)
     uint64_t pushed_ = 0;        // push writes posted
     std::mutex mutex_;
     std::condition_variable cv_;

@@ -181,6 +181,7 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
         slot = static_cast<uint32_t>(hello_.request_slots + pushed_ % hello_.push_slots);
         ++pushed_;
     }
+    std::lock_guard writer(write_mutex_);  // after the wait for credit, which an answer never waits on
     if (auto s = wait_staging(slot); !s) return s;
     PcImmediate imm{zero ? PcKind::zero : PcKind::data, static_cast<uint16_t>(slot), static_cast<uint8_t>(pages)};
     uint8_t* at = staging_.data() + uint64_t{slot} * kPcSlotSize;
@@ -195,6 +196,7 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
 }
 
 Status PostcopySource::end() {
+    std::lock_guard writer(write_mutex_);
     uint32_t end_slot = static_cast<uint32_t>(writing_.size() - 1);
     if (auto s = post_write(end_slot, 0, encode_pc_immediate({PcKind::end, 0, 0})); !s) return s;
     // Every write complete: the staging slots may go once the session ends.

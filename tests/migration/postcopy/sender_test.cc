@@ -3,12 +3,15 @@
 // that goes at once; with preempt, a request is answered even while the push cannot write, and
 // one for a page already sent goes again on the preempt connection;
 // every page goes once, then END, and POSTCOPY_DONE ends the run; a request outside guest RAM
-// fails the run with the reason.
+// fails the run with the reason. Over a postcopy channel that takes answers beside the push
+// (RDMA's), the return path's thread answers while the push is held; over one that does not, the
+// migration thread answers once the push lets it.
 #include "vmm/migration/postcopy/sender.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -129,6 +132,68 @@ void request(Connection& c, uint32_t block, uint64_t page, uint32_t pages = 1) {
     ASSERT_EQ(::send(c.requests.get(), m.data(), m.size(), MSG_NOSIGNAL), static_cast<ssize_t>(m.size()));
 }
 
+// A postcopy channel (the RDMA plugin's shape) that logs what is sent, and whose push can be
+// held inside send(), as one waiting for the destination's credit is.
+class FakeChannel : public SourcePostcopyChannel {
+public:
+    explicit FakeChannel(bool beside) : beside_(beside) {}
+    Status begin() override { return {}; }
+    Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) override {
+        std::unique_lock lock(mutex_);
+        cv_.wait_for(lock, wait, [&] { return !asks_.empty(); });
+        if (asks_.empty()) return std::optional<PostcopyAsk>{};
+        PostcopyAsk a = asks_.front();
+        asks_.erase(asks_.begin());
+        return std::optional<PostcopyAsk>{a};
+    }
+    Status send(const PostcopyPages& p, std::optional<uint32_t> answer) override {
+        std::unique_lock lock(mutex_);
+        if (!answer) {
+            ++pushes_;
+            cv_.wait_for(lock, std::chrono::seconds(30), [&] { return !hold_push_; });  // the push's thread is stuck here
+        } else {
+            answers_.push_back({*answer, p.block, p.offset});
+        }
+        return {};
+    }
+    Status end() override { return {}; }
+    bool answers_beside_push() const override { return beside_; }
+
+    void ask(uint32_t block, uint64_t page, uint32_t token) {
+        std::lock_guard lock(mutex_);
+        asks_.push_back({false, block, page * 4096, token});
+        cv_.notify_all();
+    }
+    void release_push() {
+        std::lock_guard lock(mutex_);
+        hold_push_ = false;
+        cv_.notify_all();
+    }
+    uint64_t pushes() const {
+        std::lock_guard lock(mutex_);
+        return pushes_;
+    }
+    bool answered(uint32_t token, uint32_t block, uint64_t page) const {
+        std::lock_guard lock(mutex_);
+        for (const auto& a : answers_)
+            if (a.token == token && a.block == block && a.offset == page * 4096) return true;
+        return false;
+    }
+
+private:
+    struct Answer {
+        uint32_t token, block;
+        uint64_t offset;
+    };
+    const bool beside_;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::vector<PostcopyAsk> asks_;
+    std::vector<Answer> answers_;
+    uint64_t pushes_ = 0;
+    bool hold_push_ = true;
+};
+
 // A source whose block 0 ("pc.ram", 2048 pages) is missing on the destination, every page of
 // it distinct and non-zero but for every 8th, which is zero; block 1 is there already.
 class PostcopySenderTest : public ::testing::Test {
@@ -140,6 +205,7 @@ protected:
                     std::vector<uint64_t>(mem_.blocks()[1]->size() / 4096 / 64, 0)};
     }
     void TearDown() override {
+        if (channel_) channel_->release_push();
         if (src_cancel_) src_cancel_->cancel();
         if (runner_.joinable()) runner_.join();
         sender_.reset();  // joins its return-path reader before the streams go
@@ -166,6 +232,17 @@ protected:
         runner_.join();
         return result_;
     }
+    // The same over a fake postcopy channel (the stream then carries nothing).
+    void start_on_channel(bool answers_beside_push, PostcopySender::Config config) {
+        channel_ = std::make_unique<FakeChannel>(answers_beside_push);
+        src_cancel_.emplace(CancelToken::create().value());
+        dst_cancel_.emplace(CancelToken::create().value());
+        conns_.resize(1);
+        conns_[0] = connect(*src_cancel_, *dst_cancel_);
+        sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, channel_.get(), layout(mem_), missing_,
+                                                   *src_cancel_, config);
+        runner_ = std::thread([this] { result_ = sender_->run(); });
+    }
 
     static constexpr uint64_t kPages = 8 * M / 4096;
     memory::GuestMemory mem_ = make_memory();
@@ -173,12 +250,14 @@ protected:
     std::optional<CancelToken> src_cancel_, dst_cancel_;
     std::vector<Connection> conns_;
     std::unique_ptr<FakeDestination> dest_;
+    std::unique_ptr<FakeChannel> channel_;  // outlives the sender, which reads it
     std::unique_ptr<PostcopySender> sender_;
     std::thread runner_;
     Status result_;
 };
 
 constexpr uint64_t kCrawl = 64 * 1024;  // bytes/s: one background record a second
+
 
 }  // namespace
 
@@ -297,6 +376,28 @@ TEST_F(PostcopySenderTest, ARequestOutsideGuestRamFailsTheRunWithTheReason) {
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().message().find("return path"), std::string::npos) << s.error().message();
     EXPECT_GE(sender_->remaining_pages(), kPages - 16) << "more went than the push's first record";
+}
+
+TEST_F(PostcopySenderTest, OverAChannelThatTakesThemARequestIsAnsweredWhileThePushIsStuck) {
+    start_on_channel(true, {.max_bandwidth = 0, .readahead_pages = 0});
+    FakeChannel& channel = *channel_;
+    ASSERT_TRUE(eventually([&] { return channel.pushes() == 1; }, 10)) << "the push did not start";
+    channel.ask(0, 2000, 7);
+    ASSERT_TRUE(eventually([&] { return channel.answered(7, 0, 2000); }, 10))
+        << "the request waited for the push's thread, held in the channel";
+    ASSERT_TRUE(eventually([&] { return sender_->stats().requests_served == 1; }, 10));
+    EXPECT_EQ(sender_->stats().serve_latency.count, 1u);
+}
+
+TEST_F(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnswers) {
+    start_on_channel(false, {.max_bandwidth = 0, .readahead_pages = 0});
+    FakeChannel& channel = *channel_;
+    ASSERT_TRUE(eventually([&] { return channel.pushes() == 1; }, 10));
+    channel.ask(0, 2000, 9);
+    ASSERT_TRUE(eventually([&] { return sender_->stats().requests == 1; }, 10));
+    EXPECT_FALSE(channel.answered(9, 0, 2000)) << "answered while the only thread that may send was held";
+    channel.release_push();  // the migration thread serves it between the push's runs
+    ASSERT_TRUE(eventually([&] { return channel.answered(9, 0, 2000); }, 10));
 }
 
 }  // namespace vmm::migration::test

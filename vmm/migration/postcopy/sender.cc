@@ -46,8 +46,8 @@ void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, 
     preempt_ = preempt;
     begun_ = false;
     {
-        std::lock_guard w(preempt_mutex_);
-        preempt_ended_ = false;
+        std::lock_guard w(answers_mutex_);
+        answers_ended_ = false;
     }
     std::lock_guard lock(mutex_);
     burst_ = {};
@@ -129,8 +129,8 @@ std::optional<PostcopySender::Request> PostcopySender::next_request() {
 }
 
 Result<uint64_t> PostcopySender::send_run(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool zero,
-                                          bool again) {
-    if (channel_ != nullptr) return send_on_channel(block, first, count, zero);
+                                          bool again, std::optional<uint32_t> token) {
+    if (channel_ != nullptr) return send_on_channel(block, first, count, zero, token);
     Record r;
     r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
     r.block = block;
@@ -159,19 +159,24 @@ Result<uint64_t> PostcopySender::send_run(ByteStream& out, uint32_t block, uint6
 // page may have gone on the other connection meanwhile (a request's, a push's run): it counts once.
 uint64_t PostcopySender::sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes) {
     std::lock_guard lock(mutex_);
+    take(block, first, count);
+    stats_.postcopy_bytes += bytes;
+    return bytes;
+}
+
+void PostcopySender::take(uint32_t block, uint64_t first, uint64_t count) {
     for (uint64_t p = first; p < first + count; ++p) {
         uint64_t bit = uint64_t{1} << (p % 64);
         if ((missing_[block][p / 64] & bit) == 0) continue;
         missing_[block][p / 64] &= ~bit;
         --remaining_;
     }
-    stats_.postcopy_bytes += bytes;
-    return bytes;
 }
 
 // send_run over the postcopy channel: a run of at most PostcopyPages::kMaxPages (the push's
 // runs are, and a request is one page), answering the request being served if there is one.
-Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero) {
+Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero,
+                                                 std::optional<uint32_t> token) {
     if (count > PostcopyPages::kMaxPages) return Error("internal: a postcopy run longer than the channel carries");
     PostcopyPages p;
     p.kind = zero ? PostcopyPages::Kind::zero : PostcopyPages::Kind::data;
@@ -184,20 +189,21 @@ Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first,
         for (uint64_t i = 0; i < count; ++i) sums.push_back(page_checksum(host + i * kStreamPageSize));
         p.sums = sums;
     }
-    if (auto s = channel_->send(p, std::exchange(answer_, std::nullopt)); !s) return s.error();
+    if (auto s = channel_->send(p, token); !s) return s.error();
     return sent(block, first, count, (zero ? 0 : count * kStreamPageSize) + sums.size() * sizeof(uint64_t));
 }
 
 // [first, first + count) are all missing (or, `again`, all sent already): runs of data pages and
 // of zero pages. Returns the bytes sent.
-Result<uint64_t> PostcopySender::send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again) {
+Result<uint64_t> PostcopySender::send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again,
+                                            std::optional<uint32_t> token) {
     const uint8_t* host = mem_.blocks()[block]->host();
     uint64_t start = first, bytes = 0;
     bool zero = config_.zero_markers && is_zero_page(host + first * kStreamPageSize);
     for (uint64_t p = first + 1; p <= first + count; ++p) {
         bool z = p < first + count && config_.zero_markers && is_zero_page(host + p * kStreamPageSize);
         if (p < first + count && z == zero) continue;
-        auto sent = send_run(out, block, start, p - start, zero, again);
+        auto sent = send_run(out, block, start, p - start, zero, again, std::exchange(token, std::nullopt));
         if (!sent) return sent.error();
         bytes += *sent;
         start = p;
@@ -206,28 +212,31 @@ Result<uint64_t> PostcopySender::send_pages(ByteStream& out, uint32_t block, uin
     return bytes;
 }
 
-PostcopySender::Run PostcopySender::next_missing(uint32_t block, uint64_t from, uint64_t end) const {
+PostcopySender::Run PostcopySender::next_missing(uint32_t block, uint64_t from, uint64_t end) {
     std::lock_guard lock(mutex_);
     auto run = memory::next_run(missing_[block], from, end);
+    if (claims()) take(block, run.first, run.count);
     return {block, run.first, run.count};
 }
 
 Status PostcopySender::answer(const Request& r) {
-    std::lock_guard w(preempt_mutex_);
-    if (preempt_ended_) return {};  // every page has gone: the answer is on the stream
-    return serve(*preempt_, r, true);
+    std::lock_guard w(answers_mutex_);
+    if (answers_ended_) return {};  // every page has gone: the answer is on the stream
+    // Over a channel a page on its way needs no second copy: the destination frees the request
+    // when the push's copy lands.
+    return channel_ != nullptr ? serve(*stream_, r, false) : serve(*preempt_, r, true);
 }
 
 Status PostcopySender::serve(ByteStream& out, const Request& r, bool resend) {
     uint64_t end = r.first_page + r.count;
     bool any = false;
-    answer_ = r.token;  // a channel's request is one page: the one run, if it is missing still
     for (auto run = next_missing(r.block, r.first_page, end); run.count != 0;
          run = next_missing(r.block, run.first + run.count, end)) {
-        if (auto s = send_pages(out, r.block, run.first, run.count); !s) return s.error();
+        // A channel's request is one page: the one run answers it, if it is missing still (sent
+        // already, the destination places it from the push).
+        if (auto s = send_pages(out, r.block, run.first, run.count, false, any ? std::nullopt : r.token); !s) return s.error();
         any = true;
     }
-    answer_.reset();  // sent already: the destination places it from the push
     // On its way, but on the stream, behind what the push queued there (a readahead burst, a
     // full socket): sent again on the preempt connection. Whichever copy comes first is placed;
     // the other finds the page present and changes nothing (the source's guest is paused: both
@@ -292,6 +301,7 @@ Status PostcopySender::push_background() {
         return {};
     }
     uint64_t serves = serves_;
+    if (claims()) take(run->block, run->first, run->count);
     lock.unlock();
     auto sent = send_pages(*stream_, run->block, run->first, run->count);
     if (!sent) return sent.error();
@@ -333,22 +343,23 @@ Status PostcopySender::run() {
         if (remaining_pages() == 0) break;
         if (auto s = push_background(); !s) return s;
     }
-    if (channel_ != nullptr) {
-        if (auto s = channel_->end(); !s) return s;
-        return wait_done();
-    }
     if (auto s = send_end(); !s) return s;
     return wait_done();
 }
 
-// END on the preempt connection first, once no answer can follow it (the destination reads it
-// to its end before it checks what is missing), then on the stream.
+// END on the postcopy channel, or on the preempt connection first, once no answer can follow it
+// (the destination reads it to its end before it checks what is missing), then on the stream.
 Status PostcopySender::send_end() {
+    if (channel_ != nullptr) {
+        std::lock_guard w(answers_mutex_);
+        answers_ended_ = true;
+        return channel_->end();
+    }
     Record end;
     end.type = RecordType::end;
     if (preempt_ != nullptr) {
-        std::lock_guard w(preempt_mutex_);
-        preempt_ended_ = true;
+        std::lock_guard w(answers_mutex_);
+        answers_ended_ = true;
         if (auto s = preempt_->write(encode_record(end)); !s) return s;
         if (auto s = preempt_->flush(); !s) return s;
     }

@@ -81,11 +81,15 @@ private:
     // The next message from the stream's reverse direction or the postcopy channel; nothing
     // when none came within the poll interval.
     Result<std::optional<Incoming>> next_incoming();
-    // postcopy-preempt over a stream: the return path's thread answers requests itself.
-    bool reader_answers() const { return preempt_ != nullptr && channel_ == nullptr; }
+    // The return path's thread answers requests itself: with postcopy-preempt over a stream, and
+    // over a postcopy channel that takes answers beside the push (answers_beside_push()).
+    bool reader_answers() const {
+        return channel_ != nullptr ? channel_->answers_beside_push() : preempt_ != nullptr;
+    }
     // Pages written to `out` go now (over a postcopy channel they went already).
     Status flush(ByteStream& out) { return channel_ != nullptr ? Status{} : out.flush(); }
-    // The return path's thread: answers `r` on the preempt connection (nothing once its END went).
+    // The return path's thread: answers `r` on the preempt connection or the channel (nothing
+    // once END went there).
     Status answer(const Request& r);
     std::optional<Request> next_request();
     struct Run {
@@ -98,14 +102,25 @@ private:
     Status serve(ByteStream& out, const Request& r, bool resend);
     void served(const Request& r, bool any, bool again);
     Status push_background();
-    // The next run of `block`'s missing pages in [from, end).
-    Run next_missing(uint32_t block, uint64_t from, uint64_t end) const;
+    // The next run of `block`'s missing pages in [from, end) (taken, when claims()).
+    Run next_missing(uint32_t block, uint64_t from, uint64_t end);
+    // Over a channel whose answers come from the return path's thread, a page is taken off what
+    // is missing as one thread picks it, before it goes: the other thread never sends it too.
+    // The destination frees a request once its page lands, so a second copy, an answer into a
+    // request it no longer has, would end the migration. (On a stream, a second copy is placed
+    // or found present: pages are taken once they have gone.)
+    bool claims() const { return channel_ != nullptr && reader_answers(); }
+    void take(uint32_t block, uint64_t first, uint64_t count);  // under mutex_: missing no more
     // Sends [first, first + count) of `block` on `out`: runs of data pages and of zero pages;
     // returns the bytes sent. `again`: pages sent already, sent once more; nothing about what
     // is missing changes.
-    Result<uint64_t> send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again = false);
-    Result<uint64_t> send_run(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool zero, bool again);
-    Result<uint64_t> send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero);
+    // `token`: the channel's request these pages answer (its first run; a request is one page).
+    Result<uint64_t> send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again = false,
+                                std::optional<uint32_t> token = std::nullopt);
+    Result<uint64_t> send_run(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool zero, bool again,
+                              std::optional<uint32_t> token);
+    Result<uint64_t> send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero,
+                                     std::optional<uint32_t> token);
     uint64_t sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes);
     Status send_end();
     Status wait_done();
@@ -115,15 +130,16 @@ private:
     SourcePostcopyChannel* channel_;  // or null: the stream carries postcopy (as stream_)
     ByteStream* preempt_ = nullptr;   // postcopy-preempt's connection (as stream_)
     bool begun_ = false;              // channel_->begin() went
-    std::optional<uint32_t> answer_;  // the request send_run's next pages answer (channel only)
     std::vector<BlockInfo> blocks_;
     const std::vector<std::vector<uint64_t>> at_switch_;  // what the destination lacked at the switch
     const CancelToken& cancel_;
     Config config_;
     RateLimiter limiter_;  // the push's thread's
     std::thread reader_;
-    std::mutex preempt_mutex_;   // one writer at a time on preempt_: the reader's answers, the END
-    bool preempt_ended_ = false;  // under preempt_mutex_: END went there, so no answer may follow
+    // The reader's answers and the END: one at a time on preempt_ (or the channel's answers
+    // against its END), so that no answer follows the END.
+    std::mutex answers_mutex_;
+    bool answers_ended_ = false;  // under answers_mutex_: END went, so no answer may follow
 
     mutable std::mutex mutex_;
     std::condition_variable cv_;

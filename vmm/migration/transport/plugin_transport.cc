@@ -154,6 +154,10 @@ public:
         return call("pc_send", [&](vmm_err* e) { return ops_->pc_send(conn_, &c, e); });
     }
     Status end() override { return call("pc_end", [&](vmm_err* e) { return ops_->pc_end(conn_, e); }); }
+    bool answers_beside_push() const override {
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        return features != nullptr && (features(conn_) & VMM_RAM_PC_ANSWERS) != 0;
+    }
     Status request(uint32_t block, uint64_t offset) override {
         return call("pc_request", [&](vmm_err* e) { return ops_->pc_request(conn_, block, offset, e); });
     }

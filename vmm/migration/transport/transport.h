@@ -121,8 +121,13 @@ public:
     // Return-path thread: the next request, or nothing within `wait`.
     virtual Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) = 0;
     // Migration thread: `answer` is the token of the request these pages answer (else a push).
+    // With answers_beside_push(), answers may come from the return-path thread instead, while
+    // the migration thread pushes: at most one of each at a time.
     virtual Status send(const PostcopyPages& pages, std::optional<uint32_t> answer) = 0;
-    // Migration thread: every page has gone.
+    // Whether send() takes answers from the return-path thread beside the push (the transport
+    // said so): a request then never waits for the push's thread.
+    virtual bool answers_beside_push() const { return false; }
+    // Migration thread: every page has gone (never while an answer is being sent).
     virtual Status end() = 0;
 };
 
