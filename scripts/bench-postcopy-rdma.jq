@@ -27,6 +27,8 @@ def lat(d): d."x-postcopy"."fault-latency";
       "\(lat($rd)."p50-us" | round) / \(lat($rd)."p99-us" | round) / \(lat($rd)."max-us" | round) (\(lat($rd).count) faults)",
     "fault latency over tcp p50 / p99 / max, us":
       "\(lat($td)."p50-us" | round) / \(lat($td)."p99-us" | round) / \(lat($td)."max-us" | round) (\(lat($td).count) faults)",
+    "of which at the source (a request read until its page was written, x-serve-latency) p50 / p99, rdma / tcp, us":
+      "\($rs."x-postcopy"."x-serve-latency"."p50-us" // "-" | if type == "number" then round else . end) / \($rs."x-postcopy"."x-serve-latency"."p99-us" // "-" | if type == "number" then round else . end), \($ts."x-postcopy"."x-serve-latency"."p50-us" // "-" | if type == "number" then round else . end) / \($ts."x-postcopy"."x-serve-latency"."p99-us" // "-" | if type == "number" then round else . end)",
     "rdma p50 / tcp p50 (target <= 0.5)": (if lat($td)."p50-us" > 0 then (lat($rd)."p50-us" / lat($td)."p50-us") | r2 else null end),
     "rdma p50 / (ib_write_lat + ib_send_lat) (target <= 3)": (if $floor > 0 then (lat($rd)."p50-us" / $floor) | r2 else null end),
     "guest blocked over rdma (all vCPUs), ms": $rd."postcopy-blocktime",
