@@ -29,43 +29,63 @@ Error failed_completion(const Endpoint& ep, const ibv_wc& wc) {
 
 }  // namespace
 
-Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
-                     const std::function<bool()>& done, int timeout_ms) {
+Result<bool> take_completions(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
+                              const std::function<bool()>& done) {
     ibv_cq* cq = receives ? ep.recv_cq.get() : ep.cq.get();
-    ibv_comp_channel* channel = receives ? ep.recv_channel.get() : ep.channel.get();
-    if (cq == nullptr || channel == nullptr) return Error("internal: the postcopy channel has no split CQ");
-    bool silence_fails = timeout_ms < 0;
-    auto deadline = Clock::now() + std::chrono::milliseconds(silence_fails ? ep.io_timeout_ms : timeout_ms);
+    if (cq == nullptr) return Error("internal: the postcopy channel has no split CQ");
     while (!done()) {
         ibv_wc wc{};
         int n = ibv_poll_cq(cq, 1, &wc);  // one at a time: a caller may stop after any of them
         if (n < 0) return Error(fmt::format("{}: ibv_poll_cq failed", ep.describe));
-        if (n == 1) {
-            if (wc.status != IBV_WC_SUCCESS) return failed_completion(ep, wc);
-            if (auto s = on_wc(wc); !s) return s.error();
-            continue;
-        }
+        if (n == 0) return false;
+        if (wc.status != IBV_WC_SUCCESS) return failed_completion(ep, wc);
+        if (auto s = on_wc(wc); !s) return s.error();
+    }
+    return true;
+}
+
+Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clock::time_point deadline) {
+    ibv_cq* cq = receives ? ep.recv_cq.get() : ep.cq.get();
+    ibv_comp_channel* channel = receives ? ep.recv_channel.get() : ep.channel.get();
+    if (cq == nullptr || channel == nullptr) return Error("internal: the postcopy channel has no split CQ");
+    for (;;) {
         int left = ms_left(deadline);
-        if (left == 0) {
-            if (!silence_fails) return false;
-            return Error(fmt::format("{} was silent for {} ms in postcopy: the peer is gone or stuck (x-io-timeout)",
-                                     ep.describe, ep.io_timeout_ms));
-        }
+        if (left == 0) return false;
         pollfd fds[2] = {{channel->fd, POLLIN, 0}, {ep.cancel_fd, POLLIN, 0}};
         int r = ::poll(fds, 2, left);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
         if (fds[1].revents != 0) return Error("migration cancelled");
-        if (fds[0].revents != 0) {
-            ibv_cq* ev_cq = nullptr;
-            void* ctx = nullptr;
-            if (ibv_get_cq_event(channel, &ev_cq, &ctx) == 0) {
-                ibv_ack_cq_events(ev_cq, 1);
-                if (auto s = posted(ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq"); !s) return s.error();
-            }
+        if (fds[0].revents == 0) continue;
+        ibv_cq* ev_cq = nullptr;
+        void* ctx = nullptr;
+        if (ibv_get_cq_event(channel, &ev_cq, &ctx) == 0) {
+            ibv_ack_cq_events(ev_cq, 1);
+            if (auto s = posted(ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq"); !s) return s.error();
+        }
+        return true;  // armed again: the caller takes what completed before it waits again
+    }
+}
+
+Error silent(const Endpoint& ep) {
+    return Error(fmt::format("{} was silent for {} ms in postcopy: the peer is gone or stuck (x-io-timeout)", ep.describe,
+                             ep.io_timeout_ms));
+}
+
+Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
+                     const std::function<bool()>& done, int timeout_ms) {
+    bool silence_fails = timeout_ms < 0;
+    auto deadline = Clock::now() + std::chrono::milliseconds(silence_fails ? ep.io_timeout_ms : timeout_ms);
+    for (;;) {
+        auto taken = take_completions(ep, receives, on_wc, done);
+        if (!taken || *taken) return taken;
+        auto signalled = await_cq_event(ep, receives, deadline);
+        if (!signalled) return signalled.error();
+        if (!*signalled) {
+            if (!silence_fails) return false;
+            return silent(ep);
         }
     }
-    return true;
 }
 
 Status MessageBuffers::init(const MemoryRegistry& registry, size_t count, Use use, const char* what) {

@@ -10,6 +10,7 @@
 // Every slot, block, offset and count from the peer is checked before it is used.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,6 +33,14 @@ namespace rdma_migrate {
 // it with an error. Returns false when `timeout_ms` passes first (-1: x-io-timeout, an error).
 Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
                      const std::function<bool()>& done, int timeout_ms = -1);
+// wait_cq's two halves. take_completions: hands on_wc what has completed, until done() (true) or
+// none is left (false); it never blocks. await_cq_event: waits for the CQ's next event and arms
+// it again (true), or `deadline` passes (false); the caller then takes what completed.
+Result<bool> take_completions(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
+                              const std::function<bool()>& done);
+Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clock::time_point deadline);
+// What a wait that hears nothing for x-io-timeout says.
+Error silent(const Endpoint& ep);
 
 // SEND buffers of kPcMessageSize bytes, `count` of them in one registered area.
 class MessageBuffers {
@@ -78,7 +87,7 @@ public:
 private:
     Status take_message(const ibv_wc& wc, std::optional<Request>& out);
     Status repost(size_t i);
-    Status wait_staging(uint32_t slot);
+    Status wait_staging(std::unique_lock<std::mutex>& writer, uint32_t slot);
     Status write_done(const ibv_wc& wc);
     Status await_push_credit();
     Status post_write(uint32_t slot, uint32_t length, uint32_t imm);
@@ -90,8 +99,10 @@ private:
     vmm::Mapping staging_;  // a local slot per remote one, the pages copied in with their trailer
     MemoryRegion staging_mr_;
     // One writer at a time on the send queue and its CQ: the staging slot's state (writing_),
-    // the post, and the completions reaped while waiting for a slot.
+    // the post, and the completions taken while waiting for a slot (wait_staging).
     std::mutex write_mutex_;
+    std::condition_variable writes_cv_;
+    bool polling_ = false;       // a writer waits for the send CQ's event (under write_mutex_)
     std::vector<bool> writing_;  // per slot: its last write not yet complete (under write_mutex_)
     uint64_t pushed_ = 0;        // push writes posted
     std::mutex mutex_;

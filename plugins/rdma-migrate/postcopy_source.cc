@@ -134,11 +134,29 @@ Status PostcopySource::write_done(const ibv_wc& wc) {
     return {};
 }
 
-// A staging slot is reused once its last write has completed.
-Status PostcopySource::wait_staging(uint32_t slot) {
-    if (!writing_[slot]) return {};
-    auto done = wait_cq(ep_, false, [this](const ibv_wc& wc) { return write_done(wc); }, [&] { return !writing_[slot]; });
-    return done ? Status{} : Status(done.error());
+// A staging slot is reused once its last write has completed. What has completed is taken under
+// write_mutex_; the wait for more is not (one writer waits for the CQ's event, the other on
+// writes_cv_), so the other writer may post meanwhile: an answer never waits out a push's wait.
+Status PostcopySource::wait_staging(std::unique_lock<std::mutex>& writer, uint32_t slot) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
+    for (;;) {
+        auto taken = take_completions(ep_, false, [this](const ibv_wc& wc) { return write_done(wc); },
+                                      [&] { return !writing_[slot]; });
+        if (!taken) return taken.error();
+        if (*taken) return {};
+        if (std::chrono::steady_clock::now() >= deadline) return silent(ep_);
+        if (polling_) {  // the other writer waits for the event, and wakes this one after it
+            writes_cv_.wait_until(writer, deadline);
+            continue;
+        }
+        polling_ = true;
+        writer.unlock();
+        auto signalled = await_cq_event(ep_, false, deadline);
+        writer.lock();
+        polling_ = false;
+        writes_cv_.notify_all();
+        if (!signalled) return signalled.error();
+    }
 }
 
 Status PostcopySource::post_write(uint32_t slot, uint32_t length, uint32_t imm) {
@@ -181,8 +199,8 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
         slot = static_cast<uint32_t>(hello_.request_slots + pushed_ % hello_.push_slots);
         ++pushed_;
     }
-    std::lock_guard writer(write_mutex_);  // after the wait for credit, which an answer never waits on
-    if (auto s = wait_staging(slot); !s) return s;
+    std::unique_lock writer(write_mutex_);  // after the wait for credit, which an answer never waits on
+    if (auto s = wait_staging(writer, slot); !s) return s;
     PcImmediate imm{zero ? PcKind::zero : PcKind::data, static_cast<uint16_t>(slot), static_cast<uint8_t>(pages)};
     uint8_t* at = staging_.data() + uint64_t{slot} * kPcSlotSize;
     if (!zero) std::memcpy(at, blocks_[block].host + offset, pages * kPcPage);
