@@ -2,7 +2,7 @@
 # the vmm processes it started, and removes the directory on exit), stop_vmmd, fail, expect,
 # wait_until, v (virsh on this vmmd), start_destination and d (a second vmmd), domain_qmp,
 # pattern_domain FILE (a 64 MiB 'demo' running the pattern
-# guest).
+# guest), stress_domain FILE (a 128 MiB 'demo' rewriting 32 MiB), guest_runs_clean.
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
@@ -81,4 +81,29 @@ pattern_domain() {
   <os><type>hvm</type><kernel>pattern</kernel></os>
 </domain>
 XML
+}
+
+# stress_domain FILE: a 128 MiB 'demo' whose stress guest keeps rewriting 32 MiB, faster than the
+# postcopy tests' caps move it.
+stress_domain() {
+    cat >"$1" <<'XML'
+<domain type='vmm'>
+  <name>demo</name>
+  <memory unit='MiB'>128</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=32M</cmdline></os>
+</domain>
+XML
+}
+# guest_runs_clean VMMCTL STATE: demo's guest steps on there (state dir 'state' or 'dstate') and
+# has found no error in its memory.
+guest_runs_clean() {
+    local first now
+    first=$(domain_qmp "$1" "$2" demo query-guest) || fail "query-guest: $first"
+    guest_stepped() {
+        now=$(domain_qmp "$1" "$2" demo query-guest) &&
+            [ "$(sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$now")" -gt "$(sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$first")" ]
+    }
+    wait_until 60 guest_stepped "$1" "$2" || fail "the guest does not run in $2"
+    [ "$(sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$now")" = 0 ] || fail "the guest found errors: $now"
 }

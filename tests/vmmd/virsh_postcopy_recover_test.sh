@@ -19,17 +19,8 @@ start_destination "$build"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((50400 + RANDOM % 500))
 status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2\""; }  # status_is STATE STATUS
-steps() { sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$1"; }
-errors() { sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$1"; }
 
-cat >"$dir/demo.xml" <<'XML'
-<domain type='vmm'>
-  <name>demo</name>
-  <memory unit='MiB'>128</memory>
-  <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=32M</cmdline></os>
-</domain>
-XML
+stress_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 out=$(v start demo) || fail "start: $out"
 # No readahead (vmm's own x-postcopy-readahead, read when a migration starts): the guest's faults
@@ -90,9 +81,6 @@ expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut o
 expect "the destination runs the guest" "$(d domstate demo --reason)" "^running"
 q=$(qmp dstate demo query-migrate)
 expect "the destination's migration completed" "$q" '"status":"completed"'
-first=$(qmp dstate demo query-guest) || fail "query-guest: $first"
-stepped() { [ "$(steps "$(qmp dstate demo query-guest)")" -gt "$(steps "$first")" ]; }
-wait_until 60 stepped || fail "the guest does not run at the destination"
-[ "$(errors "$(qmp dstate demo query-guest)")" = 0 ] || fail "the guest found errors: $(qmp dstate demo query-guest)"
+guest_runs_clean "$build/bin/vmmctl" dstate
 echo "ok: the guest runs on at the destination without errors"
 echo "PASS"

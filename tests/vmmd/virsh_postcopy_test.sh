@@ -18,18 +18,9 @@ start_vmmd "$build"
 start_destination "$build"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((49900 + RANDOM % 500))
-steps() { sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$1"; }
-errors() { sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$1"; }
 migrating() { qmp "$1" demo query-migrate 2>/dev/null | grep -q '"status":"active"'; }  # migrating STATE
 
-cat >"$dir/demo.xml" <<'XML'
-<domain type='vmm'>
-  <name>demo</name>
-  <memory unit='MiB'>128</memory>
-  <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=32M</cmdline></os>
-</domain>
-XML
+stress_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 out=$(v start demo) || fail "start: $out"
 expect "migrate-postcopy without a migration is refused" "$(v migrate-postcopy demo)" "no job is active"
@@ -59,10 +50,7 @@ expect "the destination's migration completed" "$q" '"status":"completed"'
 missing=$(sed -n 's/.*"missing-pages":\([0-9]*\).*/\1/p' <<<"$q")
 [ "${missing:-0}" -gt 0 ] || fail "no page was missing at the switch: $q"
 echo "ok: $missing pages were missing at the switch and arrived after it"
-first=$(qmp dstate demo query-guest) || fail "query-guest: $first"
-stepped() { [ "$(steps "$(qmp dstate demo query-guest)")" -gt "$(steps "$first")" ]; }
-wait_until 60 stepped || fail "the guest does not run at the destination"
-[ "$(errors "$(qmp dstate demo query-guest)")" = 0 ] || fail "the guest found errors: $(qmp dstate demo query-guest)"
+guest_runs_clean "$build/bin/vmmctl" dstate
 echo "ok: the guest runs on at the destination without errors"
 
 # Back without --postcopy: migrate-postcopy is refused with libvirt's own words.
