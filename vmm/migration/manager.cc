@@ -48,6 +48,9 @@ Status MigrationManager::set_parameter(const std::string& name, const std::strin
     if (!s && declare_plugin_names(name)) s = settings_.set_parameter(name, value);
     // Like QEMU, a new bandwidth cap applies to the migration already running.
     if (s && name == "max-bandwidth" && outgoing_) outgoing_->set_max_bandwidth(settings_.params.max_bandwidth);
+    if (s && name == "max-postcopy-bandwidth" && outgoing_) {
+        outgoing_->set_max_postcopy_bandwidth(settings_.params.max_postcopy_bandwidth);
+    }
     return s;
 }
 

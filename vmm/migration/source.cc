@@ -27,6 +27,7 @@ MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri 
       on_status_(std::move(on_status)) {
     stats_.uri = uri_.text;
     stats_.ram.total = m.memory().total_size();
+    postcopy_bandwidth_ = options_.params.max_postcopy_bandwidth;
 }
 
 MigrationSource::~MigrationSource() {
@@ -74,6 +75,12 @@ bool MigrationSource::switch_now(uint32_t round) const {
 void MigrationSource::set_max_bandwidth(uint64_t bytes_per_second) {
     std::lock_guard lock(mutex_);  // limiter_ is only cleared under this lock
     if (RateLimiter* l = limiter_.load()) l->request_rate(bytes_per_second);
+}
+
+void MigrationSource::set_max_postcopy_bandwidth(uint64_t bytes_per_second) {
+    std::lock_guard lock(mutex_);  // sender_ is only set and cleared under this lock
+    postcopy_bandwidth_ = bytes_per_second;
+    if (sender_ != nullptr) sender_->set_max_bandwidth(bytes_per_second);
 }
 
 MigrationStats MigrationSource::stats() const {

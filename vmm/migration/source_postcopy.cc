@@ -62,7 +62,7 @@ Status MigrationSource::postcopy(Run& run) {
     machine_.set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
     PostcopySender sender(machine_.memory(), run.conn.stream(), run.conn.source_postcopy(), blocks, std::move(*bitmaps), cancel_,
-                          {options_.params.max_postcopy_bandwidth, options_.caps.zero_blocks, options_.caps.verify_ram,
+                          {postcopy_bandwidth_.load(), options_.caps.zero_blocks, options_.caps.verify_ram,
                            options_.params.postcopy_readahead / kStreamPageSize});
     sender.use_preempt(run.conn.preempt_stream());
     uint64_t precopy_bytes = run.work.transferred;

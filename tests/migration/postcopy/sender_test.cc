@@ -400,4 +400,13 @@ TEST_F(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnsw
     ASSERT_TRUE(eventually([&] { return channel.answered(9, 0, 2000); }, 10));
 }
 
+TEST_F(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
+    start({.max_bandwidth = kCrawl, .readahead_pages = 0});  // at this pace the 8 MiB take two minutes
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
+    sender_->set_max_bandwidth(0);  // max-postcopy-bandwidth 0: unlimited
+    ASSERT_TRUE(eventually([&] { return sender_->remaining_pages() == 0; }, 30))
+        << sender_->remaining_pages() << " pages still missing: the push kept its old cap";
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
 }  // namespace vmm::migration::test

@@ -57,6 +57,8 @@ public:
     // Sends every missing page, then END, and returns once the destination said POSTCOPY_DONE.
     Status run();
     PostcopyStats stats() const;
+    // From any thread: the push goes at this cap (0 = unlimited) from its next run on.
+    void set_max_bandwidth(uint64_t bytes_per_second) { limiter_.request_rate(bytes_per_second); }
     uint64_t remaining_pages() const;
     // After run() failed: stops reading the old stream, which may then be destroyed.
     void detach();
