@@ -23,6 +23,7 @@ PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& strea
     : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), at_switch_(missing), cancel_(cancel),
       config_(config), limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)),
       missing_(std::move(missing)), readahead_(config.readahead_pages) {
+    channel_answers_ = channel_ != nullptr && channel_->answers_beside_push();
     for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
     stats_.switched = true;
     stats_.missing_pages = remaining_;
@@ -43,6 +44,7 @@ void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, 
     detach();
     stream_ = &stream;
     channel_ = channel;
+    channel_answers_ = channel_ != nullptr && channel_->answers_beside_push();
     preempt_ = preempt;
     begun_ = false;
     {

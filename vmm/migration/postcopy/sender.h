@@ -85,9 +85,7 @@ private:
     Result<std::optional<Incoming>> next_incoming();
     // The return path's thread answers requests itself: with postcopy-preempt over a stream, and
     // over a postcopy channel that takes answers beside the push (answers_beside_push()).
-    bool reader_answers() const {
-        return channel_ != nullptr ? channel_->answers_beside_push() : preempt_ != nullptr;
-    }
+    bool reader_answers() const { return channel_ != nullptr ? channel_answers_ : preempt_ != nullptr; }
     // Pages written to `out` go now (over a postcopy channel they went already).
     Status flush(ByteStream& out) { return channel_ != nullptr ? Status{} : out.flush(); }
     // The return path's thread: answers `r` on the preempt connection or the channel (nothing
@@ -130,6 +128,7 @@ private:
     const memory::GuestMemory& mem_;
     ByteStream* stream_;  // the migration thread's; replaced only while the reader is stopped
     SourcePostcopyChannel* channel_;  // or null: the stream carries postcopy (as stream_)
+    bool channel_answers_ = false;    // channel_->answers_beside_push(), asked once per channel
     ByteStream* preempt_ = nullptr;   // postcopy-preempt's connection (as stream_)
     bool begun_ = false;              // channel_->begin() went
     std::vector<BlockInfo> blocks_;
