@@ -51,6 +51,7 @@ Status MigrationManager::set_parameter(const std::string& name, const std::strin
     if (s && name == "max-postcopy-bandwidth" && outgoing_) {
         outgoing_->set_max_postcopy_bandwidth(settings_.params.max_postcopy_bandwidth);
     }
+    if (s && name == "x-postcopy-readahead" && outgoing_) outgoing_->set_postcopy_readahead(settings_.params.postcopy_readahead);
     return s;
 }
 

@@ -28,6 +28,7 @@ MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri 
     stats_.uri = uri_.text;
     stats_.ram.total = m.memory().total_size();
     postcopy_bandwidth_ = options_.params.max_postcopy_bandwidth;
+    postcopy_readahead_ = options_.params.postcopy_readahead;
 }
 
 MigrationSource::~MigrationSource() {
@@ -81,6 +82,12 @@ void MigrationSource::set_max_postcopy_bandwidth(uint64_t bytes_per_second) {
     std::lock_guard lock(mutex_);  // sender_ is only set and cleared under this lock
     postcopy_bandwidth_ = bytes_per_second;
     if (sender_ != nullptr) sender_->set_max_bandwidth(bytes_per_second);
+}
+
+void MigrationSource::set_postcopy_readahead(uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    postcopy_readahead_ = bytes;
+    if (sender_ != nullptr) sender_->set_readahead(bytes / kStreamPageSize);
 }
 
 MigrationStats MigrationSource::stats() const {

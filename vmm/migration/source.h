@@ -59,6 +59,8 @@ public:
     // max-postcopy-bandwidth changed: the push of the postcopy phase under way (or to come,
     // or resumed after a recovery) goes at the new cap, as in QEMU.
     void set_max_postcopy_bandwidth(uint64_t bytes_per_second);
+    // x-postcopy-readahead changed: likewise, from the push's next request on.
+    void set_postcopy_readahead(uint64_t bytes);
     MigrationStats stats() const;
     bool finished() const;
 
@@ -112,6 +114,7 @@ private:
     bool went_postcopy_ = false;                  // GO sent in postcopy: the destination runs the guest
     class PostcopySender* sender_ = nullptr;      // under mutex_, while the postcopy phase runs
     std::atomic<uint64_t> postcopy_bandwidth_{0};  // max-postcopy-bandwidth now (set at start, then by the monitor)
+    std::atomic<uint64_t> postcopy_readahead_{0};  // x-postcopy-readahead now, in bytes (likewise)
     std::optional<ResumeTo> resume_to_;           // under mutex_: migrate -r asked
     std::condition_variable resume_cv_;
     std::vector<std::unique_ptr<Connection>> broken_;  // links that broke in postcopy (Run refers to the first)

@@ -63,7 +63,7 @@ Status MigrationSource::postcopy(Run& run) {
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
     PostcopySender sender(machine_.memory(), run.conn.stream(), run.conn.source_postcopy(), blocks, std::move(*bitmaps), cancel_,
                           {postcopy_bandwidth_.load(), options_.caps.zero_blocks, options_.caps.verify_ram,
-                           options_.params.postcopy_readahead / kStreamPageSize});
+                           postcopy_readahead_.load() / kStreamPageSize});
     sender.use_preempt(run.conn.preempt_stream());
     uint64_t precopy_bytes = run.work.transferred;
     {

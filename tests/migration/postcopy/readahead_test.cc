@@ -39,4 +39,18 @@ TEST(ReadaheadWindow, AMaximumOfZeroNeverOpensIt) {
     for (uint64_t p = 0; p < 10; ++p) EXPECT_EQ(w.on_request(0, p, 1), 0u);
 }
 
+// x-postcopy-readahead changed during a migration: the next request sees the new maximum.
+TEST(ReadaheadWindow, ANewMaximumAppliesFromTheNextRequest) {
+    ReadaheadWindow w(0);
+    EXPECT_EQ(w.on_request(0, 0, 1), 0u);
+    EXPECT_EQ(w.on_request(0, 1, 1), 0u) << "in order, but none allowed";
+    w.set_max(64);
+    EXPECT_EQ(w.on_request(0, 2, 1), 16u) << "opens now";
+    EXPECT_EQ(w.on_request(0, 3 + 16, 1), 32u);
+    w.set_max(16);
+    EXPECT_EQ(w.on_request(0, 20 + 32, 1), 16u) << "shrunk to the new maximum";
+    w.set_max(0);
+    EXPECT_EQ(w.on_request(0, 53 + 16, 1), 0u) << "closed";
+}
+
 }  // namespace vmm::migration

@@ -409,4 +409,15 @@ TEST_F(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
+TEST_F(PostcopySenderTest, ANewReadaheadAppliesToThePushUnderWay) {
+    start({.max_bandwidth = 4096, .readahead_pages = 0});  // a page a second, and no window
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
+    sender_->set_readahead(64);  // x-postcopy-readahead 256 KiB
+    request(conns_[0], 0, 1001);
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1001); }, 10));
+    request(conns_[0], 0, 1002);  // in order: now a window of 16 pages past it
+    ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1018); }, 10)) << "no window opened: the old maximum held";
+    EXPECT_EQ(dest_->wrong_bytes(), 0u);
+}
+
 }  // namespace vmm::migration::test

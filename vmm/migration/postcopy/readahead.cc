@@ -17,4 +17,9 @@ uint64_t ReadaheadWindow::on_request(uint32_t block, uint64_t first, uint64_t co
     return window_;
 }
 
+void ReadaheadWindow::set_max(uint64_t max_pages) {
+    max_ = max_pages;
+    window_ = std::min(window_, max_);
+}
+
 }  // namespace vmm::migration

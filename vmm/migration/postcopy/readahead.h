@@ -20,6 +20,8 @@ public:
     // A request for [first, first + count) of `block`: the pages the push may send past it at
     // once, ahead of its pace (0: none).
     uint64_t on_request(uint32_t block, uint64_t first, uint64_t count);
+    // A new maximum (x-postcopy-readahead changed): a window already wider shrinks to it.
+    void set_max(uint64_t max_pages);
 
 private:
     uint64_t max_;

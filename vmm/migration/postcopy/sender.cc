@@ -253,6 +253,11 @@ Status PostcopySender::serve(ByteStream& out, const Request& r, bool resend) {
     return {};
 }
 
+void PostcopySender::set_readahead(uint64_t pages) {
+    std::lock_guard lock(mutex_);
+    readahead_.set_max(pages);
+}
+
 // After a request's answer: the push goes on from past it, with the readahead window it opened.
 void PostcopySender::served(const Request& r, bool any, bool again) {
     std::lock_guard lock(mutex_);

@@ -59,6 +59,8 @@ public:
     PostcopyStats stats() const;
     // From any thread: the push goes at this cap (0 = unlimited) from its next run on.
     void set_max_bandwidth(uint64_t bytes_per_second) { limiter_.request_rate(bytes_per_second); }
+    // From any thread: the readahead window's maximum from the next request on.
+    void set_readahead(uint64_t pages);
     uint64_t remaining_pages() const;
     // After run() failed: stops reading the old stream, which may then be destroyed.
     void detach();
