@@ -4,7 +4,8 @@
 # migrate_pause); both vmmd then keep the job, the source "paused (post-copy failed)" and the
 # destination "running (post-copy failed)", and 'virsh migrate --postcopy --postcopy-resume'
 # runs the five steps on it again (migrate_recover at the destination, migrate -r at the
-# source) until the last page has arrived.
+# source) until the last page has arrived. The first resume goes with --p2p (the source's vmmd
+# drives the steps) and is paused again; the second goes from virsh and completes.
 # Shown: domjobabort --postcopy is refused where no outgoing postcopy runs; the paused source
 # refuses 'virsh resume' (it would fork the guest) and a fresh migration; the destination's
 # state and lifecycle event say the failure; after the resume the source ends shut off
@@ -15,7 +16,9 @@ build=$1
 . "$(dirname "$0")/lib.sh"
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
-start_destination "$build"
+tport=$((16200 + RANDOM % 400))
+start_destination "$build" --listen-tcp "127.0.0.1:$tport"
+p2p_uri="vmm+tcp://127.0.0.1:$tport/system"  # libvirt wants a host in a --p2p destination's URI
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((50400 + RANDOM % 500))
 status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2\""; }  # status_is STATE STATUS
@@ -23,7 +26,7 @@ status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2
 stress_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 out=$(v start demo) || fail "start: $out"
-# No readahead (vmm's own x-postcopy-readahead, read when a migration starts): the guest's faults
+# No readahead (vmm's own x-postcopy-readahead): the guest's faults
 # in order would bring its pages faster than the cap, and the postcopy could end before it is paused.
 out=$(qmp state demo 'migrate-set-parameters {"x-postcopy-readahead":0}') || fail "x-postcopy-readahead: $out"
 expect "domjobabort --postcopy without a migration is refused" "$(v domjobabort --postcopy demo)" "not outgoing migration in post-copy"
@@ -70,9 +73,25 @@ PY
     expect "libvirt-python: VIR_MIGRATE_POSTCOPY_RESUME needs VIR_MIGRATE_POSTCOPY" "$out" "requires post-copy"
 fi
 
+# A recovery with --p2p, as slow as before, and paused again: the source's vmmd drives it, and
+# both sides end as after the first pause.
+v migrate --live --p2p --postcopy --postcopy-resume --postcopy-bandwidth 1 demo "$p2p_uri" \
+    --migrateuri "tcp://127.0.0.1:$((port + 2))" >"$dir/migrate.out" 2>&1 &
+migrating=$!
+wait_until 60 status_is state postcopy-active || fail "--p2p: the resume did not start: $(qmp state demo query-migrate)"
+echo "ok: virsh migrate --p2p --postcopy --postcopy-resume resumed it"
+out=$(v domjobabort --postcopy demo) || fail "domjobabort --postcopy of the resumed postcopy: $out"
+wait "$migrating"
+echo "virsh migrate --p2p after the second pause: $(cat "$dir/migrate.out")"
+wait_until 30 status_is state postcopy-paused || fail "the source did not pause again: $(qmp state demo query-migrate)"
+wait_until 30 status_is dstate postcopy-paused || fail "the destination did not pause again: $(qmp dstate demo query-migrate)"
+wait_until 30 failed_here v "paused \(post-copy failed\)" || fail "source state after the second pause: $(v domstate demo --reason)"
+wait_until 30 failed_here d "running \(post-copy failed\)" || fail "destination state after the second pause: $(d domstate demo --reason)"
+echo "ok: paused again: the source paused, the destination running (post-copy failed)"
+
 # The recovery, faster than before.
 out=$(timeout 240 virsh -c "$uri" migrate --live --postcopy --postcopy-resume --postcopy-bandwidth 64 demo "$duri" \
-    --migrateuri "tcp://127.0.0.1:$((port + 2))" 2>&1) || fail "virsh migrate --postcopy-resume: $out"
+    --migrateuri "tcp://127.0.0.1:$((port + 3))" 2>&1) || fail "virsh migrate --postcopy-resume: $out"
 echo "ok: virsh migrate --postcopy --postcopy-resume returned"
 kill "$events" 2>/dev/null
 cat "$dir/events.out"
