@@ -329,12 +329,7 @@ Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, con
         if (fds[2].revents != 0) return Error("migration cancelled");
         if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, timeout_ms));
         if (fds[0].revents != 0) {
-            ibv_cq* ev_cq = nullptr;
-            void* ctx = nullptr;
-            if (ibv_get_cq_event(channel.get(), &ev_cq, &ctx) == 0) {
-                ibv_ack_cq_events(ev_cq, 1);
-                if (auto s = posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq"); !s) return s;
-            }
+            if (auto s = rearm_cq(channel.get(), cq.get()); !s) return s;
             continue;  // completions first: a disconnect may follow the peer's last message closely
         }
         if (fds[1].revents != 0) {

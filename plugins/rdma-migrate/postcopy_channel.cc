@@ -57,12 +57,7 @@ Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clo
         if (r < 0) return verbs_error("poll");
         if (fds[1].revents != 0) return Error("migration cancelled");
         if (fds[0].revents == 0) continue;
-        ibv_cq* ev_cq = nullptr;
-        void* ctx = nullptr;
-        if (ibv_get_cq_event(channel, &ev_cq, &ctx) == 0) {
-            ibv_ack_cq_events(ev_cq, 1);
-            if (auto s = posted(ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq"); !s) return s.error();
-        }
+        if (auto s = rearm_cq(channel, cq); !s) return s.error();
         return true;  // armed again: the caller takes what completed before it waits again
     }
 }

@@ -31,6 +31,10 @@ namespace rdma_migrate {
 // Waits on `ep`'s send CQ, or its receive CQ (`receives`, a split shape), handing each
 // successful completion to on_wc until done(); a failed or flushed completion or a cancel ends
 // it with an error. Returns false when `timeout_ms` passes first (-1: x-io-timeout, an error).
+// Not Endpoint::progress: that one serves one thread on a whole CQ and reads CM events too (a
+// flush there waits to learn why); here two threads each wait on one half of a split CQ, a
+// flush is the link failing (postcopy-paused), and a thread may stop after any completion.
+// Both arm their CQ again through rearm_cq (verbs.h).
 Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
                      const std::function<bool()>& done, int timeout_ms = -1);
 // wait_cq's two halves. take_completions: hands on_wc what has completed, until done() (true) or

@@ -63,4 +63,15 @@ inline Status posted(int rc, const char* what) {
     return {};
 }
 
+// The completion channel's fd is readable: takes its event (if another thread took it first,
+// nothing), acknowledges it and arms `cq` for the next. What completed before the arming is in
+// the CQ, so the caller polls it before it waits again. Every CQ wait in the plugin ends here.
+inline Status rearm_cq(ibv_comp_channel* channel, ibv_cq* cq) {
+    ibv_cq* ev_cq = nullptr;
+    void* ctx = nullptr;
+    if (ibv_get_cq_event(channel, &ev_cq, &ctx) != 0) return {};
+    ibv_ack_cq_events(ev_cq, 1);
+    return posted(ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq");
+}
+
 }  // namespace rdma_migrate
