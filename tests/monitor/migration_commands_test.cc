@@ -45,4 +45,17 @@ TEST(MigrationMonitor, NothingInFlightReadsAsBefore) {
     EXPECT_EQ(line.find("in flight"), std::string::npos) << line;
 }
 
+// QEMU's ram.postcopy-requests and ram.postcopy-bytes, which libvirt and QEMU's users read.
+TEST(MigrationMonitor, APostcopysRequestsAndBytesGoUnderQemusNames) {
+    migration::MigrationStats s = active(64u << 20, 0);
+    s.status = migration::MigrationStatus::postcopy_active;
+    s.postcopy.switched = true;
+    s.postcopy.requests = 12;
+    s.postcopy.postcopy_bytes = 5u << 20;
+    Json j = migration_stats_json(s, {});
+    EXPECT_EQ(j["ram"]["postcopy-requests"], 12u);
+    EXPECT_EQ(j["ram"]["postcopy-bytes"], 5u << 20);
+    EXPECT_EQ(migration_stats_json(active(1, 0), {})["ram"]["postcopy-requests"], 0u) << "there before a switch too, as QEMU's";
+}
+
 }  // namespace vmm::monitor

@@ -8,7 +8,8 @@
 # Shown: --postcopy sets postcopy-ram on both vmm; --postcopy-bandwidth and migrate-setspeed
 # --postcopy reach max-postcopy-bandwidth; migrate-postcopy without a job, or on a migration
 # started without --postcopy, is refused; the destination's vmm pulled pages after the switch
-# and its guest keeps running without errors; the source ends shut off (migrated).
+# and its guest keeps running without errors; the source ends shut off (migrated), and its
+# 'domjobinfo --completed' counts the postcopy's page requests.
 #   virsh_postcopy_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -44,6 +45,8 @@ echo "ok: virsh migrate-postcopy"
 wait "$migrating" || fail "virsh migrate --postcopy: $(cat "$dir/migrate.out")"
 echo "ok: virsh migrate --postcopy returned"
 expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
+expect "domjobinfo --completed counts the pages the guest asked for" "$(v domjobinfo demo --completed)" \
+    "Postcopy requests: +[1-9]"
 expect "the destination runs the guest" "$(d domstate demo --reason)" "running"
 q=$(qmp dstate demo query-migrate)
 expect "the destination's migration completed" "$q" '"status":"completed"'

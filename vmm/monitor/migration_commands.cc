@@ -105,6 +105,8 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
                     {"dirty-pages-rate", r.dirty_pages_rate}, {"mbps", r.mbps},
                     {"dirty-sync-count", r.dirty_sync_count}, {"pages-per-second", r.pages_per_second},
                     {"precopy-bytes", r.precopy_bytes},   {"downtime-bytes", r.downtime_bytes},
+                    // QEMU's names for what x-postcopy details (libvirt reads postcopy-requests)
+                    {"postcopy-requests", s.postcopy.requests}, {"postcopy-bytes", s.postcopy.postcopy_bytes},
                     {"x-skipped-unpopulated", r.skipped_unpopulated},
                     {"x-populate-announced", r.populate_announced}, {"x-populated-ahead", r.populated_ahead}};
     if (r.verified_bytes != 0) {  // a destination under verify-ram

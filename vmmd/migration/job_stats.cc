@@ -33,6 +33,7 @@ JobStats job_from_query_migrate(const Json& q, int operation) {
     j.memory_bps = static_cast<uint64_t>(js::num(ram, "mbps") * 1e6 / 8);  // QEMU's mbps is megabits
     j.memory_dirty_rate = js::u64(ram, "dirty-pages-rate");
     j.memory_iteration = js::u64(ram, "dirty-sync-count");
+    j.memory_postcopy_requests = js::u64(ram, "postcopy-requests");
     j.auto_converge_throttle = static_cast<int32_t>(js::u64(q, "cpu-throttle-percentage"));
     j.error = js::str(q, "error-desc");
     return j;
@@ -61,6 +62,8 @@ std::vector<rpc::TypedParam> job_params(const JobStats& j) {
         {VIR_DOMAIN_JOB_MEMORY_PAGE_SIZE, uint64_t{4096}},
         {VIR_DOMAIN_JOB_MEMORY_ITERATION, j.memory_iteration},
     });
+    // As libvirt's QEMU driver: only once there were some ('virsh domjobinfo': "Postcopy requests").
+    if (j.memory_postcopy_requests > 0) p.push_back({VIR_DOMAIN_JOB_MEMORY_POSTCOPY_REQS, j.memory_postcopy_requests});
     if (j.auto_converge_throttle > 0) p.push_back({VIR_DOMAIN_JOB_AUTO_CONVERGE_THROTTLE, j.auto_converge_throttle});
     if (j.type == VIR_DOMAIN_JOB_COMPLETED || j.type == VIR_DOMAIN_JOB_FAILED || j.type == VIR_DOMAIN_JOB_CANCELLED) {
         p.push_back({VIR_DOMAIN_JOB_SUCCESS, j.type == VIR_DOMAIN_JOB_COMPLETED});
@@ -76,7 +79,8 @@ Json job_to_json(const JobStats& j) {
                 {"memory-remaining", j.memory_remaining}, {"memory-constant", j.memory_constant},
                 {"memory-normal", j.memory_normal}, {"memory-normal-bytes", j.memory_normal_bytes},
                 {"memory-bps", j.memory_bps}, {"memory-dirty-rate", j.memory_dirty_rate},
-                {"memory-iteration", j.memory_iteration}, {"throttle", j.auto_converge_throttle}, {"error", j.error}};
+                {"memory-iteration", j.memory_iteration}, {"memory-postcopy-requests", j.memory_postcopy_requests},
+                {"throttle", j.auto_converge_throttle}, {"error", j.error}};
 }
 
 vmm::Result<JobStats> job_from_json(const Json& in) {
@@ -89,7 +93,8 @@ vmm::Result<JobStats> job_from_json(const Json& in) {
                    {"memory-remaining", &j.memory_remaining}, {"memory-constant", &j.memory_constant},
                    {"memory-normal", &j.memory_normal}, {"memory-normal-bytes", &j.memory_normal_bytes},
                    {"memory-bps", &j.memory_bps}, {"memory-dirty-rate", &j.memory_dirty_rate},
-                   {"memory-iteration", &j.memory_iteration}};
+                   {"memory-iteration", &j.memory_iteration},
+                   {"memory-postcopy-requests", &j.memory_postcopy_requests}};
     for (const U& u : numbers) {
         auto v = js::uint_member(in, u.name);
         if (!v) return Error(std::string("job statistics: '") + u.name + "' is missing or not a number");

@@ -21,6 +21,7 @@ struct JobStats {
     uint64_t memory_total = 0, memory_processed = 0, memory_remaining = 0;
     uint64_t memory_constant = 0, memory_normal = 0, memory_normal_bytes = 0;
     uint64_t memory_bps = 0, memory_dirty_rate = 0, memory_iteration = 0;
+    uint64_t memory_postcopy_requests = 0;  // page requests in postcopy (the source's vmm: received)
     int32_t auto_converge_throttle = 0;
     std::string error;  // why a failed job failed
     bool operator==(const JobStats&) const = default;

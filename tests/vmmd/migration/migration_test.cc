@@ -90,6 +90,22 @@ TEST(JobStats, FromQueryMigrateUnderLibvirtsNames) {
     EXPECT_TRUE(has(VIR_DOMAIN_JOB_MEMORY_ITERATION, uint64_t{2}));
     EXPECT_TRUE(has(VIR_DOMAIN_JOB_AUTO_CONVERGE_THROTTLE, int32_t{20}));
     EXPECT_TRUE(has(VIR_DOMAIN_JOB_SUCCESS, true));
+    EXPECT_FALSE(has(VIR_DOMAIN_JOB_MEMORY_POSTCOPY_REQS, uint64_t{0})) << "no postcopy: not given, as libvirt's";
+}
+
+// A postcopy's requests (QEMU's ram.postcopy-requests): what 'virsh domjobinfo' shows as
+// "Postcopy requests", and carried in the cookie to the destination.
+TEST(JobStats, PostcopyRequestsUnderLibvirtsName) {
+    auto q = *vmm::monitor::parse_request(
+        R"({"status":"postcopy-active","total-time":50,"ram":{"total":4096,"postcopy-requests":37}})");
+    JobStats j = job_from_query_migrate(q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT);
+    EXPECT_EQ(j.memory_postcopy_requests, 37u);
+    bool given = false;
+    for (const auto& p : job_params(j)) given |= p.name == VIR_DOMAIN_JOB_MEMORY_POSTCOPY_REQS && p.value == rpc::TypedValue{uint64_t{37}};
+    EXPECT_TRUE(given);
+    auto back = job_from_json(job_to_json(j));
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, j);
 }
 
 TEST(Cookie, RoundTripsWithStats) {
