@@ -98,9 +98,13 @@ int main(int argc, char** argv) {
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
     for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
-    auto iteration = [&events](const vmmd::DomainDef& def, int dom_id, int n) { events.migration_iteration(def, dom_id, n); };
+    vmmd::Migrations::Events migration_events{
+        [&events](const vmmd::DomainDef& def, int dom_id, int n) { events.migration_iteration(def, dom_id, n); },
+        [&events](const vmmd::DomainDef& def, int dom_id, const vmmd::JobStats& s) {
+            events.job_completed(def, dom_id, vmmd::job_params(s));
+        }};
     vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, socket),
-                                iteration);
+                                std::move(migration_events));
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));

@@ -55,9 +55,10 @@ expect "--persistent defines it at the destination" "$(d dominfo demo)" "Persist
 out=$(d resume demo) || fail "resume at the destination: $out"
 
 # Back, live, while it runs; the destination (now the source) forgets it. virsh event listens on
-# both sides (registered once a redefinition reaches it) for the migration's lifecycle events.
+# both sides (registered once a redefinition reaches it) for the migration's lifecycle events
+# and its job-completed event.
 listen() {  # listen CONNECT-URI FILE
-    stdbuf -oL virsh -c "$1" event --domain demo --event lifecycle --loop --timeout 120 >"$2" 2>&1 &
+    stdbuf -oL virsh -c "$1" event --domain demo --all --loop --timeout 120 >"$2" 2>&1 &
     also_kill+=($!)
     wait_until 20 redefined "$1" "$2" || fail "virsh event never heard a definition: $(cat "$2")"
 }
@@ -75,6 +76,13 @@ for e in "Suspended Migrated" "Stopped Migrated" "Undefined Removed"; do
     wait_until 10 heard "$dir/away-events" "$e" || fail "virsh event on the source missed '$e': $(cat "$dir/away-events")"
 done
 echo "ok: virsh event: Started/Resumed Migrated where it arrives, Suspended/Stopped Migrated and Undefined where it left"
+# job-completed on both sides, with the job's statistics: operation 4 (incoming) where it arrived,
+# 5 (outgoing) where it left.
+job_heard() { grep -A3 "event 'job-completed' for domain '\?demo'\?" "$1" | grep -q "operation: $2"; }
+wait_until 10 job_heard "$dir/home-events" 4 || fail "no job-completed where it arrived: $(cat "$dir/home-events")"
+wait_until 10 job_heard "$dir/away-events" 5 || fail "no job-completed where it left: $(cat "$dir/away-events")"
+expect "job-completed carries the job's statistics" "$(cat "$dir/home-events")" "memory_total: 67108864"
+echo "ok: virsh event: job-completed on both sides"
 expect "back home it runs" "$(v domstate demo --reason)" "running \(migrated\)"
 out=$(d list --all --name)
 grep -q demo <<<"$out" && fail "--undefinesource left the domain: $out"

@@ -9,7 +9,7 @@
 # --postcopy reach max-postcopy-bandwidth; migrate-postcopy without a job, or on a migration
 # started without --postcopy, is refused; the destination's vmm pulled pages after the switch
 # and its guest keeps running without errors; the source ends shut off (migrated), and its
-# 'domjobinfo --completed' counts the postcopy's page requests.
+# 'domjobinfo --completed' counts the postcopy's page requests; both vmmd send job-completed.
 #   virsh_postcopy_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -29,6 +29,12 @@ out=$(v migrate-setspeed demo --postcopy 3) || fail "migrate-setspeed --postcopy
 expect "migrate-setspeed --postcopy reaches the vmm" "$(qmp state demo query-migrate-parameters)" '"max-postcopy-bandwidth":"3145728"'
 expect "migrate-getspeed --postcopy" "$(v migrate-getspeed demo --postcopy)" "^3$"
 
+# Both vmmd announce the job's end (virsh event --event job-completed): the source at Confirm,
+# the destination once the last page has arrived.
+v event demo --event job-completed --loop --timeout 120 >"$dir/src-job.out" 2>&1 &
+src_job=$!
+d event --event job-completed --loop --timeout 120 >"$dir/dst-job.out" 2>&1 &
+dst_job=$!
 # 8 MiB/s against a guest rewriting 32 MiB: precopy alone would go on for ever.
 v migrate --live --postcopy --postcopy-bandwidth 2 --bandwidth 8 demo "$duri" --migrateuri "tcp://127.0.0.1:$port" \
     >"$dir/migrate.out" 2>&1 &
@@ -47,6 +53,13 @@ echo "ok: virsh migrate --postcopy returned"
 expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
 expect "domjobinfo --completed counts the pages the guest asked for" "$(v domjobinfo demo --completed)" \
     "Postcopy requests: +[1-9]"
+announced() { grep -q "memory_postcopy_requests: [1-9]" "$1"; }  # announced FILE: a postcopy's job-completed event
+wait_until 30 announced "$dir/src-job.out" || fail "the source's job-completed event: $(cat "$dir/src-job.out")"
+echo "ok: the source announced the job's end, with its postcopy requests"
+wait_until 30 announced "$dir/dst-job.out" || fail "the destination's job-completed event: $(cat "$dir/dst-job.out")"
+expect "the destination's is its incoming job" "$(cat "$dir/dst-job.out")" "operation: 4"  # VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN
+echo "ok: the destination announced it once the last page arrived"
+kill "$src_job" "$dst_job" 2>/dev/null
 expect "the destination runs the guest" "$(d domstate demo --reason)" "running"
 q=$(qmp dstate demo query-migrate)
 expect "the destination's migration completed" "$q" '"status":"completed"'

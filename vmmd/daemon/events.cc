@@ -10,7 +10,13 @@ namespace vmmd {
 
 namespace {
 
-enum Proc : int32_t { kRegisterAny = 316, kDeregisterAny = 317, kLifecycleEvent = 318, kMigrationIterationEvent = 359 };
+enum Proc : int32_t {
+    kRegisterAny = 316,
+    kDeregisterAny = 317,
+    kLifecycleEvent = 318,
+    kMigrationIterationEvent = 359,
+    kJobCompletedEvent = 363,
+};
 
 }  // namespace
 
@@ -55,6 +61,13 @@ void EventHub::migration_iteration(const DomainDef& def, int id, int iteration) 
     put_domain(w, DomainView{def, true, id, {}});
     w.i32(iteration);
     send(VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION, def.uuid, kMigrationIterationEvent, w.bytes());
+}
+
+void EventHub::job_completed(const DomainDef& def, int id, const std::vector<rpc::TypedParam>& stats) {
+    xdr::Writer w;  // remote_domain_event_callback_job_completed_msg, after the callback's id
+    put_domain(w, DomainView{def, true, id, {}});
+    rpc::encode_typed_params(w, stats);
+    send(VIR_DOMAIN_EVENT_ID_JOB_COMPLETED, def.uuid, kJobCompletedEvent, w.bytes());
 }
 
 rpc::Reply EventHub::register_any(rpc::Caller& caller, xdr::Reader& args) {

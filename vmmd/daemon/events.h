@@ -15,6 +15,7 @@
 #include "vmmd/daemon/outbox.h"
 #include "vmmd/domain/domain_def.h"
 #include "vmmd/rpc/dispatch.h"
+#include "vmmd/rpc/typed_params.h"
 #include "vmmd/runtime/supervisor.h"
 
 namespace vmmd {
@@ -31,6 +32,9 @@ public:
     // MIGRATION_PASS): `iteration` dirty-bitmap syncs so far, 2 once the first pass has ended
     // (virsh migrate --postcopy-after-precopy switches to postcopy then).
     void migration_iteration(const DomainDef& def, int id, int iteration);
+    // A job ended and succeeded (VIR_DOMAIN_EVENT_ID_JOB_COMPLETED): its statistics, as
+    // 'domjobinfo --completed' gives them (virsh event --event job-completed prints them).
+    void job_completed(const DomainDef& def, int id, const std::vector<rpc::TypedParam>& stats);
 
     // The register and deregister procedures.
     std::vector<rpc::Procedure> procedures();

@@ -123,8 +123,21 @@ void Migrations::announce_iterations(const Uuid& uuid, uint64_t count) {
         it->second.iterations = count;
     }
     auto v = store_.by_uuid(uuid);
-    if (!v || !on_iteration_) return;
-    for (uint64_t i = from + 1; i <= count; ++i) on_iteration_(v->def, v->id, static_cast<int>(i));
+    if (!v || !events_.iteration) return;
+    for (uint64_t i = from + 1; i <= count; ++i) events_.iteration(v->def, v->id, static_cast<int>(i));
+}
+
+void Migrations::job_completed(const Uuid& uuid, const JobStats& stats) {
+    {
+        std::lock_guard lock(mutex_);
+        Job& job = jobs_[uuid];
+        if (job.announced) return;
+        job.completed = stats;
+        job.active = false;
+        job.announced = true;
+    }
+    auto v = store_.by_uuid(uuid);
+    if (v && events_.completed) events_.completed(v->def, v->id, stats);
 }
 
 bool Migrations::in_postcopy(const Uuid& uuid) {

@@ -210,7 +210,8 @@ Reply Migrations::finish(Reader& a) {
         completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
     }
     set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
-    if (postcopy) watch_postcopy(def->uuid);  // the pages follow: a link failure is seen there
+    if (postcopy) watch_postcopy(def->uuid);  // the pages follow: a link failure (and the end) is seen there
+    else if (completed) job_completed(def->uuid, *completed);
     return finished(def->uuid);
 }
 
@@ -261,6 +262,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         set_job(v.def.uuid, job);
         return rpc::ok();
     }
+    if (job.completed) job_completed(v.def.uuid, *job.completed);  // before the domain stops here, as libvirt's
     if (auto s = sup_.end_migrated(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     sup_.wait_stopped(v.def.uuid, Supervisor::kTermGrace);
     if ((*flags & VIR_MIGRATE_UNDEFINE_SOURCE) != 0 && v.persistent) {

@@ -30,13 +30,18 @@ namespace vmmd {
 
 class Migrations {
 public:
-    // An outgoing migration's memory iteration (EventHub::migration_iteration).
-    using IterationFn = std::function<void(const DomainDef& def, int id, int iteration)>;
+    // The events migrations raise (EventHub's).
+    struct Events {
+        // An outgoing migration's memory iteration (EventHub::migration_iteration).
+        std::function<void(const DomainDef& def, int id, int iteration)> iteration;
+        // A migration job succeeded here, with its statistics (EventHub::job_completed): the
+        // source's at Confirm, the destination's once the guest and all its pages have arrived.
+        std::function<void(const DomainDef& def, int id, const JobStats& stats)> completed;
+    };
     // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to.
-    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri,
-               IterationFn on_iteration = {})
+    Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri, Events events = {})
         : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
-          on_iteration_(std::move(on_iteration)) {}
+          events_(std::move(events)) {}
     std::vector<rpc::Procedure> procedures();
     // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
     // migration itself goes on in the vmm, which outlives vmmd.
@@ -54,6 +59,7 @@ private:
         bool postcopy = false;  // started with VIR_MIGRATE_POSTCOPY: migrate-postcopy may switch it
         bool postcopy_failed = false;  // the link failed in postcopy: the job waits for --postcopy-resume
         uint64_t iterations = 0;  // outgoing: the memory iterations announced so far
+        bool announced = false;   // its job-completed event went
     };
 
     // The steps (migrations.cc, migration_perform.cc).
@@ -81,6 +87,11 @@ private:
     // The outgoing job's vmm has synced its dirty bitmap `count` times: one event for each
     // sync not announced yet.
     void announce_iterations(const Uuid& uuid, uint64_t count);
+    // The job succeeded with `stats`: kept for 'domjobinfo --completed' and announced once (a
+    // postcopy's end is seen by both the watcher and a recovery's Finish).
+    void job_completed(const Uuid& uuid, const JobStats& stats);
+    // An incoming postcopy ended: the destination vmm's own figures complete the job.
+    void incoming_postcopy_completed(const Uuid& uuid);
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
     vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
@@ -125,7 +136,7 @@ private:
     Supervisor& sup_;
     std::string hostname_;
     std::string self_uri_;
-    IterationFn on_iteration_;
+    Events events_;
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
     std::atomic<bool> stopping_{false};

@@ -128,7 +128,10 @@ Reply Migrations::finish_resume(const DomainView& v, int32_t cancelled) {
     auto done = await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, std::nullopt);
     if (!done) return still_failed("incoming: " + done.error().message());
     if (v.state.state == VIR_DOMAIN_RUNNING) sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);
-    set_job(v.def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, *done, false});
+    Job job = job_of(v.def.uuid);
+    job.postcopy = job.postcopy_failed = false;
+    set_job(v.def.uuid, job);
+    job_completed(v.def.uuid, *done);  // unless the watcher saw the end first
     return finished(v.def.uuid);
 }
 
@@ -143,6 +146,12 @@ Reply Migrations::pause_postcopy(const DomainView& v) {
     }
     if (auto r = sup_.qmp(v.def.uuid, "migrate-pause"); !r) return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
     return rpc::ok();
+}
+
+void Migrations::incoming_postcopy_completed(const Uuid& uuid) {
+    auto q = sup_.qmp(uuid, "query-migrate");
+    if (!q) return;  // the vmm went: nothing to report
+    job_completed(uuid, job_from_query_migrate(*q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN));
 }
 
 void Migrations::watch_postcopy(const Uuid& uuid) {
@@ -166,8 +175,11 @@ void Migrations::watch_loop(std::stop_token stop, Uuid uuid) {
         auto status = migration_status(uuid);
         auto v = store_.by_uuid(uuid);
         if (!status || !v || !v->active()) return;
-        if (*status == "completed" && v->state.state == VIR_DOMAIN_RUNNING) {
-            sup_.set_state(uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);  // every page is here
+        if (*status == "completed") {
+            if (v->state.state == VIR_DOMAIN_RUNNING) {
+                sup_.set_state(uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);  // every page is here
+            }
+            incoming_postcopy_completed(uuid);
         }
         if (*status == "completed" || *status == "failed" || *status == "cancelled" || *status == "none") return;
         bool paused = *status == kPaused;

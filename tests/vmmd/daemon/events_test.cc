@@ -113,6 +113,29 @@ TEST_F(EventHubTest, MigrationIterationsGoToTheirCallbacksOnly) {
     EXPECT_FALSE(next_message()) << "the lifecycle callback heard a migration iteration";
 }
 
+TEST_F(EventHubTest, AJobCompletedEventCarriesTheJobsStatistics) {
+    rpc::Reply r = register_lifecycle(std::nullopt, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED);
+    ASSERT_FALSE(r.error) << r.error->message;
+    xdr::Reader ret(r.payload);
+    int32_t callback = *ret.i32();
+    hub_.job_completed(domain("a", 1), 3, {{VIR_DOMAIN_JOB_OPERATION, int32_t{4}}, {VIR_DOMAIN_JOB_MEMORY_TOTAL, uint64_t{1} << 26}});
+    auto m = next_message();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->header.procedure, 363);  // remote_domain_event_callback_job_completed_msg
+    xdr::Reader body(m->payload);
+    EXPECT_EQ(*body.i32(), callback);
+    EXPECT_EQ(*body.string(100), "a");
+    Uuid u{};
+    ASSERT_TRUE(body.fixed_opaque(u));
+    EXPECT_EQ(*body.i32(), 3);
+    auto params = rpc::decode_typed_params(body);
+    ASSERT_TRUE(params) << params.error().message();
+    ASSERT_EQ(params->size(), 2u);
+    EXPECT_EQ((*params)[1].name, VIR_DOMAIN_JOB_MEMORY_TOTAL);
+    EXPECT_EQ((*params)[1].value, rpc::TypedValue{uint64_t{1} << 26});
+    EXPECT_EQ(body.left(), 0u);
+}
+
 TEST_F(EventHubTest, ACallbackForOneDomainHearsOnlyThatOne) {
     ASSERT_FALSE(register_lifecycle(domain("b", 2).uuid).error);
     hub_.lifecycle(domain("a", 1), 1, {VIR_DOMAIN_EVENT_STARTED, 0});
