@@ -48,6 +48,7 @@ MigrationStats IncomingMigration::stats() const {
     if (receiver_) {
         s.postcopy = receiver_->stats();
         s.ram.remaining = (s.postcopy.missing_pages - s.postcopy.placed) * memory::kPageSize;
+        s.ram.transferred += s.postcopy.postcopy_bytes;  // what arrived, both phases (as the source counts it)
     }
     return s;
 }
