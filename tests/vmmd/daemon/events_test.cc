@@ -58,6 +58,33 @@ protected:
         EXPECT_TRUE(m);
         return *m;
     }
+    // Registers a callback for `event_id` (all domains) and returns its id.
+    int32_t registered(int32_t event_id) {
+        rpc::Reply r = register_lifecycle(std::nullopt, event_id);
+        EXPECT_FALSE(r.error) << r.error->message;
+        xdr::Reader ret(r.payload);
+        auto id = ret.i32();
+        return id ? *id : -1;
+    }
+    // The next message must be event `proc` to `callback` about domain `name` running as `id`:
+    // kept in last_, and a reader returned at what follows the domain.
+    xdr::Reader expect_event(int32_t proc, int32_t callback, const std::string& name, int32_t id) {
+        auto m = next_message();
+        EXPECT_TRUE(m);
+        last_ = m.value_or(rpc::Message{});
+        EXPECT_EQ(last_.header.procedure, proc);
+        xdr::Reader body(last_.payload);
+        auto to = body.i32();
+        EXPECT_TRUE(to && *to == callback);
+        auto named = body.string(100);
+        EXPECT_TRUE(named && *named == name);
+        Uuid u{};
+        EXPECT_TRUE(body.fixed_opaque(u));
+        auto running_as = body.i32();
+        EXPECT_TRUE(running_as && *running_as == id);
+        return body;
+    }
+    rpc::Message last_;
     static DomainDef domain(const std::string& name, uint8_t tag) {
         DomainDef d;
         d.name = name;
@@ -94,40 +121,19 @@ TEST_F(EventHubTest, ARegisteredCallbackGetsLifecycleMessages) {
 
 TEST_F(EventHubTest, MigrationIterationsGoToTheirCallbacksOnly) {
     ASSERT_FALSE(register_lifecycle(std::nullopt).error);  // hears lifecycle events only
-    rpc::Reply r = register_lifecycle(std::nullopt, VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION);
-    ASSERT_FALSE(r.error) << r.error->message;
-    xdr::Reader ret(r.payload);
-    int32_t callback = *ret.i32();
+    int32_t callback = registered(VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION);
     hub_.migration_iteration(domain("a", 1), 7, 2);
-    auto m = next_message();
-    ASSERT_TRUE(m);
-    EXPECT_EQ(m->header.procedure, 359);  // remote_domain_event_callback_migration_iteration_msg
-    xdr::Reader body(m->payload);
-    EXPECT_EQ(*body.i32(), callback);
-    EXPECT_EQ(*body.string(100), "a");
-    Uuid u{};
-    ASSERT_TRUE(body.fixed_opaque(u));
-    EXPECT_EQ(*body.i32(), 7);
+    // remote_domain_event_callback_migration_iteration_msg
+    xdr::Reader body = expect_event(359, callback, "a", 7);
     EXPECT_EQ(*body.i32(), 2) << "the iteration";
     EXPECT_EQ(body.left(), 0u);
     EXPECT_FALSE(next_message()) << "the lifecycle callback heard a migration iteration";
 }
 
 TEST_F(EventHubTest, AJobCompletedEventCarriesTheJobsStatistics) {
-    rpc::Reply r = register_lifecycle(std::nullopt, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED);
-    ASSERT_FALSE(r.error) << r.error->message;
-    xdr::Reader ret(r.payload);
-    int32_t callback = *ret.i32();
+    int32_t callback = registered(VIR_DOMAIN_EVENT_ID_JOB_COMPLETED);
     hub_.job_completed(domain("a", 1), 3, {{VIR_DOMAIN_JOB_OPERATION, int32_t{4}}, {VIR_DOMAIN_JOB_MEMORY_TOTAL, uint64_t{1} << 26}});
-    auto m = next_message();
-    ASSERT_TRUE(m);
-    EXPECT_EQ(m->header.procedure, 363);  // remote_domain_event_callback_job_completed_msg
-    xdr::Reader body(m->payload);
-    EXPECT_EQ(*body.i32(), callback);
-    EXPECT_EQ(*body.string(100), "a");
-    Uuid u{};
-    ASSERT_TRUE(body.fixed_opaque(u));
-    EXPECT_EQ(*body.i32(), 3);
+    xdr::Reader body = expect_event(363, callback, "a", 3);  // remote_domain_event_callback_job_completed_msg
     auto params = rpc::decode_typed_params(body);
     ASSERT_TRUE(params) << params.error().message();
     ASSERT_EQ(params->size(), 2u);
