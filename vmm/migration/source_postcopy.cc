@@ -74,6 +74,9 @@ Status MigrationSource::postcopy(Run& run) {
         stats_.ram.downtime_bytes = *state_bytes;
         stats_.cpu_throttle_percentage = 0;
         sender_ = &sender;
+        // A change since the sender was made reached neither it nor sender_: the values now.
+        sender.set_max_bandwidth(postcopy_bandwidth_);
+        sender.set_readahead(postcopy_readahead_ / kStreamPageSize);
     }
     set_status(MigrationStatus::postcopy_active);
     Status s = sender.run();
