@@ -72,29 +72,23 @@ domain_qmp() {
     u=$(virsh -c "$on" domuuid "$3") || return 1  # $(): no trailing blank line
     "$1" --qmp "unix:$dir/$2/run/$u.qmp" "$4"
 }
-pattern_domain() {
-    cat >"$1" <<'XML'
+# demo_domain FILE MIB KERNEL [CMDLINE]: a one-vCPU 'demo' of MIB MiB running the KERNEL payload.
+demo_domain() {
+    local cmdline=${4:+<cmdline>$4</cmdline>}
+    cat >"$1" <<XML
 <domain type='vmm'>
   <name>demo</name>
-  <memory unit='MiB'>64</memory>
+  <memory unit='MiB'>$2</memory>
   <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>pattern</kernel></os>
+  <os><type>hvm</type><kernel>$3</kernel>$cmdline</os>
 </domain>
 XML
 }
+pattern_domain() { demo_domain "$1" 64 pattern; }
 
 # stress_domain FILE: a 128 MiB 'demo' whose stress guest keeps rewriting 32 MiB, faster than the
 # postcopy tests' caps move it.
-stress_domain() {
-    cat >"$1" <<'XML'
-<domain type='vmm'>
-  <name>demo</name>
-  <memory unit='MiB'>128</memory>
-  <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=32M</cmdline></os>
-</domain>
-XML
-}
+stress_domain() { demo_domain "$1" 128 stress bytes=32M; }
 # guest_runs_clean VMMCTL STATE: demo's guest steps on there (state dir 'state' or 'dstate') and
 # has found no error in its memory.
 guest_runs_clean() {
