@@ -4,10 +4,14 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${VMM_BUILD_DIR:-$ROOT/build}"
 
-# What the build and the host tests need (docs/dependencies.md says why each is there).
-VMM_PACKAGES=(build-essential cmake pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev
-              nlohmann-json3-dev libxxhash-dev libgtest-dev qemu-system-x86 clang libclang-rt-14-dev
-              librdmacm-dev libibverbs-dev jq libvirt-dev libxml2-dev libvirt-clients python3-libvirt)
+# What each job needs (docs/dependencies.md says why each is there). The demo installs only the
+# core; the tests install everything.
+VMM_CORE_PACKAGES=(build-essential cmake ninja-build pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev
+                   nlohmann-json3-dev libxxhash-dev)
+VMM_RDMA_PACKAGES=(librdmacm-dev libibverbs-dev)
+VMM_VIRSH_PACKAGES=(libvirt-dev libxml2-dev libvirt-clients)
+VMM_PACKAGES=("${VMM_CORE_PACKAGES[@]}" "${VMM_RDMA_PACKAGES[@]}" "${VMM_VIRSH_PACKAGES[@]}"
+              libgtest-dev qemu-system-x86 clang libclang-rt-14-dev jq python3-libvirt)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -34,20 +38,81 @@ ensure_packages() {
         die "apt-get install failed for: $(echo $missing)"
 }
 
-# build: configure (warnings are errors under CI) and build everything.
-build() {
-    ensure_packages "${VMM_PACKAGES[@]}"
-    local werror=OFF
+# configure: the build tree's first configuration (Ninja where it is installed; warnings are
+# errors under CI). A tree configured before keeps its generator and options.
+configure() {
+    local werror=OFF gen=()
     [ -n "${CI:-}" ] && werror=ON
-    log "configuring in $BUILD"
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVMM_WERROR="$werror" >/dev/null ||
-        die "cmake configuration failed"
-    log "building"
-    if ! cmake --build "$BUILD" -j"$(nproc)" >"$BUILD/build.log" 2>&1; then
+    if [ ! -e "$BUILD/CMakeCache.txt" ]; then
+        command -v ninja >/dev/null && gen=(-G Ninja)
+        log "configuring in $BUILD"
+    fi
+    mkdir -p "$BUILD"
+    cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVMM_WERROR="$werror" \
+        >"$BUILD/configure.log" 2>&1 || { tail -30 "$BUILD/configure.log" >&2; die "cmake configuration failed (log: $BUILD/configure.log)"; }
+}
+
+# build_progress: reads the build tool's output and shows which step of how many it is at (the
+# file being compiled), one line rewritten on a terminal, a line every tenth of the way elsewhere.
+build_progress() {
+    local tty=0
+    [ -t 2 ] && tty=1
+    awk -v tty="$tty" '
+        function show(n, m, what,   pct) {
+            pct = m ? int(100 * n / m) : 0
+            if (tty) { printf "\r\033[K    [%d/%d] %s", n, m, what > "/dev/stderr"; fflush("/dev/stderr") }
+            else if (pct >= next_pct) { printf "    [%d/%d] %d%% %s\n", n, m, pct, what > "/dev/stderr"; fflush("/dev/stderr"); next_pct = pct - pct % 10 + 10 }
+        }
+        { print; fflush() }
+        match($0, /^\[[0-9]+\/[0-9]+\] /) {                       # ninja: [n/m] Building CXX object dir/x.cc.o
+            split(substr($0, 2, RLENGTH - 3), nm, "/"); what = substr($0, RLENGTH + 1)
+            sub(/^Building (CXX|C|ASM) object /, "", what); sub(/CMakeFiles\/[^\/]*\.dir\//, "", what); sub(/\.o$/, "", what)
+            show(nm[1], nm[2], what)
+        }
+        match($0, /^\[ *[0-9]+%\] /) {                             # make: [ 45%] Building CXX object ...
+            pct = substr($0, 2, RLENGTH - 3) + 0; what = substr($0, RLENGTH + 1)
+            sub(/^Building (CXX|C|ASM) object /, "", what); sub(/CMakeFiles\/[^\/]*\.dir\//, "", what)
+            show(pct, 100, what)
+        }
+        END { if (tty) printf "\r\033[K" > "/dev/stderr" }' >"$BUILD/build.log"
+}
+
+# build_targets [TARGET...]: builds those targets (all without any), showing progress; on failure
+# shows the errors and where the whole log is.
+build_targets() {
+    local args=() t
+    for t in "$@"; do args+=(--target "$t"); done
+    # stdbuf: ninja writes its progress through stdio, which a pipe would hold back in 4 KiB blocks.
+    { stdbuf -oL cmake --build "$BUILD" -j"$(nproc)" "${args[@]}" 2>&1; echo $? >"$BUILD/build.rc"; } | build_progress
+    if [ "$(cat "$BUILD/build.rc")" != 0 ]; then
         grep -E "error|Error" "$BUILD/build.log" | head -40 >&2
         die "the build failed (full log: $BUILD/build.log)"
     fi
+}
+
+# build: every package, configure, and build everything (the tests' build).
+build() {
+    ensure_packages "${VMM_PACKAGES[@]}"
+    configure
+    log "building everything"
+    build_targets
     [ -x "$BUILD/bin/vmm" ] || die "the build did not produce $BUILD/bin/vmm"
+}
+
+# build_only PACKAGES-ARRAY-NAME TARGET...: what a demo runs and no more.
+build_only() {
+    local -n pkgs=$1
+    shift
+    ensure_packages "${pkgs[@]}"
+    configure
+    log "building $(echo "$@" | sed 's/ /, /g')"
+    build_targets "$@"
+}
+
+# kvm_usable: /dev/kvm can be opened for reading and writing here (VMM_NO_KVM=1 says no, as on a
+# machine without it; scripts/test.sh and scripts/demo.sh then hide /dev/kvm from everything they run).
+kvm_usable() {
+    [ -z "${VMM_NO_KVM:-}" ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]
 }
 
 # sample_overhead PID RAM_KIB OUTFILE [INTERVAL_MS]: the largest resident memory PID holds beyond
@@ -59,3 +124,38 @@ sample_overhead() {
 }
 
 median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }  # of numbers on stdin
+
+# hide_kvm_if_asked SCRIPT ARGS...: with VMM_NO_KVM=1 on a machine that has /dev/kvm, runs SCRIPT
+# again in a private mount namespace where /dev/kvm is an empty read-only file, so that it and
+# everything it starts (vmm, the tests) take the path of a machine without KVM. Needs root.
+hide_kvm_if_asked() {
+    [ -n "${VMM_NO_KVM:-}" ] && [ -z "${VMM_KVM_HIDDEN:-}" ] && [ -e /dev/kvm ] || return 0
+    [ "$(id -u)" = 0 ] || die "VMM_NO_KVM=1 hides /dev/kvm in a private mount namespace, which needs root"
+    exec unshare --mount --propagation private env VMM_KVM_HIDDEN=1 bash -c '
+        empty=$(mktemp /tmp/vmm-no-kvm.XXXXXX)
+        mount --bind "$empty" /dev/kvm && mount -o remount,bind,ro /dev/kvm ||
+            { echo "error: cannot hide /dev/kvm (mount --bind)" >&2; exit 1; }
+        exec bash "$@"' bash "$@"
+}
+
+# why_no_kvm: one line saying why /dev/kvm cannot be used here.
+why_no_kvm() {
+    if [ -n "${VMM_NO_KVM:-}" ]; then echo "VMM_NO_KVM=1 hides /dev/kvm"
+    elif [ ! -e /dev/kvm ]; then echo "this machine has no /dev/kvm"
+    else echo "/dev/kvm cannot be opened for reading and writing"; fi
+}
+
+# wait_for_monitor PID SOCKET LOG: waits until the vmm PID listens on its monitor SOCKET; if it
+# ends first, shows its own error (from LOG) and stops.
+wait_for_monitor() {
+    local pid=$1 sock=$2 logf=$3 _
+    for _ in $(seq 300); do
+        [ -S "$sock" ] && return 0
+        if ! kill -0 "$pid" 2>/dev/null; then
+            sed 's/^/    | /' "$logf" >&2
+            die "vmm did not start: $(grep -v '^\s*$' "$logf" | tail -1)"
+        fi
+        sleep 0.1
+    done
+    die "vmm did not open its monitor ($sock) within 30 s: its log is $logf"
+}

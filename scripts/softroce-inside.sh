@@ -22,6 +22,9 @@ ip -6 addr show dev dummy0 | grep -q fd99::1 && export VMM_RDMA_ADDR6=fd99::1
 modprobe kvm_amd 2>/dev/null || modprobe kvm_intel 2>/dev/null || say "no nested KVM (kvm tests will skip)"
 # The ring's exactness test needs a stock KVM, which this is.
 export VMM_TEST_DIRTY_RING=1
+# KVM here is nested under TCG: a guest's step and every copy cost far more than under KVM on a
+# host, so the tests and the demo size their guests' work down (tests/support/kvm_fixture.h).
+export VMM_NESTED_TCG=1
 # Its RDMA devices are the tests' to add and remove (a test unplugs one of its own mid-migration).
 export VMM_RDMA_HOTPLUG=1
 say "rxe0 on dummy0 at $VMM_RDMA_ADDR; /dev/kvm: $([ -e /dev/kvm ] && echo yes || echo no); running: $(cat "$VMM_SOFTROCE_DIR/command.txt")"

@@ -25,7 +25,7 @@ kernel=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -1)
 kver=${kernel#/boot/vmlinuz-}
 [ -d "/lib/modules/$kver" ] || die "no modules for $kver in /lib/modules"
 
-dir="$BUILD/softroce"
+dir="${SOFTROCE_DIR:-$BUILD/softroce}"  # one per VM when several run at once
 mkdir -p "$dir"
 log="$dir/console.log"
 # The command, quoted exactly, and where it runs.

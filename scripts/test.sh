@@ -1,22 +1,119 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test this machine can run. Tests that need
-# what the machine lacks (e.g. /dev/kvm) skip and say what they need.
-#   scripts/test.sh            all labels
-#   scripts/test.sh -L unit    any extra arguments go to ctest
+# Installs what is missing, builds, and runs every test, each where it can run: on the host, and
+# in the SoftRoCE nested VM (scripts/softroce-run.sh) what needs what the host lacks: an RDMA
+# device (label rdma) and, on a machine without a usable /dev/kvm, KVM (label kvm). The nested
+# VMs (one per core, the tests shared out between them) run beside the host's tests. It ends with
+# where each test passed, what skipped and why, and how long each phase took; a test that needs
+# KVM or RDMA and ran nowhere fails the command.
+#   scripts/test.sh               everything
+#   scripts/test.sh -L unit       any arguments go to ctest, on the host only
+#   VMM_NO_KVM=1 scripts/test.sh  as on a machine without /dev/kvm (it is hidden: needs root)
+#   VMM_SKIP_NESTED=1             no nested VM (what needs it is then reported as not run)
+#   VMM_NESTED_VMS=N              nested VMs side by side (default: the number of cores)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-build
-log "running the tests"
-(cd "$BUILD" && ctest --output-on-failure --timeout 600 "$@")
+hide_kvm_if_asked "$0" "$@"
 
-# RDMA (and nested KVM, with a stock kernel) where this machine has no RDMA device: the same
-# ctest inside the SoftRoCE nested VM (scripts/softroce-run.sh), whenever QEMU and a kernel
-# can be installed. VMM_SKIP_NESTED=1 leaves it out.
-if [ $# -eq 0 ] && [ -z "${VMM_SKIP_NESTED:-}" ]; then
-    if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-        log "this machine has an RDMA device: the rdma tests ran above"
+phases=()  # "name seconds" lines, printed at the end
+t0=$(date +%s)
+phase_mark=$t0
+phase_done() {  # phase_done NAME: the time since the last mark goes to NAME
+    local now
+    now=$(date +%s)
+    phases+=("$1 $((now - phase_mark))")
+    phase_mark=$now
+}
+print_phases() {
+    local p total=$(( $(date +%s) - t0 ))
+    printf 'times:'
+    for p in "${phases[@]}"; do printf ' %s %s,' "${p% *}" "$(mmss "${p##* }")"; done
+    printf ' total %s\n' "$(mmss "$total")"
+}
+mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+ensure_packages "${VMM_PACKAGES[@]}"
+phase_done packages
+configure
+phase_done configure
+log "building everything"
+build_targets
+phase_done build
+
+if [ $# -gt 0 ]; then  # a subset, on the host, as asked
+    log "running the tests ($*)"
+    rc=0
+    (cd "$BUILD" && ctest --output-on-failure --timeout 600 -j"$(nproc)" "$@") || rc=$?
+    phase_done "host tests"
+    print_phases
+    exit "$rc"
+fi
+
+# Where each label runs.
+report_dir="$BUILD/test-reports"
+rm -rf "$report_dir"
+mkdir -p "$report_dir"
+host_exclude=() nested_labels=() nested_extra=""
+if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+    host_exclude+=(rdma) nested_labels+=(rdma)
+fi
+if kvm_usable; then
+    # The dirty ring is exact only on a stock KVM: its check runs in the nested VM.
+    nested_extra='DirtyLog.*Ring'
+else
+    log "$(why_no_kvm): the tests that need KVM (label kvm) run in the nested VM"
+    host_exclude+=(kvm) nested_labels+=(kvm)
+fi
+allow_unrun=()
+[ -n "${VMM_SKIP_NESTED:-}" ] && allow_unrun=(--allow-unrun "VMM_SKIP_NESTED=1")
+
+nested_pids=() reports=()
+if [ ${#nested_labels[@]} -gt 0 ] || [ -n "$nested_extra" ]; then
+    if [ -n "${VMM_SKIP_NESTED:-}" ]; then
+        log "VMM_SKIP_NESTED=1: the tests labelled $(IFS='|'; echo "${nested_labels[*]}") run nowhere"
+        # Still listed, so that the summary says which ones did not run.
+        (cd "$BUILD" && ctest -L "$(IFS='|'; echo "${nested_labels[*]}")" --output-junit "$report_dir/host-unrun.xml" \
+            >/dev/null 2>&1) || true
     else
-        log "running the rdma and kvm tests inside the SoftRoCE nested VM (adds 5-10 minutes)"
-        "$ROOT/scripts/softroce-run.sh" ctest --test-dir "$BUILD" -L 'rdma|kvm' --output-on-failure --timeout 900
+        vms=${VMM_NESTED_VMS:-$(nproc)}
+        "$ROOT/scripts/lib/nested-shards.sh" "$vms" "$report_dir" "$(IFS='|'; echo "${nested_labels[*]}")" "$nested_extra"
+        for shard in "$report_dir"/shard-*; do
+            [ -e "$shard/tests.txt" ] || continue
+            n=$(basename "$shard")
+            log "nested VM ${n#shard-}: $(wc -l <"$shard/tests.txt") tests, beside the host's (console: $shard/softroce/console.log)"
+            SOFTROCE_DIR="$shard/softroce" "$ROOT/scripts/softroce-run.sh" \
+                ctest --test-dir "$shard" -I "$(cat "$shard/ids.txt")" --output-on-failure --timeout 900 \
+                --output-junit "$shard/junit.xml" >"$shard/output.log" 2>&1 &
+            nested_pids+=($!)
+            reports+=("nested VM ${n#shard-}=$shard/junit.xml")
+        done
     fi
 fi
+
+log "running the tests on the host$([ ${#host_exclude[@]} -gt 0 ] && echo " (but those labelled $(IFS='|'; echo "${host_exclude[*]}"))")"
+host_args=(--output-on-failure --timeout 600 -j"$(nproc)" --output-junit "$report_dir/host.xml")
+[ ${#host_exclude[@]} -gt 0 ] && host_args+=(-LE "$(IFS='|'; echo "${host_exclude[*]}")")
+host_rc=0
+(cd "$BUILD" && ctest "${host_args[@]}") || host_rc=$?
+phase_done "host tests"
+reports=("host=$report_dir/host.xml" "${reports[@]}")
+[ -e "$report_dir/host-unrun.xml" ] && reports+=("not run=$report_dir/host-unrun.xml")
+
+nested_rc=0
+if [ ${#nested_pids[@]} -gt 0 ]; then
+    log "waiting for the nested VMs"
+    for i in "${!nested_pids[@]}"; do
+        wait "${nested_pids[$i]}" || nested_rc=$?
+    done
+    for shard in "$report_dir"/shard-*; do
+        [ -e "$shard/output.log" ] || continue
+        log "nested VM ${shard##*shard-}:"
+        grep -vE '^\s*Start +[0-9]+:|^softroce|^\[ *[0-9.]+\]' "$shard/output.log" | sed 's/^/    /' | tail -n 60
+    done
+    phase_done "nested VM (after the host's tests)"
+fi
+
+summary_rc=0
+python3 "$ROOT/scripts/lib/test-summary.py" --costs "$BUILD/nested-costs.txt" "${allow_unrun[@]}" "${reports[@]}" ||
+    summary_rc=$?
+print_phases
+[ "$host_rc" = 0 ] && [ "$nested_rc" = 0 ] && [ "$summary_rc" = 0 ]

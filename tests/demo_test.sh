@@ -8,6 +8,9 @@
 #   SoftRoCE nested VM, where scripts/test.sh runs the rdma tests, with the demo's small guest
 set -euo pipefail
 [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+# Inside the nested VM (softroce-inside.sh sets VMM_NESTED_TCG) the demo sizes its guest for
+# KVM nested under TCG, as it does when it boots that VM itself.
+[ -z "${VMM_NESTED_TCG:-}" ] || export VMM_DEMO_INSIDE=1
 args=() want_uri="migrate tcp:"
 if [ "${3:-}" = virsh ]; then
     command -v virsh >/dev/null && [ -x "$2/bin/vmmd" ] || { echo "SKIP: needs virsh and vmmd (libvirt-clients, libvirt-dev)"; exit 77; }
@@ -26,9 +29,6 @@ if [ "${3:-}" = rdma ]; then
         exit 77
     }
     args=(--rdma) want_uri="migrate rdma:$VMM_RDMA_ADDR:"
-    # Inside the nested VM (softroce-inside.sh sets VMM_SOFTROCE_DIR) the demo sizes its guest
-    # for SoftRoCE under TCG, as it does when it boots that VM itself.
-    [ -z "${VMM_SOFTROCE_DIR:-}" ] || export VMM_DEMO_INSIDE=1
 fi
 out=$(VMM_DEMO_NO_BUILD=1 VMM_BUILD_DIR="$2" bash "$1/scripts/demo.sh" "${args[@]}" 2>&1) ||
     { echo "$out"; echo "the demo failed"; exit 1; }
