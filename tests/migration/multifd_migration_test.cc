@@ -14,7 +14,8 @@ namespace vmm::test {
 TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
     VMM_REQUIRE_KVM();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("mfd-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+    auto src = Vm::start("mfd-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append",
+                                     "bytes=" + sized("16M", "2M")});  // converges in the nested VM too
     auto dst = destination("mfd-dst", tcp_uri(port));
     ASSERT_TRUE(src && dst);
     ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");
@@ -35,7 +36,8 @@ TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
 TEST(Multifd, OffByDefaultSendsRamInlineOnOneConnection) {
     VMM_REQUIRE_KVM();
     uint16_t port = free_tcp_port();
-    auto src = Vm::start("inline-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+    auto src = Vm::start("inline-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append",
+                                        "bytes=" + sized("16M", "2M")});
     auto dst = destination("inline-dst", tcp_uri(port));
     ASSERT_TRUE(src && dst);
     EXPECT_NE(src->cmd("info migrate_capabilities").find("multifd: off"), std::string::npos) << "off by default";

@@ -190,7 +190,8 @@ TEST(VerifyRam, AGuestRewritingPagesUnderAPluginsRamChannelMigratesWithoutAFalse
     for (const char* sums : {"off", "on"}) {
         SCOPED_TRACE(std::string("loop-sums ") + sums);
         std::string uri = local_uri("loop", free_tcp_port());
-        auto src = Vm::start("verify-loop-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=32M"});
+        auto src = Vm::start("verify-loop-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append",
+                                                 "bytes=" + sized("32M", "2M")});  // converges in the nested VM too
         auto dst = destination("verify-loop-dst", uri, "128M", "2");
         ASSERT_TRUE(src && dst);
         ASSERT_EQ(src->cmd("migrate_set_capability verify-ram on"), "");

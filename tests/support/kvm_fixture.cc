@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -16,6 +17,11 @@ std::string kvm_missing_reason() {
     if (fd < 0) return std::string("/dev/kvm: ") + std::strerror(errno);
     ::close(fd);
     return {};
+}
+
+bool nested_tcg() {
+    const char* v = std::getenv("VMM_NESTED_TCG");
+    return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
 devices::Serial::Sink SerialLog::sink() {

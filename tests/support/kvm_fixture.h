@@ -23,6 +23,16 @@ std::string kvm_missing_reason();
             GTEST_SKIP() << "needs a usable /dev/kvm: " << why;                            \
     } while (0)
 
+// True inside the SoftRoCE nested VM (softroce-inside.sh sets VMM_NESTED_TCG): KVM there is nested
+// under TCG, where a guest's step and every copy cost far more than under a host's KVM. Tests size
+// their guests' work by it, so that what proves a point in seconds under KVM does not take ten
+// minutes there.
+bool nested_tcg();
+// `on_kvm`, or `nested` inside the nested VM: e.g. the stress payload's working set.
+inline std::string sized(const std::string& on_kvm, const std::string& nested) {
+    return nested_tcg() ? nested : on_kvm;
+}
+
 // Serial output collected in memory.
 struct SerialLog {
     std::mutex mutex;

@@ -5,10 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "tests/support/wait.h"
+
 namespace vmm::test {
+
+using namespace std::chrono_literals;
 
 std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> args,
                               const std::vector<std::string>& wrapper) {
@@ -22,6 +27,14 @@ std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> 
     vm->proc_ = VmmProcess::spawn(args, vm->log_, wrapper);
     if (!vm->proc_) {
         ADD_FAILURE() << "cannot start vmm";
+        return nullptr;
+    }
+    // A vmm that cannot start (no usable /dev/kvm, a bad option) says why in its log and ends:
+    // show that, not a client's "no such socket" 30 s later.
+    std::optional<int> ended;
+    wait_for([&] { return ::access(vm->sock_.c_str(), F_OK) == 0 || (ended = vm->proc_->wait(0ms)); }, 30s);
+    if (ended) {
+        ADD_FAILURE() << name << " (vmm) ended with status " << *ended << " before opening its monitor:\n" << vm->log();
         return nullptr;
     }
     vm->hmp_ = connect_hmp(vm->sock_);
