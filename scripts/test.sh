@@ -58,7 +58,7 @@ if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 fi
 if kvm_usable; then
     # The dirty ring is exact only on a stock KVM: its check runs in the nested VM.
-    nested_extra='DirtyLog.*Ring'
+    nested_extra='DirtyTracking.*/ring'
 else
     log "$(why_no_kvm): the tests that need KVM (label kvm) run in the nested VM"
     host_exclude+=(kvm) nested_labels+=(kvm)

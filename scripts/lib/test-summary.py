@@ -106,7 +106,7 @@ def main(argv):
     why = "; ".join(f"{n} {r}" for r, n in skipped.most_common())
     print(f"where: {where}; {sum(skipped.values())} skipped" + (f" ({why})" if why else ""))
     for p in unreadable:
-        print(f"no report from {label(p)}: its tests are counted nowhere")
+        print(f"no report from {p}: its tests are counted nowhere (its log: build/test-reports/)")
     total_failed = len(failed) + (len(unrun) if not allow_unrun else 0) + len(unreadable)
     print(f"tests: {sum(passed.values())} passed, {total_failed} failed, {sum(skipped.values())} skipped")
     return 1 if total_failed else 0
