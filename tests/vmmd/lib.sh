@@ -21,7 +21,7 @@ trap cleanup EXIT
 start_vmmd() {
     "$1/bin/vmmd" --socket "$sock" --state-dir "$dir/state" >>"$dir/log" 2>&1 &
     pid=$!
-    wait_until 10 answers "$uri" || fail "vmmd did not listen"
+    wait_until 60 answers "$uri" || fail "vmmd did not listen within 60 s"  # seconds in the nested VM
 }
 answers() { virsh -c "$1" uri >/dev/null 2>&1; }  # answers URI: a vmmd serves URI
 stop_vmmd() {
@@ -61,7 +61,7 @@ start_destination() {
     "$prefix/bin/vmmd" --socket "$dir/dsock" --state-dir "$dir/dstate" "$@" >>"$dir/dlog" 2>&1 &
     also_kill+=($!)
     duri="vmm+unix:///system?socket=$dir/dsock"
-    wait_until 10 answers "$duri" || fail "the destination vmmd did not listen"
+    wait_until 60 answers "$duri" || fail "the destination vmmd did not listen within 60 s"
 }
 d() { virsh -c "$duri" "$@" 2>&1; }
 # domain_qmp VMMCTL STATE DOMAIN COMMAND: one QMP command to DOMAIN's vmm, on this vmmd (STATE
