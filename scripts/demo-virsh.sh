@@ -12,10 +12,9 @@ if [ -z "${VMM_DEMO_INSIDE:-}" ]; then
         pkgs=("${VMM_CORE_PACKAGES[@]}" "${VMM_VIRSH_PACKAGES[@]}")
         build_only pkgs vmm vmmctl guest_payloads vmmd
     fi
-    if ! kvm_usable; then
-        log "$(why_no_kvm): the demo runs inside the nested VM, which has KVM of its own (nested, under TCG: a smaller guest)"
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_DEMO_INSIDE=1 bash "$ROOT/scripts/demo-virsh.sh" "$@"
-    fi
+    no_kvm=0
+    kvm_usable || no_kvm=1
+    run_nested_if "$no_kvm" "$(why_no_kvm): $NESTED_KVM_WHY" "$ROOT/scripts/demo-virsh.sh" "$@"
 fi
 stress=64
 [ -n "${VMM_DEMO_INSIDE:-}" ] && stress=2  # MiB the guest rewrites: TCG running nested KVM is slow

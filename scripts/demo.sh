@@ -27,16 +27,12 @@ if [ -z "${VMM_DEMO_INSIDE:-}" ]; then
             build_only VMM_CORE_PACKAGES vmm vmmctl guest_payloads
         fi
     fi
-    inside=""
-    if [ "$rdma" = 1 ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-        inside="no RDMA device here: the demo runs inside the SoftRoCE nested VM (SoftRoCE under TCG: ~20 MB/s)"
-    elif ! kvm_usable; then
-        inside="$(why_no_kvm): the demo runs inside the nested VM, which has KVM of its own (nested, under TCG: a smaller guest)"
-    fi
-    if [ -n "$inside" ]; then
-        log "$inside"
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_DEMO_INSIDE=1 "$ROOT/scripts/demo.sh" "$@"
-    fi
+    no_rdma=0 no_kvm=0
+    [ "$rdma" = 1 ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ] && no_rdma=1
+    kvm_usable || no_kvm=1
+    run_nested_if "$no_rdma" "no RDMA device here: the demo runs inside the SoftRoCE nested VM (SoftRoCE under TCG: ~20 MB/s)" \
+        "$ROOT/scripts/demo.sh" "$@"
+    run_nested_if "$no_kvm" "$(why_no_kvm): $NESTED_KVM_WHY" "$ROOT/scripts/demo.sh" "$@"
 fi
 
 work=$(mktemp -d /tmp/vmm-demo.XXXXXX)

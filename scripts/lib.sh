@@ -64,15 +64,15 @@ build_progress() {
             else if (pct >= next_pct) { printf "    [%d/%d] %d%% %s\n", n, m, pct, what > "/dev/stderr"; fflush("/dev/stderr"); next_pct = pct - pct % 10 + 10 }
         }
         { print; fflush() }
+        function step(what) {  # "Building CXX object dir/CMakeFiles/t.dir/x.cc.o" -> "dir/x.cc"
+            sub(/^Building (CXX|C|ASM) object /, "", what); sub(/CMakeFiles\/[^\/]*\.dir\//, "", what)
+            sub(/\.o$/, "", what); return what
+        }
         match($0, /^\[[0-9]+\/[0-9]+\] /) {                       # ninja: [n/m] Building CXX object dir/x.cc.o
-            split(substr($0, 2, RLENGTH - 3), nm, "/"); what = substr($0, RLENGTH + 1)
-            sub(/^Building (CXX|C|ASM) object /, "", what); sub(/CMakeFiles\/[^\/]*\.dir\//, "", what); sub(/\.o$/, "", what)
-            show(nm[1], nm[2], what)
+            split(substr($0, 2, RLENGTH - 3), nm, "/"); show(nm[1], nm[2], step(substr($0, RLENGTH + 1)))
         }
         match($0, /^\[ *[0-9]+%\] /) {                             # make: [ 45%] Building CXX object ...
-            pct = substr($0, 2, RLENGTH - 3) + 0; what = substr($0, RLENGTH + 1)
-            sub(/^Building (CXX|C|ASM) object /, "", what); sub(/CMakeFiles\/[^\/]*\.dir\//, "", what)
-            show(pct, 100, what)
+            show(substr($0, 2, RLENGTH - 3) + 0, 100, step(substr($0, RLENGTH + 1)))
         }
         END { if (tty) printf "\r\033[K" > "/dev/stderr" }' >"$BUILD/build.log"
 }
@@ -92,22 +92,31 @@ build_targets() {
 
 # build: every package, configure, and build everything (the tests' build).
 build() {
-    ensure_packages "${VMM_PACKAGES[@]}"
-    configure
-    log "building everything"
-    build_targets
+    build_only VMM_PACKAGES
     [ -x "$BUILD/bin/vmm" ] || die "the build did not produce $BUILD/bin/vmm"
 }
 
-# build_only PACKAGES-ARRAY-NAME TARGET...: what a demo runs and no more.
+# build_only PACKAGES-ARRAY-NAME [TARGET...]: those packages, then those targets (all without any).
 build_only() {
     local -n pkgs=$1
     shift
     ensure_packages "${pkgs[@]}"
     configure
-    log "building $(echo "$@" | sed 's/ /, /g')"
+    if [ $# -gt 0 ]; then log "building $(echo "$@" | sed 's/ /, /g')"; else log "building everything"; fi
     build_targets "$@"
 }
+
+# run_nested_if NEEDED WHY SCRIPT ARGS...: when NEEDED is 1, says WHY and runs SCRIPT with ARGS in
+# the nested VM (with VMM_DEMO_INSIDE=1) instead of here; the demos' hop where the host lacks
+# what they need.
+run_nested_if() {
+    [ "$1" = 1 ] || return 0
+    log "$2"
+    shift 2
+    exec "$ROOT/scripts/softroce-run.sh" env VMM_DEMO_INSIDE=1 bash "$@"
+}
+
+NESTED_KVM_WHY="the demo runs inside the nested VM, which has KVM of its own (nested, under TCG: a smaller guest)"
 
 # kvm_usable: /dev/kvm can be opened for reading and writing here (VMM_NO_KVM=1 says no, as on a
 # machine without it; scripts/test.sh and scripts/demo.sh then hide /dev/kvm from everything they run).
