@@ -113,7 +113,7 @@ run_nested_if() {
     [ "$1" = 1 ] || return 0
     log "$2"
     shift 2
-    exec "$ROOT/scripts/softroce-run.sh" env VMM_DEMO_INSIDE=1 bash "$@"
+    exec "$ROOT/scripts/softroce-run.sh" env VMM_DEMO_INSIDE=1 VMM_BUILD_DIR="$BUILD" bash "$@"
 }
 
 NESTED_KVM_WHY="the demo runs inside the nested VM, which has KVM of its own (nested, under TCG: a smaller guest)"
