@@ -40,8 +40,11 @@ fail() {
     done
     exit 1
 }
-wait_until() {  # wait_until SECONDS COMMAND...: true once COMMAND succeeds, false after SECONDS
-    local end=$((SECONDS + $1))
+# Inside the nested VM (softroce-inside.sh sets VMM_NESTED_TCG) every program runs emulated, and
+# a virsh call alone takes seconds: each wait there allows five times as long.
+wait_scale=$([ -n "${VMM_NESTED_TCG:-}" ] && echo 5 || echo 1)
+wait_until() {  # wait_until SECONDS COMMAND...: true once COMMAND succeeds, false after SECONDS (scaled)
+    local end=$((SECONDS + $1 * wait_scale))
     shift
     until "$@"; do
         [ "$SECONDS" -lt "$end" ] || return 1

@@ -26,18 +26,25 @@ status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2
 stress_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 out=$(v start demo) || fail "start: $out"
+# Precopy must not converge before the switch: where the guest runs emulated (the nested VM) it
+# dirties too little to stop it, so there no pause is short enough (1 ms).
+if [ -n "${VMM_NESTED_TCG:-}" ]; then out=$(v migrate-setmaxdowntime demo 1) || fail "migrate-setmaxdowntime: $out"; fi
 # No readahead (vmm's own x-postcopy-readahead): the guest's faults
 # in order would bring its pages faster than the cap, and the postcopy could end before it is paused.
 out=$(qmp state demo 'migrate-set-parameters {"x-postcopy-readahead":0}') || fail "x-postcopy-readahead: $out"
 expect "domjobabort --postcopy without a migration is refused" "$(v domjobabort --postcopy demo)" "not outgoing migration in post-copy"
 
-# Postcopy at 1 MiB/s: the 32 MiB the guest keeps rewriting take half a minute to follow.
-v migrate --live --postcopy --postcopy-bandwidth 1 --bandwidth 8 demo "$duri" --migrateuri "tcp://127.0.0.1:$port" \
+# Postcopy at 1 MiB/s: the 32 MiB the guest keeps rewriting take half a minute to follow. In the
+# nested VM the guest rewrites little, so there the switch comes early in a slow bulk round: what
+# it had not sent yet follows after the switch instead.
+bulk_bw=8
+past_bulk_round() { [ "$(sed -n 's/.*"x-rounds":\([0-9]*\).*/\1/p' <<<"$(qmp state demo query-migrate)")" -ge 2 ] 2>/dev/null; }
+[ -z "${VMM_NESTED_TCG:-}" ] || { bulk_bw=1; past_bulk_round() { true; }; }
+v migrate --live --postcopy --postcopy-bandwidth 1 --bandwidth "$bulk_bw" demo "$duri" --migrateuri "tcp://127.0.0.1:$port" \
     >"$dir/migrate.out" 2>&1 &
 migrating=$!
 wait_until 60 status_is state active || fail "the migration did not start"
 expect "domjobabort --postcopy before the switch is refused" "$(v domjobabort --postcopy demo)" "not outgoing migration in post-copy"
-past_bulk_round() { [ "$(sed -n 's/.*"x-rounds":\([0-9]*\).*/\1/p' <<<"$(qmp state demo query-migrate)")" -ge 2 ] 2>/dev/null; }
 wait_until 60 past_bulk_round || fail "precopy did not get past its bulk round"  # the guest's 32 MiB are written
 out=$(v migrate-postcopy demo) || fail "migrate-postcopy: $out"
 wait_until 60 status_is dstate postcopy-active || fail "the destination did not reach postcopy: $(qmp dstate demo query-migrate)"
