@@ -13,9 +13,10 @@
 
 namespace vmm::migration {
 
-IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, Options options,
+IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, SettingsFn settings,
                                      CancelToken cancel, bool stay_paused, StatusFn on_status, FailFn on_failure)
-    : machine_(m), transport_(transport), uri_(std::move(uri)), options_(std::move(options)), cancel_(std::move(cancel)),
+    : machine_(m), transport_(transport), uri_(std::move(uri)), settings_(std::move(settings)), options_(settings_()),
+      cancel_(std::move(cancel)),
       stay_paused_(stay_paused), on_status_(std::move(on_status)), on_failure_(std::move(on_failure)) {
     stats_.uri = uri_.text;
     stats_.ram.total = m.memory().total_size();
@@ -33,7 +34,7 @@ void IncomingMigration::cancel() {
 }
 
 Status IncomingMigration::listen() {
-    auto l = transport_.listen(context_for(machine_, uri_, options_, cancel_));
+    auto l = transport_.listen(context_for(machine_, uri_, settings_, cancel_));
     if (!l) return l.error();
     listener_ = std::move(*l);
     machine_.set_incoming();
@@ -51,6 +52,11 @@ MigrationStats IncomingMigration::stats() const {
         s.ram.transferred += s.postcopy.postcopy_bytes;  // what arrived, both phases (as the source counts it)
     }
     return s;
+}
+
+bool IncomingMigration::waits_with_settings_taken() const {
+    std::lock_guard lock(mutex_);
+    return stats_.status == MigrationStatus::none && live_ == nullptr && !transport_.listener_reads_settings_late();
 }
 
 void IncomingMigration::set_status(MigrationStatus s) {
@@ -75,6 +81,7 @@ void IncomingMigration::run() {
         return;
     }
     log::info("incoming migration from {}", (*conn)->describe());
+    options_ = settings_();  // as the monitor has them now, changes made while this waited included
     start_ = std::chrono::steady_clock::now();
     set_status(MigrationStatus::active);
     {
@@ -132,7 +139,7 @@ Status IncomingMigration::recover(Transport& transport, Uri uri) {
         if (cancel_.cancelled()) return Error("migrate_recover: this vmm is quitting");
         recovery_cancel_.emplace(std::move(*token));
     }
-    auto l = transport.listen(context_for(machine_, uri, options_, *recovery_cancel_));
+    auto l = transport.listen(context_for(machine_, uri, settings_, *recovery_cancel_));
     if (!l) return l.error();
     listener_ = std::move(*l);
     set_status(MigrationStatus::postcopy_recover);

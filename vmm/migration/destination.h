@@ -26,7 +26,11 @@ public:
     using StatusFn = std::function<void(MigrationStatus)>;
     using FailFn = std::function<void(const Error&)>;
 
-    IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
+    using SettingsFn = std::function<Options()>;
+
+    // `settings` gives the monitor's settings as they are now: read when the source connects
+    // (and by the transport's listener as it accepts), not when this starts to listen.
+    IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, SettingsFn settings, CancelToken cancel,
                       bool stay_paused, StatusFn on_status, FailFn on_failure);
     ~IncomingMigration();  // out of line: PostcopyReceiver is complete there
 
@@ -34,6 +38,9 @@ public:
     void start();
     void cancel();
     MigrationStats stats() const;
+    // Listening, no source yet, on a transport that took the settings when it started listening:
+    // a change made now would be shown but not used.
+    bool waits_with_settings_taken() const;
     // migrate_recover: the postcopy whose link broke waits for the source's 'migrate -r' on `uri`.
     // Again while it waits (a URI the source cannot reach): the new one takes the old one's place.
     Status recover(Transport& transport, Uri uri);
@@ -58,7 +65,8 @@ private:
     machine::Machine& machine_;
     Transport& transport_;
     Uri uri_;
-    Options options_;
+    SettingsFn settings_;
+    Options options_;  // the settings this migration runs with: read again when a source connects
     CancelToken cancel_;
     // Under mutex_: the recovery's listener and connection (cancel_ too cancels it); a
     // migrate_recover while it waits cancels it alone.

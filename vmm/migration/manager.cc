@@ -19,10 +19,7 @@ MigrationManager::~MigrationManager() {
     }
 }
 
-Settings MigrationManager::settings() const {
-    std::lock_guard lock(mutex_);
-    return settings_;
-}
+Settings MigrationManager::settings() const { return settings_->get(); }
 
 // "rdma-pin-all" belongs to the rdma: transport: load its plugin so it can declare its names.
 Status MigrationManager::declare_plugin_names(const std::string& name) {
@@ -30,28 +27,45 @@ Status MigrationManager::declare_plugin_names(const std::string& name) {
     if (dash == std::string::npos || dash == 0) return Error("not a transport's name");
     auto t = registry_.get(name.substr(0, dash));
     if (!t) return t.error();
-    for (const auto& c : (*t)->capabilities()) settings_.declare_transport_capability(c);
-    for (const auto& p : (*t)->parameters()) settings_.declare_transport_parameter(p);
+    declare_names(**t);
     return {};
+}
+
+void MigrationManager::declare_names(const Transport& t) {
+    settings_->change([&](Settings& s) {
+        for (const auto& c : t.capabilities()) s.declare_transport_capability(c);
+        for (const auto& p : t.parameters()) s.declare_transport_parameter(p);
+    });
+}
+
+// A destination listening on a plugin's transport took its settings when it started listening:
+// refused rather than shown and not used (tcp/unix read them when the source connects).
+Status MigrationManager::check_not_taken(const std::string& name) const {
+    if (!incoming_ || !incoming_->waits_with_settings_taken()) return {};
+    return Error(fmt::format("'{}' cannot change now: this destination already listens on {}, whose transport took the "
+                             "settings when it started listening; start vmm with '--incoming defer', set it, then "
+                             "'migrate_incoming URI'",
+                             name, incoming_->stats().uri));
 }
 
 Status MigrationManager::set_capability(const std::string& name, bool on) {
     std::lock_guard lock(mutex_);
-    auto s = settings_.set_capability(name, on);
+    if (auto s = check_not_taken(name); !s) return s;
+    auto set = [&] { return settings_->change([&](Settings& s) { return s.set_capability(name, on); }); };
+    auto s = set();
     if (s || !declare_plugin_names(name)) return s;
-    return settings_.set_capability(name, on);
+    return set();
 }
 
 Status MigrationManager::set_parameter(const std::string& name, const std::string& value) {
     std::lock_guard lock(mutex_);
-    auto s = settings_.set_parameter(name, value);
-    if (!s && declare_plugin_names(name)) s = settings_.set_parameter(name, value);
-    // Like QEMU, a new bandwidth cap applies to the migration already running.
-    if (s && name == "max-bandwidth" && outgoing_) outgoing_->set_max_bandwidth(settings_.params.max_bandwidth);
-    if (s && name == "max-postcopy-bandwidth" && outgoing_) {
-        outgoing_->set_max_postcopy_bandwidth(settings_.params.max_postcopy_bandwidth);
-    }
-    if (s && name == "x-postcopy-readahead" && outgoing_) outgoing_->set_postcopy_readahead(settings_.params.postcopy_readahead);
+    if (auto s = check_not_taken(name); !s) return s;
+    auto set = [&] { return settings_->change([&](Settings& s) { return s.set_parameter(name, value); }); };
+    auto s = set();
+    if (!s && declare_plugin_names(name)) s = set();
+    // Like QEMU, a live setting (a bandwidth cap) applies to the migration already running.
+    const SettingRow* row = find_setting(name);
+    if (s && row != nullptr && row->applies == Applies::live && outgoing_) outgoing_->apply_live(settings_->get().params);
     return s;
 }
 
@@ -76,12 +90,12 @@ Status MigrationManager::migrate(const std::string& text) {
     }
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
-    for (const auto& c : (*transport)->capabilities()) settings_.declare_transport_capability(c);
-    for (const auto& p : (*transport)->parameters()) settings_.declare_transport_parameter(p);
+    declare_names(**transport);
     auto token = CancelToken::create();
     if (!token) return token.error();
     outgoing_.reset();  // joins the previous, finished migration's thread
-    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_), std::move(*token), on_event_);
+    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_->get()), std::move(*token),
+                                                  on_event_);
     outgoing_->start(asked);
     return {};
 }
@@ -151,8 +165,12 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
     if (!transport) return transport.error();
     auto token = CancelToken::create();
     if (!token) return token.error();
-    auto in = std::make_unique<IncomingMigration>(machine_, **transport, *uri, Options(settings_), std::move(*token), stay_paused,
-                                                  on_event_, std::move(on_failure));
+    declare_names(**transport);
+    // The destination reads the settings when its source connects: a change made on this
+    // monitor while it waits is used (QEMU's classic recipe sets capabilities then).
+    auto settings = [shared = settings_] { return Options(shared->get()); };
+    auto in = std::make_unique<IncomingMigration>(machine_, **transport, *uri, std::move(settings), std::move(*token),
+                                                  stay_paused, on_event_, std::move(on_failure));
     if (auto s = in->listen(); !s) return s;
     in->start();
     incoming_ = std::move(in);

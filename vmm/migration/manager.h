@@ -47,11 +47,13 @@ public:
 
 private:
     Status declare_plugin_names(const std::string& name);
+    void declare_names(const Transport& t);
+    Status check_not_taken(const std::string& name) const;  // the capability and parameter names `t` reads
 
     machine::Machine& machine_;
     EventFn on_event_;
     mutable std::mutex mutex_;
-    Settings settings_;
+    std::shared_ptr<SharedSettings> settings_ = std::make_shared<SharedSettings>();
     TransportRegistry registry_;
     std::unique_ptr<MigrationSource> outgoing_;
     std::unique_ptr<IncomingMigration> incoming_;

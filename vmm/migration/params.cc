@@ -8,37 +8,67 @@
 
 namespace vmm::migration {
 
-const std::vector<CapabilityInfo>& core_capabilities() {
-    static const std::vector<CapabilityInfo> k = {
-        {"auto-converge", "throttle the vCPUs when dirty rounds do not converge"},
-        {"zero-blocks", "send zero pages as markers instead of data"},
-        {"events", "emit MIGRATION events on the JSON monitor"},
-        {"zero-copy-send", "tcp/unix: splice guest RAM into the socket instead of copying it (to a remote destination)"},
-        {"x-zero-copy-local", "with zero-copy-send: splice to a destination on this host too (slower there)"},
-        {"multifd", "tcp/unix: send RAM over multifd-channels connections, one thread each side"},
-        {"verify-ram", "checksum every page record (XXH3) on the source, check it on the destination"},
-        {"postcopy-ram", "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)"},
-        {"postcopy-preempt", "tcp/unix, both sides, with postcopy-ram (on): the pages faults wait on go on a connection of their own, never behind the background push"},
+namespace {
+
+using Kind = SettingRow::Kind;
+using C = Capabilities;
+using P = Parameters;
+
+SettingRow cap(std::string_view name, bool C::*field, std::string_view help) {
+    return {name, help, Kind::capability, field, nullptr, 0, 1, Applies::at_start};
+}
+
+SettingRow integer(std::string_view name, uint64_t P::*field, uint64_t min, uint64_t max, std::string_view help) {
+    return {name, help, Kind::integer, nullptr, field, min, max, Applies::at_start};
+}
+
+SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, Applies applies, std::string_view help) {
+    return {name, help, Kind::size, nullptr, field, 0, max, applies};
+}
+
+}  // namespace
+
+const std::vector<SettingRow>& setting_rows() {
+    static const std::vector<SettingRow> k = {
+        cap("auto-converge", &C::auto_converge, "throttle the vCPUs when dirty rounds do not converge"),
+        cap("zero-blocks", &C::zero_blocks, "send zero pages as markers instead of data"),
+        cap("events", &C::events, "emit MIGRATION events on the JSON monitor"),
+        cap("zero-copy-send", &C::zero_copy_send,
+            "tcp/unix: splice guest RAM into the socket instead of copying it (to a remote destination)"),
+        cap("x-zero-copy-local", &C::zero_copy_local, "with zero-copy-send: splice to a destination on this host too (slower there)"),
+        cap("multifd", &C::multifd, "tcp/unix: send RAM over multifd-channels connections, one thread each side"),
+        cap("verify-ram", &C::verify_ram, "checksum every page record (XXH3) on the source, check it on the destination"),
+        cap("postcopy-ram", &C::postcopy_ram,
+            "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)"),
+        cap("postcopy-preempt", &C::postcopy_preempt,
+            "tcp/unix, both sides, with postcopy-ram (on): the pages faults wait on go on a connection of their own, "
+            "never behind the background push"),
+        size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Applies::live, "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)"),
+        integer("downtime-limit", &P::downtime_limit_ms, 1, 2000000, "longest acceptable pause, ms"),
+        integer("cpu-throttle-initial", &P::cpu_throttle_initial, 1, 99, "first throttle step, percent"),
+        integer("cpu-throttle-increment", &P::cpu_throttle_increment, 1, 99, "further throttle steps, percent"),
+        integer("max-cpu-throttle", &P::max_cpu_throttle, 1, 99, "throttle ceiling, percent"),
+        integer("x-throttle-after-rounds", &P::throttle_after_rounds, 1, 1000,
+                "dirty rounds that fail to converge before throttling starts"),
+        integer("x-connect-timeout", &P::connect_timeout_ms, 100, 3600000, "connect timeout, ms"),
+        integer("x-io-timeout", &P::io_timeout_ms, 100, 3600000, "peer silence that fails a migration, ms"),
+        integer("multifd-channels", &P::multifd_channels, 1, 16, "connections for RAM when multifd is on (1 to 16)"),
+        integer("x-postcopy-after-rounds", &P::postcopy_after_rounds, 0, 1000,
+                "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included "
+                "(0 = only on migrate_start_postcopy)"),
+        size("max-postcopy-bandwidth", &P::max_postcopy_bandwidth, UINT64_MAX, Applies::live,
+             "bandwidth cap of postcopy's background push in bytes/s (0 = unlimited; requested pages are never held back)"),
+        size("x-postcopy-readahead", &P::postcopy_readahead, uint64_t{1} << 30, Applies::live,
+             "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held "
+             "back by max-postcopy-bandwidth but counted against it (0 = none)"),
     };
     return k;
 }
 
-const std::vector<CapabilityInfo>& core_parameters() {
-    static const std::vector<CapabilityInfo> k = {
-        {"max-bandwidth", "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)"},
-        {"downtime-limit", "longest acceptable pause, ms"},
-        {"cpu-throttle-initial", "first throttle step, percent"},
-        {"cpu-throttle-increment", "further throttle steps, percent"},
-        {"max-cpu-throttle", "throttle ceiling, percent"},
-        {"x-throttle-after-rounds", "dirty rounds that fail to converge before throttling starts"},
-        {"x-connect-timeout", "connect timeout, ms"},
-        {"x-io-timeout", "peer silence that fails a migration, ms"},
-        {"multifd-channels", "connections for RAM when multifd is on (1 to 16)"},
-        {"x-postcopy-after-rounds", "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included (0 = only on migrate_start_postcopy)"},
-        {"max-postcopy-bandwidth", "bandwidth cap of postcopy's background push in bytes/s (0 = unlimited; requested pages are never held back)"},
-        {"x-postcopy-readahead", "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held back by max-postcopy-bandwidth but counted against it (0 = none)"},
-    };
-    return k;
+const SettingRow* find_setting(std::string_view name) {
+    const auto& rows = setting_rows();
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const SettingRow& r) { return r.name == name; });
+    return it == rows.end() ? nullptr : &*it;
 }
 
 void Settings::declare_transport_capability(std::string name) {
@@ -52,64 +82,38 @@ void Settings::declare_transport_parameter(std::string name) {
 }
 
 Status Settings::set_capability(std::string_view name, bool on) {
-    if (name == "auto-converge") caps.auto_converge = on;
-    else if (name == "zero-blocks") caps.zero_blocks = on;
-    else if (name == "events") caps.events = on;
-    else if (name == "zero-copy-send") caps.zero_copy_send = on;
-    else if (name == "x-zero-copy-local") caps.zero_copy_local = on;
-    else if (name == "multifd") caps.multifd = on;
-    else if (name == "verify-ram") caps.verify_ram = on;
-    else if (name == "postcopy-ram") caps.postcopy_ram = on;
-    else if (name == "postcopy-preempt") caps.postcopy_preempt = on;
-    else if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end())
+    if (const SettingRow* row = find_setting(name); row != nullptr && row->kind == Kind::capability) {
+        caps.*(row->cap) = on;
+        return {};
+    }
+    if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end()) {
         caps.transport[std::string(name)] = on;
-    else return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
-    return {};
+        return {};
+    }
+    return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
 }
 
-static Result<uint64_t> bounded(std::string_view name, std::string_view value, uint64_t min, uint64_t max) {
+// A row's value from the text typed: a size (k/m/g) or a plain integer, within the row's bounds.
+static Result<uint64_t> parse_value(const SettingRow& row, std::string_view value) {
+    if (row.kind == Kind::size) {
+        auto v = parse_size(value);
+        if (!v) return Error(fmt::format("migration parameter '{}': {}", row.name, v.error().message()));
+        if (*v > row.max) return Error(fmt::format("migration parameter '{}': {} is more than {} bytes", row.name, value, row.max));
+        return *v;
+    }
     auto v = parse_uint(value);
-    if (!v || *v < min || *v > max) {
-        return Error(fmt::format("migration parameter '{}' must be an integer from {} to {}, got '{}'", name, min, max, value));
+    if (!v || *v < row.min || *v > row.max) {
+        return Error(fmt::format("migration parameter '{}' must be an integer from {} to {}, got '{}'", row.name, row.min,
+                                 row.max, value));
     }
     return *v;
 }
 
 Status Settings::set_parameter(std::string_view name, std::string_view value) {
-    struct Int {
-        std::string_view name;
-        uint64_t* target;
-        uint64_t min, max;
-    };
-    const Int ints[] = {
-        {"downtime-limit", &params.downtime_limit_ms, 1, 2000000},
-        {"cpu-throttle-initial", &params.cpu_throttle_initial, 1, 99},
-        {"cpu-throttle-increment", &params.cpu_throttle_increment, 1, 99},
-        {"max-cpu-throttle", &params.max_cpu_throttle, 1, 99},
-        {"x-throttle-after-rounds", &params.throttle_after_rounds, 1, 1000},
-        {"x-connect-timeout", &params.connect_timeout_ms, 100, 3600000},
-        {"x-io-timeout", &params.io_timeout_ms, 100, 3600000},
-        {"multifd-channels", &params.multifd_channels, 1, 16},
-        {"x-postcopy-after-rounds", &params.postcopy_after_rounds, 0, 1000},
-    };
-    const Int sizes[] = {  // sizes with k/m/g
-        {"max-bandwidth", &params.max_bandwidth, 0, UINT64_MAX},
-        {"max-postcopy-bandwidth", &params.max_postcopy_bandwidth, 0, UINT64_MAX},
-        {"x-postcopy-readahead", &params.postcopy_readahead, 0, uint64_t{1} << 30},
-    };
-    for (const auto& z : sizes) {
-        if (z.name != name) continue;
-        auto v = parse_size(value);
-        if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
-        if (*v > z.max) return Error(fmt::format("migration parameter '{}': {} is more than {} bytes", name, value, z.max));
-        *z.target = *v;
-        return {};
-    }
-    for (const auto& i : ints) {
-        if (i.name != name) continue;
-        auto v = bounded(name, value, i.min, i.max);
+    if (const SettingRow* row = find_setting(name); row != nullptr && row->kind != Kind::capability) {
+        auto v = parse_value(*row, value);
         if (!v) return v.error();
-        *i.target = *v;
+        params.*(row->param) = *v;
         return {};
     }
     if (std::find(transport_params_.begin(), transport_params_.end(), name) != transport_params_.end()) {
@@ -120,11 +124,9 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
 }
 
 std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
-    std::vector<std::pair<std::string, bool>> out = {
-        {"auto-converge", caps.auto_converge}, {"zero-blocks", caps.zero_blocks}, {"events", caps.events},
-        {"zero-copy-send", caps.zero_copy_send}, {"x-zero-copy-local", caps.zero_copy_local},
-        {"multifd", caps.multifd}, {"verify-ram", caps.verify_ram}, {"postcopy-ram", caps.postcopy_ram},
-        {"postcopy-preempt", caps.postcopy_preempt}};
+    std::vector<std::pair<std::string, bool>> out;
+    for (const SettingRow& row : setting_rows())
+        if (row.kind == Kind::capability) out.emplace_back(row.name, caps.*(row.cap));
     for (const auto& n : transport_caps_) {
         auto it = caps.transport.find(n);
         out.emplace_back(n, it != caps.transport.end() && it->second);
@@ -133,20 +135,9 @@ std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
 }
 
 std::vector<std::pair<std::string, std::string>> Settings::parameter_list() const {
-    std::vector<std::pair<std::string, std::string>> out = {
-        {"max-bandwidth", std::to_string(params.max_bandwidth)},
-        {"downtime-limit", std::to_string(params.downtime_limit_ms)},
-        {"cpu-throttle-initial", std::to_string(params.cpu_throttle_initial)},
-        {"cpu-throttle-increment", std::to_string(params.cpu_throttle_increment)},
-        {"max-cpu-throttle", std::to_string(params.max_cpu_throttle)},
-        {"x-throttle-after-rounds", std::to_string(params.throttle_after_rounds)},
-        {"x-connect-timeout", std::to_string(params.connect_timeout_ms)},
-        {"x-io-timeout", std::to_string(params.io_timeout_ms)},
-        {"multifd-channels", std::to_string(params.multifd_channels)},
-        {"x-postcopy-after-rounds", std::to_string(params.postcopy_after_rounds)},
-        {"max-postcopy-bandwidth", std::to_string(params.max_postcopy_bandwidth)},
-        {"x-postcopy-readahead", std::to_string(params.postcopy_readahead)},
-    };
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const SettingRow& row : setting_rows())
+        if (row.kind != Kind::capability) out.emplace_back(row.name, std::to_string(params.*(row.param)));
     for (const auto& n : transport_params_) {
         auto it = params.transport.find(n);
         out.emplace_back(n, it != params.transport.end() ? it->second : "");

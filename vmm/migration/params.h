@@ -1,10 +1,14 @@
-// Migration capabilities and parameters, with QEMU's names where QEMU has them. Parameters the
-// core does not know but a transport declares (e.g. the RDMA plugin's rdma-*) are passed
-// through to that transport as text.
+// Migration capabilities and parameters, with QEMU's names where QEMU has them: one table
+// (setting_rows(), params.cc) holds every setting the core knows, a row each (name, help, type and
+// bounds, the field that holds it, whether it reaches a migration under way); setting, listing
+// and the monitors' help all read it. Adding a setting is one row there plus the code that uses
+// it. Names the core does not know but a transport declares (e.g. the RDMA plugin's rdma-*) are
+// passed through to that transport as text.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,17 +18,31 @@
 
 namespace vmm::migration {
 
-struct CapabilityInfo {
-    std::string_view name;
-    std::string_view help;
+// Who reads a setting, and so when a change takes effect.
+enum class Applies {
+    at_start,  // read when a migration starts (on a destination: when the source connects)
+    live,      // also read by the migration under way: a change reaches it (QEMU's max-bandwidth)
 };
 
-// Known names. Transport names are those of the built-in transports plus every registered plugin.
-const std::vector<CapabilityInfo>& core_capabilities();
-const std::vector<CapabilityInfo>& core_parameters();
+struct SettingRow {
+    enum class Kind { capability, integer, size };  // size: an integer that takes k/m/g
+    std::string_view name;
+    std::string_view help;
+    Kind kind;
+    bool Capabilities::*cap = nullptr;  // capability rows
+    uint64_t Parameters::*param = nullptr;  // integer and size rows
+    uint64_t min = 0, max = UINT64_MAX;
+    Applies applies = Applies::at_start;
+};
+
+// Every setting of the core, capabilities first, in the order the monitors list them.
+const std::vector<SettingRow>& setting_rows();
+// The row named `name`, or null.
+const SettingRow* find_setting(std::string_view name);
 
 // The values (Options: caps, params) with their names: what the monitors set and list. A
-// migration takes a copy of the values when it starts (the engine and transports see Options).
+// source takes a copy when it starts, a destination when its source connects; the `live` rows
+// reach a migration under way too (MigrationManager).
 class Settings : public Options {
 public:
     // Names a transport accepts (added by the transport registry).
@@ -40,6 +58,28 @@ public:
 private:
     std::vector<std::string> transport_caps_;
     std::vector<std::string> transport_params_;
+};
+
+// The one object the monitors write settings to and every migration reads them from: a
+// destination when its source connects (not when it started listening), a source when it starts,
+// and for the live rows while it runs. Its own lock, taken last: a transport may read it while
+// the manager holds its own.
+class SharedSettings {
+public:
+    Settings get() const {
+        std::lock_guard lock(mutex_);
+        return settings_;
+    }
+    // Runs `f(Settings&)` under the lock and returns what it returns.
+    template <class F>
+    auto change(F&& f) {
+        std::lock_guard lock(mutex_);
+        return f(settings_);
+    }
+
+private:
+    mutable std::mutex mutex_;
+    Settings settings_;
 };
 
 }  // namespace vmm::migration

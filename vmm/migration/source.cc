@@ -73,21 +73,15 @@ bool MigrationSource::switch_now(uint32_t round) const {
     return options_.params.postcopy_after_rounds != 0 && round + 1 >= options_.params.postcopy_after_rounds;
 }
 
-void MigrationSource::set_max_bandwidth(uint64_t bytes_per_second) {
-    std::lock_guard lock(mutex_);  // limiter_ is only cleared under this lock
-    if (RateLimiter* l = limiter_.load()) l->request_rate(bytes_per_second);
-}
-
-void MigrationSource::set_max_postcopy_bandwidth(uint64_t bytes_per_second) {
-    std::lock_guard lock(mutex_);  // sender_ is only set and cleared under this lock
-    postcopy_bandwidth_ = bytes_per_second;
-    if (sender_ != nullptr) sender_->set_max_bandwidth(bytes_per_second);
-}
-
-void MigrationSource::set_postcopy_readahead(uint64_t bytes) {
-    std::lock_guard lock(mutex_);
-    postcopy_readahead_ = bytes;
-    if (sender_ != nullptr) sender_->set_readahead(bytes / kStreamPageSize);
+void MigrationSource::apply_live(const Parameters& p) {
+    std::lock_guard lock(mutex_);  // limiter_ and sender_ are only set and cleared under this lock
+    if (RateLimiter* l = limiter_.load()) l->request_rate(p.max_bandwidth);
+    postcopy_bandwidth_ = p.max_postcopy_bandwidth;
+    postcopy_readahead_ = p.postcopy_readahead;
+    if (sender_ != nullptr) {
+        sender_->set_max_bandwidth(p.max_postcopy_bandwidth);
+        sender_->set_readahead(p.postcopy_readahead / kStreamPageSize);
+    }
 }
 
 MigrationStats MigrationSource::stats() const {
@@ -188,7 +182,7 @@ RamSaver::Verify MigrationSource::verify_mode() const {
 }
 
 Status MigrationSource::setup(Connection*& conn_out) {
-    auto conn = transport_.connect(context_for(machine_, uri_, options_, cancel_));
+    auto conn = transport_.connect(context_for(machine_, uri_, [o = options_] { return o; }, cancel_));
     if (!conn) return conn.error();
     {
         std::lock_guard lock(mutex_);

@@ -54,13 +54,11 @@ public:
     Status resume(Transport& transport, Uri uri);
     // migrate_pause: cut the link of the postcopy under way, as a failed network would.
     Status pause_link();
-    // max-bandwidth changed while this migration runs (ignored once the guest is paused).
-    void set_max_bandwidth(uint64_t bytes_per_second);
-    // max-postcopy-bandwidth changed: the push of the postcopy phase under way (or to come,
-    // or resumed after a recovery) goes at the new cap, as in QEMU.
-    void set_max_postcopy_bandwidth(uint64_t bytes_per_second);
-    // x-postcopy-readahead changed: likewise, from the push's next request on.
-    void set_postcopy_readahead(uint64_t bytes);
+    // A setting the table marks live (params.cc) changed while this migration runs: its values
+    // now. max-bandwidth paces the rounds still to come (not the paused guest's last one);
+    // max-postcopy-bandwidth and x-postcopy-readahead the push of the postcopy phase under way
+    // (or to come, or resumed after a recovery), as in QEMU.
+    void apply_live(const Parameters& p);
     MigrationStats stats() const;
     bool finished() const;
 

@@ -179,7 +179,7 @@ Result<MigrationSource::ResumeTo> MigrationSource::await_resume() {
 // A new connection: the resuming header, the destination's answer, then which pages it holds.
 Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
     log::info("resuming postcopy over {}", to.uri.text);
-    auto conn = to.transport->connect(context_for(machine_, to.uri, options_, cancel_));
+    auto conn = to.transport->connect(context_for(machine_, to.uri, [o = options_] { return o; }, cancel_));
     if (!conn) return conn.error();
     ByteStream& st = (*conn)->stream();
     StreamHeader header = header_for(machine_);

@@ -39,7 +39,7 @@ struct Side {
             }
             ctx.blocks.push_back({"b" + std::to_string(ram.size()), ram.back().data(), size, 0});
         }
-        ctx.options = &options;
+        ctx.options = [this] { return options; };
         ctx.cancel = &cancel;
     }
     bool same_as(const Side& o) const {

@@ -26,11 +26,11 @@ StreamHeader header_for(const machine::Machine& m, RamMode mode) {
     return h;
 }
 
-TransportContext context_for(const machine::Machine& m, const Uri& uri, const Options& options,
+TransportContext context_for(const machine::Machine& m, const Uri& uri, std::function<Options()> options,
                              const CancelToken& cancel) {
     TransportContext ctx;
     ctx.uri = uri;
-    ctx.options = &options;
+    ctx.options = std::move(options);
     ctx.cancel = &cancel;
     for (const auto& b : m.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
     return ctx;

@@ -29,10 +29,10 @@ std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportCon
     // Splicing pays where the kernel would otherwise copy RAM into a NIC's buffers; to a peer on
     // this host (loopback, unix) the receiver copies from the spliced pages anyway, and the
     // per-page pipe and reference work made it slower than one copy (docs/performance.md).
-    const Capabilities& caps = ctx.options->caps;
+    Options options = ctx.options();
+    const Capabilities& caps = options.caps;
     bool zero_copy = caps.zero_copy_send && (caps.zero_copy_local || !peer_on_this_host(fd.get()));
-    return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel,
-                                          std::chrono::milliseconds(ctx.options->params.io_timeout_ms),
+    return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel, std::chrono::milliseconds(options.params.io_timeout_ms),
                                           std::move(peer), zero_copy);
 }
 

@@ -26,10 +26,10 @@ Error plugin_error(const vmm_err& e, const char* what) {
 
 // Keeps the C strings the args struct points to alive during one call.
 struct Args {
-    Args(const TransportContext& ctx) {
+    Args(const TransportContext& ctx) : options(ctx.options()) {
         for (const auto& b : ctx.blocks) blocks.push_back({b.name.c_str(), b.host, b.size, b.guest_addr});
-        for (const auto& [k, v] : ctx.options->params.transport) params.push_back({k.c_str(), v.c_str()});
-        for (const auto& [k, v] : ctx.options->caps.transport) caps.push_back({k.c_str(), v ? "on" : "off"});
+        for (const auto& [k, v] : options.params.transport) params.push_back({k.c_str(), v.c_str()});
+        for (const auto& [k, v] : options.caps.transport) caps.push_back({k.c_str(), v ? "on" : "off"});
         a.struct_size = sizeof(a);
         a.uri = ctx.uri.text.c_str();
         a.host = ctx.uri.host.c_str();
@@ -43,11 +43,12 @@ struct Args {
         a.caps = caps.data();
         a.cap_count = static_cast<uint32_t>(caps.size());
         a.cancel_fd = ctx.cancel->fd();
-        a.connect_timeout_ms = ctx.options->params.connect_timeout_ms;
-        a.io_timeout_ms = ctx.options->params.io_timeout_ms;
-        a.max_bandwidth = ctx.options->params.max_bandwidth;
-        a.flags = ctx.options->caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u;
+        a.connect_timeout_ms = options.params.connect_timeout_ms;
+        a.io_timeout_ms = options.params.io_timeout_ms;
+        a.max_bandwidth = options.params.max_bandwidth;
+        a.flags = options.caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u;
     }
+    Options options;
     vmm_transport_args a{};
     std::string rest;
     std::vector<vmm_ram_block> blocks;
@@ -252,6 +253,7 @@ public:
     std::string scheme() const override { return ops_->scheme; }
     std::vector<std::string> capabilities() const override { return names(ops_->capabilities); }
     std::vector<std::string> parameters() const override { return names(ops_->parameters); }
+    bool listener_reads_settings_late() const override { return false; }  // vmm_transport_args, at listen
 
     Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
         Args args(ctx);

@@ -71,7 +71,7 @@ Result<UniqueFd> connect_addr(const sockaddr* addr, socklen_t len, int family, c
     if (!fd) return Error::from_errno("socket for " + what);
     if (::connect(fd.get(), addr, len) < 0) {
         if (errno != EINPROGRESS) return Error::from_errno("connect to " + what, errno, "is the destination listening (--incoming)?");
-        auto s = wait_fd(fd.get(), POLLOUT, *ctx.cancel, static_cast<int>(ctx.options->params.connect_timeout_ms),
+        auto s = wait_fd(fd.get(), POLLOUT, *ctx.cancel, static_cast<int>(ctx.options().params.connect_timeout_ms),
                          "connect to " + what);
         if (!s) return s.error();
         int err = 0;
@@ -95,11 +95,12 @@ Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std:
 Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const TransportContext& ctx, const OpenFd& again) {
     std::string peer = "destination " + ctx.uri.text;
     auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(fd), ctx, peer), peer);
-    const Capabilities& caps = ctx.options->caps;
+    Options options = ctx.options();
+    const Capabilities& caps = options.caps;
     bool preempt = caps.postcopy_ram && caps.postcopy_preempt;
     if (!caps.multifd && !preempt) return std::unique_ptr<Connection>(std::move(conn));
     auto& main = static_cast<SocketStream&>(conn->stream());
-    uint32_t lanes = caps.multifd ? static_cast<uint32_t>(ctx.options->params.multifd_channels) : 0;
+    uint32_t lanes = caps.multifd ? static_cast<uint32_t>(options.params.multifd_channels) : 0;
     auto side = open_side_connections(main, lanes, preempt, again, ctx);
     if (!side) return side.error();
     if (!side->lanes.empty()) conn->source_lanes_ = make_source_lanes(std::move(side->lanes), ctx.blocks, caps.verify_ram);
@@ -120,7 +121,7 @@ public:
         std::string peer = "the migration source";
         auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(*c), ctx_, peer), peer);
         auto& main = static_cast<SocketStream&>(conn->stream());
-        int timeout = static_cast<int>(ctx_.options->params.connect_timeout_ms);
+        int timeout = static_cast<int>(ctx_.options().params.connect_timeout_ms);
         auto side = accept_side_connections(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
         if (!side) return side.error();
         conn->preempt_ = std::move(side->preempt);

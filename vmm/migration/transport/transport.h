@@ -178,7 +178,10 @@ public:
 
 struct TransportContext {
     Uri uri;
-    const Options* options = nullptr;
+    // The settings, read when a transport needs them: a source's are fixed when it starts; a
+    // listener's are the monitor's as they are when its peer connects (a person may change them
+    // on a destination while it waits, as with QEMU).
+    std::function<Options()> options;
     std::vector<RamBlockView> blocks;
     const CancelToken* cancel = nullptr;
 };
@@ -190,6 +193,9 @@ public:
     // Capability and parameter names this transport reads (declared to Settings, params.h).
     virtual std::vector<std::string> capabilities() const { return {}; }
     virtual std::vector<std::string> parameters() const { return {}; }
+    // True when a listener reads the settings as its peer connects (TransportContext::options);
+    // false when it took them when it started listening (a plugin: its ABI passes them once).
+    virtual bool listener_reads_settings_late() const { return true; }
     virtual Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) = 0;
     virtual Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) = 0;
 };
