@@ -92,9 +92,9 @@ TEST(DestinationSettings, IoTimeoutLoweredWhileItWaitsIsUsed) {
 
 namespace vmm::test {
 
-// A plugin's listener takes the settings when it starts listening (its ABI passes them once):
-// a change on the waiting destination is refused in one line that says what to do, not shown
-// and ignored; with --incoming defer the same setting is taken, then migrate_incoming listens.
+// A plugin's listener takes the settings it is given when it starts listening (its ABI passes
+// them once): a change to one of those on the waiting destination is refused in one line that
+// says what to do, not shown and ignored; the others change as ever; with --incoming defer the same setting is taken, then migrate_incoming listens.
 TEST(DestinationSettings, APluginListenerRefusesAChangeItCouldNotUse) {
     VMM_REQUIRE_KVM();
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
@@ -107,6 +107,9 @@ TEST(DestinationSettings, APluginListenerRefusesAChangeItCouldNotUse) {
     EXPECT_NE(dst->cmd("info migrate_capabilities").find("postcopy-ram: off"), std::string::npos);
     out = dst->cmd("migrate_set_parameter x-io-timeout 500");
     EXPECT_NE(out.find("cannot change now"), std::string::npos) << out;
+    // What the destination reads as its source connects, on any transport, can still change.
+    EXPECT_EQ(dst->cmd("migrate_set_capability postcopy-preempt off"), "");
+    EXPECT_EQ(dst->cmd("migrate_set_parameter downtime-limit 50"), "");
 
     auto deferred = Vm::start("ds-plugin-defer", {"-m", "32M", "--smp", "1", "--incoming", "defer"});
     ASSERT_TRUE(deferred);

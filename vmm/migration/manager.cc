@@ -38,10 +38,13 @@ void MigrationManager::declare_names(const Transport& t) {
     });
 }
 
-// A destination listening on a plugin's transport took its settings when it started listening:
-// refused rather than shown and not used (tcp/unix read them when the source connects).
+// A destination listening on a plugin's transport took the settings its listener is given when
+// it started listening: a change to one of those is refused rather than shown and not used
+// (tcp/unix read them when the source connects; the others are read then on every transport).
 Status MigrationManager::check_not_taken(const std::string& name) const {
     if (!incoming_ || !incoming_->waits_with_settings_taken()) return {};
+    const SettingRow* row = find_setting(name);
+    if (row != nullptr && !row->listener_reads) return {};
     return Error(fmt::format("'{}' cannot change now: this destination already listens on {}, whose transport took the "
                              "settings when it started listening; start vmm with '--incoming defer', set it, then "
                              "'migrate_incoming URI'",

@@ -15,15 +15,21 @@ using C = Capabilities;
 using P = Parameters;
 
 SettingRow cap(std::string_view name, bool C::*field, std::string_view help) {
-    return {name, help, Kind::capability, field, nullptr, 0, 1, Applies::at_start};
+    return {name, help, Kind::capability, field, nullptr, 0, 1, Applies::at_start, false};
 }
 
 SettingRow integer(std::string_view name, uint64_t P::*field, uint64_t min, uint64_t max, std::string_view help) {
-    return {name, help, Kind::integer, nullptr, field, min, max, Applies::at_start};
+    return {name, help, Kind::integer, nullptr, field, min, max, Applies::at_start, false};
 }
 
 SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, Applies applies, std::string_view help) {
-    return {name, help, Kind::size, nullptr, field, 0, max, applies};
+    return {name, help, Kind::size, nullptr, field, 0, max, applies, false};
+}
+
+// The row, marked as one a transport's listener is given.
+SettingRow listener(SettingRow row) {
+    row.listener_reads = true;
+    return row;
 }
 
 }  // namespace
@@ -38,20 +44,21 @@ const std::vector<SettingRow>& setting_rows() {
         cap("x-zero-copy-local", &C::zero_copy_local, "with zero-copy-send: splice to a destination on this host too (slower there)"),
         cap("multifd", &C::multifd, "tcp/unix: send RAM over multifd-channels connections, one thread each side"),
         cap("verify-ram", &C::verify_ram, "checksum every page record (XXH3) on the source, check it on the destination"),
-        cap("postcopy-ram", &C::postcopy_ram,
-            "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)"),
+        listener(cap("postcopy-ram", &C::postcopy_ram,
+                     "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)")),
         cap("postcopy-preempt", &C::postcopy_preempt,
             "tcp/unix, both sides, with postcopy-ram (on): the pages faults wait on go on a connection of their own, "
             "never behind the background push"),
-        size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Applies::live, "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)"),
+        listener(size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Applies::live,
+                      "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)")),
         integer("downtime-limit", &P::downtime_limit_ms, 1, 2000000, "longest acceptable pause, ms"),
         integer("cpu-throttle-initial", &P::cpu_throttle_initial, 1, 99, "first throttle step, percent"),
         integer("cpu-throttle-increment", &P::cpu_throttle_increment, 1, 99, "further throttle steps, percent"),
         integer("max-cpu-throttle", &P::max_cpu_throttle, 1, 99, "throttle ceiling, percent"),
         integer("x-throttle-after-rounds", &P::throttle_after_rounds, 1, 1000,
                 "dirty rounds that fail to converge before throttling starts"),
-        integer("x-connect-timeout", &P::connect_timeout_ms, 100, 3600000, "connect timeout, ms"),
-        integer("x-io-timeout", &P::io_timeout_ms, 100, 3600000, "peer silence that fails a migration, ms"),
+        listener(integer("x-connect-timeout", &P::connect_timeout_ms, 100, 3600000, "connect timeout, ms")),
+        listener(integer("x-io-timeout", &P::io_timeout_ms, 100, 3600000, "peer silence that fails a migration, ms")),
         integer("multifd-channels", &P::multifd_channels, 1, 16, "connections for RAM when multifd is on (1 to 16)"),
         integer("x-postcopy-after-rounds", &P::postcopy_after_rounds, 0, 1000,
                 "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included "

@@ -33,6 +33,9 @@ struct SettingRow {
     uint64_t Parameters::*param = nullptr;  // integer and size rows
     uint64_t min = 0, max = UINT64_MAX;
     Applies applies = Applies::at_start;
+    // A transport's listener is given it (vmm_transport_args: a plugin takes it when it starts
+    // listening, so a waiting destination cannot change it; transport.h).
+    bool listener_reads = false;
 };
 
 // Every setting of the core, capabilities first, in the order the monitors list them.
