@@ -32,7 +32,7 @@ Result<ReceivedPages> collect(const std::vector<std::vector<uint8_t>>& messages)
         if (!m) return m.error();
         if (auto s = got.add(m->message, m->words); !s) return s.error();
     }
-    if (in.unread() != 0) return Error("bytes left over");
+    if (in.remaining() != 0) return Error("bytes left over");
     return got;
 }
 

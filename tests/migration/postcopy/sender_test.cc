@@ -1,4 +1,5 @@
-// PostcopySender against a scripted destination over socket pairs: a request is answered ahead
+// PostcopySender against a scripted destination, over socket pairs and again over pipes (it
+// takes any ByteStream, not a socket's only: each test runs on both): a request is answered ahead
 // of the paced push, which then goes on from past it; requests in order open a readahead window
 // that goes at once; with preempt, a request is answered even while the push cannot write, and
 // one for a page already sent goes again on the preempt connection;
@@ -9,6 +10,7 @@
 #include "vmm/migration/postcopy/sender.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <condition_variable>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "tests/support/memory_fixture.h"
+#include "tests/support/pipe_stream.h"
 #include "tests/support/wait.h"
 #include "vmm/migration/transport/socket_stream.h"
 #include "vmm/migration/transport/stream_io.h"
@@ -36,20 +39,39 @@ struct Arrival {
     uint64_t first, count;
 };
 
-// Both ends of one connection: the sender's SocketStream and the destination's.
+enum class Streams { socket, pipe };
+void PrintTo(Streams s, std::ostream* os) { *os << (s == Streams::socket ? "socket" : "pipe"); }  // in test names
+
+// Both ends of one connection: the sender's stream and the destination's.
 struct Connection {
-    std::unique_ptr<SocketStream> source, dest;
-    UniqueFd requests;  // the destination's end again, for writing requests beside its reader
+    std::unique_ptr<ByteStream> source, dest;
+    UniqueFd requests;  // what writes to the source's end, for requests beside the destination's reader
 };
 
-Connection connect(const CancelToken& src_cancel, const CancelToken& dst_cancel) {
+Connection connect(Streams kind, const CancelToken& src_cancel, const CancelToken& dst_cancel) {
+    Connection c;
+    if (kind == Streams::pipe) {
+        auto p = vmm::test::pipe_connection(&src_cancel, &dst_cancel);
+        return {std::move(p.source), std::move(p.dest), std::move(p.to_source)};
+    }
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-    Connection c;
     c.requests = UniqueFd(::dup(sv[1]));
     c.source = std::make_unique<SocketStream>(UniqueFd(sv[0]), src_cancel, kIoTimeout, "destination", false);
     c.dest = std::make_unique<SocketStream>(UniqueFd(sv[1]), dst_cancel, kIoTimeout, "source", false);
     return c;
+}
+
+// A whole message to `fd` (a socket's or a pipe's), or false.
+bool write_all(int fd, const std::vector<uint8_t>& m) {
+    size_t done = 0;
+    while (done < m.size()) {
+        ssize_t n = ::write(fd, m.data() + done, m.size() - done);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n <= 0) return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
 }
 
 // The destination's side: a reader per connection logs every record and checks its bytes
@@ -89,7 +111,7 @@ public:
     }
 
 private:
-    void read_all(int conn, SocketStream& in, int reply_fd) {
+    void read_all(int conn, ByteStream& in, int reply_fd) {
         for (;;) {
             auto r = read_record(in, blocks_, 4096);
             if (!r) return;  // the source closed the connection
@@ -104,7 +126,7 @@ private:
             end_seen_ = true;
             if (answer_done_) {
                 auto done = encode_postcopy_done();
-                EXPECT_EQ(::send(reply_fd, done.data(), done.size(), MSG_NOSIGNAL), static_cast<ssize_t>(done.size()));
+                EXPECT_TRUE(write_all(reply_fd, done));
             }
             return;
         }
@@ -129,7 +151,7 @@ private:
 
 void request(Connection& c, uint32_t block, uint64_t page, uint32_t pages = 1) {
     auto m = encode_page_request(block, page * 4096, pages * 4096);
-    ASSERT_EQ(::send(c.requests.get(), m.data(), m.size(), MSG_NOSIGNAL), static_cast<ssize_t>(m.size()));
+    ASSERT_TRUE(write_all(c.requests.get(), m));
 }
 
 // A postcopy channel (the RDMA plugin's shape) that logs what is sent, and whose push can be
@@ -196,9 +218,13 @@ private:
 
 // A source whose block 0 ("pc.ram", 2048 pages) is missing on the destination, every page of
 // it distinct and non-zero but for every 8th, which is zero; block 1 is there already.
-class PostcopySenderTest : public ::testing::Test {
+class PostcopySenderTest : public ::testing::TestWithParam<Streams> {
 protected:
     void SetUp() override {
+        ::sigaction(SIGPIPE, nullptr, &old_sigpipe_);  // a write to a pipe whose reader left: an error, not a signal
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        ::sigaction(SIGPIPE, &ignore, nullptr);
         for (uint64_t p = 0; p < kPages; ++p)
             if (p % 8 != 0) std::memset(ram() + p * 4096, static_cast<int>(p % 251) + 1, 4096);
         missing_ = {std::vector<uint64_t>(kPages / 64, ~uint64_t{0}),
@@ -211,6 +237,7 @@ protected:
         sender_.reset();  // joins its return-path reader before the streams go
         for (auto& c : conns_) c.source.reset();  // the destination's readers see the end
         if (dest_) dest_->join();
+        ::sigaction(SIGPIPE, &old_sigpipe_, nullptr);
     }
     uint8_t* ram() { return mem_.blocks()[0]->host(); }
 
@@ -220,7 +247,7 @@ protected:
         src_cancel_.emplace(CancelToken::create().value());
         dst_cancel_.emplace(CancelToken::create().value());
         conns_.resize(preempt ? 2 : 1);
-        for (auto& c : conns_) c = connect(*src_cancel_, *dst_cancel_);
+        for (auto& c : conns_) c = connect(GetParam(), *src_cancel_, *dst_cancel_);
         dest_ = std::make_unique<FakeDestination>(mem_, layout(mem_), answer_done);
         for (size_t i = read_stream ? 0 : 1; i < conns_.size(); ++i) dest_->start(static_cast<int>(i), conns_[i]);
         sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, nullptr, layout(mem_), missing_,
@@ -238,12 +265,13 @@ protected:
         src_cancel_.emplace(CancelToken::create().value());
         dst_cancel_.emplace(CancelToken::create().value());
         conns_.resize(1);
-        conns_[0] = connect(*src_cancel_, *dst_cancel_);
+        conns_[0] = connect(GetParam(), *src_cancel_, *dst_cancel_);
         sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, channel_.get(), layout(mem_), missing_,
                                                    *src_cancel_, config);
         runner_ = std::thread([this] { result_ = sender_->run(); });
     }
 
+    struct sigaction old_sigpipe_ {};
     static constexpr uint64_t kPages = 8 * M / 4096;
     memory::GuestMemory mem_ = make_memory();
     std::vector<std::vector<uint64_t>> missing_;
@@ -261,7 +289,7 @@ constexpr uint64_t kCrawl = 64 * 1024;  // bytes/s: one background record a seco
 
 }  // namespace
 
-TEST_F(PostcopySenderTest, ARequestGoesAheadOfThePacedPushWhichGoesOnFromPastIt) {
+TEST_P(PostcopySenderTest, ARequestGoesAheadOfThePacedPushWhichGoesOnFromPastIt) {
     start({.max_bandwidth = kCrawl, .readahead_pages = 0});
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10)) << "the push sent nothing";
     request(conns_[0], 0, 1001);  // paced, the push would reach it in a minute
@@ -284,7 +312,7 @@ TEST_F(PostcopySenderTest, ARequestGoesAheadOfThePacedPushWhichGoesOnFromPastIt)
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
-TEST_F(PostcopySenderTest, RequestsInOrderOpenAReadaheadWindowThatGoesAtOnceAndDoubles) {
+TEST_P(PostcopySenderTest, RequestsInOrderOpenAReadaheadWindowThatGoesAtOnceAndDoubles) {
     // A page a second: after its first record the push owes 16 s, and no paced record can
     // carry it ten seconds further.
     start({.max_bandwidth = 4096, .readahead_pages = 64});
@@ -305,7 +333,7 @@ TEST_F(PostcopySenderTest, RequestsInOrderOpenAReadaheadWindowThatGoesAtOnceAndD
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
-TEST_F(PostcopySenderTest, ARequestForAPageSentAlreadyGoesAgainOnThePreemptConnection) {
+TEST_P(PostcopySenderTest, ARequestForAPageSentAlreadyGoesAgainOnThePreemptConnection) {
     start({.max_bandwidth = kCrawl, .readahead_pages = 0}, true);
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 5, 0); }, 10));
     request(conns_[0], 0, 5);  // sent on the stream already
@@ -324,7 +352,7 @@ TEST_F(PostcopySenderTest, ARequestForAPageSentAlreadyGoesAgainOnThePreemptConne
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
-TEST_F(PostcopySenderTest, WithPreemptARequestIsAnsweredWhileThePushIsStuckOnAFullStream) {
+TEST_P(PostcopySenderTest, WithPreemptARequestIsAnsweredWhileThePushIsStuckOnAFullStream) {
     start({.max_bandwidth = 0, .readahead_pages = 0}, true, false, false);
     request(conns_[0], 0, 2000);  // far past what the stream's socket holds
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 2000, 1); }, 10))
@@ -334,7 +362,7 @@ TEST_F(PostcopySenderTest, WithPreemptARequestIsAnsweredWhileThePushIsStuckOnAFu
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
-TEST_F(PostcopySenderTest, EveryMissingPageGoesOnceThenEndAndDoneEndsTheRun) {
+TEST_P(PostcopySenderTest, EveryMissingPageGoesOnceThenEndAndDoneEndsTheRun) {
     start({.max_bandwidth = 0, .readahead_pages = 64}, false, true);
     request(conns_[0], 0, 2000);
     request(conns_[0], 0, 2001);
@@ -369,7 +397,7 @@ TEST_F(PostcopySenderTest, EveryMissingPageGoesOnceThenEndAndDoneEndsTheRun) {
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
-TEST_F(PostcopySenderTest, ARequestOutsideGuestRamFailsTheRunWithTheReason) {
+TEST_P(PostcopySenderTest, ARequestOutsideGuestRamFailsTheRunWithTheReason) {
     start({.max_bandwidth = kCrawl, .readahead_pages = 0});
     request(conns_[0], 0, kPages + 3);
     auto s = finish();
@@ -378,7 +406,7 @@ TEST_F(PostcopySenderTest, ARequestOutsideGuestRamFailsTheRunWithTheReason) {
     EXPECT_GE(sender_->remaining_pages(), kPages - 16) << "more went than the push's first record";
 }
 
-TEST_F(PostcopySenderTest, OverAChannelThatTakesThemARequestIsAnsweredWhileThePushIsStuck) {
+TEST_P(PostcopySenderTest, OverAChannelThatTakesThemARequestIsAnsweredWhileThePushIsStuck) {
     start_on_channel(true, {.max_bandwidth = 0, .readahead_pages = 0});
     FakeChannel& channel = *channel_;
     ASSERT_TRUE(eventually([&] { return channel.pushes() == 1; }, 10)) << "the push did not start";
@@ -389,7 +417,7 @@ TEST_F(PostcopySenderTest, OverAChannelThatTakesThemARequestIsAnsweredWhileThePu
     EXPECT_EQ(sender_->stats().serve_latency.count, 1u);
 }
 
-TEST_F(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnswers) {
+TEST_P(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnswers) {
     start_on_channel(false, {.max_bandwidth = 0, .readahead_pages = 0});
     FakeChannel& channel = *channel_;
     ASSERT_TRUE(eventually([&] { return channel.pushes() == 1; }, 10));
@@ -400,7 +428,7 @@ TEST_F(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnsw
     ASSERT_TRUE(eventually([&] { return channel.answered(9, 0, 2000); }, 10));
 }
 
-TEST_F(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
+TEST_P(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
     start({.max_bandwidth = kCrawl, .readahead_pages = 0});  // at this pace the 8 MiB take two minutes
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
     sender_->set_max_bandwidth(0);  // max-postcopy-bandwidth 0: unlimited
@@ -409,7 +437,7 @@ TEST_F(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
 
-TEST_F(PostcopySenderTest, ANewReadaheadAppliesToThePushUnderWay) {
+TEST_P(PostcopySenderTest, ANewReadaheadAppliesToThePushUnderWay) {
     start({.max_bandwidth = 4096, .readahead_pages = 0});  // a page a second, and no window
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
     sender_->set_readahead(64);  // x-postcopy-readahead 256 KiB
@@ -419,5 +447,8 @@ TEST_F(PostcopySenderTest, ANewReadaheadAppliesToThePushUnderWay) {
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1018); }, 10)) << "no window opened: the old maximum held";
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Streams, PostcopySenderTest, ::testing::Values(Streams::socket, Streams::pipe),
+                         [](const ::testing::TestParamInfo<Streams>& i) { return i.param == Streams::socket ? "socket" : "pipe"; });
 
 }  // namespace vmm::migration::test

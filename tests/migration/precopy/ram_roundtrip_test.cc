@@ -93,7 +93,7 @@ TEST(RamRoundTrip, BulkThenDirtyRoundLandsByteForByte) {
     EXPECT_TRUE(same_memory(src, dst));
     EXPECT_EQ(std::string(state.begin(), state.end()), "state");
     EXPECT_EQ(loader.counters().rounds, 2u);
-    EXPECT_EQ(in.unread(), 0u);
+    EXPECT_EQ(in.remaining(), 0u);
     // Only the data pages went over the wire as data.
     EXPECT_LT(wire.written().size(), 6 * 4096u);
 }

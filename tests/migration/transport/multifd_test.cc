@@ -1,5 +1,6 @@
-// Multifd without KVM: the hellos' encoding, the handshake, and rounds of RAM over lanes
-// (unix socket pairs) between two in-process "guests", byte for byte; hostile lanes.
+// Multifd without KVM: the hellos' encoding, the handshake (over streams that are not sockets:
+// it takes any ByteStream), and rounds of RAM over lanes (unix socket pairs) between two
+// in-process "guests", byte for byte; hostile lanes.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -9,8 +10,10 @@
 #include <deque>
 #include <thread>
 
+#include "tests/support/pipe_stream.h"
 #include "vmm/common/mapping.h"
 #include "vmm/migration/transport/multifd.h"
+#include "vmm/migration/transport/socket_stream.h"
 #include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
@@ -104,26 +107,25 @@ TEST(MultifdHello, RoundTripsAndRefusesWhatIsNotOne) {
     EXPECT_TRUE(starts_with_preface(std::span<const uint8_t, 8>(kPrefaceMagic)));
 }
 
+// Every connection here is a PipeStream: the handshake asks of its streams only what a
+// ByteStream offers (a TLS session would do as well as a socket).
 TEST(MultifdHandshake, LanesArriveInAnyOrderAndAPlainStreamKeepsItsBytes) {
-    Side src(true), dst(false);
-    auto [main_s, main_d] = unix_pair();
-    auto smain = make_socket_stream(std::move(main_s), src.ctx, "destination");
-    auto dmain = make_socket_stream(std::move(main_d), dst.ctx, "source");
+    auto [smain, dmain] = test::pipe_stream_pair();
     // The source connects three lanes; the destination's accept hands them over last first.
-    std::deque<UniqueFd> accepted;
-    OpenFd connect = [&]() -> Result<UniqueFd> {
-        auto [a, b] = unix_pair();
+    std::deque<std::unique_ptr<ByteStream>> accepted;
+    OpenStream connect = [&](std::string) -> Result<std::unique_ptr<ByteStream>> {
+        auto [a, b] = test::pipe_stream_pair();
         accepted.push_front(std::move(b));
         return std::move(a);
     };
-    auto lanes = open_side_connections(*smain, 3, true, connect, src.ctx);  // three lanes and a preempt connection
+    auto lanes = open_side_connections(*smain, 3, true, connect);  // three lanes and a preempt connection
     ASSERT_TRUE(lanes) << lanes.error().message();
-    OpenFd accept = [&]() -> Result<UniqueFd> {
-        UniqueFd fd = std::move(accepted.front());
+    OpenStream accept = [&](std::string) -> Result<std::unique_ptr<ByteStream>> {
+        auto c = std::move(accepted.front());
         accepted.pop_front();
-        return fd;
+        return c;
     };
-    auto got = accept_side_connections(*dmain, accept, dst.ctx);
+    auto got = accept_side_connections(*dmain, accept);
     ASSERT_TRUE(got) << got.error().message();
     ASSERT_EQ(got->lanes.size(), 3u);
     ASSERT_TRUE(lanes->preempt && got->preempt);
@@ -138,17 +140,17 @@ TEST(MultifdHandshake, LanesArriveInAnyOrderAndAPlainStreamKeepsItsBytes) {
     ASSERT_TRUE(got->preempt->read_exact({&q, 1}));
     EXPECT_EQ(q, p);
 
-    auto [ps, pd] = unix_pair();  // no preface: the core reads the stream from its first byte
-    auto plain_d = make_socket_stream(std::move(pd), dst.ctx, "source");
+    // No preface: the core reads the stream from its first byte (an in-memory stream this time).
     std::vector<uint8_t> header = encode_header({});
-    ASSERT_EQ(::write(ps.get(), header.data(), header.size()), static_cast<ssize_t>(header.size()));
-    auto none = accept_side_connections(*plain_d, accept, dst.ctx);
+    MemoryStream plain(header);
+    auto none = accept_side_connections(plain, accept);
     ASSERT_TRUE(none);
     EXPECT_TRUE(none->lanes.empty());
     EXPECT_FALSE(none->preempt);
     std::vector<uint8_t> again(header.size());
-    ASSERT_TRUE(plain_d->read_exact(again));
+    ASSERT_TRUE(plain.read_exact(again));
     EXPECT_EQ(again, header);
+    EXPECT_EQ(plain.remaining(), 0u);
 }
 
 TEST(MultifdHandshake, ALaneOfAnotherSessionIsRefused) {
@@ -158,14 +160,14 @@ TEST(MultifdHandshake, ALaneOfAnotherSessionIsRefused) {
     auto preface = encode_hello({Hello::Kind::preface, 2, 1});
     ASSERT_EQ(::write(main_s.get(), preface.data(), preface.size()), 24);
     UniqueFd keep;
-    OpenFd accept = [&]() -> Result<UniqueFd> {
+    OpenStream accept = [&](std::string peer) -> Result<std::unique_ptr<ByteStream>> {
         auto [a, b] = unix_pair();
         auto hello = encode_hello({Hello::Kind::lane, 0, 2});  // session 2, not 1
         EXPECT_EQ(::write(a.get(), hello.data(), hello.size()), 24);
         keep = std::move(a);
-        return std::move(b);
+        return make_socket_stream(std::move(b), dst.ctx, std::move(peer));
     };
-    auto got = accept_side_connections(*dmain, accept, dst.ctx);
+    auto got = accept_side_connections(*dmain, accept);
     ASSERT_FALSE(got);
     EXPECT_NE(got.error().message().find("not a lane of this migration"), std::string::npos) << got.error().message();
 }
@@ -178,14 +180,14 @@ TEST(MultifdHandshake, AnUnannouncedPreemptConnectionIsRefused) {
     auto preface = encode_hello({Hello::Kind::preface, 1, 7});  // one lane, no preempt connection
     ASSERT_EQ(::write(main_s.get(), preface.data(), preface.size()), 24);
     UniqueFd keep;
-    OpenFd accept = [&]() -> Result<UniqueFd> {
+    OpenStream accept = [&](std::string peer) -> Result<std::unique_ptr<ByteStream>> {
         auto [a, b] = unix_pair();
         auto hello = encode_hello({Hello::Kind::preempt, 0, 7});
         EXPECT_EQ(::write(a.get(), hello.data(), hello.size()), 24);
         keep = std::move(a);
-        return std::move(b);
+        return make_socket_stream(std::move(b), dst.ctx, std::move(peer));
     };
-    auto got = accept_side_connections(*dmain, accept, dst.ctx);
+    auto got = accept_side_connections(*dmain, accept);
     ASSERT_FALSE(got);
     EXPECT_NE(got.error().message().find("did not announce"), std::string::npos) << got.error().message();
 }

@@ -31,7 +31,7 @@ TEST(StreamHeader, RoundTrips) {
     EXPECT_EQ(h->vcpu_count, 2u);
     EXPECT_EQ(h->blocks, sample_header().blocks);
     EXPECT_EQ(h->ram_mode, RamMode::inline_pages);
-    EXPECT_EQ(in.unread(), 0u);
+    EXPECT_EQ(in.remaining(), 0u);
 }
 
 // verify-ram's ways: inline sums, a channel's round sums on the stream, or sums the channel carries.

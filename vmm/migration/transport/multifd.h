@@ -12,36 +12,33 @@
 #include <memory>
 #include <vector>
 
+#include "vmm/common/fd.h"
 #include "vmm/migration/wire/multifd_wire.h"
-#include "vmm/migration/transport/socket_stream.h"
 #include "vmm/migration/transport/transport.h"
 
 namespace vmm::migration {
 
-using Lanes = std::vector<std::unique_ptr<SocketStream>>;
-using OpenFd = std::function<Result<UniqueFd>()>;
-
-// Whether the peer of a connected socket is on this host (loopback address, or a unix socket).
-bool peer_on_this_host(int fd);
-// A stream over `fd` with the migration's timeouts, cancel token and zero-copy setting (which
-// splices only to a peer on another host unless x-zero-copy-local is on).
-std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer);
+// A connection's streams: any ByteStream (a socket's, socket_stream.h; a TLS session over one).
+using Lanes = std::vector<std::unique_ptr<ByteStream>>;
+// Opens (source) or accepts (destination) one more connection to the same peer, as a stream
+// with the migration's settings (`peer` names it in errors).
+using OpenStream = std::function<Result<std::unique_ptr<ByteStream>>(std::string peer)>;
 
 // The connections beside the main one: multifd's lanes, and postcopy-preempt's connection for
 // the pages postcopy's faults wait on (so they never queue behind the background push).
 struct SideConnections {
     Lanes lanes;
-    std::unique_ptr<SocketStream> preempt;
+    std::unique_ptr<ByteStream> preempt;
 };
 
 // Source: sends the preface on `main`, then opens `count` lanes and, with `preempt`, the
-// preempt connection, with `connect` (to the same address), and greets each.
-Result<SideConnections> open_side_connections(SocketStream& main, uint32_t count, bool preempt, const OpenFd& connect,
-                                              const TransportContext& ctx);
+// preempt connection, with `connect` (to the same peer), and greets each.
+Result<SideConnections> open_side_connections(ByteStream& main, uint32_t count, bool preempt, const OpenStream& connect);
 // Destination, after the first connection was accepted: reads its first bytes. An ordinary
-// stream gets them back (the migration core reads the header); a preface makes it accept and
-// check the connections it announces with `accept` and returns them (none: a plain stream).
-Result<SideConnections> accept_side_connections(SocketStream& main, const OpenFd& accept, const TransportContext& ctx);
+// stream gets them back (unread: the migration core reads the header); a preface makes it
+// accept and check the connections it announces with `accept` and returns them (none: a plain
+// stream).
+Result<SideConnections> accept_side_connections(ByteStream& main, const OpenStream& accept);
 
 // Source side: `lanes` are connected and have sent their hellos. With `verify`, each lane sends
 // PAGES_SUMMED records, hashing the pages on its own thread.

@@ -85,7 +85,7 @@ private:
         std::lock_guard lock(mu_);
         if (first_error_) return;  // the others fail because of this one
         first_error_ = std::move(e);
-        for (auto& l : lanes_) ::shutdown(l->fd(), SHUT_RDWR);
+        for (auto& l : lanes_) (void)l->shutdown();
     }
 
     Lanes lanes_;

@@ -1,8 +1,5 @@
 // Opening and accepting the lanes of a multifd migration (the hellos: multifd_wire.h).
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -10,48 +7,20 @@
 
 namespace vmm::migration {
 
-bool peer_on_this_host(int fd) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return false;
-    if (ss.ss_family == AF_UNIX) return true;
-    if (ss.ss_family == AF_INET) {
-        return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (ss.ss_family == AF_INET6) {
-        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
-    }
-    return false;
-}
-
-std::unique_ptr<SocketStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer) {
-    // Splicing pays where the kernel would otherwise copy RAM into a NIC's buffers; to a peer on
-    // this host (loopback, unix) the receiver copies from the spliced pages anyway, and the
-    // per-page pipe and reference work made it slower than one copy (docs/performance.md).
-    Options options = ctx.options();
-    const Capabilities& caps = options.caps;
-    bool zero_copy = caps.zero_copy_send && (caps.zero_copy_local || !peer_on_this_host(fd.get()));
-    return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel, std::chrono::milliseconds(options.params.io_timeout_ms),
-                                          std::move(peer), zero_copy);
-}
-
-Result<SideConnections> open_side_connections(SocketStream& main, uint32_t count, bool preempt, const OpenFd& connect,
-                                              const TransportContext& ctx) {
+Result<SideConnections> open_side_connections(ByteStream& main, uint32_t count, bool preempt, const OpenStream& connect) {
     auto session = new_session_id();
     if (!session) return session.error();
     auto preface = encode_hello({Hello::Kind::preface, count | (preempt ? kPrefacePreempt : 0), *session});
     if (auto s = main.write(preface); !s) return s.error();
     if (auto s = main.flush(); !s) return s.error();
     SideConnections side;
-    auto open = [&](Hello hello, std::string what) -> Result<std::unique_ptr<SocketStream>> {
-        auto fd = connect();
-        if (!fd) return fd.error().context("opening " + what);
-        auto c = make_socket_stream(std::move(*fd), ctx, fmt::format("destination {} ({})", ctx.uri.text, what));
+    auto open = [&](Hello hello, std::string what) -> Result<std::unique_ptr<ByteStream>> {
+        auto c = connect(fmt::format("the destination ({})", what));
+        if (!c) return c.error().context("opening " + what);
         auto bytes = encode_hello(hello);
-        if (auto s = c->write(bytes); !s) return s.error();
-        if (auto s = c->flush(); !s) return s.error();
-        return c;
+        if (auto s = (*c)->write(bytes); !s) return s.error();
+        if (auto s = (*c)->flush(); !s) return s.error();
+        return std::move(*c);
     };
     for (uint32_t i = 0; i < count; ++i) {
         auto lane = open({Hello::Kind::lane, i, *session}, fmt::format("multifd lane {} of {}", i, count));
@@ -65,7 +34,7 @@ Result<SideConnections> open_side_connections(SocketStream& main, uint32_t count
     }
     return side;
 }
-static Result<Hello> read_hello(SocketStream& in, std::span<const uint8_t, 8> first) {
+static Result<Hello> read_hello(ByteStream& in, std::span<const uint8_t, 8> first) {
     std::array<uint8_t, kHelloSize> bytes{};
     std::copy(first.begin(), first.end(), bytes.begin());
     if (auto s = in.read_exact(std::span(bytes).subspan(8)); !s) return s.error();
@@ -74,14 +43,16 @@ static Result<Hello> read_hello(SocketStream& in, std::span<const uint8_t, 8> fi
 
 // Accepts the preface's connections in any order; each must carry the session id, a lane a new
 // index, and a preempt connection must have been announced and come once.
-static Result<SideConnections> accept_announced(const Hello& preface, const OpenFd& accept, const TransportContext& ctx) {
+static Result<SideConnections> accept_announced(const Hello& preface, const OpenStream& accept) {
     SideConnections side;
     side.lanes.resize(preface.lanes());
     uint32_t expected = preface.lanes() + (preface.preempt() ? 1 : 0);
     for (uint32_t n = 0; n < expected; ++n) {
-        auto fd = accept();
-        if (!fd) return fd.error().context(fmt::format("waiting for connection {} of the {} the preface announced", n + 1, expected));
-        auto c = make_socket_stream(std::move(*fd), ctx, "the migration source (a side connection)");
+        auto accepted = accept("the migration source (a side connection)");
+        if (!accepted) {
+            return accepted.error().context(fmt::format("waiting for connection {} of the {} the preface announced", n + 1, expected));
+        }
+        std::unique_ptr<ByteStream> c = std::move(*accepted);
         std::array<uint8_t, 8> first{};
         if (auto s = c->read_exact(first); !s) return s.error();
         auto h = read_hello(*c, first);
@@ -94,7 +65,7 @@ static Result<SideConnections> accept_announced(const Hello& preface, const Open
             if (!preface.preempt() || side.preempt) {
                 return Error("multifd: a postcopy-preempt connection the preface did not announce, or a second one");
             }
-            c->rename("the migration source (postcopy-preempt)");
+            c->set_peer("the migration source (postcopy-preempt)");
             side.preempt = std::move(c);
             continue;
         }
@@ -102,13 +73,13 @@ static Result<SideConnections> accept_announced(const Hello& preface, const Open
             return Error(fmt::format("multifd: lane index {} is out of range or repeated ({} lanes announced)",
                                      h->value, preface.lanes()));
         }
-        c->rename("the migration source (a multifd lane)");
+        c->set_peer("the migration source (a multifd lane)");
         side.lanes[h->value] = std::move(c);
     }
     return side;
 }
 
-Result<SideConnections> accept_side_connections(SocketStream& main, const OpenFd& accept, const TransportContext& ctx) {
+Result<SideConnections> accept_side_connections(ByteStream& main, const OpenStream& accept) {
     std::array<uint8_t, 8> first{};
     if (auto s = main.read_exact(first); !s) return s.error();
     if (!starts_with_preface(first)) {
@@ -116,12 +87,12 @@ Result<SideConnections> accept_side_connections(SocketStream& main, const OpenFd
             std::equal(first.begin(), first.end(), kPreemptMagic.begin())) {
             return Error("multifd: a lane connected before its migration's main connection");
         }
-        main.unread(first);  // an ordinary migration stream
+        if (auto s = main.unread(first); !s) return s.error();  // an ordinary migration stream
         return SideConnections{};
     }
     auto preface = read_hello(main, first);
     if (!preface) return preface.error();
-    return accept_announced(*preface, accept, ctx);
+    return accept_announced(*preface, accept);
 }
 
 }  // namespace vmm::migration

@@ -26,7 +26,7 @@ struct Job {
 
 class Lane {
 public:
-    explicit Lane(std::unique_ptr<SocketStream> stream) : stream_(std::move(stream)), thread_([this] { run(); }) {}
+    explicit Lane(std::unique_ptr<ByteStream> stream) : stream_(std::move(stream)), thread_([this] { run(); }) {}
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
     ~Lane() {
@@ -35,7 +35,7 @@ public:
             stopping_ = true;
         }
         more_.notify_all();
-        ::shutdown(stream_->fd(), SHUT_RDWR);  // a send blocked on a stuck peer returns now
+        (void)stream_->shutdown();  // a send blocked on a stuck peer returns now
         thread_.join();
     }
 
@@ -102,7 +102,7 @@ private:
         return job.record.type == RecordType::round_end ? stream_->flush() : Status{};
     }
 
-    std::unique_ptr<SocketStream> stream_;
+    std::unique_ptr<ByteStream> stream_;
     std::mutex mu_;
     std::condition_variable more_, room_;
     std::deque<Job> queue_;

@@ -1,7 +1,9 @@
 #include "vmm/migration/transport/socket_stream.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -173,8 +175,14 @@ Result<size_t> SocketStream::splice_out(size_t n, bool more) {
     return moved;
 }
 
-void SocketStream::unread(std::span<const uint8_t> bytes) {
+Status SocketStream::unread(std::span<const uint8_t> bytes) {
     rbuf_.insert(rbuf_.begin() + static_cast<std::ptrdiff_t>(rpos_), bytes.begin(), bytes.end());
+    return {};
+}
+
+Status SocketStream::shutdown() {
+    if (::shutdown(fd_.get(), SHUT_RDWR) != 0) return Error::from_errno(fmt::format("cutting the connection to {} (shutdown)", peer_));
+    return {};
 }
 
 Status SocketStream::read_exact(std::span<uint8_t> out) {
@@ -219,6 +227,32 @@ Status SocketStream::read_exact(std::span<uint8_t> out) {
         }
     }
     return {};
+}
+
+bool peer_on_this_host(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return false;
+    if (ss.ss_family == AF_UNIX) return true;
+    if (ss.ss_family == AF_INET) {
+        return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+std::unique_ptr<ByteStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer) {
+    // Splicing pays where the kernel would otherwise copy RAM into a NIC's buffers; to a peer on
+    // this host (loopback, unix) the receiver copies from the spliced pages anyway, and the
+    // per-page pipe and reference work made it slower than one copy (docs/performance.md).
+    Options options = ctx.options();
+    const Capabilities& caps = options.caps;
+    bool zero_copy = caps.zero_copy_send && (caps.zero_copy_local || !peer_on_this_host(fd.get()));
+    return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel, std::chrono::milliseconds(options.params.io_timeout_ms),
+                                          std::move(peer), zero_copy);
 }
 
 }  // namespace vmm::migration

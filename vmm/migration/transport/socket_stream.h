@@ -8,12 +8,14 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "vmm/common/fd.h"
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/transport/stream.h"
+#include "vmm/migration/transport/transport.h"
 
 namespace vmm::migration {
 
@@ -29,11 +31,9 @@ public:
     Status write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) override;
     Status read_exact(std::span<uint8_t> out) override;
     Status await_readable(std::chrono::milliseconds within) override;
-    // Puts bytes already read back in front of the unread ones (the next read returns them).
-    void unread(std::span<const uint8_t> bytes);
-    int fd() const { return fd_.get(); }
-    // What errors call the peer, once its hello has said which connection this is.
-    void rename(std::string peer) { peer_ = std::move(peer); }
+    Status unread(std::span<const uint8_t> bytes) override;
+    Status shutdown() override;  // shutdown(2), both ways
+    void set_peer(std::string peer) override { peer_ = std::move(peer); }
     // Whether guest RAM has gone out by splicing (false: copied by sendmsg).
     bool spliced() const { return spliced_any_; }
 
@@ -61,5 +61,12 @@ private:
     std::vector<uint8_t> rbuf_;
     size_t rpos_ = 0;
 };
+
+// Whether the peer of a connected socket is on this host (loopback address, or a unix socket).
+bool peer_on_this_host(int fd);
+// A stream over the connected socket `fd` with the migration's timeouts, cancel token and
+// zero-copy setting (which splices only to a peer on another host unless x-zero-copy-local is
+// on). The one place sockets become streams: the rest of migration/ sees a ByteStream.
+std::unique_ptr<ByteStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer);
 
 }  // namespace vmm::migration

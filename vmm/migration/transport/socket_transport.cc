@@ -22,9 +22,11 @@ namespace {
 
 constexpr int kBacklog = 2 + static_cast<int>(kMaxLanes);  // the main connection, its lanes, the preempt one
 
+using OpenFd = std::function<Result<UniqueFd>()>;  // another connection to the same peer
+
 class SocketConnection final : public Connection {
 public:
-    SocketConnection(std::unique_ptr<SocketStream> stream, std::string peer)
+    SocketConnection(std::unique_ptr<ByteStream> stream, std::string peer)
         : stream_(std::move(stream)), peer_(std::move(peer)) {}
     ByteStream& stream() override { return *stream_; }
     SourceRamChannel* source_ram() override { return source_lanes_.get(); }
@@ -33,17 +35,16 @@ public:
     void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
     ByteStream* preempt_stream() override { return preempt_.get(); }
     Status cut() override {
-        if (preempt_) (void)::shutdown(preempt_->fd(), SHUT_RDWR);
-        if (::shutdown(stream_->fd(), SHUT_RDWR) != 0) return Error::from_errno("cutting the migration connection (shutdown)");
-        return {};
+        if (preempt_) (void)preempt_->shutdown();
+        return stream_->shutdown();
     }
 
     std::unique_ptr<SourceRamChannel> source_lanes_;
     std::unique_ptr<DestRamChannel> dest_lanes_;
-    std::unique_ptr<SocketStream> preempt_;  // postcopy-preempt's, or none
+    std::unique_ptr<ByteStream> preempt_;  // postcopy-preempt's, or none
 
 private:
-    std::unique_ptr<SocketStream> stream_;
+    std::unique_ptr<ByteStream> stream_;
     std::string peer_;
 };
 
@@ -99,9 +100,13 @@ Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const Transpo
     const Capabilities& caps = options.caps;
     bool preempt = caps.postcopy_ram && caps.postcopy_preempt;
     if (!caps.multifd && !preempt) return std::unique_ptr<Connection>(std::move(conn));
-    auto& main = static_cast<SocketStream&>(conn->stream());
     uint32_t lanes = caps.multifd ? static_cast<uint32_t>(options.params.multifd_channels) : 0;
-    auto side = open_side_connections(main, lanes, preempt, again, ctx);
+    OpenStream open = [&](std::string name) -> Result<std::unique_ptr<ByteStream>> {
+        auto side_fd = again();
+        if (!side_fd) return side_fd.error();
+        return make_socket_stream(std::move(*side_fd), ctx, fmt::format("destination {} ({})", ctx.uri.text, name));
+    };
+    auto side = open_side_connections(conn->stream(), lanes, preempt, open);
     if (!side) return side.error();
     if (!side->lanes.empty()) conn->source_lanes_ = make_source_lanes(std::move(side->lanes), ctx.blocks, caps.verify_ram);
     conn->preempt_ = std::move(side->preempt);
@@ -120,9 +125,13 @@ public:
         if (!c) return c.error();
         std::string peer = "the migration source";
         auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(*c), ctx_, peer), peer);
-        auto& main = static_cast<SocketStream&>(conn->stream());
         int timeout = static_cast<int>(ctx_.options().params.connect_timeout_ms);
-        auto side = accept_side_connections(main, [&] { return accept_one(fd_.get(), *ctx_.cancel, what_, timeout); }, ctx_);
+        OpenStream next = [&](std::string name) -> Result<std::unique_ptr<ByteStream>> {
+            auto fd = accept_one(fd_.get(), *ctx_.cancel, what_, timeout);
+            if (!fd) return fd.error();
+            return make_socket_stream(std::move(*fd), ctx_, std::move(name));
+        };
+        auto side = accept_side_connections(conn->stream(), next);
         if (!side) return side.error();
         conn->preempt_ = std::move(side->preempt);
         if (side->lanes.empty()) return std::unique_ptr<Connection>(std::move(conn));

@@ -16,4 +16,9 @@ Status MemoryStream::read_exact(std::span<uint8_t> out) {
     return {};
 }
 
+Status MemoryStream::unread(std::span<const uint8_t> bytes) {
+    in_.insert(in_.begin() + static_cast<std::ptrdiff_t>(pos_), bytes.begin(), bytes.end());
+    return {};
+}
+
 }  // namespace vmm::migration

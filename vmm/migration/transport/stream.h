@@ -1,11 +1,16 @@
-// ByteStream: the byte-stream half of a transport (the other half is the RAM channel).
-// Blocking; every call either completes or fails with a reason (peer closed, silence timeout,
-// cancelled, I/O error).
+// ByteStream: the byte-stream half of a transport (the other half is the RAM channel), and the
+// one type every path of a migration is written against: the main stream, multifd's lanes, the
+// return path, postcopy-preempt's connection, a recovery's. A socket is one (socket_stream.h);
+// a TLS session or a file can stand where it stands. Blocking; every call either completes or
+// fails with a reason (peer closed, silence timeout, cancelled, I/O error). What a stream may not
+// be able to do (splice guest RAM, put bytes back, be cut from another thread) it is asked, not
+// assumed to do from its type.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "vmm/common/result.h"
@@ -35,6 +40,18 @@ public:
         return {};
     }
 
+    // Puts bytes already read back in front of the unread ones (the next read returns them
+    // first): how the multifd handshake hands an ordinary stream's first bytes back.
+    virtual Status unread(std::span<const uint8_t> bytes) {
+        (void)bytes;
+        return Error("this stream cannot put bytes back");
+    }
+    // Cuts the stream both ways now, from any thread: a read or write blocked in another thread
+    // returns with an error, as on a broken link (migrate_pause, a failed lane).
+    virtual Status shutdown() { return Error("this stream cannot be cut"); }
+    // What its errors call the peer, once a handshake has said which connection this is.
+    virtual void set_peer(std::string peer) { (void)peer; }
+
     Status write(std::span<const uint8_t> data) {
         std::span<const uint8_t> one[] = {data};
         return write(std::span<const std::span<const uint8_t>>(one));
@@ -48,8 +65,9 @@ public:
     using ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override;
     Status read_exact(std::span<uint8_t> out) override;
+    Status unread(std::span<const uint8_t> bytes) override;
     const std::vector<uint8_t>& written() const { return out_; }
-    size_t unread() const { return in_.size() - pos_; }
+    size_t remaining() const { return in_.size() - pos_; }  // bytes not read yet
 
 private:
     std::vector<uint8_t> in_;
