@@ -14,7 +14,7 @@
 
 #include "vmm/machine/machine.h"
 #include "vmm/migration/transport/cancel.h"
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/stats.h"
 #include "vmm/migration/postcopy/receiver.h"
 #include "vmm/migration/precopy/ram_loader.h"
 #include "vmm/migration/transport/transport.h"

@@ -25,8 +25,8 @@
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/transport/options.h"
 #include "vmm/migration/precopy/ram_saver.h"
-#include "vmm/migration/precopy/rate_limiter.h"
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/rate_limiter.h"
+#include "vmm/migration/core/stats.h"
 #include "vmm/migration/transport/transport.h"
 #include "vmm/migration/wire/stream_format.h"
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "vmm/migration/precopy/ram_saver.h"
-#include "vmm/migration/precopy/rate_limiter.h"
+#include "vmm/migration/core/rate_limiter.h"
 #include "vmm/migration/source.h"
 
 namespace vmm::migration {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "vmm/migration/precopy/convergence.h"
-#include "vmm/migration/precopy/rate_limiter.h"
+#include "vmm/migration/core/rate_limiter.h"
 
 namespace vmm::migration {
 

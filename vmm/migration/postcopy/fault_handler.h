@@ -18,7 +18,7 @@
 #include "vmm/common/result.h"
 #include "vmm/migration/postcopy/missing_pages.h"
 #include "vmm/migration/postcopy/userfault.h"
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/stats.h"
 
 namespace vmm::migration {
 

@@ -25,7 +25,7 @@
 #include "vmm/migration/postcopy/fault_handler.h"
 #include "vmm/migration/postcopy/missing_pages.h"
 #include "vmm/migration/postcopy/userfault.h"
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/stats.h"
 #include "vmm/migration/transport/stream.h"
 #include "vmm/migration/transport/transport.h"
 #include "vmm/migration/wire/stream_format.h"

@@ -2,7 +2,7 @@
 
 #include "vmm/common/thread_name.h"
 #include "vmm/memory/dirty_bitmap.h"
-#include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/core/zero_page.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/page_sums.h"
 

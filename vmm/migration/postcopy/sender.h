@@ -26,8 +26,8 @@
 
 #include "vmm/memory/guest_memory.h"
 #include "vmm/migration/postcopy/readahead.h"
-#include "vmm/migration/precopy/rate_limiter.h"
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/rate_limiter.h"
+#include "vmm/migration/core/stats.h"
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/transport/stream.h"
 #include "vmm/migration/transport/transport.h"

@@ -14,17 +14,6 @@ namespace vmm::migration {
 using memory::kPageShift;
 using memory::kPageSize;
 
-bool is_zero_page(const uint8_t* p) {
-    uint64_t acc = 0;
-    for (size_t i = 0; i < kPageSize; i += 64) {
-        uint64_t w[8];
-        std::memcpy(w, p + i, sizeof(w));
-        acc |= w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7];
-        if (acc != 0) return false;
-    }
-    return true;
-}
-
 RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
                    bool zero_markers, RamStats& stats, Verify verify)
     : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),

@@ -12,14 +12,12 @@
 #include "vmm/common/result.h"
 #include "vmm/memory/guest_memory.h"
 #include "vmm/memory/populated.h"
-#include "vmm/migration/precopy/rate_limiter.h"
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/rate_limiter.h"
+#include "vmm/migration/core/stats.h"
+#include "vmm/migration/core/zero_page.h"
 #include "vmm/migration/transport/transport.h"
 
 namespace vmm::migration {
-
-// True when every byte of the 4 KiB page at `p` is zero.
-bool is_zero_page(const uint8_t* p);
 
 class RamSaver {
 public:

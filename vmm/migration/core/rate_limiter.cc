@@ -1,4 +1,4 @@
-#include "vmm/migration/precopy/rate_limiter.h"
+#include "vmm/migration/core/rate_limiter.h"
 
 #include <poll.h>
 

@@ -1,4 +1,4 @@
-#include "vmm/migration/precopy/stats.h"
+#include "vmm/migration/core/stats.h"
 
 #include <algorithm>
 
