@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/process.h"
 
@@ -56,7 +57,7 @@ bool wait_for_text(const std::string& path, const std::string& text, std::chrono
 }  // namespace
 
 TEST(VmmProcess, StressGuestDrivenFromTheTextMonitor) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     std::string sock = temp_path("hmp.sock"), serial = temp_path("serial.log"), log = temp_path("vmm.log");
     auto vmm = VmmProcess::spawn({"--guest", "stress", "-m", "256M", "--smp", "2", "--monitor", "unix:" + sock,
                                   "--serial", "file:" + serial, "--append", "bytes=16M"},
@@ -99,7 +100,7 @@ TEST(VmmProcess, StressGuestDrivenFromTheTextMonitor) {
 }
 
 TEST(VmmProcess, JsonMonitorWithEventsStartingPaused) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     std::string qsock = temp_path("qmp.sock"), log = temp_path("vmm-qmp.log");
     auto vmm = VmmProcess::spawn({"--guest", "idle", "-m", "64M", "-S", "--qmp", "unix:" + qsock, "--serial", "none",
                                   "--append", "tick_ms=50"},
@@ -129,7 +130,7 @@ TEST(VmmProcess, JsonMonitorWithEventsStartingPaused) {
 }
 
 TEST(VmmProcess, SigtermEndsTheVmCleanly) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     std::string log = temp_path("vmm-term.log");
     auto vmm = VmmProcess::spawn({"--guest", "idle", "-m", "64M", "--serial", "none"}, log);
     ASSERT_TRUE(vmm);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "vmm/machine/payload.h"
 
@@ -22,7 +23,7 @@ struct PayloadCase {
 class EachPayloadBoots : public ::testing::TestWithParam<PayloadCase> {};
 
 TEST_P(EachPayloadBoots, AndReportsProgress) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     SerialLog serial;
     auto spec = small_spec(2);
     spec.serial_sink = serial.sink();
@@ -44,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(Payloads, EachPayloadBoots,
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST(Machine, PauseStopsEveryVcpuAndResumeRestartsThem) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(2), "stress", "bytes=1M");
     ASSERT_TRUE(m);
     ASSERT_TRUE(m->resume());
@@ -65,7 +66,7 @@ TEST(Machine, PauseStopsEveryVcpuAndResumeRestartsThem) {
 }
 
 TEST(Machine, GuestExitEndsTheMachineWithItsCode) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(2), "stress", "bytes=256K passes=3");
     ASSERT_TRUE(m);
     ASSERT_TRUE(m->resume());
@@ -80,7 +81,7 @@ TEST(Machine, GuestExitEndsTheMachineWithItsCode) {
 }
 
 TEST(Machine, AGuestCpuExceptionIsReportedAndEndsTheMachine) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     SerialLog serial;
     auto spec = small_spec(2);
     spec.serial_sink = serial.sink();
@@ -96,7 +97,7 @@ TEST(Machine, AGuestCpuExceptionIsReportedAndEndsTheMachine) {
 }
 
 TEST(Machine, BadPayloadsAreRefusedWithAReason) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto m = machine::Machine::create(small_spec());
     ASSERT_TRUE(m);
     std::string not_elf = ::testing::TempDir() + "/not-a-payload.txt";

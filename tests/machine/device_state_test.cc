@@ -2,6 +2,7 @@
 // without changing anything.
 #include <gtest/gtest.h>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 
 namespace vmm::test {
@@ -9,7 +10,7 @@ namespace vmm::test {
 using namespace std::chrono_literals;
 
 TEST(DeviceState, RoundTripsBetweenMachines) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto a = boot(small_spec(1), "pattern", "bytes=1M check=256");
     ASSERT_TRUE(a);
     ASSERT_TRUE(a->resume());
@@ -30,7 +31,7 @@ TEST(DeviceState, RoundTripsBetweenMachines) {
 }
 
 TEST(DeviceState, MismatchedOrTruncatedStateIsRefused) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto a = machine::Machine::create(small_spec(1));
     ASSERT_TRUE(a);
     ByteWriter w;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "vmm/machine/boot_abi.h"
 
@@ -37,7 +38,7 @@ bool bit(const std::vector<uint64_t>& b, uint64_t page) { return (b[page / 64] >
 class DirtyTracking : public ::testing::TestWithParam<DirtyBackend> {};
 
 TEST_P(DirtyTracking, ReportsExactlyThePagesOneStepWrote) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     if (GetParam() == DirtyBackend::ring && std::getenv("VMM_TEST_DIRTY_RING") == nullptr) {
         GTEST_SKIP() << "the dirty-ring check needs a KVM whose ring is exact (set VMM_TEST_DIRTY_RING=1; "
                         "the nested-VM runner does); this host's paravirtual KVM loses ring entries";
@@ -75,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, DirtyTracking, ::testing::Values(DirtyBackend
                          [](const auto& param_info) { return std::string(memory::to_string(param_info.param)); });
 
 TEST(DirtyTracking, NothingIsDirtyWhileStopped) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(2), "stress", "bytes=1M");
     ASSERT_TRUE(m);
     ASSERT_TRUE(m->resume());

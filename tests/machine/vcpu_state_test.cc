@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 
 namespace vmm::test {
@@ -33,7 +34,7 @@ std::vector<machine::VcpuState> encode_decode(const std::vector<machine::VcpuSta
 }  // namespace
 
 TEST(VcpuState, RoundTripsAndResumesTheGuestOnASecondMachine) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto spec = small_spec(2);
     auto a = boot(spec, "stress", "bytes=1M");
     ASSERT_TRUE(a);
@@ -73,7 +74,7 @@ TEST(VcpuState, RoundTripsAndResumesTheGuestOnASecondMachine) {
 }
 
 TEST(VcpuState, RefusedWhileRunning) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(1), "stress", "bytes=1M");
     ASSERT_TRUE(m);
     ASSERT_TRUE(m->resume());

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "tests/support/require.h"
 #include "tests/support/postcopy.h"
 
 namespace vmm::test {
@@ -34,7 +35,7 @@ bool migration_ends(Vm& src) {
 // Before: the listener kept the settings of its start, 'info migrate_capabilities' showed
 // postcopy-ram on, and the source's migration was refused ("this destination does not").
 TEST(DestinationSettings, PostcopyRamSetWhileItWaitsIsUsed) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto dst = waiting_destination("ds-pc-dst", port);
     ASSERT_TRUE(dst);
@@ -55,7 +56,7 @@ TEST(DestinationSettings, PostcopyRamSetWhileItWaitsIsUsed) {
 // the postcopy runs without the extra connection. Before, the destination refused: "this
 // destination has postcopy-preempt on, the source does not".
 TEST(DestinationSettings, PostcopyPreemptTurnedOffWhileItWaitsIsUsed) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto dst = waiting_destination("ds-pre-dst", port);
     ASSERT_TRUE(dst);
@@ -74,7 +75,7 @@ TEST(DestinationSettings, PostcopyPreemptTurnedOffWhileItWaitsIsUsed) {
 // x-io-timeout lowered on the waiting destination: a "source" that connects and then says
 // nothing is given up on after the new limit, not the 30 s the destination started with.
 TEST(DestinationSettings, IoTimeoutLoweredWhileItWaitsIsUsed) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto dst = Vm::start("ds-io-dst", {"-m", "32M", "--smp", "1", "--incoming", tcp_uri(port)});
     ASSERT_TRUE(dst);
@@ -96,7 +97,7 @@ namespace vmm::test {
 // them once): a change to one of those on the waiting destination is refused in one line that
 // says what to do, not shown and ignored; the others change as ever; with --incoming defer the same setting is taken, then migrate_incoming listens.
 TEST(DestinationSettings, APluginListenerRefusesAChangeItCouldNotUse) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     std::string uri = local_uri("loop", free_tcp_port());
     auto dst = Vm::start("ds-plugin-dst", {"-m", "32M", "--smp", "1", "--incoming", uri});

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 #include "vmm/migration/wire/stream_format.h"
@@ -66,7 +67,7 @@ struct Malformed {
 }  // namespace
 
 TEST(MalformedStream, EachIsRefusedWithAClearErrorAndNoCrash) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto bad_magic = good_header();
     bad_magic[1] = 'X';
     auto bad_version = good_header();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 
@@ -30,7 +31,7 @@ bool port_is_free(uint16_t port) {
 }  // namespace
 
 TEST(Migration, IdleGuestOverTcp) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("idle-src", {"--guest", "idle", "-m", "256M", "--smp", "2", "--append", "tick_ms=20"});
     auto dst = destination("idle-dst", tcp_uri(port));
@@ -52,7 +53,7 @@ TEST(Migration, IdleGuestOverTcp) {
 // A long run of data (host-filled RAM) is announced, and the destination's helper thread
 // populates it ahead of the data; the RAM still matches byte for byte.
 TEST(Migration, TheDestinationPopulatesAnnouncedRunsAhead) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("fill-src", {"--guest", "idle", "-m", "128M", "--smp", "1", "--prefill", "96M"});
     auto dst = destination("fill-dst", tcp_uri(port), "128M", "1");
@@ -71,7 +72,7 @@ TEST(Migration, TheDestinationPopulatesAnnouncedRunsAhead) {
 }
 
 TEST(Migration, IdleGuestOverUnixSocket) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     std::string path = temp_path("mig.sock");
     auto src = Vm::start("unix-src", {"--guest", "idle", "-m", "64M", "--smp", "1", "--append", "tick_ms=20"});
     auto dst = destination("unix-dst", "unix:" + path, "64M", "1");
@@ -82,7 +83,7 @@ TEST(Migration, IdleGuestOverUnixSocket) {
 }
 
 TEST(Migration, StressGuestConverges) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     // 16 MiB rewritten over and over by 2 vCPUs converges at loopback speed under a host's KVM; in
     // the nested VM, where the guest runs at TCG's pace and so does every copy, 2 MiB does.
@@ -127,7 +128,7 @@ TEST(Migration, StressGuestConverges) {
 }
 
 TEST(Migration, PatternGuestsOwnCheckPassesOnTheDestination) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("pattern-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append", "bytes=32M check=512"});
     auto dst = destination("pattern-dst", tcp_uri(port), "128M", "1");
@@ -153,7 +154,7 @@ TEST(Migration, PatternGuestsOwnCheckPassesOnTheDestination) {
 }
 
 TEST(Migration, DirtyRateAboveTheCapConvergesOnlyWithAutoConverge) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     // The guest rewrites its 8 MiB in about 0.15 s here (16,000 pages/s); a round at 16 MB/s
     // takes 0.5 s, so even a guest slowed to a quarter by a busy host dirties all of it again
     // each round, and 8 MiB is more than the 300 ms downtime limit lets go at 16 MB/s. (At
@@ -191,7 +192,7 @@ TEST(Migration, DirtyRateAboveTheCapConvergesOnlyWithAutoConverge) {
 }
 
 TEST(Migration, CancelMidwayKeepsTheSourceRunning) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("cancel-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
     auto dst = destination("cancel-dst", tcp_uri(port));
@@ -211,7 +212,7 @@ TEST(Migration, CancelMidwayKeepsTheSourceRunning) {
 }
 
 TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     for (const char* multifd : {"on", "off"}) {  // lanes and one connection (the default)
         SCOPED_TRACE(std::string("multifd ") + multifd);
         uint16_t port = free_tcp_port();
@@ -242,7 +243,7 @@ TEST(Migration, DestinationKilledMidwayThenASecondMigrationSucceeds) {
 }
 
 TEST(Migration, AGuestPausedOnTheSourceStaysPausedOnTheDestination) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("stopped-src", {"--guest", "stress", "-m", "64M", "--smp", "1", "--append", "bytes=4M"});
     auto dst = Vm::start("stopped-dst", {"-m", "64M", "--smp", "1", "--incoming", tcp_uri(port)});  // no -S
@@ -256,7 +257,7 @@ TEST(Migration, AGuestPausedOnTheSourceStaysPausedOnTheDestination) {
 }
 
 TEST(Migration, RaisingMaxBandwidthAppliesToTheRunningMigration) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     // 16 MiB at 1 MB/s would take 16 s. In the nested VM, where a 16 MiB working set does not
     // converge even uncapped, 2 MiB at 128 KB/s would.
@@ -273,7 +274,7 @@ TEST(Migration, RaisingMaxBandwidthAppliesToTheRunningMigration) {
 }
 
 TEST(Migration, RamSizeMismatchIsRefusedWithAClearMessage) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("size-src", {"--guest", "idle", "-m", "256M", "--smp", "2"});
     auto dst = destination("size-dst", tcp_uri(port), "128M", "2");
@@ -290,7 +291,7 @@ TEST(Migration, RamSizeMismatchIsRefusedWithAClearMessage) {
 }
 
 TEST(Migration, APortHeldBySomethingSilentIsNamedWithinTheConnectTimeout) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     // A listener that takes connections into its backlog and never says a word.
     uint16_t port = 0;
     UniqueFd holder = tcp_listener(port);

@@ -6,13 +6,14 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 
 namespace vmm::test {
 
 TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("mfd-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append",
                                      "bytes=" + sized("16M", "2M")});  // converges in the nested VM too
@@ -34,7 +35,7 @@ TEST(Multifd, StressGuestConvergesOverThreeTcpLanes) {
 }
 
 TEST(Multifd, OffByDefaultSendsRamInlineOnOneConnection) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("inline-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append",
                                         "bytes=" + sized("16M", "2M")});
@@ -49,7 +50,7 @@ TEST(Multifd, OffByDefaultSendsRamInlineOnOneConnection) {
 }
 
 TEST(Multifd, PatternGuestsOwnCheckPassesAfterUnixLanes) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     std::string path = temp_path("mfd.sock");
     auto src = Vm::start("mfd-unix-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append",
                                           "bytes=32M check=512"});
@@ -66,7 +67,7 @@ TEST(Multifd, PatternGuestsOwnCheckPassesAfterUnixLanes) {
 }
 
 TEST(Multifd, ALaneWithoutItsMigrationIsRefusedClearly) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
     auto dst = destination("mfd-stray-dst", tcp_uri(port));
     ASSERT_TRUE(dst);

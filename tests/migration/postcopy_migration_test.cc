@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "tests/support/require.h"
 #include "tests/support/postcopy.h"
 
 namespace vmm::test {
@@ -12,7 +13,7 @@ namespace vmm::test {
 // The stress guest rewrites 64 MiB far faster than max-bandwidth moves it: precopy alone never
 // ends (no auto-converge), postcopy does, and the guest carries on at the destination.
 TEST(Postcopy, AGuestPrecopyCannotFinishCompletesInPostcopy) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("pc-stress-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=64M"});
     auto dst = postcopy_destination("pc-stress-dst", tcp_uri(port), "256M", "2", false);
@@ -49,7 +50,7 @@ TEST(Postcopy, AGuestPrecopyCannotFinishCompletesInPostcopy) {
 // settles never-populated and zero pages alone, and finds exactly the source's RAM (readahead
 // on, as by default).
 TEST(Postcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = stress_source("pc-digest-src");
     auto dst = postcopy_destination("pc-digest-dst", tcp_uri(port), "128M", "1", true);
@@ -89,7 +90,7 @@ TEST(Postcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
 // had not sent yet is missing at the destination with what the guest dirtied, and arrives
 // in postcopy; the destination's RAM equals the source's.
 TEST(Postcopy, StartPostcopyInTheBulkRoundSwitchesThere) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("pc-early-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=16M",
                                           "--prefill", "64M"});
@@ -150,19 +151,19 @@ static void expect_faults_answered(bool preempt) {
 }
 
 TEST(Postcopy, PreemptAnswersFaultsOnAConnectionOfTheirOwn) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     expect_faults_answered(true);
 }
 
 TEST(Postcopy, WithoutPreemptTheStreamCarriesTheAnswers) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     expect_faults_answered(false);
 }
 
 // postcopy-preempt on one side only is refused before anything moves, saying which side lacks
 // it; the source's guest runs on.
 TEST(Postcopy, PreemptOnOneSideOnlyIsRefusedClearly) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     for (bool source_has_it : {true, false}) {
         uint16_t port = free_tcp_port();
         auto src = stress_source(source_has_it ? "pc-preempt1-src" : "pc-preempt2-src");
@@ -182,7 +183,7 @@ TEST(Postcopy, PreemptOnOneSideOnlyIsRefusedClearly) {
 // The pattern guest runs at the destination from the switch on and checks its RAM there while
 // the pages still arrive: its own check passes, and it faulted pages in on the way.
 TEST(Postcopy, PatternGuestsOwnCheckPassesWhilePagesArrive) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = Vm::start("pc-pattern-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append", "bytes=32M check=512"});
     auto dst = postcopy_destination("pc-pattern-dst", tcp_uri(port), "128M", "1", false);
@@ -204,7 +205,7 @@ TEST(Postcopy, PatternGuestsOwnCheckPassesWhilePagesArrive) {
 // Killed in postcopy, the destination takes the guest's newest state with it; the source keeps
 // what it had at the switch, paused, and will not run it ('cont') without being forced.
 TEST(Postcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = stress_source("pc-kill-src");
     auto dst = postcopy_destination("pc-kill-dst", tcp_uri(port), "128M", "1", false);

@@ -3,6 +3,7 @@
 // QEMU. The link is cut by a forwarder neither vmm knows about, or by migrate_pause.
 #include <gtest/gtest.h>
 
+#include "tests/support/require.h"
 #include "tests/support/postcopy.h"
 #include "tests/support/tcp_proxy.h"
 
@@ -13,7 +14,7 @@ namespace vmm::test {
 // paused; after migrate_recover (issued twice: the first URI is superseded) it completes, and
 // the destination holds exactly the source's RAM.
 TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = stress_source("pcr-cut-src");
     auto dst = postcopy_destination("pcr-cut-dst", tcp_uri(port), "128M", "1", true);
@@ -66,7 +67,7 @@ TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
 // as soon as postcopy starts): a vCPU that touches a missing page waits, the recovery brings
 // it, and the guest's own checks still find no error.
 TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = stress_source("pcr-pause-src", "32M");  // rewritten while the bulk round runs
     auto dst = postcopy_destination("pcr-pause-dst", tcp_uri(port), "128M", "1", false);
@@ -92,7 +93,7 @@ TEST(PostcopyRecovery, APausedLinkResumesUnderARunningGuest) {
 // With postcopy-preempt the pause cuts both connections, and the resumed link opens its own
 // preempt connection: the guest's faults are answered there before and after, and it runs on.
 TEST(PostcopyRecovery, APausedPreemptLinkResumesWithItsPreemptConnection) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = stress_source("pcr-preempt-src", "32M");
     auto dst = postcopy_destination("pcr-preempt-dst", tcp_uri(port), "128M", "1", false);  // on by default
@@ -114,7 +115,7 @@ TEST(PostcopyRecovery, APausedPreemptLinkResumesWithItsPreemptConnection) {
 // Forced to run at the source while postcopy is paused ('cont -f'), the guest has forked: the
 // postcopy ends (failed, saying why), a resume is refused, and a new migration may start.
 TEST(PostcopyRecovery, AForcedContEndsThePausedPostcopy) {
-    REQUIRE_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
     uint16_t port = free_tcp_port();
     auto src = stress_source("pcr-force-src");
     auto dst = postcopy_destination("pcr-force-dst", tcp_uri(port), "128M", "1", true);

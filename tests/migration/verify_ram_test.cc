@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 
@@ -126,17 +127,17 @@ void expect_refused(const Outcome& o) {
 }  // namespace
 
 TEST(VerifyRam, AFlippedByteInAPagesRecordFailsTheMigrationNamingBlockAndOffset) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     expect_refused(migrate_through_flip("flip", true, false));
 }
 
 TEST(VerifyRam, AFlippedByteOnAMultifdLaneFailsTheMigrationToo) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     expect_refused(migrate_through_flip("flip-mfd", true, true));
 }
 
 TEST(VerifyRam, WithoutItTheSameFlipLandsSilently) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     Outcome o = migrate_through_flip("flip-off", false, false);
     ASSERT_NE(o.out.find("Migration status: completed"), std::string::npos) << o.out;
     ASSERT_TRUE(o.dst_hash);
@@ -144,7 +145,7 @@ TEST(VerifyRam, WithoutItTheSameFlipLandsSilently) {
 }
 
 TEST(VerifyRam, AGuestRewritingPagesWhileTheyAreSplicedStillMigratesWithoutAFalseAlarm) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     for (const char* multifd : {"off", "on"}) {
         SCOPED_TRACE(std::string("multifd ") + multifd);
         uint16_t port = free_tcp_port();
@@ -169,7 +170,7 @@ TEST(VerifyRam, AGuestRewritingPagesWhileTheyAreSplicedStillMigratesWithoutAFals
 // A transport with its own RAM channel (the RDMA plugin's kind): the core sums the pages it hands
 // the channel and checks them on the destination once the channel's round has ended.
 TEST(VerifyRam, AFlippedByteInAPluginsRamChannelFailsTheMigrationToo) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     expect_refused(migrate_through_flip("flip-loop", true, false, "loop"));
 }
@@ -177,14 +178,14 @@ TEST(VerifyRam, AFlippedByteInAPluginsRamChannelFailsTheMigrationToo) {
 // A channel that carries the sums itself, as the RDMA plugin's does (delivered as the pages land,
 // checked on the destination while the round runs): the loop plugin's full table, loop-sums on.
 TEST(VerifyRam, AFlippedByteInAPluginsRamChannelThatCarriesTheSumsFailsTheMigrationToo) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     ScopedEnv full("VMM_LOOP_FULL_TABLE", "1");
     expect_refused(migrate_through_flip("flip-loop-sums", true, false, "loop", "loop-sums"));
 }
 
 TEST(VerifyRam, AGuestRewritingPagesUnderAPluginsRamChannelMigratesWithoutAFalseAlarm) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     ScopedEnv full("VMM_LOOP_FULL_TABLE", "1");
     for (const char* sums : {"off", "on"}) {

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/process.h"
 
@@ -115,7 +116,7 @@ void expect_alive(Vm& vm) {
 }  // namespace
 
 TEST(MonitorHostile, QmpLinesThatOnceKilledTheVmGetAnErrorAndTheVmRunsOn) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto vm = start_vm("hostile-qmp");
     ASSERT_TRUE(vm);
     UniqueFd fd = raw_connect(vm->qmp);
@@ -147,7 +148,7 @@ TEST(MonitorHostile, QmpLinesThatOnceKilledTheVmGetAnErrorAndTheVmRunsOn) {
 }
 
 TEST(MonitorHostile, TextMonitorAnswersAnOverLongLineBeforeClosing) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     auto vm = start_vm("hostile-hmp");
     ASSERT_TRUE(vm);
     UniqueFd fd = raw_connect(vm->hmp);
@@ -166,7 +167,7 @@ TEST(MonitorHostile, TextMonitorAnswersAnOverLongLineBeforeClosing) {
 }
 
 TEST(MonitorHostile, SocketsAreOwnerOnlyWhateverTheUmaskUnlessAModeIsGiven) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     mode_t old = ::umask(0);
     auto vm = start_vm("umask", ",mode=0660");
     ::umask(old);
@@ -182,7 +183,7 @@ TEST(MonitorHostile, SocketsAreOwnerOnlyWhateverTheUmaskUnlessAModeIsGiven) {
 }
 
 TEST(MonitorHostile, AtTheDescriptorLimitTheAcceptorWaitsInsteadOfSpinning) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     if (::access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "needs prlimit (util-linux)";
     auto vm = start_vm("fd-limit", "", {"prlimit", "--nofile=64", "--"});
     ASSERT_TRUE(vm);

@@ -17,11 +17,6 @@ namespace vmm::test {
 // Empty when /dev/kvm can be opened read-write; otherwise the reason.
 std::string kvm_missing_reason();
 
-#define VMM_REQUIRE_KVM()                                                                  \
-    do {                                                                                   \
-        if (auto why = ::vmm::test::kvm_missing_reason(); !why.empty())                    \
-            GTEST_SKIP() << "needs a usable /dev/kvm: " << why;                            \
-    } while (0)
 
 // True inside the SoftRoCE nested VM (softroce-inside.sh sets VMM_NESTED_TCG): KVM there is nested
 // under TCG, where a guest's step and every copy cost far more than under a host's KVM. Tests size

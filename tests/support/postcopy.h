@@ -12,11 +12,6 @@
 
 namespace vmm::test {
 
-#define REQUIRE_POSTCOPY()                                                                               \
-    do {                                                                                                 \
-        VMM_REQUIRE_KVM();                                                                               \
-        if (auto u = migration::Userfault::open(); !u) GTEST_SKIP() << "postcopy needs userfaultfd: " << u.error().message(); \
-    } while (0)
 
 // A destination with postcopy-ram on (as QEMU, both sides), and `more` capability settings
 // ("NAME on|off"): deferred, then told where to listen.

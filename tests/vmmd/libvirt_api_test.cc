@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/process.h"
 #include "tests/support/wait.h"
@@ -66,7 +67,7 @@ constexpr const char* kDomainXml = R"(<domain type='vmm'>
 class TwoVmmd : public ::testing::Test {
 protected:
     void SetUp() override {
-        VMM_REQUIRE_KVM();
+        VMM_REQUIRE(need::kvm());
         char tmpl[] = "/tmp/vmmd-api.XXXXXX";
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
         dir_ = tmpl;

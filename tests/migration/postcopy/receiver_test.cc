@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "tests/support/memory_fixture.h"
 #include "tests/support/wait.h"
 #include "vmm/migration/postcopy/recovery.h"
@@ -18,10 +19,6 @@ namespace vmm::migration::test {
 
 namespace {
 
-#define REQUIRE_USERFAULTFD()                                                                       \
-    do {                                                                                            \
-        if (auto u = Userfault::open(); !u) GTEST_SKIP() << "needs userfaultfd: " << u.error().message(); \
-    } while (0)
 
 std::vector<uint8_t> operator+(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -52,7 +49,7 @@ std::vector<uint8_t> end_record() {
 }  // namespace
 
 TEST(PostcopyReceiver, PlacesWhatIsMissingAndNothingElse) {
-    REQUIRE_USERFAULTFD();
+    VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     std::memset(ram + 10 * 4096, 0x5a, 4096);  // present before the switch: the guest's own
@@ -79,7 +76,7 @@ TEST(PostcopyReceiver, PlacesWhatIsMissingAndNothingElse) {
 }
 
 TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlaced) {
-    REQUIRE_USERFAULTFD();
+    VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     Record outside = range(RecordType::pages, 0, 8 * M / 4096, 1);  // just past the end of 'pc.ram'
     auto bytes = encode_record(outside);
@@ -107,7 +104,7 @@ TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlace
 // END; a record there that is not PAGES / ZERO / END, or a connection that ends without END,
 // fails the run with the preempt connection named, and cuts it.
 TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefused) {
-    REQUIRE_USERFAULTFD();
+    VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream main_stream(pages_record(0, 0, 1, 0x11) + end_record());
@@ -142,7 +139,7 @@ TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefuse
 }
 
 TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
-    REQUIRE_USERFAULTFD();
+    VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     MemoryStream stream(pages_record(0, 0, 1, 1) + end_record());
     PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
@@ -155,7 +152,7 @@ TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
 // A thread touching a missing page sleeps until its page is placed, after exactly one request;
 // touching a page the source never sent (zero there) costs no request at all.
 TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
-    REQUIRE_USERFAULTFD();
+    VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream stream(pages_record(0, 3, 1, 0x77) + end_record());
@@ -186,7 +183,7 @@ TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
 // new stream the source first learns which pages are here (5 arrived before the break, 3 did
 // not), then hears the unanswered request again, and the page it sends lands.
 TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
-    REQUIRE_USERFAULTFD();
+    VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream broken(pages_record(0, 5, 1, 0x11));  // then the link ends mid-postcopy

@@ -4,13 +4,14 @@
 
 #include <cstdlib>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 
 namespace vmm::test {
 
 TEST(Plugin, MigrationThroughAPluginTransportAndItsRamChannel) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     std::string uri = local_uri("loop", free_tcp_port());
     // 32 MiB under a host's KVM; 2 MiB in the nested VM, where a larger working set never converges.
@@ -31,7 +32,7 @@ TEST(Plugin, MigrationThroughAPluginTransportAndItsRamChannel) {
 }
 
 TEST(Plugin, ProgressMovesDuringARoundThroughTheRamChannel) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);
     std::string uri = local_uri("loop", free_tcp_port());
     // 32 MiB host-filled at 16 MB/s: the bulk round takes 2 s; the monitor must see it move.
@@ -49,7 +50,7 @@ TEST(Plugin, ProgressMovesDuringARoundThroughTheRamChannel) {
 }
 
 TEST(Plugin, MissingPluginIsOneLineNamingTheSchemeAndPaths) {
-    VMM_REQUIRE_KVM();
+    VMM_REQUIRE(need::kvm());
     PluginDir plugins("/nonexistent/plugins");
     auto src = Vm::start("noplugin-src", {"--guest", "idle", "-m", "64M"});
     ASSERT_TRUE(src);

@@ -10,11 +10,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/require.h"
+
 #include "control_channel.h"
 #include "rdma_test_support.h"
 #include "source_session.h"
 
 namespace rdma_migrate::test {
+namespace need = ::vmm::need;  // VMM_REQUIRE(need::...)
 namespace {
 
 constexpr uint8_t kSourceFill = 0x3c;
@@ -97,7 +100,7 @@ private:
 
 // The control case: honest answers, and chunk 0 arrives where it was registered.
 TEST(RdmaSource, HonestDestinationGetsTheChunk) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     RogueDestination dst;
     Source src(dst.port, false);
     dst.accept(kGrant, dst.honest());
@@ -112,7 +115,7 @@ TEST(RdmaSource, HonestDestinationGetsTheChunk) {
 }
 
 TEST(RdmaSource, RamBlocksThatDoNotMatchAreRefused) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     RogueDestination dst;
     Source src(dst.port, false);
     BlockDesc bigger = dst.honest();
@@ -124,7 +127,7 @@ TEST(RdmaSource, RamBlocksThatDoNotMatchAreRefused) {
 }
 
 TEST(RdmaSource, PinAllGrantedWithoutAnRkeyIsRefused) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     RogueDestination dst;
     Source src(dst.port, true);
     dst.accept(kCapPinAll | kGrant, dst.honest());
@@ -137,7 +140,7 @@ TEST(RdmaSource, PinAllGrantedWithoutAnRkeyIsRefused) {
 // in, inside the rogue's registered buffer, where a write would succeed) is refused before any
 // write.
 TEST(RdmaSource, ChunkRegisteredAtAnotherAddressIsNeverWritten) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     RogueDestination dst;
     Source src(dst.port, false);
     dst.accept(kGrant, dst.honest());
@@ -152,7 +155,7 @@ TEST(RdmaSource, ChunkRegisteredAtAnotherAddressIsNeverWritten) {
 }
 
 TEST(RdmaSource, RegisterResultOfTheWrongSizeIsRefused) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     RogueDestination dst;
     Source src(dst.port, false);
     dst.accept(kGrant, dst.honest());

@@ -7,11 +7,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/require.h"
+
 #include "postcopy_channel.h"
 #include "rdma_test_support.h"
 #include "destination_session.h"
 
 namespace rdma_migrate::test {
+namespace need = ::vmm::need;  // VMM_REQUIRE(need::...)
 namespace {
 
 // The destination: accepts one source with postcopy granted, switches, and takes one arrival;
@@ -150,7 +153,7 @@ class HostilePostcopyWrite : public ::testing::TestWithParam<HostileWrite> {};
 
 // Each write is refused with its reason before anything could be placed, and guest RAM is as it was.
 TEST_P(HostilePostcopyWrite, IsRefusedBeforeAnythingIsPlaced) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     const HostileWrite& h = GetParam();
     Ram ram;
     Destination dst(ram);
@@ -169,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(RdmaPostcopy, HostilePostcopyWrite, ::testing::ValuesIn
 // Raw immediates no honest source sends: an unknown kind, a slot past the landing area, END
 // with fields. Each lands in the first push slot and is refused by what its immediate says.
 TEST(RdmaPostcopyDestination, ImmediatesOutsideTheProtocolAreRefused) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     const std::pair<uint32_t, const char*> cases[] = {
         {0x09000001u, "unknown kind 9"},
         {encode_pc_immediate({PcKind::data, 4000, 1}), "a write into slot 4000"},
@@ -188,7 +191,7 @@ TEST(RdmaPostcopyDestination, ImmediatesOutsideTheProtocolAreRefused) {
 
 // An honest push goes through, checked: its pages are where the trailer says, with their sums.
 TEST(RdmaPostcopyDestination, AnHonestPushArrivesChecked) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());

@@ -20,11 +20,13 @@
 
 #include "control_channel.h"
 #include "rdma_test_support.h"
+#include "tests/support/require.h"
 #include "tests/support/wait.h"
 #include "destination_session.h"
 #include "vmm/common/fd.h"
 
 namespace rdma_migrate::test {
+namespace need = ::vmm::need;  // VMM_REQUIRE(need::...)
 namespace {
 
 // The destination: listens, accepts one source, serves one round; `result` is its error text,
@@ -168,7 +170,7 @@ class HostileMessage : public ::testing::TestWithParam<Hostile> {};
 // Each message is refused: the round ends with ERROR naming what was wrong, and no byte of
 // RAM changes (a valid first entry is not carried out either).
 TEST_P(HostileMessage, IsRefusedAndWritesNothing) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -187,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(RdmaDestination, HostileMessage, ::testing::ValuesIn(ho
 // The destination registers exactly the chunk asked for: a write inside it lands, one that
 // runs past its end is refused by the HCA, and the next chunk stays as it was.
 TEST(RdmaDestination, RemoteWriteReachesOnlyTheRegisteredChunk) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -210,7 +212,7 @@ TEST(RdmaDestination, RemoteWriteReachesOnlyTheRegisteredChunk) {
 
 // After UNREGISTER FINISHED, the chunk's rkey opens nothing.
 TEST(RdmaDestination, UnregisteredChunkTakesNoMoreWrites) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -228,7 +230,7 @@ TEST(RdmaDestination, UnregisteredChunkTakesNoMoreWrites) {
 // A SEND longer than the posted receive buffer fails at the destination's HCA: the round ends,
 // nothing is written.
 TEST(RdmaDestination, MessageLargerThanTheReceiveBufferEndsTheRound) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -248,7 +250,7 @@ TEST(RdmaDestination, MessageLargerThanTheReceiveBufferEndsTheRound) {
 // then finds no receive posted and would be retried for ever (RNR), so it is given a second at
 // most: one timeout ends the round, not two.
 TEST(RdmaDestination, ASilentSourceEndsTheRoundAfterOneTimeout) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     constexpr int kIoMs = 4000;
     Destination dst(ram, -1, Timeouts{10000, kIoMs});
@@ -266,7 +268,7 @@ TEST(RdmaDestination, ASilentSourceEndsTheRoundAfterOneTimeout) {
 // would then resume a guest the destination runs. So the destination waits for the source to
 // hang up first. Its DestinationSession ends here right after REGISTER FINISHED.
 TEST(RdmaDestination, HangsUpOnlyAfterTheSourceAtTheEndOfAGoodRound) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     Destination dst(ram);
     Rogue rogue(dst.port());
@@ -284,7 +286,7 @@ TEST(RdmaDestination, HangsUpOnlyAfterTheSourceAtTheEndOfAGoodRound) {
 
 // ... but a destination whose vmm is ending (its cancel fd fires) does not wait for the source.
 TEST(RdmaDestination, StopsWaitingForTheSourceWhenItsVmmEnds) {
-    VMM_SKIP_WITHOUT_RDMA();
+    VMM_REQUIRE(need::rdma());
     Ram ram;
     vmm::UniqueFd cancel(::eventfd(0, EFD_CLOEXEC));
     ASSERT_TRUE(cancel.valid());

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 #include "rdma_device.h"
@@ -16,13 +17,6 @@
 namespace vmm::test {
 namespace {
 
-#define VMM_REQUIRE_QEMU_AND_RDMA()                                                                           \
-    do {                                                                                                      \
-        VMM_REQUIRE_KVM();                                                                                    \
-        VMM_SKIP_WITHOUT_RDMA();                                                                              \
-        if (std::system("command -v qemu-system-x86_64 >/dev/null 2>&1") != 0)                               \
-            GTEST_SKIP() << "needs qemu-system-x86_64 (Debian package qemu-system-x86) to test against";     \
-    } while (0)
 
 std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
 
@@ -129,7 +123,7 @@ std::string qemu_into_vmm(const std::string& name, bool pin_all, std::string* qe
 }
 
 TEST(QemuInterop, QemuSourcePassesTheHandshakeAndVmmRefusesItsStream) {
-    VMM_REQUIRE_QEMU_AND_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma(), need::qemu());
     std::string log = qemu_into_vmm("qemu2vmm", false);
     EXPECT_NE(log.find("incoming migration from the rdma migration source: dynamic registration, 1 MiB chunks, 1 channel, "
                        "base protocol"),
@@ -139,7 +133,7 @@ TEST(QemuInterop, QemuSourcePassesTheHandshakeAndVmmRefusesItsStream) {
 
 // QEMU asks for rdma-pin-all: a destination that can pin all of its RAM grants it...
 TEST(QemuInterop, QemuSourceAskingForPinAllIsGrantedIt) {
-    VMM_REQUIRE_QEMU_AND_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma(), need::qemu());
     std::string qlog;
     std::string log = qemu_into_vmm("qemu2vmm-pin", true, &qlog);
     EXPECT_NE(log.find("incoming migration from the rdma migration source: rdma-pin-all, 1 MiB chunks, 1 channel, base "
@@ -157,7 +151,7 @@ TEST(QemuInterop, QemuSourceAskingForPinAllIsGrantedIt) {
 // `s->to_dst_file == NULL`). That is QEMU's bug, not the protocol's; the test records which of
 // the two outcomes it saw.
 TEST(QemuInterop, QemuSourceAskingForPinAllIsToldItIsNotGranted) {
-    VMM_REQUIRE_QEMU_AND_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma(), need::qemu());
     std::string uri = rdma_uri();
     auto dst = Vm::start("qemu2vmm-nopin-dst", {"-m", "64M", "--smp", "1", "-S", "--incoming", uri},
                          {"setpriv", "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock", "prlimit",
@@ -189,7 +183,7 @@ TEST(QemuInterop, QemuSourceAskingForPinAllIsToldItIsNotGranted) {
 // vmm source → QEMU destination: QEMU reads our header as QEMU FILE and refuses the stream in its
 // own words; our source says the destination refused it, and its guest runs on.
 TEST(QemuInterop, VmmSourcePassesTheHandshakeAndQemuRefusesItsStream) {
-    VMM_REQUIRE_QEMU_AND_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma(), need::qemu());
     std::string uri = rdma_uri();
     auto dst = Qemu::start("vmm2qemu-qemu-dst", {"-incoming", uri});
     auto src = running_source("vmm2qemu-src");
@@ -213,7 +207,7 @@ TEST(QemuInterop, VmmSourcePassesTheHandshakeAndQemuRefusesItsStream) {
 // so the postcopy channel (extension bit 6) is not granted, and our source stops before any
 // stream with the reason, its guest running on. QEMU 7.2 has no postcopy over RDMA at all.
 TEST(QemuInterop, VmmPostcopySourceLearnsQemuHasNoPostcopyChannel) {
-    VMM_REQUIRE_QEMU_AND_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma(), need::qemu());
     std::string uri = rdma_uri();
     auto dst = Qemu::start("vmmpc2qemu-qemu-dst", {"-incoming", uri});
     auto src = running_source("vmmpc2qemu-src");

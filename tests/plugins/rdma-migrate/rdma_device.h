@@ -16,9 +16,3 @@ inline std::string rdma_addr() {
 
 }  // namespace vmm::test
 
-#define VMM_SKIP_WITHOUT_RDMA()                                                                           \
-    do {                                                                                                  \
-        if (::vmm::test::rdma_addr().empty())                                                             \
-            GTEST_SKIP() << "needs an RDMA device ($VMM_RDMA_ADDR): run scripts/softroce-run.sh ctest "   \
-                            "--test-dir build -L rdma";                                                   \
-    } while (0)

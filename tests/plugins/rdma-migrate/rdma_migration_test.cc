@@ -10,6 +10,7 @@
 #include <iostream>
 #include <regex>
 
+#include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 #include "tests/support/stats_sampling.h"
@@ -19,11 +20,6 @@ namespace vmm::test {
 
 namespace {
 
-#define VMM_REQUIRE_RDMA() \
-    do {                       \
-        VMM_REQUIRE_KVM();     \
-        VMM_SKIP_WITHOUT_RDMA(); \
-    } while (0)
 
 std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
 
@@ -176,7 +172,7 @@ struct ScratchRxe {
 }  // namespace
 
 TEST(RdmaMigration, DynamicRegistration) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_traced_pair("rdma-dyn", kPattern);  // each round's registration work is read from the trace
     ASSERT_TRUE(p.src && p.dst);
     expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
@@ -202,7 +198,7 @@ TEST(RdmaMigration, DynamicRegistration) {
 // destination checks its RAM against them. The stress guest rewrites pages while the adapter
 // reads them, so some arrive newer than their sums and are settled by their next copy.
 TEST(RdmaMigration, VerifyRamChecksEveryPageWrittenWithoutAFalseAlarm) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     for (const char* pin_all : {"off", "on"}) {
         SCOPED_TRACE(std::string("rdma-pin-all ") + pin_all);
         auto p = start_pair(std::string("rdma-verify-") + pin_all, kStress);
@@ -224,7 +220,7 @@ TEST(RdmaMigration, VerifyRamChecksEveryPageWrittenWithoutAFalseAlarm) {
 // query-migrate is as true over RDMA as over TCP (tests/migration/stats_test.cc): `transferred`
 // counts what completions vouch for, `x-in-flight` what is posted and not yet vouched for.
 TEST(RdmaMigration, StatisticsAreTrueAtEverySampleOfACappedMigration) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     for (const char* pin_all : {"off", "on"}) {
         SCOPED_TRACE(std::string("rdma-pin-all ") + pin_all);
         sample_a_capped_migration({std::string("rdma-stats-") + pin_all, rdma_uri(),
@@ -233,7 +229,7 @@ TEST(RdmaMigration, StatisticsAreTrueAtEverySampleOfACappedMigration) {
 }
 
 TEST(RdmaMigration, OverIPv6) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     if (rdma_addr6().empty()) GTEST_SKIP() << "needs an IPv6 address on the RDMA device ($VMM_RDMA_ADDR6)";
     // The URI's bracketed form, resolved and listened on by RDMA-CM as AF_INET6.
     auto p = start_pair("rdma-ipv6", kPattern, "rdma:[" + rdma_addr6() + "]:" + std::to_string(free_tcp_port()));
@@ -242,7 +238,7 @@ TEST(RdmaMigration, OverIPv6) {
 }
 
 TEST(RdmaMigration, PinAll) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-pin", kStress);
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_EQ(p.src->cmd("migrate_set_capability auto-converge on"), "");
@@ -251,7 +247,7 @@ TEST(RdmaMigration, PinAll) {
 }
 
 TEST(RdmaMigration, PinAllRegistersOnceAndNeverPerRound) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_traced_pair("rdma-pin-work", kStress);
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_EQ(p.src->cmd("migrate_set_capability auto-converge on"), "");
@@ -271,7 +267,7 @@ TEST(RdmaMigration, PinAllRegistersOnceAndNeverPerRound) {
 }
 
 TEST(RdmaMigration, DestinationThatCannotPinAllRamRegistersDynamically) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     // The destination runs without CAP_IPC_LOCK (root has it) under a 64 MiB locked-memory
     // limit: its 128 MiB cannot all be pinned, so it does not grant rdma-pin-all, and the
     // source, which asked for it, registers chunk by chunk instead of failing.
@@ -319,7 +315,7 @@ void migrate_with_extensions_asked(Pair& p) {
 }
 
 TEST(RdmaMigration, BaseProtocolSourceMigratesIntoAFullDestination) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-base-src", kPattern, rdma_uri(), {}, kBaseProtocol);
     migrate_with_extensions_asked(p);
     // One entry per request, as QEMU sends them.
@@ -329,7 +325,7 @@ TEST(RdmaMigration, BaseProtocolSourceMigratesIntoAFullDestination) {
 }
 
 TEST(RdmaMigration, FullSourceMigratesIntoABaseProtocolDestination) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-base-dst", kPattern, rdma_uri(), kBaseProtocol);
     migrate_with_extensions_asked(p);
     EXPECT_NE(p.src->log().find("(the destination takes only the base protocol's 1 MiB chunks; the destination takes only "
@@ -339,7 +335,7 @@ TEST(RdmaMigration, FullSourceMigratesIntoABaseProtocolDestination) {
 }
 
 TEST(RdmaMigration, SeveralChunkSizes) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     for (const char* size : {"64K", "4M"}) {
         SCOPED_TRACE(size);
         auto p = start_pair(std::string("rdma-chunk") + size, kPattern);
@@ -350,7 +346,7 @@ TEST(RdmaMigration, SeveralChunkSizes) {
 }
 
 TEST(RdmaMigration, SmallPinLimitForcesUnregisterTraffic) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_traced_pair("rdma-limit", kPattern);  // the source logs each (un)registration
     ASSERT_TRUE(p.src && p.dst);
     // 2 MiB of 1 MiB chunks registered at a time: the ~10 MiB the guest touched cannot all be
@@ -364,7 +360,7 @@ TEST(RdmaMigration, SmallPinLimitForcesUnregisterTraffic) {
 }
 
 TEST(RdmaMigration, TwoChannels) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     // Chunks striped over two queue pairs: dynamic registration with unregistration on the way
     // (the pin limit), then pin-all.
     for (const char* mode : {"rdma-pin-limit", "rdma-pin-all"}) {
@@ -379,7 +375,7 @@ TEST(RdmaMigration, TwoChannels) {
 }
 
 TEST(RdmaMigration, ZeroHeavyGuest) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     // 16 MiB: under the nested VM's emulated KVM each first touch of a dropped zero page is a
     // slow fault, and the guest must show progress soon after it moves.
     auto p = start_pair("rdma-zero", {"--guest", "stress", "--append", "bytes=16M zero=1"});
@@ -391,7 +387,7 @@ TEST(RdmaMigration, ZeroHeavyGuest) {
 }
 
 TEST(RdmaMigration, AnotherProtocolVersionIsRefusedClearly) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     ::setenv("VMM_RDMA_ANNOUNCE_VERSION", "2", 1);  // the source announces version 2
     auto p = start_pair("rdma-version", {"--guest", "idle"});
     ::unsetenv("VMM_RDMA_ANNOUNCE_VERSION");
@@ -411,7 +407,7 @@ TEST(RdmaMigration, AnotherProtocolVersionIsRefusedClearly) {
 // migrate_cancel while RDMA writes are on the wire: the source cancels at once (nothing waits
 // for the writes), runs on, and migrates again; the destination gives up.
 TEST(RdmaMigration, CancelMidwaySourceRunsOnAndMigratesAgain) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-cancel", {"--guest", "pattern", "--append", "bytes=16M check=64"});
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_TRUE(migrating_slowly(p)) << p.src->cmd("info migrate");
@@ -425,7 +421,7 @@ TEST(RdmaMigration, CancelMidwaySourceRunsOnAndMigratesAgain) {
 // A second source knocking while a migration runs is turned away with the destination's own
 // reason, and the migration under way completes.
 TEST(RdmaMigration, SecondSourceIsRefusedWithTheDestinationsReason) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-busy", {"--guest", "pattern", "--append", "bytes=16M check=64"});
     auto intruder = Vm::start("rdma-busy-src2", {"-m", "128M", "--smp", "1", "--guest", "idle"});
     ASSERT_TRUE(p.src && p.dst && intruder);
@@ -442,7 +438,7 @@ TEST(RdmaMigration, SecondSourceIsRefusedWithTheDestinationsReason) {
 // Destinations that cannot be reached: each fails with one line that says what to fix, and
 // the source runs on.
 TEST(RdmaMigration, UnreachableDestinationsFailWithAClearLine) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto src = Vm::start("rdma-bad-src", {"-m", "64M", "--smp", "1", "--guest", "idle"});
     ASSERT_TRUE(src);
     ASSERT_EQ(src->cmd("migrate_set_parameter x-connect-timeout 3000"), "");
@@ -462,7 +458,7 @@ TEST(RdmaMigration, UnreachableDestinationsFailWithAClearLine) {
 }
 
 TEST(RdmaMigration, DestinationKilledMidwaySourceRunsOnAndMigratesAgain) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-kill", {"--guest", "pattern", "--append", "bytes=16M check=64"});
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_TRUE(migrating_slowly(p)) << p.src->cmd("info migrate");
@@ -477,7 +473,7 @@ TEST(RdmaMigration, DestinationKilledMidwaySourceRunsOnAndMigratesAgain) {
 // cannot take a device from a process: the kernel waits for every user to close it). Once the
 // device is back, the same source migrates over it.
 TEST(RdmaMigration, DeviceRemovedMidwaySourceRunsOnLetsGoAndMigratesAgain) {
-    VMM_REQUIRE_RDMA();
+    VMM_REQUIRE(need::kvm(), need::rdma());
     if (std::getenv("VMM_RDMA_HOTPLUG") == nullptr)
         GTEST_SKIP() << "needs RDMA devices the test may add and remove (VMM_RDMA_HOTPLUG=1, as in the SoftRoCE VM: "
                         "scripts/softroce-run.sh ctest --test-dir build -L rdma)";

@@ -8,17 +8,13 @@
 #include <iostream>
 
 #include "rdma_device.h"
+#include "tests/support/require.h"
 #include "tests/support/postcopy.h"
 
 namespace vmm::test {
 
 namespace {
 
-#define REQUIRE_RDMA_POSTCOPY()  \
-    do {                         \
-        REQUIRE_POSTCOPY();      \
-        VMM_SKIP_WITHOUT_RDMA(); \
-    } while (0)
 
 std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
 
@@ -42,7 +38,7 @@ bool reaches(Vm& vm, const std::string& status, int seconds) {
 // there faults every missing page in over RDMA, asks only for pages it lacks, and finds exactly
 // the source's RAM, before the push is done and after.
 TEST(RdmaPostcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
-    REQUIRE_RDMA_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
     auto src = stressed_source("rpc-digest-src");
     auto dst = postcopy_destination("rpc-digest-dst", uri, "128M", "1", true);
@@ -69,7 +65,7 @@ TEST(RdmaPostcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
 // sum rides in its slot's trailer and is checked before the page is placed; the guest's own
 // check passes there while pages still arrive.
 TEST(RdmaPostcopy, PatternGuestRunsOnWhilePagesArriveVerified) {
-    REQUIRE_RDMA_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
     auto src = Vm::start("rpc-pattern-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append", "bytes=8M check=64"});
     ASSERT_TRUE(src);
@@ -94,7 +90,7 @@ TEST(RdmaPostcopy, PatternGuestRunsOnWhilePagesArriveVerified) {
 // Killed in postcopy, the destination takes the guest's newest state with it: the source's
 // postcopy channel fails, and it keeps what it had at the switch, paused, refusing 'cont'.
 TEST(RdmaPostcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
-    REQUIRE_RDMA_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
     auto src = stressed_source("rpc-kill-src");
     auto dst = postcopy_destination("rpc-kill-dst", uri, "128M", "1", false);
@@ -115,7 +111,7 @@ TEST(RdmaPostcopy, ADestinationKilledInPostcopyLeavesTheSourcePausedAndIntact) {
 // sides go to postcopy-paused; migrate_recover and migrate -r over a new rdma connection, with
 // its own postcopy channel, resume it, and the destination ends with exactly the source's RAM.
 TEST(RdmaPostcopy, APausedLinkIsRecoveredOverANewConnection) {
-    REQUIRE_RDMA_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
     auto src = stressed_source("rpc-recover-src");
     auto dst = postcopy_destination("rpc-recover-dst", uri, "128M", "1", true);
@@ -140,7 +136,7 @@ TEST(RdmaPostcopy, APausedLinkIsRecoveredOverANewConnection) {
 // postcopy-ram on at the source only: the destination grants no postcopy channel, and the
 // migration is refused with what to do, before any RAM moves; the guest runs on.
 TEST(RdmaPostcopy, ADestinationWithoutPostcopyIsRefusedClearly) {
-    REQUIRE_RDMA_POSTCOPY();
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
     auto src = stressed_source("rpc-off-src");
     auto dst = Vm::start("rpc-off-dst", {"-m", "128M", "--smp", "1", "--incoming", uri});
