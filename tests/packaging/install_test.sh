@@ -66,8 +66,11 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
     for lib in libvirt0 libibverbs1 librdmacm1 libxml2; do
         grep -q "$lib" <<<"$depends" || fail "the package's Depends lacks $lib: $depends"
     done
-    dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/vmmd.service | grep -q "^ExecStart=/usr/bin/vmmd " ||
-        fail "the packaged unit does not start /usr/bin/vmmd"
+    # Read whole, then searched: grep -q leaving early killed dpkg-deb with SIGPIPE, which pipefail
+    # then reported as a failure (seen once in CI: "paste subprocess was killed by signal").
+    unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/vmmd.service) ||
+        fail "the package has no vmmd.service"
+    grep -q "^ExecStart=/usr/bin/vmmd " <<<"$unit" || fail "the packaged unit does not start /usr/bin/vmmd: $unit"
     echo "ok: cpack -G DEB made $(basename "$deb") (Depends: $depends)"
 else
     echo "note: cpack or dpkg-deb missing: the Debian package is not checked"
