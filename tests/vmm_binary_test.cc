@@ -1,4 +1,4 @@
-// The vmm binary as a user drives it: command line, serial output, both monitors, exit codes.
+// The vmm binary (vmm/main.cc) as a user drives it: command line, serial output, both monitors, exit codes.
 #include <signal.h>
 #include <unistd.h>
 
