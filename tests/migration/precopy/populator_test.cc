@@ -46,6 +46,8 @@ TEST(Populator, PopulatesTheRunAheadOfTheReceiverAndNoFurther) {
     p.expect(run, 64 * M);
     // Nothing received yet: the helper goes kAhead (32 MiB) into the run and stops.
     ASSERT_TRUE(wait_populated(p, Populator::kAhead));
+    // Then that it stops there: only a window can show it (the helper signals nothing when it
+    // rests); 100 ms is far longer than it takes to populate the next MiB, so one past the mark shows.
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_EQ(p.populated_bytes(), Populator::kAhead);
     EXPECT_EQ(resident_pages(run, Populator::kAhead), Populator::kAhead / 4096);
@@ -59,7 +61,7 @@ TEST(Populator, PopulatesTheRunAheadOfTheReceiverAndNoFurther) {
     std::memset(run, 0x5a, 40 * M);
     p.received(run + 40 * M);
     ASSERT_TRUE(wait_populated(p, Populator::kAhead + 24 * M));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and stops at the run's end (as above)
     EXPECT_EQ(p.populated_bytes(), Populator::kAhead + 24 * M);
     EXPECT_EQ(resident_pages(run, 64 * M), 64 * M / 4096);
     EXPECT_EQ(resident_pages(run + 64 * M, 128 * M - 72 * M), 0u);
