@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The RDMA benchmark's figures over many runs: reads the JSON files scripts/bench-rdma.sh wrote
-# (build/bench/rdma-*.json, and those kept in docs/bench/) and prints, over every run of every
+# (build/bench/rdma-*.json, and those kept in docs/history/bench/) and prints, over every run of every
 # file, what docs/performance.md reports against issue 4's targets:
 #   - ours / QEMU, paired: in each run that has both, our migration's ratio to the ib_write_bw
 #     measured around it divided by QEMU's (so the machine's speed of the moment cancels out);
