@@ -7,7 +7,7 @@ bin=$1/bin
 dir=$(mktemp -d /tmp/vmmctl-qmp.XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
-port=$(( 30000 + RANDOM % 20000 ))
+port=$(( 30000 + RANDOM % 10000 ))
 "$bin/vmm" -m 64M --incoming "tcp:127.0.0.1:$port" --serial none >"$dir/d.log" 2>&1 & pids+=($!)
 "$bin/vmm" -m 64M --guest idle --qmp "unix:$dir/q.sock" --serial none >"$dir/s.log" 2>&1 & pids+=($!)
 

@@ -3,6 +3,10 @@
 # wait_until, v (virsh on this vmmd), start_destination and d (a second vmmd), domain_qmp,
 # pattern_domain FILE (a 64 MiB 'demo' running the pattern
 # guest), stress_domain FILE (a 128 MiB 'demo' rewriting 32 MiB), guest_runs_clean.
+# Migration ports: each test script draws from a range of its own, as ctest runs them side by
+# side (a shared range once gave two the same port): virsh_migrate 49400-49799, virsh_postcopy
+# 49900-50299, virsh_postcopy_recover 50400-50799, virsh_rdma 50900-51299, packaging/install
+# 51400-51799, each plus the few it counts up.
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
