@@ -49,11 +49,11 @@ struct Connection {
 };
 
 Connection connect(Streams kind, const CancelToken& src_cancel, const CancelToken& dst_cancel) {
-    Connection c;
     if (kind == Streams::pipe) {
         auto p = vmm::test::pipe_connection(&src_cancel, &dst_cancel);
         return {std::move(p.source), std::move(p.dest), std::move(p.to_source)};
     }
+    Connection c;
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
     c.requests = UniqueFd(::dup(sv[1]));
