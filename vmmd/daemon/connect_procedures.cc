@@ -15,6 +15,7 @@ namespace vmmd {
 
 namespace {
 
+using rpc::Proc;
 using rpc::Access;
 using rpc::Caller;
 using rpc::Reply;
@@ -23,10 +24,6 @@ using xdr::Writer;
 
 // libvirt's procedure numbers (remote_protocol.x) and private feature numbers
 // (libvirt_internal.h) that these handlers answer.
-enum Proc : int32_t {
-    kOpen = 1, kClose = 2, kGetType = 3, kGetVersion = 4, kNodeGetInfo = 6, kGetHostname = 59,
-    kSupportsFeature = 60, kAuthList = 66, kGetUri = 110, kIsSecure = 149, kGetLibVersion = 157,
-};
 constexpr int32_t kFeatureMigrationP2P = 4, kFeatureMigrationV3 = 6, kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10,
                   kFeatureMigrationParams = 13, kFeatureRemoteEventCallback = 14;
 constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
@@ -130,19 +127,19 @@ uint64_t libvirt_version_number(const std::string& dotted) {
 
 std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
     return {
-        {kOpen, "CONNECT_OPEN", Access::unopened, [id](Caller& c, Reader& a) { return open(id, c, a); }},
-        {kClose, "CONNECT_CLOSE", Access::unopened, close},
-        {kAuthList, "AUTH_LIST", Access::unopened, auth_list},
-        {kSupportsFeature, "CONNECT_SUPPORTS_FEATURE", Access::unopened, supports_feature},
-        {kGetType, "CONNECT_GET_TYPE", Access::read_only, [](Caller&, Reader&) { return rpc::ok_string("vmm"); }},
-        {kGetVersion, "CONNECT_GET_VERSION", Access::read_only, [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
-        {kGetLibVersion, "CONNECT_GET_LIB_VERSION", Access::read_only,
+        {Proc::CONNECT_OPEN, Access::unopened, [id](Caller& c, Reader& a) { return open(id, c, a); }},
+        {Proc::CONNECT_CLOSE, Access::unopened, close},
+        {Proc::AUTH_LIST, Access::unopened, auth_list},
+        {Proc::CONNECT_SUPPORTS_FEATURE, Access::unopened, supports_feature},
+        {Proc::CONNECT_GET_TYPE, Access::read_only, [](Caller&, Reader&) { return rpc::ok_string("vmm"); }},
+        {Proc::CONNECT_GET_VERSION, Access::read_only, [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
+        {Proc::CONNECT_GET_LIB_VERSION, Access::read_only,
          [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
-        {kGetHostname, "CONNECT_GET_HOSTNAME", Access::read_only, hostname},
-        {kGetUri, "CONNECT_GET_URI", Access::read_only, [](Caller& c, Reader&) { return rpc::ok_string(c.uri); }},
-        {kNodeGetInfo, "NODE_GET_INFO", Access::read_only, node_get_info},
+        {Proc::CONNECT_GET_HOSTNAME, Access::read_only, hostname},
+        {Proc::CONNECT_GET_URI, Access::read_only, [](Caller& c, Reader&) { return rpc::ok_string(c.uri); }},
+        {Proc::NODE_GET_INFO, Access::read_only, node_get_info},
         // A unix socket on this host: nothing travels where others could read it.
-        {kIsSecure, "CONNECT_IS_SECURE", Access::read_only, [](Caller& c, Reader&) { return rpc::ok_i32(c.secure ? 1 : 0); }},
+        {Proc::CONNECT_IS_SECURE, Access::read_only, [](Caller& c, Reader&) { return rpc::ok_i32(c.secure ? 1 : 0); }},
     };
 }
 

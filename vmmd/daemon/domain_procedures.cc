@@ -11,6 +11,7 @@ namespace vmmd {
 
 namespace {
 
+using rpc::Proc;
 using rpc::Access;
 using rpc::Caller;
 using rpc::Reply;
@@ -18,12 +19,6 @@ using xdr::Reader;
 using xdr::Writer;
 
 // libvirt's procedure numbers (remote_protocol.x).
-enum Proc : int32_t {
-    kListDefined = 21, kLookupById = 22, kLookupByName = 23, kLookupByUuid = 24, kNumOfDefined = 25,
-    kDefineXml = 11, kGetXmlDesc = 14, kGetAutostart = 15, kGetInfo = 16, kGetOsType = 19, kUndefine = 35,
-    kListDomains = 37, kNumOfDomains = 51, kIsActive = 150, kIsPersistent = 151, kHasManagedSave = 183,
-    kGetState = 212, kUndefineFlags = 231, kListAll = 273,
-};
 constexpr size_t kDomainListMax = 16384;  // REMOTE_DOMAIN_LIST_MAX
 
 Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, const Supervisor::Listener& events, Reader& args) {
@@ -135,17 +130,17 @@ Reply lookup(std::optional<DomainView> v, const std::string& what) { return v ? 
 
 std::vector<rpc::Procedure> lookups(DomainStore& store) {
     return {
-        {kLookupByName, "DOMAIN_LOOKUP_BY_NAME", Access::read_only, [&store](Caller&, Reader& a) {
+        {Proc::DOMAIN_LOOKUP_BY_NAME, Access::read_only, [&store](Caller&, Reader& a) {
              auto name = a.string(rpc::kMaxString);
              if (!name) return undecodable("DOMAIN_LOOKUP_BY_NAME");
              return lookup(store.by_name(*name), fmt::format("no domain with matching name '{}'", *name));
          }},
-        {kLookupByUuid, "DOMAIN_LOOKUP_BY_UUID", Access::read_only, [&store](Caller&, Reader& a) {
+        {Proc::DOMAIN_LOOKUP_BY_UUID, Access::read_only, [&store](Caller&, Reader& a) {
              Uuid u{};
              if (!a.fixed_opaque(u)) return undecodable("DOMAIN_LOOKUP_BY_UUID");
              return lookup(store.by_uuid(u), fmt::format("no domain with matching uuid '{}'", format_uuid(u)));
          }},
-        {kLookupById, "DOMAIN_LOOKUP_BY_ID", Access::read_only, [&store](Caller&, Reader& a) {
+        {Proc::DOMAIN_LOOKUP_BY_ID, Access::read_only, [&store](Caller&, Reader& a) {
              auto id = a.i32();
              if (!id) return undecodable("DOMAIN_LOOKUP_BY_ID");
              return lookup(store.by_id(*id), fmt::format("no domain with matching id {}", *id));
@@ -159,37 +154,37 @@ std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::U
                                               Supervisor::Listener events) {
     auto is_active = [](const DomainView& v, Reader&) { return rpc::ok_i32(v.active() ? 1 : 0); };
     std::vector<rpc::Procedure> t = {
-        {kDefineXml, "DOMAIN_DEFINE_XML", Access::write,
+        {Proc::DOMAIN_DEFINE_XML, Access::write,
          [&store, random_uuid, events](Caller&, Reader& a) { return define(store, random_uuid, events, a); }},
-        {kUndefine, "DOMAIN_UNDEFINE", Access::write,
+        {Proc::DOMAIN_UNDEFINE, Access::write,
          on_domain(store, "DOMAIN_UNDEFINE", [&store, events](const DomainView& v, Reader&) { return undefine(store, events, v, std::nullopt); })},
-        {kUndefineFlags, "DOMAIN_UNDEFINE_FLAGS", Access::write,
+        {Proc::DOMAIN_UNDEFINE_FLAGS, Access::write,
          flagged(store, "DOMAIN_UNDEFINE_FLAGS", [&store, events](const DomainView& v, uint32_t f) { return undefine(store, events, v, f); })},
-        {kListAll, "CONNECT_LIST_ALL_DOMAINS", Access::read_only, [&store](Caller&, Reader& a) { return list_all(store, a); }},
-        {kNumOfDomains, "CONNECT_NUM_OF_DOMAINS", Access::read_only, [&store](Caller&, Reader&) { return count(store, true); }},
-        {kNumOfDefined, "CONNECT_NUM_OF_DEFINED_DOMAINS", Access::read_only,
+        {Proc::CONNECT_LIST_ALL_DOMAINS, Access::read_only, [&store](Caller&, Reader& a) { return list_all(store, a); }},
+        {Proc::CONNECT_NUM_OF_DOMAINS, Access::read_only, [&store](Caller&, Reader&) { return count(store, true); }},
+        {Proc::CONNECT_NUM_OF_DEFINED_DOMAINS, Access::read_only,
          [&store](Caller&, Reader&) { return count(store, false); }},
-        {kListDomains, "CONNECT_LIST_DOMAINS", Access::read_only, [&store](Caller&, Reader& a) { return list_ids(store, a); }},
-        {kListDefined, "CONNECT_LIST_DEFINED_DOMAINS", Access::read_only,
+        {Proc::CONNECT_LIST_DOMAINS, Access::read_only, [&store](Caller&, Reader& a) { return list_ids(store, a); }},
+        {Proc::CONNECT_LIST_DEFINED_DOMAINS, Access::read_only,
          [&store](Caller&, Reader& a) { return list_defined(store, a); }},
-        {kGetXmlDesc, "DOMAIN_GET_XML_DESC", Access::read_only,
+        {Proc::DOMAIN_GET_XML_DESC, Access::read_only,
          flagged(store, "DOMAIN_GET_XML_DESC", [](const DomainView& v, uint32_t) {
              Writer w;
              w.string(format_domain_xml(v.def, v.active() ? std::optional(v.id) : std::nullopt));
              return rpc::ok(std::move(w));
          })},
-        {kGetInfo, "DOMAIN_GET_INFO", Access::read_only,
+        {Proc::DOMAIN_GET_INFO, Access::read_only,
          on_domain(store, "DOMAIN_GET_INFO", [](const DomainView& v, Reader&) { return get_info(v); })},
-        {kGetState, "DOMAIN_GET_STATE", Access::read_only,
+        {Proc::DOMAIN_GET_STATE, Access::read_only,
          flagged(store, "DOMAIN_GET_STATE", [](const DomainView& v, uint32_t) { return get_state(v); })},
-        {kIsActive, "DOMAIN_IS_ACTIVE", Access::read_only, on_domain(store, "DOMAIN_IS_ACTIVE", is_active)},
-        {kIsPersistent, "DOMAIN_IS_PERSISTENT", Access::read_only,
+        {Proc::DOMAIN_IS_ACTIVE, Access::read_only, on_domain(store, "DOMAIN_IS_ACTIVE", is_active)},
+        {Proc::DOMAIN_IS_PERSISTENT, Access::read_only,
          on_domain(store, "DOMAIN_IS_PERSISTENT", [](const DomainView& v, Reader&) { return rpc::ok_i32(v.persistent ? 1 : 0); })},
-        {kGetAutostart, "DOMAIN_GET_AUTOSTART", Access::read_only,
+        {Proc::DOMAIN_GET_AUTOSTART, Access::read_only,
          on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView&, Reader&) { return rpc::ok_i32(0); })},
-        {kHasManagedSave, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", Access::read_only,
+        {Proc::DOMAIN_HAS_MANAGED_SAVE_IMAGE, Access::read_only,
          flagged(store, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", [](const DomainView&, uint32_t) { return rpc::ok_i32(0); })},
-        {kGetOsType, "DOMAIN_GET_OS_TYPE", Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) { return rpc::ok_string("hvm"); })},
+        {Proc::DOMAIN_GET_OS_TYPE, Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) { return rpc::ok_string("hvm"); })},
     };
     for (rpc::Procedure& p : lookups(store)) t.push_back(std::move(p));
     return t;

@@ -8,15 +8,10 @@
 
 namespace vmmd {
 
+using rpc::Proc;
+
 namespace {
 
-enum Proc : int32_t {
-    kRegisterAny = 316,
-    kDeregisterAny = 317,
-    kLifecycleEvent = 318,
-    kMigrationIterationEvent = 359,
-    kJobCompletedEvent = 363,
-};
 
 }  // namespace
 
@@ -30,7 +25,7 @@ void EventHub::disconnected(uint64_t connection) {
     connections_.erase(connection);
 }
 
-void EventHub::send(int32_t event_id, const Uuid& domain, int32_t proc, const std::vector<uint8_t>& body) {
+void EventHub::send(int32_t event_id, const Uuid& domain, Proc proc, const std::vector<uint8_t>& body) {
     std::vector<std::pair<std::shared_ptr<Outbox>, int32_t>> to;
     {
         std::lock_guard lock(mutex_);
@@ -43,7 +38,7 @@ void EventHub::send(int32_t event_id, const Uuid& domain, int32_t proc, const st
         w.i32(callback);
         std::vector<uint8_t> bytes = w.bytes();
         bytes.insert(bytes.end(), body.begin(), body.end());
-        rpc::Header h{rpc::kRemoteProgram, rpc::kRemoteVersion, proc, rpc::Type::message, 1, rpc::ReplyStatus::ok};
+        rpc::Header h{rpc::kRemoteProgram, rpc::kRemoteVersion, rpc::number_of(proc), rpc::Type::message, 1, rpc::ReplyStatus::ok};
         outbox->send(rpc::encode_message(h, bytes));  // a client that cannot take it is closed by its own thread
     }
 }
@@ -53,21 +48,21 @@ void EventHub::lifecycle(const DomainDef& def, int id, LifecycleEvent e) {
     put_domain(w, DomainView{def, true, e.event == VIR_DOMAIN_EVENT_STOPPED ? -1 : id, {}});
     w.i32(e.event);
     w.i32(e.detail);
-    send(VIR_DOMAIN_EVENT_ID_LIFECYCLE, def.uuid, kLifecycleEvent, w.bytes());
+    send(VIR_DOMAIN_EVENT_ID_LIFECYCLE, def.uuid, Proc::DOMAIN_EVENT_CALLBACK_LIFECYCLE, w.bytes());
 }
 
 void EventHub::migration_iteration(const DomainDef& def, int id, int iteration) {
     xdr::Writer w;  // remote_domain_event_callback_migration_iteration_msg, after the callback's id
     put_domain(w, DomainView{def, true, id, {}});
     w.i32(iteration);
-    send(VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION, def.uuid, kMigrationIterationEvent, w.bytes());
+    send(VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION, def.uuid, Proc::DOMAIN_EVENT_CALLBACK_MIGRATION_ITERATION, w.bytes());
 }
 
 void EventHub::job_completed(const DomainDef& def, int id, const std::vector<rpc::TypedParam>& stats) {
     xdr::Writer w;  // remote_domain_event_callback_job_completed_msg, after the callback's id
     put_domain(w, DomainView{def, true, id, {}});
     rpc::encode_typed_params(w, stats);
-    send(VIR_DOMAIN_EVENT_ID_JOB_COMPLETED, def.uuid, kJobCompletedEvent, w.bytes());
+    send(VIR_DOMAIN_EVENT_ID_JOB_COMPLETED, def.uuid, Proc::DOMAIN_EVENT_CALLBACK_JOB_COMPLETED, w.bytes());
 }
 
 rpc::Reply EventHub::register_any(rpc::Caller& caller, xdr::Reader& args) {
@@ -118,9 +113,9 @@ rpc::Reply EventHub::deregister_any(rpc::Caller& caller, xdr::Reader& args) {
 std::vector<rpc::Procedure> EventHub::procedures() {
     // Read-only connections may watch, as libvirt's own daemon allows.
     return {
-        {kRegisterAny, "CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY", rpc::Access::read_only,
+        {Proc::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY, rpc::Access::read_only,
          [this](rpc::Caller& c, xdr::Reader& a) { return register_any(c, a); }},
-        {kDeregisterAny, "CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY", rpc::Access::read_only,
+        {Proc::CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY, rpc::Access::read_only,
          [this](rpc::Caller& c, xdr::Reader& a) { return deregister_any(c, a); }},
     };
 }

@@ -54,7 +54,7 @@ private:
     rpc::Reply register_any(rpc::Caller& caller, xdr::Reader& args);
     // Sends event message `proc` to every callback for `event_id` on `domain`: each body is the
     // callback's id followed by `body`.
-    void send(int32_t event_id, const Uuid& domain, int32_t proc, const std::vector<uint8_t>& body);
+    void send(int32_t event_id, const Uuid& domain, rpc::Proc proc, const std::vector<uint8_t>& body);
     rpc::Reply deregister_any(rpc::Caller& caller, xdr::Reader& args);
 
     std::mutex mutex_;

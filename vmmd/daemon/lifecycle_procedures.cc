@@ -11,15 +11,12 @@ namespace vmmd {
 
 namespace {
 
+using rpc::Proc;
 using rpc::Access;
 using rpc::Caller;
 using rpc::Reply;
 using xdr::Reader;
 
-enum Proc : int32_t {
-    kCreate = 9, kCreateXml = 10, kDestroy = 12, kResume = 28, kShutdown = 33, kSuspend = 34, kCreateWithFlags = 196,
-    kDestroyFlags = 234, kShutdownFlags = 258,
-};
 
 // Flags outside `known` are refused by name of the procedure, as libvirt's virCheckFlags does.
 std::optional<Reply> unknown_flags(const char* proc, uint32_t flags, uint32_t known) {
@@ -83,28 +80,28 @@ Reply pause_or_resume(Supervisor& sup, const DomainView& v, bool pause) {
 
 std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& sup, DomainStore::UuidSource random_uuid) {
     return {
-        {kCreate, "DOMAIN_CREATE", Access::write, on_domain(store, "DOMAIN_CREATE", [&store, &sup](const DomainView& v, Reader&) {
+        {Proc::DOMAIN_CREATE, Access::write, on_domain(store, "DOMAIN_CREATE", [&store, &sup](const DomainView& v, Reader&) {
              Reply r = start(store, sup, v.def, false);
              return r.error ? r : rpc::ok();  // DOMAIN_CREATE returns nothing
          })},
-        {kCreateWithFlags, "DOMAIN_CREATE_WITH_FLAGS", Access::write,
+        {Proc::DOMAIN_CREATE_WITH_FLAGS, Access::write,
          flagged(store, "DOMAIN_CREATE_WITH_FLAGS", [&store, &sup](const DomainView& v, uint32_t f) {
              if (auto bad = unknown_flags("DOMAIN_CREATE_WITH_FLAGS", f, kStartFlags)) return *bad;
              return start(store, sup, v.def, (f & VIR_DOMAIN_START_PAUSED) != 0);
          })},
-        {kCreateXml, "DOMAIN_CREATE_XML", Access::write,
+        {Proc::DOMAIN_CREATE_XML, Access::write,
          [&store, &sup, random_uuid](Caller&, Reader& a) { return create_xml(store, sup, random_uuid, a); }},
-        {kDestroy, "DOMAIN_DESTROY", Access::write,
+        {Proc::DOMAIN_DESTROY, Access::write,
          on_domain(store, "DOMAIN_DESTROY", [&sup](const DomainView& v, Reader&) { return destroy(sup, v, 0); })},
-        {kDestroyFlags, "DOMAIN_DESTROY_FLAGS", Access::write,
+        {Proc::DOMAIN_DESTROY_FLAGS, Access::write,
          flagged(store, "DOMAIN_DESTROY_FLAGS", [&sup](const DomainView& v, uint32_t f) { return destroy(sup, v, f); })},
-        {kShutdown, "DOMAIN_SHUTDOWN", Access::write,
+        {Proc::DOMAIN_SHUTDOWN, Access::write,
          on_domain(store, "DOMAIN_SHUTDOWN", [&sup](const DomainView& v, Reader&) { return shutdown(sup, v, 0); })},
-        {kShutdownFlags, "DOMAIN_SHUTDOWN_FLAGS", Access::write,
+        {Proc::DOMAIN_SHUTDOWN_FLAGS, Access::write,
          flagged(store, "DOMAIN_SHUTDOWN_FLAGS", [&sup](const DomainView& v, uint32_t f) { return shutdown(sup, v, f); })},
-        {kSuspend, "DOMAIN_SUSPEND", Access::write,
+        {Proc::DOMAIN_SUSPEND, Access::write,
          on_domain(store, "DOMAIN_SUSPEND", [&sup](const DomainView& v, Reader&) { return pause_or_resume(sup, v, true); })},
-        {kResume, "DOMAIN_RESUME", Access::write,
+        {Proc::DOMAIN_RESUME, Access::write,
          on_domain(store, "DOMAIN_RESUME", [&sup](const DomainView& v, Reader&) { return pause_or_resume(sup, v, false); })},
     };
 }

@@ -12,6 +12,7 @@
 
 namespace vmmd {
 
+using rpc::Proc;
 using rpc::Reply;
 using vmm::monitor::Json;
 using xdr::Reader;
@@ -19,10 +20,6 @@ using xdr::Writer;
 
 namespace {
 
-enum Proc : int32_t {
-    kGetJobInfo = 163, kAbortJob = 164, kSetMaxDowntime = 166, kSetMaxSpeed = 207, kGetMaxSpeed = 242,
-    kGetJobStats = 298, kStartPostCopy = 364, kGetMaxDowntime = 387, kAbortJobFlags = 442,
-};
 
 // migrate-setspeed/getspeed --postcopy (VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY): the postcopy push's cap.
 constexpr uint32_t kPostcopySpeed = VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY;
@@ -128,30 +125,30 @@ std::vector<rpc::Procedure> Migrations::job_procedures() {
     auto& st = store_;
     auto& sup = sup_;
     return {
-        {kGetJobInfo, "DOMAIN_GET_JOB_INFO", rpc::Access::read_only,
+        {Proc::DOMAIN_GET_JOB_INFO, rpc::Access::read_only,
          on_domain(st, "DOMAIN_GET_JOB_INFO", [this](const DomainView& v, Reader&) { return job_info(v); })},
-        {kGetJobStats, "DOMAIN_GET_JOB_STATS", rpc::Access::read_only,
+        {Proc::DOMAIN_GET_JOB_STATS, rpc::Access::read_only,
          flagged(st, "DOMAIN_GET_JOB_STATS", [this](const DomainView& v, uint32_t f) { return job_stats(v, f); })},
-        {kAbortJob, "DOMAIN_ABORT_JOB", rpc::Access::write,
+        {Proc::DOMAIN_ABORT_JOB, rpc::Access::write,
          on_domain(st, "DOMAIN_ABORT_JOB", [this](const DomainView& v, Reader&) { return abort(v, 0); })},
-        {kAbortJobFlags, "DOMAIN_ABORT_JOB_FLAGS", rpc::Access::write,
+        {Proc::DOMAIN_ABORT_JOB_FLAGS, rpc::Access::write,
          flagged(st, "DOMAIN_ABORT_JOB_FLAGS", [this](const DomainView& v, uint32_t f) { return abort(v, f); })},
-        {kStartPostCopy, "DOMAIN_MIGRATE_START_POST_COPY", rpc::Access::write,
+        {Proc::DOMAIN_MIGRATE_START_POST_COPY, rpc::Access::write,
          flagged(st, "DOMAIN_MIGRATE_START_POST_COPY", [this](const DomainView& v, uint32_t) { return start_postcopy(v); })},
-        {kSetMaxDowntime, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", rpc::Access::write,
+        {Proc::DOMAIN_MIGRATE_SET_MAX_DOWNTIME, rpc::Access::write,
          on_domain(st, "DOMAIN_MIGRATE_SET_MAX_DOWNTIME", [&sup](const DomainView& v, Reader& a) {
              auto ms = a.u64();
              auto flags = a.u32();
              if (!ms || !flags) return undecodable("DOMAIN_MIGRATE_SET_MAX_DOWNTIME");
              return set_parameter(sup, v, "downtime-limit", *ms);
          })},
-        {kGetMaxDowntime, "DOMAIN_MIGRATE_GET_MAX_DOWNTIME", rpc::Access::read_only,
+        {Proc::DOMAIN_MIGRATE_GET_MAX_DOWNTIME, rpc::Access::read_only,
          flagged(st, "DOMAIN_MIGRATE_GET_MAX_DOWNTIME", [&sup](const DomainView& v, uint32_t) {
              if (!v.active()) return not_running(v);
              auto ms = vmm_parameter(sup, v.def.uuid, "downtime-limit");
              return ms ? rpc::ok_u64(*ms) : rpc::fail(VIR_ERR_OPERATION_FAILED, ms.error().message());
          })},
-        {kSetMaxSpeed, "DOMAIN_MIGRATE_SET_MAX_SPEED", rpc::Access::write,
+        {Proc::DOMAIN_MIGRATE_SET_MAX_SPEED, rpc::Access::write,
          on_domain(st, "DOMAIN_MIGRATE_SET_MAX_SPEED", [&sup](const DomainView& v, Reader& a) {
              auto mibs = a.u64();
              auto flags = a.u32();
@@ -160,7 +157,7 @@ std::vector<rpc::Procedure> Migrations::job_procedures() {
              if (*mibs > kUnlimitedMiBs) return rpc::fail(VIR_ERR_OVERFLOW, fmt::format("bandwidth must be at most {} MiB/s", kUnlimitedMiBs));
              return set_parameter(sup, v, speed_parameter(*flags), *mibs == kUnlimitedMiBs ? 0 : *mibs * 1048576);
          })},
-        {kGetMaxSpeed, "DOMAIN_MIGRATE_GET_MAX_SPEED", rpc::Access::read_only,
+        {Proc::DOMAIN_MIGRATE_GET_MAX_SPEED, rpc::Access::read_only,
          flagged(st, "DOMAIN_MIGRATE_GET_MAX_SPEED", [&sup](const DomainView& v, uint32_t flags) {
              if (!v.active()) return not_running(v);
              auto bytes = vmm_parameter(sup, v.def.uuid, speed_parameter(flags));

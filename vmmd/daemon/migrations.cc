@@ -15,6 +15,7 @@
 
 namespace vmmd {
 
+using rpc::Proc;
 using rpc::Reply;
 using vmm::Error;
 using xdr::Reader;
@@ -22,7 +23,6 @@ using xdr::Writer;
 
 namespace {
 
-enum Proc : int32_t { kBegin3 = 302, kPrepare3 = 303, kPerform3 = 305, kFinish3 = 306, kConfirm3 = 307 };
 
 // Ports the destination listens on when the client names none (libvirt's migration_port_min/max).
 constexpr uint16_t kFirstPort = 49152, kLastPort = 49215;
@@ -274,13 +274,13 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
 
 std::vector<rpc::Procedure> Migrations::procedures() {
     std::vector<rpc::Procedure> t = {
-        {kBegin3, "DOMAIN_MIGRATE_BEGIN3_PARAMS", rpc::Access::write,
+        {Proc::DOMAIN_MIGRATE_BEGIN3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_BEGIN3_PARAMS", [this](const DomainView& v, Reader& a) { return begin(v, a); })},
-        {kPrepare3, "DOMAIN_MIGRATE_PREPARE3_PARAMS", rpc::Access::write, [this](rpc::Caller&, Reader& a) { return prepare(a); }},
-        {kPerform3, "DOMAIN_MIGRATE_PERFORM3_PARAMS", rpc::Access::write,
+        {Proc::DOMAIN_MIGRATE_PREPARE3_PARAMS, rpc::Access::write, [this](rpc::Caller&, Reader& a) { return prepare(a); }},
+        {Proc::DOMAIN_MIGRATE_PERFORM3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_PERFORM3_PARAMS", [this](const DomainView& v, Reader& a) { return perform(v, a); })},
-        {kFinish3, "DOMAIN_MIGRATE_FINISH3_PARAMS", rpc::Access::write, [this](rpc::Caller&, Reader& a) { return finish(a); }},
-        {kConfirm3, "DOMAIN_MIGRATE_CONFIRM3_PARAMS", rpc::Access::write,
+        {Proc::DOMAIN_MIGRATE_FINISH3_PARAMS, rpc::Access::write, [this](rpc::Caller&, Reader& a) { return finish(a); }},
+        {Proc::DOMAIN_MIGRATE_CONFIRM3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_CONFIRM3_PARAMS", [this](const DomainView& v, Reader& a) { return confirm(v, a); })},
     };
     for (rpc::Procedure& p : job_procedures()) t.push_back(std::move(p));

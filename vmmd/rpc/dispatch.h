@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vmmd/rpc/message.h"
+#include "vmmd/rpc/procedures.h"
 
 namespace vmmd::rpc {
 
@@ -47,6 +48,9 @@ struct Caller {
 using Handler = std::function<Reply(Caller&, xdr::Reader&)>;
 
 struct Procedure {
+    // One of libvirt's procedures (procedures.h): its number and name from the table.
+    Procedure(Proc p, Access a, Handler h) : Procedure(number_of(p), name_of(p), a, std::move(h)) {}
+    Procedure(int32_t n, const char* nm, Access a, Handler h) : number(n), name(nm), access(a), handler(std::move(h)) {}
     int32_t number = 0;
     const char* name = "";
     Access access = Access::write;
