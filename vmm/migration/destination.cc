@@ -210,9 +210,8 @@ Status IncomingMigration::resume(Connection& conn) {
         return ok;
     }
     if (auto s = st.write(encode_header_ok(0)); !s) return s;
-    if (auto s = receiver_->resume(st, conn.dest_postcopy(), conn.preempt_stream(), [&conn] { (void)conn.cut(); },
-                                   std::chrono::milliseconds(options_.params.io_timeout_ms));
-        !s)
+    auto link = conn.dest_postcopy({header->blocks, (header->features & kFeatureVerifyRam) != 0});
+    if (auto s = receiver_->resume(st, std::move(link), std::chrono::milliseconds(options_.params.io_timeout_ms)); !s)
         return s;
     log::info("postcopy resumed from {}", conn.describe());
     set_status(MigrationStatus::postcopy_active);
@@ -246,7 +245,7 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
         ok = Error("the source has postcopy-preempt on, this destination does not: set it on both sides "
                    "(migrate_set_capability postcopy-preempt on, before migrate_incoming), or off on the source");
     }
-    if (ok && conn.preempt_stream() == nullptr && conn.dest_postcopy() == nullptr && options_.caps.postcopy_preempt &&
+    if (ok && conn.preempt_stream() == nullptr && !conn.postcopy_channel() && options_.caps.postcopy_preempt &&
         (header->features & kFeaturePostcopy) != 0) {
         ok = Error("this destination has postcopy-preempt on, the source does not: set it on both sides, or off here");
     }
@@ -348,20 +347,19 @@ Status IncomingMigration::ready_and_go(ByteStream& st, PostcopyReceiver* postcop
 Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader& header,
                                            const std::vector<Record>& discards) {
     ByteStream& st = conn.stream();
-    DestPostcopyChannel* channel = conn.dest_postcopy();
-    if (header.ram_mode == RamMode::transport_channel && channel == nullptr) {
+    if (header.ram_mode == RamMode::transport_channel && !conn.postcopy_channel()) {
         Error e("the source switched to postcopy, but this transport has no postcopy channel with it");
         refuse(st, e);
         return e;
     }
-    auto receiver = std::make_unique<PostcopyReceiver>(machine_.memory(), st, channel, header.blocks, machine_.vcpu_tids(),
-                                                       (header.features & kFeatureVerifyRam) != 0);
+    bool verify = (header.features & kFeatureVerifyRam) != 0;
+    auto receiver = std::make_unique<PostcopyReceiver>(machine_.memory(), st, conn.dest_postcopy({header.blocks, verify}),
+                                                       header.blocks, machine_.vcpu_tids(), verify,
+                                                       std::chrono::milliseconds(options_.params.io_timeout_ms));
     if (auto s = receiver->prepare(discards); !s) {
         refuse(st, s.error());
         return s;
     }
-    receiver->use_preempt(conn.preempt_stream(), [&conn] { (void)conn.cut(); },
-                          std::chrono::milliseconds(options_.params.io_timeout_ms));
     PostcopyReceiver* r = receiver.get();
     {
         std::lock_guard lock(mutex_);

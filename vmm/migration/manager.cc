@@ -66,9 +66,8 @@ Status MigrationManager::set_parameter(const std::string& name, const std::strin
     auto set = [&] { return settings_->change([&](Settings& s) { return s.set_parameter(name, value); }); };
     auto s = set();
     if (!s && declare_plugin_names(name)) s = set();
-    // Like QEMU, a live setting (a bandwidth cap) applies to the migration already running.
-    const SettingRow* row = find_setting(name);
-    if (s && row != nullptr && row->applies == Applies::live && outgoing_) outgoing_->apply_live(settings_->get().params);
+    // Like QEMU, a live setting (a bandwidth cap) applies to the migration already running: it
+    // reads settings_->live() as it goes.
     return s;
 }
 
@@ -97,8 +96,8 @@ Status MigrationManager::migrate(const std::string& text) {
     auto token = CancelToken::create();
     if (!token) return token.error();
     outgoing_.reset();  // joins the previous, finished migration's thread
-    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_->get()), std::move(*token),
-                                                  on_event_);
+    outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_->get()), settings_->live(),
+                                                  std::move(*token), on_event_);
     outgoing_->start(asked);
     return {};
 }

@@ -15,15 +15,15 @@ using C = Capabilities;
 using P = Parameters;
 
 SettingRow cap(std::string_view name, bool C::*field, std::string_view help) {
-    return {name, help, Kind::capability, field, nullptr, 0, 1, Applies::at_start, false};
+    return {name, help, Kind::capability, field, nullptr, 0, 1, std::nullopt, false};
 }
 
 SettingRow integer(std::string_view name, uint64_t P::*field, uint64_t min, uint64_t max, std::string_view help) {
-    return {name, help, Kind::integer, nullptr, field, min, max, Applies::at_start, false};
+    return {name, help, Kind::integer, nullptr, field, min, max, std::nullopt, false};
 }
 
-SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, Applies applies, std::string_view help) {
-    return {name, help, Kind::size, nullptr, field, 0, max, applies, false};
+SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, std::optional<Live> live, std::string_view help) {
+    return {name, help, Kind::size, nullptr, field, 0, max, live, false};
 }
 
 // The row, marked as one a transport's listener is given.
@@ -49,7 +49,7 @@ const std::vector<SettingRow>& setting_rows() {
         cap("postcopy-preempt", &C::postcopy_preempt,
             "tcp/unix, both sides, with postcopy-ram (on): the pages faults wait on go on a connection of their own, "
             "never behind the background push"),
-        listener(size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Applies::live,
+        listener(size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Live::max_bandwidth,
                       "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)")),
         integer("downtime-limit", &P::downtime_limit_ms, 1, 2000000, "longest acceptable pause, ms"),
         integer("cpu-throttle-initial", &P::cpu_throttle_initial, 1, 99, "first throttle step, percent"),
@@ -63,13 +63,18 @@ const std::vector<SettingRow>& setting_rows() {
         integer("x-postcopy-after-rounds", &P::postcopy_after_rounds, 0, 1000,
                 "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included "
                 "(0 = only on migrate_start_postcopy)"),
-        size("max-postcopy-bandwidth", &P::max_postcopy_bandwidth, UINT64_MAX, Applies::live,
+        size("max-postcopy-bandwidth", &P::max_postcopy_bandwidth, UINT64_MAX, Live::max_postcopy_bandwidth,
              "bandwidth cap of postcopy's background push in bytes/s (0 = unlimited; requested pages are never held back)"),
-        size("x-postcopy-readahead", &P::postcopy_readahead, uint64_t{1} << 30, Applies::live,
+        size("x-postcopy-readahead", &P::postcopy_readahead, uint64_t{1} << 30, Live::postcopy_readahead,
              "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held "
              "back by max-postcopy-bandwidth but counted against it (0 = none)"),
     };
     return k;
+}
+
+void SharedSettings::publish() {
+    for (const SettingRow& row : setting_rows())
+        if (row.live) live_->set(*row.live, settings_.params.*(row.param));
 }
 
 const SettingRow* find_setting(std::string_view name) {

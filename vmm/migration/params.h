@@ -8,21 +8,18 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "vmm/common/result.h"
+#include "vmm/migration/core/live_settings.h"
 #include "vmm/migration/transport/options.h"
 
 namespace vmm::migration {
-
-// Who reads a setting, and so when a change takes effect.
-enum class Applies {
-    at_start,  // read when a migration starts (on a destination: when the source connects)
-    live,      // also read by the migration under way: a change reaches it (QEMU's max-bandwidth)
-};
 
 struct SettingRow {
     enum class Kind { capability, integer, size };  // size: an integer that takes k/m/g
@@ -32,7 +29,10 @@ struct SettingRow {
     bool Capabilities::*cap = nullptr;  // capability rows
     uint64_t Parameters::*param = nullptr;  // integer and size rows
     uint64_t min = 0, max = UINT64_MAX;
-    Applies applies = Applies::at_start;
+    // When a change takes effect: when a migration starts (on a destination, when its source
+    // connects), or, with a slot, also in the migration under way, which reads the slot as it
+    // goes (live_settings.h; QEMU's max-bandwidth).
+    std::optional<Live> live;
     // A transport's listener is given it (vmm_transport_args: a plugin takes it when it starts
     // listening, so a waiting destination cannot change it; transport.h).
     bool listener_reads = false;
@@ -65,24 +65,34 @@ private:
 
 // The one object the monitors write settings to and every migration reads them from: a
 // destination when its source connects (not when it started listening), a source when it starts,
-// and for the live rows while it runs. Its own lock, taken last: a transport may read it while
-// the manager holds its own.
+// and for the live rows while it runs (live(), which every change updates). Its own lock, taken
+// last: a transport may read it while the manager holds its own.
 class SharedSettings {
 public:
+    SharedSettings() { publish(); }
     Settings get() const {
         std::lock_guard lock(mutex_);
         return settings_;
     }
-    // Runs `f(Settings&)` under the lock and returns what it returns.
+    // Runs `f(Settings&)` under the lock and returns what it returns; the live rows' values
+    // are published before the lock goes.
     template <class F>
     auto change(F&& f) {
         std::lock_guard lock(mutex_);
+        struct Publish {
+            SharedSettings& s;
+            ~Publish() { s.publish(); }
+        } publish_after{*this};
         return f(settings_);
     }
+    // The live rows' values as they are now, for the migrations under way.
+    std::shared_ptr<const LiveSettings> live() const { return live_; }
 
 private:
+    void publish();  // under mutex_
     mutable std::mutex mutex_;
     Settings settings_;
+    std::shared_ptr<LiveSettings> live_ = std::make_shared<LiveSettings>();
 };
 
 }  // namespace vmm::migration

@@ -21,14 +21,12 @@ using Clock = SteadyClock;
 }  // namespace
 
 
-MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
-                                 StatusFn on_status)
-    : machine_(m), transport_(transport), uri_(std::move(uri)), options_(std::move(options)), cancel_(std::move(cancel)),
-      on_status_(std::move(on_status)) {
+MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options,
+                                 std::shared_ptr<const LiveSettings> live, CancelToken cancel, StatusFn on_status)
+    : machine_(m), transport_(transport), uri_(std::move(uri)), options_(std::move(options)), live_(std::move(live)),
+      cancel_(std::move(cancel)), on_status_(std::move(on_status)) {
     stats_.uri = uri_.text;
     stats_.ram.total = m.memory().total_size();
-    postcopy_bandwidth_ = options_.params.max_postcopy_bandwidth;
-    postcopy_readahead_ = options_.params.postcopy_readahead;
 }
 
 MigrationSource::~MigrationSource() {
@@ -71,17 +69,6 @@ bool MigrationSource::switch_now(uint32_t round) const {
     if (postcopy_requested_) return true;
     // `round` is the last round sent: 0 is the bulk round, so N rounds are done at round N - 1.
     return options_.params.postcopy_after_rounds != 0 && round + 1 >= options_.params.postcopy_after_rounds;
-}
-
-void MigrationSource::apply_live(const Parameters& p) {
-    std::lock_guard lock(mutex_);  // limiter_ and sender_ are only set and cleared under this lock
-    if (RateLimiter* l = limiter_.load()) l->request_rate(p.max_bandwidth);
-    postcopy_bandwidth_ = p.max_postcopy_bandwidth;
-    postcopy_readahead_ = p.postcopy_readahead;
-    if (sender_ != nullptr) {
-        sender_->set_max_bandwidth(p.max_postcopy_bandwidth);
-        sender_->set_readahead(p.postcopy_readahead / kStreamPageSize);
-    }
 }
 
 MigrationStats MigrationSource::stats() const {
@@ -148,12 +135,7 @@ void MigrationSource::run() {
     Status s = setup(conn);
     if (s) {
         Run r(*this, *conn);
-        limiter_ = &r.limiter;
         s = precopy(r);
-        {
-            std::lock_guard lock(mutex_);
-            limiter_ = nullptr;  // the downtime runs unpaced
-        }
         if (s) s = switching_ ? postcopy(r) : complete(r);
     }
     if (!s) {
@@ -198,7 +180,7 @@ Status MigrationSource::setup(Connection*& conn_out) {
     if (options_.caps.postcopy_ram) {
         // A transport with a RAM channel of its own needs a postcopy channel too (RDMA agrees
         // one with its peer); multifd's lanes have none.
-        if (conn_->source_ram() != nullptr && conn_->source_postcopy() == nullptr) {
+        if (conn_->source_ram() != nullptr && !conn_->postcopy_channel()) {
             return Error(fmt::format("postcopy-ram needs a postcopy channel, and {} has none: over rdma: turn postcopy-ram "
                                      "on at the destination too (before migrate_incoming); multifd has none (turn it off)",
                                      conn_->describe()));
@@ -208,7 +190,7 @@ Status MigrationSource::setup(Connection*& conn_out) {
     // A transport with a postcopy channel (rdma) keeps the answers apart already; one without
     // either (a plugin's plain stream) cannot honour postcopy-preempt.
     if (options_.caps.postcopy_ram && options_.caps.postcopy_preempt && conn_->preempt_stream() == nullptr &&
-        conn_->source_postcopy() == nullptr) {
+        !conn_->postcopy_channel()) {
         return Error(fmt::format("postcopy-preempt needs a connection of its own for the pages faults wait on, and {} has "
                                  "none: turn postcopy-preempt off on both sides",
                                  conn_->describe()));
@@ -377,7 +359,7 @@ Status MigrationSource::complete(Run& run) {
     auto paused_at = Clock::now();
     machine_.pause();
     paused_by_us_ = true;
-    run.limiter.set_rate(0);  // the guest is stopped: send as fast as the link allows
+    run.limiter.unpaced();  // the guest is stopped: send as fast as the link allows
     auto bitmaps = take_dirty();
     if (!bitmaps) return bitmaps.error();
     update_remaining(count_pages(*bitmaps));

@@ -25,6 +25,7 @@
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/transport/options.h"
 #include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/core/live_settings.h"
 #include "vmm/migration/core/rate_limiter.h"
 #include "vmm/migration/core/stats.h"
 #include "vmm/migration/transport/transport.h"
@@ -36,7 +37,11 @@ class MigrationSource {
 public:
     using StatusFn = std::function<void(MigrationStatus)>;
 
-    MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options, CancelToken cancel,
+    // `options`: the settings as they are at `migrate`; `live`: the live rows as they change
+    // (max-bandwidth paces the rounds still to come, not the paused guest's last one;
+    // max-postcopy-bandwidth and x-postcopy-readahead the postcopy push, as in QEMU).
+    MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options,
+                    std::shared_ptr<const LiveSettings> live, CancelToken cancel,
                     StatusFn on_status);
     ~MigrationSource();  // cancels and joins
     MigrationSource(const MigrationSource&) = delete;
@@ -54,11 +59,6 @@ public:
     Status resume(Transport& transport, Uri uri);
     // migrate_pause: cut the link of the postcopy under way, as a failed network would.
     Status pause_link();
-    // A setting the table marks live (params.cc) changed while this migration runs: its values
-    // now. max-bandwidth paces the rounds still to come (not the paused guest's last one);
-    // max-postcopy-bandwidth and x-postcopy-readahead the push of the postcopy phase under way
-    // (or to come, or resumed after a recovery), as in QEMU.
-    void apply_live(const Parameters& p);
     MigrationStats stats() const;
     bool finished() const;
 
@@ -95,6 +95,7 @@ private:
     Transport& transport_;
     Uri uri_;
     Options options_;
+    std::shared_ptr<const LiveSettings> live_;
     RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its options
     RamSaver::Verify verify_ = RamSaver::Verify::off;  // verify_mode(), decided once with the header
     CancelToken cancel_;
@@ -106,13 +107,10 @@ private:
     bool was_running_ = false;
     bool paused_by_us_ = false;
     std::atomic<bool> finished_{false};
-    std::atomic<RateLimiter*> limiter_{nullptr};  // set while the rounds run
     std::atomic<bool> postcopy_requested_{false};
     bool switching_ = false;                      // precopy ended to switch to postcopy
     bool went_postcopy_ = false;                  // GO sent in postcopy: the destination runs the guest
     class PostcopySender* sender_ = nullptr;      // under mutex_, while the postcopy phase runs
-    std::atomic<uint64_t> postcopy_bandwidth_{0};  // max-postcopy-bandwidth now (set at start, then by the monitor)
-    std::atomic<uint64_t> postcopy_readahead_{0};  // x-postcopy-readahead now, in bytes (likewise)
     std::optional<ResumeTo> resume_to_;           // under mutex_: migrate -r asked
     std::condition_variable resume_cv_;
     std::vector<std::unique_ptr<Connection>> broken_;  // links that broke in postcopy (Run refers to the first)

@@ -61,10 +61,8 @@ Status MigrationSource::postcopy(Run& run) {
     machine_.set_throttle(0);
     machine_.set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
-    PostcopySender sender(machine_.memory(), run.conn.stream(), run.conn.source_postcopy(), blocks, std::move(*bitmaps), cancel_,
-                          {postcopy_bandwidth_.load(), options_.caps.zero_blocks, options_.caps.verify_ram,
-                           postcopy_readahead_.load() / kStreamPageSize});
-    sender.use_preempt(run.conn.preempt_stream());
+    PostcopySender sender(machine_.memory(), run.conn.source_postcopy({blocks, options_.caps.verify_ram}), blocks,
+                          std::move(*bitmaps), cancel_, *live_, {options_.caps.zero_blocks});
     uint64_t precopy_bytes = run.work.transferred;
     {
         std::lock_guard lock(mutex_);
@@ -74,9 +72,6 @@ Status MigrationSource::postcopy(Run& run) {
         stats_.ram.downtime_bytes = *state_bytes;
         stats_.cpu_throttle_percentage = 0;
         sender_ = &sender;
-        // A change since the sender was made reached neither it nor sender_: the values now.
-        sender.set_max_bandwidth(postcopy_bandwidth_);
-        sender.set_readahead(postcopy_readahead_ / kStreamPageSize);
     }
     set_status(MigrationStatus::postcopy_active);
     Status s = sender.run();
@@ -206,7 +201,7 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
         stats_.uri = to.uri.text;
     }
     uri_ = to.uri;
-    sender.resume(conn_->stream(), conn_->source_postcopy(), conn_->preempt_stream(), received.bits());
+    sender.resume(conn_->source_postcopy({header.blocks, options_.caps.verify_ram}), received.bits());
     log::info("postcopy resumed over {}", conn_->describe());
     return {};
 }

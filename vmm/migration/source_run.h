@@ -11,7 +11,7 @@ namespace vmm::migration {
 struct MigrationSource::Run {
     Run(MigrationSource& src, Connection& c)
         : conn(c),
-          limiter(src.options_.params.max_bandwidth, RateLimiter::cancellable_sleep(src.cancel_)),
+          limiter(src.live_->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(src.cancel_)),
           saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.options_.caps.zero_blocks, work,
                 src.verify_) {}
     Connection& conn;

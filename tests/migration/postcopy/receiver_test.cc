@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "tests/support/require.h"
 #include "tests/support/memory_fixture.h"
 #include "tests/support/wait.h"
 #include "vmm/migration/postcopy/recovery.h"
+#include "vmm/migration/transport/postcopy_stream.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/return_path.h"
 
@@ -40,6 +42,12 @@ std::vector<uint8_t> pages_record(uint32_t block, uint64_t first_page, uint64_t 
     return bytes;
 }
 
+// Postcopy over `main` (and a preempt connection, cut by `cut`), as the socket transports carry it.
+std::unique_ptr<DestPostcopyLink> on(ByteStream& main, std::vector<BlockInfo> blocks, ByteStream* preempt = nullptr,
+                                     std::function<void()> cut = {}) {
+    return stream_postcopy_dest(main, preempt, std::move(cut), {std::move(blocks)});
+}
+
 std::vector<uint8_t> end_record() {
     Record r;
     r.type = RecordType::end;
@@ -57,7 +65,7 @@ TEST(PostcopyReceiver, PlacesWhatIsMissingAndNothingElse) {
     // a record over the present page 10 (must be skipped), the 'high' page, END.
     MemoryStream stream(pages_record(0, 0, 2, 0xab) + encode_record(range(RecordType::zero, 0, 2, 2)) +
                         pages_record(0, 10, 1, 0xee) + pages_record(1, 5, 1, 0xcd) + end_record());
-    PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 4), range(RecordType::discard, 1, 5, 1)}));
     auto s = rx.run();
     ASSERT_TRUE(s) << s.error().message();
@@ -88,7 +96,7 @@ TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlace
                                          return r;
                                      }())}) {
         MemoryStream stream(stream_bytes);
-        PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
+        PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
         ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 1)}));
         auto s = rx.run();
         ASSERT_FALSE(s);
@@ -109,10 +117,9 @@ TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefuse
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream main_stream(pages_record(0, 0, 1, 0x11) + end_record());
     MemoryStream preempt(pages_record(0, 1, 1, 0x22) + end_record());
-    PostcopyReceiver rx(mem, main_stream, nullptr, layout(mem), {}, false);
-    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
     int cuts = 0;
-    rx.use_preempt(&preempt, [&] { ++cuts; });
+    PostcopyReceiver rx(mem, main_stream, on(main_stream, layout(mem), &preempt, [&] { ++cuts; }), layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
     auto s = rx.run();
     ASSERT_TRUE(s) << s.error().message();
     EXPECT_EQ(ram[0], 0x11);
@@ -127,10 +134,10 @@ TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefuse
         auto fresh = make_memory();
         MemoryStream m(pages_record(0, 0, 2, 0x44) + end_record());
         MemoryStream p(hostile);  // a STATE record; then a page and no END
-        PostcopyReceiver r2(fresh, m, nullptr, layout(fresh), {}, false);
-        ASSERT_TRUE(r2.prepare({range(RecordType::discard, 0, 0, 2)}));
         int cut = 0;
-        r2.use_preempt(&p, [&] { ++cut; }, std::chrono::milliseconds(2000));
+        PostcopyReceiver r2(fresh, m, on(m, layout(fresh), &p, [&] { ++cut; }), layout(fresh), {}, false,
+                            std::chrono::milliseconds(2000));
+        ASSERT_TRUE(r2.prepare({range(RecordType::discard, 0, 0, 2)}));
         auto f = r2.run();
         ASSERT_FALSE(f);
         EXPECT_NE(f.error().message().find("postcopy-preempt connection"), std::string::npos) << f.error().message();
@@ -142,7 +149,7 @@ TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
     VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     MemoryStream stream(pages_record(0, 0, 1, 1) + end_record());
-    PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
     auto s = rx.run();
     ASSERT_FALSE(s);
@@ -156,7 +163,7 @@ TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream stream(pages_record(0, 3, 1, 0x77) + end_record());
-    PostcopyReceiver rx(mem, stream, nullptr, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1)}));
     EXPECT_EQ(ram[100 * 4096 + 8], 0) << "a never-sent page reads as zero";
     // (the fault thread counts it just after the reader woke)
@@ -187,7 +194,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
     MemoryStream broken(pages_record(0, 5, 1, 0x11));  // then the link ends mid-postcopy
-    PostcopyReceiver rx(mem, broken, nullptr, layout(mem), {}, false);
+    PostcopyReceiver rx(mem, broken, on(broken, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1), range(RecordType::discard, 0, 5, 1)}));
     ASSERT_FALSE(rx.run());
     rx.detach();
@@ -195,7 +202,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     std::thread toucher([&] { seen = *reinterpret_cast<volatile uint8_t*>(ram + 3 * 4096 + 1); });
     EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().requests == 1; }, std::chrono::seconds(10)));
     MemoryStream resumed(pages_record(0, 3, 1, 0x77) + end_record());
-    ASSERT_TRUE(rx.resume(resumed, nullptr));
+    ASSERT_TRUE(rx.resume(resumed, on(resumed, layout(mem)), std::chrono::seconds(30)));
     auto s = rx.run();
     toucher.join();
     ASSERT_TRUE(s) << s.error().message();

@@ -21,6 +21,7 @@
 #include "tests/support/memory_fixture.h"
 #include "tests/support/pipe_stream.h"
 #include "tests/support/wait.h"
+#include "vmm/migration/transport/postcopy_stream.h"
 #include "vmm/migration/transport/socket_stream.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/return_path.h"
@@ -154,36 +155,42 @@ void request(Connection& c, uint32_t block, uint64_t page, uint32_t pages = 1) {
     ASSERT_TRUE(write_all(c.requests.get(), m));
 }
 
-// A postcopy channel (the RDMA plugin's shape) that logs what is sent, and whose push can be
-// held inside send(), as one waiting for the destination's credit is.
-class FakeChannel : public SourcePostcopyChannel {
+// A link over a channel of its own (the RDMA plugin's shape) that logs what is sent, and whose
+// push can be held inside send(), as one waiting for the destination's credit is.
+class FakeChannel : public SourcePostcopyLink {
 public:
     explicit FakeChannel(bool beside) : beside_(beside) {}
     Status begin() override { return {}; }
-    Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) override {
+    Result<std::optional<PostcopyRequest>> next_request(std::chrono::milliseconds wait) override {
         std::unique_lock lock(mutex_);
         cv_.wait_for(lock, wait, [&] { return !asks_.empty(); });
-        if (asks_.empty()) return std::optional<PostcopyAsk>{};
-        PostcopyAsk a = asks_.front();
+        if (asks_.empty()) return std::optional<PostcopyRequest>{};
+        PostcopyRequest a = asks_.front();
         asks_.erase(asks_.begin());
-        return std::optional<PostcopyAsk>{a};
+        return std::optional<PostcopyRequest>{a};
     }
-    Status send(const PostcopyPages& p, std::optional<uint32_t> answer) override {
+    Result<uint64_t> send(Path path, const PageRun& run, std::optional<uint32_t> answer) override {
+        (void)path;
         std::unique_lock lock(mutex_);
         if (!answer) {
             ++pushes_;
             cv_.wait_for(lock, std::chrono::seconds(30), [&] { return !hold_push_; });  // the push's thread is stuck here
         } else {
-            answers_.push_back({*answer, p.block, p.offset});
+            answers_.push_back({*answer, run.block, run.first_page * 4096});
         }
+        return run.zero ? 0 : run.count * 4096;
+    }
+    Status flush(Path path) override {
+        (void)path;
         return {};
     }
     Status end() override { return {}; }
-    bool answers_beside_push() const override { return beside_; }
+    Answers answers() const override { return {.beside_push = beside_, .own_connection = false, .once = beside_}; }
+    uint64_t longest_run() const override { return PostcopyPages::kMaxPages; }
 
     void ask(uint32_t block, uint64_t page, uint32_t token) {
         std::lock_guard lock(mutex_);
-        asks_.push_back({false, block, page * 4096, token});
+        asks_.push_back({false, block, page, 1, token});
         cv_.notify_all();
     }
     void release_push() {
@@ -210,7 +217,7 @@ private:
     const bool beside_;
     mutable std::mutex mutex_;
     std::condition_variable cv_;
-    std::vector<PostcopyAsk> asks_;
+    std::vector<PostcopyRequest> asks_;
     std::vector<Answer> answers_;
     uint64_t pushes_ = 0;
     bool hold_push_ = true;
@@ -243,31 +250,40 @@ protected:
 
     // Starts the sender's run() on a thread; with `preempt`, over two connections. Without
     // `read_stream`, the destination reads only the preempt connection: the stream fills up.
-    void start(PostcopySender::Config config, bool preempt = false, bool answer_done = false, bool read_stream = true) {
+    // The push's pace and readahead, as the monitor's settings would give them (LiveSettings).
+    struct Pace {
+        uint64_t max_bandwidth = 0;       // max-postcopy-bandwidth, bytes/s
+        uint64_t readahead_pages = 256;   // x-postcopy-readahead, in pages
+    };
+    void set(Pace pace) {
+        live_.set(Live::max_postcopy_bandwidth, pace.max_bandwidth);
+        live_.set(Live::postcopy_readahead, pace.readahead_pages * 4096);
+    }
+    void start(Pace pace, bool preempt = false, bool answer_done = false, bool read_stream = true) {
+        set(pace);
         src_cancel_.emplace(CancelToken::create().value());
         dst_cancel_.emplace(CancelToken::create().value());
         conns_.resize(preempt ? 2 : 1);
         for (auto& c : conns_) c = connect(GetParam(), *src_cancel_, *dst_cancel_);
         dest_ = std::make_unique<FakeDestination>(mem_, layout(mem_), answer_done);
         for (size_t i = read_stream ? 0 : 1; i < conns_.size(); ++i) dest_->start(static_cast<int>(i), conns_[i]);
-        sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, nullptr, layout(mem_), missing_,
-                                                   *src_cancel_, config);
-        if (preempt) sender_->use_preempt(conns_[1].source.get());
+        auto link = stream_postcopy_source(*conns_[0].source, preempt ? conns_[1].source.get() : nullptr, {layout(mem_)});
+        sender_ = std::make_unique<PostcopySender>(mem_, std::move(link), layout(mem_), missing_, *src_cancel_, live_,
+                                                   PostcopySender::Config{});
         runner_ = std::thread([this] { result_ = sender_->run(); });
     }
     Status finish() {
         runner_.join();
         return result_;
     }
-    // The same over a fake postcopy channel (the stream then carries nothing).
-    void start_on_channel(bool answers_beside_push, PostcopySender::Config config) {
-        channel_ = std::make_unique<FakeChannel>(answers_beside_push);
+    // The same over a fake channel (no stream at all).
+    void start_on_channel(bool answers_beside_push, Pace pace) {
+        set(pace);
+        auto channel = std::make_unique<FakeChannel>(answers_beside_push);
+        channel_ = channel.get();
         src_cancel_.emplace(CancelToken::create().value());
-        dst_cancel_.emplace(CancelToken::create().value());
-        conns_.resize(1);
-        conns_[0] = connect(GetParam(), *src_cancel_, *dst_cancel_);
-        sender_ = std::make_unique<PostcopySender>(mem_, *conns_[0].source, channel_.get(), layout(mem_), missing_,
-                                                   *src_cancel_, config);
+        sender_ = std::make_unique<PostcopySender>(mem_, std::move(channel), layout(mem_), missing_, *src_cancel_, live_,
+                                                   PostcopySender::Config{});
         runner_ = std::thread([this] { result_ = sender_->run(); });
     }
 
@@ -275,10 +291,11 @@ protected:
     static constexpr uint64_t kPages = 8 * M / 4096;
     memory::GuestMemory mem_ = make_memory();
     std::vector<std::vector<uint64_t>> missing_;
+    LiveSettings live_;  // outlives the sender, which reads it
     std::optional<CancelToken> src_cancel_, dst_cancel_;
     std::vector<Connection> conns_;
     std::unique_ptr<FakeDestination> dest_;
-    std::unique_ptr<FakeChannel> channel_;  // outlives the sender, which reads it
+    FakeChannel* channel_ = nullptr;  // the sender's
     std::unique_ptr<PostcopySender> sender_;
     std::thread runner_;
     Status result_;
@@ -431,7 +448,7 @@ TEST_P(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnsw
 TEST_P(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
     start({.max_bandwidth = kCrawl, .readahead_pages = 0});  // at this pace the 8 MiB take two minutes
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
-    sender_->set_max_bandwidth(0);  // max-postcopy-bandwidth 0: unlimited
+    live_.set(Live::max_postcopy_bandwidth, 0);  // max-postcopy-bandwidth 0: unlimited
     ASSERT_TRUE(eventually([&] { return sender_->remaining_pages() == 0; }, 30))
         << sender_->remaining_pages() << " pages still missing: the push kept its old cap";
     EXPECT_EQ(dest_->wrong_bytes(), 0u);
@@ -440,7 +457,7 @@ TEST_P(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {
 TEST_P(PostcopySenderTest, ANewReadaheadAppliesToThePushUnderWay) {
     start({.max_bandwidth = 4096, .readahead_pages = 0});  // a page a second, and no window
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10));
-    sender_->set_readahead(64);  // x-postcopy-readahead 256 KiB
+    live_.set(Live::postcopy_readahead, 64 * 4096);  // x-postcopy-readahead 256 KiB
     request(conns_[0], 0, 1001);
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 1001); }, 10));
     request(conns_[0], 0, 1002);  // in order: now a window of 16 pages past it

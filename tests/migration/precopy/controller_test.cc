@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "vmm/migration/precopy/convergence.h"
+#include "vmm/migration/core/live_settings.h"
 #include "vmm/migration/core/rate_limiter.h"
 
 namespace vmm::migration {
@@ -94,11 +95,14 @@ TEST(RateLimiter, SleepsExactlyAsLongAsTheSenderIsAhead) {
     slept = {};
     ASSERT_TRUE(rl.consume(100'000));
     EXPECT_EQ(slept.count(), 0);
-    RateLimiter unlimited(0, [&](std::chrono::nanoseconds) -> Status { return Error("must not sleep"); });
-    EXPECT_TRUE(unlimited.consume(1ull << 40));
-    // A rate requested from another thread applies at the next consume.
-    unlimited.request_rate(1'000'000);
-    EXPECT_FALSE(unlimited.consume(500'000));
+    // A limiter that follows a live setting: unlimited, then a cap set from another thread (the
+    // monitor, through LiveSettings) applies at the next consume.
+    LiveSettings live;
+    RateLimiter following(live.reader(Live::max_bandwidth),
+                          [&](std::chrono::nanoseconds) -> Status { return Error("must not sleep"); });
+    EXPECT_TRUE(following.consume(1ull << 40));
+    live.set(Live::max_bandwidth, 1'000'000);
+    EXPECT_FALSE(following.consume(500'000));
 }
 
 // A sender that waits its turn (postcopy's push, which serves requests while it waits): what it

@@ -9,6 +9,19 @@ namespace vmm::migration {
 RateLimiter::RateLimiter(uint64_t bytes_per_second, SleepFn sleep, std::function<Clock::time_point()> now)
     : rate_(bytes_per_second), sleep_(std::move(sleep)), now_(std::move(now)), start_(now_()) {}
 
+RateLimiter::RateLimiter(RateFn rate, SleepFn sleep, std::function<Clock::time_point()> now)
+    : live_(std::move(rate)), rate_(live_()), sleep_(std::move(sleep)), now_(std::move(now)), start_(now_()) {}
+
+void RateLimiter::follow() {
+    if (!live_) return;
+    if (uint64_t r = live_(); r != rate_) set_rate(r);
+}
+
+void RateLimiter::unpaced() {
+    live_ = nullptr;
+    set_rate(0);
+}
+
 void RateLimiter::set_rate(uint64_t bytes_per_second) {
     rate_ = bytes_per_second;
     start_ = now_();
@@ -22,7 +35,7 @@ Status RateLimiter::consume(uint64_t bytes) {
 }
 
 void RateLimiter::account(uint64_t bytes) {
-    if (uint64_t r = requested_.exchange(kNoRequest); r != kNoRequest) set_rate(r);
+    follow();
     if (rate_ == 0) return;
     sent_ += bytes;
     // Far behind (e.g. a stall): do not let the sender burst to catch up for long.
@@ -38,7 +51,8 @@ RateLimiter::Clock::time_point RateLimiter::due() const {
     return start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(sent_) * 1e9 / static_cast<double>(rate_)));
 }
 
-std::chrono::nanoseconds RateLimiter::ahead() const {
+std::chrono::nanoseconds RateLimiter::ahead() {
+    follow();
     if (rate_ == 0) return {};
     auto wait = due() - now_();
     return wait.count() > 0 ? std::chrono::duration_cast<std::chrono::nanoseconds>(wait) : std::chrono::nanoseconds{};

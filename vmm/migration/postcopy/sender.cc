@@ -3,8 +3,6 @@
 #include "vmm/common/thread_name.h"
 #include "vmm/memory/dirty_bitmap.h"
 #include "vmm/migration/core/zero_page.h"
-#include "vmm/migration/transport/stream_io.h"
-#include "vmm/migration/wire/page_sums.h"
 
 namespace vmm::migration {
 
@@ -17,13 +15,13 @@ constexpr auto kReturnPoll = std::chrono::milliseconds(200);
 constexpr auto kMostOwed = std::chrono::seconds(1);
 }  // namespace
 
-PostcopySender::PostcopySender(const memory::GuestMemory& mem, ByteStream& stream, SourcePostcopyChannel* channel,
+PostcopySender::PostcopySender(const memory::GuestMemory& mem, std::unique_ptr<SourcePostcopyLink> link,
                                std::vector<BlockInfo> blocks, std::vector<std::vector<uint64_t>> missing,
-                               const CancelToken& cancel, Config config)
-    : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), at_switch_(missing), cancel_(cancel),
-      config_(config), limiter_(config.max_bandwidth, RateLimiter::cancellable_sleep(cancel)),
-      missing_(std::move(missing)), readahead_(config.readahead_pages) {
-    channel_answers_ = channel_ != nullptr && channel_->answers_beside_push();
+                               const CancelToken& cancel, const LiveSettings& live, Config config)
+    : mem_(mem), link_(std::move(link)), answers_(link_->answers()), blocks_(std::move(blocks)), at_switch_(missing),
+      cancel_(cancel), live_(live), config_(config),
+      limiter_(live.reader(Live::max_postcopy_bandwidth), RateLimiter::cancellable_sleep(cancel)),
+      missing_(std::move(missing)), readahead_(live.get(Live::postcopy_readahead) / kStreamPageSize) {
     for (const auto& b : missing_) remaining_ += memory::count_bits(b.data(), b.size());
     stats_.switched = true;
     stats_.missing_pages = remaining_;
@@ -37,15 +35,13 @@ void PostcopySender::detach() {
         stop_reader_ = true;
     }
     if (reader_.joinable()) reader_.join();
+    link_.reset();
 }
 
-void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, ByteStream* preempt,
-                            const std::vector<std::vector<uint64_t>>& received) {
+void PostcopySender::resume(std::unique_ptr<SourcePostcopyLink> link, const std::vector<std::vector<uint64_t>>& received) {
     detach();
-    stream_ = &stream;
-    channel_ = channel;
-    channel_answers_ = channel_ != nullptr && channel_->answers_beside_push();
-    preempt_ = preempt;
+    link_ = std::move(link);
+    answers_ = link_->answers();
     begun_ = false;
     {
         std::lock_guard w(answers_mutex_);
@@ -68,27 +64,6 @@ void PostcopySender::resume(ByteStream& stream, SourcePostcopyChannel* channel, 
     ++stats_.recoveries;
 }
 
-Result<std::optional<PostcopySender::Incoming>> PostcopySender::next_incoming() {
-    if (channel_ != nullptr) {
-        auto m = channel_->next_request(std::chrono::duration_cast<std::chrono::milliseconds>(kReturnPoll));
-        if (!m) return m.error();
-        if (!*m) return std::optional<Incoming>{};
-        if ((*m)->done) return std::optional<Incoming>{Incoming{true, {}}};
-        return std::optional<Incoming>{Incoming{false, {(*m)->block, (*m)->offset / kStreamPageSize, 1, (*m)->token}}};
-    }
-    if (!stream_->await_readable(kReturnPoll)) return std::optional<Incoming>{};
-    auto m = read_return(*stream_, blocks_, kStreamPageSize);
-    if (!m) return m.error();
-    switch (m->message.type) {
-        case ReturnType::page_request: {
-            Request r{m->message.block, m->message.offset / kStreamPageSize, m->message.length / kStreamPageSize, std::nullopt};
-            return std::optional<Incoming>{Incoming{false, r}};
-        }
-        case ReturnType::postcopy_done: return std::optional<Incoming>{Incoming{true, {}}};
-        default: return Error("the destination sent a received-pages bitmap outside a postcopy recovery");
-    }
-}
-
 void PostcopySender::read_requests() {
     name_this_thread("postcopy-return");
     for (;;) {
@@ -97,23 +72,23 @@ void PostcopySender::read_requests() {
             if (stop_reader_) return;
         }
         if (cancel_.cancelled()) return;
-        auto m = next_incoming();
+        auto m = link_->next_request(kReturnPoll);
         if (m && !*m) continue;  // a destination whose guest touches nothing missing says nothing
         Status answered;
         if (m && !(*m)->done) {
-            (*m)->request.arrived = std::chrono::steady_clock::now();
+            Request r{(*m)->block, (*m)->first_page, (*m)->count, (*m)->token, std::chrono::steady_clock::now()};
             {
                 std::lock_guard lock(mutex_);
                 ++stats_.requests;
-                if (!reader_answers()) requests_.push_back((*m)->request);
+                if (!answers_.beside_push) requests_.push_back(r);
             }
-            if (reader_answers()) answered = answer((*m)->request);
+            if (answers_.beside_push) answered = answer(r);
         }
         std::lock_guard lock(mutex_);
         if (!m) {
             if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
         } else if (!answered) {
-            if (!failure_) failure_ = answered.error().context("answering a page request on the postcopy-preempt connection");
+            if (!failure_) failure_ = answered.error().context("answering a page request");
         } else if ((*m)->done) {
             done_ = true;
         }
@@ -130,42 +105,25 @@ std::optional<PostcopySender::Request> PostcopySender::next_request() {
     return r;
 }
 
-Result<uint64_t> PostcopySender::send_run(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool zero,
+Result<uint64_t> PostcopySender::send_run(Path path, uint32_t block, uint64_t first, uint64_t count, bool zero,
                                           bool again, std::optional<uint32_t> token) {
-    if (channel_ != nullptr) return send_on_channel(block, first, count, zero, token);
-    Record r;
-    r.type = zero ? RecordType::zero : (config_.verify ? RecordType::pages_summed : RecordType::pages);
-    r.block = block;
-    r.offset = first * kStreamPageSize;
-    r.length = count * kStreamPageSize;
-    auto header = encode_record(r);
-    const uint8_t* host = mem_.blocks()[block]->host() + r.offset;
-    std::span<const uint8_t> ram(host, zero ? 0 : r.length);
-    if (config_.verify && !zero) append_page_sums(header, ram);
-    auto s = zero ? out.write(header) : out.write_ram(header, ram);
-    if (!s) return s.error();
-    if (&out == preempt_) {
-        std::lock_guard lock(mutex_);
-        stats_.preempt_pages += count;
-    }
-    if (again) {
-        std::lock_guard lock(mutex_);
-        stats_.resent_pages += count;
-        stats_.postcopy_bytes += header.size() + ram.size();
-        return header.size() + ram.size();
-    }
-    return sent(block, first, count, header.size() + ram.size());
-}
-
-// [first, first + count) of `block` has gone (`bytes` of it on the wire): missing no more. A
-// page may have gone on the other connection meanwhile (a request's, a push's run): it counts once.
-uint64_t PostcopySender::sent(uint32_t block, uint64_t first, uint64_t count, uint64_t bytes) {
+    const uint8_t* host = mem_.blocks()[block]->host() + first * kStreamPageSize;
+    auto bytes = link_->send(path, PageRun{block, first, count, zero, host}, token);
+    if (!bytes) return bytes.error();
     std::lock_guard lock(mutex_);
+    if (path == Path::answer && answers_.own_connection) stats_.preempt_pages += count;
+    if (again) {
+        stats_.resent_pages += count;
+        stats_.postcopy_bytes += *bytes;
+        return *bytes;
+    }
     take(block, first, count);
-    stats_.postcopy_bytes += bytes;
-    return bytes;
+    stats_.postcopy_bytes += *bytes;
+    return *bytes;
 }
 
+// take(): [first, first + count) of `block` has gone, or is about to (claims()): missing no
+// more. A page may have gone on the other path meanwhile (a request's, a push's run): it counts once.
 void PostcopySender::take(uint32_t block, uint64_t first, uint64_t count) {
     for (uint64_t p = first; p < first + count; ++p) {
         uint64_t bit = uint64_t{1} << (p % 64);
@@ -175,29 +133,9 @@ void PostcopySender::take(uint32_t block, uint64_t first, uint64_t count) {
     }
 }
 
-// send_run over the postcopy channel: a run of at most PostcopyPages::kMaxPages (the push's
-// runs are, and a request is one page), answering the request being served if there is one.
-Result<uint64_t> PostcopySender::send_on_channel(uint32_t block, uint64_t first, uint64_t count, bool zero,
-                                                 std::optional<uint32_t> token) {
-    if (count > PostcopyPages::kMaxPages) return Error("internal: a postcopy run longer than the channel carries");
-    PostcopyPages p;
-    p.kind = zero ? PostcopyPages::Kind::zero : PostcopyPages::Kind::data;
-    p.block = block;
-    p.offset = first * kStreamPageSize;
-    p.pages = static_cast<uint32_t>(count);
-    std::vector<uint64_t> sums;
-    if (config_.verify && !zero) {
-        const uint8_t* host = mem_.blocks()[block]->host() + p.offset;
-        for (uint64_t i = 0; i < count; ++i) sums.push_back(page_checksum(host + i * kStreamPageSize));
-        p.sums = sums;
-    }
-    if (auto s = channel_->send(p, token); !s) return s.error();
-    return sent(block, first, count, (zero ? 0 : count * kStreamPageSize) + sums.size() * sizeof(uint64_t));
-}
-
 // [first, first + count) are all missing (or, `again`, all sent already): runs of data pages and
 // of zero pages. Returns the bytes sent.
-Result<uint64_t> PostcopySender::send_pages(ByteStream& out, uint32_t block, uint64_t first, uint64_t count, bool again,
+Result<uint64_t> PostcopySender::send_pages(Path path, uint32_t block, uint64_t first, uint64_t count, bool again,
                                             std::optional<uint32_t> token) {
     const uint8_t* host = mem_.blocks()[block]->host();
     uint64_t start = first, bytes = 0;
@@ -205,7 +143,7 @@ Result<uint64_t> PostcopySender::send_pages(ByteStream& out, uint32_t block, uin
     for (uint64_t p = first + 1; p <= first + count; ++p) {
         bool z = p < first + count && config_.zero_markers && is_zero_page(host + p * kStreamPageSize);
         if (p < first + count && z == zero) continue;
-        auto sent = send_run(out, block, start, p - start, zero, again, std::exchange(token, std::nullopt));
+        auto sent = send_run(path, block, start, p - start, zero, again, std::exchange(token, std::nullopt));
         if (!sent) return sent.error();
         bytes += *sent;
         start = p;
@@ -224,19 +162,18 @@ PostcopySender::Run PostcopySender::next_missing(uint32_t block, uint64_t from, 
 Status PostcopySender::answer(const Request& r) {
     std::lock_guard w(answers_mutex_);
     if (answers_ended_) return {};  // every page has gone: the answer is on the stream
-    // Over a channel a page on its way needs no second copy: the destination frees the request
-    // when the push's copy lands.
-    return channel_ != nullptr ? serve(*stream_, r, false) : serve(*preempt_, r, true);
+    // On the push's own connection, or a channel, a page on its way needs no second copy.
+    return serve(Path::answer, r, answers_.own_connection);
 }
 
-Status PostcopySender::serve(ByteStream& out, const Request& r, bool resend) {
+Status PostcopySender::serve(Path path, const Request& r, bool resend) {
     uint64_t end = r.first_page + r.count;
     bool any = false;
     for (auto run = next_missing(r.block, r.first_page, end); run.count != 0;
          run = next_missing(r.block, run.first + run.count, end)) {
-        // A channel's request is one page: the one run answers it, if it is missing still (sent
-        // already, the destination places it from the push).
-        if (auto s = send_pages(out, r.block, run.first, run.count, false, any ? std::nullopt : r.token); !s) return s.error();
+        // The token goes with the first run (a channel's request is one page: the one run answers
+        // it, if it is missing still; sent already, the destination places it from the push).
+        if (auto s = send_pages(path, r.block, run.first, run.count, false, any ? std::nullopt : r.token); !s) return s.error();
         any = true;
     }
     // On its way, but on the stream, behind what the push queued there (a readahead burst, a
@@ -245,17 +182,12 @@ Status PostcopySender::serve(ByteStream& out, const Request& r, bool resend) {
     // copies are the same bytes).
     bool again = !any && resend;
     if (again) {
-        if (auto s = send_pages(out, r.block, r.first_page, std::min<uint64_t>(r.count, kBackgroundPages), true); !s)
+        if (auto s = send_pages(path, r.block, r.first_page, std::min<uint64_t>(r.count, kBackgroundPages), true); !s)
             return s.error();
     }
-    if (auto s = flush(out); !s) return s;
+    if (auto s = link_->flush(path); !s) return s;
     served(r, any, again);
     return {};
-}
-
-void PostcopySender::set_readahead(uint64_t pages) {
-    std::lock_guard lock(mutex_);
-    readahead_.set_max(pages);
 }
 
 // After a request's answer: the push goes on from past it, with the readahead window it opened.
@@ -264,6 +196,7 @@ void PostcopySender::served(const Request& r, bool any, bool again) {
     uint64_t end = r.first_page + r.count;
     cursor_block_ = r.block;
     cursor_page_ = end;
+    readahead_.set_max(live_.get(Live::postcopy_readahead) / kStreamPageSize);  // x-postcopy-readahead now
     burst_ = {r.block, end, readahead_.on_request(r.block, r.first_page, r.count)};
     ++serves_;
     if (any) ++stats_.requests_served;
@@ -310,7 +243,7 @@ Status PostcopySender::push_background() {
     uint64_t serves = serves_;
     if (claims()) take(run->block, run->first, run->count);
     lock.unlock();
-    auto sent = send_pages(*stream_, run->block, run->first, run->count);
+    auto sent = send_pages(Path::push, run->block, run->first, run->count);
     if (!sent) return sent.error();
     lock.lock();
     if (serves_ == serves) cursor_page_ = run->first + run->count;  // else an answer moved it
@@ -319,7 +252,7 @@ Status PostcopySender::push_background() {
     lock.unlock();
     limiter_.account(*sent);
     if (ahead) limiter_.forgive_beyond(kMostOwed);
-    return flush(*stream_);
+    return link_->flush(Path::push);
 }
 
 Status PostcopySender::wait_done() {
@@ -333,8 +266,8 @@ Status PostcopySender::wait_done() {
 }
 
 Status PostcopySender::run() {
-    if (channel_ != nullptr && !begun_) {
-        if (auto s = channel_->begin(); !s) return s;
+    if (!begun_) {
+        if (auto s = link_->begin(); !s) return s;
         begun_ = true;
     }
     reader_ = std::thread([this] { read_requests(); });
@@ -345,7 +278,7 @@ Status PostcopySender::run() {
         }
         if (cancel_.cancelled()) return Error("migration cancelled");
         while (auto r = next_request()) {
-            if (auto s = serve(*stream_, *r, false); !s) return s;
+            if (auto s = serve(Path::push, *r, false); !s) return s;
         }
         if (remaining_pages() == 0) break;
         if (auto s = push_background(); !s) return s;
@@ -354,24 +287,11 @@ Status PostcopySender::run() {
     return wait_done();
 }
 
-// END on the postcopy channel, or on the preempt connection first, once no answer can follow it
-// (the destination reads it to its end before it checks what is missing), then on the stream.
+// Once no answer can follow it: the link's END goes after every answer.
 Status PostcopySender::send_end() {
-    if (channel_ != nullptr) {
-        std::lock_guard w(answers_mutex_);
-        answers_ended_ = true;
-        return channel_->end();
-    }
-    Record end;
-    end.type = RecordType::end;
-    if (preempt_ != nullptr) {
-        std::lock_guard w(answers_mutex_);
-        answers_ended_ = true;
-        if (auto s = preempt_->write(encode_record(end)); !s) return s;
-        if (auto s = preempt_->flush(); !s) return s;
-    }
-    if (auto s = stream_->write(encode_record(end)); !s) return s;
-    return stream_->flush();
+    std::lock_guard w(answers_mutex_);
+    answers_ended_ = true;
+    return link_->end();
 }
 
 PostcopyStats PostcopySender::stats() const {

@@ -9,6 +9,7 @@
 
 #include "vmm/plugin_abi.h"
 #include "vmm/migration/transport/registry.h"
+#include "vmm/migration/wire/page_sums.h"
 
 namespace vmm::migration {
 
@@ -23,6 +24,98 @@ Error plugin_error(const vmm_err& e, const char* what) {
     std::string text(e.text, strnlen(e.text, sizeof(e.text)));
     return Error(text.empty() ? std::string(what) + " failed (the plugin gave no reason)" : text);
 }
+
+// One call into the plugin: its error, if it failed, with the plugin's reason.
+template <typename F>
+Status call_plugin(const char* what, F f) {
+    vmm_err e{};
+    if (f(&e) != 0) return plugin_error(e, what);
+    return {};
+}
+
+// The source's postcopy over the plugin's channel (pc_*): a run of at most
+// PostcopyPages::kMaxPages goes as one vmm_pc_pages, with its sums under verify-ram.
+class PluginPostcopySource final : public SourcePostcopyLink {
+public:
+    PluginPostcopySource(const vmm_transport_ops* ops, void* conn, bool beside, PostcopyLinkConfig config)
+        : ops_(ops), conn_(conn), beside_(beside), config_(std::move(config)) {}
+    Status begin() override { return call_plugin("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
+    Result<std::optional<PostcopyRequest>> next_request(std::chrono::milliseconds wait) override {
+        vmm_pc_request r{};
+        vmm_err e{};
+        int got = ops_->pc_next_request(conn_, static_cast<uint32_t>(wait.count()), &r, &e);
+        if (got < 0) return plugin_error(e, "pc_next_request");
+        if (got == 0) return std::optional<PostcopyRequest>{};
+        if (r.done != 0) return std::optional<PostcopyRequest>{PostcopyRequest::all_placed()};
+        return std::optional<PostcopyRequest>{PostcopyRequest{false, r.block, r.offset / kStreamPageSize, 1, r.token}};
+    }
+    Result<uint64_t> send(Path path, const PageRun& run, std::optional<uint32_t> token) override {
+        (void)path;  // one channel: the plugin keeps a push and an answer apart (VMM_RAM_PC_ANSWERS)
+        if (run.count > PostcopyPages::kMaxPages) return Error("internal: a postcopy run longer than the channel carries");
+        std::vector<uint64_t> sums;
+        if (config_.verify && !run.zero)
+            for (uint64_t i = 0; i < run.count; ++i) sums.push_back(page_checksum(run.host + i * kStreamPageSize));
+        vmm_pc_pages c{run.zero ? VMM_PC_ZERO : VMM_PC_DATA, run.block, run.first_page * kStreamPageSize,
+                       static_cast<uint32_t>(run.count), token.value_or(VMM_PC_PUSH), nullptr,
+                       sums.empty() ? nullptr : sums.data()};
+        if (auto s = call_plugin("pc_send", [&](vmm_err* e) { return ops_->pc_send(conn_, &c, e); }); !s) return s.error();
+        return (run.zero ? 0 : run.count * kStreamPageSize) + sums.size() * sizeof(uint64_t);
+    }
+    Status flush(Path path) override {
+        (void)path;  // a page has gone once pc_send returned
+        return {};
+    }
+    Status end() override { return call_plugin("pc_end", [&](vmm_err* e) { return ops_->pc_end(conn_, e); }); }
+    // An answer from the return path's thread goes beside the push, and a page may land only
+    // once: the destination frees a request when its page lands, so a second copy would answer
+    // a request it no longer has.
+    Answers answers() const override { return {.beside_push = beside_, .own_connection = false, .once = beside_}; }
+    uint64_t longest_run() const override { return PostcopyPages::kMaxPages; }
+
+private:
+    const vmm_transport_ops* ops_;
+    void* conn_;
+    bool beside_;
+    PostcopyLinkConfig config_;
+};
+
+// The destination's postcopy over the plugin's channel: one lane, pages placed from the slot
+// they landed in, released once placed.
+class PluginPostcopyDest final : public DestPostcopyLink {
+public:
+    PluginPostcopyDest(const vmm_transport_ops* ops, void* conn) : ops_(ops), conn_(conn) {}
+    Status begin() override { return call_plugin("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
+    Status request(uint32_t block, uint64_t offset) override {
+        return call_plugin("pc_request", [&](vmm_err* e) { return ops_->pc_request(conn_, block, offset, e); });
+    }
+    Result<PostcopyPages> next(Lane lane) override {
+        if (lane != Lane::main) return Error("internal: postcopy asked the plugin's channel for a lane it lacks");
+        vmm_pc_pages c{};
+        if (auto s = call_plugin("pc_next_arrival", [&](vmm_err* e) { return ops_->pc_next_arrival(conn_, &c, e); }); !s)
+            return s.error();
+        if (c.kind != VMM_PC_DATA && c.kind != VMM_PC_ZERO && c.kind != VMM_PC_END) {
+            return Error(fmt::format("the transport plugin gave postcopy pages of kind {}", c.kind));
+        }
+        PostcopyPages p;
+        p.kind = c.kind == VMM_PC_DATA ? PostcopyPages::Kind::data
+                 : c.kind == VMM_PC_ZERO ? PostcopyPages::Kind::zero : PostcopyPages::Kind::end;
+        p.block = c.block, p.offset = c.offset, p.pages = c.pages, p.token = c.token;
+        p.data = static_cast<const uint8_t*>(c.data);
+        if (c.sums != nullptr) p.sums = {c.sums, c.pages};
+        if (p.kind == PostcopyPages::Kind::data && p.data == nullptr) return Error("the transport plugin gave postcopy data without pages");
+        return p;
+    }
+    Status release(const PostcopyPages& p) override {
+        vmm_pc_pages c{};
+        c.block = p.block, c.offset = p.offset, c.pages = p.pages, c.token = p.token;
+        return call_plugin("pc_release", [&](vmm_err* e) { return ops_->pc_release(conn_, &c, e); });
+    }
+    Status done() override { return call_plugin("pc_done", [&](vmm_err* e) { return ops_->pc_done(conn_, e); }); }
+
+private:
+    const vmm_transport_ops* ops_;
+    void* conn_;
+};
 
 // Keeps the C strings the args struct points to alive during one call.
 struct Args {
@@ -62,9 +155,7 @@ struct Args {
 class PluginConnection final : public Connection,
                                ByteStream,
                                SourceRamChannel,
-                               DestRamChannel,
-                               SourcePostcopyChannel,
-                               DestPostcopyChannel {
+                               DestRamChannel {
 public:
     PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn) : lib_(std::move(lib)), ops_(ops), conn_(conn) {}
     ~PluginConnection() override { ops_->close(conn_); }
@@ -72,8 +163,17 @@ public:
     ByteStream& stream() override { return *this; }
     SourceRamChannel* source_ram() override { return ops_->ram_send != nullptr ? this : nullptr; }
     DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
-    SourcePostcopyChannel* source_postcopy() override { return has_postcopy() ? this : nullptr; }
-    DestPostcopyChannel* dest_postcopy() override { return has_postcopy() ? this : nullptr; }
+    std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) override {
+        if (!has_postcopy()) return Connection::source_postcopy(std::move(config));
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        bool beside = (features(conn_) & VMM_RAM_PC_ANSWERS) != 0;
+        return std::make_unique<PluginPostcopySource>(ops_, conn_, beside, std::move(config));
+    }
+    std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
+        if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));
+        return std::make_unique<PluginPostcopyDest>(ops_, conn_);
+    }
+    bool postcopy_channel() const override { return has_postcopy(); }
     std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
     Status cut() override {
         auto fn = VMM_OPTIONAL_OP(cut);
@@ -139,51 +239,6 @@ public:
         if (carries_sums()) ops_->ram_on_sums(conn_, sums_ ? &PluginConnection::deliver_sums : nullptr, this);
     }
 
-    // Postcopy (pc_*), read only once has_postcopy() said every member is there.
-    Status begin() override { return call("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
-    Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) override {
-        vmm_pc_request r{};
-        vmm_err e{};
-        int got = ops_->pc_next_request(conn_, static_cast<uint32_t>(wait.count()), &r, &e);
-        if (got < 0) return plugin_error(e, "pc_next_request");
-        if (got == 0) return std::optional<PostcopyAsk>{};
-        return std::optional<PostcopyAsk>{PostcopyAsk{r.done != 0, r.block, r.offset, r.token}};
-    }
-    Status send(const PostcopyPages& p, std::optional<uint32_t> answer) override {
-        vmm_pc_pages c{p.kind == PostcopyPages::Kind::zero ? VMM_PC_ZERO : VMM_PC_DATA, p.block, p.offset, p.pages,
-                       answer.value_or(VMM_PC_PUSH), nullptr, p.sums.empty() ? nullptr : p.sums.data()};
-        return call("pc_send", [&](vmm_err* e) { return ops_->pc_send(conn_, &c, e); });
-    }
-    Status end() override { return call("pc_end", [&](vmm_err* e) { return ops_->pc_end(conn_, e); }); }
-    bool answers_beside_push() const override {
-        auto features = VMM_OPTIONAL_OP(ram_features);
-        return features != nullptr && (features(conn_) & VMM_RAM_PC_ANSWERS) != 0;
-    }
-    Status request(uint32_t block, uint64_t offset) override {
-        return call("pc_request", [&](vmm_err* e) { return ops_->pc_request(conn_, block, offset, e); });
-    }
-    Result<PostcopyPages> next() override {
-        vmm_pc_pages c{};
-        if (auto s = call("pc_next_arrival", [&](vmm_err* e) { return ops_->pc_next_arrival(conn_, &c, e); }); !s) return s.error();
-        PostcopyPages p;
-        if (c.kind != VMM_PC_DATA && c.kind != VMM_PC_ZERO && c.kind != VMM_PC_END) {
-            return Error(fmt::format("the transport plugin gave postcopy pages of kind {}", c.kind));
-        }
-        p.kind = c.kind == VMM_PC_DATA ? PostcopyPages::Kind::data
-                 : c.kind == VMM_PC_ZERO ? PostcopyPages::Kind::zero : PostcopyPages::Kind::end;
-        p.block = c.block, p.offset = c.offset, p.pages = c.pages, p.token = c.token;
-        p.data = static_cast<const uint8_t*>(c.data);
-        if (c.sums != nullptr) p.sums = {c.sums, c.pages};
-        if (p.kind == PostcopyPages::Kind::data && p.data == nullptr) return Error("the transport plugin gave postcopy data without pages");
-        return p;
-    }
-    Status release(const PostcopyPages& p) override {
-        vmm_pc_pages c{};
-        c.block = p.block, c.offset = p.offset, c.pages = p.pages, c.token = p.token;
-        return call("pc_release", [&](vmm_err* e) { return ops_->pc_release(conn_, &c, e); });
-    }
-    Status done() override { return call("pc_done", [&](vmm_err* e) { return ops_->pc_done(conn_, e); }); }
-
 private:
     // Whether the plugin has every pc_* member and agreed postcopy with its peer.
     bool has_postcopy() const {
@@ -216,9 +271,7 @@ private:
     }
     template <typename F>
     Status call(const char* what, F f) {
-        vmm_err e{};
-        if (f(&e) != 0) return plugin_error(e, what);
-        return {};
+        return call_plugin(what, f);
     }
     Library lib_;
     const vmm_transport_ops* ops_;

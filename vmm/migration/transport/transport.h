@@ -16,6 +16,8 @@
 #include "vmm/common/result.h"
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/transport/options.h"
+#include "vmm/migration/transport/postcopy_link.h"
+#include "vmm/migration/transport/postcopy_stream.h"
 #include "vmm/migration/transport/stream.h"
 #include "vmm/migration/wire/uri.h"
 
@@ -91,73 +93,24 @@ public:
     virtual void on_sums(SumsFn fn) { (void)fn; }
 };
 
-// Postcopy's pages after the switch, on a transport that carries them its own way (the RDMA
-// plugin: a request is a SEND, its page comes back as one RDMA WRITE into a slot the destination
-// registered). Without such a channel postcopy runs on the byte stream.
-struct PostcopyPages {
-    enum class Kind { data, zero, end } kind = Kind::end;  // end: every page has been sent
-    uint32_t block = 0;
-    uint64_t offset = 0;  // in the block
-    uint32_t pages = 0;   // 1..kMaxPages
-    uint32_t token = 0;   // the transport's: what release() needs
-    const uint8_t* data = nullptr;   // destination, data: valid until release()
-    std::span<const uint64_t> sums;  // verify-ram's, one per page (or none)
-    static constexpr uint32_t kMaxPages = 16;
-};
-
-// A page the destination asks for, or its word that every page is there.
-struct PostcopyAsk {
-    bool done = false;
-    uint32_t block = 0;
-    uint64_t offset = 0;
-    uint32_t token = 0;  // give it back with the answer
-};
-
-class SourcePostcopyChannel {
-public:
-    virtual ~SourcePostcopyChannel() = default;
-    // Migration thread, once the destination runs the guest.
-    virtual Status begin() = 0;
-    // Return-path thread: the next request, or nothing within `wait`.
-    virtual Result<std::optional<PostcopyAsk>> next_request(std::chrono::milliseconds wait) = 0;
-    // Migration thread: `answer` is the token of the request these pages answer (else a push).
-    // With answers_beside_push(), answers may come from the return-path thread instead, while
-    // the migration thread pushes: at most one of each at a time.
-    virtual Status send(const PostcopyPages& pages, std::optional<uint32_t> answer) = 0;
-    // Whether send() takes answers from the return-path thread beside the push (the transport
-    // said so): a request then never waits for the push's thread.
-    virtual bool answers_beside_push() const { return false; }
-    // Migration thread: every page has gone (never while an answer is being sent).
-    virtual Status end() = 0;
-};
-
-class DestPostcopyChannel {
-public:
-    virtual ~DestPostcopyChannel() = default;
-    // Before the guest runs here.
-    virtual Status begin() = 0;
-    // Fault thread: asks for one page.
-    virtual Status request(uint32_t block, uint64_t offset) = 0;
-    // Receiving thread: what landed next (checked against the blocks by the transport).
-    virtual Result<PostcopyPages> next() = 0;
-    // Receiving thread, once those pages are placed.
-    virtual Status release(const PostcopyPages& pages) = 0;
-    // Receiving thread, after `end`, every page placed.
-    virtual Status done() = 0;
-};
-
 class Connection {
 public:
     virtual ~Connection() = default;
     virtual ByteStream& stream() = 0;
     virtual SourceRamChannel* source_ram() { return nullptr; }
     virtual DestRamChannel* dest_ram() { return nullptr; }
-    // Postcopy's own channel, where the transport agreed one with its peer.
-    virtual SourcePostcopyChannel* source_postcopy() { return nullptr; }
-    virtual DestPostcopyChannel* dest_postcopy() { return nullptr; }
+    // Postcopy as this connection carries it (postcopy_link.h), asked once per postcopy run:
+    // on the byte stream and preempt_stream() unless the transport has a channel of its own.
+    virtual std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) {
+        return stream_postcopy_source(stream(), preempt_stream(), std::move(config));
+    }
+    virtual std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) {
+        return stream_postcopy_dest(stream(), preempt_stream(), [this] { (void)cut(); }, std::move(config));
+    }
+    // Whether postcopy goes on a channel of the transport's own (RDMA agrees one with its peer).
+    virtual bool postcopy_channel() const { return false; }
     // postcopy-preempt (socket transports): a second connection on which the source sends the
-    // pages the destination asked for, in the stream's own PAGES / ZERO records and an END, so
-    // that they never wait behind the background push queued on the main connection.
+    // pages the destination asked for (postcopy_stream.h).
     virtual ByteStream* preempt_stream() { return nullptr; }
     virtual std::string describe() const = 0;
     // The migration failed above the transport: tell the peer why, if the transport can (best
