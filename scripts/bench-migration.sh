@@ -16,7 +16,7 @@
 #
 #   scripts/bench-migration.sh [--size 1G] [--runs 3] [--transport tcp|unix] [--quick]
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 
 size=1G runs=3 transport=tcp quick=0
 while [ $# -gt 0 ]; do

@@ -11,7 +11,7 @@
 #             the bulk round stops there and nearly all of RAM comes in postcopy, once
 #   postcopy-link, plain and with postcopy-preempt: postcopy after the bulk round over a link
 #             slower than the push (a network namespace whose loopback is rate-limited,
-#             scripts/bench-postcopy-link.sh), nothing capped: the push fills the socket
+#             scripts/lib/bench-postcopy-link.sh), nothing capped: the push fills the socket
 #             buffers, and fault latency shows whether an answer waits behind them
 #   precopy   precopy with auto-converge beside it (no postcopy): total time, downtime, the
 #             throttle it needed; precopy without auto-converge never ends here, which is the
@@ -34,7 +34,7 @@
 #
 #   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu]
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 
 mem= fill= hot= out= rdma=0 vs_qemu=0
 ctl=1  # the stress guest uses the control device (ctl=0: as under QEMU, which has none)
@@ -57,7 +57,7 @@ if [ "$rdma" = 1 ]; then
         ensure_packages perftest jq qemu-system-x86
         build
         log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM"
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" \
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/lib/bench-postcopy.sh" \
             "$([ "$vs_qemu" = 1 ] && echo --vs-qemu || echo --rdma)" \
             --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
     fi
@@ -192,7 +192,7 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     h "$mode-s" "migrate -d $uri"
     [ "$mode" = postcopy-now ] && h "$mode-s" migrate_start_postcopy  # as QEMU users do: the bulk round stops there
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
-        python3 "$ROOT/scripts/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
+        python3 "$ROOT/scripts/lib/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
             jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals-$tp.jsonl"
     fi
     wait_status "$mode-s" completed 600 || die "$mode did not complete: $(q "$mode-s" query-migrate)"
@@ -209,7 +209,7 @@ arrivals_or_none() {  # arrivals_or_none TRANSPORT: a series even if the sampler
 }
 mkdir -p "$out"
 if [ "$rdma" = 1 ]; then
-    source "$ROOT/scripts/bench-postcopy-rdma.sh"
+    source "$ROOT/scripts/lib/bench-postcopy-rdma.sh"
     exit 0
 fi
 run once
@@ -217,13 +217,13 @@ run postcopy
 run postcopy-now
 run precopy
 arrivals_or_none tcp
-source "$ROOT/scripts/bench-postcopy-link.sh"
+source "$ROOT/scripts/lib/bench-postcopy-link.sh"
 
 jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" \
     --slurpfile once "$work/once.json" --slurpfile pc "$work/postcopy.json" --slurpfile now "$work/postcopy-now.json" \
     --slurpfile pre "$work/precopy.json" --slurpfile plain "$work/postcopy-link-plain.json" \
     --slurpfile pmt "$work/postcopy-link-preempt.json" --arg link "$link_rate" \
-    --slurpfile arr "$work/arrivals-tcp.jsonl" -f "$ROOT/scripts/bench-postcopy.jq" >"$out/bench-postcopy.json"
-python3 "$ROOT/scripts/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
+    --slurpfile arr "$work/arrivals-tcp.jsonl" -f "$ROOT/scripts/lib/bench-postcopy.jq" >"$out/bench-postcopy.json"
+python3 "$ROOT/scripts/lib/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy.json"
 log "wrote $out/bench-postcopy.json and $out/bench-postcopy-arrivals.svg"

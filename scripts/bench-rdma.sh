@@ -36,7 +36,7 @@
 #
 #   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu] [--modes LIST] [--keep-logs]
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 
 size=128M fill=96M runs=1 qemu=1 only= keep_logs=0
 while [ $# -gt 0 ]; do
@@ -61,13 +61,13 @@ if [ -z "${VMM_BENCH_INSIDE:-}" ]; then
         # cores at once, so two queue pairs run side by side) panicked the nested kernel in
         # KVM_RUN during a run ("corrupted stack end detected inside scheduler");
         # SOFTROCE_TCG_THREAD=multi still selects it.
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-rdma.sh" \
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/lib/bench-rdma.sh" \
             --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu) \
             ${only:+--modes "$only"} $([ "$keep_logs" = 0 ] || echo --keep-logs)
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
 fi
-source "$ROOT/scripts/bench-rdma-lib.sh"
+source "$ROOT/scripts/lib/bench-rdma-lib.sh"
 
 addr=$VMM_RDMA_ADDR
 dev=$(ls /sys/class/infiniband | head -1)

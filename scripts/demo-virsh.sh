@@ -5,7 +5,7 @@
 # sides and the guest running on at the destination. Every virsh command is printed as run.
 #   scripts/demo-virsh.sh        (what scripts/demo.sh --virsh runs)
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 if [ -z "${VMM_DEMO_INSIDE:-}" ]; then
     hide_kvm_if_asked "$0" "$@"
     if [ -z "${VMM_DEMO_NO_BUILD:-}" ]; then  # the test of this demo runs it on the build under test

@@ -9,7 +9,7 @@
 #                              or, without one, the same demo inside the SoftRoCE nested VM
 #   scripts/demo.sh --virsh    the same through stock virsh and two vmmd (scripts/demo-virsh.sh)
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 rdma=0
 case "${1:-}" in
     --rdma) rdma=1 ;;

@@ -14,7 +14,7 @@
 # then soft lockup) within two VMs of hammering the dirty log; single-threaded TCG ran six such
 # VMs and the whole rdma|kvm suite without it, at about the same speed for the tests.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 [ $# -ge 1 ] || die "usage: scripts/softroce-run.sh COMMAND [ARGS...]"
 
 SOFTROCE_PACKAGES=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio rdma-core ibverbs-providers
@@ -53,7 +53,7 @@ build_initramfs() {  # a busybox root with just what mounting 9p needs
     done
     cp /lib/modules/"$kver"/modules.{order,builtin,builtin.modinfo} "$r/lib/modules/$kver/" 2>/dev/null || true
     depmod -b "$r" "$kver"
-    cp "$ROOT/scripts/softroce-init.sh" "$r/init"
+    cp "$ROOT/scripts/lib/softroce-init.sh" "$r/init"
     chmod +x "$r/init"
     (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initramfs.cpio.gz"
 }

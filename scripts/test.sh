@@ -11,7 +11,7 @@
 #   VMM_SKIP_NESTED=1             no nested VM (what needs it is then reported as not run)
 #   VMM_NESTED_VMS=N              nested VMs side by side (default: the number of cores)
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib/common.sh"
 hide_kvm_if_asked "$0" "$@"
 
 phases=()  # "name seconds" lines, printed at the end

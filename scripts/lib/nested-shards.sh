@@ -6,7 +6,7 @@
 # and tests.txt (their names). Costs measured in an earlier run ($BUILD/nested-costs.txt, written
 # by test-summary.py) balance the shares; without them the tests are dealt out in turn.
 set -euo pipefail
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/common.sh"
 vms=$1 dir=$2 labels=$3 extra=$4
 list() { (cd "$BUILD" && ctest -N "$@" | sed -n 's/^ *Test *#\([0-9]*\): \(.*\)$/\1 \2/p'); }
 {

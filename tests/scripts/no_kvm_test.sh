@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# VMM_NO_KVM=1 takes the path of a machine without KVM on one that has it: scripts/lib.sh hides
+# VMM_NO_KVM=1 takes the path of a machine without KVM on one that has it: scripts/lib/common.sh hides
 # /dev/kvm in a private mount namespace (the demo and the test command then go to the nested
 # VM). There a vmm says in its own line why it cannot start, and the demo's wait_for_monitor
 # shows that line, not a client's "no such socket"; outside, /dev/kvm is untouched.
@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 work=$(mktemp -d /tmp/vmm-no-kvm-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cat >"$work/inner.sh" <<'INNER'
-source "$SRC/scripts/lib.sh"
+source "$SRC/scripts/lib/common.sh"
 hide_kvm_if_asked "$0" "$@"
 ! kvm_usable || { echo "FAIL: kvm_usable says yes"; exit 1; }
 ! [ -w /dev/kvm ] || { echo "FAIL: /dev/kvm is still writable in here"; exit 1; }

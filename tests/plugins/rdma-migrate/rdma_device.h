@@ -1,5 +1,5 @@
 // The RDMA device the `rdma` tests run on: its address is $VMM_RDMA_ADDR (the SoftRoCE VM sets
-// it, scripts/softroce-inside.sh); without one they skip and say how to run them.
+// it, scripts/lib/softroce-inside.sh); without one they skip and say how to run them.
 #pragma once
 
 #include <gtest/gtest.h>

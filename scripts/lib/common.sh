@@ -1,7 +1,7 @@
 # Shared by the scripts: install what is missing (Debian packages only), configure, build.
 # Source it; it defines functions and sets ROOT and BUILD.
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${VMM_BUILD_DIR:-$ROOT/build}"
 
 # What each job needs (docs/dependencies.md says why each is there). The demo installs only the

@@ -98,7 +98,7 @@ if [ "$vs_qemu" = 1 ]; then
     run_qemu_postcopy
     jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg hot "$hot" --argjson floor "$stall_us" \
         --slurpfile qemu "$work/postcopy-qemu.json" --slurpfile bare "$work/postcopy-tcp-bare.json" \
-        --slurpfile nora "$work/postcopy-tcp-bare-nora.json" -f "$ROOT/scripts/bench-postcopy-vs-qemu.jq" \
+        --slurpfile nora "$work/postcopy-tcp-bare-nora.json" -f "$ROOT/scripts/lib/bench-postcopy-vs-qemu.jq" \
         >"$out/bench-postcopy-vs-qemu.json"
     jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-vs-qemu.json"
     log "wrote $out/bench-postcopy-vs-qemu.json"
@@ -119,7 +119,7 @@ jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fil
     --slurpfile now "$work/postcopy-now-rdma.json" \
     --slurpfile qemu "$work/postcopy-qemu.json" --slurpfile bare "$work/postcopy-tcp-bare.json" \
     --slurpfile lb "$work/lat-before.json" --slurpfile la "$work/lat-after.json" \
-    --slurpfile arr "$work/arrivals-rdma.jsonl" -f "$ROOT/scripts/bench-postcopy-rdma.jq" >"$out/bench-postcopy-rdma.json"
-python3 "$ROOT/scripts/bench-postcopy-chart.py" "$out/bench-postcopy-rdma.json" "$out/bench-postcopy-rdma-arrivals.svg"
+    --slurpfile arr "$work/arrivals-rdma.jsonl" -f "$ROOT/scripts/lib/bench-postcopy-rdma.jq" >"$out/bench-postcopy-rdma.json"
+python3 "$ROOT/scripts/lib/bench-postcopy-chart.py" "$out/bench-postcopy-rdma.json" "$out/bench-postcopy-rdma-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-rdma.json"
 log "wrote $out/bench-postcopy-rdma.json and $out/bench-postcopy-rdma-arrivals.svg"

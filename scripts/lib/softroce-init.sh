@@ -35,7 +35,7 @@ case "$VMM_BUILD" in
     *) mkdir -p "/newroot$VMM_BUILD" 2>/dev/null; mount -t 9p -o "$opts,rw" build "/newroot$VMM_BUILD" ;;
 esac
 say "up at $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r)"
-chroot /newroot /bin/sh "$VMM_CHECKOUT/scripts/softroce-inside.sh"
+chroot /newroot /bin/sh "$VMM_CHECKOUT/scripts/lib/softroce-inside.sh"
 rc=$?
 sync
 echo "VMM-SOFTROCE-EXIT: $rc"
