@@ -6,12 +6,12 @@ BUILD="${VMM_BUILD_DIR:-$ROOT/build}"
 
 # What each job needs (docs/dependencies.md says why each is there). The demo installs only the
 # core; the tests install everything.
-VMM_CORE_PACKAGES=(build-essential cmake ninja-build pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev
+VMM_CORE_PACKAGES=(build-essential cmake ninja-build pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libgnutls28-dev
                    nlohmann-json3-dev libxxhash-dev)
 VMM_RDMA_PACKAGES=(librdmacm-dev libibverbs-dev)
 VMM_VIRSH_PACKAGES=(libvirt-dev libxml2-dev libvirt-clients)
 VMM_PACKAGES=("${VMM_CORE_PACKAGES[@]}" "${VMM_RDMA_PACKAGES[@]}" "${VMM_VIRSH_PACKAGES[@]}"
-              libgtest-dev qemu-system-x86 clang libclang-rt-14-dev jq python3-libvirt)
+              libgtest-dev qemu-system-x86 clang libclang-rt-14-dev jq python3-libvirt gnutls-bin)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -1,5 +1,7 @@
 // Writes a few valid inputs for stream_fuzz into the directory given as argv[1], so the fuzzer
 // starts from streams that get past the header.
+#include <gnutls/gnutls.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -149,13 +151,44 @@ static int return_path_seeds(const std::string& dir) {
     return 0;
 }
 
-// make_fuzz_seeds stream|rdma|monitor|return-path|libvirt|domain|run-record|migration-cookie DIR
+// A TLS 1.3 ClientHello as a source sends it (GnuTLS's own), and a plaintext stream's first
+// bytes where TLS is expected.
+static gnutls_session_t g_hello_session = nullptr;
+static int tls_seeds(const std::string& dir) {
+    gnutls_session_t s = nullptr;
+    gnutls_certificate_credentials_t creds = nullptr;
+    if (gnutls_init(&s, GNUTLS_CLIENT) < 0 || gnutls_certificate_allocate_credentials(&creds) < 0) return 1;
+    g_hello_session = s;
+    gnutls_priority_set_direct(s, "NORMAL:-VERS-ALL:+VERS-TLS1.3", nullptr);
+    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, creds);
+    gnutls_server_name_set(s, GNUTLS_NAME_DNS, "localhost", 9);
+    std::vector<uint8_t> hello;
+    gnutls_transport_set_ptr(s, &hello);
+    gnutls_transport_set_push_function(s, [](gnutls_transport_ptr_t p, const void* d, size_t n) -> ssize_t {
+        auto* out = static_cast<std::vector<uint8_t>*>(p);
+        out->insert(out->end(), static_cast<const uint8_t*>(d), static_cast<const uint8_t*>(d) + n);
+        return static_cast<ssize_t>(n);
+    });
+    gnutls_transport_set_pull_function(s, [](gnutls_transport_ptr_t, void*, size_t) -> ssize_t {
+        gnutls_transport_set_errno(g_hello_session, EAGAIN);  // nothing from the server: the hello alone
+        return -1;
+    });
+    (void)gnutls_handshake(s);
+    std::ofstream(dir + "/client-hello", std::ios::binary).write(reinterpret_cast<const char*>(hello.data()), static_cast<std::streamsize>(hello.size()));
+    std::ofstream(dir + "/plaintext") << "VMMIGRAT";
+    gnutls_deinit(s);
+    gnutls_certificate_free_credentials(creds);
+    return hello.empty() ? 1 : 0;
+}
+
+// make_fuzz_seeds stream|rdma|monitor|return-path|tls|libvirt|domain|run-record|migration-cookie DIR
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     std::string dir = argv[2];
     if (std::string(argv[1]) == "rdma") return rdma_seeds(dir);
     if (std::string(argv[1]) == "monitor") return monitor_seeds(dir);
     if (std::string(argv[1]) == "return-path") return return_path_seeds(dir);
+    if (std::string(argv[1]) == "tls") return tls_seeds(dir);
 #ifdef VMM_WITH_VMMD
     if (std::string(argv[1]) == "libvirt") return libvirt_seeds(dir);
     if (std::string(argv[1]) == "domain") return domain_seeds(dir);

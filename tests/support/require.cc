@@ -28,4 +28,9 @@ std::optional<std::string> qemu() {
     return "qemu-system-x86_64 (Debian package qemu-system-x86) to test against";
 }
 
+std::optional<std::string> certtool() {
+    if (std::system("command -v certtool >/dev/null 2>&1 && command -v gnutls-cli >/dev/null 2>&1") == 0) return std::nullopt;
+    return "certtool and gnutls-cli (Debian package gnutls-bin) for test certificates and a TLS peer";
+}
+
 }  // namespace vmm::need

@@ -15,6 +15,7 @@ std::optional<std::string> kvm();          // a usable /dev/kvm
 std::optional<std::string> userfaultfd();  // postcopy's page faults
 std::optional<std::string> rdma();         // an RDMA device ($VMM_RDMA_ADDR, the nested VM's)
 std::optional<std::string> qemu();         // qemu-system-x86_64, a peer to test against
+std::optional<std::string> certtool();     // certtool and gnutls-cli (gnutls-bin): test PKIs, a TLS peer
 
 }  // namespace vmm::need
 

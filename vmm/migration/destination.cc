@@ -59,6 +59,11 @@ bool IncomingMigration::waits_with_settings_taken() const {
     return stats_.status == MigrationStatus::none && live_ == nullptr && !transport_.listener_reads_settings_late();
 }
 
+bool IncomingMigration::waits_without_tls() const {
+    std::lock_guard lock(mutex_);
+    return stats_.status == MigrationStatus::none && live_ == nullptr && !transport_.carries_tls();
+}
+
 void IncomingMigration::set_status(MigrationStatus s) {
     {
         std::lock_guard lock(mutex_);

@@ -41,6 +41,8 @@ public:
     // Listening, no source yet, on a transport that took the settings when it started listening:
     // a change made now would be shown but not used.
     bool waits_with_settings_taken() const;
+    // Whether it waits for its source on a transport that carries no TLS (tls-creds cannot apply).
+    bool waits_without_tls() const;
     // migrate_recover: the postcopy whose link broke waits for the source's 'migrate -r' on `uri`.
     // Again while it waits (a URI the source cannot reach): the new one takes the old one's place.
     Status recover(Transport& transport, Uri uri);

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "vmm/migration/transport/tls_credentials.h"
+
 namespace vmm::migration {
 
 MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event) : machine_(m), on_event_(std::move(on_event)) {}
@@ -51,6 +53,15 @@ Status MigrationManager::check_not_taken(const std::string& name) const {
                              name, incoming_->stats().uri));
 }
 
+// With tls-creds set, a transport that carries no TLS is refused: never plaintext behind the
+// user's back.
+Status MigrationManager::check_tls(const Transport& t) const {
+    if (!tls_wanted(settings_->get().params) || t.carries_tls()) return {};
+    return Error(fmt::format("tls-creds is set, and {}: carries no TLS (tcp: and unix: do): clear it "
+                             "(migrate_set_parameter tls-creds \"\") to migrate over {}: in plaintext",
+                             t.scheme(), t.scheme()));
+}
+
 Status MigrationManager::set_capability(const std::string& name, bool on) {
     std::lock_guard lock(mutex_);
     if (auto s = check_not_taken(name); !s) return s;
@@ -63,6 +74,10 @@ Status MigrationManager::set_capability(const std::string& name, bool on) {
 Status MigrationManager::set_parameter(const std::string& name, const std::string& value) {
     std::lock_guard lock(mutex_);
     if (auto s = check_not_taken(name); !s) return s;
+    if (name == "tls-creds" && !value.empty() && incoming_ && incoming_->waits_without_tls()) {
+        return Error(fmt::format("tls-creds: this destination listens on {}, which carries no TLS (tcp: and unix: do)",
+                                 incoming_->stats().uri));
+    }
     auto set = [&] { return settings_->change([&](Settings& s) { return s.set_parameter(name, value); }); };
     auto s = set();
     if (!s && declare_plugin_names(name)) s = set();
@@ -92,6 +107,7 @@ Status MigrationManager::migrate(const std::string& text) {
     }
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
+    if (auto s = check_tls(**transport); !s) return s;
     declare_names(**transport);
     auto token = CancelToken::create();
     if (!token) return token.error();
@@ -128,6 +144,7 @@ Status MigrationManager::resume(const std::string& text) {
     if (!outgoing_) return Error("'migrate -r' resumes an outgoing postcopy whose link broke; there is no outgoing migration");
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
+    if (auto s = check_tls(**transport); !s) return s;
     return outgoing_->resume(**transport, *uri);
 }
 
@@ -139,6 +156,7 @@ Status MigrationManager::recover(const std::string& text) {
     if (!incoming_) return Error("migrate_recover resumes an incoming postcopy whose link broke; there is no incoming migration");
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
+    if (auto s = check_tls(**transport); !s) return s;
     return incoming_->recover(**transport, *uri);
 }
 
@@ -165,6 +183,7 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
     }
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
+    if (auto s = check_tls(**transport); !s) return s;
     auto token = CancelToken::create();
     if (!token) return token.error();
     declare_names(**transport);

@@ -49,6 +49,7 @@ private:
     Status declare_plugin_names(const std::string& name);
     void declare_names(const Transport& t);
     Status check_not_taken(const std::string& name) const;  // the capability and parameter names `t` reads
+    Status check_tls(const Transport& t) const;  // tls-creds set: only a transport that carries TLS
 
     machine::Machine& machine_;
     EventFn on_event_;

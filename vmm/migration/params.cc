@@ -26,6 +26,10 @@ SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, std::op
     return {name, help, Kind::size, nullptr, field, 0, max, live, false};
 }
 
+SettingRow text(std::string_view name, std::string P::*field, std::string_view help) {
+    return {name, help, Kind::text, nullptr, nullptr, 0, 0, std::nullopt, false, field};
+}
+
 // The row, marked as one a transport's listener is given.
 SettingRow listener(SettingRow row) {
     row.listener_reads = true;
@@ -68,6 +72,17 @@ const std::vector<SettingRow>& setting_rows() {
         size("x-postcopy-readahead", &P::postcopy_readahead, uint64_t{1} << 30, Live::postcopy_readahead,
              "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held "
              "back by max-postcopy-bandwidth but counted against it (0 = none)"),
+        text("tls-creds", &P::tls_creds,
+             "tcp/unix: a directory of x509 credentials (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
+             "client-cert.pem, client-key.pem): every connection of the migration is TLS 1.3, both sides authenticated; "
+             "empty = plaintext"),
+        text("tls-hostname", &P::tls_hostname,
+             "source: the name the destination's certificate must carry (default: the URI's host)"),
+        text("tls-authz", &P::tls_authz,
+             "destination: the source certificates accepted, ';'-separated patterns matched against the distinguished "
+             "name (CN=src,O=Lab) or, without '=', the common name (empty = any the CA signed)"),
+        integer("x-tls-rekey-records", &P::tls_rekey_records, 1, uint64_t{1} << 24,
+                "TLS: records a side sends under one key before it renews it (TLS 1.3 KeyUpdate; AES-GCM allows 2^24.5)"),
     };
     return k;
 }
@@ -122,6 +137,10 @@ static Result<uint64_t> parse_value(const SettingRow& row, std::string_view valu
 }
 
 Status Settings::set_parameter(std::string_view name, std::string_view value) {
+    if (const SettingRow* row = find_setting(name); row != nullptr && row->kind == Kind::text) {
+        params.*(row->text) = std::string(value);
+        return {};
+    }
     if (const SettingRow* row = find_setting(name); row != nullptr && row->kind != Kind::capability) {
         auto v = parse_value(*row, value);
         if (!v) return v.error();
@@ -149,7 +168,8 @@ std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
 std::vector<std::pair<std::string, std::string>> Settings::parameter_list() const {
     std::vector<std::pair<std::string, std::string>> out;
     for (const SettingRow& row : setting_rows())
-        if (row.kind != Kind::capability) out.emplace_back(row.name, std::to_string(params.*(row.param)));
+        if (row.kind == Kind::text) out.emplace_back(row.name, params.*(row.text));
+        else if (row.kind != Kind::capability) out.emplace_back(row.name, std::to_string(params.*(row.param)));
     for (const auto& n : transport_params_) {
         auto it = params.transport.find(n);
         out.emplace_back(n, it != params.transport.end() ? it->second : "");

@@ -22,7 +22,7 @@
 namespace vmm::migration {
 
 struct SettingRow {
-    enum class Kind { capability, integer, size };  // size: an integer that takes k/m/g
+    enum class Kind { capability, integer, size, text };  // size: an integer that takes k/m/g
     std::string_view name;
     std::string_view help;
     Kind kind;
@@ -36,6 +36,7 @@ struct SettingRow {
     // A transport's listener is given it (vmm_transport_args: a plugin takes it when it starts
     // listening, so a waiting destination cannot change it; transport.h).
     bool listener_reads = false;
+    std::string Parameters::*text = nullptr;  // text rows
 };
 
 // Every setting of the core, capabilities first, in the order the monitors list them.

@@ -9,6 +9,7 @@
 #include "vmm/memory/populated.h"
 #include "vmm/migration/precopy/convergence.h"
 #include "vmm/migration/precopy/machine_state.h"
+#include "vmm/migration/transport/tls_stream.h"
 #include "vmm/migration/postcopy/sender.h"
 #include "vmm/migration/precopy/ram_saver.h"
 #include "vmm/migration/transport/stream_io.h"
@@ -75,6 +76,7 @@ MigrationStats MigrationSource::stats() const {
     std::lock_guard lock(mutex_);
     MigrationStats s = stats_;
     if (!is_terminal(s.status)) s.total_time_ms = ms_since(start_);
+    if (conn_ && tls_wanted(options_.params)) s.tls_key_updates = tls_key_updates(conn_->stream());
     if (sender_ != nullptr) {
         s.postcopy = sender_->stats();
         s.postcopy.switch_ms = s.downtime_ms;  // the switch is postcopy's whole downtime
@@ -145,6 +147,7 @@ void MigrationSource::run() {
     std::unique_ptr<Connection> closing;
     {
         std::lock_guard lock(mutex_);
+        if (conn_ && tls_wanted(options_.params)) stats_.tls_key_updates = tls_key_updates(conn_->stream());
         closing = std::move(conn_);
         broken_.clear();
     }

@@ -85,6 +85,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     }
     j["cpu-throttle-percentage"] = s.cpu_throttle_percentage;
     j["x-rounds"] = s.rounds;
+    if (s.tls_key_updates) j["x-tls-key-updates"] = *s.tls_key_updates;
     if (!s.error.empty()) j["error-desc"] = s.error;
     Json rounds = Json::array();
     for (const auto& rd : s.round_log) {
@@ -157,6 +158,7 @@ std::string migration_stats_text(const Json& j) {
         out += fmt::format("guest's longest pause reported: {:.1f} ms\n", num(j, "x-guest-max-pause-ms"));
     }
     out += fmt::format("setup: {} ms\nrounds: {}\n", u64(j, "setup-time"), u64(j, "x-rounds"));
+    if (j.contains("x-tls-key-updates")) out += fmt::format("tls key updates: {}\n", u64(j, "x-tls-key-updates"));
     out += fmt::format("transferred ram: {} kbytes\n", kb("transferred"));
     if (u64(r, "x-in-flight") != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));
     out += fmt::format("throughput: {:.2f} mbps\nremaining ram: {} kbytes\n", num(r, "mbps"), kb("remaining"));

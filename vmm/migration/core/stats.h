@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,7 @@ struct MigrationStats {
     RamStats ram;
     std::vector<RoundStats> round_log;  // the first kRoundLogMax rounds
     PostcopyStats postcopy;             // once the migration switched to postcopy
+    std::optional<uint64_t> tls_key_updates;  // over TLS: the main connection's key renewals so far
 };
 
 inline constexpr size_t kRoundLogMax = 1000;

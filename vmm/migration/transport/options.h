@@ -38,6 +38,10 @@ struct Parameters {
     uint64_t postcopy_after_rounds = 0;  // with postcopy-ram: switch after this many rounds, bulk included (0 = on request)
     uint64_t max_postcopy_bandwidth = 0; // bytes/s for the background push after the switch, 0 = unlimited
     uint64_t postcopy_readahead = 1 << 20;  // bytes the push may send at once past requests in order (0 = none)
+    std::string tls_creds;     // tcp/unix: x509 credentials directory (QEMU's layout), empty = plaintext
+    std::string tls_hostname;  // source: the name the destination's certificate must carry (default: the URI's host)
+    std::string tls_authz;     // destination: source certificate names accepted (tls_credentials.h; empty = any)
+    uint64_t tls_rekey_records = uint64_t{1} << 24;  // TLS records a writer sends under one key (tls_stream.h)
     std::map<std::string, std::string> transport;  // e.g. rdma-chunk-size
 };
 

@@ -13,8 +13,10 @@
 
 #include <cstring>
 
+#include "vmm/common/log.h"
 #include "vmm/migration/transport/multifd.h"
 #include "vmm/migration/transport/socket_stream.h"
+#include "vmm/migration/transport/tls_stream.h"
 
 namespace vmm::migration {
 
@@ -91,11 +93,32 @@ Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std:
     return UniqueFd(c);
 }
 
+// One connection's stream: the socket's, inside a TLS session when tls-creds is set (the source
+// is the client, the destination the server; tls_stream.h).
+Result<std::unique_ptr<ByteStream>> connection_stream(UniqueFd fd, const TransportContext& ctx, std::string peer,
+                                                      TlsRole role) {
+    auto plain = make_socket_stream(std::move(fd), ctx, std::move(peer));
+    Options options = ctx.options();
+    const Parameters& p = options.params;
+    if (!tls_wanted(p)) return plain;
+    TlsSetup setup;
+    setup.role = role;
+    setup.creds_dir = p.tls_creds;
+    setup.hostname = p.tls_hostname.empty() ? ctx.uri.host : p.tls_hostname;
+    setup.authz = p.tls_authz;
+    setup.first_words_within = std::chrono::milliseconds(p.connect_timeout_ms);
+    setup.rekey_records = p.tls_rekey_records;
+    return tls_handshake(std::move(plain), setup);
+}
+
 // The source's connection: the main stream, then the multifd lanes and the postcopy-preempt
 // connection when those capabilities are on.
 Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const TransportContext& ctx, const OpenFd& again) {
     std::string peer = "destination " + ctx.uri.text;
-    auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(fd), ctx, peer), peer);
+    auto stream = connection_stream(std::move(fd), ctx, peer, TlsRole::client);
+    if (!stream) return stream.error().context("connecting to " + ctx.uri.text);
+    if (tls_wanted(ctx.options().params)) peer += " over TLS 1.3";
+    auto conn = std::make_unique<SocketConnection>(std::move(*stream), peer);
     Options options = ctx.options();
     const Capabilities& caps = options.caps;
     bool preempt = caps.postcopy_ram && caps.postcopy_preempt;
@@ -104,7 +127,8 @@ Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const Transpo
     OpenStream open = [&](std::string name) -> Result<std::unique_ptr<ByteStream>> {
         auto side_fd = again();
         if (!side_fd) return side_fd.error();
-        return make_socket_stream(std::move(*side_fd), ctx, fmt::format("destination {} ({})", ctx.uri.text, name));
+        return connection_stream(std::move(*side_fd), ctx, fmt::format("destination {} ({})", ctx.uri.text, name),
+                                 TlsRole::client);
     };
     auto side = open_side_connections(conn->stream(), lanes, preempt, open);
     if (!side) return side.error();
@@ -121,27 +145,43 @@ public:
         if (!unlink_.empty()) ::unlink(unlink_.c_str());
     }
     Result<std::unique_ptr<Connection>> accept() override {
-        auto c = accept_one(fd_.get(), *ctx_.cancel, what_);
-        if (!c) return c.error();
         std::string peer = "the migration source";
-        auto conn = std::make_unique<SocketConnection>(make_socket_stream(std::move(*c), ctx_, peer), peer);
+        auto main = accept_stream(peer, -1);
+        if (!main) return main.error();
+        if (tls_wanted(ctx_.options().params)) peer += " over TLS 1.3";
+        auto conn = std::make_unique<SocketConnection>(std::move(*main), peer);
         int timeout = static_cast<int>(ctx_.options().params.connect_timeout_ms);
-        OpenStream next = [&](std::string name) -> Result<std::unique_ptr<ByteStream>> {
-            auto fd = accept_one(fd_.get(), *ctx_.cancel, what_, timeout);
-            if (!fd) return fd.error();
-            return make_socket_stream(std::move(*fd), ctx_, std::move(name));
-        };
+        OpenStream next = [&](std::string name) { return accept_stream(std::move(name), timeout); };
         auto side = accept_side_connections(conn->stream(), next);
         if (!side) return side.error();
         conn->preempt_ = std::move(side->preempt);
         if (side->lanes.empty()) return std::unique_ptr<Connection>(std::move(conn));
-        conn->describe_as(fmt::format("the migration source, RAM over {} multifd lanes", side->lanes.size()));
+        conn->describe_as(fmt::format("{}, RAM over {} multifd lanes", peer, side->lanes.size()));
         conn->dest_lanes_ = make_dest_lanes(std::move(side->lanes), ctx_.blocks);
         return std::unique_ptr<Connection>(std::move(conn));
     }
     std::string describe() const override { return what_; }
 
 private:
+    // The next connection's stream, within `timeout_ms` (-1: as long as it takes). With TLS, a
+    // peer that fails the handshake costs nothing: it is logged and dropped, and the listener
+    // goes on waiting for its source.
+    Result<std::unique_ptr<ByteStream>> accept_stream(std::string peer, int timeout_ms) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        for (;;) {
+            int left = timeout_ms;
+            if (timeout_ms >= 0) {
+                auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+                left = static_cast<int>(std::max<int64_t>(ms.count(), 0));
+            }
+            auto fd = accept_one(fd_.get(), *ctx_.cancel, what_, left);
+            if (!fd) return fd.error();
+            auto stream = connection_stream(std::move(*fd), ctx_, peer, TlsRole::server);
+            if (stream || !tls_wanted(ctx_.options().params)) return stream;
+            log::warn("{}: dropped a connection that failed TLS: {}", what_, stream.error().message());
+        }
+    }
+
     UniqueFd fd_;
     TransportContext ctx_;
     std::string what_;
@@ -166,6 +206,7 @@ Result<std::unique_ptr<addrinfo, AddrInfoDeleter>> resolve(const Uri& uri, bool 
 class TcpTransport final : public Transport {
 public:
     std::string scheme() const override { return "tcp"; }
+    bool carries_tls() const override { return true; }
 
     Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
         auto ai = resolve(ctx.uri, false);
@@ -207,6 +248,7 @@ public:
 class UnixTransport final : public Transport {
 public:
     std::string scheme() const override { return "unix"; }
+    bool carries_tls() const override { return true; }
 
     Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
         sockaddr_un addr{};

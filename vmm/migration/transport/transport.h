@@ -149,6 +149,9 @@ public:
     // True when a listener reads the settings as its peer connects (TransportContext::options);
     // false when it took them when it started listening (a plugin: its ABI passes them once).
     virtual bool listener_reads_settings_late() const { return true; }
+    // Whether its connections run TLS when tls-creds is set (tcp, unix); one that does not is
+    // refused while tls-creds is set, never used in plaintext behind the user's back.
+    virtual bool carries_tls() const { return false; }
     virtual Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) = 0;
     virtual Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) = 0;
 };

@@ -1,0 +1,329 @@
+#include "vmm/migration/transport/tls_stream.h"
+
+#include <fmt/format.h>
+#include <gnutls/x509.h>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "vmm/migration/wire/tls_record.h"
+
+namespace vmm::migration {
+
+namespace {
+
+constexpr size_t kRecordPlaintext = 16384;  // the most one record carries
+constexpr const char* kPriority = "NORMAL:-VERS-ALL:+VERS-TLS1.3";
+// A receiver takes at most 8 KeyUpdates a second (GnuTLS refuses more as a flood); AES-GCM's
+// limit is 2^24.5 records, days of sending at any speed, so a key lives at least this long.
+constexpr auto kLeastBetweenUpdates = std::chrono::milliseconds(200);
+
+struct SessionDeleter {
+    void operator()(gnutls_session_t s) const { gnutls_deinit(s); }
+};
+using Session = std::unique_ptr<gnutls_session_int, SessionDeleter>;
+
+class TlsStream final : public ByteStream {
+public:
+    TlsStream(std::unique_ptr<ByteStream> inner, TlsCredentials creds, Session session, uint64_t rekey_records)
+        : inner_(std::move(inner)), creds_(std::move(creds)), session_(std::move(session)), rekey_records_(rekey_records) {
+        gnutls_transport_set_ptr(session_.get(), this);
+        gnutls_transport_set_pull_function(session_.get(), &TlsStream::pull);
+        gnutls_transport_set_pull_timeout_function(session_.get(), &TlsStream::pull_timeout);
+        gnutls_transport_set_vec_push_function(session_.get(), &TlsStream::push);
+    }
+
+    Status handshake(const TlsSetup& setup);
+
+    using ByteStream::write;
+    Status write(std::span<const std::span<const uint8_t>> buffers) override;
+    Status flush() override;
+    Status read_exact(std::span<uint8_t> out) override;
+    Status await_readable(std::chrono::milliseconds within) override;
+    Status unread(std::span<const uint8_t> bytes) override {
+        unread_.insert(unread_.begin(), bytes.begin(), bytes.end());
+        return {};
+    }
+    Status shutdown() override { return inner_->shutdown(); }
+    void set_peer(std::string peer) override { inner_->set_peer(std::move(peer)); }
+    uint64_t key_updates() const { return key_updates_; }
+
+private:
+    // GnuTLS's transport: whole records read off the stream below, writes handed to it.
+    static ssize_t pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept;
+    static int pull_timeout(gnutls_transport_ptr_t self, unsigned int ms) noexcept;
+    static ssize_t push(gnutls_transport_ptr_t self, const giovec_t* iov, int count) noexcept;
+    Status next_record();  // reads one record from inner_ into record_
+    Status send_record(std::span<const uint8_t> plaintext);
+    Status check_peer(const TlsSetup& setup);
+    Error tls_error(int rc, const char* doing, std::optional<Error>& below) const;
+
+    std::unique_ptr<ByteStream> inner_;
+    TlsCredentials creds_;  // the session's, alive as long as it is
+    Session session_;
+    uint64_t rekey_records_;
+    // Reading side (one thread).
+    std::vector<uint8_t> record_;  // a record read from inner_, header included
+    size_t record_pos_ = 0;
+    std::vector<uint8_t> unread_;  // plaintext put back (unread), read first
+    std::optional<Error> pull_error_;
+    // Writing side (one thread; the handshake's writes too).
+    std::vector<uint8_t> staged_;  // plaintext gathered into a full record
+    std::optional<Error> push_error_;
+    uint64_t records_under_key_ = 0;
+    std::chrono::steady_clock::time_point last_update_{};
+    std::atomic<uint64_t> key_updates_{0};
+};
+
+ssize_t TlsStream::pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept {
+    auto* t = static_cast<TlsStream*>(self);
+    try {
+        if (t->record_pos_ == t->record_.size()) {
+            if (auto s = t->next_record(); !s) {
+                t->pull_error_ = s.error();
+                gnutls_transport_set_errno(t->session_.get(), EIO);
+                return -1;
+            }
+        }
+        size_t n = std::min(size, t->record_.size() - t->record_pos_);
+        std::memcpy(data, t->record_.data() + t->record_pos_, n);
+        t->record_pos_ += n;
+        return static_cast<ssize_t>(n);
+    } catch (...) {  // out of memory: no exception may cross GnuTLS
+        t->pull_error_ = Error("TLS: out of memory reading a record");
+        gnutls_transport_set_errno(t->session_.get(), ENOMEM);
+        return -1;
+    }
+}
+
+Status TlsStream::next_record() {
+    std::array<uint8_t, kTlsRecordHeader> header{};
+    if (auto s = inner_->read_exact(header); !s) return s;
+    auto length = decode_tls_record_header(header);
+    if (!length) return length.error();
+    record_.assign(header.begin(), header.end());
+    record_.resize(kTlsRecordHeader + *length);
+    record_pos_ = 0;
+    return inner_->read_exact(std::span<uint8_t>(record_).subspan(kTlsRecordHeader));
+}
+
+int TlsStream::pull_timeout(gnutls_transport_ptr_t self, unsigned int ms) noexcept {
+    auto* t = static_cast<TlsStream*>(self);
+    if (t->record_pos_ < t->record_.size()) return 1;
+    auto within = ms == GNUTLS_INDEFINITE_TIMEOUT ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(ms);
+    return t->inner_->await_readable(within) ? 1 : 0;
+}
+
+ssize_t TlsStream::push(gnutls_transport_ptr_t self, const giovec_t* iov, int count) noexcept {
+    auto* t = static_cast<TlsStream*>(self);
+    try {
+        std::vector<std::span<const uint8_t>> parts;
+        size_t total = 0;
+        for (int i = 0; i < count; ++i) {
+            parts.emplace_back(static_cast<const uint8_t*>(iov[i].iov_base), iov[i].iov_len);
+            total += iov[i].iov_len;
+        }
+        Status s = t->inner_->write(std::span<const std::span<const uint8_t>>(parts));
+        if (s) s = t->inner_->flush();
+        if (!s) {
+            t->push_error_ = s.error();
+            gnutls_transport_set_errno(t->session_.get(), EIO);
+            return -1;
+        }
+        return static_cast<ssize_t>(total);
+    } catch (...) {
+        t->push_error_ = Error("TLS: out of memory writing a record");
+        gnutls_transport_set_errno(t->session_.get(), ENOMEM);
+        return -1;
+    }
+}
+
+// What went wrong, in one line: the stream below's own error when it failed (a timeout, a
+// plaintext peer, a closed connection), else GnuTLS's.
+Error TlsStream::tls_error(int rc, const char* doing, std::optional<Error>& below) const {
+    if (below) return std::exchange(below, std::nullopt)->context(doing);
+    if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED) {
+        const char* alert = gnutls_alert_get_name(gnutls_alert_get(session_.get()));
+        return Error(fmt::format("{}: the peer refused: {}", doing, alert != nullptr ? alert : "(unknown alert)"));
+    }
+    if (rc == GNUTLS_E_DECRYPTION_FAILED) {
+        return Error(fmt::format("{}: a TLS record failed authentication (corrupted or forged in flight)", doing));
+    }
+    return Error(fmt::format("{}: {}", doing, gnutls_strerror(rc)));
+}
+
+Status TlsStream::send_record(std::span<const uint8_t> plaintext) {
+    auto now = std::chrono::steady_clock::now();
+    if (records_under_key_ >= rekey_records_ && now - last_update_ >= kLeastBetweenUpdates) {
+        // Our sending key only (no request): the peer's reader just takes the new key.
+        int rc;
+        do rc = gnutls_session_key_update(session_.get(), 0);
+        while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
+        if (rc < 0) return tls_error(rc, "TLS key update", push_error_);
+        records_under_key_ = 0;
+        last_update_ = now;
+        ++key_updates_;
+    }
+    while (!plaintext.empty()) {
+        ssize_t n = gnutls_record_send(session_.get(), plaintext.data(), plaintext.size());
+        if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) continue;
+        if (n < 0) return tls_error(static_cast<int>(n), "TLS send", push_error_);
+        plaintext = plaintext.subspan(static_cast<size_t>(n));
+        ++records_under_key_;
+    }
+    return {};
+}
+
+Status TlsStream::write(std::span<const std::span<const uint8_t>> buffers) {
+    for (auto b : buffers) {
+        while (!b.empty()) {
+            if (staged_.empty() && b.size() >= kRecordPlaintext) {  // whole records straight from the caller
+                if (auto s = send_record(b.first(kRecordPlaintext)); !s) return s;
+                b = b.subspan(kRecordPlaintext);
+                continue;
+            }
+            size_t n = std::min(b.size(), kRecordPlaintext - staged_.size());
+            staged_.insert(staged_.end(), b.begin(), b.begin() + static_cast<ptrdiff_t>(n));
+            b = b.subspan(n);
+            if (staged_.size() == kRecordPlaintext) {
+                if (auto s = send_record(staged_); !s) return s;
+                staged_.clear();
+            }
+        }
+    }
+    return {};
+}
+
+Status TlsStream::flush() {
+    if (staged_.empty()) return {};
+    Status s = send_record(staged_);
+    staged_.clear();
+    return s;
+}
+
+Status TlsStream::read_exact(std::span<uint8_t> out) {
+    size_t from_unread = std::min(out.size(), unread_.size());
+    std::copy_n(unread_.begin(), from_unread, out.begin());
+    unread_.erase(unread_.begin(), unread_.begin() + static_cast<ptrdiff_t>(from_unread));
+    out = out.subspan(from_unread);
+    while (!out.empty()) {
+        ssize_t n = gnutls_record_recv(session_.get(), out.data(), out.size());
+        if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) continue;
+        if (n == 0) return Error("the peer closed its TLS session");
+        if (n < 0) return tls_error(static_cast<int>(n), "TLS receive", pull_error_);
+        out = out.subspan(static_cast<size_t>(n));
+    }
+    return {};
+}
+
+Status TlsStream::await_readable(std::chrono::milliseconds within) {
+    if (!unread_.empty() || gnutls_record_check_pending(session_.get()) > 0 || record_pos_ < record_.size()) return {};
+    return inner_->await_readable(within);
+}
+
+// The server's check of the source's certificate against tls-authz (the CA's was the handshake's).
+Status TlsStream::check_peer(const TlsSetup& setup) {
+    if (setup.role != TlsRole::server || setup.authz.empty()) return {};
+    unsigned count = 0;
+    const gnutls_datum_t* certs = gnutls_certificate_get_peers(session_.get(), &count);
+    if (certs == nullptr || count == 0) return Error("TLS: the source sent no certificate");
+    gnutls_x509_crt_t crt = nullptr;
+    if (gnutls_x509_crt_init(&crt) < 0) return Error("TLS: out of memory");
+    std::unique_ptr<gnutls_x509_crt_int, void (*)(gnutls_x509_crt_t)> owned(crt, gnutls_x509_crt_deinit);
+    if (int rc = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER); rc < 0)
+        return Error(fmt::format("TLS: the source's certificate: {}", gnutls_strerror(rc)));
+    gnutls_datum_t dn{};
+    if (int rc = gnutls_x509_crt_get_dn3(crt, &dn, 0); rc < 0)
+        return Error(fmt::format("TLS: the source's certificate's name: {}", gnutls_strerror(rc)));
+    std::string dn_text(reinterpret_cast<const char*>(dn.data), dn.size);
+    gnutls_free(dn.data);
+    char cn[256] = {};
+    size_t cn_size = sizeof cn - 1;
+    if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &cn_size) < 0) cn[0] = 0;
+    if (tls_authz_allows(setup.authz, dn_text, cn)) return {};
+    (void)gnutls_alert_send(session_.get(), GNUTLS_AL_FATAL, GNUTLS_A_ACCESS_DENIED);
+    return Error(fmt::format("TLS: the source's certificate '{}' is not one tls-authz accepts ({})", dn_text, setup.authz));
+}
+
+Status TlsStream::handshake(const TlsSetup& setup) {
+    gnutls_handshake_set_timeout(session_.get(), GNUTLS_DEFAULT_HANDSHAKE_TIMEOUT);
+    int rc;
+    do rc = gnutls_handshake(session_.get());
+    while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
+    if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
+        unsigned status = gnutls_session_get_verify_cert_status(session_.get());
+        gnutls_datum_t text{};
+        std::string why = "not trusted";
+        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) == 0) {
+            why.assign(reinterpret_cast<const char*>(text.data), text.size);
+            gnutls_free(text.data);
+        }
+        return Error(fmt::format("TLS: the {}'s certificate was refused: {}",
+                                 setup.role == TlsRole::client ? "destination" : "source", why));
+    }
+    if (rc < 0) {
+        std::optional<Error>& below = pull_error_ ? pull_error_ : push_error_;
+        Error e = tls_error(rc, "TLS handshake", below);
+        if (setup.role == TlsRole::client && rc != GNUTLS_E_FATAL_ALERT_RECEIVED) {
+            return Error(e.message() + " (tls-creds is set here: the destination needs it too)");
+        }
+        return e;
+    }
+    return check_peer(setup);
+}
+
+bool is_address(const std::string& host) {
+    unsigned char buf[sizeof(in6_addr)];
+    return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+Result<Session> new_session(const TlsSetup& setup, const TlsCredentials& creds) {
+    gnutls_session_t raw = nullptr;
+    unsigned flags = (setup.role == TlsRole::server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_AUTO_REKEY |
+                     GNUTLS_NO_TICKETS;
+    if (int rc = gnutls_init(&raw, flags); rc < 0) return Error(fmt::format("TLS: {}", gnutls_strerror(rc)));
+    Session s(raw);
+    const char* at = nullptr;
+    if (int rc = gnutls_priority_set_direct(raw, kPriority, &at); rc < 0)
+        return Error(fmt::format("TLS priority '{}': {}", kPriority, gnutls_strerror(rc)));
+    if (int rc = gnutls_credentials_set(raw, GNUTLS_CRD_CERTIFICATE, creds.get()); rc < 0)
+        return Error(fmt::format("TLS credentials: {}", gnutls_strerror(rc)));
+    if (setup.role == TlsRole::server) {
+        gnutls_certificate_server_set_request(raw, GNUTLS_CERT_REQUIRE);
+        gnutls_session_set_verify_cert(raw, nullptr, 0);
+    } else {
+        if (setup.hostname.empty()) return Error("TLS: no name to check the destination's certificate against: set tls-hostname");
+        if (!is_address(setup.hostname))
+            gnutls_server_name_set(raw, GNUTLS_NAME_DNS, setup.hostname.data(), setup.hostname.size());
+        gnutls_session_set_verify_cert(raw, setup.hostname.c_str(), 0);
+    }
+    return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> inner, const TlsSetup& setup) {
+    auto creds = TlsCredentials::load(setup.creds_dir, setup.role);
+    if (!creds) return creds.error();
+    auto session = new_session(setup, *creds);
+    if (!session) return session.error();
+    if (setup.role == TlsRole::server) {
+        if (auto s = inner->await_readable(setup.first_words_within); !s)
+            return s.error().context("TLS: the peer said nothing within x-connect-timeout");
+    }
+    auto tls = std::make_unique<TlsStream>(std::move(inner), std::move(*creds), std::move(*session), setup.rekey_records);
+    if (auto s = tls->handshake(setup); !s) return s.error();
+    return std::unique_ptr<ByteStream>(std::move(tls));
+}
+
+uint64_t tls_key_updates(const ByteStream& stream) {
+    auto* tls = dynamic_cast<const TlsStream*>(&stream);
+    return tls != nullptr ? tls->key_updates() : 0;
+}
+
+}  // namespace vmm::migration
