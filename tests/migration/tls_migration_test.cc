@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "tests/support/postcopy.h"
+#include "tests/support/qemu.h"
 #include "tests/support/require.h"
 
 namespace vmm::test {
@@ -274,6 +275,31 @@ TEST(TlsMigration, GnutlsCliWithoutACertificateCostsTheDestinationNothing) {
     auto src = tls_source("tls-cli-src", Pki::get().good);
     ASSERT_TRUE(src);
     migrates_over_tls(*src, *dst, tcp_uri(port));
+}
+
+// QEMU 7.2, a TLS migration source nobody here wrote, with the same credential directory (its
+// tls-creds-x509 object, endpoint=client): the handshake completes both ways (QEMU checks the
+// destination's certificate, the destination QEMU's), and the destination then refuses QEMU's
+// stream by name, as over RDMA.
+TEST(TlsMigration, QemuAsATlsSourceIsAuthenticatedThenRefusedByName) {
+    VMM_REQUIRE_PKI();
+    VMM_REQUIRE(need::qemu());
+    uint16_t port = free_tcp_port();
+    auto dst = tls_destination("tls-qemu-dst", tcp_uri(port), Pki::get().good);
+    auto src = Qemu::start("tls-qemu-src", {"-object", "tls-creds-x509,id=tls0,endpoint=client,verify-peer=on,dir=" + Pki::get().good});
+    ASSERT_TRUE(dst && src);
+    Json params = {{"tls-creds", "tls0"}, {"tls-hostname", "localhost"}};
+    Json set_reply = src->qmp("migrate-set-parameters", params);
+    ASSERT_FALSE(set_reply.contains("error")) << set_reply.dump();
+    Json started = src->qmp("migrate", {{"uri", tcp_uri(port)}});
+    ASSERT_FALSE(started.contains("error")) << started.dump();
+    EXPECT_EQ(src->migration_outcome(120), "failed") << src->log();
+    dst->forget_monitor();
+    EXPECT_EQ(dst->process().wait(std::chrono::seconds(60)), std::optional<int>(1)) << dst->log();
+    std::string log = dst->log();
+    EXPECT_NE(log.find("incoming migration from the migration source over TLS 1.3"), std::string::npos) << log;
+    EXPECT_NE(log.find("the source sent QEMU's migration stream (magic QEVM"), std::string::npos) << log;
+    EXPECT_EQ(log.find("dropped a connection that failed TLS"), std::string::npos) << log;
 }
 
 }  // namespace vmm::test

@@ -11,6 +11,7 @@
 
 #include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
+#include "tests/support/qemu.h"
 #include "tests/support/vm_pair.h"
 #include "rdma_device.h"
 
@@ -19,46 +20,6 @@ namespace {
 
 
 std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
-
-// A QEMU 7.2 with 64 MiB and nothing to boot, driven over QMP; what its migration moves does not
-// matter here. `extra`: e.g. {"-incoming", URI}.
-class Qemu {
-public:
-    static std::unique_ptr<Qemu> start(const std::string& name, const std::vector<std::string>& extra) {
-        auto q = std::unique_ptr<Qemu>(new Qemu);
-        q->sock_ = temp_path(name + ".qmp");
-        q->log_ = temp_path(name + ".log");
-        std::vector<std::string> argv{"qemu-system-x86_64", "-machine", "pc,accel=kvm:tcg", "-m", "64", "-nodefaults",
-                                      "-no-user-config", "-display", "none", "-S", "-qmp",
-                                      "unix:" + q->sock_ + ",server=on,wait=off"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        q->proc_ = VmmProcess::spawn_program(argv, q->log_);
-        if (!q->proc_) return nullptr;
-        // QEMU sets up -incoming during start-up, before its monitor answers.
-        eventually([&] { return (q->qmp_ = QmpClient::connect(q->sock_)) != nullptr; }, 60);
-        if (!q->qmp_) return nullptr;
-        return q;
-    }
-    Json qmp(const std::string& name, const Json& args = Json::object()) { return qmp_->execute(name, args); }
-    // query-migrate's status once it is neither setup nor active (waits up to `seconds`).
-    std::string migration_outcome(int seconds) {
-        std::string status;
-        eventually([&] {
-            Json r = qmp("query-migrate");
-            status = r.contains("return") && r["return"].contains("status") ? r["return"]["status"].get<std::string>() : "";
-            return status != "" && status != "setup" && status != "active";
-        }, seconds);
-        return status;
-    }
-    std::string log() { return read_text_file(log_); }
-    VmmProcess& process() { return *proc_; }
-
-private:
-    Qemu() = default;
-    std::unique_ptr<VmmProcess> proc_;
-    std::unique_ptr<QmpClient> qmp_;
-    std::string sock_, log_;
-};
 
 // A vmm source with a small stress guest that has started.
 std::unique_ptr<Vm> running_source(const std::string& name) {
