@@ -7,7 +7,9 @@
 #      by side: the default (one connection; to this host it copies RAM), multifd on, a
 #      --mem-prealloc destination, splicing to this host too (x-zero-copy-local: what the
 #      zero-copy default is decided by), and verify-ram on beside the default and beside
-#      multifd: what end-to-end RAM verification costs, the median of each run's paired ratio
+#      multifd: what end-to-end RAM verification costs, the median of each run's paired ratio;
+#      and TLS (tls-creds, a test PKI) beside the default and beside multifd: what TLS costs,
+#      paired likewise, and the handshake (setup time with TLS minus without)
 #   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
 #      was touched, not the RAM size
 #   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
@@ -78,6 +80,7 @@ migrate_once() {
     wait "$spid" "$dpid" 2>/dev/null || true
     R_TOTAL=$(echo "$out" | field "total time") R_MBPS=$(echo "$out" | field throughput)
     R_DOWN=$(echo "$out" | field downtime) R_PAUSE=${pause:--} R_SENT_KIB=$(echo "$out" | field "transferred ram")
+    R_SETUP=$(echo "$out" | field setup)
     R_SRC_KIB=$(cat "$work/$name-s.rss" 2>/dev/null || echo 0) R_DST_KIB=$(cat "$work/$name-d.rss" 2>/dev/null || echo 0)
 }
 DST_ARGS=()
@@ -97,13 +100,17 @@ filled_run() {
 
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-variants=(mig ver mfd mfdver pre splice)
+variants=(mig ver mfd mfdver pre splice tls mfdtls)
 for v in "${variants[@]}" hot cold; do : >"$work/$v"; : >"$work/$v.ratio"; done
 max_src=0 max_dst=0
 printf '[migration.capabilities]\nx-zero-copy-local = true\n' >"$work/splice.toml"
 printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes
 printf '[migration.capabilities]\nverify-ram = true\n' >"$work/ver.toml"
 printf '[migration.capabilities]\nmultifd = true\nverify-ram = true\n' >"$work/mfdver.toml"
+"$ROOT/scripts/make-test-pki.sh" "$work/pki" >/dev/null
+printf '[migration.parameters]\ntls-creds = "%s"\ntls-hostname = "localhost"\n' "$work/pki" >"$work/tls.toml"
+printf '[migration.capabilities]\nmultifd = true\n[migration.parameters]\ntls-creds = "%s"\ntls-hostname = "localhost"\n' \
+    "$work/pki" >"$work/mfdtls.toml"
 
 # paired_run VARIANT NAME: raw hot TCP measured just before the migration it is compared
 # with, so that the ratio of each pair holds while this shared machine's speed drifts.
@@ -118,8 +125,10 @@ paired_run() {
         mfdver) args=(--config "$work/mfdver.toml") ;;
         pre) DST_ARGS=(--mem-prealloc) ;;
         splice) args=(--config "$work/splice.toml") ;;
+        tls|mfdtls) args=(--config "$work/$v.toml") DST_ARGS=(--config "$work/$v.toml") ;;
     esac
     filled_run "$v" "$v$name" "${args[@]}"
+    echo "$R_SETUP" >>"$work/$v.setup"
     DST_ARGS=()
     awk -v a="$R_FILLED" -v b="$hot" 'BEGIN{printf "%.3f\n", a/b}' >>"$work/$v.ratio"
     if [ "$R_SRC_KIB" -gt "$max_src" ]; then max_src=$R_SRC_KIB; fi
@@ -169,6 +178,8 @@ variant_row mfd "multifd on (2 lanes)"
 variant_row mfdver "  verify-ram on"
 variant_row pre "destination started with --mem-prealloc"
 variant_row splice "splicing RAM to this host too (x-zero-copy-local)"
+variant_row tls "TLS on (tls-creds; one connection)"
+variant_row mfdtls "multifd on (2 lanes), TLS on every lane"
 # What verification costs: each run's verified MB/s over the unverified one measured beside it.
 paste "$work/ver" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/cost1"
 paste "$work/mfdver" "$work/mfd" | awk '{printf "%.3f\n", $1/$2}' >"$work/cost2"
@@ -176,6 +187,12 @@ paste "$work/splice" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/splice
 row "verify-ram: verified / unverified MB/s, median of paired runs" ""
 row "  one connection (verify-ram is on by default if >= 0.95)" "$(median <"$work/cost1")  (runs: $(tr '\n' ' ' <"$work/cost1"))"
 row "  multifd, 2 lanes" "$(median <"$work/cost2")  (runs: $(tr '\n' ' ' <"$work/cost2"))"
+paste "$work/tls" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/tls.vs"
+paste "$work/mfdtls" "$work/mfd" | awk '{printf "%.3f\n", $1/$2}' >"$work/mfdtls.vs"
+row "TLS: with / without MB/s, median of paired runs" ""
+row "  one connection (target >= 0.8)" "$(median <"$work/tls.vs")  (runs: $(tr '\n' ' ' <"$work/tls.vs"))"
+row "  multifd, 2 lanes (target >= 0.95)" "$(median <"$work/mfdtls.vs")  (runs: $(tr '\n' ' ' <"$work/mfdtls.vs"))"
+row "  setup time with / without TLS (median; the handshake's share)" "$(median <"$work/tls.setup") / $(median <"$work/mig.setup") ms"
 row "spliced / copied to this host, median of paired runs" "$(median <"$work/splice.vs")  (runs: $(tr '\n' ' ' <"$work/splice.vs"))"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"

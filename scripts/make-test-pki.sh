@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # make-test-pki.sh DIR [--server NAME]... [--client CN] [--ca FROM_DIR] [--expired]: a CA and
 # certificates for TLS migration (tls-creds DIR), in QEMU's tls-creds-x509 layout: ca-cert.pem,
-# server-cert.pem, server-key.pem, client-cert.pem, client-key.pem (and ca-key.pem, to sign more).
+# server-cert.pem, server-key.pem, client-cert.pem, client-key.pem (and ca-key.pem, to sign more);
+# and the same files in libvirt's names, for vmmd (--pki-dir DIR: cacert.pem, servercert.pem,
+# serverkey.pem) and its clients (virsh -c 'vmm+tls://HOST/system?pkipath=DIR': cacert.pem,
+# clientcert.pem, clientkey.pem).
 #   --server NAME  a name the destination's certificate carries (DNS name or IP address; may
 #                  repeat; default: localhost, 127.0.0.1, ::1)
 #   --client CN    the source certificate's common name (default: vmm-source)
@@ -35,7 +38,8 @@ dates() {  # the validity lines of a template
         echo "expiration_days = 3650"
     fi
 }
-key() { certtool --generate-privkey --key-type ecdsa --outfile "$1" 2>/dev/null; }
+# RSA: libvirt insists on the key-encipherment usage, which an ECDSA key cannot carry.
+key() { certtool --generate-privkey --key-type rsa --bits 2048 --outfile "$1" 2>/dev/null; }
 
 if [ -n "$ca_from" ]; then
     cp "$ca_from/ca-cert.pem" "$ca_from/ca-key.pem" "$dir/"
@@ -53,11 +57,14 @@ fi
     done
     echo tls_www_server; echo encryption_key; echo signing_key; dates
 } >"$tmp/server.info"
-{ echo "cn = \"$client\""; echo tls_www_client; echo signing_key; dates; } >"$tmp/client.info"
+{ echo "cn = \"$client\""; echo tls_www_client; echo encryption_key; echo signing_key; dates; } >"$tmp/client.info"
 for side in server client; do
     key "$dir/$side-key.pem"
     certtool --generate-certificate --load-privkey "$dir/$side-key.pem" --load-ca-certificate "$dir/ca-cert.pem" \
         --load-ca-privkey "$dir/ca-key.pem" --template "$tmp/$side.info" --outfile "$dir/$side-cert.pem" 2>/dev/null
 done
-chmod 600 "$dir"/*-key.pem
+for f in ca-cert:cacert server-cert:servercert server-key:serverkey client-cert:clientcert client-key:clientkey; do
+    cp "$dir/${f%%:*}.pem" "$dir/${f##*:}.pem"
+done
+chmod 600 "$dir"/*-key.pem "$dir"/*key.pem
 echo "$dir: ca-cert.pem, server-cert.pem (${servers[*]}), server-key.pem, client-cert.pem (CN=$client), client-key.pem"

@@ -40,6 +40,26 @@ std::string default_state_dir(bool root) {
     return std::string(home != nullptr ? home : "/tmp") + "/.local/state/vmm";
 }
 
+// --listen-tls HOST[:PORT]: libvirtd's TLS port when none is named ([V6ADDR] as in --listen-tcp).
+std::string tls_address(const std::string& where) {
+    bool has_port = where.starts_with('[') ? where.find("]:") != std::string::npos
+                                           : where.find(':') != std::string::npos && where.find(':') == where.rfind(':');
+    return has_port ? where : where + ":16514";
+}
+
+// libvirt's pki layout: --pki-dir's three files, else libvirtd's defaults.
+vmmd::TlsServerConfig tls_config(const std::string& pki_dir, const std::string& allowed) {
+    vmmd::TlsServerConfig c;
+    if (pki_dir.empty()) {
+        c.files = {"/etc/pki/CA/cacert.pem", "/etc/pki/libvirt/servercert.pem", "/etc/pki/libvirt/private/serverkey.pem",
+                   "/etc/pki/CA/cacrl.pem"};
+    } else {
+        c.files = {pki_dir + "/cacert.pem", pki_dir + "/servercert.pem", pki_dir + "/serverkey.pem", pki_dir + "/cacrl.pem"};
+    }
+    c.allowed = allowed;
+    return c;
+}
+
 // A random (version 4) UUID for a domain defined without one.
 vmmd::Uuid random_uuid() {
     std::random_device rd;
@@ -61,7 +81,17 @@ int main(int argc, char** argv) {
     app.add_option("--state-dir", state_dir, "where domain definitions and running domains' sockets live")
         ->capture_default_str();
     app.add_option("--vmm", vmm_binary, "the vmm executable each running domain is")->capture_default_str();
-    std::string listen_tcp;
+    std::string listen_tcp, listen_tls, pki_dir, tls_allowed;
+    app.add_option("--listen-tls", listen_tls,
+                   "also serve HOST[:PORT] over TLS (port 16514, as libvirtd's): every client presents a certificate "
+                   "the CA signed (virsh -c 'vmm+tls://HOST/system'); CONNECT_IS_SECURE is true there");
+    app.add_option("--pki-dir", pki_dir,
+                   "for --listen-tls: a directory of cacert.pem, servercert.pem and serverkey.pem (default: libvirt's, "
+                   "/etc/pki/CA/cacert.pem, /etc/pki/libvirt/servercert.pem, /etc/pki/libvirt/private/serverkey.pem)");
+    app.add_option("--tls-allowed-dn", tls_allowed,
+                   "for --listen-tls: the client certificates accepted, ';'-separated patterns matched against the "
+                   "distinguished name (CN=admin,O=Lab) or, without '=', the common name (libvirtd's "
+                   "tls_allowed_dn_list; default: any the CA signed)");
     app.add_option("--listen-tcp", listen_tcp,
                    "also serve HOST:PORT over TCP, unauthenticated (libvirtd's auth_tcp=none): what a --p2p "
                    "source reaches as vmm+tcp://HOST:PORT/system; bind a trusted migration network only");
@@ -111,7 +141,8 @@ int main(int argc, char** argv) {
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.
     std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600}, {socket + "-ro", true, mode_t(root ? 0666 : 0600)}};
-    if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true});
+    if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true, std::nullopt});
+    if (!listen_tls.empty()) sockets.push_back({tls_address(listen_tls), false, 0, true, tls_config(pki_dir, tls_allowed)});
     vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
                                 [&events](uint64_t c) { events.disconnected(c); }};
     auto s = vmmd::Server::listen(sockets, dispatcher, hooks);
@@ -124,6 +155,7 @@ int main(int argc, char** argv) {
     if (stopping) server->stop();  // a signal came while vmmd was starting
     vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", socket, socket, state_dir);
     if (!listen_tcp.empty()) vmm::log::warn("vmmd: also serving TCP {} with no authentication: anyone who reaches it manages domains", listen_tcp);
+    if (!listen_tls.empty()) vmm::log::info("vmmd: also serving TLS {}: clients present a certificate the CA signed", tls_address(listen_tls));
     auto r = server->run();
     // The clients' threads end before what they call into (declared after the server) goes.
     migrations.stop();

@@ -29,7 +29,8 @@ namespace {
 
 constexpr long kSendTimeoutSeconds = 30;
 constexpr size_t kCallsInFlight = 5;                           // per connection, as libvirtd's max_client_requests
-constexpr int32_t kConnectOpen = 1, kConnectClose = 2;          // remote_protocol.x
+constexpr int32_t kConnectOpen = rpc::number_of(rpc::Proc::CONNECT_OPEN);
+constexpr int32_t kConnectClose = rpc::number_of(rpc::Proc::CONNECT_CLOSE);
 
 Result<sockaddr_un> unix_address(const std::string& path) {
     sockaddr_un a{};
@@ -190,8 +191,10 @@ Server::~Server() {
 void Server::join_clients() {
     stop();
     std::lock_guard lock(mutex_);
+    for (auto& t : terminators_) t->stop();
     for (Client& c : clients_)
         if (c.thread.joinable()) c.thread.join();
+    terminators_.clear();  // joins their threads
 }
 
 void Server::stop() {
@@ -215,21 +218,42 @@ Status Server::run() {
 }
 
 void Server::accept_one(const Listener& l) {
-    UniqueFd fd(::accept4(l.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    UniqueFd fd(::accept4(l.fd.get(), reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC));
     if (!fd.valid()) {
         if (errno != EAGAIN && errno != EINTR) vmm::log::warn("accept on {}: {}", l.spec.path, std::strerror(errno));
         return;
     }
+    std::lock_guard lock(mutex_);
+    if (!l.spec.tls) {
+        add_client(std::move(fd), l, !l.spec.tcp);
+        return;
+    }
+    // TLS: the terminator's thread authenticates the client; the server serves its plain end.
+    char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+    ::getnameinfo(reinterpret_cast<sockaddr*>(&from), from_len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+    UniqueFd plain;
+    auto t = TlsTerminator::start(std::move(fd), *l.spec.tls, fmt::format("{}:{}", host, port), &plain);
+    if (!t) {
+        vmm::log::warn("vmmd: a TLS client on {}: {}", l.spec.path, t.error().message());
+        return;
+    }
+    terminators_.push_back(std::move(*t));
+    add_client(std::move(plain), l, true);
+}
+
+void Server::add_client(UniqueFd fd, const Listener& l, bool secure) {
     // A client that stops reading its replies must not hold its thread for ever.
     timeval send_timeout{kSendTimeoutSeconds, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
-    std::lock_guard lock(mutex_);
     Client& c = clients_.emplace_back();
     c.outbox = std::make_shared<Outbox>(fd.get());
     c.fd = std::move(fd);
     c.number = next_connection_++;
     c.read_only = l.spec.read_only;
-    c.secure = !l.spec.tcp;
+    c.secure = secure;
     if (hooks_.opened) hooks_.opened(c.number, c.outbox);
     c.thread = std::thread([this, &c] {
         vmm::name_this_thread("vmmd-client");
@@ -242,6 +266,7 @@ void Server::accept_one(const Listener& l) {
 
 void Server::reap_finished() {
     std::lock_guard lock(mutex_);
+    terminators_.remove_if([](const std::unique_ptr<TlsTerminator>& t) { return t->done(); });
     for (auto it = clients_.begin(); it != clients_.end();) {
         if (!it->done) {
             ++it;

@@ -13,12 +13,14 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "vmm/common/fd.h"
 #include "vmmd/daemon/outbox.h"
+#include "vmmd/daemon/tls_terminator.h"
 #include "vmmd/rpc/dispatch.h"
 
 namespace vmmd {
@@ -31,9 +33,12 @@ struct SocketSpec {
     std::string path;        // a unix socket's path; with `tcp`, HOST:PORT ([V6ADDR]:PORT)
     bool read_only = false;  // connections on it may query, never change anything
     mode_t mode = 0600;      // unix sockets only
-    // A TCP listener. It has no authentication (libvirtd's auth_tcp = "none"): whoever reaches
-    // the address may manage domains, so bind it to a trusted migration network only.
+    // A TCP listener. Without `tls` it has no authentication (libvirtd's auth_tcp = "none"):
+    // whoever reaches the address may manage domains, so bind it to a trusted network only.
     bool tcp = false;
+    // A TLS listener (--listen-tls): every client proves itself with a certificate
+    // (tls_terminator.h) and its connection is secure (CONNECT_IS_SECURE).
+    std::optional<TlsServerConfig> tls;
 };
 
 // Who hears of connections coming and going (the event hub: events go to a connection's outbox).
@@ -75,6 +80,7 @@ private:
     };
     Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d, ConnectionHooks hooks);
     void accept_one(const Listener& l);
+    void add_client(UniqueFd fd, const Listener& l, bool secure);  // under mutex_
     void serve(Client& c);
     void reap_finished();
 
@@ -85,6 +91,7 @@ private:
     std::mutex mutex_;
     uint64_t next_connection_ = 1;
     std::list<Client> clients_;
+    std::list<std::unique_ptr<TlsTerminator>> terminators_;  // under mutex_: one per TLS client
 };
 
 }  // namespace vmmd

@@ -10,9 +10,10 @@ namespace {
 
 Status check_file(const std::string& path, const char* what) {
     if (::access(path.c_str(), R_OK) == 0) return {};
-    return Error::from_errno(fmt::format("tls-creds: {} {}", what, path), errno,
-                             "the directory holds ca-cert.pem, server-cert.pem, server-key.pem, client-cert.pem and "
-                             "client-key.pem (scripts/make-test-pki.sh makes a set)");
+    return Error::from_errno(fmt::format("TLS credentials: {} {}", what, path), errno,
+                             "tls-creds names a directory of ca-cert.pem, server-cert.pem, server-key.pem, client-cert.pem "
+                             "and client-key.pem, vmmd's --pki-dir one of cacert.pem, servercert.pem and serverkey.pem "
+                             "(scripts/make-test-pki.sh makes both)");
 }
 
 Error gnutls_error(const std::string& what, int rc) { return Error(fmt::format("{}: {}", what, gnutls_strerror(rc))); }
@@ -20,9 +21,12 @@ Error gnutls_error(const std::string& what, int rc) { return Error(fmt::format("
 }  // namespace
 
 Result<TlsCredentials> TlsCredentials::load(const std::string& dir, TlsRole role) {
-    std::string ca = dir + "/ca-cert.pem";
     std::string name = role == TlsRole::server ? "server" : "client";
-    std::string cert = dir + "/" + name + "-cert.pem", key = dir + "/" + name + "-key.pem";
+    return load(TlsFiles{dir + "/ca-cert.pem", dir + "/" + name + "-cert.pem", dir + "/" + name + "-key.pem", dir + "/ca-crl.pem"});
+}
+
+Result<TlsCredentials> TlsCredentials::load(const TlsFiles& files) {
+    const std::string &ca = files.ca, &cert = files.cert, &key = files.key, &crl = files.crl;
     for (auto [path, what] : {std::pair{ca, "CA certificate"}, {cert, "certificate"}, {key, "key"}})
         if (auto s = check_file(path, what); !s) return s.error();
     gnutls_certificate_credentials_t raw = nullptr;
@@ -35,8 +39,7 @@ Result<TlsCredentials> TlsCredentials::load(const std::string& dir, TlsRole role
     if (int rc = gnutls_certificate_set_x509_key_file(raw, cert.c_str(), key.c_str(), GNUTLS_X509_FMT_PEM); rc < 0) {
         return gnutls_error(fmt::format("tls-creds: reading {} and {}", cert, key), rc);
     }
-    std::string crl = dir + "/ca-crl.pem";
-    if (::access(crl.c_str(), R_OK) == 0) {
+    if (!crl.empty() && ::access(crl.c_str(), R_OK) == 0) {
         if (int rc = gnutls_certificate_set_x509_crl_file(raw, crl.c_str(), GNUTLS_X509_FMT_PEM); rc < 0)
             return gnutls_error("tls-creds: reading " + crl, rc);
     }

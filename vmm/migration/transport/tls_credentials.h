@@ -18,11 +18,18 @@ namespace vmm::migration {
 
 enum class TlsRole { client, server };  // the source connects, the destination accepts
 
+// Where a side's credentials are, file by file (libvirt's layout differs from QEMU's).
+struct TlsFiles {
+    std::string ca, cert, key;
+    std::string crl;  // optional
+};
+
 class TlsCredentials {
 public:
     // Loads the role's certificate and key and the CA from `dir`; a missing or unreadable file
     // is named with what to do.
     static Result<TlsCredentials> load(const std::string& dir, TlsRole role);
+    static Result<TlsCredentials> load(const TlsFiles& files);
     gnutls_certificate_credentials_t get() const { return creds_.get(); }
 
 private:

@@ -23,6 +23,11 @@ constexpr const char* kPriority = "NORMAL:-VERS-ALL:+VERS-TLS1.3";
 // limit is 2^24.5 records, days of sending at any speed, so a key lives at least this long.
 constexpr auto kLeastBetweenUpdates = std::chrono::milliseconds(200);
 
+std::string peer_word(const TlsSetup& s) {
+    if (!s.peer_word.empty()) return s.peer_word;
+    return s.role == TlsRole::client ? "destination" : "source";
+}
+
 struct SessionDeleter {
     void operator()(gnutls_session_t s) const { gnutls_deinit(s); }
 };
@@ -231,15 +236,15 @@ Status TlsStream::check_peer(const TlsSetup& setup) {
     if (setup.role != TlsRole::server || setup.authz.empty()) return {};
     unsigned count = 0;
     const gnutls_datum_t* certs = gnutls_certificate_get_peers(session_.get(), &count);
-    if (certs == nullptr || count == 0) return Error("TLS: the source sent no certificate");
+    if (certs == nullptr || count == 0) return Error(fmt::format("TLS: the {} sent no certificate", peer_word(setup)));
     gnutls_x509_crt_t crt = nullptr;
     if (gnutls_x509_crt_init(&crt) < 0) return Error("TLS: out of memory");
     std::unique_ptr<gnutls_x509_crt_int, void (*)(gnutls_x509_crt_t)> owned(crt, gnutls_x509_crt_deinit);
     if (int rc = gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER); rc < 0)
-        return Error(fmt::format("TLS: the source's certificate: {}", gnutls_strerror(rc)));
+        return Error(fmt::format("TLS: the {}'s certificate: {}", peer_word(setup), gnutls_strerror(rc)));
     gnutls_datum_t dn{};
     if (int rc = gnutls_x509_crt_get_dn3(crt, &dn, 0); rc < 0)
-        return Error(fmt::format("TLS: the source's certificate's name: {}", gnutls_strerror(rc)));
+        return Error(fmt::format("TLS: the {}'s certificate's name: {}", peer_word(setup), gnutls_strerror(rc)));
     std::string dn_text(reinterpret_cast<const char*>(dn.data), dn.size);
     gnutls_free(dn.data);
     char cn[256] = {};
@@ -247,7 +252,8 @@ Status TlsStream::check_peer(const TlsSetup& setup) {
     if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &cn_size) < 0) cn[0] = 0;
     if (tls_authz_allows(setup.authz, dn_text, cn)) return {};
     (void)gnutls_alert_send(session_.get(), GNUTLS_AL_FATAL, GNUTLS_A_ACCESS_DENIED);
-    return Error(fmt::format("TLS: the source's certificate '{}' is not one tls-authz accepts ({})", dn_text, setup.authz));
+    return Error(fmt::format("TLS: the {}'s certificate '{}' is not one {} accepts ({})", peer_word(setup), dn_text,
+                             setup.authz_setting, setup.authz));
 }
 
 Status TlsStream::handshake(const TlsSetup& setup) {
@@ -263,8 +269,7 @@ Status TlsStream::handshake(const TlsSetup& setup) {
             why.assign(reinterpret_cast<const char*>(text.data), text.size);
             gnutls_free(text.data);
         }
-        return Error(fmt::format("TLS: the {}'s certificate was refused: {}",
-                                 setup.role == TlsRole::client ? "destination" : "source", why));
+        return Error(fmt::format("TLS: the {}'s certificate was refused: {}", peer_word(setup), why));
     }
     if (rc < 0) {
         std::optional<Error>& below = pull_error_ ? pull_error_ : push_error_;
@@ -308,7 +313,7 @@ Result<Session> new_session(const TlsSetup& setup, const TlsCredentials& creds) 
 }  // namespace
 
 Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> inner, const TlsSetup& setup) {
-    auto creds = TlsCredentials::load(setup.creds_dir, setup.role);
+    auto creds = setup.files.ca.empty() ? TlsCredentials::load(setup.creds_dir, setup.role) : TlsCredentials::load(setup.files);
     if (!creds) return creds.error();
     auto session = new_session(setup, *creds);
     if (!session) return session.error();

@@ -23,9 +23,13 @@ namespace vmm::migration {
 
 struct TlsSetup {
     TlsRole role = TlsRole::client;
-    std::string creds_dir;  // tls-creds
+    std::string creds_dir;  // tls-creds (QEMU's layout), or
+    TlsFiles files;         // ... these files, when files.ca is set (vmmd: libvirt's layout)
     std::string hostname;   // client: the name the server's certificate must carry
     std::string authz;      // server: tls-authz
+    // What messages call the peer and the authz setting (vmmd: "client", "--tls-allowed-dn").
+    std::string peer_word;  // default: "destination" for a client, "source" for a server
+    std::string authz_setting = "tls-authz";
     // Server: a peer that has said nothing this long is dropped before the handshake.
     std::chrono::milliseconds first_words_within{10000};
     uint64_t rekey_records = uint64_t{1} << 24;  // records under one key before the writer renews it

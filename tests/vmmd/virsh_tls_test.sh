@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Stock virsh and libvirt-python against vmmd over TLS (label libvirt): vmmd --listen-tls with a
+# test PKI in libvirt's layout (scripts/make-test-pki.sh), clients with libvirt's own client
+# certificates (?pkipath=DIR). With its certificate a client lists, defines and reads a domain
+# and the connection says it is secure; without one, with another CA's, or with a name
+# --tls-allowed-dn does not accept it is refused, and vmmd serves the next client.
+#   virsh_tls_test.sh BUILD_DIR
+set -uo pipefail
+build=$1
+command -v certtool >/dev/null || { echo "SKIP: needs certtool (apt-get install gnutls-bin)"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+src=$(cd "$(dirname "$0")/../.." && pwd)
+"$src/scripts/make-test-pki.sh" "$dir/pki" >/dev/null || fail "make-test-pki.sh"
+"$src/scripts/make-test-pki.sh" "$dir/foreign" >/dev/null || fail "make-test-pki.sh (another CA)"
+"$src/scripts/make-test-pki.sh" "$dir/intruder" --ca "$dir/pki" --client intruder >/dev/null || fail "make-test-pki.sh (intruder)"
+mkdir -p "$dir/nocert" && cp "$dir/pki/cacert.pem" "$dir/nocert/"
+port=$((52000 + RANDOM % 400))  # this test's range (lib.sh lists the others)
+"$build/bin/vmmd" --socket "$sock" --state-dir "$dir/state" --listen-tls "127.0.0.1:$port" --pki-dir "$dir/pki" \
+    --tls-allowed-dn "vmm-source;CN=admin-*" >>"$dir/log" 2>&1 &
+pid=$!
+tls="vmm+tls://127.0.0.1:$port/system"
+wait_until 60 answers "$tls?pkipath=$dir/pki" || fail "vmmd did not serve TLS within 60 s"
+
+t() { virsh -c "$tls?pkipath=$dir/pki" "$@" 2>&1; }
+out=$(t version) || fail "virsh version over TLS: $out"
+expect "version over TLS" "$out" "Running hypervisor: vmm"
+pattern_domain "$dir/demo.xml"
+out=$(t define "$dir/demo.xml") || fail "define over TLS: $out"
+out=$(t list --all) || fail "list over TLS: $out"
+expect "the domain defined over TLS is listed" "$out" "demo +shut off"
+out=$(/usr/bin/python3 - "$tls?pkipath=$dir/pki" <<'PY' 2>&1) || fail "libvirt-python over TLS: $out"
+import sys, libvirt
+c = libvirt.open(sys.argv[1])
+assert c.isSecure() == 1, c.isSecure()
+assert [d.name() for d in c.listAllDomains()] == ["demo"]
+print("secure", c.isSecure())
+PY
+expect "libvirt-python: the TLS connection is secure" "$out" "secure 1"
+
+for who in nocert foreign intruder; do
+    out=$(virsh -c "$tls?pkipath=$dir/$who" list 2>&1) && fail "a client with $who was served: $out"
+    echo "ok: refused a client with $who: $(tr '\n' ' ' <<<"$out" | cut -c1-160)"
+done
+expect "vmmd named the client certificate it refused" "$(cat "$dir/log")" "the client's certificate 'CN=intruder' is not one --tls-allowed-dn accepts"
+out=$(t list --all) || fail "list after the refused clients: $out"
+expect "vmmd serves the next client" "$out" "demo"
+out=$(virsh -c "vmm+tcp://127.0.0.1:$port/system" list 2>&1) && fail "plaintext on the TLS port was served: $out"
+echo "ok: plaintext on the TLS port refused"
+out=$(t list --all) || fail "list after plaintext: $out"
+echo "PASS"
