@@ -88,6 +88,11 @@ int main(int argc, char** argv) {
     app.add_option("--pki-dir", pki_dir,
                    "for --listen-tls: a directory of cacert.pem, servercert.pem and serverkey.pem (default: libvirt's, "
                    "/etc/pki/CA/cacert.pem, /etc/pki/libvirt/servercert.pem, /etc/pki/libvirt/private/serverkey.pem)");
+    std::string migrate_tls_dir;
+    app.add_option("--migrate-tls-dir", migrate_tls_dir,
+                   "credentials for 'virsh migrate --tls' (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
+                   "client-cert.pem, client-key.pem; libvirt's migrate_tls_x509_cert_dir): both vmm of such a migration "
+                   "authenticate each other and every connection is TLS");
     app.add_option("--tls-allowed-dn", tls_allowed,
                    "for --listen-tls: the client certificates accepted, ';'-separated patterns matched against the "
                    "distinguished name (CN=admin,O=Lab) or, without '=', the common name (libvirtd's "
@@ -135,6 +140,7 @@ int main(int argc, char** argv) {
         }};
     vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, socket),
                                 std::move(migration_events));
+    if (!migrate_tls_dir.empty()) migrations.use_migration_tls(migrate_tls_dir);
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));

@@ -4,6 +4,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "vmm/common/log.h"
 #include "vmmd/daemon/domain_args.h"
 
 namespace vmmd {
@@ -91,6 +92,7 @@ rpc::Reply EventHub::register_any(rpc::Caller& caller, xdr::Reader& args) {
     }
     cb.id = next_callback_++;
     it->second.callbacks.push_back(cb);
+    vmm::log::info("vmmd: connection {} registered event callback {} (event {})", caller.connection, cb.id, *event_id);
     return rpc::ok_i32(cb.id);
 }
 

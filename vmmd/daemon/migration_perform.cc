@@ -25,7 +25,8 @@ constexpr uint32_t kServedFlags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PERSIST_DEST | 
                                   VIR_MIGRATE_PAUSED | VIR_MIGRATE_NON_SHARED_DISK | VIR_MIGRATE_NON_SHARED_INC |
                                   VIR_MIGRATE_CHANGE_PROTECTION | VIR_MIGRATE_UNSAFE | VIR_MIGRATE_ABORT_ON_ERROR |
                                   VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_RDMA_PIN_ALL | VIR_MIGRATE_PARALLEL |
-                                  VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY | VIR_MIGRATE_POSTCOPY_RESUME;
+                                  VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY | VIR_MIGRATE_POSTCOPY_RESUME |
+                                  VIR_MIGRATE_TLS;
 constexpr uint64_t kDefaultParallelConnections = 2;  // libvirt's default for --parallel
 constexpr std::chrono::milliseconds kPollInterval{20};
 
@@ -38,7 +39,6 @@ std::optional<std::string> unserved(uint32_t flags) {
         {VIR_MIGRATE_TUNNELLED, "--tunnelled: vmm migrates over its own connection, not through libvirt's"},
         {VIR_MIGRATE_OFFLINE, "--offline: define the domain on the destination instead"},
         {VIR_MIGRATE_COMPRESSED, "--compressed: vmm does not compress migration data"},
-        {VIR_MIGRATE_TLS, "--tls: vmm's migration stream has no TLS"},
     };
     for (const Named& n : names)
         if ((flags & n.flag) != 0) return n.why;
@@ -47,6 +47,13 @@ std::optional<std::string> unserved(uint32_t flags) {
 }
 
 }  // namespace
+
+// --tls without the credentials it needs is refused by name, on either side.
+std::optional<std::string> Migrations::tls_refusal(uint32_t flags) const {
+    if ((flags & VIR_MIGRATE_TLS) == 0 || !tls_dir_.empty()) return std::nullopt;
+    return "--tls: this vmmd has no migration credentials: start it with --migrate-tls-dir DIR (QEMU's layout: "
+           "ca-cert.pem, server-cert.pem, server-key.pem, client-cert.pem, client-key.pem)";
+}
 
 vmm::Status Migrations::apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                        const std::vector<rpc::TypedParam>& params) {
@@ -86,6 +93,13 @@ vmm::Result<Json> Migrations::migration_parameters(const DomainView& v, const Mi
         if (**postcopy_bandwidth > kUnlimitedMiBs) return Error("postcopy bandwidth is more than libvirt's unlimited");
         p["max-postcopy-bandwidth"] = **postcopy_bandwidth >= kUnlimitedMiBs ? 0 : **postcopy_bandwidth * 1048576;
     }
+    // --tls: every connection of the migration is TLS with this host's credentials (the
+    // destination's name checked against tls.destination, else the URI's host); without it, none.
+    bool tls = (flags & VIR_MIGRATE_TLS) != 0;
+    auto tls_destination = rpc::string_param(params, VIR_MIGRATE_PARAM_TLS_DESTINATION);
+    if (!tls_destination) return tls_destination.error();
+    p["tls-creds"] = tls ? tls_dir_ : "";
+    p["tls-hostname"] = tls && *tls_destination ? **tls_destination : "";
     if (*initial) p["cpu-throttle-initial"] = **initial;
     if (*increment) p["cpu-throttle-increment"] = **increment;
     if (uri.rdma() && !pin_all && v.def.hard_limit_kib) {
@@ -176,6 +190,7 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     auto flags = a.u32();
     if (!dconnuri || !params || !cookie_bytes || !flags) return undecodable("DOMAIN_MIGRATE_PERFORM3_PARAMS");
     if (auto why = unserved(*flags)) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
+    if (auto why = tls_refusal(*flags)) return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return rpc::fail(VIR_ERR_INVALID_ARG, cookie.error().message());
     if (!v.active()) return not_running(v);
     if ((*flags & VIR_MIGRATE_PEER2PEER) != 0) return perform_p2p(v, *dconnuri, *params, *flags);

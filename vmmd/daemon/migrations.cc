@@ -125,6 +125,7 @@ Reply Migrations::prepare(Reader& a) {
     if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
     if (*dname) def->name = **dname;
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return prepare_resume(*def, *params);
+    if (auto why = tls_refusal(*flags)) return refuse(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
     auto uri = listen_uri(*params);
     if (!uri) return refuse(VIR_ERR_INVALID_ARG, uri.error().message());
     if ((uri->rdma() || (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) && !def->hard_limit_kib) return hard_limit_refusal();
@@ -140,6 +141,9 @@ Reply Migrations::prepare(Reader& a) {
         if (!existing) store_.set_stopped(def->uuid, {});  // forget the transient placeholder
         return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     }
+    // The incoming vmm reads its settings when the source connects, after this answer.
+    Json tls{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? tls_dir_ : ""}};
+    if (auto r = sup_.qmp(def->uuid, "migrate-set-parameters", tls); !r) return refuse(VIR_ERR_OPERATION_FAILED, r.error().message());
     set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
     return prepared(*def, *uri);
 }
@@ -173,7 +177,9 @@ Reply Migrations::finish(Reader& a) {
         set_job(def->uuid, {});
         if (in_postcopy(def->uuid)) {
             // The guest runs here and only here has its newest state: it must never be destroyed.
-            sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED}, std::nullopt);
+            // Announced as libvirt's QEMU driver does (a link that broke before Finish looked).
+            sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED},
+                           LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY_FAILED});
         } else {
             (void)sup_.destroy(def->uuid, false);  // nothing of the guest is left here
         }

@@ -42,6 +42,9 @@ public:
     Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri, Events events = {})
         : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
           events_(std::move(events)) {}
+    // virsh migrate --tls: both vmm of such a migration get tls-creds DIR (QEMU's layout, as
+    // libvirt's migrate_tls_x509_cert_dir); without it --tls is refused by name.
+    void use_migration_tls(std::string dir) { tls_dir_ = std::move(dir); }
     std::vector<rpc::Procedure> procedures();
     // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
     // migration itself goes on in the vmm, which outlives vmmd.
@@ -92,6 +95,7 @@ private:
     void job_completed(const Uuid& uuid, const JobStats& stats);
     // An incoming postcopy ended: the destination vmm's own figures complete the job.
     void incoming_postcopy_completed(const Uuid& uuid);
+    std::optional<std::string> tls_refusal(uint32_t flags) const;  // --tls without --migrate-tls-dir
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
     vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
@@ -137,6 +141,7 @@ private:
     std::string hostname_;
     std::string self_uri_;
     Events events_;
+    std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
     std::atomic<bool> stopping_{false};
