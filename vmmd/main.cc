@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.
-    std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600}, {socket + "-ro", true, mode_t(root ? 0666 : 0600)}};
+    std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600, false, std::nullopt},
+                                             {socket + "-ro", true, mode_t(root ? 0666 : 0600), false, std::nullopt}};
     if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true, std::nullopt});
     if (!listen_tls.empty()) sockets.push_back({tls_address(listen_tls), false, 0, true, tls_config(pki_dir, tls_allowed)});
     vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
