@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 #include "tests/support/postcopy.h"
 #include "tests/support/qemu.h"
@@ -88,6 +89,22 @@ void refused(Vm& src, Vm& dst, const std::string& uri, const std::string& why) {
     }
     EXPECT_EQ(src.status(), "running");
     EXPECT_EQ(dst.migrate_status(), "none") << "the destination took it: " << dst.cmd("info migrate");
+}
+
+// A TLS destination NAME-dst on `port` and a source NAME-src with `creds`, `adjust` typed on
+// their monitors, then the source refused naming `why` (refused()); the destination, which still
+// waits, for a test that goes on.
+std::unique_ptr<Vm> source_refused(const std::string& name, uint16_t port, const std::string& creds,
+                                   const std::function<void(Vm& src, Vm& dst)>& adjust, const std::string& why) {
+    auto dst = tls_destination(name + "-dst", tcp_uri(port), Pki::get().good);
+    auto src = tls_source(name + "-src", creds);
+    if (!src || !dst) {
+        ADD_FAILURE() << "could not start the pair";
+        return nullptr;
+    }
+    if (adjust) adjust(*src, *dst);
+    refused(*src, *dst, tcp_uri(port), why);
+    return dst;
 }
 
 }  // namespace
@@ -173,10 +190,8 @@ TEST(TlsMigration, APausedPostcopyRecoversOverTls) {
 TEST(TlsMigration, ASourceSignedByAnotherCaIsRefused) {
     VMM_REQUIRE_PKI();
     uint16_t port = free_tcp_port();
-    auto dst = tls_destination("tls-ca-dst", tcp_uri(port), Pki::get().good);
-    auto src = tls_source("tls-ca-src", Pki::get().foreign);
-    ASSERT_TRUE(src && dst);
-    refused(*src, *dst, tcp_uri(port), "");
+    auto dst = source_refused("tls-ca", port, Pki::get().foreign, {}, "");
+    ASSERT_TRUE(dst);
     // The destination goes on waiting, and takes its real source.
     auto real = tls_source("tls-ca-real", Pki::get().good);
     ASSERT_TRUE(real);
@@ -185,31 +200,20 @@ TEST(TlsMigration, ASourceSignedByAnotherCaIsRefused) {
 
 TEST(TlsMigration, AnExpiredSourceCertificateIsRefused) {
     VMM_REQUIRE_PKI();
-    uint16_t port = free_tcp_port();
-    auto dst = tls_destination("tls-exp-dst", tcp_uri(port), Pki::get().good);
-    auto src = tls_source("tls-exp-src", Pki::get().expired);
-    ASSERT_TRUE(src && dst);
-    refused(*src, *dst, tcp_uri(port), "expired");
+    source_refused("tls-exp", free_tcp_port(), Pki::get().expired, {}, "expired");
 }
 
 TEST(TlsMigration, ASourceTlsAuthzDoesNotNameIsRefused) {
     VMM_REQUIRE_PKI();
-    uint16_t port = free_tcp_port();
-    auto dst = tls_destination("tls-authz-dst", tcp_uri(port), Pki::get().good);
-    auto src = tls_source("tls-authz-src", Pki::get().renamed);  // CN=intruder, signed by the right CA
-    ASSERT_TRUE(src && dst);
-    set(*dst, "tls-authz", "vmm-source;CN=backup-*");
-    refused(*src, *dst, tcp_uri(port), "tls-authz");
+    // CN=intruder, signed by the right CA
+    source_refused("tls-authz", free_tcp_port(), Pki::get().renamed,
+                   [](Vm&, Vm& dst) { set(dst, "tls-authz", "vmm-source;CN=backup-*"); }, "tls-authz");
 }
 
 TEST(TlsMigration, ADestinationWhoseNameDiffersFromTlsHostnameIsRefused) {
     VMM_REQUIRE_PKI();
-    uint16_t port = free_tcp_port();
-    auto dst = tls_destination("tls-host-dst", tcp_uri(port), Pki::get().good);
-    auto src = tls_source("tls-host-src", Pki::get().good);
-    ASSERT_TRUE(src && dst);
-    set(*src, "tls-hostname", "elsewhere.example");
-    refused(*src, *dst, tcp_uri(port), "does not match");
+    source_refused("tls-host", free_tcp_port(), Pki::get().good,
+                   [](Vm& src, Vm&) { set(src, "tls-hostname", "elsewhere.example"); }, "does not match");
 }
 
 // Plaintext to a TLS destination, and TLS to a plaintext one: each refused in one line.

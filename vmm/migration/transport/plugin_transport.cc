@@ -178,7 +178,7 @@ public:
     Status cut() override {
         auto fn = VMM_OPTIONAL_OP(cut);
         if (fn == nullptr) return Connection::cut();
-        return call("cut", [&](vmm_err* e) { return fn(conn_, e); });
+        return call_plugin("cut", [&](vmm_err* e) { return fn(conn_, e); });
     }
     void abort(const std::string& reason) override {
         if (auto fn = VMM_OPTIONAL_OP(abort)) fn(conn_, reason.c_str());
@@ -188,27 +188,27 @@ public:
     Status write(std::span<const std::span<const uint8_t>> buffers) override {
         std::vector<vmm_buf> bufs;
         for (auto b : buffers) bufs.push_back({b.data(), b.size()});
-        return call("write", [&](vmm_err* e) { return ops_->write(conn_, bufs.data(), static_cast<uint32_t>(bufs.size()), e); });
+        return call_plugin("write", [&](vmm_err* e) { return ops_->write(conn_, bufs.data(), static_cast<uint32_t>(bufs.size()), e); });
     }
-    Status flush() override { return call("flush", [&](vmm_err* e) { return ops_->flush(conn_, e); }); }
+    Status flush() override { return call_plugin("flush", [&](vmm_err* e) { return ops_->flush(conn_, e); }); }
     Status read_exact(std::span<uint8_t> out) override {
-        return call("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
+        return call_plugin("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
     }
     Status setup() override {
         auto fn = VMM_OPTIONAL_OP(ram_setup);
         if (fn == nullptr) return {};
-        return call("ram_setup", [&](vmm_err* e) { return fn(conn_, e); });
+        return call_plugin("ram_setup", [&](vmm_err* e) { return fn(conn_, e); });
     }
     Status begin_round(uint32_t round) override {
-        return call("ram_begin_round", [&](vmm_err* e) { return ops_->ram_begin_round(conn_, round, e); });
+        return call_plugin("ram_begin_round", [&](vmm_err* e) { return ops_->ram_begin_round(conn_, round, e); });
     }
     Status send(uint32_t block, uint64_t offset, uint64_t length) override {
-        return call("ram_send", [&](vmm_err* e) { return ops_->ram_send(conn_, block, offset, length, e); });
+        return call_plugin("ram_send", [&](vmm_err* e) { return ops_->ram_send(conn_, block, offset, length, e); });
     }
     Status send_zero(uint32_t block, uint64_t offset, uint64_t length) override {
-        return call("ram_send_zero", [&](vmm_err* e) { return ops_->ram_send_zero(conn_, block, offset, length, e); });
+        return call_plugin("ram_send_zero", [&](vmm_err* e) { return ops_->ram_send_zero(conn_, block, offset, length, e); });
     }
-    Status end_round() override { return call("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
+    Status end_round() override { return call_plugin("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
     uint64_t in_flight() const override {
         auto fn = VMM_OPTIONAL_OP(ram_in_flight);
         return fn != nullptr ? fn(conn_) : 0;
@@ -218,7 +218,7 @@ public:
         if (auto set = VMM_OPTIONAL_OP(ram_on_arrival)) set(conn_, arrival_ ? &PluginConnection::arrived : nullptr, this);
     }
     Status serve_round(uint32_t round) override {
-        return call("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
+        return call_plugin("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
     }
     // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
     bool carries_sums() const override {
@@ -230,7 +230,7 @@ public:
         // Called only once carries_sums() said yes (the saver's mode): the member is there.
         auto fn = VMM_OPTIONAL_OP(ram_sums);
         if (fn == nullptr) return SourceRamChannel::sums(block, offset, page_sums);
-        return call("ram_sums", [&](vmm_err* e) {
+        return call_plugin("ram_sums", [&](vmm_err* e) {
             return fn(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
         });
     }
@@ -268,10 +268,6 @@ private:
             std::snprintf(err->text, sizeof err->text, "verify-ram: checking the sums failed (out of memory?)");
         }
         return -1;
-    }
-    template <typename F>
-    Status call(const char* what, F f) {
-        return call_plugin(what, f);
     }
     Library lib_;
     const vmm_transport_ops* ops_;
