@@ -66,6 +66,13 @@ struct vmm_transport_args {
     uint64_t max_bandwidth; /* bytes/s, 0 = unlimited (vmm paces; for information) */
     /* Appended (read it only when struct_size covers it): VMM_ARGS_* bits. */
     uint32_t flags;
+    /* Appended (read them only when struct_size covers them), for a transport whose table says
+     * VMM_TRANSPORT_TLS: tls-creds, tls-hostname and tls-authz as set ("" when unset, never
+     * NULL) and x-tls-rekey-records. vmm refuses tls-creds over a transport that does not say it. */
+    const char *tls_creds;
+    const char *tls_hostname;
+    const char *tls_authz;
+    uint64_t tls_rekey_records;
 };
 
 #define VMM_ARGS_POSTCOPY 1u /* postcopy-ram is on at this side: offer (source) / grant (destination) pc_* */
@@ -187,7 +194,15 @@ struct vmm_transport_ops {
      * (migrate_pause, and a source whose postcopy failed): every call on the connection, at
      * both ends, fails from then on. Safe while another thread is inside a pc_* call. */
     int (*cut)(void *conn, struct vmm_err *err);
+    /* Optional, appended to ABI 1: what the transport can do whatever its peer (VMM_TRANSPORT_*). */
+    uint32_t features;
+    /* Optional (VMM_RAM_SUMS_KEYED): the `size`-byte key this connection's sums are keyed with,
+     * derived from its authentication, the same at both ends and known to nobody else. */
+    int (*ram_sums_key)(void *conn, uint8_t *key, uint32_t size, struct vmm_err *err);
 };
+
+/* features bits. */
+#define VMM_TRANSPORT_TLS 1u /* reads tls_* in vmm_transport_args: authenticates its peer with them */
 
 /* ram_features bits. */
 #define VMM_RAM_SUMS 1u /* verify-ram sums travel with the RAM channel (ram_sums, ram_on_sums) */
@@ -197,6 +212,10 @@ struct vmm_transport_ops {
  * pc_end is never called while an answer is in progress. Without it, every pc_send is the
  * migration thread's. */
 #define VMM_RAM_PC_ANSWERS 4u
+/* The connection is authenticated (tls-creds): every page must go with sums (vmm turns
+ * verify-ram's sums on), and the sums are keyed MACs, HMAC-SHA256 of the page under the key
+ * ram_sums_key gives, truncated to 64 bits, instead of XXH3-64. */
+#define VMM_RAM_SUMS_KEYED 8u
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

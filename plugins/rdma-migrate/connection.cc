@@ -12,6 +12,8 @@ namespace rdma_migrate {
 
 namespace {
 constexpr size_t kMaxPayload = kControlBufferSize - kHeaderSize;
+// The exporter label (RFC 8446 §7.5) of the RAM sums' key: both sides must use this one.
+constexpr const char* kSumsKeyLabel = "EXPORTER-vmm-rdma-ram-sums";
 }  // namespace
 
 Connection::Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
@@ -56,6 +58,11 @@ Status Connection::pin_blocks(Use use) {
     return {};
 }
 
+Result<std::vector<uint8_t>> Connection::sums_key(size_t size) const {
+    if (!authenticated()) return Error("internal: a sums key asked of an RDMA connection that is not authenticated");
+    return ctl_->export_key(kSumsKeyLabel, size);
+}
+
 void Connection::summarize(const std::string& note) {
     std::string mode = cfg_.pin_all ? "rdma-pin-all" : "dynamic registration";
     if (!cfg_.pin_all && cfg_.pin_limit != 0) mode += ", rdma-pin-limit " + vmm::format_size(cfg_.pin_limit);
@@ -63,6 +70,7 @@ void Connection::summarize(const std::string& note) {
     summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", ep_->describe, mode, vmm::format_size(geo_.size()), n,
                            n == 1 ? "" : "s");
     if (postcopy_ep_) summary_ += " and a postcopy channel";
+    if (authenticated()) summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it)";
     if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
     if (!note.empty()) summary_ += " (" + note + ")";
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct SessionConfig {
     uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
     bool base_protocol = false;  // offer (source) / grant (destination) no extension: for tests
     bool postcopy = false;  // postcopy-ram on: offer (source) / grant (destination) a postcopy channel
+    // tls-creds set: offer (source) / require (destination) kCapTls, authenticate with these (the
+    // role is the side's: the source is the TLS client).
+    std::optional<vmm::migration::TlsSetup> tls;
 };
 
 class Connection {
@@ -58,6 +62,10 @@ public:
     bool pin_all() const { return cfg_.pin_all; }
     // verify-ram sums (kCapSums): whether the peer agreed to carry them.
     bool carries_sums() const { return (agreed_ & kCapSums) != 0; }
+    // kCapTls agreed: the peer authenticated, every control message inside TLS, the sums keyed.
+    bool authenticated() const { return (agreed_ & kCapTls) != 0; }
+    // The key of the RAM sums (VMM_RAM_SUMS_KEYED), exported from the TLS session.
+    Result<std::vector<uint8_t>> sums_key(size_t size) const;
     // Whether this connection has a postcopy channel (kCapPostcopy agreed).
     bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
 

@@ -1,4 +1,5 @@
 #include "control_channel.h"
+#include "control_tls.h"
 #include "trace.h"
 
 #include <fmt/format.h>
@@ -57,7 +58,7 @@ Status ControlChannel::reap() {
     return e_.reap([this](const ibv_wc& wc) { return on_completion(wc); });
 }
 
-Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent, int timeout_ms) {
+Status ControlChannel::send_raw(const std::vector<uint8_t>& msg, Sent sent, int timeout_ms) {
     if (msg.size() > send_buf_.size()) return Error("RDMA control message larger than the control buffer");
     if (auto s = progress([this] { return send_done_; }, timeout_ms); !s) return s;  // one SEND in flight at a time
     std::memcpy(send_buf_.data(), msg.data(), msg.size());
@@ -78,7 +79,7 @@ Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent, int 
     return progress([this] { return send_done_; }, timeout_ms);
 }
 
-Result<Message> ControlChannel::next_message() {
+Result<Message> ControlChannel::next_raw() {
     if (auto s = progress([this] { return !arrived_.empty(); }); !s) return s.error();
     auto [index, length] = arrived_.front();
     arrived_.pop_front();
@@ -87,6 +88,54 @@ Result<Message> ControlChannel::next_message() {
     if (m) trace("{} <- {} (repeat {}, {} bytes)", e_.describe, to_string(m->header.type), m->header.repeat, length);
     if (auto s = post_recv(index); !s) return s.error();
     return m;
+}
+
+Status ControlChannel::await_message(int timeout_ms) {
+    return progress([this] { return !arrived_.empty(); }, timeout_ms);
+}
+
+Status ControlChannel::send_now(const std::vector<uint8_t>& msg, Sent sent, int timeout_ms) {
+    if (!tls_) return send_raw(msg, sent, timeout_ms);
+    if (tracing() && msg.size() >= kHeaderSize) {
+        if (auto h = decode_message(msg)) trace("{} -> {} in TLS (repeat {}, {} bytes)", e_.describe, to_string(h->header.type), h->header.repeat, msg.size());
+    }
+    if (auto s = tls_->write(std::span<const uint8_t>(msg)); !s) return s;
+    if (auto s = tls_->flush(); !s) return s;
+    return pipe_->send_pending(sent, timeout_ms);
+}
+
+// Inside TLS a message is its header, then the length that header gives (checked against the
+// control buffer before anything is read for it), then decoded as any other.
+Result<Message> ControlChannel::next_message() {
+    if (!tls_) return next_raw();
+    std::vector<uint8_t> bytes(kHeaderSize);
+    if (auto s = tls_->read_exact(bytes); !s) return s.error();
+    uint32_t length = (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | bytes[3];
+    if (length > kControlBufferSize - kHeaderSize) {
+        return Error(fmt::format("RDMA control message in TLS announces {} bytes, more than a control buffer holds", length));
+    }
+    bytes.resize(kHeaderSize + length);
+    if (auto s = tls_->read_exact(std::span<uint8_t>(bytes).subspan(kHeaderSize)); !s) return s.error();
+    auto m = decode_message(bytes);
+    if (m) trace("{} <- {} in TLS (repeat {}, {} bytes)", e_.describe, to_string(m->header.type), m->header.repeat, bytes.size());
+    return m;
+}
+
+Status ControlChannel::secure(const vmm::migration::TlsSetup& setup) {
+    auto pipe = std::make_unique<ControlPipe>(*this);
+    ControlPipe* raw = pipe.get();
+    auto tls = vmm::migration::tls_handshake(std::move(pipe), setup);
+    if (!tls) return tls.error();
+    raw->handshake_done();
+    pipe_ = raw;
+    tls_ = std::move(*tls);
+    trace("{}: TLS 1.3 session established, the peer authenticated", e_.describe);
+    return {};
+}
+
+Result<std::vector<uint8_t>> ControlChannel::export_key(const std::string& label, size_t size) const {
+    if (!tls_) return Error("internal: keying material asked of a control channel without TLS");
+    return vmm::migration::tls_export(*tls_, label, size);
 }
 
 Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg, Sent sent) {

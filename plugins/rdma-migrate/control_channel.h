@@ -16,8 +16,11 @@
 
 #include "endpoint.h"
 #include "proto/wire.h"
+#include "vmm/migration/transport/tls_stream.h"
 
 namespace rdma_migrate {
+
+class ControlPipe;
 
 enum class WrKind : uint64_t { recv = 1, send = 2, write = 3 };
 inline uint64_t make_wr_id(WrKind k, uint64_t n) { return (static_cast<uint64_t>(k) << 56) | (n & ((1ull << 56) - 1)); }
@@ -66,8 +69,23 @@ public:
     // Whether a message has arrived that nothing has taken yet (after reap or progress).
     bool has_message() const { return !arrived_.empty(); }
 
+    // kCapTls: the TLS handshake (control_tls.h), then every message either side sends on this
+    // channel travels inside the session. On failure the peer has been told (a TLS alert) and
+    // the channel is good for nothing more.
+    Status secure(const vmm::migration::TlsSetup& setup);
+    bool secured() const { return tls_ != nullptr; }
+    // Keying material both sides derive from the session alone (RFC 8446 §7.5).
+    Result<std::vector<uint8_t>> export_key(const std::string& label, size_t size) const;
+
+    // Below TLS (ControlPipe): one message as it goes on the wire, and the next that arrives.
+    Status send_raw(const std::vector<uint8_t>& msg, Sent sent = Sent::wait, int timeout_ms = -1);
+    Result<Message> next_raw();
+    // Waits at most timeout_ms (-1: x-io-timeout) for a message to arrive.
+    Status await_message(int timeout_ms);
+
 private:
     Status post_recv(size_t i);
+    // What the protocol sends and receives: inside the TLS session once there is one.
     Status send_now(const std::vector<uint8_t>& msg, Sent sent = Sent::wait, int timeout_ms = -1);
     Result<Message> next_message();
     Status on_completion(const ibv_wc& wc);
@@ -82,6 +100,8 @@ private:
     bool sent_error_ = false;
     bool error_text_ = true;
     uint64_t sends_ = 0;
+    ControlPipe* pipe_ = nullptr;  // tls_'s stream below it
+    std::unique_ptr<vmm::migration::ByteStream> tls_;
 };
 
 }  // namespace rdma_migrate

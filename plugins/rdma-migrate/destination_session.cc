@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "trace.h"
+#include "vmm/common/log.h"
 
 namespace rdma_migrate {
 
@@ -26,10 +27,32 @@ DestinationSession::~DestinationSession() {
 
 Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint& listener, SessionConfig cfg,
                                                  const std::string& pin_all_refusal) {
+    for (;;) {
+        bool peer_refused = false;
+        auto s = accept_one(listener, cfg, pin_all_refusal, peer_refused);
+        if (s || !peer_refused) return s;
+        vmm::log::warn("{}: refused a connection: {}; still waiting for the migration source", listener.describe,
+                       s.error().message());
+    }
+}
+
+Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpoint& listener, SessionConfig cfg,
+                                                                           const std::string& pin_all_refusal,
+                                                                           bool& peer_refused) {
     std::unique_ptr<ControlChannel> ctl;
-    uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
+    uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~kCapTls) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
-    auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl));
+    Admit admit;
+    if (cfg.tls) {
+        supported |= kCapTls;
+        admit = [&peer_refused](const PrivateData& theirs) -> Status {
+            if ((theirs.flags & kCapTls) != 0) return {};
+            peer_refused = true;
+            return Error("the source did not offer an authenticated migration (tls-creds is set here: set it at the "
+                         "source too; QEMU cannot)");
+        };
+    }
+    auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl), admit);
     if (!ep) return ep.error();
     uint32_t agreed = (*ep)->peer.flags & supported;
     bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
@@ -42,7 +65,16 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint&
     uint64_t chunk = (agreed & kCapChunkSize) != 0 ? 1ull << (*ep)->peer.chunk_shift : ChunkGeometry::kDefault;
     auto g = ChunkGeometry::make(chunk);
     if (!g) return g.error();
+    std::optional<vmm::migration::TlsSetup> tls = cfg.tls;
     std::unique_ptr<DestinationSession> s(new DestinationSession(std::move(*ep), std::move(ctl), std::move(cfg), *g, agreed));
+    if (tls) {  // before anything else: no rkey, no block, no channel for a peer not authenticated
+        tls->role = vmm::migration::TlsRole::server;
+        if (Status st = s->ctl_->secure(*tls); !st) {
+            s->ep_->give_back_listener(listener);
+            peer_refused = true;
+            return st.error();
+        }
+    }
     if (Status st = s->accept_channels(); !st) {
         s->abort(st.error().message());
         return st.error();

@@ -20,7 +20,9 @@ namespace rdma_migrate {
 class DestinationSession final : public Connection {
 public:
     // Accept one source on `listener`, answer with the capabilities this side supports
-    // (rdma-pin-all unless `pin_all_refusal` says why not), accept its other channels.
+    // (rdma-pin-all unless `pin_all_refusal` says why not), accept its other channels. With
+    // tls-creds, a peer that does not offer kCapTls, or fails the handshake, or says nothing
+    // within x-connect-timeout, is refused and logged, and the wait goes on for the real source.
     static Result<std::unique_ptr<DestinationSession>> accept(Endpoint& listener, SessionConfig cfg,
                                                               const std::string& pin_all_refusal);
     ~DestinationSession() override;
@@ -39,6 +41,9 @@ public:
 private:
     DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
                        ChunkGeometry g, uint32_t agreed);
+    // One attempt; `peer_refused` says that the peer was turned away and the listener is whole.
+    static Result<std::unique_ptr<DestinationSession>> accept_one(Endpoint& listener, SessionConfig cfg,
+                                                                  const std::string& pin_all_refusal, bool& peer_refused);
     Status blocks_requested() override;
     Status accept_channels();
     Status serve_messages();  // serve_round's loop

@@ -211,6 +211,12 @@ void Endpoint::hang_up() {
     qp.reset();
 }
 
+void Endpoint::give_back_listener(Endpoint& listener) {
+    hang_up();  // this connection first, while its events still have a channel to go to
+    listener.events = std::move(events);
+    listener.listen_id = std::move(listen_id);
+}
+
 void Endpoint::await_peer_hang_up(int max_ms) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
     while (events && id && !disconnected && !device_removed) {
@@ -445,10 +451,11 @@ Status answer(Endpoint& e, Endpoint& events_of, const PrivateData& ours, const c
 
 }  // namespace
 
-Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect) {
+Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect,
+                                                  const Admit& admit) {
     PrivateData theirs;
     auto raw = next_request(listener, -1, "waiting for the RDMA migration source", theirs,
-                            [](const PrivateData&) { return Status{}; });
+                            [&admit](const PrivateData& p) { return admit ? admit(p) : Status{}; });
     if (!raw) return raw.error();
     auto e = accepted(*raw, listener, "the rdma migration source", theirs);
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel

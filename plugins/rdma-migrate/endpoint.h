@@ -48,6 +48,9 @@ struct Endpoint {
     // first: the peer counts that message delivered only once its completion says so, and a
     // hang-up from this side could flush it there first. A cancel (vmm ending) ends the wait.
     void await_peer_hang_up(int max_ms);
+    // A destination's channel 0 that will not be used (its peer failed authentication): the
+    // listening id and the event channel it took at accept go back to `listener`, which waits on.
+    void give_back_listener(Endpoint& listener);
     ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
     MemoryRegistry memory() const { return MemoryRegistry(protection_domain()); }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
@@ -105,7 +108,11 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
 // Destination: a listening id; accept_endpoint() takes one connection from it, refusing another
 // protocol version, and answers with the flags this side supports (`supported` & theirs).
 Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint16_t port, int cancel_fd, Timeouts t);
-Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect);
+// `admit`, when set, may turn a request down by its private data (the request is rejected with
+// the reason, and the listener stays as it was).
+using Admit = std::function<Status(const PrivateData&)>;
+Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect,
+                                                  const Admit& admit = {});
 // Destination: channel `index` of the migration `primary` (an accepted channel 0) belongs to.
 // A request from another migration, or out of order, is rejected and ends the accept. The new
 // channel shares primary's PD and reports its CM events on primary's event channel.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <string>
@@ -52,6 +53,24 @@ int guarded(vmm_err* e, F f) {
     }
 }
 
+// tls-creds (the members vmm appends for a transport that says VMM_TRANSPORT_TLS).
+Status tls_from(const vmm_transport_args* a, SessionConfig& c) {
+    if (a->struct_size < offsetof(vmm_transport_args, tls_rekey_records) + sizeof a->tls_rekey_records) return {};
+    if (a->tls_creds == nullptr || *a->tls_creds == '\0') return {};
+    if (c.postcopy) {
+        return Error("rdma: postcopy-ram with tls-creds: the postcopy channel does not run inside TLS yet; turn "
+                     "postcopy-ram off for an authenticated RDMA migration, or migrate over tcp: with TLS");
+    }
+    vmm::migration::TlsSetup t;
+    t.creds_dir = a->tls_creds;
+    t.hostname = a->tls_hostname != nullptr && *a->tls_hostname != '\0' ? a->tls_hostname : a->host;
+    t.authz = a->tls_authz != nullptr ? a->tls_authz : "";
+    if (a->tls_rekey_records != 0) t.rekey_records = a->tls_rekey_records;
+    t.first_words_within = std::chrono::milliseconds(c.timeouts.connect_ms);
+    c.tls = std::move(t);
+    return {};
+}
+
 Result<SessionConfig> config_from(const vmm_transport_args* a) {
     SessionConfig c;
     c.cancel_fd = a->cancel_fd;
@@ -81,6 +100,7 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     }
     if (a->struct_size >= offsetof(vmm_transport_args, flags) + sizeof a->flags) c.postcopy = (a->flags & VMM_ARGS_POSTCOPY) != 0;
     if (const char* v = std::getenv("VMM_RDMA_BASE_PROTOCOL"); v != nullptr && std::strcmp(v, "1") == 0) c.base_protocol = true;
+    if (auto s = tls_from(a, c); !s) return s.error();
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
     if (c.pin_limit != 0 && c.pin_limit < c.chunk_size) {
         return Error(fmt::format("rdma-pin-limit {} is smaller than one chunk ({}): raise it or lower rdma-chunk-size",
@@ -210,7 +230,7 @@ void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) {
 }
 uint32_t ram_features(void* c) {
     // The postcopy channel's source takes answers on the return path's thread (PostcopySource::send).
-    return (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) |
+    return (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) | (C(c).authenticated() ? VMM_RAM_SUMS_KEYED : 0u) |
            (C(c).has_postcopy_channel() ? VMM_RAM_POSTCOPY | VMM_RAM_PC_ANSWERS : 0u);
 }
 int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t count, vmm_err* e) {
@@ -321,6 +341,15 @@ int pc_done(void* c, vmm_err* e) {
     });
 }
 
+int ram_sums_key(void* c, uint8_t* key, uint32_t size, vmm_err* e) {
+    return guarded(e, [&]() -> Status {
+        auto k = C(c).sums_key(size);
+        if (!k) return k.error();
+        std::memcpy(key, k->data(), size);
+        return {};
+    });
+}
+
 int do_cut(void* c, vmm_err* e) {
     return guarded(e, [&]() -> Status {
         C(c).cut();
@@ -346,7 +375,7 @@ const vmm_transport_ops kOps = {
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
     ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums, pc_begin, pc_next_request,
-    pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut,
+    pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut, VMM_TRANSPORT_TLS, ram_sums_key,
 };
 
 }  // namespace

@@ -48,7 +48,7 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     std::unique_ptr<ControlChannel> ctl;
     PrivateData ours;
     ours.version = cfg.announce_version;
-    ours.flags = (cfg.pin_all ? kCapPinAll : 0) | extensions(cfg);
+    ours.flags = (cfg.pin_all ? kCapPinAll : 0) | extensions(cfg) | (cfg.tls ? kCapTls : 0u);
     ours.chunk_shift = static_cast<uint32_t>(std::countr_zero(asked->size()));
     if ((ours.flags & kCapChannels) != 0) {
         ours.channels = cfg.channels + (cfg.postcopy ? 1 : 0);
@@ -70,12 +70,28 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     if (cfg.channels > lanes) note("the destination takes only one channel");
     if (cfg.postcopy && !postcopy_channel) note("the destination has no postcopy channel: postcopy-ram is off there");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
+    if (Status st = s->authenticate(); !st) return st.error();
     if (Status st = s->connect_channels(host, port, ours, lanes, postcopy_channel); !st) {
         s->abort(st.error().message());
         return st.error();
     }
     s->summarize(notes);
     return s;
+}
+
+// tls-creds: the handshake comes first, before the channels and before anything else is said.
+Status SourceSession::authenticate() {
+    if (!cfg_.tls) return {};
+    if (!authenticated()) {
+        std::string why = fmt::format("{} does not authenticate RDMA migrations (a vmm without tls-creds, or QEMU): set "
+                                      "tls-creds there, or clear it here to migrate unauthenticated",
+                                      ep_->describe);
+        abort("the source has tls-creds set and takes only an authenticated migration");
+        return Error(why);
+    }
+    vmm::migration::TlsSetup setup = *cfg_.tls;
+    setup.role = vmm::migration::TlsRole::client;
+    return ctl_->secure(setup);
 }
 
 // Lanes 1..lanes-1, then the postcopy channel (index `lanes`) when it was agreed.

@@ -91,6 +91,7 @@ private:
     SourceSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
                   uint32_t agreed);
     Status blocks_requested() override;
+    Status authenticate();
     Status connect_channels(const std::string& host, uint16_t port, PrivateData first, uint32_t lanes, bool postcopy_channel);
     Status exchange_blocks();
 

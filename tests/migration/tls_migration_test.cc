@@ -11,6 +11,7 @@
 #include "tests/support/postcopy.h"
 #include "tests/support/qemu.h"
 #include "tests/support/require.h"
+#include "tests/support/test_pki.h"
 
 namespace vmm::test {
 
@@ -30,16 +31,13 @@ public:
     bool made = false;
 
 private:
-    Pki() {
-        root_ = std::filesystem::temp_directory_path() / ("vmm-tls-test." + std::to_string(::getpid()));
-        good = root_ + "/good", foreign = root_ + "/foreign", expired = root_ + "/expired", renamed = root_ + "/renamed";
-        std::string script = std::string(VMM_SOURCE_DIR) + "/scripts/make-test-pki.sh";
-        made = run(script + " " + good) && run(script + " " + foreign) && run(script + " " + expired + " --ca " + good + " --expired") &&
-               run(script + " " + renamed + " --ca " + good + " --client intruder");
+    Pki() : dirs_("vmm-tls-test") {
+        good = dirs_.make("good"), foreign = dirs_.make("foreign");
+        expired = dirs_.make("expired", "--ca " + good + " --expired");
+        renamed = dirs_.make("renamed", "--ca " + good + " --client intruder");
+        made = !good.empty() && !foreign.empty() && !expired.empty() && !renamed.empty();
     }
-    ~Pki() { std::filesystem::remove_all(root_); }
-    static bool run(const std::string& cmd) { return std::system((cmd + " >/dev/null").c_str()) == 0; }
-    std::string root_;
+    TestPki dirs_;
 };
 
 #define VMM_REQUIRE_PKI()                                       \

@@ -287,6 +287,19 @@ void IncomingMigration::publish(const StreamLoader& loader, const DestRamChannel
     }
 }
 
+// How the source's sums are made: on an authenticated connection keyed MACs, and then they must
+// come with every page (a source that sends none is refused: nothing would vouch for the RAM).
+Result<PageSummer> IncomingMigration::sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums) {
+    auto key = conn.sums_key();
+    if (!key) return key.error();
+    if (!*key) return PageSummer();
+    if (channel == nullptr || !channel_sums) {
+        return Error(fmt::format("{} is authenticated, but the source sends its RAM without sums to authenticate it by",
+                                 conn.describe()));
+    }
+    return PageSummer(**key);
+}
+
 Status IncomingMigration::receive(Connection& conn) {
     ByteStream& st = conn.stream();
     auto header = accept_header(conn);
@@ -295,8 +308,13 @@ Status IncomingMigration::receive(Connection& conn) {
     std::unique_ptr<RamVerifier> verifier;
     bool round_sums = (header->features & kFeatureRoundSums) != 0;
     bool channel_sums = (header->features & kFeatureChannelSums) != 0;
+    auto summer = sums_for(conn, channel, channel_sums);
+    if (!summer) {
+        refuse(st, summer.error());
+        return summer.error();
+    }
     if ((header->features & kFeatureVerifyRam) != 0) {
-        verifier = std::make_unique<RamVerifier>(header->blocks);
+        verifier = std::make_unique<RamVerifier>(header->blocks, *summer);
         if (channel != nullptr && !round_sums && !channel_sums) {  // a channel that checks its own records (multifd)
             if (auto s = channel->verify_with(verifier.get()); !s) {
                 refuse(st, s.error());

@@ -58,6 +58,7 @@ private:
     void end_connection(Status s, std::unique_ptr<Connection> conn);
     Status resume(Connection& conn);
     Status receive(Connection& conn);
+    static Result<PageSummer> sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums);
     Result<StreamHeader> accept_header(Connection& conn);
     Status ready_and_go(ByteStream& st, PostcopyReceiver* postcopy = nullptr);
     Status receive_postcopy(Connection& conn, const StreamHeader& header, const std::vector<Record>& discards);

@@ -159,8 +159,10 @@ void MigrationSource::run() {
 // its own records (multifd lanes), or the saver sums what it hands it: for the channel to carry
 // as the pages land (RDMA with our extension), or else for the stream after the channel's round.
 RamSaver::Verify MigrationSource::verify_mode() const {
-    if (!options_.caps.verify_ram) return RamSaver::Verify::off;
     SourceRamChannel* channel = conn_ ? conn_->source_ram() : nullptr;
+    // Authenticated (tls-creds over rdma:): every page goes with its MAC, verify-ram or not.
+    if (summer_.keyed() && channel != nullptr) return RamSaver::Verify::channel_sums;
+    if (!options_.caps.verify_ram) return RamSaver::Verify::off;
     if (channel == nullptr) return RamSaver::Verify::summed;
     if (channel->verifies()) return RamSaver::Verify::off;
     return channel->carries_sums() ? RamSaver::Verify::channel_sums : RamSaver::Verify::round_sums;
@@ -176,7 +178,13 @@ Status MigrationSource::setup(Connection*& conn_out) {
     log::info("migrating to {}", conn_->describe());
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     StreamHeader header = header_for(machine_, mode);
-    header.features = options_.caps.verify_ram ? kFeatureVerifyRam : 0;
+    auto key = conn_->sums_key();
+    if (!key) return key.error();
+    summer_ = *key ? PageSummer(**key) : PageSummer();
+    if (summer_.keyed() && (conn_->source_ram() == nullptr || !conn_->source_ram()->carries_sums())) {
+        return Error(fmt::format("{} is authenticated but carries no RAM sums to authenticate the pages with", conn_->describe()));
+    }
+    header.features = options_.caps.verify_ram || summer_.keyed() ? kFeatureVerifyRam : 0;
     verify_ = verify_mode();
     if (verify_ == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;

@@ -98,6 +98,7 @@ private:
     std::shared_ptr<const LiveSettings> live_;
     RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its options
     RamSaver::Verify verify_ = RamSaver::Verify::off;  // verify_mode(), decided once with the header
+    PageSummer summer_;  // the sums' function: keyed MACs when the connection is authenticated
     CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;

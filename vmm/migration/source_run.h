@@ -13,7 +13,7 @@ struct MigrationSource::Run {
         : conn(c),
           limiter(src.live_->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(src.cancel_)),
           saver(src.machine_.memory(), c.stream(), c.source_ram(), limiter, src.options_.caps.zero_blocks, work,
-                src.verify_) {}
+                src.verify_, src.summer_) {}
     Connection& conn;
     RamStats work;
     RateLimiter limiter;

@@ -59,6 +59,7 @@ const char* to_string(Command c) {
         case Command::unregister_request: return "UNREGISTER REQUEST";
         case Command::unregister_finished: return "UNREGISTER FINISHED";
         case Command::sums: return "SUMS";
+        case Command::tls: return "TLS";
     }
     return "UNKNOWN";
 }
@@ -138,8 +139,8 @@ Result<Message> decode_message(std::span<const uint8_t> bytes) {
     uint32_t type = in.u32();
     m.header.repeat = in.u32();
     in.u32();  // padding: QEMU leaves it uninitialised
-    if ((type > static_cast<uint32_t>(Command::unregister_finished) && type != static_cast<uint32_t>(Command::sums)) ||
-        type == 0) {
+    bool ours = type == static_cast<uint32_t>(Command::sums) || type == static_cast<uint32_t>(Command::tls);
+    if ((type > static_cast<uint32_t>(Command::unregister_finished) && !ours) || type == 0) {
         return Error(fmt::format("RDMA control message of unknown type {}", type));
     }
     m.header.type = static_cast<Command>(type);
@@ -165,6 +166,8 @@ Result<Message> decode_message(std::span<const uint8_t> bytes) {
             return Error(fmt::format("RDMA SUMS: {} entries in {} bytes (1 to {} entries of 16 bytes and more)",
                                      m.header.repeat, m.header.length, kMaxRepeat));
         }
+    } else if (m.header.type == Command::tls && m.header.length == 0) {
+        return Error("RDMA TLS message with no record bytes");
     } else if (carries_nothing(m.header.type) && m.header.length != 0) {
         return Error(fmt::format("RDMA {} must carry no data", name));
     }

@@ -34,7 +34,13 @@ constexpr uint32_t kCapBatch = 1u << 3;      // ours: REGISTER/UNREGISTER/COMPRE
 constexpr uint32_t kCapErrorText = 1u << 4;  // ours: ERROR carries a one-line reason
 constexpr uint32_t kCapSums = 1u << 5;       // ours: SUMS messages carry verify-ram's page sums
 constexpr uint32_t kCapPostcopy = 1u << 6;   // ours: a postcopy channel (postcopy_wire.h)
-constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy;
+// ours: authenticated (tls-creds at both ends): a TLS 1.3 handshake in TLS messages before
+// anything else, every later control message inside that session, RAM sums keyed from it
+// (docs/rdma-protocol.md, "Authenticated migrations"). A destination with tls-creds refuses a
+// source that does not offer it; a source with tls-creds, a destination that does not grant it.
+constexpr uint32_t kCapTls = 1u << 7;
+constexpr uint32_t kExtensionCaps =
+    kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy | kCapTls;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {
@@ -73,6 +79,9 @@ enum class Command : uint32_t {
     unregister_finished = 11,
     // Ours, only when kCapSums was agreed (QEMU's commands end at 11; ours start at 64).
     sums = 64,
+    // Ours, only when kCapTls was agreed: TLS records (any number, or a piece of one: the
+    // messages' data, in order, is the TLS session's byte stream). 1 or more bytes.
+    tls = 65,
 };
 const char* to_string(Command c);
 

@@ -15,9 +15,12 @@ using memory::kPageShift;
 using memory::kPageSize;
 
 RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
-                   bool zero_markers, RamStats& stats, Verify verify)
+                   bool zero_markers, RamStats& stats, Verify verify, PageSummer summer)
     : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
-      verify_(verify) {
+      verify_(verify), summer_(summer), zero_sum_([&] {
+          std::vector<uint8_t> page(kPageSize, 0);
+          return summer_(page.data());
+      }()) {
     if (channel_ != nullptr) {
         channel_->on_arrival([this] {
             count_arrived();
@@ -85,14 +88,10 @@ Status RamSaver::begin(uint32_t round) {
 // records after its round, or handed to a channel that carries them (before the pages).
 Status RamSaver::sum_for_channel(uint32_t block, uint64_t first_page, uint64_t count, bool zero) {
     if (!sums_for_channel()) return {};
-    static const uint64_t zero_sum = [] {
-        std::vector<uint8_t> page(kPageSize, 0);
-        return page_checksum(page.data());
-    }();
-    std::vector<uint64_t> sums(count, zero_sum);
+    std::vector<uint64_t> sums(count, zero_sum_);
     if (!zero) {
         const uint8_t* host = mem_.blocks()[block]->host() + (first_page << kPageShift);
-        for (uint64_t i = 0; i < count; ++i) sums[i] = page_checksum(host + (i << kPageShift));
+        for (uint64_t i = 0; i < count; ++i) sums[i] = summer_(host + (i << kPageShift));
     }
     if (verify_ == Verify::channel_sums) return channel_->sums(block, first_page << kPageShift, sums);
     for (uint64_t at = 0; at < count; at += kMaxSumsRecord) {  // SUMS records of at most kMaxSumsRecord pages

@@ -12,6 +12,7 @@
 #include "vmm/common/result.h"
 #include "vmm/memory/guest_memory.h"
 #include "vmm/memory/populated.h"
+#include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/core/rate_limiter.h"
 #include "vmm/migration/core/stats.h"
 #include "vmm/migration/core/zero_page.h"
@@ -29,7 +30,7 @@ public:
     // pages land, so the destination checks while the round runs.
     enum class Verify { off, summed, round_sums, channel_sums };
     RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
-             bool zero_markers, RamStats& stats, Verify verify = Verify::off);
+             bool zero_markers, RamStats& stats, Verify verify = Verify::off, PageSummer summer = {});
     ~RamSaver();
     RamSaver(const RamSaver&) = delete;
     RamSaver& operator=(const RamSaver&) = delete;
@@ -81,6 +82,8 @@ private:
     bool zero_markers_;
     RamStats& stats_;
     Verify verify_;
+    PageSummer summer_;  // the channel's sums: XXH3, or keyed MACs on an authenticated connection
+    uint64_t zero_sum_;  // summer_ of a zero page
     struct Sums {
         uint32_t block;
         uint64_t offset;

@@ -140,6 +140,10 @@ struct Args {
         a.io_timeout_ms = options.params.io_timeout_ms;
         a.max_bandwidth = options.params.max_bandwidth;
         a.flags = options.caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u;
+        a.tls_creds = options.params.tls_creds.c_str();
+        a.tls_hostname = options.params.tls_hostname.c_str();
+        a.tls_authz = options.params.tls_authz.c_str();
+        a.tls_rekey_records = options.params.tls_rekey_records;
     }
     Options options;
     vmm_transport_args a{};
@@ -234,6 +238,15 @@ public:
             return fn(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
         });
     }
+    Result<std::optional<PageSumKey>> sums_key() override {
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        auto fn = VMM_OPTIONAL_OP(ram_sums_key);
+        if (features == nullptr || fn == nullptr || (features(conn_) & VMM_RAM_SUMS_KEYED) == 0) return std::optional<PageSumKey>{};
+        PageSumKey key{};
+        auto s = call_plugin("ram_sums_key", [&](vmm_err* e) { return fn(conn_, key.data(), static_cast<uint32_t>(key.size()), e); });
+        if (!s) return s.error();
+        return std::optional<PageSumKey>(key);
+    }
     void on_sums(SumsFn fn) override {
         sums_ = std::move(fn);
         if (carries_sums()) ops_->ram_on_sums(conn_, sums_ ? &PluginConnection::deliver_sums : nullptr, this);
@@ -303,6 +316,10 @@ public:
     std::vector<std::string> capabilities() const override { return names(ops_->capabilities); }
     std::vector<std::string> parameters() const override { return names(ops_->parameters); }
     bool listener_reads_settings_late() const override { return false; }  // vmm_transport_args, at listen
+    bool carries_tls() const override {
+        bool has = ops_->struct_size >= offsetof(vmm_transport_ops, features) + sizeof ops_->features;
+        return has && (ops_->features & VMM_TRANSPORT_TLS) != 0;
+    }
 
     Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
         Args args(ctx);

@@ -20,7 +20,7 @@ void RamVerifier::check(uint32_t block, uint64_t offset, std::span<const uint8_t
     uint64_t first = offset / memory::kPageSize;
     std::vector<uint64_t> bad;  // pages of this record that did not match (rare: usually none)
     for (size_t i = 0; i < sums.size() && (i + 1) * memory::kPageSize <= landed.size(); ++i) {
-        if (page_checksum(landed.data() + i * memory::kPageSize) != sums[i]) bad.push_back(first + i);
+        if (summer_(landed.data() + i * memory::kPageSize) != sums[i]) bad.push_back(first + i);
     }
     if (bad.empty() && owed_pages_.load() == 0) return;
     std::lock_guard lock(mu_);

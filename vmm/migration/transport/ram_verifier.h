@@ -28,7 +28,9 @@ namespace vmm::migration {
 
 class RamVerifier {
 public:
-    explicit RamVerifier(std::vector<BlockInfo> blocks) : blocks_(std::move(blocks)), owed_(blocks_.size()) {}
+    // `summer`: how the source summed (keyed on an authenticated connection, page_sums.h).
+    explicit RamVerifier(std::vector<BlockInfo> blocks, PageSummer summer = {})
+        : blocks_(std::move(blocks)), summer_(summer), owed_(blocks_.size()) {}
 
     // The record's data landed at block/offset (already bounds-checked): hashes each page against
     // the source's sum for it. A matching page settles what it owed; a mismatch makes it owed.
@@ -47,6 +49,7 @@ private:
     void settle_range(uint32_t block, uint64_t first_page, uint64_t end_page);  // under mu_
 
     std::vector<BlockInfo> blocks_;
+    PageSummer summer_;
     mutable std::mutex mu_;
     std::vector<std::set<uint64_t>> owed_;   // per block: pages whose last copy did not match
     std::atomic<uint64_t> owed_pages_{0};    // lets the common case skip the lock

@@ -57,6 +57,7 @@ public:
     Status shutdown() override { return inner_->shutdown(); }
     void set_peer(std::string peer) override { inner_->set_peer(std::move(peer)); }
     uint64_t key_updates() const { return key_updates_; }
+    Result<std::vector<uint8_t>> export_key(const std::string& label, size_t size) const;
 
 private:
     // GnuTLS's transport: whole records read off the stream below, writes handed to it.
@@ -324,6 +325,19 @@ Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> in
     auto tls = std::make_unique<TlsStream>(std::move(inner), std::move(*creds), std::move(*session), setup.rekey_records);
     if (auto s = tls->handshake(setup); !s) return s.error();
     return std::unique_ptr<ByteStream>(std::move(tls));
+}
+
+Result<std::vector<uint8_t>> TlsStream::export_key(const std::string& label, size_t size) const {
+    std::vector<uint8_t> out(size);
+    int rc = gnutls_prf_rfc5705(session_.get(), label.size(), label.data(), 0, nullptr, size, reinterpret_cast<char*>(out.data()));
+    if (rc < 0) return Error(fmt::format("TLS: exporting keying material '{}': {}", label, gnutls_strerror(rc)));
+    return out;
+}
+
+Result<std::vector<uint8_t>> tls_export(const ByteStream& stream, const std::string& label, size_t size) {
+    auto* tls = dynamic_cast<const TlsStream*>(&stream);
+    if (tls == nullptr) return Error("internal: keying material asked of a stream that is not TLS");
+    return tls->export_key(label, size);
 }
 
 uint64_t tls_key_updates(const ByteStream& stream) {

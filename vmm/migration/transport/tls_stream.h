@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vmm/common/result.h"
 #include "vmm/migration/transport/stream.h"
@@ -41,5 +42,9 @@ Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> in
 
 // What a TLS stream has done (tests, `info migrate`'s log): key updates sent so far.
 uint64_t tls_key_updates(const ByteStream& stream);
+
+// `size` bytes of keying material exported from the session under `label` (RFC 8446 §7.5:
+// both ends derive the same bytes, nobody else can): what keys the RDMA transport's RAM sums.
+Result<std::vector<uint8_t>> tls_export(const ByteStream& stream, const std::string& label, size_t size);
 
 }  // namespace vmm::migration

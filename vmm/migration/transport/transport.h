@@ -19,6 +19,7 @@
 #include "vmm/migration/transport/postcopy_link.h"
 #include "vmm/migration/transport/postcopy_stream.h"
 #include "vmm/migration/transport/stream.h"
+#include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/wire/uri.h"
 
 namespace vmm::migration {
@@ -113,6 +114,9 @@ public:
     // pages the destination asked for (postcopy_stream.h).
     virtual ByteStream* preempt_stream() { return nullptr; }
     virtual std::string describe() const = 0;
+    // An authenticated transport's key for its RAM sums (page_sums.h: every page then goes with
+    // a keyed MAC), or none.
+    virtual Result<std::optional<PageSumKey>> sums_key() { return std::optional<PageSumKey>{}; }
     // The migration failed above the transport: tell the peer why, if the transport can (best
     // effort, brief). A socket's peer learns it from the connection closing.
     virtual void abort(const std::string& reason) { (void)reason; }

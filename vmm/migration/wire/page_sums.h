@@ -2,7 +2,9 @@
 // after a PAGES_SUMMED or SUMS record (stream_format.h) and in multifd's records.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -14,6 +16,22 @@ namespace vmm::migration {
 // recomputes. Per page, so that a mismatch owes exactly the pages that differ (a later round
 // resends pages, not records).
 uint64_t page_checksum(const uint8_t* page);
+// An authenticated connection's sums (the RDMA transport with tls-creds) are keyed MACs, so
+// that nobody without the key, which both ends export from their TLS session, can forge a page
+// whose sum matches: HMAC-SHA256 of the page under the key, its first 8 bytes as a little-endian
+// u64. Without a key, XXH3-64 (page_checksum).
+using PageSumKey = std::array<uint8_t, 32>;
+class PageSummer {
+public:
+    PageSummer() = default;
+    explicit PageSummer(const PageSumKey& key) : key_(key) {}
+    uint64_t operator()(const uint8_t* page) const;
+    bool keyed() const { return key_.has_value(); }
+
+private:
+    std::optional<PageSumKey> key_;
+};
+
 // Appends `sums`, little-endian u64 each.
 void append_sums(std::vector<uint8_t>& out, std::span<const uint64_t> sums);
 // Appends the sums of every page of `data` (whole pages).

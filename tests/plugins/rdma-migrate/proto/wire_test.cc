@@ -207,6 +207,26 @@ TEST(ControlMessages, HostileHeadersAreRefused) {
     EXPECT_FALSE(decode_message(std::vector<uint8_t>(kControlBufferSize + 1, 0)));
 }
 
+// TLS (ours, kCapTls): record bytes, any number of them but none; the session reads them as a stream.
+TEST(ControlMessages, TlsCarriesRecordBytesAndNeverNone) {
+    std::vector<uint8_t> record{23, 3, 3, 0, 1, 0xee};
+    Message m = decode_ok(encode_message(Command::tls, 1, record));
+    EXPECT_EQ(m.header.type, Command::tls);
+    EXPECT_EQ(m.data, record);
+    EXPECT_EQ(to_string(Command::tls), std::string("TLS"));
+    EXPECT_EQ(decode_message(qemu_message(0, 65, 1, {})).error().message(), "RDMA TLS message with no record bytes");
+    EXPECT_EQ(decode_message(qemu_message(0, 66, 1, {})).error().message(), "RDMA control message of unknown type 66");
+}
+
+// The authenticated flag travels in the extension block's flags like the others.
+TEST(PrivateData, TheTlsFlagRoundTrips) {
+    PrivateData p;
+    p.flags = kCapTls | kCapSums;
+    auto back = decode_private_data(encode_private_data(p));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->flags & kCapTls, kCapTls);
+}
+
 TEST(ControlMessages, TypedDecodersCheckTheTypeAndTheContents) {
     Message ready = decode_ok(encode_empty(Command::ready));
     EXPECT_EQ(decode_register_results(ready).error().message(), "RDMA control channel: expected REGISTER RESULT, received READY");
