@@ -66,6 +66,11 @@ public:
     bool authenticated() const { return (agreed_ & kCapTls) != 0; }
     // The key of the RAM sums (VMM_RAM_SUMS_KEYED), exported from the TLS session.
     Result<std::vector<uint8_t>> sums_key(size_t size) const;
+    // What a second queue pair on this side would need to write into its RAM: the protection
+    // domain and, under rdma-pin-all, block i's rkey (0 otherwise). The hostile-peer tests play
+    // such a QP, to show that the sums of an authenticated migration catch what it writes.
+    ibv_pd* protection_domain() const { return ep_->protection_domain(); }
+    uint32_t pinned_rkey(size_t block) const { return block < pinned_blocks_.size() ? pinned_blocks_[block]->rkey : 0; }
     // Whether this connection has a postcopy channel (kCapPostcopy agreed).
     bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
 

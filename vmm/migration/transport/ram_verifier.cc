@@ -40,11 +40,13 @@ Status RamVerifier::settle() const {
     std::lock_guard lock(mu_);
     for (size_t b = 0; b < owed_.size(); ++b) {
         if (owed_[b].empty()) continue;
+        const char* why = summer_.keyed() ? "(MAC mismatch) and was never sent again: it was written by someone other "
+                                            "than the authenticated source, or corrupted on the way"
+                                          : "(XXH3 mismatch) and was never sent again: the data was corrupted on the way";
         return Error(fmt::format("RAM verification failed: RAM block '{}' offset {:#x} (+{:#x}) arrived different from "
-                                 "what the source read (XXH3 mismatch) and was never sent again: the data was "
-                                 "corrupted on the way ({} such page(s) in the block); the migration is refused "
+                                 "what the source read {} ({} such page(s) in the block); the migration is refused "
                                  "and the source keeps running",
-                                 blocks_[b].name, *owed_[b].begin() * memory::kPageSize, memory::kPageSize,
+                                 blocks_[b].name, *owed_[b].begin() * memory::kPageSize, memory::kPageSize, why,
                                  owed_[b].size()));
     }
     return {};

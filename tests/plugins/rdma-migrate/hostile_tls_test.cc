@@ -1,0 +1,183 @@
+// A forger on the fabric against an authenticated RDMA migration (kCapTls), on a real RDMA
+// device (label rdma; run them in the SoftRoCE nested VM: scripts/softroce-run.sh ctest -R
+// RdmaForgery). The plugin's own source and destination migrate one chunk with tls-creds at
+// both ends and rdma-pin-all; a second queue pair on the destination's protection domain (what
+// a forger who has the rkey needs: its packets then land as the source's do) writes over one
+// page after the source's write landed and before the source's sums arrive. The destination
+// checks the sums as vmm does (RamVerifier, keyed with the session's exporter): the forged page
+// is named by block and offset. The control case, without the forger, settles clean.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "control_channel.h"
+#include "destination_session.h"
+#include "rdma_test_support.h"
+#include "source_session.h"
+#include "tests/support/require.h"
+#include "tests/support/test_pki.h"
+#include "tests/support/wait.h"
+#include "vmm/migration/transport/ram_verifier.h"
+
+namespace rdma_migrate::test {
+namespace need = ::vmm::need;  // VMM_REQUIRE(need::...)
+namespace mig = ::vmm::migration;
+namespace {
+
+constexpr uint8_t kSourceFill = 0x3c;
+constexpr uint64_t kForgedPage = 3;  // the page of chunk 0 the forger writes over
+constexpr uint64_t kPage = 4096;
+
+std::optional<mig::TlsSetup> tls_setup(const std::string& dir) {
+    mig::TlsSetup t;
+    t.creds_dir = dir;
+    t.hostname = rdma_addr();
+    return t;
+}
+
+SessionConfig config(Ram& ram, const std::string& creds) {
+    SessionConfig cfg;
+    cfg.blocks = {{"pc.ram", ram.p, kRam, 0}};
+    cfg.chunk_size = kChunk;
+    cfg.pin_all = true;
+    cfg.timeouts = kTimeouts;
+    cfg.tls = tls_setup(creds);
+    return cfg;
+}
+
+mig::PageSummer summer_of(const Connection& c) {
+    auto k = c.sums_key(sizeof(mig::PageSumKey));
+    if (!k) throw std::runtime_error(k.error().message());
+    mig::PageSumKey key{};
+    std::copy(k->begin(), k->end(), key.begin());
+    return mig::PageSummer(key);
+}
+
+// The forger: an RC connection of its own whose far end is a QP on the destination's PD.
+struct Forger {
+    std::unique_ptr<Endpoint> listener, ours, hijacked;
+    std::unique_ptr<ControlChannel> ctl;
+    std::vector<uint8_t> page = std::vector<uint8_t>(kPage, 0xee);
+    MemoryRegion mr;
+    bool done = false;
+
+    explicit Forger(ibv_pd* victim_pd) {
+        uint16_t port = some_port();
+        auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
+        if (!l) throw std::runtime_error(l.error().message());
+        listener = std::move(*l);
+        auto far = std::async(std::launch::async, [&] {
+            return connect_endpoint(rdma_addr(), port, PrivateData{}, -1, kTimeouts, [](Endpoint&) { return Status{}; },
+                                    victim_pd);
+        });
+        auto e = accept_endpoint(*listener, 0, ControlChannel::make_on(ctl));
+        auto h = far.get();
+        if (!e || !h) throw std::runtime_error("the forger's connection: " + (e ? h.error() : e.error()).message());
+        ours = std::move(*e);
+        hijacked = std::move(*h);
+        mr.reset(ibv_reg_mr(ours->pd.get(), page.data(), page.size(), IBV_ACCESS_LOCAL_WRITE));
+        if (!mr) throw std::runtime_error("ibv_reg_mr of the forged page failed");
+        ctl->on_other = [this](const ibv_wc&) {
+            done = true;
+            return Status{};
+        };
+    }
+    ~Forger() {
+        if (hijacked) hijacked->hang_up();
+        if (ours) ours->hang_up();
+    }
+    Status write(uint64_t addr, uint32_t rkey) {
+        ibv_sge sge{reinterpret_cast<uint64_t>(page.data()), static_cast<uint32_t>(page.size()), mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = make_wr_id(WrKind::write, 1);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = addr;
+        wr.wr.rdma.rkey = rkey;
+        ibv_send_wr* bad = nullptr;
+        if (int rc = ibv_post_send(ours->qp.get(), &wr, &bad); rc != 0) return Error::from_errno("ibv_post_send", rc);
+        return ctl->progress([this] { return done; });
+    }
+};
+
+// One authenticated round of chunk 0; with `forge`, the forger writes page kForgedPage between
+// the source's write and its sums. Returns what the destination's verifier settled with.
+std::string migrate_one_chunk(const std::string& creds, bool forge) {
+    Ram src_ram(kSourceFill), dst_ram;
+    uint16_t port = some_port();
+    auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
+    if (!l) return "listen: " + l.error().message();
+    std::promise<DestinationSession*> accepted;
+    std::promise<void> forger_gone;
+    std::string settled;
+    PeerThread destination;
+    destination.start([&]() -> std::string {
+        auto s = DestinationSession::accept(**l, config(dst_ram, creds), "");
+        if (!s) {
+            accepted.set_value(nullptr);
+            return "accept: " + s.error().message();
+        }
+        mig::RamVerifier verifier({{"pc.ram", 0, kRam}}, summer_of(**s));
+        (*s)->on_sums([&](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
+            verifier.check(block, offset, {dst_ram.p + offset, sums.size() * kPage}, sums);
+            return {};
+        });
+        accepted.set_value(s->get());
+        Status round = (*s)->serve_round(1);
+        Status clean = verifier.settle();
+        settled = clean ? "" : clean.error().message();
+        forger_gone.get_future().wait();  // its QP is on this session's PD
+        return round ? "" : round.error().message();
+    });
+    auto s = SourceSession::connect(rdma_addr(), port, config(src_ram, creds));
+    if (!s) return "connect: " + s.error().message();
+    DestinationSession* dst = accepted.get_future().get();
+    std::unique_ptr<Forger> forger;
+    if (forge && dst != nullptr) forger = std::make_unique<Forger>(dst->protection_domain());
+    mig::PageSummer summer = summer_of(**s);
+    std::vector<uint64_t> sums;
+    for (uint64_t p = 0; p < kChunk / kPage; ++p) sums.push_back(summer(src_ram.p + p * kPage));
+    Status st = (*s)->ram_begin_round(1);
+    if (st) st = (*s)->ram_sums(0, 0, sums);
+    if (st) st = (*s)->ram_send(0, 0, kChunk);
+    // The source's write has landed (its fill is there) before the forger writes over it.
+    if (st && !vmm::test::eventually([&] { return dst_ram.changed(0, kChunk) == kChunk; }, 30)) st = Error("the chunk never landed");
+    if (st && forger) st = forger->write(reinterpret_cast<uint64_t>(dst_ram.p) + kForgedPage * kPage, dst->pinned_rkey(0));
+    if (st) st = (*s)->ram_end_round();
+    forger.reset();
+    forger_gone.set_value();
+    std::string dst_result = destination.result();
+    if (!st) return "source: " + st.error().message();
+    if (!dst_result.empty()) return "destination: " + dst_result;
+    return settled.empty() ? "clean" : settled;
+}
+
+struct Pki {
+    static const Pki& get() {
+        static Pki pki;
+        return pki;
+    }
+    vmm::test::TestPki dirs{"vmm-rdma-forgery"};
+    std::string good = dirs.make("good", "--server " + rdma_addr());
+};
+
+}  // namespace
+
+TEST(RdmaForgery, WithoutAForgerEveryPageMatchesItsMac) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    EXPECT_EQ(migrate_one_chunk(Pki::get().good, false), "clean");
+}
+
+TEST(RdmaForgery, APageWrittenByASecondQueuePairIsNamed) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    std::string result = migrate_one_chunk(Pki::get().good, true);
+    EXPECT_NE(result.find("pc.ram"), std::string::npos) << result;
+    EXPECT_NE(result.find("0x3000"), std::string::npos) << result;
+}
+
+}  // namespace rdma_migrate::test
