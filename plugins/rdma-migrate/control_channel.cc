@@ -110,11 +110,9 @@ Result<Message> ControlChannel::next_message() {
     if (!tls_) return next_raw();
     std::vector<uint8_t> bytes(kHeaderSize);
     if (auto s = tls_->read_exact(bytes); !s) return s.error();
-    uint32_t length = (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | bytes[3];
-    if (length > kControlBufferSize - kHeaderSize) {
-        return Error(fmt::format("RDMA control message in TLS announces {} bytes, more than a control buffer holds", length));
-    }
-    bytes.resize(kHeaderSize + length);
+    auto size = message_size_in_stream(bytes);
+    if (!size) return size.error();
+    bytes.resize(*size);
     if (auto s = tls_->read_exact(std::span<uint8_t>(bytes).subspan(kHeaderSize)); !s) return s.error();
     auto m = decode_message(bytes);
     if (m) trace("{} <- {} in TLS (repeat {}, {} bytes)", e_.describe, to_string(m->header.type), m->header.repeat, bytes.size());

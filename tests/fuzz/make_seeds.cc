@@ -34,6 +34,11 @@ static int rdma_seeds(const std::string& dir) {
     write(dir + "/error", 0, encode_error("because"));
     write(dir + "/sums", 0, encode_sums({{0, 1 << 20, {1, 2, 3}}, {1, 0, {4}}}));
     write(dir + "/file", 0, encode_message(Command::qemu_file, 1, std::vector<uint8_t>(100, 7)));
+    // An authenticated connection's messages as its TLS session delivers them: back to back.
+    auto in_tls = encode_empty(Command::ready);
+    for (const auto& m : {encode_register_results({{7, 0x10000000}}), encode_sums({{0, 0, {9}}}), encode_empty(Command::register_finished)})
+        in_tls.insert(in_tls.end(), m.begin(), m.end());
+    write(dir + "/in-tls", 4, in_tls);
     PcMessage request;
     request.type = PcType::request, request.slot = 3, request.block = 1, request.pages = 1, request.offset = 8192;
     write(dir + "/pc-request", 2, encode_pc_message(request));

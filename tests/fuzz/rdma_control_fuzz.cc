@@ -1,7 +1,9 @@
 // libFuzzer target for what an RDMA migration peer decodes from the other side: RDMA-CM
 // private data and control-channel messages of every type, then the bounds checks every
-// entry passes before it may touch memory; and the postcopy channel's messages, immediates
-// and slot trailers (first byte bit 1), with the range check every page passes.
+// entry passes before it may touch memory; the postcopy channel's messages, immediates
+// and slot trailers (first byte bit 1), with the range check every page passes; and (bit 2)
+// an authenticated connection's control messages as its TLS session delivers them, a byte
+// stream cut into messages by their headers.
 #include <cstdint>
 #include <vector>
 
@@ -10,6 +12,40 @@
 #include "proto/wire.h"
 
 using namespace rdma_migrate;
+
+// A decoded message through its typed decoder and the checks its entries pass.
+static void check(const Message& m, const std::vector<LocalBlock>& blocks) {
+    static const ChunkGeometry g = *ChunkGeometry::make(1 << 20);
+    switch (m.header.type) {
+        case Command::ram_blocks_result:
+            if (auto b = decode_blocks(m)) (void)check_block_lists(blocks, *b);
+            break;
+        case Command::register_request:
+            if (auto r = decode_register_entries(m))
+                for (const auto& e : *r) (void)check_register_entry(e, blocks, g);
+            break;
+        case Command::unregister_request:
+            if (auto r = decode_register_entries(m))
+                for (const auto& e : *r) (void)check_unregister_entry(e, blocks, g);
+            break;
+        case Command::register_result:
+            if (auto r = decode_register_results(m)) {
+                BlockDesc remote{0x10000000, 0, 64ull << 20, 0};
+                for (const auto& e : *r) (void)check_register_result(e, remote);
+            }
+            break;
+        case Command::compress:
+            if (auto c = decode_compress(m))
+                for (const auto& e : *c) (void)check_compress(e, blocks);
+            break;
+        case Command::sums:
+            if (auto e = decode_sums(m))
+                for (const auto& x : *e) (void)check_sums_entry(x, blocks);
+            break;
+        case Command::error: (void)decode_error(m); break;
+        default: break;
+    }
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
@@ -34,37 +70,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         return 0;
     }
-    auto m = decode_message(rest);
-    if (!m) return 0;
-    static const ChunkGeometry g = *ChunkGeometry::make(1 << 20);
-    switch (m->header.type) {
-        case Command::ram_blocks_result:
-            if (auto b = decode_blocks(*m)) (void)check_block_lists(blocks, *b);
-            break;
-        case Command::register_request:
-            if (auto r = decode_register_entries(*m))
-                for (const auto& e : *r) (void)check_register_entry(e, blocks, g);
-            break;
-        case Command::unregister_request:
-            if (auto r = decode_register_entries(*m))
-                for (const auto& e : *r) (void)check_unregister_entry(e, blocks, g);
-            break;
-        case Command::register_result:
-            if (auto r = decode_register_results(*m)) {
-                BlockDesc remote{0x10000000, 0, 64ull << 20, 0};
-                for (const auto& e : *r) (void)check_register_result(e, remote);
-            }
-            break;
-        case Command::compress:
-            if (auto c = decode_compress(*m))
-                for (const auto& e : *c) (void)check_compress(e, blocks);
-            break;
-        case Command::sums:
-            if (auto e = decode_sums(*m))
-                for (const auto& x : *e) (void)check_sums_entry(x, blocks);
-            break;
-        case Command::error: (void)decode_error(*m); break;
-        default: break;
+    if (data[0] & 4) {
+        while (auto n = message_size_in_stream(rest)) {
+            if (rest.size() < *n) break;
+            if (auto m = decode_message(rest.first(*n))) check(*m, blocks);
+            rest = rest.subspan(*n);
+        }
+        return 0;
     }
+    if (auto m = decode_message(rest)) check(*m, blocks);
     return 0;
 }

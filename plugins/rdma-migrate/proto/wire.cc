@@ -128,6 +128,16 @@ std::vector<uint8_t> encode_message(Command type, uint32_t repeat, std::span<con
     return std::move(o.b);
 }
 
+Result<size_t> message_size_in_stream(std::span<const uint8_t> header) {
+    if (header.size() < kHeaderSize) return Error("RDMA control message header cut short");
+    In in(header.first(kHeaderSize));
+    uint32_t length = in.u32();
+    if (length > kControlBufferSize - kHeaderSize) {
+        return Error(fmt::format("RDMA control message in TLS announces {} bytes, more than a control buffer holds", length));
+    }
+    return kHeaderSize + length;
+}
+
 std::vector<uint8_t> encode_empty(Command type) { return encode_message(type, 1, {}); }
 
 Result<Message> decode_message(std::span<const uint8_t> bytes) {

@@ -159,6 +159,11 @@ std::vector<uint8_t> encode_message(Command type, uint32_t repeat, std::span<con
 // UNREGISTER FINISHED: no data.
 Result<Message> decode_message(std::span<const uint8_t> bytes);
 
+// Inside TLS (kCapTls) the control messages are a byte stream: a header, then the data it
+// announces. The whole message's size from its header (the first kHeaderSize bytes of
+// `header`), refused when it would not fit a control buffer, before anything more is read.
+Result<size_t> message_size_in_stream(std::span<const uint8_t> header);
+
 std::vector<uint8_t> encode_blocks(const std::vector<BlockDesc>& blocks);
 Result<std::vector<BlockDesc>> decode_blocks(const Message& m);
 std::vector<uint8_t> encode_register_entries(Command type, const std::vector<RegisterEntry>& entries);

@@ -218,6 +218,16 @@ TEST(ControlMessages, TlsCarriesRecordBytesAndNeverNone) {
     EXPECT_EQ(decode_message(qemu_message(0, 66, 1, {})).error().message(), "RDMA control message of unknown type 66");
 }
 
+// Inside TLS the messages are a stream: each header says how much of it is one message.
+TEST(ControlMessages, InsideTlsEachHeaderSaysWhereTheNextMessageStarts) {
+    auto two = encode_sums({{0, 0, {1, 2}}});
+    EXPECT_EQ(*message_size_in_stream(two), two.size());
+    EXPECT_EQ(message_size_in_stream({two.data(), 10}).error().message(), "RDMA control message header cut short");
+    std::vector<uint8_t> huge = qemu_message(static_cast<uint32_t>(kControlBufferSize), 3, 1, {});
+    EXPECT_EQ(message_size_in_stream(huge).error().message(),
+              "RDMA control message in TLS announces 524288 bytes, more than a control buffer holds");
+}
+
 // The authenticated flag travels in the extension block's flags like the others.
 TEST(PrivateData, TheTlsFlagRoundTrips) {
     PrivateData p;
