@@ -57,7 +57,7 @@ if [ "$rdma" = 1 ]; then
         ensure_packages perftest jq qemu-system-x86
         build
         log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM"
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/lib/bench-postcopy.sh" \
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" \
             "$([ "$vs_qemu" = 1 ] && echo --vs-qemu || echo --rdma)" \
             --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
     fi

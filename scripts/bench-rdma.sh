@@ -26,7 +26,10 @@
 #
 # --modes picks modes (comma-separated) from those above, "-verify" twins of ours (verify-ram
 # on: vmm-rdma-dynamic-verify, vmm-rdma-pin-all-verify, vmm-tcp-verify; their throughput beside
-# the same mode's is what verification costs), their "-stopped" twins (the
+# the same mode's is what verification costs), "-auth" ones (tls-creds at both ends, an
+# authenticated migration: vmm-rdma-dynamic-auth, vmm-rdma-pin-all-auth; beside the same mode's
+# -verify, what the TLS control channel and keyed sums cost beyond verify-ram's sums), their
+# "-stopped" twins (the
 # guest paused before migrating: the transport alone, no vCPU competing for the CPU) and, for
 # ours, their "-idle" twins, e.g.
 #   --modes vmm-rdma-dynamic-stopped,vmm-rdma-pin-all-idle,qemu-rdma-dynamic-stopped
@@ -61,7 +64,7 @@ if [ -z "${VMM_BENCH_INSIDE:-}" ]; then
         # cores at once, so two queue pairs run side by side) panicked the nested kernel in
         # KVM_RUN during a run ("corrupted stack end detected inside scheduler");
         # SOFTROCE_TCG_THREAD=multi still selects it.
-        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/lib/bench-rdma.sh" \
+        exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-rdma.sh" \
             --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu) \
             ${only:+--modes "$only"} $([ "$keep_logs" = 0 ] || echo --keep-logs)
     fi
@@ -88,6 +91,7 @@ if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
     ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'
     ours+='|vmm-rdma-dynamic-verify|vmm-rdma-pin-all-verify|vmm-tcp-verify'  # each has an -idle twin
+    ours+='|vmm-rdma-dynamic-auth|vmm-rdma-pin-all-auth'
     for m in "${modes[@]}"; do
         [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all|qemu-tcp)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"

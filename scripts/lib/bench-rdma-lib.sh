@@ -21,6 +21,13 @@ cleanup() {  # the run's logs are kept under build/bench/failed-STAMP on failure
 
 port() { echo $(( 20000 + RANDOM % 20000 )); }
 
+# bench_pki: the credentials of the -auth modes (made once per run, for the RDMA address).
+bench_pki() {
+    [ -f "$work/pki/ca-cert.pem" ] || "$ROOT/scripts/make-test-pki.sh" "$work/pki" --server "$addr" >/dev/null ||
+        die "make-test-pki.sh failed (needs certtool: apt-get install gnutls-bin)"
+    echo "$work/pki"
+}
+
 wait_until() {  # wait_until SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s
     local deadline=$(( $(date +%s) + $1 )) what=$2; shift 2
     until "$@" >/dev/null 2>&1; do
@@ -151,11 +158,15 @@ run_vmm() {  # run_vmm MODE RUN
     # -prealloc: the destination populates its RAM at start (--mem-prealloc), before the
     # migration, as ib_write_bw has its buffer before it measures: dynamic registration then
     # pins pages that exist instead of faulting in and zeroing each chunk inside the bulk round.
-    local dest=()
+    local dest=() incoming=$uri
     case "$mode" in *-prealloc*) dest=(--mem-prealloc) ;; esac
+    # -auth: tls-creds at both ends (an authenticated migration: the control channel in TLS, every
+    # page with its MAC). An rdma: destination reads its settings when it starts listening, so it
+    # waits with --incoming defer for them, as a person would type it.
+    case "$mode" in *-auth*) incoming=defer ;; esac
     # Both sides trace their protocol (a line per control message, registration and write):
     # with --keep-logs, when each message left and arrived can be read off the two logs.
-    VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${dest[@]}" --incoming "$uri" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
+    VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${dest[@]}" --incoming "$incoming" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
     local dpid=$!; pids+=("$dpid")
     # An -idle mode runs the idle payload over RAM the host filled with incompressible data:
     # the spec's bulk-round scenario ("all of memory in active use and the VM itself is
@@ -169,6 +180,10 @@ run_vmm() {  # run_vmm MODE RUN
     # The destination listens before its monitor answers: once it answers, it can be migrated to
     # (with --mem-prealloc it first populates all its RAM, which can outlast the source's start).
     wait_until 60 "the destination vmm" "$CTL" "unix:$work/$name-d.sock" "info status"
+    case "$mode" in *-auth*)
+        "$CTL" "unix:$work/$name-d.sock" "migrate_set_parameter tls-creds $(bench_pki)" "migrate_incoming $uri" >/dev/null ||
+            die "$mode: the destination took neither tls-creds nor migrate_incoming" ;;
+    esac
     local baseline=
     case "$mode" in
         *-idle) wait_until 60 "the source vmm" sh -c "'$CTL' unix:$work/$name-s.sock 'info status' | grep -q running" ;;
@@ -184,6 +199,7 @@ run_vmm() {  # run_vmm MODE RUN
     esac
     case "$mode" in  # -verify: end-to-end RAM verification on (what it costs: beside the same mode without)
         *-verify*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "verify-ram", "state": true}]}') ;;
+        *-auth*) setup+=("migrate-set-parameters {\"tls-creds\": \"$(bench_pki)\"}") ;;
     esac
     stopped_setup
     setup+=('migrate-set-parameters {"downtime-limit": 300, "max-bandwidth": 0}')
@@ -349,6 +365,11 @@ report() {
           verify_cost: ($m | to_entries | map(select(.key | test("-verify")) | .key as $k | ($k | sub("-verify"; "")) as $base |
                                               select($m[$base] != null) |
                                               {key: $base, value: over($k; $base; "ratio_to_ceiling_around")}) | from_entries),
+          # What authentication costs beyond verify-ram: each -auth mode over the same mode's
+          # -verify twin (both sum every page; -auth keys the sums and runs the control channel in TLS).
+          auth_cost: ($m | to_entries | map(select(.key | test("-auth")) | .key as $k | ($k | sub("-auth"; "-verify")) as $v |
+                                            select($m[$v] != null) |
+                                            {key: ($k | sub("-auth"; "")), value: over($k; $v; "ratio_to_ceiling_around")}) | from_entries),
           runs: . }' "$work"/*-[0-9]*.json >"$2"
     local f='%-31s %7s %9s %8s %6s %6s %9s %14s %11s %10s %11s\n'
     printf "\n\033[1m$f\033[0m" mode "MB/s" "/ceiling" "/around" "/busy" "bulk" "bulk/ar" "downtime (ms)" "guest (ms)" \
@@ -367,6 +388,8 @@ report() {
         ($m | to_entries | map(select((.key | test("-verify")) and (.key | sub("-verify"; "")) == $base)) | .[0].value) as $v |
         "verify-ram, \(.key): throughput with it / without it (each against ib_write_bw around it): \(.value // "-")" +
         (if $v.verified_kib then "; checked \($v.verified_kib / 1024 | floor) MiB, \(($v.verified_after_round_kib // 0) / 1024 | floor) MiB of it after its round ended (median)" else "" end)' "$2"
+    jq -r '.auth_cost // {} | to_entries[] |
+        "authenticated (tls-creds), \(.key): throughput / verify-ram'"'"'s (each against ib_write_bw around it): \(.value // "-")"' "$2"
     echo "MB/s: RAM transferred over the whole migration after setup (every round and the switchover)."
     echo "bulk: the bulk round alone, from our round log (QEMU reports none); bulk/ar: that against the"
     echo "ib_write_bw measured around the migration, the issue's >= 0.9 target."
