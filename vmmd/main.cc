@@ -98,9 +98,20 @@ int main(int argc, char** argv) {
                    "distinguished name (CN=admin,O=Lab) or, without '=', the common name (libvirtd's "
                    "tls_allowed_dn_list; default: any the CA signed)");
     app.add_option("--listen-tcp", listen_tcp,
-                   "also serve HOST:PORT over TCP, unauthenticated (libvirtd's auth_tcp=none): what a --p2p "
-                   "source reaches as vmm+tcp://HOST:PORT/system; bind a trusted migration network only");
+                   "also serve HOST:PORT over TCP, unauthenticated and in plaintext (libvirtd's auth_tcp=none): what a "
+                   "--p2p source reaches as vmm+tcp://HOST:PORT/system; only with --listen-tcp-insecure, on a network "
+                   "where every host is trusted (else --listen-tls)");
+    bool tcp_insecure = false;
+    app.add_flag("--listen-tcp-insecure", tcp_insecure,
+                 "allow --listen-tcp: say that whoever can reach its address may manage every domain on this host");
     CLI11_PARSE(app, argc, argv);
+    if (!listen_tcp.empty() && !tcp_insecure) {
+        std::fprintf(stderr, "vmmd: --listen-tcp %s would hand every domain on this host to anyone who can reach it, with "
+                             "no authentication and no encryption: use --listen-tls, or add --listen-tcp-insecure if "
+                             "every host on that network is trusted\n",
+                     listen_tcp.c_str());
+        return 2;
+    }
 
     // SIGTERM/SIGINT stop the server. The watcher comes before any other thread (the vmm
     // supervisor's), so that every thread has the signals blocked and none dies of them; the
@@ -161,7 +172,11 @@ int main(int argc, char** argv) {
     serving = server.get();
     if (stopping) server->stop();  // a signal came while vmmd was starting
     vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", socket, socket, state_dir);
-    if (!listen_tcp.empty()) vmm::log::warn("vmmd: also serving TCP {} with no authentication: anyone who reaches it manages domains", listen_tcp);
+    if (!listen_tcp.empty()) {
+        vmm::log::warn("vmmd: also serving TCP {} (--listen-tcp-insecure): no authentication, no encryption: anyone who "
+                       "reaches it can define, start, destroy and migrate every domain here, and read what crosses it",
+                       listen_tcp);
+    }
     if (!listen_tls.empty()) vmm::log::info("vmmd: also serving TLS {}: clients present a certificate the CA signed", tls_address(listen_tls));
     auto r = server->run();
     // The clients' threads end before what they call into (declared after the server) goes.

@@ -365,7 +365,7 @@ report() {
           verify_cost: ($m | to_entries | map(select(.key | test("-verify")) | .key as $k | ($k | sub("-verify"; "")) as $base |
                                               select($m[$base] != null) |
                                               {key: $base, value: over($k; $base; "ratio_to_ceiling_around")}) | from_entries),
-          # What authentication costs beyond verify-ram: each -auth mode over the same mode's
+          # What authentication costs beyond verify-ram: each -auth mode over its
           # -verify twin (both sum every page; -auth keys the sums and runs the control channel in TLS).
           auth_cost: ($m | to_entries | map(select(.key | test("-auth")) | .key as $k | ($k | sub("-auth"; "-verify")) as $v |
                                             select($m[$v] != null) |

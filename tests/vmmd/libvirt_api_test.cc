@@ -76,7 +76,7 @@ protected:
         tcp_port_ = 17000 + static_cast<int>(rng() % 400);
         mig_port_ = 50000 + static_cast<int>(rng() % 1000);
         src_ = start("src", {});
-        dst_ = start("dst", {"--listen-tcp", "127.0.0.1:" + std::to_string(tcp_port_)});
+        dst_ = start("dst", {"--listen-tcp", "127.0.0.1:" + std::to_string(tcp_port_), "--listen-tcp-insecure"});
         ASSERT_TRUE(src_ && dst_);
     }
 

@@ -14,7 +14,7 @@ build=$1
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
 tport=$((16600 + RANDOM % 400))
-start_destination "$build" --listen-tcp "127.0.0.1:$tport"
+start_destination "$build" --listen-tcp "127.0.0.1:$tport" --listen-tcp-insecure
 # What a --p2p source reaches the destination by: libvirt wants a host in it, so TCP.
 p2p_uri="vmm+tcp://127.0.0.1:$tport/system"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND

@@ -17,7 +17,7 @@ build=$1
 [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
 start_vmmd "$build"
 tport=$((16200 + RANDOM % 400))
-start_destination "$build" --listen-tcp "127.0.0.1:$tport"
+start_destination "$build" --listen-tcp "127.0.0.1:$tport" --listen-tcp-insecure
 p2p_uri="vmm+tcp://127.0.0.1:$tport/system"  # libvirt wants a host in a --p2p destination's URI
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((50400 + RANDOM % 400))

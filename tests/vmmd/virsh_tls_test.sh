@@ -47,4 +47,26 @@ expect "vmmd serves the next client" "$out" "demo"
 out=$(virsh -c "vmm+tcp://127.0.0.1:$port/system" list 2>&1) && fail "plaintext on the TLS port was served: $out"
 echo "ok: plaintext on the TLS port refused"
 out=$(t list --all) || fail "list after plaintext: $out"
+
+# openssl s_client, a TLS client of another library: with libvirt's client certificate it
+# completes a TLS 1.3 handshake and verifies vmmd's certificate; without one vmmd ends it with
+# "certificate required", and serves the next client.
+s_client() { timeout 20 openssl s_client -connect "127.0.0.1:$port" -CAfile "$dir/pki/cacert.pem" -verify_return_error "$@" </dev/null 2>&1; }
+if command -v openssl >/dev/null; then
+    out=$(s_client -cert "$dir/pki/clientcert.pem" -key "$dir/pki/clientkey.pem") || fail "openssl s_client with a certificate: $out"
+    expect "openssl with a client certificate" "$out" "Protocol *: TLSv1.3"
+    expect "openssl verified vmmd's certificate" "$out" "Verify return code: 0 \(ok\)"
+    out=$(s_client)
+    expect "openssl without a client certificate is refused" "$out" "certificate required"
+    out=$(t list --all) || fail "list after openssl: $out"
+    echo "ok: openssl s_client with a certificate verified, without one refused"
+else
+    echo "note: no openssl here: the s_client checks did not run"
+fi
+
+# Plaintext TCP only when asked for by name: --listen-tcp alone is refused, saying why.
+out=$("$build/bin/vmmd" --socket "$dir/other.sock" --state-dir "$dir/other" --listen-tcp "127.0.0.1:$((port + 1))" 2>&1)
+rc=$?
+[ "$rc" = 2 ] || fail "vmmd --listen-tcp without --listen-tcp-insecure exited $rc: $out"
+expect "--listen-tcp alone is refused" "$out" "add --listen-tcp-insecure if every host on that network is trusted"
 echo "PASS"
