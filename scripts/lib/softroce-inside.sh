@@ -27,6 +27,9 @@ export VMM_TEST_DIRTY_RING=1
 export VMM_NESTED_TCG=1
 # Its RDMA devices are the tests' to add and remove (a test unplugs one of its own mid-migration).
 export VMM_RDMA_HOTPLUG=1
+# The build tree the host ran with (mounted at the same path): what scripts/lib/common.sh reads,
+# so a benchmark re-run in here uses the binaries that were just built, not $ROOT/build.
+export VMM_BUILD_DIR="$VMM_BUILD"
 say "rxe0 on dummy0 at $VMM_RDMA_ADDR; /dev/kvm: $([ -e /dev/kvm ] && echo yes || echo no); running: $(cat "$VMM_SOFTROCE_DIR/command.txt")"
 cd "$(cat "$VMM_SOFTROCE_DIR/cwd.txt")" || exit 123
 sh "$VMM_SOFTROCE_DIR/command.sh"

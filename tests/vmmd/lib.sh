@@ -72,10 +72,10 @@ start_destination() {
 }
 d() { virsh -c "$duri" "$@" 2>&1; }
 # domain_qmp VMMCTL STATE DOMAIN COMMAND: one QMP command to DOMAIN's vmm, on this vmmd (STATE
-# 'state') or the destination ('dstate').
+# 'state'), the destination ('dstate') or a third ('tstate', reached at $turi).
 domain_qmp() {
     local on u
-    on=$([ "$2" = state ] && echo "$uri" || echo "$duri")
+    case "$2" in state) on=$uri ;; dstate) on=$duri ;; *) on=${turi:?a third vmmd: set turi} ;; esac
     u=$(virsh -c "$on" domuuid "$3") || return 1  # $(): no trailing blank line
     "$1" --qmp "unix:$dir/$2/run/$u.qmp" "$4"
 }

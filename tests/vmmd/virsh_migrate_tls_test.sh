@@ -41,4 +41,22 @@ after=$(qmp dstate demo query-ramhash) || fail "query-ramhash at the destination
 echo "ok: RAM digests equal ($after)"
 expect "the destination vmm took it over TLS" "$(cat "$dir"/dstate/log/*.log)" "incoming migration from the migration source over TLS 1.3"
 expect "the source vmm sent it over TLS" "$(cat "$dir"/state/log/*.log)" "migrating to destination tcp:127.0.0.1:$((port + 1)) over TLS 1.3"
+
+# --p2p --tls: the destination's vmmd drives it now and reaches a third one as its client over
+# libvirt's TLS (vmm+tls://, libvirt's client certificates in pkipath), and the migration's own
+# connections are TLS too; the guest arrives with the same RAM.
+out=$(d resume demo) || fail "resume at the destination: $out"
+"$build/bin/vmmd" --socket "$dir/tsock" --state-dir "$dir/tstate" --migrate-tls-dir "$dir/pki" \
+    --listen-tls "127.0.0.1:$((port + 2))" --pki-dir "$dir/pki" >>"$dir/tlog" 2>&1 &
+also_kill+=($!)
+turi="vmm+unix:///system?socket=$dir/tsock"
+wait_until 60 answers "$turi" || fail "the third vmmd did not listen"
+out=$(d suspend demo) || fail "suspend at the destination: $out"
+before=$(qmp dstate demo query-ramhash) || fail "query-ramhash: $before"
+out=$(d migrate --live --p2p --tls demo "vmm+tls://127.0.0.1:$((port + 2))/system?pkipath=$dir/pki" \
+      --migrateuri "tcp://127.0.0.1:$((port + 3))" 2>&1) || fail "migrate --p2p --tls: $out"
+echo "ok: virsh migrate --live --p2p --tls over vmm+tls://"
+after=$(qmp tstate demo query-ramhash) || fail "query-ramhash at the third host: $after"
+[ "$before" = "$after" ] || fail "--p2p --tls: RAM digests differ: $before vs $after"
+expect "--p2p --tls: the migration's connection was TLS" "$(cat "$dir"/tstate/log/*.log)" "over TLS 1.3"
 echo "PASS"

@@ -54,7 +54,7 @@ out=$(t list --all) || fail "list after plaintext: $out"
 s_client() { timeout 20 openssl s_client -connect "127.0.0.1:$port" -CAfile "$dir/pki/cacert.pem" -verify_return_error "$@" </dev/null 2>&1; }
 if command -v openssl >/dev/null; then
     out=$(s_client -cert "$dir/pki/clientcert.pem" -key "$dir/pki/clientkey.pem") || fail "openssl s_client with a certificate: $out"
-    expect "openssl with a client certificate" "$out" "Protocol *: TLSv1.3"
+    expect "openssl with a client certificate" "$out" "New, TLSv1.3"
     expect "openssl verified vmmd's certificate" "$out" "Verify return code: 0 \(ok\)"
     out=$(s_client)
     expect "openssl without a client certificate is refused" "$out" "certificate required"

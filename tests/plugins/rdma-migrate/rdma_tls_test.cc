@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "rdma_device.h"
 #include "tests/support/require.h"
@@ -87,16 +88,24 @@ void migrates_authenticated(Vm& src, Vm& dst, const std::string& uri) {
 
 }  // namespace
 
-TEST(RdmaTls, AnAuthenticatedMigrationDynamicAndPinAll) {
+// Dynamic registration, rdma-pin-all, and two queue pairs (the second connects after the
+// handshake, on the authenticated connection's PD).
+TEST(RdmaTls, AnAuthenticatedMigrationDynamicPinAllAndTwoChannels) {
     VMM_REQUIRE_RDMA_PKI();
-    for (const char* pin_all : {"off", "on"}) {
-        SCOPED_TRACE(std::string("rdma-pin-all ") + pin_all);
+    const std::pair<const char*, const char*> modes[] = {{"dynamic", "migrate_set_capability rdma-pin-all off"},
+                                                         {"pin-all", "migrate_set_capability rdma-pin-all on"},
+                                                         {"channels", "migrate_set_parameter rdma-channels 2"}};
+    for (const auto& [mode, setting] : modes) {
+        SCOPED_TRACE(mode);
         std::string uri = rdma_uri();
-        auto dst = destination_with(std::string("rdma-tls-dst-") + pin_all, uri, RdmaPki::get().good);
-        auto src = source_with(std::string("rdma-tls-src-") + pin_all, RdmaPki::get().good);
+        auto dst = destination_with(std::string("rdma-tls-dst-") + mode, uri, RdmaPki::get().good);
+        auto src = source_with(std::string("rdma-tls-src-") + mode, RdmaPki::get().good);
         ASSERT_TRUE(src && dst);
-        ASSERT_EQ(src->cmd(std::string("migrate_set_capability rdma-pin-all ") + pin_all), "");
+        ASSERT_EQ(src->cmd(setting), "");
         migrates_authenticated(*src, *dst, uri);
+        if (std::string(mode) == "channels") {
+            EXPECT_NE(src->log().find("2 channels"), std::string::npos) << src->log();
+        }
     }
 }
 

@@ -262,6 +262,12 @@ Status TlsStream::handshake(const TlsSetup& setup) {
     int rc;
     do rc = gnutls_handshake(session_.get());
     while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
+    // The peer learns why in an alert ("certificate required", "bad certificate", ...) rather
+    // than from a connection closed without a word; best effort, and never in answer to its
+    // own alert or over a stream that already failed.
+    if (rc < 0 && rc != GNUTLS_E_FATAL_ALERT_RECEIVED && !pull_error_ && !push_error_) {
+        (void)gnutls_alert_send_appropriate(session_.get(), rc);
+    }
     if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
         unsigned status = gnutls_session_get_verify_cert_status(session_.get());
         gnutls_datum_t text{};
