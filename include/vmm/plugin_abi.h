@@ -213,8 +213,8 @@ struct vmm_transport_ops {
  * migration thread's. */
 #define VMM_RAM_PC_ANSWERS 4u
 /* The connection is authenticated (tls-creds): every page must go with sums (vmm turns
- * verify-ram's sums on), and the sums are keyed MACs, HMAC-SHA256 of the page under the key
- * ram_sums_key gives, truncated to 64 bits, instead of XXH3-64. */
+ * verify-ram's sums on), and the sums are MACs instead of XXH3-64: UMAC-64 (RFC 4418) of the
+ * page under the key ram_sums_key gives (its first 16 bytes the key, the next 8 the nonce). */
 #define VMM_RAM_SUMS_KEYED 8u
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */

@@ -6,7 +6,7 @@ BUILD="${VMM_BUILD_DIR:-$ROOT/build}"
 
 # What each job needs (docs/dependencies.md says why each is there). The demo installs only the
 # core; the tests install everything.
-VMM_CORE_PACKAGES=(build-essential cmake ninja-build pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libgnutls28-dev
+VMM_CORE_PACKAGES=(build-essential cmake ninja-build pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libgnutls28-dev nettle-dev
                    nlohmann-json3-dev libxxhash-dev)
 VMM_RDMA_PACKAGES=(librdmacm-dev libibverbs-dev)
 VMM_VIRSH_PACKAGES=(libvirt-dev libxml2-dev libvirt-clients)

@@ -48,6 +48,12 @@ TEST(Migration, IdleGuestOverTcp) {
     // The destination no longer listens: the next migration to this host may use the same port.
     EXPECT_TRUE(wait_for([&] { return port_is_free(port); }, std::chrono::seconds(5)))
         << "the destination still listens on " << port << " after the migration";
+    // The guest runs at the destination now: a plain `cont` here would run a second copy.
+    std::string refused = src->cmd("cont");
+    EXPECT_NE(refused.find("would run a second copy ('cont -f' forces it)"), std::string::npos) << refused;
+    EXPECT_EQ(src->status(), "postmigrate");
+    EXPECT_EQ(src->cmd("cont -f"), "");  // the user's explicit choice
+    EXPECT_EQ(src->status(), "running");
 }
 
 // A long run of data (host-filled RAM) is announced, and the destination's helper thread

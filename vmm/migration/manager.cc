@@ -81,6 +81,9 @@ Status MigrationManager::set_parameter(const std::string& name, const std::strin
     auto set = [&] { return settings_->change([&](Settings& s) { return s.set_parameter(name, value); }); };
     auto s = set();
     if (!s && declare_plugin_names(name)) s = set();
+    // As QEMU loads a tls-creds object when it is made: the first handshake then only does the
+    // handshake (a key and certificate left unreadable are reported by the migration, saying which).
+    if (s && name == "tls-creds" && !value.empty()) TlsCredentials::warm(value);
     // Like QEMU, a live setting (a bandwidth cap) applies to the migration already running: it
     // reads settings_->live() as it goes.
     return s;

@@ -385,6 +385,7 @@ Status MigrationSource::complete(Run& run) {
     if (!state_bytes) return state_bytes.error();
     // From here on the destination runs the guest: this side must never resume it.
     paused_by_us_ = false;
+    machine_.refuse_resume(kMovedAway);
     machine_.set_throttle(0);
     machine_.set_postmigrate();
     publish(run.work);

@@ -33,6 +33,13 @@
 
 namespace vmm::migration {
 
+// Why `cont` is refused on a source whose migration completed (postmigrate): the destination
+// runs the guest, and resuming it here would run a second copy of it (QEMU allows that; we
+// ask for `cont -f`, as in postcopy-paused).
+inline constexpr const char* kMovedAway =
+    "the migration completed: the guest runs on the destination now, and resuming it here would run a second copy "
+    "('cont -f' forces it)";
+
 class MigrationSource {
 public:
     using StatusFn = std::function<void(MigrationStatus)>;

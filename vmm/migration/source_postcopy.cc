@@ -92,7 +92,7 @@ Status MigrationSource::postcopy(Run& run) {
         sender_ = nullptr;
     }
     if (!s) return s;
-    machine_.refuse_resume("");  // as after precopy: the guest has moved
+    machine_.refuse_resume(kMovedAway);  // as after precopy: the guest has moved
     set_status(MigrationStatus::completed);
     return {};
 }

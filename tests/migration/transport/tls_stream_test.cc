@@ -187,6 +187,26 @@ TEST_F(TlsStreamTest, MissingCredentialsAreNamedWithWhatToDo) {
     EXPECT_NE(client.error().message().find("make-test-pki.sh"), std::string::npos) << client.error().message();
 }
 
+// Credentials are read once and shared while their files stay as they were; a file replaced
+// (a renewed certificate) is read again.
+TEST_F(TlsStreamTest, CredentialsAreReadOnceUntilAFileChanges) {
+    auto first = TlsCredentials::load(dir_, TlsRole::client);
+    auto again = TlsCredentials::load(dir_, TlsRole::client);
+    ASSERT_TRUE(first && again);
+    EXPECT_EQ(first->get(), again->get());
+    EXPECT_NE(TlsCredentials::load(dir_, TlsRole::server)->get(), first->get());
+    std::string cert = dir_ + "/client-cert.pem", copy = dir_ + "/client-cert.pem.new";
+    std::filesystem::copy_file(cert, copy);
+    std::filesystem::rename(copy, cert);  // the same bytes in a new file, as a renewal installs one
+    auto renewed = TlsCredentials::load(dir_, TlsRole::client);
+    ASSERT_TRUE(renewed);
+    EXPECT_NE(renewed->get(), first->get());
+    // Still usable for a handshake after all that.
+    auto [a, b] = pipe_stream_pair();
+    auto [client, server] = connect(std::move(a), std::move(b));
+    EXPECT_TRUE(client && server);
+}
+
 TEST(TlsAuthz, PatternsMatchTheDistinguishedNameOrTheCommonName) {
     EXPECT_TRUE(tls_authz_allows("", "CN=any,O=Lab", "any"));
     EXPECT_TRUE(tls_authz_allows("src-1;src-2", "CN=src-2,O=Lab", "src-2"));

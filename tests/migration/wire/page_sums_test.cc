@@ -1,8 +1,11 @@
-// verify-ram's page sums: XXH3-64 without a key, HMAC-SHA256 (first 8 bytes, little-endian)
-// with one. The keyed values are known answers computed apart from GnuTLS (Python's hmac).
+// verify-ram's page sums: XXH3-64 without a key, UMAC-64 (RFC 4418) with one. The keyed values
+// are RFC 4418's own test vectors (its key "abcdefghijklmnop", nonce "bcdefghi"), read as
+// little-endian u64s.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "vmm/migration/wire/page_sums.h"
@@ -10,10 +13,15 @@
 namespace vmm::migration {
 namespace {
 
-PageSumKey counting_key() {
+PageSumKey rfc4418_key() {
     PageSumKey k{};
-    std::iota(k.begin(), k.end(), uint8_t{0});
+    std::memcpy(k.data(), "abcdefghijklmnop", 16);
+    std::memcpy(k.data() + 16, "bcdefghi", 8);
     return k;
+}
+
+uint64_t of(const std::string& text) {
+    return keyed_sum(rfc4418_key(), {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
 
 TEST(PageSummer, WithoutAKeyItIsXxh3) {
@@ -22,21 +30,27 @@ TEST(PageSummer, WithoutAKeyItIsXxh3) {
     EXPECT_EQ(PageSummer()(page.data()), page_checksum(page.data()));
 }
 
-TEST(PageSummer, WithAKeyItIsHmacSha256) {
-    std::vector<uint8_t> zero(4096, 0), counting(4096);
-    for (size_t i = 0; i < counting.size(); ++i) counting[i] = static_cast<uint8_t>(i % 251);
-    PageSummer keyed(counting_key());
+TEST(PageSummer, WithAKeyItIsUmac64AsRfc4418Computes) {
+    EXPECT_EQ(of(""), 0xE10B9026AD5F156Eull);                  // RFC 4418: 6E155FAD26900BE1
+    EXPECT_EQ(of("aaa"), 0x0401222F54CBB544ull);               // 44B5CB542F220104
+    EXPECT_EQ(of(std::string(1024, 'a')), 0xD98B11605D2FBF26ull);  // 26BF2F5D60118BD9
+    std::vector<uint8_t> page(4096, 'a');
+    PageSummer keyed(rfc4418_key());
     EXPECT_TRUE(keyed.keyed());
-    EXPECT_EQ(keyed(zero.data()), 0xea56bbadbe3a1a8eull);
-    EXPECT_EQ(keyed(counting.data()), 0xd57ae5a4e8824ebbull);
+    EXPECT_EQ(keyed(page.data()), of(std::string(4096, 'a')));
+    EXPECT_EQ(keyed(page.data()), keyed(page.data())) << "the same page, the same sum, page after page";
 }
 
-TEST(PageSummer, AnotherKeyGivesAnotherSum) {
+TEST(PageSummer, AnotherKeyOrNonceGivesAnotherSum) {
     std::vector<uint8_t> page(4096, 0);
-    PageSumKey other = counting_key();
-    other[31] ^= 1;
-    EXPECT_NE(PageSummer(counting_key())(page.data()), PageSummer(other)(page.data()));
-    EXPECT_NE(PageSummer(counting_key())(page.data()), page_checksum(page.data()));
+    PageSumKey key = rfc4418_key(), other_key = key, other_nonce = key;
+    other_key[0] ^= 1;
+    other_nonce[16] ^= 1;
+    EXPECT_NE(PageSummer(key)(page.data()), PageSummer(other_key)(page.data()));
+    EXPECT_NE(PageSummer(key)(page.data()), PageSummer(other_nonce)(page.data()));
+    EXPECT_NE(PageSummer(key)(page.data()), page_checksum(page.data()));
+    page[4095] = 1;
+    EXPECT_NE(PageSummer(key)(page.data()), PageSummer(key)(std::vector<uint8_t>(4096, 0).data()));
 }
 
 }  // namespace

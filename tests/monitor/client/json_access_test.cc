@@ -38,6 +38,16 @@ TEST(JsonAccess, ParseRequestRefusesTooDeepAndTooLongBeforeAnythingRecursesOverI
     EXPECT_FALSE(parse_request("\"\xff\"")) << "not UTF-8";
 }
 
+// As QEMU's parser: a key twice in one object is an error, not "the last one wins".
+TEST(JsonAccess, ParseRequestRefusesAKeyTwiceInOneObject) {
+    auto twice = parse_request(R"({"execute": "query-status", "execute": "quit"})");
+    ASSERT_FALSE(twice);
+    EXPECT_EQ(twice.error().message(), "the key 'execute' appears twice in one object");
+    EXPECT_FALSE(parse_request(R"({"execute": "x", "arguments": {"a": 1, "b": [{"c": 1, "c": 2}]}})"));
+    // The same key in sibling or nested objects is fine.
+    EXPECT_TRUE(parse_request(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": {"a": {"a": 3}}})"));
+}
+
 TEST(JsonAccess, AGuestsBytesThatAreNotUtf8AreReplacedInAReplyLine) {
     Json j{{"last-message", std::string("ok \xff\xfe end")}};
     std::string line = to_line(j);

@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 #include <fnmatch.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 namespace vmm::migration {
 
@@ -18,6 +24,40 @@ Status check_file(const std::string& path, const char* what) {
 
 Error gnutls_error(const std::string& what, int rc) { return Error(fmt::format("{}: {}", what, gnutls_strerror(rc))); }
 
+// What a credential file is now: a file replaced or rewritten differs in one of these.
+struct Stamp {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    int64_t mtime_ns = 0;
+    bool operator==(const Stamp&) const = default;
+};
+
+std::vector<Stamp> stamps(const TlsFiles& f) {
+    std::vector<Stamp> out;
+    for (const std::string* path : {&f.ca, &f.cert, &f.key, &f.crl}) {
+        struct stat st {};
+        if (path->empty() || ::stat(path->c_str(), &st) != 0) {
+            out.push_back({});
+            continue;
+        }
+        out.push_back({st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec});
+    }
+    return out;
+}
+
+// Loaded credentials by their files, reused while the files stay as they were: parsing an RSA
+// key and its certificate takes ~3 ms, which every connection of a migration (and each multifd
+// lane) would otherwise spend before its handshake.
+struct Cache {
+    std::mutex mu;
+    std::map<std::tuple<std::string, std::string, std::string, std::string>, std::pair<std::vector<Stamp>, TlsCredentials>> loaded;
+};
+Cache& cache() {
+    static Cache c;
+    return c;
+}
+
 }  // namespace
 
 Result<TlsCredentials> TlsCredentials::load(const std::string& dir, TlsRole role) {
@@ -26,6 +66,26 @@ Result<TlsCredentials> TlsCredentials::load(const std::string& dir, TlsRole role
 }
 
 Result<TlsCredentials> TlsCredentials::load(const TlsFiles& files) {
+    auto key = std::tuple{files.ca, files.cert, files.key, files.crl};
+    std::vector<Stamp> now = stamps(files);
+    {
+        std::lock_guard lock(cache().mu);
+        auto it = cache().loaded.find(key);
+        if (it != cache().loaded.end() && it->second.first == now) return it->second.second;
+    }
+    auto c = read(files);
+    if (!c) return c.error();
+    std::lock_guard lock(cache().mu);
+    cache().loaded.insert_or_assign(key, std::pair{now, *c});
+    return c;
+}
+
+void TlsCredentials::warm(const std::string& dir) {
+    (void)load(dir, TlsRole::server);
+    (void)load(dir, TlsRole::client);
+}
+
+Result<TlsCredentials> TlsCredentials::read(const TlsFiles& files) {
     const std::string &ca = files.ca, &cert = files.cert, &key = files.key, &crl = files.crl;
     for (auto [path, what] : {std::pair{ca, "CA certificate"}, {cert, "certificate"}, {key, "key"}})
         if (auto s = check_file(path, what); !s) return s.error();

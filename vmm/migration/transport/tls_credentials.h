@@ -29,10 +29,17 @@ public:
     // Loads the role's certificate and key and the CA from `dir`; a missing or unreadable file
     // is named with what to do.
     static Result<TlsCredentials> load(const std::string& dir, TlsRole role);
+    // Files loaded before and unchanged since (same inode, size and mtime) are not read again:
+    // the credentials are shared, as GnuTLS allows once they are set up.
     static Result<TlsCredentials> load(const TlsFiles& files);
+    // Loads what `dir` holds for either role, so that a migration's first handshake does not
+    // (what setting tls-creds does); a role whose files are missing or bad is left for the
+    // migration to report.
+    static void warm(const std::string& dir);
     gnutls_certificate_credentials_t get() const { return creds_.get(); }
 
 private:
+    static Result<TlsCredentials> read(const TlsFiles& files);
     struct Free {
         void operator()(gnutls_certificate_credentials_t c) const { gnutls_certificate_free_credentials(c); }
     };

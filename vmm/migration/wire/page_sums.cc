@@ -1,6 +1,6 @@
 #include "vmm/migration/wire/page_sums.h"
 
-#include <gnutls/crypto.h>
+#include <nettle/umac.h>
 #include <xxhash.h>
 
 
@@ -11,15 +11,26 @@ namespace vmm::migration {
 
 uint64_t page_checksum(const uint8_t* page) { return XXH3_64bits(page, kStreamPageSize); }
 
+uint64_t keyed_sum(const PageSumKey& key, std::span<const uint8_t> data) {
+    // Setting a UMAC key derives its hash keys (AES): done once per key and thread, not per page.
+    thread_local std::optional<PageSumKey> cached;
+    thread_local umac64_ctx ctx;
+    if (!cached || *cached != key) {
+        umac64_set_key(&ctx, key.data());
+        cached = key;
+    }
+    umac64_set_nonce(&ctx, 8, key.data() + 16);
+    umac64_update(&ctx, data.size(), data.data());
+    std::array<uint8_t, 8> tag{};
+    umac64_digest(&ctx, tag.size(), tag.data());
+    uint64_t sum = 0;
+    for (int i = 7; i >= 0; --i) sum = (sum << 8) | tag[static_cast<size_t>(i)];
+    return sum;
+}
+
 uint64_t PageSummer::operator()(const uint8_t* page) const {
     if (!key_) return page_checksum(page);
-    std::array<uint8_t, 32> mac{};
-    // SHA-256 is always there: the call cannot fail but for want of memory, and then no sum
-    // matches, which fails the migration naming the page.
-    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key_->data(), key_->size(), page, kStreamPageSize, mac.data()) < 0) return 0;
-    uint64_t sum = 0;
-    for (int i = 7; i >= 0; --i) sum = (sum << 8) | mac[static_cast<size_t>(i)];
-    return sum;
+    return keyed_sum(*key_, {page, kStreamPageSize});
 }
 
 void append_sums(std::vector<uint8_t>& out, std::span<const uint64_t> sums) {

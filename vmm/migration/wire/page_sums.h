@@ -16,11 +16,17 @@ namespace vmm::migration {
 // recomputes. Per page, so that a mismatch owes exactly the pages that differ (a later round
 // resends pages, not records).
 uint64_t page_checksum(const uint8_t* page);
-// An authenticated connection's sums (the RDMA transport with tls-creds) are keyed MACs, so
-// that nobody without the key, which both ends export from their TLS session, can forge a page
-// whose sum matches: HMAC-SHA256 of the page under the key, its first 8 bytes as a little-endian
-// u64. Without a key, XXH3-64 (page_checksum).
+// An authenticated connection's sums (the RDMA transport with tls-creds) are MACs, so that
+// nobody without the key, which both ends export from their TLS session, can make a page whose
+// sum matches: UMAC-64 (RFC 4418) of the page, its 8 bytes as a little-endian u64. The key's
+// first 16 bytes are UMAC's key, the next 8 its nonce; the rest is unused. One nonce serves
+// every page of a connection because the sums never leave the TLS session: a forger sees no
+// tag, so all it can do is find a collision of UMAC's hash under a key it does not know
+// (RFC 4418: about 2^-60 a try for UMAC-64). UMAC rather than HMAC: it runs at XXH3's speed.
+// Without a key, XXH3-64 (page_checksum).
 using PageSumKey = std::array<uint8_t, 32>;
+// UMAC-64 of `data` (any length) under `key` as above; what PageSummer computes for a page.
+uint64_t keyed_sum(const PageSumKey& key, std::span<const uint8_t> data);
 class PageSummer {
 public:
     PageSummer() = default;

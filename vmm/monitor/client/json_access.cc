@@ -1,5 +1,9 @@
 #include "vmm/monitor/client/json_access.h"
 
+#include <optional>
+#include <set>
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace vmm::monitor {
@@ -76,16 +80,27 @@ Result<Json> parse_request(std::string_view text, size_t max_bytes) {
     }
     // The parser itself is iterative; copying, dumping and destroying are not, so depth is
     // refused here, while parsing: the callback sees each value's depth as it opens.
+    // A key twice in one object is refused, as QEMU's parser does: otherwise the last would
+    // silently win ({"execute": "query-status", "execute": "quit"} would quit).
     bool too_deep = false;
-    Json::parser_callback_t depth_check = [&too_deep](int depth, Json::parse_event_t event, Json&) {
+    std::optional<std::string> twice;
+    std::vector<std::set<std::string>> keys;  // one per object open around the parser
+    Json::parser_callback_t check = [&](int depth, Json::parse_event_t event, Json& parsed) {
         if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
             depth >= kMaxJsonDepth) {
             too_deep = true;
         }
-        return !too_deep;
+        if (event == Json::parse_event_t::object_start) keys.emplace_back();
+        if (event == Json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+        if (event == Json::parse_event_t::key && !keys.empty() && parsed.is_string() &&
+            !keys.back().insert(parsed.get_ref<const std::string&>()).second) {
+            twice = parsed.get_ref<const std::string&>();
+        }
+        return !too_deep && !twice;
     };
-    Json j = Json::parse(text.begin(), text.end(), depth_check, false);
+    Json j = Json::parse(text.begin(), text.end(), check, false);
     if (too_deep) return Error(fmt::format("request nests deeper than {} levels", kMaxJsonDepth));
+    if (twice) return Error(fmt::format("the key '{}' appears twice in one object", *twice));
     if (j.is_discarded()) return Error("JSON parse error");
     return j;
 }
