@@ -56,8 +56,10 @@ if command -v openssl >/dev/null; then
     out=$(s_client -cert "$dir/pki/clientcert.pem" -key "$dir/pki/clientkey.pem") || fail "openssl s_client with a certificate: $out"
     expect "openssl with a client certificate" "$out" "New, TLSv1.3"
     expect "openssl verified vmmd's certificate" "$out" "Verify return code: 0 \(ok\)"
-    out=$(s_client)
-    expect "openssl without a client certificate is refused" "$out" "certificate required"
+    # Its input held open a moment: s_client reads on after its side of the handshake, and so
+    # sees vmmd's alert (TLS 1.3 checks the client's certificate after the client finished).
+    out=$( (sleep 3) | timeout 20 openssl s_client -connect "127.0.0.1:$port" -CAfile "$dir/pki/cacert.pem" 2>&1)
+    expect "openssl without a client certificate is refused with TLS's alert" "$out" "alert certificate required"
     out=$(t list --all) || fail "list after openssl: $out"
     echo "ok: openssl s_client with a certificate verified, without one refused"
 else
