@@ -105,6 +105,7 @@ guest_runs_clean() {
         now=$(domain_qmp "$1" "$2" demo query-guest) &&
             [ "$(sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$now")" -gt "$(sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$first")" ]
     }
-    wait_until 60 guest_stepped "$1" "$2" || fail "the guest does not run in $2"
+    wait_until 60 guest_stepped "$1" "$2" ||
+        fail "the guest does not run in $2: steps $(sed -n 's/.*"steps":\([0-9]*\).*/\1/p' <<<"$now") as before; its vmm says $(domain_qmp "$1" "$2" demo query-status)"
     [ "$(sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$now")" = 0 ] || fail "the guest found errors: $now"
 }

@@ -69,6 +69,9 @@ wait_until 30 failed_here v "paused \(post-copy failed\)" || fail "source state:
 echo "ok: the source is paused (post-copy failed)"
 wait_until 30 failed_here d "running \(post-copy failed\)" || fail "destination state: $(d domstate demo --reason)"
 echo "ok: the destination is running (post-copy failed)"
+# ... and its vmm runs the guest, as vmmd says: a link cut before Finish sent 'cont' once left
+# the -S destination stopped under a "running" domain (the guest then never stepped again).
+expect "the destination's vmm runs the guest" "$(qmp dstate demo query-status)" '"running":true'
 expect "the paused source refuses to run its copy" "$(v resume demo)" "fork"
 expect "a fresh migration of the split guest is refused" \
     "$(v migrate --live demo "$duri" --migrateuri "tcp://127.0.0.1:$((port + 1))")" "postcopy-resume"

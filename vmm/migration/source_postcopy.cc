@@ -98,16 +98,23 @@ Status MigrationSource::postcopy(Run& run) {
 }
 
 Status MigrationSource::resume(Transport& transport, Uri uri) {
-    std::lock_guard lock(mutex_);
-    if (stats_.status != MigrationStatus::postcopy_paused) {
-        return Error(fmt::format("'migrate -r' resumes a postcopy migration whose link broke (postcopy-paused); this one "
-                                 "is {}",
-                                 to_string(stats_.status)));
+    {
+        std::lock_guard lock(mutex_);
+        if (stats_.status != MigrationStatus::postcopy_paused) {
+            return Error(fmt::format("'migrate -r' resumes a postcopy migration whose link broke (postcopy-paused); this "
+                                     "one is {}",
+                                     to_string(stats_.status)));
+        }
+        if (machine_.run_state() != machine::RunState::postmigrate) {
+            return Error("the guest has run here since postcopy paused ('cont -f'): it has forked, and cannot be resumed "
+                         "there");
+        }
+        resume_to_ = ResumeTo{&transport, std::move(uri)};
+        // postcopy-recover from the moment 'migrate -r' answers: whoever asks next (vmmd, right
+        // after it) must not read the pause being resumed as the resume's own failure.
+        stats_.status = MigrationStatus::postcopy_recover;
     }
-    if (machine_.run_state() != machine::RunState::postmigrate) {
-        return Error("the guest has run here since postcopy paused ('cont -f'): it has forked, and cannot be resumed there");
-    }
-    resume_to_ = ResumeTo{&transport, std::move(uri)};
+    if (on_status_ && options_.caps.events) on_status_(MigrationStatus::postcopy_recover);
     resume_cv_.notify_all();
     return {};
 }

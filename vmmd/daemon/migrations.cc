@@ -178,6 +178,10 @@ Reply Migrations::finish(Reader& a) {
         if (in_postcopy(def->uuid)) {
             // The guest runs here and only here has its newest state: it must never be destroyed.
             // Announced as libvirt's QEMU driver does (a link that broke before Finish looked).
+            // The incoming vmm was started with -S and waits for the 'cont' this Finish would have
+            // sent: without it the domain would say running while its vCPUs stay stopped (a
+            // link cut at the very start of postcopy, before Finish, left it so).
+            if ((*flags & VIR_MIGRATE_PAUSED) == 0) (void)sup_.qmp(def->uuid, "cont");
             sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED},
                            LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY_FAILED});
         } else {

@@ -127,7 +127,12 @@ Reply Migrations::finish_resume(const DomainView& v, int32_t cancelled) {
     if (cancelled != 0) return still_failed(fmt::format("the recovery of domain '{}' was cancelled", v.def.name));
     auto done = await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, std::nullopt);
     if (!done) return still_failed("incoming: " + done.error().message());
-    if (v.state.state == VIR_DOMAIN_RUNNING) sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);
+    if (v.state.state == VIR_DOMAIN_RUNNING) {
+        // Running as this side says it: make sure its vmm runs the guest too (a first Finish
+        // that the broken link cut short may never have sent 'cont'; a second one is harmless).
+        if (auto c = sup_.qmp(v.def.uuid, "cont"); !c) return still_failed("incoming: " + c.error().message());
+        sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);
+    }
     Job job = job_of(v.def.uuid);
     job.postcopy = job.postcopy_failed = false;
     set_job(v.def.uuid, job);
