@@ -174,6 +174,10 @@ Status parse_element(const xmlNode* c, DomainDef& d, std::optional<uint64_t>& cu
 
 Status check_domain(const DomainDef& d, const std::optional<uint64_t>& current) {
     if (d.name.empty()) return Error("<name> is missing");
+    // Checked first, and the name not repeated: a newline in it would forge lines in vmmd's log
+    // (and put one in its log file's name).
+    for (unsigned char c : d.name)
+        if (c < 0x20 || c == 0x7f) return Error("domain name: no control characters (newline, tab, ...)");
     if (d.name.find_first_of("/\\") != std::string::npos || d.name[0] == '.' || d.name.size() > 200)
         return Error(fmt::format("domain name '{}': no slashes, no leading dot, at most 200 characters", d.name));
     if (d.memory_kib == 0) return Error("<memory> is missing");
