@@ -112,18 +112,8 @@ struct Rogue {
     // Posts one signalled work request of `len` bytes of buf: an RDMA WRITE to (addr, rkey) or
     // a SEND. Returns ibv_post_send's result; done() waits for its completion.
     int post(ibv_wr_opcode op, uint32_t len, uint64_t addr = 0, uint32_t rkey = 0) {
-        ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), len, buf_mr->lkey};
-        ibv_send_wr wr{};
-        wr.wr_id = make_wr_id(WrKind::write, 1);  // reported to on_other, as RDMA WRITEs are
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = op;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.wr.rdma.remote_addr = addr;
-        wr.wr.rdma.rkey = rkey;
-        ibv_send_wr* bad = nullptr;
         write_done = false;
-        return ibv_post_send(ep->qp.get(), &wr, &bad);
+        return post_one(ep->qp.get(), op, buf.data(), len, buf_mr->lkey, addr, rkey);
     }
     Status done() { return ctl->progress([this] { return write_done; }); }
     // One RDMA WRITE of `len` bytes to (addr, rkey); its completion status.

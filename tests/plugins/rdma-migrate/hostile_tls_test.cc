@@ -88,17 +88,8 @@ struct Forger {
         if (ours) ours->hang_up();
     }
     Status write(uint64_t addr, uint32_t rkey) {
-        ibv_sge sge{reinterpret_cast<uint64_t>(page.data()), static_cast<uint32_t>(page.size()), mr->lkey};
-        ibv_send_wr wr{};
-        wr.wr_id = make_wr_id(WrKind::write, 1);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.wr.rdma.remote_addr = addr;
-        wr.wr.rdma.rkey = rkey;
-        ibv_send_wr* bad = nullptr;
-        if (int rc = ibv_post_send(ours->qp.get(), &wr, &bad); rc != 0) return Error::from_errno("ibv_post_send", rc);
+        int rc = post_one(ours->qp.get(), IBV_WR_RDMA_WRITE, page.data(), static_cast<uint32_t>(page.size()), mr->lkey, addr, rkey);
+        if (rc != 0) return Error::from_errno("ibv_post_send", rc);
         return ctl->progress([this] { return done; });
     }
 };
