@@ -54,6 +54,10 @@ TEST(Migration, IdleGuestOverTcp) {
     EXPECT_EQ(src->status(), "postmigrate");
     EXPECT_EQ(src->cmd("cont -f"), "");  // the user's explicit choice
     EXPECT_EQ(src->status(), "running");
+    // Made once: a later pause and resume of the guest that lives here is a plain one.
+    EXPECT_EQ(src->cmd("stop"), "");
+    EXPECT_EQ(src->cmd("cont"), "");
+    EXPECT_EQ(src->status(), "running");
 }
 
 // A long run of data (host-filled RAM) is announced, and the destination's helper thread

@@ -142,6 +142,7 @@ Status Machine::resume(bool force) {
             return Error("a vCPU hit an internal error: inspect with 'info registers', then quit");
         }
         if (state_ == RunState::inmigrate) return Error("an incoming migration has not completed yet");
+        resume_refusal_.clear();  // resumed (forced, if it had to be): a later pause and resume is plain
         state_ = RunState::running;
     }
     for (auto& r : runners_) r->request_run();

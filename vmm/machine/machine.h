@@ -58,7 +58,7 @@ public:
     // Refused once the machine has ended or hit an internal error, and while a refusal is set
     // (refuse_resume) unless `force`.
     Status resume(bool force = false);
-    // Makes resume() fail with `why` unless forced ("" lifts it): a source whose guest went on
+    // Makes resume() fail with `why` unless forced ("" or a forced resume lifts it): a source whose guest went on
     // to the destination in postcopy must not run it too.
     void refuse_resume(std::string why);
     void pause();
