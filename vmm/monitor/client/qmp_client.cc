@@ -1,5 +1,7 @@
 #include "vmm/monitor/client/qmp_client.h"
 
+#include <fmt/format.h>
+
 #include "vmm/monitor/client/hmp_client.h"
 #include "vmm/monitor/client/json_access.h"
 
@@ -16,9 +18,14 @@ Result<std::unique_ptr<QmpClient>> QmpClient::connect(const std::string& path, s
     auto fd = connect_unix(path, timeout);
     if (!fd) return fd.error();
     std::unique_ptr<QmpClient> c(new QmpClient(std::move(*fd)));
-    auto greeting = c->read_message(kAnswerTimeout);
+    // The greeting within the same bound (at least a second): a peer that accepts and then says
+    // nothing (a stopped process: the kernel accepts for it) must not hold a caller for a minute.
+    auto wait = std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(1));
+    auto greeting = c->read_message(wait);
     if (!greeting) return greeting.error();
-    if (!*greeting) return Error(path + " sent no greeting within 60 s: is the peer stuck?");
+    if (!*greeting) {
+        return Error(fmt::format("{} sent no greeting within {} ms: is the peer stopped or stuck?", path, wait.count()));
+    }
     if (member(**greeting, "QMP") == nullptr) return Error(path + " is not a QMP socket (no greeting): is it a text monitor?");
     c->greeting_ = std::move(**greeting);
     if (auto r = c->execute("qmp_capabilities"); !r) return r.error();

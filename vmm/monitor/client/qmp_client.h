@@ -20,6 +20,8 @@ using Json = nlohmann::json;
 
 class QmpClient {
 public:
+    // Connects to `path` (retrying while it is not there yet) and reads the greeting, each within
+    // `timeout` (the greeting at least a second), then negotiates capabilities.
     static Result<std::unique_ptr<QmpClient>> connect(const std::string& path, std::chrono::milliseconds timeout);
     // What the peer said first: {"QMP": {"version": ..., "capabilities": [...]}}.
     const Json& greeting() const { return greeting_; }
