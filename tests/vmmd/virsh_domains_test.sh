@@ -3,7 +3,7 @@
 # libvirt): define, list, dominfo, domstate, dumpxml (which defines again to the same document),
 # domuuid/domid/domname, a bad document refused with line and column, an element vmm cannot honour
 # refused by name, a read-only connection refused an undefine, definitions kept across a restart
-# of vmmd, undefine.
+# of vmmd, undefine; under umask 000 nothing group- or world-writable, a planted definition refused.
 #   virsh_domains_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -92,3 +92,32 @@ out=$(v list --all --name) || fail "list after undefine: $out"
 echo "ok: nothing left"
 [ -z "$(ls "$dir/state/domains")" ] || fail "files left in the state dir: $(ls "$dir/state/domains")"
 echo "ok: the state dir is empty"
+
+# Under umask 000 a fresh vmmd makes nothing of its own group- or world-writable; a definition
+# another user planted in its state directory, or one anyone may change, is refused at start-up
+# with a line (vmmd would run what it names, as root).
+stop_vmmd
+rm -rf "$dir/state"
+umask 000
+start_vmmd "$build"
+out=$(v define "$dir/demo.xml") || fail "define under umask 000: $out"
+umask 022
+loose=$(find "$dir/state" -perm /022 ! -type s)
+[ -z "$loose" ] || fail "under umask 000 vmmd made these group- or world-writable: $(ls -ld $loose)"
+echo "ok: under umask 000 nothing in the state directory is group- or world-writable"
+out=$(v undefine demo) || fail "undefine: $out"
+if [ "$(id -u)" = 0 ]; then
+    stop_vmmd
+    sed -e 's/>demo</>planted</' "$dir/demo.xml" >"$dir/state/domains/planted.xml"
+    chown nobody "$dir/state/domains/planted.xml"
+    sed -e 's/>demo</>loose</' "$dir/demo.xml" >"$dir/state/domains/loose.xml"
+    chmod 0666 "$dir/state/domains/loose.xml"
+    start_vmmd "$build"
+    out=$(v list --all --name) || fail "list: $out"
+    grep -qE "planted|loose" <<<"$out" && fail "a planted or world-writable definition was loaded: $out"
+    expect "the planted one is refused with a line" "$(cat "$dir/log")" "planted.xml belongs to uid [0-9]+, not to vmmd's user"
+    expect "the world-writable one too" "$(cat "$dir/log")" "loose.xml can be written by anyone"
+    rm -f "$dir/state/domains/planted.xml" "$dir/state/domains/loose.xml"
+else
+    echo "note: not root: the planted-definition part needs chown"
+fi

@@ -19,6 +19,7 @@
 #include "vmm/common/socket_io.h"
 #include "vmm/common/thread_name.h"
 #include "vmmd/daemon/call_workers.h"
+#include "vmmd/domain/atomic_file.h"
 #include "vmmd/migration/migration_uri.h"
 
 namespace vmmd {
@@ -87,9 +88,11 @@ Result<UniqueFd> bind_socket(const SocketSpec& s) {
     if (s.tcp) return bind_tcp(s.path);
     auto a = unix_address(s.path);
     if (!a) return a.error();
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(s.path).parent_path(), ec);
-    if (ec) return Error(fmt::format("create the directory of {}: {}", s.path, ec.message()));
+    // 0755, as libvirtd's /run/libvirt: the read-only socket in it is for every user.
+    std::string parent = std::filesystem::path(s.path).parent_path().string();
+    if (!parent.empty()) {
+        if (auto made = make_directories(parent, 0755); !made) return made.error().context("the directory of " + s.path);
+    }
     if (auto st = clear_stale(s.path, *a); !st) return st.error();
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) return Error::from_errno("socket(AF_UNIX)");

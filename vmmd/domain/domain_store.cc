@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "vmmd/domain/atomic_file.h"
@@ -18,25 +19,34 @@ using vmm::Status;
 Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_dir, UuidSource random_uuid,
                                                        const std::function<void(const std::string&)>& warn) {
     std::string dir = state_dir + "/domains";
+    for (const std::string& d : {state_dir, dir})
+        if (auto made = make_private_directory(d); !made) return made.error();
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Error(fmt::format("create {}: {}", dir, ec.message()));
     std::unique_ptr<DomainStore> s(new DomainStore(dir));
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-        if (entry.path().extension() != ".xml") continue;
-        auto text = read_small_file(entry.path().string());
+    std::vector<std::filesystem::path> files;  // in name order: which of two files with one name wins is stable
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+        if (entry.path().extension() == ".xml") files.push_back(entry.path());
+    if (ec) return Error(fmt::format("read {}: {}", dir, ec.message()));
+    std::sort(files.begin(), files.end());
+    for (const auto& path : files) {
+        auto text = read_own_file(path.string());
         if (!text) {
-            warn(fmt::format("{}: skipped: {}", entry.path().string(), text.error().message()));
+            warn(fmt::format("skipped: {}", text.error().message()));
             continue;
         }
         auto def = parse_domain_xml(*text, random_uuid());
         if (!def) {
-            warn(fmt::format("{}: skipped, it no longer parses: {}", entry.path().string(), def.error().message()));
+            warn(fmt::format("{}: skipped, it no longer parses: {}", path.string(), def.error().message()));
+            continue;
+        }
+        if (auto same = s->by_name(def->name); same && same->def.uuid != def->uuid) {
+            // Two files, one name: which is meant is a person's call; the second read is left out.
+            warn(fmt::format("{}: skipped: domain '{}' is already defined with uuid {}; rename or remove one of them",
+                             path.string(), def->name, format_uuid(same->def.uuid)));
             continue;
         }
         s->domains_[def->uuid] = DomainView{*def, true, -1, {}};
     }
-    if (ec) return Error(fmt::format("read {}: {}", dir, ec.message()));
     return s;
 }
 

@@ -1,6 +1,7 @@
 #include "vmmd/domain/domain_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -116,6 +117,38 @@ TEST_F(DomainStoreTest, ARunningDomainUndefinedBecomesTransient) {
     EXPECT_FALSE(s->by_name("a")->persistent);
     s->set_stopped(def("a", 1).uuid, {5, 1});
     EXPECT_FALSE(s->by_name("a"));
+}
+
+TEST_F(DomainStoreTest, TwoFilesWithOneNameLoadOnceAndTheOtherIsNamed) {
+    {
+        auto s = open();
+        ASSERT_TRUE(s->define(def("a", 1)));
+    }
+    // A second file for 'a' with another UUID, as a hand copy would make.
+    std::string copy = dir_ + "/domains/" + format_uuid(def("a", 2).uuid) + ".xml";
+    std::ofstream(copy) << format_domain_xml(def("a", 2));
+    auto s = open();
+    EXPECT_EQ(s->list().size(), 1u);
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find("already defined with uuid"), std::string::npos) << warnings_[0];
+    EXPECT_NE(warnings_[0].find(copy), std::string::npos) << warnings_[0];
+}
+
+TEST_F(DomainStoreTest, MakesItsDirectoriesPrivateWhateverTheUmaskAndReadsOnlyItsOwnFiles) {
+    mode_t old = ::umask(0);
+    {
+        auto s = open();
+        ASSERT_TRUE(s->define(def("a", 1)));
+    }
+    ::umask(old);
+    for (const std::string& d : {dir_, dir_ + "/domains"})
+        EXPECT_EQ(std::filesystem::status(d).permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_all) << d;
+    std::string file = dir_ + "/domains/" + format_uuid(def("a", 1).uuid) + ".xml";
+    std::filesystem::permissions(file, std::filesystem::perms::group_write, std::filesystem::perm_options::add);
+    auto s = open();
+    EXPECT_TRUE(s->list().empty());
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find("can be written by its group"), std::string::npos) << warnings_[0];
 }
 
 }  // namespace
