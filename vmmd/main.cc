@@ -88,6 +88,10 @@ int main(int argc, char** argv) {
     app.add_option("--pki-dir", pki_dir,
                    "for --listen-tls: a directory of cacert.pem, servercert.pem and serverkey.pem (default: libvirt's, "
                    "/etc/pki/CA/cacert.pem, /etc/pki/libvirt/servercert.pem, /etc/pki/libvirt/private/serverkey.pem)");
+    std::string migration_address;
+    app.add_option("--migration-address", migration_address,
+                   "where incoming migrations listen when their URI names no host (libvirt's migration_address); "
+                   "default: the address this host's name resolves to, never every address");
     std::string migrate_tls_dir;
     app.add_option("--migrate-tls-dir", migrate_tls_dir,
                    "credentials for 'virsh migrate --tls' (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
     vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, socket),
                                 std::move(migration_events));
     if (!migrate_tls_dir.empty()) migrations.use_migration_tls(migrate_tls_dir);
+    if (!migration_address.empty()) migrations.use_migration_address(migration_address);
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
@@ -162,7 +167,11 @@ int main(int argc, char** argv) {
     if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true, std::nullopt});
     if (!listen_tls.empty()) sockets.push_back({tls_address(listen_tls), false, 0, true, tls_config(pki_dir, tls_allowed)});
     vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
-                                [&events](uint64_t c) { events.disconnected(c); }};
+                                [&events, &migrations, &stopping](uint64_t c) {
+                                    events.disconnected(c);
+                                    // Connections close as vmmd stops, too: that ends no migration.
+                                    if (!stopping) migrations.connection_closed(c);
+                                }};
     auto s = vmmd::Server::listen(sockets, dispatcher, hooks);
     if (!s) {
         std::fprintf(stderr, "vmmd: %s\n", s.error().message().c_str());

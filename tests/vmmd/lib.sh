@@ -1,4 +1,4 @@
-# Shared by the virsh tests: start_vmmd BUILD_DIR (sets dir, sock, uri, pid; stops vmmd, ends
+# Shared by the virsh tests: start_vmmd BUILD_DIR [ARGS] (sets dir, sock, uri, pid; stops vmmd, ends
 # the vmm processes it started, and removes the directory on exit), stop_vmmd, fail, expect,
 # wait_until, v (virsh on this vmmd), start_destination and d (a second vmmd), domain_qmp,
 # pattern_domain FILE (a 64 MiB 'demo' running the pattern
@@ -6,7 +6,8 @@
 # Migration ports: each test script draws from a range of its own, as ctest runs them side by
 # side (a shared range once gave two the same port): virsh_migrate 49400-49799, virsh_postcopy
 # 49900-50299, virsh_postcopy_recover 50400-50799, virsh_rdma 50900-51299, packaging/install
-# 51400-51799, virsh_tls 52000-52399, virsh_migrate_tls 52400-52799, each plus the few it counts up.
+# 51400-51799, virsh_tls 52000-52399, virsh_migrate_tls 52400-52799, virsh_crash 52800-53199, each plus the few it
+# counts up.
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
@@ -22,8 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_vmmd() {
-    "$1/bin/vmmd" --socket "$sock" --state-dir "$dir/state" >>"$dir/log" 2>&1 &
+start_vmmd() {  # start_vmmd BUILD_DIR [VMMD-ARGS...]
+    "$1/bin/vmmd" --socket "$sock" --state-dir "$dir/state" "${@:2}" >>"$dir/log" 2>&1 &
     pid=$!
     wait_until 60 answers "$uri" || fail "vmmd did not listen within 60 s"  # seconds in the nested VM
 }

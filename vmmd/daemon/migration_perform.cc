@@ -121,6 +121,7 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
                        LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED});
     }
     set_job(v.def.uuid, job);
+    sup_.set_phase(v.def.uuid, MigrationPhase::outgoing);
     if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}}); !r) return r.error();
     // With --postcopy, Perform ends at the switch, as libvirt's QEMU driver does: the
     // destination's Finish runs the guest there, and Confirm waits for the last pages.
@@ -208,6 +209,7 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     Job job = job_of(v.def.uuid);
     job.active = job.postcopy && done;  // in postcopy the job goes on until Confirm
     if (!done) {
+        sup_.set_phase(v.def.uuid, MigrationPhase::none);  // the vmm keeps the guest through a failure
         set_job(v.def.uuid, job);
         return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
     }
@@ -218,6 +220,8 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     bool announce = !job.paused_for_it && !resume;  // a resumed source was paused already
     sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, reason},
                    announce ? std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, event}) : std::nullopt);
+    // Recorded before the answer goes: from here the destination may run the guest.
+    sup_.set_phase(v.def.uuid, MigrationPhase::outgoing_done);
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, *done}));
     return rpc::ok(std::move(w));

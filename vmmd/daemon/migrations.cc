@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,16 +36,34 @@ Reply hard_limit_refusal() {
     return refuse(VIR_ERR_OPERATION_INVALID, "cannot start RDMA migration with no memory hard limit set");
 }
 
-// A port nothing listens on now (vmm binds it a moment later).
-std::optional<uint16_t> free_port() {
-    for (uint16_t p = kFirstPort; p <= kLastPort; ++p) {
-        vmm::UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(p);
-        if (s.valid() && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return p;
+// Whether `host`:`port` can be bound now (the vmm binds it a moment later).
+bool can_bind(const std::string& host, uint16_t port) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
+    vmm::UniqueFd s(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    return s.valid() && ::bind(s.get(), found->ai_addr, found->ai_addrlen) == 0;
+}
+
+// The numeric address `name` resolves to first.
+vmm::Result<std::string> numeric_address(const std::string& name) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (int e = ::getaddrinfo(name.c_str(), nullptr, &hints, &found); e != 0) {
+        return Error(fmt::format("the host's name '{}' does not resolve ({}): start vmmd with --migration-address ADDR, "
+                                 "or give the migration a URI (--migrateuri tcp://ADDR:PORT)",
+                                 name, ::gai_strerror(e)));
     }
-    return std::nullopt;
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
+    char text[NI_MAXHOST];
+    if (::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) {
+        return Error(fmt::format("the host's name '{}' resolves to an address vmmd cannot write", name));
+    }
+    return std::string(text);
 }
 
 }  // namespace
@@ -81,21 +100,51 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     return rpc::ok(std::move(w));
 }
 
-vmm::Result<MigrationUri> Migrations::listen_uri(const std::vector<rpc::TypedParam>& params) const {
+vmm::Result<Migrations::Incoming> Migrations::listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params) {
     auto given = rpc::string_param(params, VIR_MIGRATE_PARAM_URI);
     if (!given) return given.error();
-    MigrationUri u{"tcp", "0.0.0.0", 0};
+    MigrationUri u{"tcp", "", 0};
     if (*given) {
         auto parsed = parse_migration_uri(**given);
         if (!parsed) return parsed.error();
         u = *parsed;
     }
-    if (u.port == 0) {
-        auto p = free_port();
-        if (!p) return Error(fmt::format("no free migration port from {} to {}", kFirstPort, kLastPort));
-        u.port = *p;
+    // The source is told the host given, else the migration address, else the host's name (as
+    // libvirt's QEMU driver tells it); every address (0.0.0.0, ::) is only listened on when asked.
+    MigrationUri told = u;
+    if (u.host.empty()) {
+        auto host = migration_address_.empty() ? numeric_address(hostname_) : vmm::Result<std::string>(migration_address_);
+        if (!host) return host.error();
+        u.host = *host;
+        told.host = migration_address_.empty() ? hostname_ : migration_address_;
     }
-    return u;
+    if (told.host == "0.0.0.0" || told.host == "::") told.host = hostname_;
+    if (u.port == 0) {
+        auto p = reserve_port(uuid, u.host);
+        if (!p) return p.error();
+        u.port = told.port = *p;
+    }
+    return Incoming{u, told};
+}
+
+vmm::Result<uint16_t> Migrations::reserve_port(const Uuid& uuid, const std::string& host) {
+    auto numeric = numeric_address(host);
+    if (!numeric) return numeric.error();
+    std::lock_guard lock(mutex_);
+    for (uint16_t p = kFirstPort; p <= kLastPort; ++p) {
+        bool taken = false;
+        for (const auto& [other, port] : ports_) taken = taken || port == p;
+        if (taken || !can_bind(*numeric, p)) continue;
+        ports_[uuid] = p;
+        return p;
+    }
+    return Error(fmt::format("no free migration port on {} from {} to {} ({} held by migrations here)", host, kFirstPort,
+                             kLastPort, ports_.size()));
+}
+
+void Migrations::release_port(const Uuid& uuid) {
+    std::lock_guard lock(mutex_);
+    ports_.erase(uuid);
 }
 
 // With --postcopy the incoming vmm needs postcopy-ram before it listens (as QEMU): it starts
@@ -110,7 +159,7 @@ vmm::Status Migrations::start_postcopy_incoming(const DomainDef& def, const std:
     return r.error();
 }
 
-Reply Migrations::prepare(Reader& a) {
+Reply Migrations::prepare(uint64_t connection, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto cookie_bytes = a.opaque(kMaxCookie);
     auto flags = a.u32();
@@ -126,13 +175,22 @@ Reply Migrations::prepare(Reader& a) {
     if (*dname) def->name = **dname;
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return prepare_resume(*def, *params);
     if (auto why = tls_refusal(*flags)) return refuse(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
-    auto uri = listen_uri(*params);
-    if (!uri) return refuse(VIR_ERR_INVALID_ARG, uri.error().message());
-    if ((uri->rdma() || (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) && !def->hard_limit_kib) return hard_limit_refusal();
     auto existing = store_.by_uuid(def->uuid);
     if (existing && existing->active()) {
         return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is already running here", existing->def.name));
     }
+    auto where = listen_uri(def->uuid, *params);
+    if (!where) return refuse(VIR_ERR_INVALID_ARG, where.error().message());
+    const MigrationUri* uri = &where->listen;
+    struct Release {  // the port is held until Finish, or given back here if Prepare fails
+        Migrations* m;
+        Uuid u;
+        bool keep = false;
+        ~Release() {
+            if (!keep) m->release_port(u);
+        }
+    } release{this, def->uuid};
+    if ((uri->rdma() || (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) && !def->hard_limit_kib) return hard_limit_refusal();
     if (!existing) {
         if (auto t = store_.add_transient(*def); !t) return refuse(VIR_ERR_OPERATION_FAILED, t.error().message());
     }
@@ -145,16 +203,18 @@ Reply Migrations::prepare(Reader& a) {
     Json tls{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? tls_dir_ : ""}};
     if (auto r = sup_.qmp(def->uuid, "migrate-set-parameters", tls); !r) return refuse(VIR_ERR_OPERATION_FAILED, r.error().message());
     set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
-    return prepared(*def, *uri);
+    {
+        std::lock_guard lock(mutex_);
+        prepared_by_[def->uuid] = connection;
+    }
+    release.keep = true;
+    return prepared(*def, where->told);
 }
 
-Reply Migrations::prepared(const DomainDef& def, const MigrationUri& uri) const {
+Reply Migrations::prepared(const DomainDef& def, const MigrationUri& told) const {
     Writer w;
     w.opaque(encode_cookie({hostname_, def.name, def.uuid, std::nullopt}));
-    // The URI the source should use: the one given, or ours with the port chosen.
-    MigrationUri out = uri;
-    if (out.host == "0.0.0.0" || out.host == "::") out.host = hostname_;
-    w.optional_string(libvirt_uri(out));
+    w.optional_string(libvirt_uri(told));
     return rpc::ok(std::move(w));
 }
 
@@ -172,23 +232,13 @@ Reply Migrations::finish(Reader& a) {
     if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
     auto v = store_.by_uuid(def->uuid);
     if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def->name));
+    release_port(def->uuid);  // the vmm has its connection: the port may go to the next Prepare
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return finish_resume(*v, *cancelled);
-    auto fail = [&](const std::string& why) {
-        set_job(def->uuid, {});
-        if (in_postcopy(def->uuid)) {
-            // The guest runs here and only here has its newest state: it must never be destroyed.
-            // Announced as libvirt's QEMU driver does (a link that broke before Finish looked).
-            // The incoming vmm was started with -S and waits for the 'cont' this Finish would have
-            // sent: without it the domain would say running while its vCPUs stay stopped (a
-            // link cut at the very start of postcopy, before Finish, left it so).
-            if ((*flags & VIR_MIGRATE_PAUSED) == 0) (void)sup_.qmp(def->uuid, "cont");
-            sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED},
-                           LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY_FAILED});
-        } else {
-            (void)sup_.destroy(def->uuid, false);  // nothing of the guest is left here
-        }
-        return refuse(VIR_ERR_OPERATION_FAILED, why);
-    };
+    {
+        std::lock_guard lock(mutex_);
+        prepared_by_.erase(def->uuid);  // Finish decides now, whichever connection it came on
+    }
+    auto fail = [&](const std::string& why) { return finish_failed(def->uuid, *flags, why); };
     if (*cancelled != 0) return fail(fmt::format("migration of domain '{}' was cancelled", v->def.name));
     // The source is done (or, in postcopy, has switched: the pages follow while the guest runs
     // here); the incoming vmm finishes loading the last state.
@@ -199,6 +249,9 @@ Reply Migrations::finish(Reader& a) {
     bool paused = (*flags & VIR_MIGRATE_PAUSED) != 0;
     if (!paused) {
         if (auto c = sup_.qmp(def->uuid, "cont"); !c) return fail(c.error().message());
+    }
+    sup_.set_phase(def->uuid, MigrationPhase::none);  // the guest is this host's now
+    if (!paused) {
         sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, postcopy ? VIR_DOMAIN_RUNNING_POSTCOPY : VIR_DOMAIN_RUNNING_MIGRATED},
                        LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED,
                                       postcopy ? VIR_DOMAIN_EVENT_RESUMED_POSTCOPY : VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
@@ -223,6 +276,24 @@ Reply Migrations::finish(Reader& a) {
     if (postcopy) watch_postcopy(def->uuid);  // the pages follow: a link failure (and the end) is seen there
     else if (completed) job_completed(def->uuid, *completed);
     return finished(def->uuid);
+}
+
+Reply Migrations::finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why) {
+    set_job(uuid, {});
+    if (in_postcopy(uuid)) {
+        // The guest runs here and only here has its newest state: it must never be destroyed.
+        // Announced as libvirt's QEMU driver does (a link that broke before Finish looked). The
+        // incoming vmm was started with -S and waits for the 'cont' this Finish would have sent:
+        // without it the domain would say running while its vCPUs stay stopped (a link cut at
+        // the very start of postcopy, before Finish, left it so).
+        if ((flags & VIR_MIGRATE_PAUSED) == 0) (void)sup_.qmp(uuid, "cont");
+        sup_.set_phase(uuid, MigrationPhase::none);
+        sup_.set_state(uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED},
+                       LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY_FAILED});
+    } else {
+        (void)sup_.destroy(uuid, false);  // nothing of the guest is left here
+    }
+    return refuse(VIR_ERR_OPERATION_FAILED, why);
 }
 
 Reply Migrations::finished(const Uuid& uuid) {
@@ -262,10 +333,16 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     }
     if (*cancelled != 0) {
         // The guest stays here: vmm kept it through the failure; undo the pause a non-live
-        // migration made, and say it runs again.
+        // migration made, and say it runs again. A migration that completed here but failed at
+        // Finish leaves the vmm 'postmigrate', which refuses a plain 'cont': the client's word
+        // that the destination did not finish (it ends its copy, now or when its vmmd restarts)
+        // is what forces it.
         if (job.paused_for_it || v.state.state == VIR_DOMAIN_PAUSED) {
-            if (auto c = sup_.qmp(v.def.uuid, "cont"); !c) return refuse(VIR_ERR_OPERATION_FAILED, c.error().message());
+            if (auto c = sup_.qmp(v.def.uuid, "cont", Json{{"force", true}}); !c) {
+                return refuse(VIR_ERR_OPERATION_FAILED, c.error().message());
+            }
         }
+        sup_.set_phase(v.def.uuid, MigrationPhase::none);
         sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATION_CANCELED},
                        LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
         job.active = false;
@@ -282,11 +359,36 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     return rpc::ok();
 }
 
+void Migrations::connection_closed(uint64_t connection) {
+    std::vector<Uuid> orphans;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto it = prepared_by_.begin(); it != prepared_by_.end();) {
+            if (it->second != connection) {
+                ++it;
+                continue;
+            }
+            orphans.push_back(it->first);
+            ports_.erase(it->first);
+            it = prepared_by_.erase(it);
+        }
+    }
+    for (const Uuid& uuid : orphans) {
+        auto v = store_.by_uuid(uuid);
+        if (!v || !v->active() || job_of(uuid).operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN || in_postcopy(uuid)) continue;
+        vmm::log::warn("vmmd: domain '{}': the client that prepared its incoming migration closed its connection before "
+                       "Finish: its vmm is ended, as libvirt's QEMU driver ends one (the source keeps the guest)",
+                       v->def.name);
+        set_job(uuid, {});
+        if (auto s = sup_.destroy(uuid, false); !s) vmm::log::warn("vmmd: domain '{}': {}", v->def.name, s.error().message());
+    }
+}
+
 std::vector<rpc::Procedure> Migrations::procedures() {
     std::vector<rpc::Procedure> t = {
         {Proc::DOMAIN_MIGRATE_BEGIN3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_BEGIN3_PARAMS", [this](const DomainView& v, Reader& a) { return begin(v, a); })},
-        {Proc::DOMAIN_MIGRATE_PREPARE3_PARAMS, rpc::Access::write, [this](rpc::Caller&, Reader& a) { return prepare(a); }},
+        {Proc::DOMAIN_MIGRATE_PREPARE3_PARAMS, rpc::Access::write, [this](rpc::Caller& c, Reader& a) { return prepare(c.connection, a); }},
         {Proc::DOMAIN_MIGRATE_PERFORM3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_PERFORM3_PARAMS", [this](const DomainView& v, Reader& a) { return perform(v, a); })},
         {Proc::DOMAIN_MIGRATE_FINISH3_PARAMS, rpc::Access::write, [this](rpc::Caller&, Reader& a) { return finish(a); }},

@@ -45,10 +45,17 @@ public:
     // virsh migrate --tls: both vmm of such a migration get tls-creds DIR (QEMU's layout, as
     // libvirt's migrate_tls_x509_cert_dir); without it --tls is refused by name.
     void use_migration_tls(std::string dir) { tls_dir_ = std::move(dir); }
+    // --migration-address: where an incoming migration listens when its URI names no host
+    // (else the address the host's name resolves to; never every address).
+    void use_migration_address(std::string address) { migration_address_ = std::move(address); }
     std::vector<rpc::Procedure> procedures();
     // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
     // migration itself goes on in the vmm, which outlives vmmd.
     void stop() { stopping_ = true; }
+    // A client's connection closed (the server's hook). An incoming migration that connection
+    // prepared and never finished is ended, as libvirt's QEMU driver ends one (its close
+    // callback): the source keeps the guest. One in postcopy is kept (the guest runs here).
+    void connection_closed(uint64_t connection);
 
     // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
     static constexpr uint64_t kUnlimitedMiBs = 8796093022207ULL;
@@ -67,13 +74,17 @@ private:
 
     // The steps (migrations.cc, migration_perform.cc).
     rpc::Reply begin(const DomainView& v, xdr::Reader& a);
-    rpc::Reply prepare(xdr::Reader& a);
+    // `connection`: the caller's, which owns the incoming domain until Finish.
+    rpc::Reply prepare(uint64_t connection, xdr::Reader& a);
     vmm::Status start_postcopy_incoming(const DomainDef& def, const std::string& uri);
     rpc::Reply perform(const DomainView& v, xdr::Reader& a);
     // --p2p: this vmmd drives the whole sequence as the destination's client (vmmd/peer).
     rpc::Reply perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,
                            const std::vector<rpc::TypedParam>& params, uint32_t flags);
     rpc::Reply finish(xdr::Reader& a);
+    // Finish could not complete the incoming migration: the vmm is destroyed (kept and resumed
+    // in postcopy, where the guest's newest state is here), and `why` is the answer.
+    rpc::Reply finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why);
     rpc::Reply confirm(const DomainView& v, xdr::Reader& a);
     // Runs vmm's migration to `uri` with the settings the flags and parameters ask for, and
     // waits for its end: the completed job, or why it failed.
@@ -98,12 +109,21 @@ private:
     std::optional<std::string> tls_refusal(uint32_t flags) const;  // --tls without --migrate-tls-dir
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
-    vmm::Result<MigrationUri> listen_uri(const std::vector<rpc::TypedParam>& params) const;
+    // Where the destination listens: the URI given, its host (else the migration address) and
+    // port (else one reserved for `uuid` from libvirt's range until Finish: concurrent Prepares
+    // never get the same one).
+    struct Incoming {
+        MigrationUri listen;  // where the vmm listens
+        MigrationUri told;    // what the source is told to connect to
+    };
+    vmm::Result<Incoming> listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params);
+    vmm::Result<uint16_t> reserve_port(const Uuid& uuid, const std::string& host);
+    void release_port(const Uuid& uuid);
     // The vmm's migration parameters the flags and typed parameters ask for.
     vmm::Result<Json> migration_parameters(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                            const std::vector<rpc::TypedParam>& params);
-    // Prepare3's reply: our cookie and the URI the source connects to (`uri`, its host named).
-    rpc::Reply prepared(const DomainDef& def, const MigrationUri& uri) const;
+    // Prepare3's reply: our cookie and the URI the source connects to.
+    rpc::Reply prepared(const DomainDef& def, const MigrationUri& told) const;
     // Finish3's reply: the domain as it runs here, and our cookie.
     rpc::Reply finished(const Uuid& uuid);
 
@@ -142,8 +162,11 @@ private:
     std::string self_uri_;
     Events events_;
     std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
+    std::string migration_address_;  // --migration-address
     std::mutex mutex_;
     std::map<Uuid, Job> jobs_;
+    std::map<Uuid, uint16_t> ports_;        // reserved for incoming migrations until their Finish
+    std::map<Uuid, uint64_t> prepared_by_;  // incoming migrations before Finish: the connection that prepared each
     std::atomic<bool> stopping_{false};
     std::mutex watch_mutex_;
     std::map<Uuid, std::jthread> watches_;  // last: stopped and joined before the rest goes

@@ -86,13 +86,13 @@ Reply Migrations::prepare_resume(const DomainDef& def, const std::vector<rpc::Ty
     auto status = migration_status(def.uuid);
     if (!status) return rpc::fail(VIR_ERR_OPERATION_FAILED, status.error().message());
     if (*status != kPaused) return not_paused(def.name, *status);
-    auto uri = listen_uri(params);
-    if (!uri) return rpc::fail(VIR_ERR_INVALID_ARG, uri.error().message());
-    if (auto r = sup_.qmp(def.uuid, "migrate-recover", Json{{"uri", vmm_uri(*uri)}}); !r) {
+    auto where = listen_uri(def.uuid, params);
+    if (!where) return rpc::fail(VIR_ERR_INVALID_ARG, where.error().message());
+    if (auto r = sup_.qmp(def.uuid, "migrate-recover", Json{{"uri", vmm_uri(where->listen)}}); !r) {
         return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
     }
     set_job(def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
-    return prepared(v->def, *uri);
+    return prepared(v->def, where->told);
 }
 
 // Perform3 with VIR_MIGRATE_POSTCOPY_RESUME: 'migrate -r' to the listening destination, until

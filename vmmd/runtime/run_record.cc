@@ -9,9 +9,24 @@ namespace vmmd {
 using vmm::Error;
 using vmm::monitor::Json;
 
+namespace {
+constexpr MigrationPhase kPhases[] = {MigrationPhase::none, MigrationPhase::incoming, MigrationPhase::outgoing,
+                                      MigrationPhase::outgoing_done};
+}  // namespace
+
+std::string_view phase_name(MigrationPhase p) {
+    switch (p) {
+        case MigrationPhase::none: return "none";
+        case MigrationPhase::incoming: return "incoming";
+        case MigrationPhase::outgoing: return "outgoing";
+        case MigrationPhase::outgoing_done: return "outgoing-done";
+    }
+    return "?";
+}
+
 std::string encode_run_record(const RunRecord& r) {
     Json j{{"pid", r.process.pid}, {"start-ticks", r.process.start_ticks}, {"id", r.id},
-            {"state", r.state.state}, {"reason", r.state.reason}, {"xml", r.xml}};
+            {"state", r.state.state}, {"reason", r.state.reason}, {"xml", r.xml}, {"migration", phase_name(r.phase)}};
     return vmm::monitor::to_text(j) + "\n";
 }
 
@@ -29,8 +44,17 @@ vmm::Result<RunRecord> decode_run_record(std::string_view text) {
     if (!id || *id == 0 || *id > INT_MAX) return Error("the record's \"id\" is missing or not a domain id");
     if (!xml) return Error("the record's \"xml\" is missing or not a string");
     if (!state || *state > 16 || !reason || *reason > 64) return Error("the record's \"state\" or \"reason\" is not one of libvirt's");
+    MigrationPhase phase = MigrationPhase::none;  // a record from before phases were kept has none
+    if (j->contains("migration")) {
+        auto named = vmm::monitor::string_member(*j, "migration");
+        const MigrationPhase* found = nullptr;
+        for (const MigrationPhase& p : kPhases)
+            if (named && *named == phase_name(p)) found = &p;
+        if (found == nullptr) return Error("the record's \"migration\" is not a migration phase vmmd knows");
+        phase = *found;
+    }
     return RunRecord{{static_cast<pid_t>(*pid), *ticks}, static_cast<int>(*id),
-                     {static_cast<int>(*state), static_cast<int>(*reason)}, *xml};
+                     {static_cast<int>(*state), static_cast<int>(*reason)}, *xml, phase};
 }
 
 }  // namespace vmmd

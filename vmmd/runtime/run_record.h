@@ -13,11 +13,22 @@
 
 namespace vmmd {
 
+// Where a migration of the domain stood when vmmd last wrote the record: what a restarted vmmd
+// decides by (adoption.h), as libvirt's QEMU driver decides by its job's phase.
+enum class MigrationPhase {
+    none,
+    incoming,       // the destination: started for a migration, its Finish has not resumed it
+    outgoing,       // the source: Perform runs, its answer has not gone to the client
+    outgoing_done,  // the source: Perform answered; Confirm has not come
+};
+std::string_view phase_name(MigrationPhase p);
+
 struct RunRecord {
     ProcessIdentity process;
     int id = -1;
     DomainState state;  // as vmmd last left it: a restarted vmmd keeps the reason
     std::string xml;  // the definition the process was started with
+    MigrationPhase phase = MigrationPhase::none;
     bool operator==(const RunRecord&) const = default;
 };
 

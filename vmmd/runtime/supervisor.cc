@@ -25,18 +25,13 @@ using vmm::monitor::QmpClient;
 
 Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorPaths paths, DomainStore& store, Listener listener,
                                                        const std::function<void(const std::string&)>& warn) {
-    for (const char* sub : {"/run", "/log"}) {
-        std::string dir = paths.state_dir + sub;
-        std::error_code ec;
-        std::filesystem::create_directories(dir, ec);
-        if (ec) return Error(fmt::format("create {}: {}", dir, ec.message()));
-        if (::chmod(dir.c_str(), 0700) != 0) return Error::from_errno("chmod " + dir);
-    }
+    for (const char* sub : {"", "/run", "/log"})
+        if (auto made = make_private_directory(paths.state_dir + sub); !made) return made.error();
     UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake.valid()) return Error::from_errno("eventfd");
     std::unique_ptr<Supervisor> s(new Supervisor(std::move(paths), store, std::move(listener), std::move(wake)));
-    s->adopt_all(warn);
     s->watcher_ = std::thread([p = s.get()] { p->watch_loop(); });
+    s->adopt_all(warn);
     return s;
 }
 
@@ -48,8 +43,15 @@ Supervisor::~Supervisor() {
         std::lock_guard lock(mutex_);
         stopping_ = true;
     }
+    stopping_cv_.notify_all();
+    for (std::thread& t : adopters_) t.join();
     wake();
     if (watcher_.joinable()) watcher_.join();
+}
+
+bool Supervisor::stopping() const {
+    std::lock_guard lock(mutex_);
+    return stopping_;
 }
 
 void Supervisor::wake() const {
@@ -103,14 +105,21 @@ Status Supervisor::start_incoming(const DomainDef& def, const std::string& uri) 
     return {};
 }
 
-Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state) {
-    {
-        std::lock_guard lock(mutex_);
-        if (running_.count(def.uuid) != 0 || starting_.count(def.uuid) != 0) {
-            return Error(fmt::format("domain '{}' is already running", def.name));
-        }
-        starting_[def.uuid] = true;
+std::optional<std::string> Supervisor::reserve_start(const DomainDef& def) {
+    std::lock_guard lock(mutex_);
+    if (running_.count(def.uuid) != 0 || starting_.count(def.uuid) != 0) return fmt::format("domain '{}' is already running", def.name);
+    std::string record = run_path(def.uuid, ".json");
+    if (::access(record.c_str(), F_OK) == 0) {
+        return fmt::format("domain '{}' has a run record vmmd could not adopt ({}; its log says why): a vmm may still run "
+                           "it. End that vmm if there is one, remove the file, then start the domain",
+                           def.name, record);
     }
+    starting_[def.uuid] = true;
+    return std::nullopt;
+}
+
+Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state) {
+    if (auto why = reserve_start(def)) return Error(*why);
     struct Unmark {
         Supervisor* s;
         Uuid u;
@@ -133,6 +142,7 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
     r->def = def;
     r->process = std::move(*p);
     r->qmp = std::move(*q);
+    r->phase = incoming.empty() ? MigrationPhase::none : MigrationPhase::incoming;
     {
         std::lock_guard lock(mutex_);
         r->id = next_id_++;
@@ -150,7 +160,7 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
 }
 
 Status Supervisor::record(const Running& r, DomainState state) const {
-    RunRecord rec{r.process->identity(), r.id, state, format_domain_xml(r.def)};
+    RunRecord rec{r.process->identity(), r.id, state, format_domain_xml(r.def), r.phase.load()};
     return write_file_atomically(run_path(r.def.uuid, ".json"), encode_run_record(rec));
 }
 
@@ -187,6 +197,11 @@ Status Supervisor::destroy(const Uuid& uuid, bool graceful) {
 
 Result<Json> Supervisor::call(Running& r, const std::string& command, const Json& args) {
     std::lock_guard lock(r.qmp_mutex);
+    if (!r.qmp) {
+        return Error(fmt::format("domain '{}': its vmm (pid {}) has not answered on its QMP socket since vmmd started; "
+                                 "vmmd keeps trying ('virsh destroy' ends it meanwhile)",
+                                 r.def.name, r.process->identity().pid));
+    }
     auto a = r.qmp->execute(command, args);
     if (!a) return Error(fmt::format("domain '{}': {}", r.def.name, a.error().message()));
     return a;
@@ -219,6 +234,11 @@ Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
     auto now = store_.by_uuid(uuid);
     bool paused = now && now->state.state == VIR_DOMAIN_PAUSED;
     if (!pause && !paused) return Error("domain is already running");
+    if (!pause && r->phase == MigrationPhase::incoming) {
+        return Error(fmt::format("domain '{}' is the destination of a migration whose Finish has not resumed it: resuming "
+                                 "it here could run the guest twice (the source still has it)",
+                                 r->def.name));
+    }
     if (pause && paused) return {};  // as libvirt's QEMU driver: suspending a paused domain does nothing
     if (auto a = call(*r, pause ? "stop" : "cont", Json::object()); !a) return a.error();
     if (pause) {
@@ -236,6 +256,14 @@ void Supervisor::set_state(const Uuid& uuid, DomainState state, std::optional<Li
     store_.set_state(uuid, state);
     if (auto s = record(*r, state); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
     if (event) announce(r->def, r->id, *event);
+}
+
+void Supervisor::set_phase(const Uuid& uuid, MigrationPhase phase) {
+    auto r = find(uuid);
+    if (!r || r->phase == phase) return;
+    r->phase = phase;
+    auto now = store_.by_uuid(uuid);
+    if (auto s = record(*r, now ? now->state : DomainState{}); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
 }
 
 Status Supervisor::suspend(const Uuid& uuid) { return change_run_state(uuid, true); }

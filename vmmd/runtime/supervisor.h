@@ -5,8 +5,13 @@
 // vmm that dies is noticed at once: a domain nobody stopped becomes "shut off (crashed)".
 //
 // The processes outlive vmmd: each runs in its own session, and <state>/run/<uuid>.json records
-// it (RunRecord). A restarted vmmd adopts every recorded process that still runs and marks the
-// others crashed.
+// it (RunRecord), with the phase of a migration it is in. A restarted vmmd adopts every recorded
+// process that still runs and marks the others crashed. Adoption does not hold up the server: each
+// vmm is put under watch at once (it cannot be started twice) and reached over QMP by a thread
+// of its own; one that does not answer is shown "paused (unknown)", its pid kept, until it does
+// (destroy works meanwhile). Then what the vmm says and the recorded phase decide what becomes
+// of it (adoption.h). A run record that cannot be read is kept, and the domain cannot be started
+// while it is there, unless the vmm behind its QMP socket is found and adopted.
 #pragma once
 
 #include <atomic>
@@ -19,9 +24,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "vmm/monitor/client/qmp_client.h"
 #include "vmmd/domain/domain_store.h"
+#include "vmmd/runtime/run_record.h"
 #include "vmmd/runtime/vmm_process.h"
 
 namespace vmmd {
@@ -72,6 +79,9 @@ public:
     Status resume(const Uuid& uuid);
     // One QMP command to the domain's vmm (an {"error"} answer is an Error with its desc).
     Result<Json> qmp(const Uuid& uuid, const std::string& command, const Json& args = Json::object());
+    // Records where a migration of the running domain stands (kept in its run record for a
+    // restarted vmmd). A destination in MigrationPhase::incoming cannot be resumed by resume().
+    void set_phase(const Uuid& uuid, MigrationPhase phase);
     // Waits until the domain does not run (true) or `timeout` passes (false).
     bool wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeout);
 
@@ -82,6 +92,8 @@ public:
 
     static constexpr std::chrono::seconds kTermGrace{10};
     static constexpr std::chrono::seconds kStartTimeout{30};
+    // An adopted vmm's QMP socket is tried this long at a time until it answers.
+    static constexpr std::chrono::seconds kAdoptAttempt{2};
 
 private:
     // Why vmmd expects the process to end: it decides the state the domain is left in.
@@ -91,14 +103,18 @@ private:
         int id = -1;
         std::unique_ptr<VmmProcess> process;
         std::mutex qmp_mutex;  // one command at a time on the socket
-        std::unique_ptr<vmm::monitor::QmpClient> qmp;
+        std::unique_ptr<vmm::monitor::QmpClient> qmp;  // null while an adopted vmm has not answered
         std::atomic<Intent> intent{Intent::none};
+        std::atomic<MigrationPhase> phase{MigrationPhase::none};
     };
 
     Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, UniqueFd wake);
     // Starts a vmm for `def` (a boot, or an incoming migration on `incoming`), puts it under
     // watch in `state`, and returns its domain id.
     Result<int> launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state);
+    // Marks `def` as starting, or says why it cannot start: it runs or starts already, or a run
+    // record nobody adopted is there.
+    std::optional<std::string> reserve_start(const DomainDef& def);
     std::string run_path(const Uuid& uuid, const char* suffix) const;
     std::string log_path(const DomainDef& def) const;
     std::shared_ptr<Running> find(const Uuid& uuid) const;
@@ -112,8 +128,15 @@ private:
     Status change_run_state(const Uuid& uuid, bool pause);
     // QMP quit, expecting the vmm to end for `why` (shutdown, or the end of a migration).
     Status quit(const Uuid& uuid, Intent why);
+    // Adoption (supervisor_adopt.cc).
     void adopt_all(const std::function<void(const std::string&)>& warn);
-    Status adopt(const std::string& record_path);
+    // A record that does not read: the vmm behind the domain's QMP socket, with its stored definition.
+    Status adopt_unreadable(const std::string& record_path, const vmm::Error& why);
+    Status adopt_process(const DomainDef& def, int id, DomainState state, MigrationPhase phase, ProcessIdentity who);
+    // The adopted vmm's thread: reaches its QMP socket, then settles it.
+    void attach(const std::shared_ptr<Running>& r, DomainState recorded);
+    void settle(const std::shared_ptr<Running>& r, DomainState recorded);
+    bool stopping() const;
     void watch_loop();
     void ended(const std::shared_ptr<Running>& r);
     void wake() const;
@@ -127,7 +150,9 @@ private:
     std::map<Uuid, bool> starting_;  // start() in progress: a second start is refused
     int next_id_ = 1;
     bool stopping_ = false;
+    std::condition_variable stopping_cv_;  // an adopter's wait between attempts ends when vmmd stops
     std::thread watcher_;
+    std::vector<std::thread> adopters_;  // joined first, in the destructor
 };
 
 }  // namespace vmmd

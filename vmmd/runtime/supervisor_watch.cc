@@ -1,5 +1,4 @@
-// The Supervisor's watcher (one thread: every vmm's pidfd and the wake-up eventfd in one poll)
-// and the adoption of the vmm processes an earlier vmmd left running.
+// The Supervisor's watcher: one thread, every vmm's pidfd and the wake-up eventfd in one poll.
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <poll.h>
@@ -89,49 +88,6 @@ void Supervisor::ended(const std::shared_ptr<Running>& r) {
     if (crashed) vmm::log::warn("{}, see {}", line, log_path(r->def));
     else vmm::log::info("{}", line);
     announce(r->def, r->id, event);
-}
-
-void Supervisor::adopt_all(const std::function<void(const std::string&)>& warn) {
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(paths_.state_dir + "/run", ec)) {
-        if (entry.path().extension() != ".json") continue;
-        if (auto s = adopt(entry.path().string()); !s) warn(fmt::format("{}: {}", entry.path().string(), s.error().message()));
-    }
-    if (ec) warn(fmt::format("read {}/run: {}", paths_.state_dir, ec.message()));
-}
-
-Status Supervisor::adopt(const std::string& record_path) {
-    auto text = read_small_file(record_path);
-    if (!text) return text.error();
-    auto rec = decode_run_record(*text);
-    if (!rec) return rec.error().context("not a run record; left as it is");
-    auto def = parse_domain_xml(rec->xml, Uuid{});
-    if (!def) return def.error().context("the definition in the run record; left as it is");
-    if (!store_.by_uuid(def->uuid)) {
-        if (auto v = store_.add_transient(*def); !v) return v.error();
-    }
-    auto process = VmmProcess::adopt(rec->process);
-    if (!process) {
-        ::unlink(record_path.c_str());
-        ::unlink(run_path(def->uuid, ".qmp").c_str());
-        store_.set_stopped(def->uuid, {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED});
-        return Error(fmt::format("domain '{}' ended while vmmd was away ({}); it is shut off (crashed)", def->name,
-                                 process.error().message()));
-    }
-    auto q = connect_qmp(**process, run_path(def->uuid, ".qmp"), log_path(*def));
-    if (!q) return q.error().context(fmt::format("domain '{}' runs, but vmmd cannot drive it", def->name));
-    auto r = std::make_shared<Running>();
-    r->def = *def;
-    r->id = rec->id;
-    r->process = std::move(*process);
-    r->qmp = std::move(*q);
-    {
-        std::lock_guard lock(mutex_);
-        next_id_ = std::max(next_id_, rec->id + 1);
-    }
-    watch(r, rec->state);
-    vmm::log::info("vmmd: domain '{}' (id {}, vmm pid {}) adopted", def->name, rec->id, rec->process.pid);
-    return {};
 }
 
 }  // namespace vmmd

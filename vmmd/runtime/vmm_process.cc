@@ -7,6 +7,8 @@
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +81,35 @@ Result<uint64_t> process_start_ticks(pid_t pid) {
     unsigned long long ticks = std::strtoull(p + 1, &end, 10);
     if (end == p + 1) return Error(fmt::format("/proc/{}/stat: field 22 is not a number", pid));
     return static_cast<uint64_t>(ticks);
+}
+
+Result<ProcessIdentity> socket_owner(const std::string& path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path) return Error(fmt::format("{}: the path is too long for a unix socket", path));
+    path.copy(a.sun_path, path.size());
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return Error::from_errno("socket");
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EAGAIN) {
+        return Error::from_errno("connect to " + path);
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return Error::from_errno("SO_PEERCRED on " + path);
+    if (cred.pid <= 0) return Error(fmt::format("{}: the kernel names no process behind it", path));
+    auto ticks = process_start_ticks(cred.pid);
+    if (!ticks) return ticks.error();
+    return ProcessIdentity{cred.pid, *ticks};
+}
+
+Status is_vmm_on(pid_t pid, const std::string& qmp_socket) {
+    auto cmdline = read_small_file(fmt::format("/proc/{}/cmdline", pid), 1 << 16);
+    if (!cmdline) return cmdline.error();
+    std::string want = std::string("--qmp") + '\0' + "unix:" + qmp_socket + '\0';
+    if (cmdline->find(want) == std::string::npos) {
+        return Error(fmt::format("process {} is not the vmm serving {} (its command line does not say so)", pid, qmp_socket));
+    }
+    return {};
 }
 
 Result<std::unique_ptr<VmmProcess>> VmmProcess::spawn(const std::vector<std::string>& argv, const std::string& log_path,

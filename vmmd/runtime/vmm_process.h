@@ -36,6 +36,14 @@ struct ProcessEnding {
     int value = 0;  // the exit status, or the signal that killed it
 };
 
+// The process listening on the unix socket `path` (SO_PEERCRED of a connection to it), with its
+// start time: how a restarted vmmd finds a vmm whose run record it cannot read. Connects and
+// closes at once; a socket nobody listens on is an error.
+Result<ProcessIdentity> socket_owner(const std::string& path);
+// Whether process `pid` is the vmm serving QMP on `qmp_socket` (its command line says
+// "--qmp unix:`qmp_socket`"): a run record naming another process is refused.
+Status is_vmm_on(pid_t pid, const std::string& qmp_socket);
+
 class VmmProcess {
 public:
     // Starts `argv` in a new session with stdin from /dev/null and stdout and stderr appended to
