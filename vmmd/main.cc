@@ -88,6 +88,14 @@ int main(int argc, char** argv) {
     app.add_option("--pki-dir", pki_dir,
                    "for --listen-tls: a directory of cacert.pem, servercert.pem and serverkey.pem (default: libvirt's, "
                    "/etc/pki/CA/cacert.pem, /etc/pki/libvirt/servercert.pem, /etc/pki/libvirt/private/serverkey.pem)");
+    size_t max_clients = 256, max_ro_clients = 64;
+    app.add_option("--max-clients", max_clients, "clients served at once on the read-write socket, and on each TCP or TLS one")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--max-readonly-clients", max_ro_clients,
+                   "clients served at once on the read-only socket (every user may connect to it as root's)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
     std::string migration_address;
     app.add_option("--migration-address", migration_address,
                    "where incoming migrations listen when their URI names no host (libvirt's migration_address); "
@@ -162,10 +170,12 @@ int main(int argc, char** argv) {
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.
-    std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600, false, std::nullopt},
-                                             {socket + "-ro", true, mode_t(root ? 0666 : 0600), false, std::nullopt}};
-    if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true, std::nullopt});
-    if (!listen_tls.empty()) sockets.push_back({tls_address(listen_tls), false, 0, true, tls_config(pki_dir, tls_allowed)});
+    std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600, false, std::nullopt, max_clients},
+                                             {socket + "-ro", true, mode_t(root ? 0666 : 0600), false, std::nullopt, max_ro_clients}};
+    if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true, std::nullopt, max_clients});
+    if (!listen_tls.empty()) {
+        sockets.push_back({tls_address(listen_tls), false, 0, true, tls_config(pki_dir, tls_allowed), max_clients});
+    }
     vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
                                 [&events, &migrations, &stopping](uint64_t c) {
                                     events.disconnected(c);

@@ -2,7 +2,8 @@
 # Stock virsh (Debian's libvirt-clients) against vmmd (label libvirt): the connection-level
 # commands answer, a read-only connection connects through the -ro socket, a function vmmd does
 # not serve is refused by name, and garbage on the socket closes that client only: vmmd runs on
-# and serves the next one.
+# and serves the next one. 1,000 idle read-only clients starve nobody, and a half-sent frame is
+# closed within its deadline.
 #   virsh_connect_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -64,3 +65,36 @@ out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh after garbage: $out"
 expect "serves the next client" "$out" "^$(hostname)\$"
 grep -q "a message of 4294967295 bytes, more than libvirt's maximum" "$dir/log" || fail "the log does not say why"
 echo "ok: the log says why"
+
+# 1,000 idle clients on the read-only socket (any user may open it): root's virsh on the
+# read-write one still answers, vmmd runs a bounded number of threads, and the log says why the
+# rest were closed. Then a frame begun and never finished is closed within its deadline.
+python3 - "$sock-ro" "$uri" "$pid" <<'PY' || fail "a thousand idle clients"
+import socket, subprocess, sys, time
+held = []
+for _ in range(1000):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    held.append(s)
+start = time.monotonic()
+out = subprocess.run(["virsh", "-c", sys.argv[2], "list", "--all"], capture_output=True, text=True, timeout=60)
+took = time.monotonic() - start
+assert out.returncode == 0, out.stderr
+threads = int([l for l in open(f"/proc/{sys.argv[3]}/status") if l.startswith("Threads:")][0].split()[1])
+assert threads < 200, f"vmmd runs {threads} threads with 1000 idle clients"
+print(f"virsh list answered in {took:.2f} s beside 1000 idle read-only clients; vmmd has {threads} threads")
+PY
+expect "the log says the read-only socket was full" "$(cat "$dir/log")" "sock-ro serves 64 clients, its most"
+python3 - "$sock-ro" <<'PY' || fail "a half-sent frame was held"
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"\x00\x00")  # half a length word, and nothing more
+s.settimeout(60)
+start = time.monotonic()
+assert s.recv(1) == b"", "vmmd answered a half-sent frame"
+took = time.monotonic() - start
+assert took < 30, f"held for {took:.0f} s"
+print(f"a half-sent frame was closed after {took:.1f} s")
+PY
+expect "the log says why" "$(cat "$dir/log")" "sent 2 of 4 bytes and no more within 10 s"

@@ -29,6 +29,8 @@ using vmm::Error;
 namespace {
 
 constexpr long kSendTimeoutSeconds = 30;
+constexpr auto kFrameDeadline = std::chrono::seconds(10);     // a begun message arrives whole within it
+constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
 constexpr size_t kCallsInFlight = 5;                           // per connection, as libvirtd's max_client_requests
 constexpr int32_t kConnectOpen = rpc::number_of(rpc::Proc::CONNECT_OPEN);
 constexpr int32_t kConnectClose = rpc::number_of(rpc::Proc::CONNECT_CLOSE);
@@ -102,16 +104,31 @@ Result<UniqueFd> bind_socket(const SocketSpec& s) {
     return fd;
 }
 
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
 // Reads exactly `n` bytes. false: the peer closed before the first byte (a clean end between
-// messages); a close in the middle, a stop or an I/O error is an Error.
-Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n) {
+// messages); a close in the middle, a stop, an I/O error or `deadline` passing is an Error.
+// Without a deadline the first byte may take for ever; `started` is set when it came.
+Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n, Deadline deadline,
+                        std::chrono::steady_clock::time_point* started = nullptr) {
     size_t got = 0;
     while (got < n) {
         pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
+        int wait = -1;
+        if (deadline) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) {
+                return Error(fmt::format("the client sent {} of {} bytes and no more within {} s: it is closed", got, n,
+                                         kFrameDeadline.count()));
+            }
+            wait = static_cast<int>(left.count());
+        }
+        int ready = ::poll(fds, 2, wait);
+        if (ready < 0) {
             if (errno == EINTR) continue;
             return Error::from_errno("poll on a client");
         }
+        if (ready == 0) continue;  // the deadline is checked above
         if (fds[1].revents != 0) return Error("vmmd is stopping");
         ssize_t r = ::read(fd, p + got, n - got);
         if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -119,6 +136,11 @@ Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n) {
         if (r == 0) {
             if (got == 0) return false;
             return Error(fmt::format("the client closed in the middle of a message ({} of {} bytes)", got, n));
+        }
+        if (got == 0 && !deadline) {  // begun: the rest comes soon
+            auto now = std::chrono::steady_clock::now();
+            deadline = now + kFrameDeadline;
+            if (started) *started = now;
         }
         got += static_cast<size_t>(r);
     }
@@ -128,13 +150,14 @@ Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n) {
 // The next whole message, or nullopt when the client hung up between messages.
 Result<std::optional<rpc::Message>> read_message(int fd, int stop_fd) {
     uint8_t word[rpc::kLengthSize];
-    auto got = read_exact(fd, stop_fd, word, sizeof word);
+    std::chrono::steady_clock::time_point started;
+    auto got = read_exact(fd, stop_fd, word, sizeof word, std::nullopt, &started);
     if (!got) return got.error();
     if (!*got) return std::optional<rpc::Message>();
     auto n = rpc::decode_length(word);
     if (!n) return n.error();
     std::vector<uint8_t> body(*n);
-    auto rest = read_exact(fd, stop_fd, body.data(), body.size());
+    auto rest = read_exact(fd, stop_fd, body.data(), body.size(), started + kFrameDeadline);
     if (!rest) return rest.error();
     if (!*rest) return Error("the client closed after a length word");
     auto m = rpc::decode_message(body);
@@ -220,7 +243,21 @@ Status Server::run() {
     }
 }
 
-void Server::accept_one(const Listener& l) {
+bool Server::full(Listener& l) {
+    size_t n = 0;
+    for (const Client& c : clients_) n += c.listener == &l && !c.done ? 1 : 0;
+    if (n < l.spec.max_clients) return false;
+    auto now = std::chrono::steady_clock::now();
+    if (now - l.last_refusal >= kRefusalLogInterval) {
+        l.last_refusal = now;
+        vmm::log::warn("vmmd: {} serves {} clients, its most: more are closed at once (--max-clients, "
+                       "--max-readonly-clients)",
+                       l.spec.path, n);
+    }
+    return true;
+}
+
+void Server::accept_one(Listener& l) {
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
     UniqueFd fd(::accept4(l.fd.get(), reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC));
@@ -229,6 +266,7 @@ void Server::accept_one(const Listener& l) {
         return;
     }
     std::lock_guard lock(mutex_);
+    if (full(l)) return;  // the descriptor closes: the client hears at once
     if (!l.spec.tls) {
         add_client(std::move(fd), l, !l.spec.tcp);
         return;
@@ -257,6 +295,7 @@ void Server::add_client(UniqueFd fd, const Listener& l, bool secure) {
     c.number = next_connection_++;
     c.read_only = l.spec.read_only;
     c.secure = secure;
+    c.listener = &l;
     if (hooks_.opened) hooks_.opened(c.number, c.outbox);
     c.thread = std::thread([this, &c] {
         vmm::name_this_thread("vmmd-client");

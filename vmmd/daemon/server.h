@@ -3,12 +3,16 @@
 // read) and answers the keepalive program's PING with PONG at once; the calls of an open
 // connection run beside it, up to five at a time (CallWorkers), so a long call never silences
 // the connection. A message that cannot be framed or decoded closes that client's connection,
-// saying why in the log; the daemon and every other client run on.
+// saying why in the log; the daemon and every other client run on. A client may wait as long as
+// it likes between messages, but a message it has begun must arrive whole within 10 s, and each
+// socket serves at most its max_clients at once: no client can hold a thread for ever, nor
+// starve another socket's.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <list>
 #include <memory>
@@ -39,6 +43,10 @@ struct SocketSpec {
     // A TLS listener (--listen-tls): every client proves itself with a certificate
     // (tls_terminator.h) and its connection is secure (CONNECT_IS_SECURE).
     std::optional<TlsServerConfig> tls;
+    // At most this many clients at once on this socket (libvirtd's max_clients, per socket here:
+    // the read-only socket, open to every user, cannot use up the read-write one's); one more is
+    // accepted and closed at once, with a line in the log (at most one every 10 s).
+    size_t max_clients = 256;
 };
 
 // Who hears of connections coming and going (the event hub: events go to a connection's outbox).
@@ -68,6 +76,7 @@ private:
     struct Listener {
         SocketSpec spec;
         UniqueFd fd;
+        std::chrono::steady_clock::time_point last_refusal{};  // under mutex_: when the log last said so
     };
     struct Client {
         UniqueFd fd;
@@ -75,11 +84,13 @@ private:
         std::shared_ptr<Outbox> outbox;
         bool read_only = false;
         bool secure = true;
+        const Listener* listener = nullptr;
         std::thread thread;
         std::atomic<bool> done{false};
     };
     Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d, ConnectionHooks hooks);
-    void accept_one(const Listener& l);
+    void accept_one(Listener& l);
+    bool full(Listener& l);  // under mutex_: `l` has its max_clients (said in the log)
     void add_client(UniqueFd fd, const Listener& l, bool secure);  // under mutex_
     void serve(Client& c);
     void reap_finished();
