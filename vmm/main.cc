@@ -1,6 +1,7 @@
 // vmm: parse the command line, build the machine, boot the payload, serve the monitors, and
 // wait until the VM ends. The exit status is the guest's (control device EXIT), 0 after
-// 'quit' or a signal, 1 when the VM could not be built or the guest crashed, 2 for bad usage.
+// 'quit' or a signal, 1 when the VM could not be built or the guest crashed, 2 for bad usage, 3
+// after 'quit' on a postcopy destination that still lacked pages only the source has.
 #include <signal.h>
 
 #include <cstdio>

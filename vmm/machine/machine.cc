@@ -133,6 +133,16 @@ void Machine::refuse_resume(std::string why) {
     resume_refusal_ = std::move(why);
 }
 
+void Machine::set_incomplete(std::string why) {
+    std::lock_guard lock(mutex_);
+    incomplete_ = std::move(why);
+}
+
+std::string Machine::incomplete() const {
+    std::lock_guard lock(mutex_);
+    return incomplete_;
+}
+
 Status Machine::resume(bool force) {
     {
         std::lock_guard lock(mutex_);

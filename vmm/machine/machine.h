@@ -61,6 +61,11 @@ public:
     // Makes resume() fail with `why` unless forced ("" or a forced resume lifts it): a source whose guest went on
     // to the destination in postcopy must not run it too.
     void refuse_resume(std::string why);
+    // While set, the guest's state is not whole here (a postcopy destination still lacking pages
+    // only the source has): 'quit' ends the machine with kIncompleteExit instead of 0. "" clears.
+    void set_incomplete(std::string why);
+    std::string incomplete() const;
+    static constexpr int kIncompleteExit = 3;
     void pause();
     // Ends the machine: every vCPU stops; wait_for_end() returns `exit_code`. Safe from a vCPU.
     void end(int exit_code, RunState final_state = RunState::shutdown);
@@ -137,6 +142,7 @@ private:
     RunState state_ = RunState::prelaunch;
     bool ended_ = false;
     std::string resume_refusal_;
+    std::string incomplete_;  // set_incomplete: why a quit now would lose the guest
     int exit_code_ = 0;
     uint64_t pause_step_ = 0;
     uint32_t throttle_ = 0;

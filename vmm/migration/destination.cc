@@ -224,6 +224,7 @@ Status IncomingMigration::resume(Connection& conn) {
     if (s) {
         receiver_->close();
         machine_.control().postcopy_window(false);
+        machine_.set_incomplete("");
     }
     return s;
 }
@@ -394,11 +395,13 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
         return s;
     }
     in_postcopy_ = true;
+    machine_.set_incomplete("the guest runs here in postcopy and still lacks pages only the source has");
     set_status(MigrationStatus::postcopy_active);
     Status s = r->run();
     if (s) {
         r->close();  // every page is here: the guest no longer needs the fault thread
         machine_.control().postcopy_window(false);
+        machine_.set_incomplete("");
     }
     return s;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "vmm/common/log.h"
 #include "vmm/common/units.h"
 #include "vmm/monitor/client/json_access.h"
 #include "vmm/memory/digest.h"
@@ -112,8 +113,13 @@ void add_run_control(CommandTable& t, Machine& m) {
                if (auto s = m.resume(flag(a, "force")); !s) return s.error();
                return Json::object();
            }, {}});
-    t.add({"quit", "quit", {}, "end the VM and exit vmm", [&m](const Json&) -> Result<Json> {
-               m.end(0);
+    t.add({"quit", "quit", {}, "end the VM and exit vmm (status 3 if the guest's state is not whole here)",
+           [&m](const Json&) -> Result<Json> {
+               std::string why = m.incomplete();
+               if (!why.empty()) {
+                   log::warn("quit: {}: the guest is lost here; vmm exits with status {}", why, Machine::kIncompleteExit);
+               }
+               m.end(why.empty() ? 0 : Machine::kIncompleteExit);
                return Json::object();
            }, {}});
 }
