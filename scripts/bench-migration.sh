@@ -57,13 +57,13 @@ migrate_once() {
     local dpid=$!; pids+=("$dpid")
     "$VMM" -m "$mem" --smp "$smp" --monitor "unix:$work/$name-s.sock" --serial none "$@" >"$work/$name-s.log" 2>&1 &
     local spid=$!; pids+=("$spid")
-    "$CTL" "unix:$work/$name-s.sock" "info status" >/dev/null
+    "$CTL" --wait 30 "unix:$work/$name-s.sock" "info status" >/dev/null
     # Let the payload start (and the pattern guest fill its region) before migrating.
     for _ in $(seq 1 300); do
         [ "$("$CTL" "unix:$work/$name-s.sock" "info guest" | field steps)" -ge 1 ] 2>/dev/null && break
         sleep 0.1
     done
-    "$CTL" "unix:$work/$name-d.sock" "info status" >/dev/null
+    "$CTL" --wait 30 "unix:$work/$name-d.sock" "info status" >/dev/null
     # The longest gap the guest saw before migrating: its own step time, the resolution of the
     # guest-observed pause below.
     R_BASELINE=$("$CTL" "unix:$work/$name-s.sock" "info guest" | field "longest pause observed")

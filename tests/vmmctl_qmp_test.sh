@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vmmctl --qmp against our vmm: commands answer JSON lines, an error answer exits 1, a watch
-# follows a migration to its end. Usage: vmmctl_qmp_test.sh BUILD_DIR
+# follows a migration to its end, a socket that does not exist is an error at once. Usage: vmmctl_qmp_test.sh BUILD_DIR
 set -euo pipefail
 bin=$1/bin
 [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
@@ -11,7 +11,11 @@ port=$(( 30000 + RANDOM % 10000 ))
 "$bin/vmm" -m 64M --incoming "tcp:127.0.0.1:$port" --serial none >"$dir/d.log" 2>&1 & pids+=($!)
 "$bin/vmm" -m 64M --guest idle --qmp "unix:$dir/q.sock" --serial none >"$dir/s.log" 2>&1 & pids+=($!)
 
-out=$("$bin/vmmctl" --qmp "unix:$dir/q.sock" query-status)
+# A socket that does not exist is said at once (a vmm that is starting is waited for with --wait).
+rc=0; timeout 3 "$bin/vmmctl" --qmp "unix:$dir/none.sock" query-status 2>"$dir/err" || rc=$?
+[ "$rc" = 1 ] || { echo "vmmctl on a missing socket: exit $rc (124: it waited)"; exit 1; }
+grep -q "none.sock does not exist" "$dir/err" || { echo "the error does not say so:"; cat "$dir/err"; exit 1; }
+out=$("$bin/vmmctl" --qmp --wait 30 "unix:$dir/q.sock" query-status)
 [ "$out" = '{"running":true,"status":"running"}' ] || { echo "query-status answered: $out"; exit 1; }
 if "$bin/vmmctl" --qmp "unix:$dir/q.sock" 'no-such-command' 2>"$dir/err"; then echo "an unknown command succeeded"; exit 1; fi
 grep -q "no-such-command" "$dir/err" || { echo "the error does not name the command:"; cat "$dir/err"; exit 1; }
@@ -25,7 +29,7 @@ tail -1 "$dir/watch" | grep -Eq '"x-command-seconds":[0-9]+(\.[0-9]+)?(e-?[0-9]+
 
 # The text monitor: a foreground migrate that fails exits 1 and says why on its last line.
 "$bin/vmm" -m 64M --guest idle --monitor "unix:$dir/h.sock" --serial none >"$dir/h.log" 2>&1 & pids+=($!)
-if "$bin/vmmctl" "unix:$dir/h.sock" "migrate unix:$dir/nobody-listens.sock" >"$dir/hmp-out" 2>&1; then
+if "$bin/vmmctl" --wait 30 "unix:$dir/h.sock" "migrate unix:$dir/nobody-listens.sock" >"$dir/hmp-out" 2>&1; then
     echo "vmmctl exited 0 after a failed migration:"; cat "$dir/hmp-out"; exit 1
 fi
 grep -q '^Error: migration failed: ' "$dir/hmp-out" || { echo "no error line after the failed migration:"; cat "$dir/hmp-out"; exit 1; }

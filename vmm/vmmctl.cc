@@ -6,9 +6,15 @@
 //                                   then query-migrate every 200 ms, one JSON line each with "t"
 //                                   (s) added, until the migration completes, fails or is
 //                                   cancelled (one connection: QEMU's QMP takes one client)
+//   vmmctl --wait 10 unix:/tmp/m.sock "info status"
+//                                   waits up to 10 s for a vmm that is starting to listen (without
+//                                   --wait a socket that is not there is an error at once, and one
+//                                   that is there gets 2 s to answer)
 // Exit status: 0, 1 when the monitor cannot be reached or a command failed (a line starting
 // "Error:" on the text monitor, as a foreground `migrate` that fails or is cancelled ends; an
 // error answer over QMP; a watched migration that did not complete), 2 for bad usage.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,9 +31,9 @@ using namespace vmm;
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: vmmctl unix:PATH COMMAND [COMMAND...]\n"
-                 "       vmmctl --qmp unix:PATH 'NAME [JSON-ARGUMENTS]' [...]\n"
-                 "       vmmctl --qmp unix:PATH ['NAME [JSON-ARGUMENTS]' ...] --watch-migration INTERVAL-MS\n");
+                 "usage: vmmctl [--wait SECONDS] unix:PATH COMMAND [COMMAND...]\n"
+                 "       vmmctl --qmp [--wait SECONDS] unix:PATH 'NAME [JSON-ARGUMENTS]' [...]\n"
+                 "       vmmctl --qmp [--wait SECONDS] unix:PATH ['NAME [JSON-ARGUMENTS]' ...] --watch-migration INTERVAL-MS\n");
     return 2;
 }
 
@@ -42,8 +48,8 @@ bool reports_error(const std::string& answer) {
     return answer.rfind("Error:", 0) == 0 || answer.find("\nError:") != std::string::npos;
 }
 
-int text_monitor(const std::string& path, int argc, char** argv) {
-    auto client = monitor::HmpClient::connect(path, std::chrono::seconds(10));
+int text_monitor(const std::string& path, std::chrono::milliseconds wait, int argc, char** argv) {
+    auto client = monitor::HmpClient::connect(path, wait);
     if (!client) return failed(client.error());
     int status = 0;
     for (int i = 0; i < argc; ++i) {
@@ -102,8 +108,8 @@ int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
     return 0;
 }
 
-int qmp_monitor(const std::string& path, int argc, char** argv) {
-    auto client = monitor::QmpClient::connect(path, std::chrono::seconds(10));
+int qmp_monitor(const std::string& path, std::chrono::milliseconds wait, int argc, char** argv) {
+    auto client = monitor::QmpClient::connect(path, wait);
     if (!client) return failed(client.error());
     double last_seconds = 0;
     for (int i = 0; i < argc; ++i) {
@@ -121,14 +127,35 @@ int qmp_monitor(const std::string& path, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool qmp = argc >= 2 && std::string(argv[1]) == "--qmp";
-    int first = qmp ? 2 : 1;
+    bool qmp = false;
+    long wait_seconds = -1;  // not given
+    int first = 1;
+    for (; first < argc; ++first) {
+        std::string a = argv[first];
+        if (a == "--qmp") {
+            qmp = true;
+        } else if (a == "--wait" && first + 1 < argc) {
+            char* end = nullptr;
+            wait_seconds = std::strtol(argv[++first], &end, 10);
+            if (*end != '\0' || wait_seconds < 0 || wait_seconds > 3600) return usage();
+        } else {
+            break;
+        }
+    }
     if (argc < first + 2) return usage();
     auto endpoint = vmm::config::parse_endpoint(argv[first], false);
     if (!endpoint || endpoint->kind != vmm::config::Endpoint::Kind::unix_socket) {
         std::fprintf(stderr, "vmmctl: '%s' is not unix:PATH\n", argv[first]);
         return 2;
     }
-    return qmp ? qmp_monitor(endpoint->path, argc - first - 1, argv + first + 1)
-               : text_monitor(endpoint->path, argc - first - 1, argv + first + 1);
+    // Without --wait: a socket that is not there is an error at once; one that is there gets 2 s
+    // (a vmm binds its socket a moment before it listens).
+    if (wait_seconds < 0 && ::access(endpoint->path.c_str(), F_OK) != 0) {
+        std::fprintf(stderr, "vmmctl: %s does not exist: is vmm running with %s unix:%s? (--wait SECONDS waits for one that is starting)\n",
+                     endpoint->path.c_str(), qmp ? "--qmp" : "--monitor", endpoint->path.c_str());
+        return 1;
+    }
+    std::chrono::milliseconds wait = std::chrono::seconds(wait_seconds < 0 ? 2 : wait_seconds);
+    return qmp ? qmp_monitor(endpoint->path, wait, argc - first - 1, argv + first + 1)
+               : text_monitor(endpoint->path, wait, argc - first - 1, argv + first + 1);
 }
