@@ -7,7 +7,8 @@
 # one drives the guest on, nothing is left on the destination; a restart under a SIGSTOPped vmm
 # answers at once, shows it paused (unknown), refuses a second start and takes it over once it
 # answers; a truncated run record is kept aside and its vmm adopted through its QMP socket; one
-# with no vmm behind it blocks a start until it is removed.
+# with no vmm behind it blocks a start until it is removed; the source's vmmd killed before Confirm:
+# its copy is held paused, the destination's runs.
 #   virsh_crash_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -92,8 +93,10 @@ echo "ok: source vmmd killed during Perform: the restarted one drives the guest,
 vmm=$(source_vmm)
 kill -STOP "$vmm"
 stop_vmmd
+t0=$(date +%s%N)
 start_vmmd "$build"
 out=$(timeout 10 virsh -c "$uri" list --all 2>&1) || fail "list after a restart under a hung vmm: $out"
+echo "note: under a hung vmm, vmmd answered $(( ($(date +%s%N) - t0) / 1000000 )) ms after it was started"
 expect "list answers and shows the domain running" "$out" "demo"
 wait_until 30 state_is "paused (unknown)" || fail "a hung vmm's domain shows $(v domstate demo --reason)"
 out=$(v start demo) && fail "a domain whose vmm is hung was started again: $out"
@@ -128,3 +131,35 @@ expect "the start refusal names the record" "$out" "run record vmmd could not ad
 rm -f "$record"
 out=$(v start demo) || fail "start once the record is removed: $out"
 echo "ok: an unreadable record with no vmm behind it blocks a start until it is removed"
+
+# The source's vmmd killed after Perform answered, before Confirm (the destination's vmmd stopped
+# meanwhile, so virsh waits in Finish): Finish then moves the guest to the destination (kept
+# paused by --suspend, so the digests compare), and the restarted source holds its copy paused
+# and refuses to resume it. Exactly one copy is resumable: the destination's.
+guest_runs_clean "$build/bin/vmmctl" state
+performed() { grep -q '"migration":"outgoing-done"' "$dir"/state/run/*.json 2>/dev/null; }
+port=$((port + 1))
+v migrate --live --suspend demo "$duri" --migrateuri "tcp://127.0.0.1:$port" --bandwidth 2 >"$dir/migrate.out" 2>&1 &
+mpid=$!
+wait_until 30 job_runs || fail "no migration job appeared: $(cat "$dir/migrate.out")"
+kill -STOP "$dpid"
+wait_until 60 performed || fail "Perform never answered: $(cat "$dir"/state/run/*.json)"
+kill_hard "$pid"
+pid=
+kill -CONT "$dpid"
+wait "$mpid"  # virsh may call the migration done: libvirt's client only warns when Confirm fails
+start_vmmd "$build"
+wait_until 30 state_is "paused (migrating)" || fail "the held source shows $(v domstate demo --reason)"
+out=$(v resume demo) && fail "the source resumed a copy the destination runs: $out"
+expect "the source's vmm holds it" "$(qmp state demo query-status)" '"status":"postmigrate"'
+[ "$(d domstate demo | head -1)" = paused ] || fail "the destination shows $(d domstate demo --reason)"
+[ "$(qmp state demo query-ramhash)" = "$(qmp dstate demo query-ramhash)" ] || fail "the two copies' RAM differ"
+out=$(d resume demo) || fail "resume at the destination: $out"
+guest_runs_clean "$build/bin/vmmctl" dstate
+expect "the restarted source says why it holds its copy" "$(cat "$dir/log")" "Confirm never came"
+echo "ok: source vmmd killed before Confirm: its copy held paused, the destination's (same RAM) runs"
+
+# A vmm that does not answer (stopped) is still ended by destroy (SIGTERM, then SIGKILL).
+kill -STOP "$(source_vmm)"
+out=$(v destroy demo) || fail "destroy of a stopped vmm: $out"
+expect "destroy ends a vmm that does not answer" "$(v domstate demo --reason)" "shut off \(destroyed\)"
