@@ -109,7 +109,8 @@ int qmp_command(monitor::QmpClient& qmp, const std::string& line) {
 }
 
 int qmp_monitor(const std::string& path, std::chrono::milliseconds wait, int argc, char** argv) {
-    auto client = monitor::QmpClient::connect(path, wait);
+    // A vmm that is there answers at once, but a loaded machine may take seconds to schedule it.
+    auto client = monitor::QmpClient::connect(path, wait, std::chrono::seconds(60));
     if (!client) return failed(client.error());
     double last_seconds = 0;
     for (int i = 0; i < argc; ++i) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Evacuating a host (label libvirt): four domains migrated at once to one destination and back,
 # twice in a row, each arriving with the RAM digest it left with; then eight at once with --p2p.
-# No migration names a port: concurrent Prepares each get their own (reserved, not probed), and
-# every incoming vmm listens on the migration address it was given, not on every address.
+# No migration names a port: concurrent Prepares each get their own (reserved until Finish, not
+# probed: without that, one of four failed with "Address already in use"), and every incoming vmm
+# listens on the migration address it was given, not on every address.
 #   virsh_evacuate_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -50,11 +51,12 @@ incoming_args() { pgrep -af -- "--qmp unix:$dir/$1/run/" | grep -o -- "--incomin
 
 for pass in 1 2; do
     round "$uri" "$duri" dstate 4
+    # A port goes back at Finish (the vmm has its connection by then), so a later Prepare may
+    # reuse one: what matters is that none failed, and that each listened where it was told.
     args=$(incoming_args dstate)
     [ "$(wc -l <<<"$args")" = 4 ] || fail "pass $pass: not four incoming vmm: $args"
-    [ "$(sort -u <<<"$args" | wc -l)" = 4 ] || fail "pass $pass: two Prepares got one port: $args"
-    grep -v -- "--incoming tcp:127.0.0.1:" <<<"$args" && fail "pass $pass: an incoming vmm listens elsewhere: $args"
-    echo "ok: pass $pass: four at once there, on four ports of 127.0.0.1"
+    grep -v -- "--incoming tcp:127.0.0.1:49[0-9]*$" <<<"$args" && fail "pass $pass: an incoming vmm listens elsewhere: $args"
+    echo "ok: pass $pass: four at once there, each on a port of 127.0.0.1 from libvirt's range"
     round "$duri" "$uri" state 4
     echo "ok: pass $pass: four at once back"
 done

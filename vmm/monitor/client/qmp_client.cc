@@ -14,13 +14,14 @@ constexpr size_t kMaxReplyBytes = 16 << 20;
 constexpr std::chrono::seconds kAnswerTimeout{60};
 }  // namespace
 
-Result<std::unique_ptr<QmpClient>> QmpClient::connect(const std::string& path, std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<QmpClient>> QmpClient::connect(const std::string& path, std::chrono::milliseconds timeout,
+                                                      std::optional<std::chrono::milliseconds> greeting_within) {
     auto fd = connect_unix(path, timeout);
     if (!fd) return fd.error();
     std::unique_ptr<QmpClient> c(new QmpClient(std::move(*fd)));
     // The greeting within the same bound (at least a second): a peer that accepts and then says
     // nothing (a stopped process: the kernel accepts for it) must not hold a caller for a minute.
-    auto wait = std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(1));
+    auto wait = greeting_within.value_or(std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(1)));
     auto greeting = c->read_message(wait);
     if (!greeting) return greeting.error();
     if (!*greeting) {

@@ -20,9 +20,10 @@ using Json = nlohmann::json;
 
 class QmpClient {
 public:
-    // Connects to `path` (retrying while it is not there yet) and reads the greeting, each within
-    // `timeout` (the greeting at least a second), then negotiates capabilities.
-    static Result<std::unique_ptr<QmpClient>> connect(const std::string& path, std::chrono::milliseconds timeout);
+    // Connects to `path` (retrying while it is not there yet) within `timeout`, reads the greeting
+    // within `greeting` (default: `timeout`, at least a second), then negotiates capabilities.
+    static Result<std::unique_ptr<QmpClient>> connect(const std::string& path, std::chrono::milliseconds timeout,
+                                                      std::optional<std::chrono::milliseconds> greeting = std::nullopt);
     // What the peer said first: {"QMP": {"version": ..., "capabilities": [...]}}.
     const Json& greeting() const { return greeting_; }
     // {"execute": name, "arguments": args}; an {"error": ...} answer becomes an Error with its desc.
