@@ -50,7 +50,7 @@ Reply set_parameter(Supervisor& sup, const DomainView& v, const char* name, uint
 }  // namespace
 
 std::optional<JobStats> Migrations::current_job(const DomainView& v) {
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     if (!job.active || !v.active()) return std::nullopt;
     auto q = sup_.qmp(v.def.uuid, "query-migrate");
     if (!q) return std::nullopt;
@@ -65,12 +65,7 @@ Reply Migrations::job_stats(const DomainView& v, uint32_t flags) {
     }
     std::optional<JobStats> s;
     if ((flags & VIR_DOMAIN_JOB_STATS_COMPLETED) != 0) {
-        std::lock_guard lock(mutex_);
-        auto it = jobs_.find(v.def.uuid);
-        if (it != jobs_.end()) {
-            s = it->second.completed;
-            if ((flags & VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) == 0) it->second.completed.reset();
-        }
+        s = jobs_.completed(v.def.uuid, (flags & VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) != 0);
     } else {
         s = current_job(v);
     }
@@ -99,7 +94,7 @@ Reply Migrations::abort(const DomainView& v, uint32_t flags) {
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_ABORT_JOB_FLAGS: unsupported flags ({:#x})", flags));
     }
     if ((flags & VIR_DOMAIN_ABORT_JOB_POSTCOPY) != 0) return pause_postcopy(v);
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
         return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
     }
@@ -109,7 +104,7 @@ Reply Migrations::abort(const DomainView& v, uint32_t flags) {
 
 // virsh migrate-postcopy: the migration under way (started with --postcopy) switches now.
 Reply Migrations::start_postcopy(const DomainView& v) {
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
         return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
     }

@@ -120,7 +120,7 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
         sup_.set_state(v.def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION},
                        LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED});
     }
-    set_job(v.def.uuid, job);
+    jobs_.set(v.def.uuid, job);
     sup_.set_phase(v.def.uuid, MigrationPhase::outgoing);
     if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}}); !r) return r.error();
     // With --postcopy, Perform ends at the switch, as libvirt's QEMU driver does: the
@@ -129,28 +129,15 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
 }
 
 void Migrations::announce_iterations(const Uuid& uuid, uint64_t count) {
-    uint64_t from = 0;
-    {
-        std::lock_guard lock(mutex_);
-        auto it = jobs_.find(uuid);
-        if (it == jobs_.end() || !it->second.active || it->second.iterations >= count) return;
-        from = it->second.iterations;
-        it->second.iterations = count;
-    }
+    auto fresh = jobs_.iterations_reached(uuid, count);
+    if (!fresh) return;
     auto v = store_.by_uuid(uuid);
     if (!v || !events_.iteration) return;
-    for (uint64_t i = from + 1; i <= count; ++i) events_.iteration(v->def, v->id, static_cast<int>(i));
+    for (uint64_t i = fresh->first; i <= fresh->second; ++i) events_.iteration(v->def, v->id, static_cast<int>(i));
 }
 
 void Migrations::job_completed(const Uuid& uuid, const JobStats& stats) {
-    {
-        std::lock_guard lock(mutex_);
-        Job& job = jobs_[uuid];
-        if (job.announced) return;
-        job.completed = stats;
-        job.active = false;
-        job.announced = true;
-    }
+    if (!jobs_.complete(uuid, stats)) return;
     auto v = store_.by_uuid(uuid);
     if (v && events_.completed) events_.completed(v->def, v->id, stats);
 }
@@ -206,15 +193,15 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
         postcopy_failed_here(v.def.uuid);  // the guest is split: kept for --postcopy-resume
         return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
     }
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     job.active = job.postcopy && done;  // in postcopy the job goes on until Confirm
     if (!done) {
         sup_.set_phase(v.def.uuid, MigrationPhase::none);  // the vmm keeps the guest through a failure
-        set_job(v.def.uuid, job);
+        jobs_.set(v.def.uuid, job);
         return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
     }
     job.completed = *done;
-    set_job(v.def.uuid, job);
+    jobs_.set(v.def.uuid, job);
     auto reason = job.postcopy ? VIR_DOMAIN_PAUSED_POSTCOPY : VIR_DOMAIN_PAUSED_MIGRATION;
     auto event = job.postcopy ? VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY : VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED;
     bool announce = !job.paused_for_it && !resume;  // a resumed source was paused already

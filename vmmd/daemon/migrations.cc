@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,8 +24,6 @@ using xdr::Writer;
 namespace {
 
 
-// Ports the destination listens on when the client names none (libvirt's migration_port_min/max).
-constexpr uint16_t kFirstPort = 49152, kLastPort = 49215;
 // How long Finish waits for the incoming vmm to report the end of a migration its source finished.
 constexpr std::chrono::seconds kFinishTimeout{60};
 
@@ -36,48 +33,7 @@ Reply hard_limit_refusal() {
     return refuse(VIR_ERR_OPERATION_INVALID, "cannot start RDMA migration with no memory hard limit set");
 }
 
-// Whether `host`:`port` can be bound now (the vmm binds it a moment later).
-bool can_bind(const std::string& host, uint16_t port) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
-    vmm::UniqueFd s(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    return s.valid() && ::bind(s.get(), found->ai_addr, found->ai_addrlen) == 0;
-}
-
-// The numeric address `name` resolves to first.
-vmm::Result<std::string> numeric_address(const std::string& name) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (int e = ::getaddrinfo(name.c_str(), nullptr, &hints, &found); e != 0) {
-        return Error(fmt::format("the host's name '{}' does not resolve ({}): start vmmd with --migration-address ADDR, "
-                                 "or give the migration a URI (--migrateuri tcp://ADDR:PORT)",
-                                 name, ::gai_strerror(e)));
-    }
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
-    char text[NI_MAXHOST];
-    if (::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) {
-        return Error(fmt::format("the host's name '{}' resolves to an address vmmd cannot write", name));
-    }
-    return std::string(text);
-}
-
 }  // namespace
-
-void Migrations::set_job(const Uuid& uuid, const Job& job) {
-    std::lock_guard lock(mutex_);
-    jobs_[uuid] = job;
-}
-
-Migrations::Job Migrations::job_of(const Uuid& uuid) {
-    std::lock_guard lock(mutex_);
-    auto it = jobs_.find(uuid);
-    return it == jobs_.end() ? Job{} : it->second;
-}
 
 Reply Migrations::begin(const DomainView& v, Reader& a) {
     auto params = rpc::decode_typed_params(a);
@@ -85,7 +41,7 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     if (!params || !flags) return undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS");
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return begin_resume(v, *flags);
     if (!v.active()) return not_running(v);
-    if (Job job = job_of(v.def.uuid); job.active) {
+    if (Job job = jobs_.get(v.def.uuid); job.active) {
         return refuse(VIR_ERR_OPERATION_INVALID, job.postcopy_failed ? "the domain's migration failed in post-copy and waits for "
                                                                        "'virsh migrate --postcopy --postcopy-resume'"
                                                                      : "another migration job is already running");
@@ -100,51 +56,10 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     return rpc::ok(std::move(w));
 }
 
-vmm::Result<Migrations::Incoming> Migrations::listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params) {
+vmm::Result<IncomingAddresses::Incoming> Migrations::listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params) {
     auto given = rpc::string_param(params, VIR_MIGRATE_PARAM_URI);
     if (!given) return given.error();
-    MigrationUri u{"tcp", "", 0};
-    if (*given) {
-        auto parsed = parse_migration_uri(**given);
-        if (!parsed) return parsed.error();
-        u = *parsed;
-    }
-    // The source is told the host given, else the migration address, else the host's name (as
-    // libvirt's QEMU driver tells it); every address (0.0.0.0, ::) is only listened on when asked.
-    MigrationUri told = u;
-    if (u.host.empty()) {
-        auto host = migration_address_.empty() ? numeric_address(hostname_) : vmm::Result<std::string>(migration_address_);
-        if (!host) return host.error();
-        u.host = *host;
-        told.host = migration_address_.empty() ? hostname_ : migration_address_;
-    }
-    if (told.host == "0.0.0.0" || told.host == "::") told.host = hostname_;
-    if (u.port == 0) {
-        auto p = reserve_port(uuid, u.host);
-        if (!p) return p.error();
-        u.port = told.port = *p;
-    }
-    return Incoming{u, told};
-}
-
-vmm::Result<uint16_t> Migrations::reserve_port(const Uuid& uuid, const std::string& host) {
-    auto numeric = numeric_address(host);
-    if (!numeric) return numeric.error();
-    std::lock_guard lock(mutex_);
-    for (uint16_t p = kFirstPort; p <= kLastPort; ++p) {
-        bool taken = false;
-        for (const auto& [other, port] : ports_) taken = taken || port == p;
-        if (taken || !can_bind(*numeric, p)) continue;
-        ports_[uuid] = p;
-        return p;
-    }
-    return Error(fmt::format("no free migration port on {} from {} to {} ({} held by migrations here)", host, kFirstPort,
-                             kLastPort, ports_.size()));
-}
-
-void Migrations::release_port(const Uuid& uuid) {
-    std::lock_guard lock(mutex_);
-    ports_.erase(uuid);
+    return addresses_.choose(uuid, *given);
 }
 
 // With --postcopy the incoming vmm needs postcopy-ram before it listens (as QEMU): it starts
@@ -187,7 +102,7 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
         Uuid u;
         bool keep = false;
         ~Release() {
-            if (!keep) m->release_port(u);
+            if (!keep) m->addresses_.release(u);
         }
     } release{this, def->uuid};
     if ((uri->rdma() || (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) && !def->hard_limit_kib) return hard_limit_refusal();
@@ -202,7 +117,7 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
     // The incoming vmm reads its settings when the source connects, after this answer.
     Json tls{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? tls_dir_ : ""}};
     if (auto r = sup_.qmp(def->uuid, "migrate-set-parameters", tls); !r) return refuse(VIR_ERR_OPERATION_FAILED, r.error().message());
-    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
+    jobs_.set(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
     {
         std::lock_guard lock(mutex_);
         prepared_by_[def->uuid] = connection;
@@ -232,7 +147,7 @@ Reply Migrations::finish(Reader& a) {
     if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
     auto v = store_.by_uuid(def->uuid);
     if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def->name));
-    release_port(def->uuid);  // the vmm has its connection: the port may go to the next Prepare
+    addresses_.release(def->uuid);  // the vmm has its connection: the port may go to the next Prepare
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return finish_resume(*v, *cancelled);
     {
         std::lock_guard lock(mutex_);
@@ -242,7 +157,7 @@ Reply Migrations::finish(Reader& a) {
     if (*cancelled != 0) return fail(fmt::format("migration of domain '{}' was cancelled", v->def.name));
     // The source is done (or, in postcopy, has switched: the pages follow while the guest runs
     // here); the incoming vmm finishes loading the last state.
-    bool postcopy = job_of(def->uuid).postcopy;
+    bool postcopy = jobs_.get(def->uuid).postcopy;
     auto arrived = await_end(def->uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN,
                              std::chrono::steady_clock::now() + kFinishTimeout, postcopy);
     if (!arrived) return fail("incoming: " + arrived.error().message());
@@ -272,14 +187,14 @@ Reply Migrations::finish(Reader& a) {
         completed = (*cookie)->stats;
         completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
     }
-    set_job(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
+    jobs_.set(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
     if (postcopy) watch_postcopy(def->uuid);  // the pages follow: a link failure (and the end) is seen there
     else if (completed) job_completed(def->uuid, *completed);
     return finished(def->uuid);
 }
 
 Reply Migrations::finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why) {
-    set_job(uuid, {});
+    jobs_.set(uuid, {});
     if (in_postcopy(uuid)) {
         // The guest runs here and only here has its newest state: it must never be destroyed.
         // Announced as libvirt's QEMU driver does (a link that broke before Finish looked). The
@@ -313,7 +228,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     if (!params || !cookie_bytes || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_CONFIRM3_PARAMS");
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
     if (!v.active()) return not_running(v);
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     if (job.postcopy && *cancelled == 0) {
         // Perform ended at the switch: the guest runs on the destination, and its last pages go
         // from here. Paused for a recovery, the guest is split: this copy must stay (paused).
@@ -324,7 +239,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         }
         job.completed = *done;
         job.active = false;
-        set_job(v.def.uuid, job);
+        jobs_.set(v.def.uuid, job);
     }
     if (*cancelled != 0 && in_postcopy(v.def.uuid)) {
         postcopy_failed_here(v.def.uuid);
@@ -346,7 +261,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATION_CANCELED},
                        LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
         job.active = false;
-        set_job(v.def.uuid, job);
+        jobs_.set(v.def.uuid, job);
         return rpc::ok();
     }
     if (job.completed) job_completed(v.def.uuid, *job.completed);  // before the domain stops here, as libvirt's
@@ -369,17 +284,17 @@ void Migrations::connection_closed(uint64_t connection) {
                 continue;
             }
             orphans.push_back(it->first);
-            ports_.erase(it->first);
             it = prepared_by_.erase(it);
         }
     }
     for (const Uuid& uuid : orphans) {
+        addresses_.release(uuid);
         auto v = store_.by_uuid(uuid);
-        if (!v || !v->active() || job_of(uuid).operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN || in_postcopy(uuid)) continue;
+        if (!v || !v->active() || jobs_.get(uuid).operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN || in_postcopy(uuid)) continue;
         vmm::log::warn("vmmd: domain '{}': the client that prepared its incoming migration closed its connection before "
                        "Finish: its vmm is ended, as libvirt's QEMU driver ends one (the source keeps the guest)",
                        v->def.name);
-        set_job(uuid, {});
+        jobs_.set(uuid, {});
         if (auto s = sup_.destroy(uuid, false); !s) vmm::log::warn("vmmd: domain '{}': {}", v->def.name, s.error().message());
     }
 }

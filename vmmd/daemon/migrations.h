@@ -18,9 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "vmmd/daemon/incoming_addresses.h"
 #include "vmmd/domain/domain_store.h"
 #include "vmmd/migration/cookie.h"
 #include "vmmd/migration/job_stats.h"
+#include "vmmd/migration/job_table.h"
 #include "vmmd/migration/migration_uri.h"
 #include "vmmd/rpc/dispatch.h"
 #include "vmmd/rpc/typed_params.h"
@@ -41,13 +43,13 @@ public:
     // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to.
     Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri, Events events = {})
         : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
-          events_(std::move(events)) {}
+          events_(std::move(events)), addresses_(hostname_) {}
     // virsh migrate --tls: both vmm of such a migration get tls-creds DIR (QEMU's layout, as
     // libvirt's migrate_tls_x509_cert_dir); without it --tls is refused by name.
     void use_migration_tls(std::string dir) { tls_dir_ = std::move(dir); }
     // --migration-address: where an incoming migration listens when its URI names no host
     // (else the address the host's name resolves to; never every address).
-    void use_migration_address(std::string address) { migration_address_ = std::move(address); }
+    void use_migration_address(std::string address) { addresses_.use_migration_address(std::move(address)); }
     std::vector<rpc::Procedure> procedures();
     // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
     // migration itself goes on in the vmm, which outlives vmmd.
@@ -61,16 +63,7 @@ public:
     static constexpr uint64_t kUnlimitedMiBs = 8796093022207ULL;
 
 private:
-    struct Job {
-        int operation = 0;  // VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT / _IN
-        bool active = false;
-        bool paused_for_it = false;  // a migration without VIR_MIGRATE_LIVE paused the guest
-        std::optional<JobStats> completed;
-        bool postcopy = false;  // started with VIR_MIGRATE_POSTCOPY: migrate-postcopy may switch it
-        bool postcopy_failed = false;  // the link failed in postcopy: the job waits for --postcopy-resume
-        uint64_t iterations = 0;  // outgoing: the memory iterations announced so far
-        bool announced = false;   // its job-completed event went
-    };
+    using Job = MigrationJob;
 
     // The steps (migrations.cc, migration_perform.cc).
     rpc::Reply begin(const DomainView& v, xdr::Reader& a);
@@ -109,16 +102,8 @@ private:
     std::optional<std::string> tls_refusal(uint32_t flags) const;  // --tls without --migrate-tls-dir
     vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                const std::vector<rpc::TypedParam>& params);
-    // Where the destination listens: the URI given, its host (else the migration address) and
-    // port (else one reserved for `uuid` from libvirt's range until Finish: concurrent Prepares
-    // never get the same one).
-    struct Incoming {
-        MigrationUri listen;  // where the vmm listens
-        MigrationUri told;    // what the source is told to connect to
-    };
-    vmm::Result<Incoming> listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params);
-    vmm::Result<uint16_t> reserve_port(const Uuid& uuid, const std::string& host);
-    void release_port(const Uuid& uuid);
+    // Where the destination listens (incoming_addresses.h), from the client's migrate_uri.
+    vmm::Result<IncomingAddresses::Incoming> listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params);
     // The vmm's migration parameters the flags and typed parameters ask for.
     vmm::Result<Json> migration_parameters(const DomainView& v, const MigrationUri& uri, uint32_t flags,
                                            const std::vector<rpc::TypedParam>& params);
@@ -153,19 +138,15 @@ private:
     rpc::Reply start_postcopy(const DomainView& v);
     std::optional<JobStats> current_job(const DomainView& v);
 
-    void set_job(const Uuid& uuid, const Job& job);
-    Job job_of(const Uuid& uuid);
-
     DomainStore& store_;
     Supervisor& sup_;
     std::string hostname_;
     std::string self_uri_;
     Events events_;
     std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
-    std::string migration_address_;  // --migration-address
-    std::mutex mutex_;
-    std::map<Uuid, Job> jobs_;
-    std::map<Uuid, uint16_t> ports_;        // reserved for incoming migrations until their Finish
+    JobTable jobs_;
+    IncomingAddresses addresses_;  // where incoming migrations listen; their reserved ports
+    std::mutex mutex_;             // for prepared_by_
     std::map<Uuid, uint64_t> prepared_by_;  // incoming migrations before Finish: the connection that prepared each
     std::atomic<bool> stopping_{false};
     std::mutex watch_mutex_;

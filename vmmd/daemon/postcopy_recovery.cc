@@ -51,10 +51,10 @@ vmm::Result<std::string> Migrations::migration_status(const Uuid& uuid) {
 }
 
 void Migrations::postcopy_failed_here(const Uuid& uuid) {
-    Job job = job_of(uuid);
+    Job job = jobs_.get(uuid);
     job.operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT;
     job.active = job.postcopy = job.postcopy_failed = true;
-    set_job(uuid, job);
+    jobs_.set(uuid, job);
     sup_.set_state(uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_POSTCOPY_FAILED},
                    LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY_FAILED});
 }
@@ -68,10 +68,10 @@ Reply Migrations::begin_resume(const DomainView& v, uint32_t flags) {
     auto status = migration_status(v.def.uuid);
     if (!status) return rpc::fail(VIR_ERR_OPERATION_FAILED, status.error().message());
     if (*status != kPaused) return not_paused(v.def.name, *status);
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     job.operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT;
     job.active = job.postcopy = true;  // as it was before (a vmmd restarted since may have lost it)
-    set_job(v.def.uuid, job);
+    jobs_.set(v.def.uuid, job);
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, std::nullopt}));
     w.string(format_domain_xml(v.def));
@@ -91,7 +91,7 @@ Reply Migrations::prepare_resume(const DomainDef& def, const std::vector<rpc::Ty
     if (auto r = sup_.qmp(def.uuid, "migrate-recover", Json{{"uri", vmm_uri(where->listen)}}); !r) {
         return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
     }
-    set_job(def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
+    jobs_.set(def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
     return prepared(v->def, where->told);
 }
 
@@ -108,9 +108,9 @@ vmm::Result<JobStats> Migrations::run_resume(const DomainView& v, const Migratio
         if (auto r = sup_.qmp(v.def.uuid, "migrate-set-parameters", speeds); !r) return r.error();
     }
     if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}, {"resume", true}}); !r) return r.error();
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     job.postcopy_failed = false;
-    set_job(v.def.uuid, job);
+    jobs_.set(v.def.uuid, job);
     return await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt, true);
 }
 
@@ -119,7 +119,7 @@ vmm::Result<JobStats> Migrations::run_resume(const DomainView& v, const Migratio
 Reply Migrations::finish_resume(const DomainView& v, int32_t cancelled) {
     auto still_failed = [&](const std::string& why) {
         if (in_postcopy(v.def.uuid)) {
-            set_job(v.def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
+            jobs_.set(v.def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
             sup_.set_state(v.def.uuid, postcopy_state(v.state.state, true), std::nullopt);
         }
         return rpc::fail(VIR_ERR_OPERATION_FAILED, why);
@@ -133,16 +133,16 @@ Reply Migrations::finish_resume(const DomainView& v, int32_t cancelled) {
         if (auto c = sup_.qmp(v.def.uuid, "cont"); !c) return still_failed("incoming: " + c.error().message());
         sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);
     }
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     job.postcopy = job.postcopy_failed = false;
-    set_job(v.def.uuid, job);
+    jobs_.set(v.def.uuid, job);
     job_completed(v.def.uuid, *done);  // unless the watcher saw the end first
     return finished(v.def.uuid);
 }
 
 // domjobabort --postcopy (VIR_DOMAIN_ABORT_JOB_POSTCOPY): pauses an outgoing postcopy.
 Reply Migrations::pause_postcopy(const DomainView& v) {
-    Job job = job_of(v.def.uuid);
+    Job job = jobs_.get(v.def.uuid);
     auto status = v.active() ? migration_status(v.def.uuid) : vmm::Result<std::string>(std::string("none"));
     if (!status) return rpc::fail(VIR_ERR_OPERATION_FAILED, status.error().message());
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT || *status != "postcopy-active") {
@@ -195,7 +195,7 @@ void Migrations::watch_loop(std::stop_token stop, Uuid uuid) {
             vmm::log::warn("vmmd: the incoming postcopy of domain '{}' paused: its link failed; "
                            "'virsh migrate --postcopy --postcopy-resume' on the source resumes it",
                            v->def.name);
-            set_job(uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
+            jobs_.set(uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
             sup_.set_state(uuid, postcopy_state(v->state.state, true),
                            running ? std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY_FAILED})
                                    : std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_POSTCOPY_FAILED}));
