@@ -19,7 +19,7 @@
 #include "vmmd/daemon/events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
 #include "vmmd/daemon/migrations.h"
-#include "vmmd/daemon/server.h"
+#include "vmmd/server/server.h"
 #include "vmmd/peer/peer_migration.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "vmmd/daemon/outbox.h"
+#include "vmmd/server/outbox.h"
 #include "vmmd/domain/domain_def.h"
 #include "vmmd/rpc/dispatch.h"
 #include "vmmd/rpc/typed_params.h"

@@ -1,4 +1,4 @@
-#include "vmmd/daemon/call_workers.h"
+#include "vmmd/server/call_workers.h"
 
 #include "vmm/common/thread_name.h"
 

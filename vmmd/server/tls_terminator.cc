@@ -1,4 +1,4 @@
-#include "vmmd/daemon/tls_terminator.h"
+#include "vmmd/server/tls_terminator.h"
 
 #include <fmt/format.h>
 #include <poll.h>

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
-#include "vmmd/daemon/outbox.h"
-#include "vmmd/daemon/tls_terminator.h"
+#include "vmmd/server/outbox.h"
+#include "vmmd/server/tls_terminator.h"
 #include "vmmd/rpc/dispatch.h"
 
 namespace vmmd {

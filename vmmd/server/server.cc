@@ -1,4 +1,4 @@
-#include "vmmd/daemon/server.h"
+#include "vmmd/server/server.h"
 
 #include <fmt/format.h>
 #include <libvirt/virterror.h>
@@ -18,7 +18,7 @@
 #include "vmm/common/log.h"
 #include "vmm/common/socket_io.h"
 #include "vmm/common/thread_name.h"
-#include "vmmd/daemon/call_workers.h"
+#include "vmmd/server/call_workers.h"
 #include "vmmd/domain/atomic_file.h"
 #include "vmmd/migration/migration_uri.h"
 
