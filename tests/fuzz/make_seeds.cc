@@ -10,6 +10,7 @@
 #include "vmm/migration/transport/ram_verifier.h"
 #include "vmm/migration/wire/multifd_wire.h"
 #include "vmm/migration/wire/return_path.h"
+#include "vmm/migration/wire/file_format.h"
 #include "vmm/migration/wire/stream_format.h"
 #include "proto/postcopy_wire.h"
 #include "proto/wire.h"
@@ -245,6 +246,9 @@ int main(int argc, char** argv) {
     write(dir + "/records", 1, std::vector<uint8_t>(s.begin() + static_cast<long>(encode_header(h).size()), s.end()));
     write(dir + "/reply", 2, encode_reply(ReplyType::refused, "because"));
     write(dir + "/state", 2, state.bytes());
+    FileHeader saved = file_layout(h.blocks, 1);
+    saved.stream_length = s.size();
+    write(dir + "/file-header", 2, *encode_file_header(saved));
     auto preface = encode_hello({Hello::Kind::preface, 2 | kPrefacePreempt, 7});  // two lanes and a preempt connection
     write(dir + "/hello-preface", 2, std::vector<uint8_t>(preface.begin(), preface.end()));
     auto preempt = encode_hello({Hello::Kind::preempt, 0, 7});

@@ -1,11 +1,12 @@
 // libFuzzer target for everything a destination decodes from its peer: the stream header,
 // records (through the real StreamLoader writing into real RAM blocks), replies, the
-// vCPU-state section and the multifd hellos. Built with clang (-fsanitize=fuzzer,address,undefined) by tests/.
+// vCPU-state section, a saved guest's file header and the multifd hellos. Built with clang (-fsanitize=fuzzer,address,undefined) by tests/.
 #include <cstdint>
 #include <vector>
 
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/memory/guest_memory.h"
+#include "vmm/migration/wire/file_format.h"
 #include "vmm/migration/wire/multifd_wire.h"
 #include "vmm/migration/precopy/ram_loader.h"
 #include "vmm/migration/transport/stream_io.h"
@@ -64,9 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             (void)loader.run();
             return 0;
         }
-        default:  // replies, a state section, and a multifd preface or lane hello
+        default:  // replies, a state section, a saved guest's header, and a multifd preface or lane hello
             (void)migration::read_reply(in);
             (void)decode_state(rest);
+            (void)migration::decode_file_header(rest);
             if (rest.size() >= migration::kHelloSize) {
                 (void)migration::decode_hello(std::span<const uint8_t, migration::kHelloSize>(rest.data(), migration::kHelloSize));
             }

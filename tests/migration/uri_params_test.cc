@@ -32,15 +32,30 @@ TEST(Uri, TcpRdmaUnixAndPluginSchemes) {
 
 TEST(Uri, MistakesSayWhatIsExpected) {
     EXPECT_EQ(parse_uri("127.0.0.1:4444").error().message(),
-              "'127.0.0.1:4444' is not a migration URI: use tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT");
+              "'127.0.0.1:4444' is not a migration URI: use tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT or file:PATH");
     EXPECT_EQ(parse_uri("localhost").error().message(),
-              "'localhost' is not a migration URI: use tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT");
+              "'localhost' is not a migration URI: use tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT or file:PATH");
     EXPECT_EQ(parse_uri("tcp:host").error().message(), "tcp: 'host' has no :PORT");
     EXPECT_EQ(parse_uri("tcp:host:0").error().message(), "tcp: 'host:0': port must be 1 to 65535");
     EXPECT_EQ(parse_uri("tcp:host:70000").error().message(), "tcp: 'host:70000': port must be 1 to 65535");
     EXPECT_EQ(parse_uri("tcp:::1:5").error().message(), "tcp: '::1:5': write IPv6 addresses in brackets, e.g. [::1]:4444");
     EXPECT_FALSE(parse_uri("tcp:[::1:5"));
     EXPECT_FALSE(parse_uri("unix:"));
+}
+
+TEST(Uri, AFileTakesAPathAndAnOffsetInWholePages) {
+    auto f = parse_uri("file:/var/lib/vmm/a,b.save");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->scheme, "file");
+    EXPECT_EQ(f->path, "/var/lib/vmm/a,b.save");
+    EXPECT_EQ(f->offset, 0u);
+    auto o = parse_uri("file:x.save,offset=1M");
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->path, "x.save");
+    EXPECT_EQ(o->offset, 1u << 20);
+    EXPECT_EQ(parse_uri("file:x,offset=100").error().message(), "file:x,offset=100: offset 100 is not a multiple of 4096");
+    EXPECT_EQ(parse_uri("file:").error().message(), "file:: no file name: write file:PATH");
+    EXPECT_FALSE(parse_uri("file:x,offset=lots"));
 }
 
 TEST(Settings, QemuNamesSizesAndBounds) {

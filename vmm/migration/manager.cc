@@ -56,7 +56,7 @@ Status MigrationManager::check_not_taken(const std::string& name) const {
 // With tls-creds set, a transport that carries no TLS is refused: never plaintext behind the
 // user's back.
 Status MigrationManager::check_tls(const Transport& t) const {
-    if (!tls_wanted(settings_->get().params) || t.carries_tls()) return {};
+    if (!tls_wanted(settings_->get().params) || t.carries_tls() || !t.has_peer()) return {};
     return Error(fmt::format("tls-creds is set, and {}: carries no TLS (tcp: and unix: do): clear it "
                              "(migrate_set_parameter tls-creds \"\") to migrate over {}: in plaintext",
                              t.scheme(), t.scheme()));

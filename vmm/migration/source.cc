@@ -206,14 +206,32 @@ Status MigrationSource::setup(Connection*& conn_out) {
                                  "none: turn postcopy-preempt off on both sides",
                                  conn_->describe()));
     }
+    if (options_.caps.postcopy_ram && !conn_->answers()) {
+        return Error(fmt::format("postcopy-ram: {} has no destination to run the guest while the rest of its RAM comes; "
+                                 "turn postcopy-ram off to save to a file",
+                                 conn_->describe()));
+    }
     ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w;
     if (auto f = st.flush(); !f) return f;
+    auto handover_us = conn_->answers() ? header_answer(st) : Result<uint32_t>(0);
+    if (!handover_us) return handover_us.error();
+    if (SourceRamChannel* channel = conn_->source_ram(); channel != nullptr)
+        if (auto s = channel->setup(); !s) return s;
+    std::lock_guard lock(mutex_);
+    stats_.handover_estimate_ms = *handover_us / 1000.0;
+    stats_.setup_time_ms = ms_since(start_);
+    conn_out = conn_.get();
+    return {};
+}
+
+// HEADER_OK from the destination, with its rehearsed hand-over time (microseconds).
+Result<uint32_t> MigrationSource::header_answer(ByteStream& st) {
     // A vmm destination answers the header at once; silence means whatever holds the port is
     // not one (or is stuck), and that is what the user must hear, not a later reset.
     auto answer_within = std::chrono::milliseconds(options_.params.connect_timeout_ms);
     if (auto w = st.await_readable(answer_within); !w) {
-        if (cancel_.cancelled()) return w;
+        if (cancel_.cancelled()) return w.error();
         return Error(fmt::format("{} accepted the connection but did not answer the migration header within {} ms "
                                  "(x-connect-timeout): is a vmm destination listening there, or something else?",
                                  uri_.text, answer_within.count()));
@@ -228,13 +246,7 @@ Status MigrationSource::setup(Connection*& conn_out) {
     }
     if (reply->type == ReplyType::refused) return Error("the destination refused the migration: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the header out of turn");
-    if (SourceRamChannel* channel = conn_->source_ram(); channel != nullptr)
-        if (auto s = channel->setup(); !s) return s;
-    std::lock_guard lock(mutex_);
-    stats_.handover_estimate_ms = reply->handover_us / 1000.0;
-    stats_.setup_time_ms = ms_since(start_);
-    conn_out = conn_.get();
-    return {};
+    return reply->handover_us;
 }
 
 Result<std::vector<std::vector<uint64_t>>> MigrationSource::take_dirty() {
@@ -351,10 +363,12 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, Reco
     if (auto s = st.flush(); !s) return s.error();
     auto sent = Clock::now();
     parts.state = ms_between(t, sent);
-    auto reply = read_reply(st);
-    if (!reply) return reply.error().context("waiting for the destination to load the state");
-    if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
-    if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
+    if (run.conn.answers()) {  // a file has nobody to load the state: GO follows it there
+        auto reply = read_reply(st);
+        if (!reply) return reply.error().context("waiting for the destination to load the state");
+        if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
+        if (reply->type != ReplyType::ready) return Error("the destination answered out of turn");
+    }
     auto ready = Clock::now();
     parts.destination = ms_between(sent, ready);
     if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s.error();
@@ -383,15 +397,20 @@ Status MigrationSource::complete(Run& run) {
     parts.last_round = last.seconds * 1000;
     auto state_bytes = hand_over(run, parts);
     if (!state_bytes) return state_bytes.error();
-    // From here on the destination runs the guest: this side must never resume it.
     paused_by_us_ = false;
-    machine_.refuse_resume(kMovedAway);
     machine_.set_throttle(0);
-    machine_.set_postmigrate();
+    auto downtime = ms_since(paused_at);
+    if (run.conn.answers()) {
+        // From here on the destination runs the guest: this side must never resume it.
+        machine_.refuse_resume(kMovedAway);
+        machine_.set_postmigrate();
+    } else if (auto s = saved(run); !s) {
+        return s;
+    }
     publish(run.work);
     {
         std::lock_guard lock(mutex_);
-        stats_.downtime_ms = ms_since(paused_at);
+        stats_.downtime_ms = downtime;
         stats_.downtime_parts = parts;
         stats_.total_time_ms = ms_since(start_);
         stats_.ram.remaining = 0;
@@ -402,6 +421,17 @@ Status MigrationSource::complete(Run& run) {
         if (stats_.round_log.size() < kRoundLogMax) stats_.round_log.push_back(last);
     }
     set_status(MigrationStatus::completed);
+    return {};
+}
+
+// Saved to a file: every page is written, so the guest runs on (as it was: a paused one stays
+// paused) while the file is synced and named; a commit that fails leaves it running, no file.
+Status MigrationSource::saved(Run& run) {
+    if (was_running_) {
+        if (auto s = machine_.resume(); !s) return s;
+    }
+    if (auto s = run.conn.commit(); !s) return s;
+    log::info("saved the guest to {}", run.conn.describe());
     return {};
 }
 

@@ -75,6 +75,8 @@ private:
     Status setup(Connection*& conn_out);
     Status precopy(Run& run);
     Status complete(Run& run);
+    Result<uint32_t> header_answer(ByteStream& st);  // HEADER_OK's hand-over estimate
+    Status saved(Run& run);  // a file's commit, the guest running on
     // The switch: vCPUs paused, DISCARD for what the destination lacks, the hand-over with
     // POSTCOPY; then the missing pages, requested ones first, while the guest runs there.
     Status postcopy(Run& run);

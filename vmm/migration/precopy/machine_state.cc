@@ -32,6 +32,7 @@ TransportContext context_for(const machine::Machine& m, const Uri& uri, std::fun
     ctx.uri = uri;
     ctx.options = std::move(options);
     ctx.cancel = &cancel;
+    ctx.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
     for (const auto& b : m.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
     return ctx;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "vmm/migration/transport/file_transport.h"
 #include "vmm/migration/transport/socket_transport.h"
 
 namespace vmm::migration {
@@ -9,6 +10,7 @@ namespace vmm::migration {
 TransportRegistry::TransportRegistry() {
     add(make_tcp_transport());
     add(make_unix_transport());
+    add(make_file_transport());
 }
 
 TransportRegistry::~TransportRegistry() = default;

@@ -1,4 +1,4 @@
-// TransportRegistry: the transport for a URI scheme, built in (tcp, unix) or loaded from a
+// TransportRegistry: the transport for a URI scheme, built in (tcp, unix, file) or loaded from a
 // plugin (vmm-transport-SCHEME.so, see include/vmm/plugin_abi.h) the first time the scheme is used.
 #pragma once
 
@@ -25,7 +25,7 @@ public:
     static SearchPath plugin_search_path();
     // The plugin file for a scheme that is not built in; the error names the paths searched.
     static Result<std::string> find_plugin(const std::string& scheme);
-    static bool built_in(const std::string& scheme) { return scheme == "tcp" || scheme == "unix"; }
+    static bool built_in(const std::string& scheme) { return scheme == "tcp" || scheme == "unix" || scheme == "file"; }
 
 private:
     std::map<std::string, std::unique_ptr<Transport>> transports_;

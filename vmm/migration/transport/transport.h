@@ -114,6 +114,13 @@ public:
     // pages the destination asked for (postcopy_stream.h).
     virtual ByteStream* preempt_stream() { return nullptr; }
     virtual std::string describe() const = 0;
+    // Whether a destination is there to answer (HEADER_OK, ROUND_CHECKED, READY). A file has
+    // nobody: the source writes what a destination would read, GO included, and waits for no
+    // reply; the destination that later reads it answers into nothing.
+    virtual bool answers() const { return true; }
+    // The source has written everything: a transport that must make it durable (a file: synced,
+    // then given its name) does so now; until then the peer has nothing it could use.
+    virtual Status commit() { return {}; }
     // An authenticated transport's key for its RAM sums (page_sums.h: every page then goes with
     // a keyed MAC), or none.
     virtual Result<std::optional<PageSumKey>> sums_key() { return std::optional<PageSumKey>{}; }
@@ -140,6 +147,7 @@ struct TransportContext {
     // on a destination while it waits, as with QEMU).
     std::function<Options()> options;
     std::vector<RamBlockView> blocks;
+    uint32_t vcpu_count = 0;  // the machine's shape, as a file's header records it
     const CancelToken* cancel = nullptr;
 };
 
@@ -156,6 +164,9 @@ public:
     // Whether its connections run TLS when tls-creds is set (tcp, unix); one that does not is
     // refused while tls-creds is set, never used in plaintext behind the user's back.
     virtual bool carries_tls() const { return false; }
+    // False for a file: no peer to authenticate (tls-creds does not apply) or to run the guest
+    // (postcopy cannot).
+    virtual bool has_peer() const { return true; }
     virtual Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) = 0;
     virtual Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) = 0;
 };

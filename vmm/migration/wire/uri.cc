@@ -32,6 +32,23 @@ Status parse_host_port(std::string_view text, Uri& out) {
     return {};
 }
 
+// "PATH[,offset=N]": N in bytes (a size suffix allowed), a multiple of 4096 so that pages stay
+// pages in the file and a zero page can be a hole.
+static Status parse_file(std::string_view rest, Uri& out) {
+    std::string_view path = rest;
+    if (size_t comma = rest.rfind(",offset="); comma != std::string_view::npos) {
+        path = rest.substr(0, comma);
+        auto n = parse_size(rest.substr(comma + 8));
+        if (!n) return n.error().context("offset");
+        if (*n % 4096 != 0) return Error(fmt::format("offset {} is not a multiple of 4096", *n));
+        out.offset = *n;
+    }
+    if (path.empty()) return Error("no file name: write file:PATH");
+    if (path.find('\0') != std::string_view::npos) return Error("the file name holds a NUL byte");
+    out.path = std::string(path);
+    return {};
+}
+
 Result<Uri> parse_uri(std::string_view text) {
     Uri u;
     u.text = std::string(text);
@@ -46,13 +63,17 @@ Result<Uri> parse_uri(std::string_view text) {
         scheme_ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
     }
     if (!scheme_ok) {
-        return Error(fmt::format("'{}' is not a migration URI: use tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT", text));
+        return Error(fmt::format("'{}' is not a migration URI: use tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT or file:PATH", text));
     }
     u.scheme = std::string(text.substr(0, colon));
     std::string_view rest = text.substr(colon + 1);
     if (u.scheme == "unix") {
         if (rest.empty() || rest.size() >= 108) return Error(fmt::format("'{}': unix socket path must be 1 to 107 bytes", text));
         u.path = std::string(rest);
+        return u;
+    }
+    if (u.scheme == "file") {
+        if (auto s = parse_file(rest, u); !s) return s.error().context(u.text);
         return u;
     }
     if (u.scheme == "tcp" || u.scheme == "rdma") {

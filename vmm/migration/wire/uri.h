@@ -1,5 +1,6 @@
 // Migration URIs: "tcp:HOST:PORT" (IPv4, name, or [IPv6]), "unix:PATH", "rdma:HOST:PORT",
-// any other "scheme:..." (served by a plugin), and "defer" for --incoming.
+// "file:PATH[,offset=N]" (a saved guest, from byte N of the file), any other "scheme:..." (served
+// by a plugin), and "defer" for --incoming.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,8 @@ struct Uri {
     std::string scheme;  // "tcp", "unix", "rdma", ... ; "defer" for a deferred incoming
     std::string host;    // without brackets for IPv6
     uint16_t port = 0;
-    std::string path;    // unix sockets
+    std::string path;    // unix sockets, files
+    uint64_t offset = 0; // file: where the save starts in the file (a multiple of 4096)
     std::string text;    // as typed
 };
 

@@ -1,0 +1,191 @@
+// Saving a guest to a file and restoring it (migrate file:PATH, --incoming file:PATH), through the
+// real vmm binary: the restored RAM equals the saver's, the pattern guest's own check passes on
+// the restored copy, the saver runs on, the file is as sparse as the guest, and every damaged or
+// wrong file is refused in one line while a full disk leaves no file behind.
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/require.h"
+#include "tests/support/vm_pair.h"
+#include "vmm/migration/wire/file_format.h"
+
+namespace vmm::test {
+
+namespace {
+
+using namespace std::chrono_literals;
+using migration::kFileHeaderSize;
+
+struct Refusal {
+    std::optional<int> status;
+    std::string log;
+};
+
+// vmm --incoming file:PATH for a machine of `mem`: how it ended, and what it said.
+Refusal restore_expecting_failure(const std::string& name, const std::string& uri, const std::string& mem = "64M") {
+    std::string log = temp_path(name + ".log");
+    auto p = VmmProcess::spawn({"-m", mem, "--smp", "1", "-S", "--incoming", uri, "--monitor", "none", "--serial", "none"},
+                               log);
+    Refusal r;
+    if (p) r.status = p->wait(60s);
+    r.log = read_text_file(log);
+    return r;
+}
+
+void expect_refused(const Refusal& r, const std::string& why) {
+    ASSERT_TRUE(r.status) << "vmm did not end on a bad file:\n" << r.log;
+    EXPECT_NE(*r.status, 0) << r.log;
+    EXPECT_NE(r.log.find(why), std::string::npos) << r.log;
+    size_t errors = 0;
+    for (size_t at = r.log.find("error:"); at != std::string::npos; at = r.log.find("error:", at + 1)) ++errors;
+    EXPECT_EQ(errors, 1u) << "one line says why:\n" << r.log;
+}
+
+// A paused 64 MiB guest saved to `path`: its RAM digest at the save.
+std::string save_paused(const std::string& name, const std::string& uri) {
+    auto src = Vm::start(name, {"--guest", "idle", "-m", "64M", "--smp", "1", "--prefill", "8M"});
+    if (!src) return "";
+    EXPECT_EQ(src->cmd("stop"), "");
+    std::string out = src->cmd("migrate " + uri);
+    EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    EXPECT_EQ(src->status(), "paused") << "a paused guest stays paused after its save";
+    return src->ramhash();
+}
+
+void flip_byte(const std::string& path, uint64_t at) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(~c);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST(FileMigration, APatternGuestSavedWhileItRunsRestoresWithItsOwnCheckClean) {
+    VMM_REQUIRE(need::kvm());
+    std::string path = temp_path("pattern.save");
+    auto src = Vm::start("file-pattern-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append",
+                                              "bytes=32M check=512"});
+    ASSERT_TRUE(src);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
+    std::string out = src->cmd("migrate file:" + path);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    EXPECT_EQ(src->status(), "running") << "the saver runs on";
+    uint64_t steps = src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps; }, 60)) << "the saver's guest stopped";
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    std::cout << "saved a 128 MiB guest in " << st.st_blocks * 512 / 1024 << " KiB of disk (file size "
+              << st.st_size / 1024 << " KiB); " << text_field(out, "total time") << "\n";
+    EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 64ull << 20) << "the file is as sparse as the guest";
+    auto dst = destination("file-pattern-dst", "file:" + path, "128M", "1");
+    ASSERT_TRUE(dst);
+    ASSERT_TRUE(eventually([&] { return dst->status() == "paused"; }, 30)) << dst->status() << dst->log();
+    uint64_t results = dst->guest_value("results");
+    ASSERT_EQ(dst->cmd("cont"), "");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("results") >= results + 2; }, 60))
+        << "the pattern check did not pass again on the restored guest:\n" << dst->cmd("info guest");
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+    std::filesystem::remove(path);
+}
+
+TEST(FileMigration, ARestoredGuestsRamEqualsTheSaversAtItsPause) {
+    VMM_REQUIRE(need::kvm());
+    std::string path = temp_path("stress.save");
+    auto src = Vm::start("file-stress-src", {"--guest", "stress", "-m", "128M", "--smp", "2", "--append", "bytes=16M"});
+    ASSERT_TRUE(src);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    std::string out = src->cmd("migrate file:" + path);  // live: rounds rewrite the pages the guest dirtied
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    ASSERT_EQ(src->cmd("stop"), "");
+    out = src->cmd("migrate file:" + path);  // and again, over the first file, with the guest paused
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+    auto dst = destination("file-stress-dst", "file:" + path, "128M", "2");
+    ASSERT_TRUE(dst);
+    ASSERT_TRUE(eventually([&] { return dst->status() == "paused"; }, 30)) << dst->log();
+    EXPECT_EQ(src->ramhash(), dst->ramhash());
+    EXPECT_EQ(dst->migrate_status(), "completed") << dst->cmd("info migrate");
+    uint64_t steps = dst->guest_value("steps");
+    ASSERT_EQ(dst->cmd("cont"), "");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 1; }, 60)) << "the restored guest did not run";
+    EXPECT_EQ(dst->guest_value("errors"), 0u);
+    std::filesystem::remove(path);
+}
+
+TEST(FileMigration, ASaveAtAnOffsetLeavesTheBytesBeforeItAndRestoresFromThere) {
+    VMM_REQUIRE(need::kvm());
+    std::string path = temp_path("offset.save");
+    std::ofstream(path) << "a header of someone else's, before the save";
+    std::string hash = save_paused("file-offset-src", "file:" + path + ",offset=8192");
+    std::ifstream in(path);
+    std::string first;
+    std::getline(in, first);
+    EXPECT_EQ(first.substr(0, 43), "a header of someone else's, before the save");
+    auto dst = destination("file-offset-dst", "file:" + path + ",offset=8192", "64M", "1");
+    ASSERT_TRUE(dst);
+    ASSERT_TRUE(eventually([&] { return dst->status() == "paused"; }, 30)) << dst->log();
+    EXPECT_EQ(dst->ramhash(), hash);
+    std::filesystem::remove(path);
+}
+
+TEST(FileMigration, AWrongOrDamagedFileIsRefusedInOneLine) {
+    VMM_REQUIRE(need::kvm());
+    std::string path = temp_path("good.save"), bad = temp_path("bad.save");
+    ASSERT_FALSE(save_paused("file-refuse-src", "file:" + path).empty());
+    auto variant = [&](auto&& change) {
+        std::filesystem::copy_file(path, bad, std::filesystem::copy_options::overwrite_existing);
+        change();
+    };
+    variant([] {});
+    expect_refused(restore_expecting_failure("file-ram", "file:" + bad, "128M"), "holds a guest with 1 block(s), 64 MiB of RAM; this machine has 1 block(s), 128 MiB");
+    variant([&] { std::filesystem::resize_file(bad, std::filesystem::file_size(bad) - 100); });
+    expect_refused(restore_expecting_failure("file-short", "file:" + bad), "is truncated");
+    variant([&] { flip_byte(bad, kFileHeaderSize + 3 * 4096 + 77); });  // a data page of the prefilled 8 MiB
+    expect_refused(restore_expecting_failure("file-flip", "file:" + bad),
+                   "block 'pc.ram', page at offset 0x3000: its contents do not match the sum saved with it");
+    variant([&] { flip_byte(bad, 8); });  // the version
+    expect_refused(restore_expecting_failure("file-version", "file:" + bad), "saved guest of format version 254; this vmm reads version 1");
+    variant([&] { flip_byte(bad, 40); });  // inside the header's body
+    expect_refused(restore_expecting_failure("file-header", "file:" + bad), "its header is damaged");
+    variant([&] { flip_byte(bad, std::filesystem::file_size(bad) - 20); });  // the device state
+    expect_refused(restore_expecting_failure("file-state", "file:" + bad), "its stream (the device state) is damaged");
+    std::ofstream(bad) << "hello";
+    expect_refused(restore_expecting_failure("file-foreign", "file:" + bad), "too short to be a saved guest");
+    std::filesystem::remove(path);
+    std::filesystem::remove(bad);
+}
+
+// A save that runs out of room: the migration fails with one line, the guest runs on, and
+// neither the file nor its temporary copy is left (a tmpfs of 4 MiB for a guest of 8).
+TEST(FileMigration, AFullDiskFailsTheSaveLeavingNoFileAndTheGuestRunning) {
+    VMM_REQUIRE(need::kvm());
+    std::string dir = temp_path("full-disk");
+    std::filesystem::create_directories(dir);
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=4m") != 0) {
+        std::filesystem::remove(dir);
+        GTEST_SKIP() << "needs to mount a small tmpfs (root): " << std::strerror(errno);
+    }
+    auto src = Vm::start("file-full-src", {"--guest", "stress", "-m", "64M", "--smp", "1", "--prefill", "8M"});
+    ASSERT_TRUE(src);
+    std::string out = src->cmd("migrate file:" + dir + "/g.save");
+    EXPECT_NE(out.find("Migration status: failed"), std::string::npos) << out;
+    EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
+    EXPECT_EQ(src->status(), "running");
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a failed save left " << std::filesystem::directory_iterator(dir)->path();
+    ::umount2(dir.c_str(), MNT_DETACH);
+    std::filesystem::remove(dir);
+}
+
+}  // namespace vmm::test

@@ -1,0 +1,22 @@
+// What the file transport's two sides share (file_save.cc, file_restore.cc): whole reads and
+// writes at an offset, and the two halves' constructors. Private to the file transport.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "vmm/common/result.h"
+#include "vmm/migration/transport/transport.h"
+
+namespace vmm::migration::file {
+
+// pwrite/pread until every byte is done; `what` names the file in the error ("writing what: ...").
+Status write_at(int fd, std::span<const uint8_t> data, uint64_t at, const std::string& what);
+Status read_at(int fd, std::span<uint8_t> out, uint64_t at, const std::string& what);
+
+Result<std::unique_ptr<Connection>> open_save(const TransportContext& ctx);
+Result<std::unique_ptr<Listener>> open_restore(const TransportContext& ctx);
+
+}  // namespace vmm::migration::file
