@@ -19,6 +19,7 @@
 #include "vmmd/daemon/events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
 #include "vmmd/daemon/migrations.h"
+#include "vmmd/daemon/save_images.h"
 #include "vmmd/server/server.h"
 #include "vmmd/peer/peer_migration.h"
 
@@ -154,7 +155,6 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
-    for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
     vmmd::Migrations::Events migration_events{
         [&events](const vmmd::DomainDef& def, int dom_id, int n) { events.migration_iteration(def, dom_id, n); },
@@ -166,7 +166,16 @@ int main(int argc, char** argv) {
     if (!migrate_tls_dir.empty()) migrations.use_migration_tls(migrate_tls_dir);
     if (!migration_address.empty()) migrations.use_migration_address(migration_address);
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
-    for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid)) table.push_back(std::move(p));
+    vmmd::SaveImages images(**store, **supervisor, migrations.jobs(), state_dir + "/save");
+    if (auto s = images.open(); !s) {
+        std::fprintf(stderr, "vmmd: %s\n", s.error().message().c_str());
+        return 1;
+    }
+    for (auto& p : images.procedures()) table.push_back(std::move(p));
+    vmmd::ManagedSaves managed_save{[&images](const vmmd::DomainDef& def) { return images.has_managed(def); },
+                                    [&images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); }};
+    for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save)) table.push_back(std::move(p));
+    for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.

@@ -35,11 +35,17 @@ Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, con
     return domain_reply(*v);
 }
 
-Reply undefine(DomainStore& store, const Supervisor::Listener& events, const DomainView& v, std::optional<uint32_t> flags) {
+Reply undefine(DomainStore& store, const Supervisor::Listener& events, const ManagedSaves& managed, const DomainView& v,
+               std::optional<uint32_t> flags) {
     if (flags && (*flags & ~uint32_t{VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
                                       VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA}) != 0) {
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_UNDEFINE_FLAGS: flags {:#x} ask for what a vmm domain does "
                                                            "not have (nvram, TPM)", *flags));
+    }
+    if (managed.undefining) {
+        if (auto s = managed.undefining(v.def, flags && (*flags & VIR_DOMAIN_UNDEFINE_MANAGED_SAVE) != 0); !s) {
+            return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: " + s.error().message());
+        }
     }
     if (auto s = store.undefine(v.def.uuid); !s) return rpc::fail(VIR_ERR_OPERATION_INVALID, s.error().message());
     if (events) events(v.def, v.id, {VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED});
@@ -48,7 +54,13 @@ Reply undefine(DomainStore& store, const Supervisor::Listener& events, const Dom
 
 // Whether `v` passes CONNECT_LIST_ALL_DOMAINS's filter `flags` (each group filters only when
 // one of its flags is given).
-bool listed(const DomainView& v, uint32_t flags) {
+bool listed(const DomainView& v, uint32_t flags, const ManagedSaves& managed) {
+    bool saved = (flags & (VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE | VIR_CONNECT_LIST_DOMAINS_NO_MANAGEDSAVE)) != 0 &&
+                 managed.exists && managed.exists(v.def);
+    if ((flags & (VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE | VIR_CONNECT_LIST_DOMAINS_NO_MANAGEDSAVE)) != 0 &&
+        (flags & (saved ? VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE : VIR_CONNECT_LIST_DOMAINS_NO_MANAGEDSAVE)) == 0) {
+        return false;
+    }
     auto group = [flags](uint32_t mask, bool pass) { return (flags & mask) == 0 || pass; };
     bool running = v.active() && v.state.state == VIR_DOMAIN_RUNNING, paused = v.active() && v.state.state == VIR_DOMAIN_PAUSED;
     return group(VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE,
@@ -63,13 +75,13 @@ bool listed(const DomainView& v, uint32_t flags) {
                      ((flags & VIR_CONNECT_LIST_DOMAINS_OTHER) != 0 && v.active() && !running && !paused));
 }
 
-Reply list_all(DomainStore& store, Reader& args) {
+Reply list_all(DomainStore& store, const ManagedSaves& managed, Reader& args) {
     auto need = args.i32();
     auto flags = args.u32();
     if (!need || !flags) return undecodable("CONNECT_LIST_ALL_DOMAINS");
     std::vector<DomainView> picked;
     for (const DomainView& v : store.list())
-        if (listed(v, *flags)) picked.push_back(v);
+        if (listed(v, *flags, managed)) picked.push_back(v);
     Writer w;
     w.u32(*need != 0 ? static_cast<uint32_t>(picked.size()) : 0);
     if (*need != 0)
@@ -151,16 +163,20 @@ std::vector<rpc::Procedure> lookups(DomainStore& store) {
 }  // namespace
 
 std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,
-                                              Supervisor::Listener events) {
+                                              Supervisor::Listener events, ManagedSaves managed) {
     auto is_active = [](const DomainView& v, Reader&) { return rpc::ok_i32(v.active() ? 1 : 0); };
     std::vector<rpc::Procedure> t = {
         {Proc::DOMAIN_DEFINE_XML, Access::write,
          [&store, random_uuid, events](Caller&, Reader& a) { return define(store, random_uuid, events, a); }},
         {Proc::DOMAIN_UNDEFINE, Access::write,
-         on_domain(store, "DOMAIN_UNDEFINE", [&store, events](const DomainView& v, Reader&) { return undefine(store, events, v, std::nullopt); })},
+         on_domain(store, "DOMAIN_UNDEFINE", [&store, events, managed](const DomainView& v, Reader&) {
+             return undefine(store, events, managed, v, std::nullopt);
+         })},
         {Proc::DOMAIN_UNDEFINE_FLAGS, Access::write,
-         flagged(store, "DOMAIN_UNDEFINE_FLAGS", [&store, events](const DomainView& v, uint32_t f) { return undefine(store, events, v, f); })},
-        {Proc::CONNECT_LIST_ALL_DOMAINS, Access::read_only, [&store](Caller&, Reader& a) { return list_all(store, a); }},
+         flagged(store, "DOMAIN_UNDEFINE_FLAGS", [&store, events, managed](const DomainView& v, uint32_t f) {
+             return undefine(store, events, managed, v, f);
+         })},
+        {Proc::CONNECT_LIST_ALL_DOMAINS, Access::read_only, [&store, managed](Caller&, Reader& a) { return list_all(store, managed, a); }},
         {Proc::CONNECT_NUM_OF_DOMAINS, Access::read_only, [&store](Caller&, Reader&) { return count(store, true); }},
         {Proc::CONNECT_NUM_OF_DEFINED_DOMAINS, Access::read_only,
          [&store](Caller&, Reader&) { return count(store, false); }},
@@ -182,8 +198,6 @@ std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::U
          on_domain(store, "DOMAIN_IS_PERSISTENT", [](const DomainView& v, Reader&) { return rpc::ok_i32(v.persistent ? 1 : 0); })},
         {Proc::DOMAIN_GET_AUTOSTART, Access::read_only,
          on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView&, Reader&) { return rpc::ok_i32(0); })},
-        {Proc::DOMAIN_HAS_MANAGED_SAVE_IMAGE, Access::read_only,
-         flagged(store, "DOMAIN_HAS_MANAGED_SAVE_IMAGE", [](const DomainView&, uint32_t) { return rpc::ok_i32(0); })},
         {Proc::DOMAIN_GET_OS_TYPE, Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) { return rpc::ok_string("hvm"); })},
     };
     for (rpc::Procedure& p : lookups(store)) t.push_back(std::move(p));

@@ -2,6 +2,7 @@
 // lookups, lists, the XML, info and state (docs/libvirt.md lists them with their numbers).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "vmmd/domain/domain_store.h"
@@ -10,8 +11,14 @@
 
 namespace vmmd {
 
+// The managed save images (SaveImages): whether a domain has one (list --with-managed-save), and
+// before an undefine whether it may go, given whether the client asked to remove the image too.
+struct ManagedSaves {
+    std::function<bool(const DomainDef& def)> exists;
+    std::function<vmm::Status(const DomainDef& def, bool remove_image)> undefining;
+};
 // `events` hears of definitions added, updated and removed (lifecycle DEFINED / UNDEFINED).
 std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,
-                                              Supervisor::Listener events);
+                                              Supervisor::Listener events, ManagedSaves managed = {});
 
 }  // namespace vmmd

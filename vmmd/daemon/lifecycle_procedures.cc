@@ -24,11 +24,16 @@ std::optional<Reply> unknown_flags(const char* proc, uint32_t flags, uint32_t kn
     return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("{}: unsupported flags ({:#x})", proc, flags & ~known));
 }
 
-// Starts `def` and answers with the domain as it now is (its id).
-Reply start(DomainStore& store, Supervisor& sup, const DomainDef& def, bool paused) {
+// Starts `def` and answers with the domain as it now is (its id). A domain with a managed save
+// image is restored from it instead (`images`; with VIR_DOMAIN_START_FORCE_BOOT the image goes).
+Reply start(DomainStore& store, Supervisor& sup, const DomainDef& def, bool paused, SaveImages* images = nullptr,
+            bool force_boot = false) {
     if (auto now = store.by_uuid(def.uuid); now && now->active()) {
         return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is already running",
                                                                  def.name));
+    }
+    if (images != nullptr) {
+        if (auto restored = images->start_managed(def, paused, force_boot)) return *restored;
     }
     if (auto s = sup.start(def, paused); !s) return rpc::fail(VIR_ERR_OPERATION_FAILED, s.error().message());
     auto v = store.by_uuid(def.uuid);
@@ -78,16 +83,17 @@ Reply pause_or_resume(Supervisor& sup, const DomainView& v, bool pause) {
 
 }  // namespace
 
-std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& sup, DomainStore::UuidSource random_uuid) {
+std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& sup, DomainStore::UuidSource random_uuid,
+                                                 SaveImages& images) {
     return {
-        {Proc::DOMAIN_CREATE, Access::write, on_domain(store, "DOMAIN_CREATE", [&store, &sup](const DomainView& v, Reader&) {
-             Reply r = start(store, sup, v.def, false);
+        {Proc::DOMAIN_CREATE, Access::write, on_domain(store, "DOMAIN_CREATE", [&store, &sup, &images](const DomainView& v, Reader&) {
+             Reply r = start(store, sup, v.def, false, &images);
              return r.error ? r : rpc::ok();  // DOMAIN_CREATE returns nothing
          })},
         {Proc::DOMAIN_CREATE_WITH_FLAGS, Access::write,
-         flagged(store, "DOMAIN_CREATE_WITH_FLAGS", [&store, &sup](const DomainView& v, uint32_t f) {
+         flagged(store, "DOMAIN_CREATE_WITH_FLAGS", [&store, &sup, &images](const DomainView& v, uint32_t f) {
              if (auto bad = unknown_flags("DOMAIN_CREATE_WITH_FLAGS", f, kStartFlags)) return *bad;
-             return start(store, sup, v.def, (f & VIR_DOMAIN_START_PAUSED) != 0);
+             return start(store, sup, v.def, (f & VIR_DOMAIN_START_PAUSED) != 0, &images, (f & VIR_DOMAIN_START_FORCE_BOOT) != 0);
          })},
         {Proc::DOMAIN_CREATE_XML, Access::write,
          [&store, &sup, random_uuid](Caller&, Reader& a) { return create_xml(store, sup, random_uuid, a); }},

@@ -51,6 +51,9 @@ public:
     // (else the address the host's name resolves to; never every address).
     void use_migration_address(std::string address) { addresses_.use_migration_address(std::move(address)); }
     std::vector<rpc::Procedure> procedures();
+    // Each domain's job: a save or a restore (save_images.h) is one too, so that domjobinfo
+    // shows it, domjobabort cancels it, and a migration waits for it.
+    JobTable& jobs() { return jobs_; }
     // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
     // migration itself goes on in the vmm, which outlives vmmd.
     void stop() { stopping_ = true; }

@@ -99,9 +99,16 @@ Status Supervisor::start(const DomainDef& def, bool paused) {
 }
 
 Status Supervisor::start_incoming(const DomainDef& def, const std::string& uri) {
-    auto id = launch(def, true, uri, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION});
+    auto id = launch(def, true, uri, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION}, MigrationPhase::incoming);
     if (!id) return id.error();
     announce(def, *id, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_MIGRATED});
+    return {};
+}
+
+Status Supervisor::start_restoring(const DomainDef& def, const std::string& uri) {
+    auto id = launch(def, true, uri, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER});
+    if (!id) return id.error();
+    announce(def, *id, {VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_RESTORED});
     return {};
 }
 
@@ -118,7 +125,8 @@ std::optional<std::string> Supervisor::reserve_start(const DomainDef& def) {
     return std::nullopt;
 }
 
-Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state) {
+Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state,
+                               MigrationPhase phase) {
     if (auto why = reserve_start(def)) return Error(*why);
     struct Unmark {
         Supervisor* s;
@@ -142,7 +150,7 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
     r->def = def;
     r->process = std::move(*p);
     r->qmp = std::move(*q);
-    r->phase = incoming.empty() ? MigrationPhase::none : MigrationPhase::incoming;
+    r->phase = phase;
     {
         std::lock_guard lock(mutex_);
         r->id = next_id_++;
@@ -153,8 +161,10 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
         return s.error();
     }
     int id = r->id;
-    vmm::log::info("vmmd: domain '{}' {} as id {} (vmm pid {}, log {})", def.name,
-                   incoming.empty() ? "started" : "waits for a migration on " + incoming, id, r->process->identity().pid, log);
+    std::string how = incoming.empty()                        ? "started"
+                      : phase == MigrationPhase::incoming ? "waits for a migration on " + incoming
+                                                          : "restores from " + incoming;
+    vmm::log::info("vmmd: domain '{}' {} as id {} (vmm pid {}, log {})", def.name, how, id, r->process->identity().pid, log);
     watch(std::move(r), state);
     return id;
 }
@@ -227,6 +237,7 @@ Status Supervisor::quit(const Uuid& uuid, Intent why) {
 
 Status Supervisor::shutdown(const Uuid& uuid) { return quit(uuid, Intent::shutdown); }
 Status Supervisor::end_migrated(const Uuid& uuid) { return quit(uuid, Intent::migrated); }
+Status Supervisor::end_saved(const Uuid& uuid) { return quit(uuid, Intent::saved); }
 
 Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
     auto r = find(uuid);

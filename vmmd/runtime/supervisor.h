@@ -67,6 +67,11 @@ public:
     // The source after a migration that completed: its vmm is asked to end, and the domain is
     // left "shut off (migrated)" (event STOPPED MIGRATED).
     Status end_migrated(const Uuid& uuid);
+    // A restore: a paused vmm loading the saved guest at `uri` (file:PATH,offset=N), state
+    // "paused (user)" until the daemon resumes it, event STARTED RESTORED.
+    Status start_restoring(const DomainDef& def, const std::string& uri);
+    // After a save: the vmm is asked to end, the domain left "shut off (saved)" (STOPPED SAVED).
+    Status end_saved(const Uuid& uuid);
     // What a migration changed: the state (recorded), and the event to announce with it.
     void set_state(const Uuid& uuid, DomainState state, std::optional<LifecycleEvent> event);
     // Ends the vmm: SIGTERM, and SIGKILL after `kTermGrace` unless `graceful` (then an error if it
@@ -82,6 +87,8 @@ public:
     // Records where a migration of the running domain stands (kept in its run record for a
     // restarted vmmd). A destination in MigrationPhase::incoming cannot be resumed by resume().
     void set_phase(const Uuid& uuid, MigrationPhase phase);
+    // The domain's vmm log (what a failure quotes the last line of).
+    std::string log_path(const DomainDef& def) const;
     // Waits until the domain does not run (true) or `timeout` passes (false).
     bool wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeout);
 
@@ -97,7 +104,7 @@ public:
 
 private:
     // Why vmmd expects the process to end: it decides the state the domain is left in.
-    enum class Intent { none, shutdown, destroy, migrated };
+    enum class Intent { none, shutdown, destroy, migrated, saved };
     struct Running {
         DomainDef def;
         int id = -1;
@@ -109,14 +116,14 @@ private:
     };
 
     Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, UniqueFd wake);
-    // Starts a vmm for `def` (a boot, or an incoming migration on `incoming`), puts it under
-    // watch in `state`, and returns its domain id.
-    Result<int> launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state);
+    // Starts a vmm for `def` (a boot, or an incoming migration or a restore on `incoming`), puts
+    // it under watch in `state` and `phase`, and returns its domain id.
+    Result<int> launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state,
+                       MigrationPhase phase = MigrationPhase::none);
     // Marks `def` as starting, or says why it cannot start: it runs or starts already, or a run
     // record nobody adopted is there.
     std::optional<std::string> reserve_start(const DomainDef& def);
     std::string run_path(const Uuid& uuid, const char* suffix) const;
-    std::string log_path(const DomainDef& def) const;
     std::shared_ptr<Running> find(const Uuid& uuid) const;
     Result<std::unique_ptr<vmm::monitor::QmpClient>> connect_qmp(const VmmProcess& p, const std::string& socket,
                                                                  const std::string& log) const;

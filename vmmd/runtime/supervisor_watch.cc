@@ -65,6 +65,9 @@ void Supervisor::ended(const std::shared_ptr<Running>& r) {
     if (intent == Intent::migrated) {
         state.reason = VIR_DOMAIN_SHUTOFF_MIGRATED;
         event.detail = VIR_DOMAIN_EVENT_STOPPED_MIGRATED;
+    } else if (intent == Intent::saved) {
+        state.reason = VIR_DOMAIN_SHUTOFF_SAVED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_SAVED;
     } else if (intent == Intent::destroy) {
         state.reason = VIR_DOMAIN_SHUTOFF_DESTROYED;
         event.detail = VIR_DOMAIN_EVENT_STOPPED_DESTROYED;
