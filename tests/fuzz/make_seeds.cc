@@ -79,6 +79,7 @@ static int monitor_seeds(const std::string& dir) {
 }
 
 #ifdef VMM_WITH_VMMD
+#include "vmmd/domain/save_image.h"
 #include "vmmd/rpc/message.h"
 
 // One client connection to vmmd: what virsh sends first, the connection-level calls, a call
@@ -118,6 +119,8 @@ static int domain_seeds(const std::string& dir) {
         "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:dirty-tracking>ring"
         "</vmm:dirty-tracking><vmm:prealloc>on</vmm:prealloc></vmm:vmm></metadata></domain>";
     std::ofstream(dir + "/small") << "<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os></domain>";
+    auto image = vmmd::encode_save_image_header({"<domain type='vmm'><name>a</name></domain>", true});
+    std::ofstream(dir + "/save-image", std::ios::binary).write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));
     return 0;
 }
 
