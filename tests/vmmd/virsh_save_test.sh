@@ -6,7 +6,7 @@
 # image listed and kept through a refused undefine, restored by start and then gone;
 # managedsave-remove and start --force-boot boot afresh; a transient domain saved disappears and
 # comes back by restore; a damaged image is refused in one line with no domain left running; the
-# lifecycle events say Saved and Restored.
+# lifecycle events say Saved and Restored; domjobinfo shows a save and domjobabort cancels it.
 #   virsh_save_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -69,6 +69,21 @@ out=$(v start demo --force-boot) || fail "start --force-boot: $out"
 expect "--force-boot boots and drops the image" "$(v domstate demo --reason)" "running \(booted\)"
 expect "no image after --force-boot" "$(v dominfo demo)" "Managed save: +no"
 
+# A save is the domain's job: domjobinfo shows it, domjobabort cancels it; the guest runs on, no file.
+out=$(v migrate-setspeed demo 1) || fail "migrate-setspeed: $out"
+v save demo "$dir/slow.save" >"$dir/save.out" 2>&1 &
+spid=$!
+saving() { v domjobinfo demo | grep -q "Operation: *Save"; }
+wait_until 30 saving || fail "domjobinfo never showed the save: $(v domjobinfo demo)"
+out=$(v domjobabort demo) || fail "domjobabort: $out"
+wait "$spid" && fail "an aborted save succeeded: $(cat "$dir/save.out")"
+expect "the aborted save says so" "$(cat "$dir/save.out")" "aborted"
+wait_until 10 state_is "running (unpaused)" || fail "after an aborted save the domain is $(v domstate demo --reason)"
+[ ! -e "$dir/slow.save" ] || fail "an aborted save left its file"
+no_stray_files || fail "an aborted save left files: $(ls -a "$dir")"
+out=$(v migrate-setspeed demo 0) || fail "migrate-setspeed: $out"
+guest_runs_clean "$build/bin/vmmctl" state
+
 expected_events="Stopped Saved|Started Restored"
 wait_until 20 grep -qE "$expected_events" "$dir/events" || fail "events: $(cat "$dir/events")"
 expect "virsh event heard the save" "$(cat "$dir/events")" "Stopped Saved"
@@ -118,5 +133,10 @@ PY
     expect "libvirt-python saves, restores and managed-saves" "$out" "python ok"
     guest_runs_clean "$build/bin/vmmctl" state
 fi
+v start demo >/dev/null 2>&1
+out=$(v managedsave demo) || fail "managedsave: $out"
+out=$(v undefine demo --managed-save) || fail "undefine --managed-save: $out"
+[ ! -e "$dir/state/save/demo.save" ] || fail "undefine --managed-save kept the image"
+echo "ok: undefine --managed-save removes the image with the definition"
 no_stray_files || fail "files left beside the saves: $(ls -a "$dir")"
 echo "PASS"

@@ -38,7 +38,18 @@ RamBlock::RamBlock(RamBlock&& o) noexcept
       host_(std::move(o.host_)),
       slot_(o.slot_),
       dirty_(std::move(o.dirty_)),
-      dirtied_(o.dirtied_.load()) {}
+      dirtied_(o.dirtied_.load()),
+      file_backed_(o.file_backed_) {}
+
+Status RamBlock::map_file(int fd, uint64_t offset) {
+    // MAP_FIXED over the block's own range: the memory slot KVM has keeps its address, and the
+    // block's Mapping unmaps the range as before.
+    void* at = ::mmap(host_.data(), host_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd,
+                      static_cast<off_t>(offset));
+    if (at == MAP_FAILED) return Error::from_errno(fmt::format("mapping the saved RAM of block '{}'", name_));
+    file_backed_ = true;
+    return {};
+}
 
 // Populates every page (zeroed by the kernel; the contents stay zero).
 static Status preallocate(Mapping& m) {

@@ -1,5 +1,6 @@
-// RamBlock: a named range of guest-physical memory backed by an anonymous host mapping and
-// registered with KVM as one memory slot, with its dirty bitmap.
+// RamBlock: a named range of guest-physical memory backed by an anonymous host mapping (or, after
+// a mapped restore, a private mapping of a saved file) and registered with KVM as one memory
+// slot, with its dirty bitmap.
 #pragma once
 
 #include <atomic>
@@ -40,6 +41,14 @@ public:
     uint32_t slot() const { return slot_; }
     bool contains(uint64_t gpa) const { return gpa >= guest_addr_ && gpa - guest_addr_ < size(); }
 
+    // The block's memory becomes `fd` from `offset`, mapped privately in place (a restore that
+    // maps its saved file): a page reads the file's contents until the guest writes it, and
+    // vmm processes that map one file share what none of them wrote. Before the guest runs.
+    Status map_file(int fd, uint64_t offset);
+    // Mapped from a file: pagemap cannot tell which of its pages hold data (one never touched
+    // still holds the file's), so a migration reads every page of it.
+    bool file_backed() const { return file_backed_; }
+
     DirtyBitmap& dirty() { return dirty_; }
     const DirtyBitmap& dirty() const { return dirty_; }
     // Page-dirtying events seen since the block was created (KVM's and the VMM's own writes):
@@ -60,6 +69,7 @@ private:
     uint32_t slot_;
     DirtyBitmap dirty_;
     std::atomic<uint64_t> dirtied_{0};
+    bool file_backed_ = false;
 };
 
 }  // namespace vmm::memory

@@ -25,6 +25,8 @@ IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, 
 IncomingMigration::~IncomingMigration() {
     cancel();
     if (thread_.joinable()) thread_.join();
+    if (check_cancel_) check_cancel_->cancel();
+    if (checker_.joinable()) checker_.join();
 }
 
 void IncomingMigration::cancel() {
@@ -344,7 +346,34 @@ Status IncomingMigration::receive(Connection& conn) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
         return receive_postcopy(conn, *header, loader.discards());
     }
+    if (auto mapped = channel != nullptr ? channel->mapped_file() : std::nullopt) {
+        if (auto s = map_file(std::move(*mapped)); !s) {
+            refuse(st, s.error());
+            return s;
+        }
+    }
     if (auto s = ready_and_go(st); !s) return s;
+    return {};
+}
+
+Status IncomingMigration::map_file(FileRam ram) {
+    const auto& blocks = machine_.memory().blocks();
+    if (ram.offsets.size() != blocks.size()) return Error("internal: a mapped file without a place for every RAM block");
+    for (size_t i = 0; i < blocks.size(); ++i)
+        if (auto s = blocks[i]->map_file(ram.fd, ram.offsets[i]); !s) return s;
+    auto token = CancelToken::create();
+    if (!token) return token.error();
+    check_cancel_.emplace(std::move(*token));
+    checker_ = std::thread([this, check = std::move(ram.check)] {
+        name_this_thread("restore-check");
+        Status s = check(*check_cancel_);
+        if (s) {
+            log::info("every page of {} matches its sum", uri_.text);
+        } else if (!check_cancel_->cancelled()) {
+            on_failure_(Error(fmt::format("the guest runs on RAM mapped from {}, whose check found it damaged: {}", uri_.text,
+                                          s.error().message())));
+        }
+    });
     return {};
 }
 

@@ -62,6 +62,9 @@ private:
     Result<StreamHeader> accept_header(Connection& conn);
     Status ready_and_go(ByteStream& st, PostcopyReceiver* postcopy = nullptr);
     Status receive_postcopy(Connection& conn, const StreamHeader& header, const std::vector<Record>& discards);
+    // A mapped restore (x-restore-mapped): guest RAM becomes the file's, and its check starts
+    // on a thread of its own (a damaged page ends the machine through on_failure_).
+    Status map_file(FileRam ram);
     void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
     void set_status(MigrationStatus s);
 
@@ -85,6 +88,8 @@ private:
     std::unique_ptr<PostcopyReceiver> receiver_;  // under mutex_ for readers; set before the guest runs
     bool in_postcopy_ = false;  // GO came in postcopy: the guest runs here
     std::thread thread_;
+    std::optional<CancelToken> check_cancel_;  // a mapped restore's check: cancelled and joined last
+    std::thread checker_;
 };
 
 }  // namespace vmm::migration

@@ -53,6 +53,11 @@ const std::vector<SettingRow>& setting_rows() {
         cap("postcopy-preempt", &C::postcopy_preempt,
             "tcp/unix, both sides, with postcopy-ram (on): the pages faults wait on go on a connection of their own, "
             "never behind the background push"),
+        listener(cap("x-restore-mapped", &C::restore_mapped,
+                     "--incoming file:: map the saved RAM into the guest (MAP_PRIVATE) instead of reading it: the guest "
+                     "runs at once, its pages come from the page cache as it touches them (shared with every vmm "
+                     "restored from the file), each checked against its sum in the background (a damaged page ends "
+                     "the guest, naming it)")),
         listener(size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Live::max_bandwidth,
                       "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)")),
         integer("downtime-limit", &P::downtime_limit_ms, 1, 2000000, "longest acceptable pause, ms"),

@@ -95,7 +95,9 @@ Reply Migrations::abort(const DomainView& v, uint32_t flags) {
     }
     if ((flags & VIR_DOMAIN_ABORT_JOB_POSTCOPY) != 0) return pause_postcopy(v);
     Job job = jobs_.get(v.def.uuid);
-    if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
+    // An outgoing migration or a save (save_images.h): the vmm's migration is cancelled, the guest goes on.
+    if (!job.active ||
+        (job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT && job.operation != VIR_DOMAIN_JOB_OPERATION_SAVE)) {
         return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
     }
     if (auto r = sup_.qmp(v.def.uuid, "migrate-cancel"); !r) return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());

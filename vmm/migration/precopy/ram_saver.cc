@@ -243,7 +243,7 @@ Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
     if (auto s = begin(0); !s) return s;
     for (uint32_t i = 0; i < mem_.blocks().size(); ++i) {
         const auto& b = *mem_.blocks()[i];
-        if (pagemap == nullptr) {
+        if (pagemap == nullptr || b.file_backed()) {
             if (auto s = send_run(i, 0, b.pages()); !s) return s;
             continue;
         }

@@ -1,13 +1,17 @@
 // The destination's side of file:PATH: the file is checked when vmm starts listening on it (its
 // header, this machine's shape, its length, its stream's sum), so a wrong file is one line at
-// once; its RAM is read in the first round, every page checked against its slot as it lands.
+// once; its RAM is read in the first round, every page checked against its slot as it lands, or
+// (x-restore-mapped) mapped by the caller and checked in the background.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -32,15 +36,103 @@ struct Opened {
     std::vector<uint8_t> stream;
 };
 
+Error damaged(const Opened& f, uint32_t i, uint64_t offset, const char* why) {
+    return Error(fmt::format("file:{}: block '{}', page at offset {:#x}: {}: the file is damaged", f.path,
+                             f.header.blocks[i].name, offset, why));
+}
+
+// Block i's slots, one a page.
+Result<std::vector<uint64_t>> read_slots(const Opened& f, uint32_t i) {
+    const FileBlock& b = f.header.blocks[i];
+    std::vector<uint8_t> raw(sums_bytes(b.size));
+    if (auto s = read_at(f.fd.get(), raw, f.base + b.sums_offset, "file:" + f.path); !s) return s.error();
+    std::vector<uint64_t> slots(raw.size() / 8, 0);
+    for (size_t p = 0; p < slots.size(); ++p)
+        for (size_t k = 0; k < 8; ++k) slots[p] |= static_cast<uint64_t>(raw[p * 8 + k]) << (8 * k);
+    return slots;
+}
+
+using Range = std::function<Status(uint64_t from, uint64_t to)>;  // offsets in the block
+
+// Walks block i's part of the file by its data and its holes (SEEK_DATA/SEEK_HOLE), in order,
+// so a sparse save reads only what it holds.
+Status walk(const Opened& f, uint32_t i, const Range& hole, const Range& data) {
+    const uint64_t start = f.base + f.header.blocks[i].ram_offset, end = start + f.header.blocks[i].size;
+    auto page_down = [start](uint64_t at) { return start + (at - start) / kPage * kPage; };
+    for (uint64_t at = start; at < end;) {
+        off_t found = ::lseek(f.fd.get(), static_cast<off_t>(at), SEEK_DATA);
+        if (found < 0 && errno != ENXIO) return Error::from_errno(fmt::format("reading file:{}", f.path));
+        uint64_t from = found < 0 ? end : page_down(std::min<uint64_t>(static_cast<uint64_t>(found), end));
+        if (from > at) {
+            if (auto s = hole(at - start, from - start); !s) return s;
+        }
+        if (from >= end) break;
+        off_t gap = ::lseek(f.fd.get(), static_cast<off_t>(from), SEEK_HOLE);
+        uint64_t to = gap < 0 ? end : std::min<uint64_t>(page_down(static_cast<uint64_t>(gap) + kPage - 1), end);
+        if (to <= from) to = std::min(end, from + kPage);
+        if (auto s = data(from - start, to - start); !s) return s;
+        at = to;
+    }
+    return {};
+}
+
+// Pages [at, at + n) of block i, as read into `bytes`, against their slots.
+Status check_pages(const Opened& f, uint32_t i, uint64_t at, const uint8_t* bytes, uint64_t n,
+                   const std::vector<uint64_t>& slots, ChannelCounts* counts) {
+    for (uint64_t p = 0; p < n; p += kPage) {
+        uint64_t slot = page_slot(bytes + p);
+        if (slot != slots[(at + p) / kPage]) return damaged(f, i, at + p, "its contents do not match the sum saved with it");
+        if (counts == nullptr) continue;
+        if (slot == 0) {
+            ++counts->zero_pages;
+        } else {
+            ++counts->pages;
+            counts->bytes += kPage;
+        }
+    }
+    return {};
+}
+
+Status check_hole(const Opened& f, uint32_t i, uint64_t from, uint64_t to, const std::vector<uint64_t>& slots) {
+    for (uint64_t p = from; p < to; p += kPage)
+        if (slots[p / kPage] != 0) return damaged(f, i, p, "the save wrote data there, and the file holds none");
+    return {};
+}
+
+// A mapped restore's check, while the guest runs: every page of the file against its slot,
+// read through a buffer (the guest's mapping is not touched).
+Status check_file(const Opened& f, const CancelToken& cancel) {
+    std::vector<uint8_t> buffer(kReadPiece);
+    for (uint32_t i = 0; i < f.header.blocks.size(); ++i) {
+        auto slots = read_slots(f, i);
+        if (!slots) return slots.error();
+        auto hole = [&](uint64_t from, uint64_t to) { return check_hole(f, i, from, to, *slots); };
+        auto data = [&](uint64_t from, uint64_t to) -> Status {
+            for (uint64_t at = from; at < to; at += kReadPiece) {
+                if (cancel.cancelled()) return Error("cancelled");
+                uint64_t n = std::min(kReadPiece, to - at);
+                uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
+                if (auto s = read_at(f.fd.get(), {buffer.data(), n}, where, "file:" + f.path); !s) return s;
+                if (auto s = check_pages(f, i, at, buffer.data(), n, *slots, nullptr); !s) return s;
+            }
+            return {};
+        };
+        if (auto s = walk(f, i, hole, data); !s) return s;
+    }
+    return {};
+}
+
 // The RAM area into guest RAM: data extents read in place, holes left (made) zero, and every
-// page's slot compared with what landed.
+// page's slot compared with what landed. Mapped (x-restore-mapped), it reads nothing: the
+// caller maps the file (mapped_file()) and checks it in the background.
 class RamReader final : public DestRamChannel {
 public:
-    RamReader(const Opened& file, std::vector<RamBlockView> blocks) : file_(file), blocks_(std::move(blocks)) {}
+    RamReader(std::shared_ptr<const Opened> file, std::vector<RamBlockView> blocks, bool mapped)
+        : file_(std::move(file)), blocks_(std::move(blocks)), mapped_(mapped) {}
 
     Status serve_round(uint32_t round) override {
         (void)round;
-        if (loaded_) return {};  // the file holds each page's last copy: it is all read in the first round
+        if (loaded_ || mapped_) return {};  // the file holds each page's last copy: it is all read in the first round
         loaded_ = true;
         for (uint32_t i = 0; i < blocks_.size(); ++i)
             if (auto s = load_block(i); !s) return s;
@@ -51,100 +143,78 @@ public:
         (void)verifier;  // every page is checked against its slot whether verify-ram is on or not
         return {};
     }
+    std::optional<FileRam> mapped_file() override {
+        if (!mapped_) return std::nullopt;
+        FileRam m;
+        m.fd = file_->fd.get();
+        for (const auto& b : file_->header.blocks) m.offsets.push_back(file_->base + b.ram_offset);
+        m.check = [file = file_](const CancelToken& cancel) { return check_file(*file, cancel); };
+        return m;
+    }
 
 private:
     Status load_block(uint32_t i);
-    Status load_data(uint32_t i, uint64_t from, uint64_t to);
-    Status load_hole(uint32_t i, uint64_t from, uint64_t to);
-    Error damaged(uint32_t i, uint64_t offset, const char* why) const {
-        return Error(fmt::format("file:{}: block '{}', page at offset {:#x}: {}: the file is damaged", file_.path,
-                                 blocks_[i].name, offset, why));
-    }
 
-    const Opened& file_;
+    std::shared_ptr<const Opened> file_;
     std::vector<RamBlockView> blocks_;
-    std::vector<uint64_t> slots_;  // the block being read
+    bool mapped_;
     bool loaded_ = false;
     ChannelCounts counts_;
 };
 
-// Walks the block's part of the file by its data and its holes (SEEK_DATA/SEEK_HOLE), so a
-// sparse save reads only what it holds.
 Status RamReader::load_block(uint32_t i) {
-    const FileBlock& b = file_.header.blocks[i];
-    std::vector<uint8_t> raw(sums_bytes(b.size));
-    if (auto s = read_at(file_.fd.get(), raw, file_.base + b.sums_offset, "file:" + file_.path); !s) return s;
-    slots_.assign(raw.size() / 8, 0);
-    for (size_t p = 0; p < slots_.size(); ++p)
-        for (size_t k = 0; k < 8; ++k) slots_[p] |= static_cast<uint64_t>(raw[p * 8 + k]) << (8 * k);
-    const uint64_t start = file_.base + b.ram_offset, end = start + b.size;
-    auto page_down = [start](uint64_t at) { return start + (at - start) / kPage * kPage; };
-    for (uint64_t at = start; at < end;) {
-        off_t data = ::lseek(file_.fd.get(), static_cast<off_t>(at), SEEK_DATA);
-        if (data < 0 && errno != ENXIO) return Error::from_errno(fmt::format("reading file:{}", file_.path));
-        uint64_t from = data < 0 ? end : page_down(std::min<uint64_t>(static_cast<uint64_t>(data), end));
-        if (auto s = load_hole(i, at - start, from - start); !s) return s;
-        if (from >= end) break;
-        off_t hole = ::lseek(file_.fd.get(), static_cast<off_t>(from), SEEK_HOLE);
-        uint64_t to = hole < 0 ? end : std::min<uint64_t>(page_down(static_cast<uint64_t>(hole) + kPage - 1), end);
-        if (to <= from) to = std::min(end, from + kPage);
-        if (auto s = load_data(i, from - start, to - start); !s) return s;
-        at = to;
-    }
-    return {};
-}
-
-Status RamReader::load_data(uint32_t i, uint64_t from, uint64_t to) {
-    const FileBlock& b = file_.header.blocks[i];
-    for (uint64_t at = from; at < to; at += kReadPiece) {
-        uint64_t n = std::min(kReadPiece, to - at);
-        uint8_t* host = blocks_[i].host + at;
-        if (auto s = read_at(file_.fd.get(), {host, n}, file_.base + b.ram_offset + at, "file:" + file_.path); !s) return s;
-        for (uint64_t p = 0; p < n; p += kPage) {
-            uint64_t slot = page_slot(host + p);
-            if (slot != slots_[(at + p) / kPage]) return damaged(i, at + p, "its contents do not match the sum saved with it");
-            if (slot == 0) {
-                ++counts_.zero_pages;
-            } else {
-                ++counts_.pages;
-                counts_.bytes += kPage;
-            }
+    const Opened& f = *file_;
+    auto slots = read_slots(f, i);
+    if (!slots) return slots.error();
+    auto hole = [&](uint64_t from, uint64_t to) -> Status {
+        if (auto s = check_hole(f, i, from, to, *slots); !s) return s;
+        zero_pages(blocks_[i].host + from, to - from);  // fresh RAM reads zero already; this makes sure
+        counts_.zero_pages += (to - from) / kPage;
+        return {};
+    };
+    auto data = [&](uint64_t from, uint64_t to) -> Status {
+        for (uint64_t at = from; at < to; at += kReadPiece) {
+            uint64_t n = std::min(kReadPiece, to - at);
+            uint8_t* host = blocks_[i].host + at;
+#ifdef MADV_POPULATE_WRITE
+            // The piece's pages made in one call rather than one fault per page as the read fills them.
+            ::madvise(host, n, MADV_POPULATE_WRITE);
+#endif
+            uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
+            if (auto s = read_at(f.fd.get(), {host, n}, where, "file:" + f.path); !s) return s;
+            if (auto s = check_pages(f, i, at, host, n, *slots, &counts_); !s) return s;
         }
-    }
-    return {};
-}
-
-Status RamReader::load_hole(uint32_t i, uint64_t from, uint64_t to) {
-    if (to <= from) return {};
-    for (uint64_t p = from; p < to; p += kPage)
-        if (slots_[p / kPage] != 0) return damaged(i, p, "the save wrote data there, and the file holds none");
-    zero_pages(blocks_[i].host + from, to - from);  // fresh RAM reads zero already; this makes sure
-    counts_.zero_pages += (to - from) / kPage;
-    return {};
+        return {};
+    };
+    return walk(f, i, hole, data);
 }
 
 class FileRestore final : public Connection {
 public:
-    FileRestore(Opened file, std::vector<RamBlockView> blocks)
-        : file_(std::move(file)), stream_(std::move(file_.stream)), ram_(file_, std::move(blocks)) {}
+    FileRestore(std::shared_ptr<Opened> file, std::vector<uint8_t> stream, std::vector<RamBlockView> blocks, bool mapped)
+        : path_(file->path), stream_(std::move(stream)), ram_(std::move(file), std::move(blocks), mapped) {}
     ByteStream& stream() override { return stream_; }
     DestRamChannel* dest_ram() override { return &ram_; }
-    std::string describe() const override { return "file:" + file_.path; }
+    std::string describe() const override { return "file:" + path_; }
     bool answers() const override { return false; }
 
 private:
-    Opened file_;
+    std::string path_;
     MemoryStream stream_;  // what it answers goes nowhere
     RamReader ram_;
 };
 
 class FileListener final : public Listener {
 public:
-    FileListener(Opened file, std::vector<RamBlockView> blocks)
-        : path_(file.path), file_(std::move(file)), blocks_(std::move(blocks)) {}
+    FileListener(Opened file, const TransportContext& ctx)
+        : path_(file.path), file_(std::move(file)), blocks_(ctx.blocks), options_(ctx.options) {}
     Result<std::unique_ptr<Connection>> accept() override {
         if (!file_) return Error(fmt::format("file:{} was read already", path_));
-        auto conn = std::make_unique<FileRestore>(std::move(*file_), blocks_);
+        // The settings as they are now: x-restore-mapped set on the monitor after --incoming defer counts.
+        bool mapped = options_ && options_().caps.restore_mapped;
+        std::vector<uint8_t> stream = std::move(file_->stream);
+        auto conn = std::make_unique<FileRestore>(std::make_shared<Opened>(std::move(*file_)), std::move(stream), blocks_,
+                                                  mapped);
         file_.reset();
         return std::unique_ptr<Connection>(std::move(conn));
     }
@@ -154,6 +224,7 @@ private:
     std::string path_;
     std::optional<Opened> file_;
     std::vector<RamBlockView> blocks_;
+    std::function<Options()> options_;
 };
 
 // The saved machine's shape against this one's: every block by name, size and address, and the vCPUs.
@@ -216,7 +287,7 @@ Result<std::unique_ptr<Listener>> open_restore(const TransportContext& ctx) {
     if (XXH3_64bits(f.stream.data(), f.stream.size()) != f.header.stream_sum) {
         return Error(fmt::format("file:{}: its stream (the device state) is damaged: its sum does not match", f.path));
     }
-    return std::unique_ptr<Listener>(std::make_unique<FileListener>(std::move(f), ctx.blocks));
+    return std::unique_ptr<Listener>(std::make_unique<FileListener>(std::move(f), ctx));
 }
 
 }  // namespace vmm::migration::file

@@ -22,6 +22,8 @@ struct Capabilities {
     // by default: measured better, docs/performance.md; a transport with its own postcopy
     // channel, rdma, keeps them apart already and ignores it)
     bool postcopy_preempt = true;
+    // --incoming file:: map the saved RAM (MAP_PRIVATE) instead of reading it; checked in the background
+    bool restore_mapped = false;
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

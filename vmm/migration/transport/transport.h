@@ -73,6 +73,16 @@ struct ChannelCounts {
     uint64_t bytes = 0;       // of page data
 };
 
+// Where a destination's channel leaves guest RAM in a file, to be mapped rather than read (a
+// mapped restore, x-restore-mapped).
+struct FileRam {
+    int fd = -1;                    // valid while the connection lives (a mapping keeps its own reference)
+    std::vector<uint64_t> offsets;  // per block: where its pages start in the file
+    // Every page of the file against its sum, run on a thread of the caller's while the guest
+    // runs (it outlives the connection): the first damaged page, or cancelled.
+    std::function<Status(const CancelToken& cancel)> check;
+};
+
 // Destination side: serves one round until the source ends it.
 class DestRamChannel {
 public:
@@ -92,6 +102,8 @@ public:
     // from it fails the round. An empty fn unregisters.
     using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
     virtual void on_sums(SumsFn fn) { (void)fn; }
+    // After the rounds: the file guest RAM is to be mapped from (nothing was read), or none.
+    virtual std::optional<FileRam> mapped_file() { return std::nullopt; }
 };
 
 class Connection {

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Snapshot benchmark: saving a guest to a file and restoring it, each figure beside what the file
+# system itself does with the same bytes, measured side by side in this one run:
+#   save     a host-filled (incompressible) guest of --size saved with 'migrate file:' (rounds,
+#            device state, fsync, rename: vmm's 'total time') against dd writing the saved
+#            file's bytes to a new file on the same file system (conv=fdatasync): ratio dd / vmm
+#   restore  the file restored by 'vmm --incoming file:' (every page read and checked against its
+#            sum: the destination's 'total time') against dd reading the same file: ratio
+#   mapped   the same file restored with x-restore-mapped (mapped, checked in the background): the
+#            time to a guest ready to run
+#   sparse   idle guests of --size and --big (16G) that touched little: the file's size on disk
+#            and the times, which must follow what the guest touched, not its RAM size
+# Both sides read and write through the page cache as it is after the save (no cache dropped).
+#
+#   scripts/bench-snapshot.sh [--size 1G] [--big 16G] [--runs 3] [--dir DIR]
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+
+size=1G big=16G runs=3 dir=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --size) size=$2; shift 2 ;;
+        --big) big=$2; shift 2 ;;
+        --runs) runs=$2; shift 2 ;;
+        --dir) dir=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+build
+VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl"
+work=$(mktemp -d "${dir:-/var/tmp}/vmm-snap.XXXXXX")
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+field() { awk -v k="$1: " 'index($0, k) == 1 && !done { s = substr($0, length(k) + 1); sub(/ .*/, "", s); print s; done = 1 }'; }
+ms_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
+bytes=$(numfmt --from=iec "$size")
+
+# save_once NAME ARGS...: a guest of $size started with ARGS, saved to $work/NAME.save; sets S_MS.
+save_once() {
+    local name=$1; shift
+    "$VMM" -m "$size" --smp 1 --monitor "unix:$work/$name.sock" --serial none "$@" >"$work/$name.log" 2>&1 &
+    pids+=("$!")
+    "$CTL" --wait 30 "unix:$work/$name.sock" "stop" >/dev/null
+    local out; out=$("$CTL" "unix:$work/$name.sock" "migrate file:$work/$name.save")
+    echo "$out" | grep -q "Migration status: completed" || { echo "$out" >&2; cat "$work/$name.log" >&2; die "save $name failed"; }
+    S_MS=$("$CTL" "unix:$work/$name.sock" "info migrate" | field "total time")
+    "$CTL" "unix:$work/$name.sock" quit >/dev/null 2>&1 || true
+}
+
+# restore_once NAME [mapped] [SIZE]: $work/NAME.save restored into a fresh vmm (read, or mapped with
+# x-restore-mapped); sets R_MS, the destination's total time (file opened to guest ready to run).
+restore_once() {
+    local name=$1 how=${2:-read} mem=${3:-$size}
+    if [ "$how" = mapped ]; then
+        "$VMM" -m "$mem" --smp 1 -S --incoming defer --monitor "unix:$work/$name-r.sock" --serial none >"$work/$name-r.log" 2>&1 &
+        pids+=("$!")
+        "$CTL" --wait 30 "unix:$work/$name-r.sock" "migrate_set_capability x-restore-mapped on" \
+            "migrate_incoming file:$work/$name.save" >/dev/null
+    else
+        "$VMM" -m "$mem" --smp 1 -S --incoming "file:$work/$name.save" --monitor "unix:$work/$name-r.sock" --serial none \
+            >"$work/$name-r.log" 2>&1 &
+        pids+=("$!")
+    fi
+    local st=""
+    for _ in $(seq 600); do
+        st=$("$CTL" --wait 30 "unix:$work/$name-r.sock" "info migrate" 2>/dev/null | field "Migration status") || true
+        [ "$st" = completed ] || [ "$st" = failed ] && break
+        sleep 0.05
+    done
+    [ "$st" = completed ] || { cat "$work/$name-r.log" >&2; die "restore $name: $st"; }
+    R_MS=$("$CTL" "unix:$work/$name-r.sock" "info migrate" | field "total time")
+    "$CTL" "unix:$work/$name-r.sock" quit >/dev/null 2>&1 || true
+}
+
+printf '\n\033[1mvmm snapshot benchmark\033[0m  %s  %s, %s cores, file system %s\n' "$(date -u +%FT%TZ)" \
+    "$(uname -r)" "$(nproc)" "$(df --output=fstype "$work" | tail -1)"
+log "host-filled $size guest, $runs run(s): save and restore, each beside dd on the same bytes"
+save_ratios=() restore_ratios=() saves=() restores=() dd_w=() dd_r=() mapped=()
+for i in $(seq "$runs"); do
+    save_once "filled$i" --guest idle --prefill "$size"
+    t0=$(date +%s%N)
+    dd if="$work/filled$i.save" of="$work/dd$i.out" bs=4M conv=fdatasync status=none
+    t1=$(date +%s%N)
+    w=$(ms_of "$t0" "$t1")
+    restore_once "filled$i"
+    t0=$(date +%s%N)
+    dd if="$work/filled$i.save" of=/dev/null bs=4M status=none
+    t1=$(date +%s%N)
+    r=$(ms_of "$t0" "$t1")
+    read_ms=$R_MS
+    restore_once "filled$i" mapped
+    printf '  run %d: save %s ms (dd write %s ms), restore %s ms (dd read %s ms), mapped restore %s ms\n' "$i" "$S_MS" "$w" \
+        "$read_ms" "$r" "$R_MS"
+    mapped+=("$R_MS")
+    R_MS=$read_ms
+    saves+=("$S_MS") restores+=("$R_MS") dd_w+=("$w") dd_r+=("$r")
+    save_ratios+=("$(awk -v a="$w" -v b="$S_MS" 'BEGIN { printf "%.2f", a / b }')")
+    restore_ratios+=("$(awk -v a="$r" -v b="$R_MS" 'BEGIN { printf "%.2f", a / b }')")
+    rm -f "$work/dd$i.out" "$work/filled$i.save"
+done
+med() { printf '%s\n' "$@" | median; }
+mb_s() { awk -v ms="$1" -v b="$bytes" 'BEGIN { printf "%.0f", b / 1048576 / (ms / 1000) }'; }
+log "sparse: an idle $size guest that touched little, and an idle $big one (restored mapped too)"
+save_once sparse --guest idle
+sparse_save=$S_MS
+disk_kib=$(du -k "$work/sparse.save" | cut -f1)
+restore_once sparse
+sparse_restore=$R_MS
+size_was=$size size=$big
+save_once big --guest idle
+big_save=$S_MS
+restore_once big
+big_restore=$R_MS
+restore_once big mapped
+big_mapped=$R_MS
+size=$size_was
+
+printf '\n\033[1msummary\033[0m (medians of %d runs; ratios: dd time / vmm time, paired per run, 1.0 = as fast as dd)\n' "$runs"
+printf '  save    %s: vmm %s ms (%s MiB/s), dd write %s ms; ratio %s (target >= 0.8)\n' "$size" "$(med "${saves[@]}")" \
+    "$(mb_s "$(med "${saves[@]}")")" "$(med "${dd_w[@]}")" "$(med "${save_ratios[@]}")"
+printf '  restore %s: vmm %s ms (%s MiB/s), dd read %s ms; ratio %s (target >= 0.8)\n' "$size" "$(med "${restores[@]}")" \
+    "$(mb_s "$(med "${restores[@]}")")" "$(med "${dd_r[@]}")" "$(med "${restore_ratios[@]}")"
+printf '  mapped  %s (x-restore-mapped: the file mapped, its pages checked in the background): %s ms to a guest ready to run\n' \
+    "$size" "$(med "${mapped[@]}")"
+printf '  sparse  %s idle guest: file %s KiB on disk, save %s ms, restore %s ms\n' "$size" "$disk_kib" "$sparse_save" \
+    "$sparse_restore"
+printf '  sparse  %s idle guest: save %s ms, restore %s ms, mapped restore %s ms\n' "$big" "$big_save" "$big_restore" "$big_mapped"
