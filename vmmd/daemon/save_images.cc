@@ -184,6 +184,7 @@ Reply SaveImages::save(const DomainView& v, const std::string& path, const std::
 }
 
 Status SaveImages::load(const DomainDef& def, const std::string& path, uint64_t offset, bool run) {
+    off_t log_from = log_size(sup_.log_path(def));  // where this vmm's lines will start
     if (auto s = sup_.start_restoring(def, fmt::format("file:{},offset={}", path, offset)); !s) return s;
     jobs_.set(def.uuid, job_of(VIR_DOMAIN_JOB_OPERATION_RESTORE));
     Status done = await(def.uuid, VIR_DOMAIN_JOB_OPERATION_RESTORE);
@@ -192,7 +193,7 @@ Status SaveImages::load(const DomainDef& def, const std::string& path, uint64_t 
     jobs_.set(def.uuid, job);
     if (!done) {
         // A vmm that refused the file has ended and said why in its log; one still there is ended.
-        std::string why = sup_.wait_stopped(def.uuid, std::chrono::seconds(5)) ? last_log_line(sup_.log_path(def))
+        std::string why = sup_.wait_stopped(def.uuid, std::chrono::seconds(5)) ? last_log_line(sup_.log_path(def), log_from)
                                                                                 : done.error().message();
         (void)sup_.destroy(def.uuid, false);
         return Error(why);
