@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
     }
     for (auto& p : images.procedures()) table.push_back(std::move(p));
     vmmd::ManagedSaves managed_save{[&images](const vmmd::DomainDef& def) { return images.has_managed(def); },
-                                    [&images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); }};
+                                    [&images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); },
+                                    [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};
     for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save)) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images)) table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));

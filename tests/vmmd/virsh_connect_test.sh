@@ -13,6 +13,9 @@ start_vmmd "$build"
 
 out=$(virsh -c "$uri" version 2>&1) || fail "virsh version: $out"
 expect "version" "$out" "Running hypervisor: vmm [0-9]+\.[0-9]+\.[0-9]+"
+library=$(sed -n 's/^Using library: libvirt //p' <<<"$out")
+out=$(virsh -c "$uri" version --daemon 2>&1) || fail "virsh version --daemon: $out"
+expect "the daemon's library is libvirt's whose protocol it speaks" "$out" "Running against daemon: $library"
 out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh hostname: $out"
 expect "hostname" "$out" "^$(hostname)\$"
 out=$(virsh -c "$uri" nodeinfo 2>&1) || fail "virsh nodeinfo: $out"

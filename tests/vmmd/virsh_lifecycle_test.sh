@@ -32,6 +32,17 @@ expect "domid" "$(v domid demo)" "^1$"
 expect "dominfo" "$(v dominfo demo)" "State: +running"
 pgrep -f -- "--qmp unix:$dir/state/run/" >/dev/null || fail "no vmm process runs"
 echo "ok: one vmm process runs the domain"
+# CPU time: the vmm's own, from the kernel (dominfo prints the line only when it is not 0), and
+# it grows while the guest runs.
+cpu() { v dominfo demo | sed -n 's/^CPU time: *\([0-9.]*\)s/\1/p'; }
+first=$(cpu)
+[ -n "$first" ] || fail "dominfo has no CPU time: $(v dominfo demo)"
+grows() { awk -v a="$first" -v b="$(cpu)" 'BEGIN { exit !(b > a) }'; }
+wait_until 30 grows || fail "the CPU time did not grow from ${first}s: $(v dominfo demo)"
+echo "ok: dominfo's CPU time is the vmm's and grows (${first}s, then $(cpu)s)"
+expect "dumpxml of a running domain carries its id" "$(v dumpxml demo | head -1)" "id='1'"
+[ -z "$(v dumpxml --inactive demo | head -1 | grep "id=")" ] || fail "dumpxml --inactive carries an id"
+echo "ok: dumpxml --inactive carries no id"
 
 out=$(virsh -r -c "$uri" destroy demo 2>&1) && fail "a read-only connection destroyed a domain: $out"
 expect "read-only: no destroy" "$out" "read only|read-only"

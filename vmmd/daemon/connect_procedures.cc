@@ -133,8 +133,11 @@ std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
         {Proc::CONNECT_SUPPORTS_FEATURE, Access::unopened, supports_feature},
         {Proc::CONNECT_GET_TYPE, Access::read_only, [](Caller&, Reader&) { return rpc::ok_string("vmm"); }},
         {Proc::CONNECT_GET_VERSION, Access::read_only, [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
+        // The library version is libvirt's whose protocol vmmd speaks, as libvirtd answers its
+        // own: clients gate features and minimums on it (Nova refuses to start below its
+        // minimum; virt-manager turns version-gated features off). vmm's is CONNECT_GET_VERSION's.
         {Proc::CONNECT_GET_LIB_VERSION, Access::read_only,
-         [id](Caller&, Reader&) { return rpc::ok_u64(id.version); }},
+         [](Caller&, Reader&) { return rpc::ok_u64(LIBVIR_VERSION_NUMBER); }},
         {Proc::CONNECT_GET_HOSTNAME, Access::read_only, hostname},
         {Proc::CONNECT_GET_URI, Access::read_only, [](Caller& c, Reader&) { return rpc::ok_string(c.uri); }},
         {Proc::NODE_GET_INFO, Access::read_only, node_get_info},

@@ -90,13 +90,14 @@ Reply list_all(DomainStore& store, const ManagedSaves& managed, Reader& args) {
     return rpc::ok(std::move(w));
 }
 
-Reply get_info(const DomainView& v) {
+Reply get_info(const DomainView& v, const ManagedSaves& runtime) {
     Writer w;
     w.u32(static_cast<uint32_t>(v.state.state));  // unsigned char: one XDR unit
     w.u64(v.def.memory_kib);                       // maxMem
     w.u64(v.active() ? v.def.memory_kib : 0);      // memory
     w.u32(v.def.vcpus);                            // unsigned short: one XDR unit
-    w.u64(0);                                      // cpuTime: not measured yet
+    // cpuTime: the vmm's own (its vCPUs' and its migrations'), as libvirt's QEMU driver reports its process's.
+    w.u64(v.active() && runtime.cpu_time_ns ? runtime.cpu_time_ns(v.def.uuid) : 0);
     return rpc::ok(std::move(w));
 }
 
@@ -184,13 +185,14 @@ std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::U
         {Proc::CONNECT_LIST_DEFINED_DOMAINS, Access::read_only,
          [&store](Caller&, Reader& a) { return list_defined(store, a); }},
         {Proc::DOMAIN_GET_XML_DESC, Access::read_only,
-         flagged(store, "DOMAIN_GET_XML_DESC", [](const DomainView& v, uint32_t) {
+         flagged(store, "DOMAIN_GET_XML_DESC", [](const DomainView& v, uint32_t flags) {
              Writer w;
-             w.string(format_domain_xml(v.def, v.active() ? std::optional(v.id) : std::nullopt));
+             bool live = v.active() && (flags & VIR_DOMAIN_XML_INACTIVE) == 0;  // dumpxml --inactive: no id
+             w.string(format_domain_xml(v.def, live ? std::optional(v.id) : std::nullopt));
              return rpc::ok(std::move(w));
          })},
         {Proc::DOMAIN_GET_INFO, Access::read_only,
-         on_domain(store, "DOMAIN_GET_INFO", [](const DomainView& v, Reader&) { return get_info(v); })},
+         on_domain(store, "DOMAIN_GET_INFO", [managed](const DomainView& v, Reader&) { return get_info(v, managed); })},
         {Proc::DOMAIN_GET_STATE, Access::read_only,
          flagged(store, "DOMAIN_GET_STATE", [](const DomainView& v, uint32_t) { return get_state(v); })},
         {Proc::DOMAIN_IS_ACTIVE, Access::read_only, on_domain(store, "DOMAIN_IS_ACTIVE", is_active)},

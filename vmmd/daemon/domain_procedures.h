@@ -16,6 +16,8 @@ namespace vmmd {
 struct ManagedSaves {
     std::function<bool(const DomainDef& def)> exists;
     std::function<vmm::Status(const DomainDef& def, bool remove_image)> undefining;
+    // A running domain's CPU time so far in ns (Supervisor::cpu_time_ns), for dominfo.
+    std::function<uint64_t(const Uuid& uuid)> cpu_time_ns;
 };
 // `events` hears of definitions added, updated and removed (lifecycle DEFINED / UNDEFINED).
 std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,

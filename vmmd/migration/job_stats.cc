@@ -1,5 +1,8 @@
 #include "vmmd/migration/job_stats.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <libvirt/libvirt.h>
 
 namespace vmmd {
@@ -31,7 +34,8 @@ JobStats job_from_query_migrate(const Json& q, int operation) {
     j.memory_normal = js::u64(ram, "normal");
     j.memory_normal_bytes = js::u64(ram, "normal-bytes");
     j.memory_bps = static_cast<uint64_t>(js::num(ram, "mbps") * 1e6 / 8);  // QEMU's mbps is megabits
-    j.memory_dirty_rate = js::u64(ram, "dirty-pages-rate");
+    // pages/s, a fraction in query-migrate (as QEMU gives it): rounded, as libvirt reports it
+    j.memory_dirty_rate = static_cast<uint64_t>(std::llround(std::clamp(js::num(ram, "dirty-pages-rate"), 0.0, 1e15)));
     j.memory_iteration = js::u64(ram, "dirty-sync-count");
     j.memory_postcopy_requests = js::u64(ram, "postcopy-requests");
     j.auto_converge_throttle = static_cast<int32_t>(js::u64(q, "cpu-throttle-percentage"));

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "vmm/common/log.h"
@@ -72,12 +74,12 @@ std::shared_ptr<Supervisor::Running> Supervisor::find(const Uuid& uuid) const {
 }
 
 Result<std::unique_ptr<QmpClient>> Supervisor::connect_qmp(const VmmProcess& p, const std::string& socket,
-                                                           const std::string& log) const {
+                                                           const std::string& log, off_t log_from) const {
     auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
     for (;;) {
         if (p.ended()) {
             return Error(fmt::format("vmm (pid {}) ended before its QMP socket answered: {} (log: {})", p.identity().pid,
-                                     last_log_line(log), log));
+                                     last_log_line(log, log_from), log));
         }
         auto q = QmpClient::connect(socket, std::chrono::milliseconds(100));
         if (q) return q;
@@ -138,9 +140,10 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
     } unmark{this, def.uuid};
     std::string socket = run_path(def.uuid, ".qmp"), log = log_path(def);
     ::unlink(socket.c_str());  // a stale socket from a vmm that was killed
+    off_t log_from = log_size(log);  // this run's lines start here
     auto p = VmmProcess::spawn(vmm_arguments(def, {paths_.vmm, socket, paused, incoming}), log, memlock_limit(def));
     if (!p) return p.error();
-    auto q = connect_qmp(**p, socket, log);
+    auto q = connect_qmp(**p, socket, log, log_from);
     if (!q) {
         (void)(*p)->signal(SIGKILL);
         (*p)->reap();
@@ -275,6 +278,26 @@ void Supervisor::set_phase(const Uuid& uuid, MigrationPhase phase) {
     r->phase = phase;
     auto now = store_.by_uuid(uuid);
     if (auto s = record(*r, now ? now->state : DomainState{}); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
+}
+
+uint64_t Supervisor::cpu_time_ns(const Uuid& uuid) const {
+    auto r = find(uuid);
+    if (!r) return 0;
+    std::ifstream f(fmt::format("/proc/{}/stat", r->process->identity().pid));
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // Fields after the command (which may hold spaces, so after its closing parenthesis): state
+    // is field 3, utime and stime fields 14 and 15, in clock ticks.
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) return 0;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string field;
+    uint64_t utime = 0, stime = 0;
+    for (int n = 3; n <= 15 && rest >> field; ++n) {
+        if (n == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+        if (n == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+    }
+    long ticks = ::sysconf(_SC_CLK_TCK);
+    return ticks > 0 ? (utime + stime) * (1000000000ull / static_cast<uint64_t>(ticks)) : 0;
 }
 
 Status Supervisor::suspend(const Uuid& uuid) { return change_run_state(uuid, true); }

@@ -87,6 +87,9 @@ public:
     // Records where a migration of the running domain stands (kept in its run record for a
     // restarted vmmd). A destination in MigrationPhase::incoming cannot be resumed by resume().
     void set_phase(const Uuid& uuid, MigrationPhase phase);
+    // The CPU time the domain's vmm has used (user and system, every thread), in ns; 0 if it
+    // does not run or cannot be read.
+    uint64_t cpu_time_ns(const Uuid& uuid) const;
     // The domain's vmm log (what a failure quotes the last line of).
     std::string log_path(const DomainDef& def) const;
     // Waits until the domain does not run (true) or `timeout` passes (false).
@@ -126,7 +129,7 @@ private:
     std::string run_path(const Uuid& uuid, const char* suffix) const;
     std::shared_ptr<Running> find(const Uuid& uuid) const;
     Result<std::unique_ptr<vmm::monitor::QmpClient>> connect_qmp(const VmmProcess& p, const std::string& socket,
-                                                                 const std::string& log) const;
+                                                                 const std::string& log, off_t log_from) const;
     // Puts a started (or adopted) process under watch; the store learns that it runs.
     void watch(std::shared_ptr<Running> r, DomainState state);
     // Writes (or rewrites) the domain's run record.

@@ -100,8 +100,7 @@ Result<double> Reader::f64() {
 Result<bool> Reader::boolean() {
     auto v = u32();
     if (!v) return v.error();
-    if (*v > 1) return Error(fmt::format("XDR: a boolean of {}", *v));
-    return *v == 1;
+    return *v != 0;
 }
 
 Result<std::string> Reader::string(size_t max) {

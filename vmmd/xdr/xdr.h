@@ -50,7 +50,9 @@ public:
     Result<uint64_t> u64();
     Result<int64_t> i64();
     Result<double> f64();
-    Result<bool> boolean();  // 0 or 1; anything else is refused
+    // 0 is false and any other word true, as libvirt's own XDR routines (xdr_bool) read it:
+    // go-libvirt, for one, sends an optional string's "present" as a word other than 1.
+    Result<bool> boolean();
     Result<std::string> string(size_t max);
     Result<std::optional<std::string>> optional_string(size_t max);
     Result<std::vector<uint8_t>> opaque(size_t max);

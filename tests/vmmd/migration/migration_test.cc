@@ -93,6 +93,14 @@ TEST(JobStats, FromQueryMigrateUnderLibvirtsNames) {
     EXPECT_FALSE(has(VIR_DOMAIN_JOB_MEMORY_POSTCOPY_REQS, uint64_t{0})) << "no postcopy: not given, as libvirt's";
 }
 
+// query-migrate gives the dirty rate as a fraction of pages per second (as QEMU does).
+TEST(JobStats, TheDirtyRateIsTheVmmsFractionRounded) {
+    auto q = *vmm::monitor::parse_request(R"({"status":"active","ram":{"dirty-pages-rate":32.63,"dirty-sync-count":3}})");
+    EXPECT_EQ(job_from_query_migrate(q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT).memory_dirty_rate, 33u);
+    auto odd = *vmm::monitor::parse_request(R"({"status":"active","ram":{"dirty-pages-rate":-5e300}})");
+    EXPECT_EQ(job_from_query_migrate(odd, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT).memory_dirty_rate, 0u);
+}
+
 // A postcopy's requests (QEMU's ram.postcopy-requests): what 'virsh domjobinfo' shows as
 // "Postcopy requests", and carried in the cookie to the destination.
 TEST(JobStats, PostcopyRequestsUnderLibvirtsName) {

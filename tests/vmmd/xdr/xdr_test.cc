@@ -63,8 +63,12 @@ TEST(Xdr, RefusesWhatAPeerCouldLieAbout) {
     EXPECT_FALSE(Reader(many.bytes()).count(100, 4)) << "ten elements in four bytes";
     std::vector<uint8_t> bad_pad = {0, 0, 0, 1, 'a', 0, 1, 0};
     EXPECT_FALSE(Reader(bad_pad).string(10)) << "non-zero padding";
-    std::vector<uint8_t> two = {0, 0, 0, 2};
-    EXPECT_FALSE(Reader(two).boolean()) << "a boolean of 2";
+    // libvirtd reads any non-zero boolean as true (xdr_bool), and go-libvirt relies on it for an
+    // optional string's "present" word.
+    std::vector<uint8_t> two = {0, 0, 0, 2, 0x80, 0, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 0};
+    Reader r2(two);
+    EXPECT_TRUE(*r2.boolean()) << "a boolean of 2";
+    EXPECT_EQ(r2.optional_string(10)->value_or("absent"), "x") << "present, said with 0x80000000";
     Writer extra;
     extra.u32(1);
     extra.u32(2);
