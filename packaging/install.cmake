@@ -1,7 +1,7 @@
 # Installation (`cmake --install build [--prefix P]`) and the Debian package (`cpack -G DEB` in the
 # build directory). The layout is the one vmm and vmmd search at run time, relative to the prefix
 # of the binary that runs (vmm/common/search_path.h), so any prefix works unchanged:
-#   bin/vmm, bin/vmmctl, bin/vmmd
+#   bin/vmm, bin/vmmctl, bin/vmm-snapshot, bin/vmmd
 #   lib/vmm/vmm-transport-rdma.so       the RDMA transport plugin
 #   share/vmm/guest/*.elf               the guest payloads (--guest NAME, <kernel>NAME</kernel>)
 #   share/vmm/configs/*.toml            example configurations
@@ -9,7 +9,7 @@
 #   lib/systemd/system/vmmd.service     the daemon as a service (root: vmm:///system)
 include(GNUInstallDirs)
 
-install(TARGETS vmm vmmctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS vmm vmmctl vmm-snapshot RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET vmmd)
   install(TARGETS vmmd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   # The unit names the installed vmmd, so it is written at install time, for the prefix of that

@@ -251,6 +251,7 @@ int main(int argc, char** argv) {
     write(dir + "/state", 2, state.bytes());
     FileHeader saved = file_layout(h.blocks, 1);
     saved.stream_length = s.size();
+    saved.save_id = 1;
     write(dir + "/file-header", 2, *encode_file_header(saved));
     auto preface = encode_hello({Hello::Kind::preface, 2 | kPrefacePreempt, 7});  // two lanes and a preempt connection
     write(dir + "/hello-preface", 2, std::vector<uint8_t>(preface.begin(), preface.end()));

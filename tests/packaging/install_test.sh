@@ -43,7 +43,7 @@ trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
 out=$(cmake --install "$build" --prefix "$prefix" 2>&1) || fail "cmake --install: $out"
-for f in bin/vmm bin/vmmctl bin/vmmd lib/vmm/vmm-transport-rdma.so share/vmm/guest/pattern.elf share/vmm/guest/stress.elf \
+for f in bin/vmm bin/vmmctl bin/vmm-snapshot bin/vmmd lib/vmm/vmm-transport-rdma.so share/vmm/guest/pattern.elf share/vmm/guest/stress.elf \
          share/vmm/configs/pattern.toml lib/systemd/system/vmmd.service share/doc/vmm/libvirt.md; do
     [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
 done
@@ -58,7 +58,7 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
     deb=$(ls "$work"/deb/vmm_*.deb 2>/dev/null | head -1)
     [ -n "$deb" ] || fail "cpack made no .deb: $out"
     contents=$(dpkg-deb -c "$deb")
-    for f in ./usr/bin/vmmd ./usr/bin/vmm ./usr/lib/vmm/vmm-transport-rdma.so ./usr/share/vmm/guest/pattern.elf \
+    for f in ./usr/bin/vmmd ./usr/bin/vmm ./usr/bin/vmm-snapshot ./usr/lib/vmm/vmm-transport-rdma.so ./usr/share/vmm/guest/pattern.elf \
              ./usr/lib/systemd/system/vmmd.service; do
         grep -q " $f\$" <<<"$contents" || fail "$(basename "$deb") lacks $f"
     done

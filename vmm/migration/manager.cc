@@ -114,9 +114,13 @@ Status MigrationManager::migrate(const std::string& text) {
     declare_names(**transport);
     auto token = CancelToken::create();
     if (!token) return token.error();
+    // Whatever the last migration was, it took the dirty log: only a completed save to a file
+    // leaves one that an incremental save can build on.
+    if (outgoing_) last_save_ = outgoing_->saved_id();
     outgoing_.reset();  // joins the previous, finished migration's thread
     outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_->get()), settings_->live(),
                                                   std::move(*token), on_event_);
+    outgoing_->set_last_save(last_save_);
     outgoing_->start(asked);
     return {};
 }

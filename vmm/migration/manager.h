@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "vmm/machine/machine.h"
 #include "vmm/migration/params.h"
@@ -57,6 +58,7 @@ private:
     std::shared_ptr<SharedSettings> settings_ = std::make_shared<SharedSettings>();
     TransportRegistry registry_;
     std::unique_ptr<MigrationSource> outgoing_;
+    std::optional<uint64_t> last_save_;  // the last completed file save, if no migration came after it
     std::unique_ptr<IncomingMigration> incoming_;
     bool deferred_ = false;
 };

@@ -206,6 +206,12 @@ Status MigrationSource::setup(Connection*& conn_out) {
                                  "none: turn postcopy-preempt off on both sides",
                                  conn_->describe()));
     }
+    if (auto base = conn_->builds_on(); base && base != last_save_) {
+        return Error(fmt::format("{}: file-base names a save that is not the last this vmm made, and an incremental save "
+                                 "sends what the dirty log gathered since that last one: save in full (file-base \"\"), "
+                                 "then build on that file",
+                                 conn_->describe()));
+    }
     if (options_.caps.postcopy_ram && !conn_->answers()) {
         return Error(fmt::format("postcopy-ram: {} has no destination to run the guest while the rest of its RAM comes; "
                                  "turn postcopy-ram off to save to a file",
@@ -299,13 +305,19 @@ Status MigrationSource::precopy(Run& run) {
     // migrate_start_postcopy cuts the round under way short (RamSaver::stop_when);
     // x-postcopy-after-rounds switches at a round's end.
     if (options_.caps.postcopy_ram) run.saver.stop_when([this] { return postcopy_requested_.load(); });
-    // Tracking starts now: what was dirty before is part of the bulk round anyway.
-    if (auto d = take_dirty(); !d) return d.error();
-    auto pagemap = memory::PagemapReader::open();
-    if (!pagemap) log::warn("{}; every page will be scanned", pagemap.error().message());
+    // Tracking starts now: what was dirty before is part of the bulk round anyway. An
+    // incremental save's first round is what was dirty before: the pages changed since its base.
+    auto since = take_dirty();
+    if (!since) return since.error();
     auto t = Clock::now();
     uint64_t before = 0;
-    if (auto s = run.saver.bulk_round(pagemap ? &*pagemap : nullptr); !s) return s;
+    if (run.conn.builds_on()) {
+        if (auto s = run.saver.dirty_round(0, *since); !s) return s;
+    } else {
+        auto pagemap = memory::PagemapReader::open();
+        if (!pagemap) log::warn("{}; every page will be scanned", pagemap.error().message());
+        if (auto s = run.saver.bulk_round(pagemap ? &*pagemap : nullptr); !s) return s;
+    }
     Convergence conv(options_.params, options_.caps.auto_converge, stats().handover_estimate_ms);
     for (;;) {
         double secs = std::chrono::duration<double>(Clock::now() - t).count();
@@ -431,6 +443,7 @@ Status MigrationSource::saved(Run& run) {
         if (auto s = machine_.resume(); !s) return s;
     }
     if (auto s = run.conn.commit(); !s) return s;
+    saved_id_ = run.conn.save_id();
     log::info("saved the guest to {}", run.conn.describe());
     return {};
 }

@@ -68,6 +68,14 @@ public:
     Status pause_link();
     MigrationStats stats() const;
     bool finished() const;
+    // The last file save this vmm completed, nothing having taken its dirty log since: the only
+    // save an incremental one (file-base) may build on. Before start().
+    void set_last_save(std::optional<uint64_t> id) { last_save_ = id; }
+    // This migration's save id, once it completed a save to a file.
+    std::optional<uint64_t> saved_id() const {
+        uint64_t id = saved_id_;
+        return id != 0 ? std::optional(id) : std::nullopt;
+    }
 
 private:
     struct Run;  // what the rounds share: working stats, rate limiter, RAM saver
@@ -120,6 +128,8 @@ private:
     std::atomic<bool> postcopy_requested_{false};
     bool switching_ = false;                      // precopy ended to switch to postcopy
     bool went_postcopy_ = false;                  // GO sent in postcopy: the destination runs the guest
+    std::optional<uint64_t> last_save_;           // set_last_save()
+    std::atomic<uint64_t> saved_id_{0};           // saved_id()
     class PostcopySender* sender_ = nullptr;      // under mutex_, while the postcopy phase runs
     std::optional<ResumeTo> resume_to_;           // under mutex_: migrate -r asked
     std::condition_variable resume_cv_;

@@ -11,6 +11,7 @@ FileHeader sample() {
     FileHeader h = file_layout({{"pc.ram", 0, 256ull << 20}, {"high", 4ull << 30, 1ull << 30}}, 2);
     h.stream_length = 5000;
     h.stream_sum = 0x1234;
+    h.save_id = 77;
     return h;
 }
 }  // namespace
@@ -80,6 +81,31 @@ TEST(FileFormat, AnOverlappingOrUnalignedLayoutIsRefusedEvenWithItsSumRight) {
     h = sample();
     h.blocks.resize(kMaxBlocks, {std::string(64, 'n'), 0, 4096, 0, 0});
     EXPECT_TRUE(encode_file_header(h)) << "the most blocks a machine can have, with the longest names, fit";
+}
+
+TEST(FileFormat, AnIncrementalSaveNamesItsBaseByIdAndPath) {
+    FileHeader h = sample();
+    h.base_id = 5;
+    h.base_path = "/var/lib/vmm/base.save";
+    auto back = decode_file_header(*encode_file_header(h));
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, h);
+    auto refused = [](FileHeader x) {
+        auto d = decode_file_header(*encode_file_header(x));
+        return d ? std::string("accepted") : d.error().message();
+    };
+    FileHeader half = h;
+    half.base_path.clear();
+    EXPECT_EQ(refused(half), "saved guest: its base is named by half (an id without a path, or a path without an id) or is itself");
+    FileHeader self = h;
+    self.base_id = self.save_id;
+    EXPECT_EQ(refused(self), "saved guest: its base is named by half (an id without a path, or a path without an id) or is itself");
+    FileHeader none = sample();
+    none.save_id = 0;
+    EXPECT_EQ(refused(none), "saved guest: no save id");
+    FileHeader long_path = h;
+    long_path.base_path.assign(kMaxBasePath + 1, 'p');
+    EXPECT_EQ(refused(long_path), "saved guest: a base path of 1025 bytes");
 }
 
 TEST(FileFormat, AZeroPagesSlotIsZeroAndAnyOtherPagesIsNot) {

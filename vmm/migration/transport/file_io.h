@@ -12,6 +12,9 @@
 
 namespace vmm::migration::file {
 
+// The parameter naming the save an incremental one builds on (migrate_set_parameter file-base PATH).
+inline constexpr const char* kBaseParameter = "file-base";
+
 // pwrite/pread until every byte is done; `what` names the file in the error ("writing what: ...").
 Status write_at(int fd, std::span<const uint8_t> data, uint64_t at, const std::string& what);
 Status read_at(int fd, std::span<uint8_t> out, uint64_t at, const std::string& what);

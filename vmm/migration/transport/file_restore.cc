@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -31,10 +32,13 @@ constexpr uint64_t kReadPiece = 8u << 20;
 struct Opened {
     UniqueFd fd;
     std::string path;
-    uint64_t base = 0;
+    uint64_t base = 0;  // where the save starts in the file (offset=)
     FileHeader header;
     std::vector<uint8_t> stream;
+    std::unique_ptr<Opened> under;  // an incremental save's base (file-base), opened and checked
 };
+
+constexpr int kMaxChain = 64;  // saves an incremental one may build on, one over the other
 
 Error damaged(const Opened& f, uint32_t i, uint64_t offset, const char* why) {
     return Error(fmt::format("file:{}: block '{}', page at offset {:#x}: {}: the file is damaged", f.path,
@@ -154,6 +158,7 @@ public:
 
 private:
     Status load_block(uint32_t i);
+    Status load_layer(const Opened& f, uint32_t i);
 
     std::shared_ptr<const Opened> file_;
     std::vector<RamBlockView> blocks_;
@@ -162,8 +167,56 @@ private:
     ChannelCounts counts_;
 };
 
+// An incremental save over what its base put in guest RAM: a page it holds (its slot not
+// kSlotInBase) replaces the base's, read through a buffer so that a page it leaves is never
+// touched; a zero one is made zero.
+Status load_over_base(const Opened& f, uint32_t i, uint8_t* host, ChannelCounts& counts) {
+    auto slots = read_slots(f, i);
+    if (!slots) return slots.error();
+    std::vector<uint8_t> buffer(kReadPiece);
+    auto apply = [&](uint64_t at, const uint8_t* bytes, uint64_t n) -> Status {
+        for (uint64_t p = 0; p < n; p += kPage) {
+            uint64_t slot = (*slots)[(at + p) / kPage];
+            if (slot == kSlotInBase) continue;
+            uint64_t got = bytes != nullptr ? page_slot(bytes + p) : 0;
+            if (got != slot) return damaged(f, i, at + p, "its contents do not match the sum saved with it");
+            if (bytes != nullptr) {
+                std::memcpy(host + at + p, bytes + p, kPage);
+            } else {
+                zero_pages(host + at + p, kPage);
+            }
+            if (slot == 0) {
+                ++counts.zero_pages;
+            } else {
+                ++counts.pages;
+                counts.bytes += kPage;
+            }
+        }
+        return {};
+    };
+    auto hole = [&](uint64_t from, uint64_t to) { return apply(from, nullptr, to - from); };
+    auto data = [&](uint64_t from, uint64_t to) -> Status {
+        for (uint64_t at = from; at < to; at += kReadPiece) {
+            uint64_t n = std::min(kReadPiece, to - at);
+            uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
+            if (auto s = read_at(f.fd.get(), {buffer.data(), n}, where, "file:" + f.path); !s) return s;
+            if (auto s = apply(at, buffer.data(), n); !s) return s;
+        }
+        return {};
+    };
+    return walk(f, i, hole, data);
+}
+
 Status RamReader::load_block(uint32_t i) {
-    const Opened& f = *file_;
+    return load_layer(*file_, i);
+}
+
+// A save's pages of block i, its bases' first (the oldest at the bottom).
+Status RamReader::load_layer(const Opened& f, uint32_t i) {
+    if (f.under) {
+        if (auto s = load_layer(*f.under, i); !s) return s;
+        return load_over_base(f, i, blocks_[i].host, counts_);
+    }
     auto slots = read_slots(f, i);
     if (!slots) return slots.error();
     auto hole = [&](uint64_t from, uint64_t to) -> Status {
@@ -212,6 +265,11 @@ public:
         if (!file_) return Error(fmt::format("file:{} was read already", path_));
         // The settings as they are now: x-restore-mapped set on the monitor after --incoming defer counts.
         bool mapped = options_ && options_().caps.restore_mapped;
+        if (mapped && file_->under) {
+            return Error(fmt::format("x-restore-mapped maps a full save, and file:{} builds on {}: restore it without "
+                                     "x-restore-mapped",
+                                     path_, file_->under->path));
+        }
         std::vector<uint8_t> stream = std::move(file_->stream);
         auto conn = std::make_unique<FileRestore>(std::make_shared<Opened>(std::move(*file_)), std::move(stream), blocks_,
                                                   mapped);
@@ -267,6 +325,31 @@ Result<FileHeader> read_header(const Opened& f, uint64_t size) {
     return h;
 }
 
+// The saves an incremental one builds on, each checked: its header, this machine's shape, its
+// length, and that it is the very save its child names (a base saved again since breaks the chain).
+Status open_bases(Opened& f, const TransportContext& ctx, int depth) {
+    if (f.header.base_id == 0) return {};
+    if (depth > kMaxChain) return Error(fmt::format("file:{}: a chain of more than {} saves", f.path, kMaxChain));
+    auto under = std::make_unique<Opened>();
+    under->path = f.header.base_path;
+    under->fd.reset(::open(under->path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!under->fd) return Error::from_errno(fmt::format("file:{} builds on {}, which cannot be opened", f.path, under->path));
+    struct stat st {};
+    if (::fstat(under->fd.get(), &st) != 0) return Error::from_errno(fmt::format("file:{}", under->path));
+    auto header = read_header(*under, static_cast<uint64_t>(st.st_size));
+    if (!header) return header.error();
+    under->header = std::move(*header);
+    if (under->header.save_id != f.header.base_id) {
+        return Error(fmt::format("file:{} builds on {}, which has been saved again since (it is another save now): the "
+                                 "chain is broken",
+                                 f.path, under->path));
+    }
+    if (auto s = check_machine(*under, ctx); !s) return s;
+    if (auto s = open_bases(*under, ctx, depth + 1); !s) return s;
+    f.under = std::move(under);
+    return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Listener>> open_restore(const TransportContext& ctx) {
@@ -287,6 +370,7 @@ Result<std::unique_ptr<Listener>> open_restore(const TransportContext& ctx) {
     if (XXH3_64bits(f.stream.data(), f.stream.size()) != f.header.stream_sum) {
         return Error(fmt::format("file:{}: its stream (the device state) is damaged: its sum does not match", f.path));
     }
+    if (auto s = open_bases(f, ctx, 1); !s) return s.error();
     return std::unique_ptr<Listener>(std::make_unique<FileListener>(std::move(f), ctx));
 }
 

@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <xxhash.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -52,6 +55,17 @@ public:
     RamArea(int fd, uint64_t base, const FileHeader& layout, std::vector<RamBlockView> blocks, const CancelToken* cancel,
             std::string what)
         : fd_(fd), base_(base), layout_(layout), blocks_(std::move(blocks)), cancel_(cancel), what_(std::move(what)) {}
+    // Fills the sums area with kSlotInBase: every page is the base's until this save writes it.
+    Status leave_to_base() {
+        std::vector<uint8_t> ones(1u << 20, 0xff);
+        for (const auto& b : layout_.blocks) {
+            for (uint64_t done = 0, n = sums_bytes(b.size); done < n; done += ones.size()) {
+                size_t piece = static_cast<size_t>(std::min<uint64_t>(ones.size(), n - done));
+                if (auto s = write_at(fd_, {ones.data(), piece}, base_ + b.sums_offset + done, what_); !s) return s;
+            }
+        }
+        return {};
+    }
 
     Status begin_round(uint32_t round) override {
         round_ = round;
@@ -71,7 +85,9 @@ public:
 
     Status send_zero(uint32_t block, uint64_t offset, uint64_t length) override {
         if (auto s = check(block, offset, length); !s) return s;
-        if (round_ == 0) return {};  // the bulk round writes into holes: a zero page is one already
+        // The bulk round of a full save writes into holes: a zero page is one already. An
+        // incremental save's first round is a dirty one: the page was the base's until now.
+        if (round_ == 0 && layout_.base_id == 0) return {};
         uint64_t at = base_ + layout_.blocks[block].ram_offset + offset;
         if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at),
                         static_cast<off_t>(length)) != 0) {
@@ -128,15 +144,19 @@ public:
     SourceRamChannel* source_ram() override { return &ram_; }
     std::string describe() const override { return "file:" + path_; }
     bool answers() const override { return false; }
+    std::optional<uint64_t> builds_on() const override {
+        return layout_.base_id != 0 ? std::optional(layout_.base_id) : std::nullopt;
+    }
+    uint64_t save_id() const override { return layout_.save_id; }
     Status commit() override;
     // Sized to the end of its sums now, a hole throughout: pages land in place, zero ones stay
     // holes (anything a file had past the offset goes first).
     Status size_areas() {
-        if (::ftruncate(fd_.get(), static_cast<off_t>(base_)) == 0 &&
-            ::ftruncate(fd_.get(), static_cast<off_t>(base_ + layout_.stream_offset)) == 0) {
-            return {};
+        if (::ftruncate(fd_.get(), static_cast<off_t>(base_)) != 0 ||
+            ::ftruncate(fd_.get(), static_cast<off_t>(base_ + layout_.stream_offset)) != 0) {
+            return Error::from_errno(fmt::format("sizing {} for a save of {} MiB", path_, layout_.stream_offset >> 20));
         }
-        return Error::from_errno(fmt::format("sizing {} for {} MiB of guest RAM", path_, (layout_.stream_offset >> 20)));
+        return layout_.base_id != 0 ? ram_.leave_to_base() : Status{};
     }
 
 private:
@@ -192,12 +212,54 @@ Result<std::pair<UniqueFd, std::string>> open_target(const std::string& path, ui
 
 }  // namespace
 
+// file-base: the save an incremental one builds on, checked to be of this machine's shape. Its
+// id goes into the new header, with its path made absolute (the new file may move elsewhere).
+Status name_base(const std::string& base, const std::string& target, FileHeader& layout) {
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(base, ec).lexically_normal();
+    if (ec) return Error(fmt::format("file-base {}: {}", base, ec.message()));
+    if (absolute == std::filesystem::absolute(target, ec).lexically_normal()) {
+        return Error(fmt::format("file-base {} is the file being written: an incremental save needs its base kept; name "
+                                 "another file",
+                                 base));
+    }
+    if (absolute.string().size() > kMaxBasePath) return Error(fmt::format("file-base: a path over {} bytes", kMaxBasePath));
+    UniqueFd fd(::open(absolute.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Error::from_errno(fmt::format("opening file-base {}", base));
+    std::vector<uint8_t> page(kFileHeaderSize);
+    if (auto s = read_at(fd.get(), page, 0, "file-base " + base); !s) return s;
+    auto h = decode_file_header(page);
+    if (!h) return h.error().context("file-base " + base);
+    if (h->blocks.size() != layout.blocks.size()) return Error(fmt::format("file-base {} is of another machine", base));
+    for (size_t i = 0; i < h->blocks.size(); ++i) {
+        if (h->blocks[i].name != layout.blocks[i].name || h->blocks[i].size != layout.blocks[i].size) {
+            return Error(fmt::format("file-base {} is of another machine (block '{}')", base, h->blocks[i].name));
+        }
+    }
+    layout.base_id = h->save_id;
+    layout.base_path = absolute.string();
+    return {};
+}
+
+uint64_t new_save_id() {
+    uint64_t id = 0;
+    while (id == 0) {
+        if (::getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id)) id = static_cast<uint64_t>(::time(nullptr));
+    }
+    return id;
+}
+
 Result<std::unique_ptr<Connection>> open_save(const TransportContext& ctx) {
     const std::string& path = ctx.uri.path;
     if (std::filesystem::is_directory(path)) return Error(fmt::format("file:{} is a directory: name a file", path));
     std::vector<BlockInfo> blocks;
     for (const auto& b : ctx.blocks) blocks.push_back({b.name, b.guest_addr, b.size});
     FileHeader layout = file_layout(blocks, ctx.vcpu_count);
+    layout.save_id = new_save_id();
+    Options options = ctx.options ? ctx.options() : Options{};
+    if (auto b = options.params.transport.find(kBaseParameter); b != options.params.transport.end() && !b->second.empty()) {
+        if (auto s = name_base(b->second, path, layout); !s) return s.error();
+    }
     auto target = open_target(path, ctx.uri.offset);
     if (!target) return target.error();
     auto& [fd, temp] = *target;

@@ -46,6 +46,7 @@ class FileTransport final : public Transport {
 public:
     std::string scheme() const override { return "file"; }
     bool has_peer() const override { return false; }
+    std::vector<std::string> parameters() const override { return {file::kBaseParameter}; }
     Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override { return file::open_save(ctx); }
     Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override { return file::open_restore(ctx); }
 };

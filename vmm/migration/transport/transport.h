@@ -133,6 +133,12 @@ public:
     // The source has written everything: a transport that must make it durable (a file: synced,
     // then given its name) does so now; until then the peer has nothing it could use.
     virtual Status commit() { return {}; }
+    // A save that builds on an earlier one (an incremental file save): that save's id. The
+    // source then sends only what its dirty log says changed since, so the earlier save must be
+    // the last this vmm made.
+    virtual std::optional<uint64_t> builds_on() const { return std::nullopt; }
+    // A save's own id, once committed (what a later incremental save names as its base); 0: none.
+    virtual uint64_t save_id() const { return 0; }
     // An authenticated transport's key for its RAM sums (page_sums.h: every page then goes with
     // a keyed MAC), or none.
     virtual Result<std::optional<PageSumKey>> sums_key() { return std::optional<PageSumKey>{}; }

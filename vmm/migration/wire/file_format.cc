@@ -103,7 +103,9 @@ Result<std::vector<uint8_t>> encode_file_header(const FileHeader& h) {
         w.put_bytes({reinterpret_cast<const uint8_t*>(b.name.data()), b.name.size()});
         for (uint64_t v : {b.guest_addr, b.size, b.ram_offset, b.sums_offset}) w.put(v);
     }
-    for (uint64_t v : {h.stream_offset, h.stream_length, h.stream_sum}) w.put(v);
+    for (uint64_t v : {h.stream_offset, h.stream_length, h.stream_sum, h.save_id, h.base_id}) w.put(v);
+    w.put(static_cast<uint16_t>(h.base_path.size()));
+    w.put_bytes({reinterpret_cast<const uint8_t*>(h.base_path.data()), h.base_path.size()});
     std::vector<uint8_t> out = std::move(w).take();
     if (out.size() > kSumAt) return Error(fmt::format("saved guest: a header of {} bytes does not fit its {}", out.size(), kFileHeaderSize));
     out.resize(kFileHeaderSize, 0);
@@ -142,8 +144,17 @@ Result<FileHeader> decode_file_header(std::span<const uint8_t> bytes) {
         if (!b) return b.error();
         h.blocks.push_back(std::move(*b));
     }
-    for (uint64_t* v : {&h.stream_offset, &h.stream_length, &h.stream_sum})
+    for (uint64_t* v : {&h.stream_offset, &h.stream_length, &h.stream_sum, &h.save_id, &h.base_id})
         if (auto s = r.get(*v); !s) return s.error();
+    uint16_t path_length = 0;
+    if (auto s = r.get(path_length); !s) return s.error();
+    if (path_length > kMaxBasePath) return Error(fmt::format("saved guest: a base path of {} bytes", path_length));
+    h.base_path.resize(path_length);
+    if (auto s = r.get_bytes({reinterpret_cast<uint8_t*>(h.base_path.data()), path_length}); !s) return s.error();
+    if (h.save_id == 0) return Error("saved guest: no save id");
+    if ((h.base_id == 0) != h.base_path.empty() || h.base_id == h.save_id) {
+        return Error("saved guest: its base is named by half (an id without a path, or a path without an id) or is itself");
+    }
     if (h.stream_length == 0 || h.stream_length > kMaxFileStream || h.stream_offset > kMaxFileBlock * 4) {
         return Error(fmt::format("saved guest: a stream of {} bytes at {} (1 byte to {} MiB)", h.stream_length,
                                  h.stream_offset, kMaxFileStream >> 20));
@@ -155,7 +166,8 @@ Result<FileHeader> decode_file_header(std::span<const uint8_t> bytes) {
 uint64_t page_slot(const uint8_t* page) {
     if (zero(page)) return 0;
     uint64_t sum = XXH3_64bits(page, kPage);
-    return sum == 0 ? 1 : sum;
+    if (sum == 0) return 1;
+    return sum == kSlotInBase ? kSlotInBase - 1 : sum;
 }
 
 }  // namespace vmm::migration

@@ -5,7 +5,8 @@
 //
 //   [0, 8192)         the file header below, written last: a save that did not finish has none
 //   RAM area          each block's pages at the block's ram_offset; a zero page is a hole
-//   sums area         per block one u64 a page: its slot (page_slot: 0 for a zero page)
+//   sums area         per block one u64 a page: its slot (page_slot: 0 for a zero page; in an
+//                     incremental save kSlotInBase for a page it leaves to its base)
 //   stream area       the migration stream (stream_format.h) as the source wrote it: its header,
 //                     the rounds' markers, the device state, END and GO; XXH3-64 in the header
 //
@@ -29,6 +30,9 @@ constexpr uint32_t kFileVersion = 1;
 constexpr uint64_t kFileHeaderSize = 8192;  // 64 blocks of 64-byte names fit
 constexpr uint64_t kMaxFileStream = 128u << 20;  // the device state (<= 64 MiB) and the rounds' markers
 constexpr uint64_t kMaxFileBlock = 1ull << 46;   // 64 TiB: keeps every sum of offsets far from overflow
+constexpr size_t kMaxBasePath = 1024;
+// An incremental save's slot for a page it does not hold: the page is as its base has it.
+constexpr uint64_t kSlotInBase = UINT64_MAX;
 
 struct FileBlock {
     std::string name;
@@ -46,6 +50,11 @@ struct FileHeader {
     uint64_t stream_offset = 0;  // after the sums area
     uint64_t stream_length = 0;
     uint64_t stream_sum = 0;     // XXH3-64 of the stream area
+    uint64_t save_id = 0;        // random, never 0: what an incremental save names its base by
+    // An incremental save (file-base): the save it builds on, by id and by the path it had;
+    // 0 and empty for a full save.
+    uint64_t base_id = 0;
+    std::string base_path;
     bool operator==(const FileHeader&) const = default;
 };
 
@@ -61,7 +70,8 @@ Result<std::vector<uint8_t>> encode_file_header(const FileHeader& h);
 Result<FileHeader> decode_file_header(std::span<const uint8_t> bytes);
 // Where the save ends (the end of its stream area): a file shorter than offset + this is truncated.
 uint64_t file_end(const FileHeader& h);
-// A page's slot: 0 for a zero page, else its XXH3-64 (a sum of 0 is kept as 1).
+// A page's slot: 0 for a zero page, else its XXH3-64 (a sum of 0 kept as 1, one of kSlotInBase
+// as kSlotInBase - 1).
 uint64_t page_slot(const uint8_t* page);
 
 }  // namespace vmm::migration
