@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # go-libvirt (DigitalOcean's pure-Go client, its own XDR codec: a peer nobody here wrote) against
-# vmmd (label libvirt): connect, define, start, list, state, save, restore, destroy, undefine.
+# two vmmd (label libvirt): connect, define, start, list, state, save, restore, lifecycle events,
+# a live --p2p migration with typed parameters and its job statistics during and after, the
+# guest at the destination, destroy, undefine.
 # Built from Debian's packaged source (golang-github-digitalocean-go-libvirt-dev) with Debian's Go.
 #   golibvirt_test.sh BUILD_DIR
 set -uo pipefail
@@ -15,7 +17,9 @@ client=$build/tests/golibvirt
 out=$(cd "$(dirname "$0")/golibvirt" && GO111MODULE=off GOPATH=$gopath GOCACHE=$build/go-cache \
       go build -o "$client" . 2>&1) || fail "building the go-libvirt client: $out"
 start_vmmd "$build"
+start_destination "$build"
 pattern_domain "$dir/demo.xml"
-out=$(timeout 120 "$client" "$sock" "$dir/demo.xml" "$dir/demo.save" 2>&1) || fail "$out"
+port=$((53200 + RANDOM % 400))
+out=$(timeout 300 "$client" "$sock" "$dir/dsock" "$dir/demo.xml" "$dir/demo.save" "$port" 2>&1) || fail "$out"
 expect "go-libvirt drives vmmd" "$out" "go-libvirt ok"
 echo "PASS"
