@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "vmmd: %s\n", watcher.error().message().c_str());
         return 1;
     }
-    vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION)};
+    vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION),
+                            vmm_binary};
     auto store = vmmd::DomainStore::open(state_dir, random_uuid, [](const std::string& w) { vmm::log::warn("vmmd: {}", w); });
     if (!store) {
         std::fprintf(stderr, "vmmd: %s\n", store.error().message().c_str());

@@ -16,6 +16,18 @@ expect "version" "$out" "Running hypervisor: vmm [0-9]+\.[0-9]+\.[0-9]+"
 library=$(sed -n 's/^Using library: libvirt //p' <<<"$out")
 out=$(virsh -c "$uri" version --daemon 2>&1) || fail "virsh version --daemon: $out"
 expect "the daemon's library is libvirt's whose protocol it speaks" "$out" "Running against daemon: $library"
+out=$(virsh -c "$uri" capabilities 2>&1) || fail "virsh capabilities: $out"
+expect "capabilities name the guest type" "$out" "<domain type='vmm'/>"
+expect "capabilities name the host's CPUs" "$out" "<cpus num='$(nproc)'>"
+if /usr/bin/python3 -c 'import libvirt' 2>/dev/null; then
+    out=$(/usr/bin/python3 - "$uri" <<'PY' 2>&1
+import sys, libvirt, xml.etree.ElementTree as ET
+caps = ET.fromstring(libvirt.open(sys.argv[1]).getCapabilities())
+print(caps.find("host/cpu/arch").text, caps.find("guest/arch/domain").get("type"), caps.find("guest/arch/emulator").text)
+PY
+) || fail "python getCapabilities: $out"
+    expect "libvirt-python parses them" "$out" "^x86_64 vmm /.*vmm\$"
+fi
 out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh hostname: $out"
 expect "hostname" "$out" "^$(hostname)\$"
 out=$(virsh -c "$uri" nodeinfo 2>&1) || fail "virsh nodeinfo: $out"

@@ -69,12 +69,9 @@ Reply auth_list(Caller&, Reader&) {
 
 Reply hostname(Caller&, Reader&) { return rpc::ok_string(local_hostname()); }
 
-// The host as libvirt's virNodeInfo has it, from /proc.
-struct NodeInfo {
-    uint64_t memory_kib = 0;
-    int32_t cpus = 0, mhz = 0, nodes = 1, sockets = 1, cores = 1, threads = 1;
-};
+}  // namespace
 
+// The host as libvirt's virNodeInfo has it, from /proc.
 NodeInfo read_node_info() {
     NodeInfo n;
     n.cpus = static_cast<int32_t>(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -107,6 +104,8 @@ NodeInfo read_node_info() {
     return n;
 }
 
+namespace {
+
 Reply node_get_info(Caller&, Reader&) {
     NodeInfo n = read_node_info();
     Writer w;
@@ -118,6 +117,61 @@ Reply node_get_info(Caller&, Reader&) {
 }
 
 }  // namespace
+
+std::string capabilities_xml(const NodeInfo& node, const std::string& emulator) {
+    std::string escaped;
+    for (char c : emulator) {
+        switch (c) {
+            case '&': escaped += "&amp;"; break;
+            case '<': escaped += "&lt;"; break;
+            case '>': escaped += "&gt;"; break;
+            case '\'': escaped += "&apos;"; break;
+            default: escaped += c;
+        }
+    }
+    std::string cpus;
+    int32_t per_core = std::max(1, node.threads);
+    for (int32_t i = 0; i < node.cpus; ++i) {
+        int32_t core = i / per_core;
+        cpus += fmt::format("          <cpu id='{}' socket_id='{}' core_id='{}' siblings='{}'/>\n", i,
+                            core / std::max(1, node.cores), core % std::max(1, node.cores), i);
+    }
+    return fmt::format(
+        "<capabilities>\n"
+        "  <host>\n"
+        "    <cpu>\n"
+        "      <arch>x86_64</arch>\n"
+        "      <topology sockets='{}' dies='1' cores='{}' threads='{}'/>\n"
+        "    </cpu>\n"
+        "    <migration_features>\n"
+        "      <live/>\n"
+        "      <uri_transports>\n"
+        "        <uri_transport>tcp</uri_transport>\n"
+        "        <uri_transport>rdma</uri_transport>\n"
+        "      </uri_transports>\n"
+        "    </migration_features>\n"
+        "    <topology>\n"
+        "      <cells num='1'>\n"
+        "        <cell id='0'>\n"
+        "          <memory unit='KiB'>{}</memory>\n"
+        "          <cpus num='{}'>\n"
+        "{}"
+        "          </cpus>\n"
+        "        </cell>\n"
+        "      </cells>\n"
+        "    </topology>\n"
+        "  </host>\n"
+        "  <guest>\n"
+        "    <os_type>hvm</os_type>\n"
+        "    <arch name='x86_64'>\n"
+        "      <wordsize>64</wordsize>\n"
+        "      <emulator>{}</emulator>\n"
+        "      <domain type='vmm'/>\n"
+        "    </arch>\n"
+        "  </guest>\n"
+        "</capabilities>\n",
+        node.sockets, node.cores, node.threads, node.memory_kib, node.cpus, cpus, escaped);
+}
 
 uint64_t libvirt_version_number(const std::string& dotted) {
     unsigned long major = 0, minor = 0, micro = 0;
@@ -141,6 +195,8 @@ std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id) {
         {Proc::CONNECT_GET_HOSTNAME, Access::read_only, hostname},
         {Proc::CONNECT_GET_URI, Access::read_only, [](Caller& c, Reader&) { return rpc::ok_string(c.uri); }},
         {Proc::NODE_GET_INFO, Access::read_only, node_get_info},
+        {Proc::CONNECT_GET_CAPABILITIES, Access::read_only,
+         [id](Caller&, Reader&) { return rpc::ok_string(capabilities_xml(read_node_info(), id.emulator)); }},
         // A unix socket on this host: nothing travels where others could read it.
         {Proc::CONNECT_IS_SECURE, Access::read_only, [](Caller& c, Reader&) { return rpc::ok_i32(c.secure ? 1 : 0); }},
     };

@@ -13,7 +13,20 @@ namespace vmmd {
 struct DriverIdentity {
     std::string default_uri;  // vmm:///system or vmm:///session, for an open without a name
     uint64_t version = 0;     // major * 1000000 + minor * 1000 + micro
+    std::string emulator;     // the vmm executable, as capabilities name a guest's emulator
 };
+
+// The host's CPUs and memory, from /proc (NODE_GET_INFO, capabilities).
+struct NodeInfo {
+    uint64_t memory_kib = 0;
+    int32_t cpus = 0, mhz = 0, nodes = 1, sockets = 1, cores = 1, threads = 1;
+};
+NodeInfo read_node_info();
+
+// CONNECT_GET_CAPABILITIES: libvirt's capabilities document for this host: its CPU architecture
+// and topology (one NUMA cell with its memory and every CPU), migration over tcp and rdma, and
+// one guest type, hvm on x86_64 run by `emulator`, domain type vmm.
+std::string capabilities_xml(const NodeInfo& node, const std::string& emulator);
 
 std::vector<rpc::Procedure> connect_procedures(const DriverIdentity& id);
 

@@ -101,6 +101,22 @@ TEST(VmmdConnect, OnlyAUnixSocketIsSecure) {
     }
 }
 
+TEST(VmmdConnect, CapabilitiesNameTheHostTheGuestTypeAndTheEmulator) {
+    NodeInfo n;
+    n.memory_kib = 1024;
+    n.cpus = 4;
+    n.sockets = 1;
+    n.cores = 2;
+    n.threads = 2;
+    std::string xml = capabilities_xml(n, "/opt/a&b/vmm");
+    EXPECT_NE(xml.find("<topology sockets='1' dies='1' cores='2' threads='2'/>"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<memory unit='KiB'>1024</memory>"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<cpu id='3' socket_id='0' core_id='1' siblings='3'/>"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<emulator>/opt/a&amp;b/vmm</emulator>"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<domain type='vmm'/>"), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<uri_transport>rdma</uri_transport>"), std::string::npos) << xml;
+}
+
 TEST(VmmdConnect, VersionNumbersAsLibvirtCountsThem) {
     EXPECT_EQ(libvirt_version_number("9.0.0"), 9000000u);
     EXPECT_EQ(libvirt_version_number("0.1.2"), 1002u);
