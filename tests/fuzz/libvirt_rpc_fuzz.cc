@@ -12,7 +12,7 @@
 using namespace vmmd;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static const rpc::Dispatcher dispatcher(connect_procedures({"vmm:///system", 1000}));
+    static const rpc::Dispatcher dispatcher(connect_procedures({"vmm:///system", 1000, "/usr/bin/vmm"}));
     rpc::Caller caller;
     std::span<const uint8_t> in(data, size);
     while (in.size() >= rpc::kLengthSize && !caller.closed) {

@@ -30,7 +30,7 @@ std::pair<std::vector<uint8_t>, std::optional<rpc::RemoteError>> reply(const rpc
 }
 
 TEST(VmmdConnect, OpensTheVmmUrisAndNoOther) {
-    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1002003}));
+    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1002003, "/usr/bin/vmm"}));
     rpc::Caller refused;
     auto [_, error] = reply(d, refused, call(1, open_args("qemu:///system", 0)));
     ASSERT_TRUE(error);
@@ -48,7 +48,7 @@ TEST(VmmdConnect, OpensTheVmmUrisAndNoOther) {
 }
 
 TEST(VmmdConnect, NodeInfoHasLibvirtsLayoutAndAddsUp) {
-    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1}));
+    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1, "/usr/bin/vmm"}));
     rpc::Caller c;
     ASSERT_FALSE(reply(d, c, call(1, open_args("vmm:///system", 0))).second);
     auto [info, error] = reply(d, c, call(6));
@@ -69,7 +69,7 @@ TEST(VmmdConnect, NodeInfoHasLibvirtsLayoutAndAddsUp) {
 }
 
 TEST(VmmdConnect, AnnouncesOnlyTheFeaturesItServes) {
-    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1}));
+    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1, "/usr/bin/vmm"}));
     rpc::Caller c;
     auto feature = [&](int32_t f) {
         xdr::Writer w;
@@ -89,7 +89,7 @@ TEST(VmmdConnect, AnnouncesOnlyTheFeaturesItServes) {
 }
 
 TEST(VmmdConnect, OnlyAUnixSocketIsSecure) {
-    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1}));
+    rpc::Dispatcher d(connect_procedures({"vmm:///system", 1, "/usr/bin/vmm"}));
     for (bool secure : {true, false}) {
         rpc::Caller c;
         c.secure = secure;
