@@ -42,14 +42,19 @@ ensure_packages() {
 # configure: the build tree's first configuration (Ninja where it is installed; warnings are
 # errors under CI). A tree configured before keeps its generator and options.
 configure() {
-    local werror=OFF gen=()
+    local werror=OFF opts=()
     [ -n "${CI:-}" ] && werror=ON
     if [ ! -e "$BUILD/CMakeCache.txt" ]; then
-        command -v ninja >/dev/null && gen=(-G Ninja)
+        command -v ninja >/dev/null && opts=(-G Ninja)
+        # Only here: a tree configured before keeps its own (a benchmark run without CI must not
+        # turn off the -Werror a CI-configured tree was built with).
+        opts+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVMM_WERROR="$werror")
         log "configuring in $BUILD"
+    elif [ -n "${CI:-}" ]; then
+        opts=(-DVMM_WERROR=ON)  # under CI warnings are errors, whatever the tree had
     fi
     mkdir -p "$BUILD"
-    cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVMM_WERROR="$werror" \
+    cmake -S "$ROOT" -B "$BUILD" "${opts[@]}" \
         >"$BUILD/configure.log" 2>&1 || { tail -30 "$BUILD/configure.log" >&2; die "cmake configuration failed (log: $BUILD/configure.log)"; }
 }
 
