@@ -11,6 +11,8 @@
 #include <fstream>
 #include <set>
 
+#include "vmmd/domain/domain_xml.h"
+
 namespace vmmd {
 
 namespace {
@@ -119,16 +121,6 @@ Reply node_get_info(Caller&, Reader&) {
 }  // namespace
 
 std::string capabilities_xml(const NodeInfo& node, const std::string& emulator) {
-    std::string escaped;
-    for (char c : emulator) {
-        switch (c) {
-            case '&': escaped += "&amp;"; break;
-            case '<': escaped += "&lt;"; break;
-            case '>': escaped += "&gt;"; break;
-            case '\'': escaped += "&apos;"; break;
-            default: escaped += c;
-        }
-    }
     std::string cpus;
     int32_t per_core = std::max(1, node.threads);
     for (int32_t i = 0; i < node.cpus; ++i) {
@@ -170,7 +162,7 @@ std::string capabilities_xml(const NodeInfo& node, const std::string& emulator) 
         "    </arch>\n"
         "  </guest>\n"
         "</capabilities>\n",
-        node.sockets, node.cores, node.threads, node.memory_kib, node.cpus, cpus, escaped);
+        node.sockets, node.cores, node.threads, node.memory_kib, node.cpus, cpus, xml_escape(emulator));
 }
 
 uint64_t libvirt_version_number(const std::string& dotted) {

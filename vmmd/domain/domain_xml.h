@@ -17,6 +17,8 @@ inline constexpr const char* kVmmNamespace = "https://github.com/vmm/xmlns/domai
 
 // `random_uuid` is used when the document has no <uuid>.
 vmm::Result<DomainDef> parse_domain_xml(std::string_view xml, const Uuid& random_uuid);
+// Text or an attribute value made safe to put in XML (& < > " ' as entities).
+std::string xml_escape(const std::string& s);
 // The normalized document; `id` (a running domain's) goes in <domain id=…>.
 std::string format_domain_xml(const DomainDef& d, std::optional<int> id = std::nullopt);
 

@@ -5,8 +5,7 @@
 
 namespace vmmd {
 
-namespace {
-std::string escape(const std::string& s) {
+std::string xml_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
@@ -20,25 +19,24 @@ std::string escape(const std::string& s) {
     }
     return out;
 }
-}  // namespace
 
 std::string format_domain_xml(const DomainDef& d, std::optional<int> id) {
     std::string x = id ? fmt::format("<domain type='vmm' id='{}'>\n", *id) : "<domain type='vmm'>\n";
-    x += fmt::format("  <name>{}</name>\n  <uuid>{}</uuid>\n", escape(d.name), format_uuid(d.uuid));
-    if (d.title) x += fmt::format("  <title>{}</title>\n", escape(*d.title));
-    if (d.description) x += fmt::format("  <description>{}</description>\n", escape(*d.description));
+    x += fmt::format("  <name>{}</name>\n  <uuid>{}</uuid>\n", xml_escape(d.name), format_uuid(d.uuid));
+    if (d.title) x += fmt::format("  <title>{}</title>\n", xml_escape(*d.title));
+    if (d.description) x += fmt::format("  <description>{}</description>\n", xml_escape(*d.description));
     x += fmt::format("  <metadata>\n    <vmm:vmm xmlns:vmm='{}'>\n      <vmm:dirty-tracking>{}</vmm:dirty-tracking>\n"
                      "      <vmm:prealloc>{}</vmm:prealloc>\n    </vmm:vmm>\n  </metadata>\n",
                      kVmmNamespace, d.dirty_tracking, d.prealloc ? "on" : "off");
     x += fmt::format("  <memory unit='KiB'>{}</memory>\n  <currentMemory unit='KiB'>{}</currentMemory>\n", d.memory_kib,
                      d.memory_kib);
     if (d.hard_limit_kib) x += fmt::format("  <memtune>\n    <hard_limit unit='KiB'>{}</hard_limit>\n  </memtune>\n", *d.hard_limit_kib);
-    x += fmt::format("  <vcpu>{}</vcpu>\n  <os>\n    <type>hvm</type>\n    <kernel>{}</kernel>\n", d.vcpus, escape(d.kernel));
-    if (!d.cmdline.empty()) x += fmt::format("    <cmdline>{}</cmdline>\n", escape(d.cmdline));
+    x += fmt::format("  <vcpu>{}</vcpu>\n  <os>\n    <type>hvm</type>\n    <kernel>{}</kernel>\n", d.vcpus, xml_escape(d.kernel));
+    if (!d.cmdline.empty()) x += fmt::format("    <cmdline>{}</cmdline>\n", xml_escape(d.cmdline));
     x += "  </os>\n";
     x += fmt::format("  <on_poweroff>{}</on_poweroff>\n  <on_crash>{}</on_crash>\n", d.on_poweroff, d.on_crash);
     x += "  <devices>\n";
-    if (d.serial_file) x += fmt::format("    <serial type='file'>\n      <source path='{}'/>\n    </serial>\n", escape(*d.serial_file));
+    if (d.serial_file) x += fmt::format("    <serial type='file'>\n      <source path='{}'/>\n    </serial>\n", xml_escape(*d.serial_file));
     x += "  </devices>\n</domain>\n";
     return x;
 }
