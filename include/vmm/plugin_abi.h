@@ -107,6 +107,11 @@ struct vmm_buf {
     size_t len;
 };
 
+struct vmm_time_part {
+    const char *name; /* e.g. "route": valid while the plugin is loaded */
+    uint64_t us;      /* microseconds */
+};
+
 struct vmm_transport_ops {
     uint32_t abi_version; /* VMM_TRANSPORT_ABI_VERSION */
     uint32_t struct_size; /* sizeof(struct vmm_transport_ops) */
@@ -199,6 +204,16 @@ struct vmm_transport_ops {
     /* Optional (VMM_RAM_SUMS_KEYED): the `size`-byte key this connection's sums are keyed with,
      * derived from its authentication, the same at both ends and known to nobody else. */
     int (*ram_sums_key)(void *conn, uint8_t *key, uint32_t size, struct vmm_err *err);
+    /* Optional, appended to ABI 1: where this connection's setup time went in the transport, its
+     * own steps so far in order (source: connect, then ram_setup; destination: accept, then
+     * answering the source's setup requests while vmm reads the stream). Writes up to `max`
+     * into `out` and returns how many steps there are. Names are the plugin's static strings. */
+    uint32_t (*setup_parts)(void *conn, struct vmm_time_part *out, uint32_t max);
+    /* Optional, appended to ABI 1: prepares, once per process, what every connection will need
+     * (rdma: loading its libraries' device lists and drivers), so that the first migration does
+     * not wait for it. vmm calls it once, on a thread of its own, soon after it starts, possibly
+     * while another thread connects or listens; it cannot fail (a later call says what is wrong). */
+    void (*warm_up)(void);
 };
 
 /* features bits. */

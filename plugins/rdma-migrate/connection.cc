@@ -19,8 +19,18 @@ constexpr const char* kSumsKeyLabel = "EXPORTER-vmm-rdma-ram-sums";
 Connection::Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
                        ChunkGeometry g, uint32_t agreed)
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), agreed_(agreed),
-      max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), summary_(ep_->describe) {
+      max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), steps_(ep_->steps), summary_(ep_->describe) {
     ctl_->error_text((agreed & kCapErrorText) != 0);
+}
+
+std::vector<TimedStep> Connection::setup_steps() const {
+    std::lock_guard lock(steps_mutex_);
+    return steps_;
+}
+
+void Connection::add_steps(const std::vector<TimedStep>& steps, bool first) {
+    std::lock_guard lock(steps_mutex_);
+    steps_.insert(first ? steps_.begin() : steps_.end(), steps.begin(), steps.end());
 }
 
 // Writes still in flight are not waited for: a completed migration drained them at the end of

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,10 @@ public:
     uint32_t pinned_rkey(size_t block) const { return block < pinned_blocks_.size() ? pinned_blocks_[block]->rkey : 0; }
     // Whether this connection has a postcopy channel (kCapPostcopy agreed).
     bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
+    // Where setup's time went so far, step by step (channel 0's making first); the setup_parts
+    // op reads it from another thread while the steps after connect or accept are added.
+    std::vector<TimedStep> setup_steps() const;
+    void add_steps(const std::vector<TimedStep>& steps, bool first = false);
 
 protected:
     Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
@@ -103,6 +108,8 @@ protected:
     std::vector<MemoryRegion> pinned_blocks_;  // rdma-pin-all: whole blocks
 
 private:
+    mutable std::mutex steps_mutex_;
+    std::vector<TimedStep> steps_;  // setup_steps()
     std::string summary_;  // describe()
     std::vector<uint8_t> out_, in_;
     size_t in_pos_ = 0;

@@ -67,6 +67,8 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     if (!g) return g.error();
     std::optional<vmm::migration::TlsSetup> tls = cfg.tls;
     std::unique_ptr<DestinationSession> s(new DestinationSession(std::move(*ep), std::move(ctl), std::move(cfg), *g, agreed));
+    std::vector<TimedStep> steps;
+    StepClock clock(steps);
     if (tls) {  // before anything else: no rkey, no block, no channel for a peer not authenticated
         tls->role = vmm::migration::TlsRole::server;
         if (Status st = s->ctl_->secure(*tls); !st) {
@@ -74,11 +76,14 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
             peer_refused = true;
             return st.error();
         }
+        clock.mark("tls");
     }
     if (Status st = s->accept_channels(); !st) {
         s->abort(st.error().message());
         return st.error();
     }
+    if (!s->extra_.empty() || s->postcopy_ep_) clock.mark("channels");
+    s->add_steps(steps);
     s->summarize(asked_pin_all && !s->pin_all() ? pin_all_refusal : "");
     return s;
 }
@@ -110,15 +115,22 @@ Status DestinationSession::begin_postcopy() {
 
 Status DestinationSession::blocks_requested() {
     if (blocks_known_) return Error("a second RAM BLOCKS REQUEST");
-    if (cfg_.pin_all)
+    std::vector<TimedStep> steps;
+    StepClock clock(steps);
+    if (cfg_.pin_all) {
         if (auto s = pin_blocks(Use::pin_all_written); !s) return s;
+        clock.mark("pin");
+    }
     std::vector<BlockDesc> descs;
     for (size_t i = 0; i < cfg_.blocks.size(); ++i) {
         const LocalBlock& b = cfg_.blocks[i];
         descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.size, cfg_.pin_all ? pinned_blocks_[i]->rkey : 0});
     }
     blocks_known_ = true;
-    return ctl_->reply(encode_blocks(descs));
+    Status s = ctl_->reply(encode_blocks(descs));
+    clock.mark("blocks");
+    add_steps(steps);
+    return s;
 }
 
 Status DestinationSession::handle_register(const Message& m) {

@@ -363,15 +363,16 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
                                                    ibv_pd* shared_pd, QpShape shape) {
     std::string name = fmt::format("rdma destination {}:{}", host, port);
     if (ours.channels > 1) name += fmt::format(" (channel {})", ours.channel);
-    auto start = std::chrono::steady_clock::now();
-    auto step = [&](const char* done) {  // where a connection's setup time goes
-        trace("{}: {} after {} ms", name, done,
-              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
-    };
+    std::vector<TimedStep> steps;
+    StepClock clock(steps);
     auto made = new_endpoint(cancel_fd, t, name, &Endpoint::id);
     if (!made) return made.error();
     auto e = std::move(*made);
-    step("rdma_cm id created (the first one in a process loads librdmacm's device list)");
+    auto step = [&](const char* part, const char* done) {  // where a connection's setup time goes
+        clock.mark(part);
+        trace("{}: {} after {} ms", name, done, clock.ms_so_far());
+    };
+    step("cm-id", "rdma_cm id created (the first one in a process loads librdmacm's device list)");
     auto ai = resolve(host, port, false);
     if (!ai) return ai.error();
     // An address no RDMA device reaches fails here (127.0.0.1 on most machines).
@@ -381,20 +382,21 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
     if (rdma_resolve_addr(e->id.get(), nullptr, (*ai)->ai_addr, t.connect_ms) != 0)
         return Error::from_errno("rdma_resolve_addr " + host, errno, reach);
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ADDR_RESOLVED, t.connect_ms, "resolving the RDMA address"); !s) return unreachable(s.error());
-    step("address resolved");
+    step("address", "address resolved");
     if (rdma_resolve_route(e->id.get(), t.connect_ms) != 0) return Error::from_errno("rdma_resolve_route " + host, errno, reach);
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return unreachable(s.error());
-    step("route resolved");
+    step("route", "route resolved");
     if (auto s = create_resources(*e, shared_pd, shape); !s) return s.error();
     if (auto s = before_connect(*e); !s) return s.error();
-    step("queue pair and control buffers ready");
+    step("queue-pair", "queue pair and control buffers ready");
     auto pd = encode_private_data(ours);
     auto param = conn_param(pd);
     if (rdma_connect(e->id.get(), &param) != 0) return verbs_error("rdma_connect");
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, t.connect_ms, fmt::format("connecting to {}:{}", host, port).c_str(), &e->peer); !s) {
         return s.error();
     }
-    step("connected");
+    step("connection", "connected");
+    e->steps = std::move(steps);
     return e;
 }
 
@@ -458,13 +460,16 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
                             [&admit](const PrivateData& p) { return admit ? admit(p) : Status{}; });
     if (!raw) return raw.error();
     auto e = accepted(*raw, listener, "the rdma migration source", theirs);
+    StepClock clock(e->steps);  // from the source's request on
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
     e->listen_id = std::move(listener.listen_id);
     if (auto r = create_resources(*e, nullptr, {}); !r) return r.error();
     if (auto r = before_connect(*e); !r) return r.error();
+    clock.mark("queue-pair");
     PrivateData ours = theirs;
     ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
     if (auto r = answer(*e, *e, ours, "accepting the RDMA connection"); !r) return r.error();
+    clock.mark("connection");
     return e;
 }
 

@@ -11,8 +11,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "memory_registry.h"
+#include "steps.h"
 #include "verbs.h"
 #include "proto/wire.h"
 
@@ -39,6 +41,7 @@ struct Endpoint {
     bool disconnected = false;
     bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
     bool grants_remote_write = false;  // a destination's: the peer may RDMA WRITE into its memory
+    std::vector<TimedStep> steps;  // channel 0: how long each step of making it took
 
     ~Endpoint();
     // Stops all DMA on this connection, so its buffers and MRs may go: disconnects (flushing

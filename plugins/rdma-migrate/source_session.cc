@@ -70,11 +70,16 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     if (cfg.channels > lanes) note("the destination takes only one channel");
     if (cfg.postcopy && !postcopy_channel) note("the destination has no postcopy channel: postcopy-ram is off there");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
+    std::vector<TimedStep> steps;
+    StepClock clock(steps);
     if (Status st = s->authenticate(); !st) return st.error();
+    if (s->cfg_.tls) clock.mark("tls");
     if (Status st = s->connect_channels(host, port, ours, lanes, postcopy_channel); !st) {
         s->abort(st.error().message());
         return st.error();
     }
+    if (lanes > 1 || postcopy_channel) clock.mark("channels");
+    s->add_steps(steps);
     s->summarize(notes);
     return s;
 }
@@ -125,11 +130,17 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
 // setup. With rdma-pin-all this side's RAM is pinned
 // while the destination pins its own, as QEMU does.
 Status SourceSession::exchange_blocks() {
+    std::vector<TimedStep> steps;
+    StepClock clock(steps);
     if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
-    if (cfg_.pin_all)
+    if (cfg_.pin_all) {
         if (auto s = pin_blocks(Use::pin_all_read); !s) return s;
+        clock.mark("pin");  // this side's RAM, while the destination pins its own
+    }
     auto m = ctl_->answer(Command::ram_blocks_result);
     if (!m) return m.error();
+    clock.mark("blocks");  // the destination's RAM BLOCKS RESULT (with rdma-pin-all: once pinned there)
+    add_steps(steps);
     auto blocks = decode_blocks(*m);
     if (!blocks) return blocks.error();
     if (auto s = check_block_lists(cfg_.blocks, *blocks); !s) return s;

@@ -11,6 +11,7 @@
 
 #include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
+#include "tests/support/setup_parts.h"
 #include "tests/support/vm_pair.h"
 
 namespace vmm::test {
@@ -43,6 +44,9 @@ TEST(Migration, IdleGuestOverTcp) {
     expect_handover(*src, *dst);
     // The destination rehearsed saving and loading its state; the controller counted it.
     EXPECT_GT(ms_field(*src, "hand-over estimate"), 0.0) << src->cmd("info migrate");
+    // Setup in parts adding up to it: tcp reports no steps of its own.
+    expect_setup_parts(*src, {"start", "connect", "header", "ram-setup"});
+    expect_setup_parts(*dst, {"header"});
     // An idle guest touched little: most of its RAM was never read, let alone sent.
     EXPECT_GT(std::stoull(src->migrate_field("unpopulated (skipped)").c_str()), 60000u);
     // The destination no longer listens: the next migration to this host may use the same port.

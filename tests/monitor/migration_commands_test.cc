@@ -1,5 +1,5 @@
 // How a migration's figures read on the monitor: RDMA writes still in flight are shown apart
-// from what has arrived, and only when there are some.
+// from what has arrived, and only when there are some; setup is shown in its parts.
 #include <gtest/gtest.h>
 
 #include "vmm/monitor/migration_commands.h"
@@ -56,6 +56,26 @@ TEST(MigrationMonitor, APostcopysRequestsAndBytesGoUnderQemusNames) {
     EXPECT_EQ(j["ram"]["postcopy-requests"], 12u);
     EXPECT_EQ(j["ram"]["postcopy-bytes"], 5u << 20);
     EXPECT_EQ(migration_stats_json(active(1, 0), {})["ram"]["postcopy-requests"], 0u) << "there before a switch too, as QEMU's";
+}
+
+
+// Setup's parts: vmm's steps, each with the transport's own inside it, in QMP and on one line.
+TEST(MigrationMonitor, SetupPartsNestTheTransportsStepsInVmmsOwn) {
+    migration::MigrationStats s = active(1u << 20, 0);
+    s.setup_time_ms = 13;
+    s.setup_parts = {{"start", 0.25, {}},
+                     {"connect", 10.0, {{"address", 1.5, {}}, {"connection", 8.0, {}}}},
+                     {"header", 2.75, {}}};
+    Json j = migration_stats_json(s, {});
+    ASSERT_EQ(j["x-setup-parts"].size(), 3u) << j.dump();
+    EXPECT_EQ(j["x-setup-parts"][1]["name"], "connect");
+    EXPECT_EQ(j["x-setup-parts"][1]["parts"][1]["ms"], 8.0);
+    EXPECT_FALSE(j["x-setup-parts"][0].contains("parts")) << "a step the transport did not break down has none";
+    std::string text = migration_stats_text(j);
+    EXPECT_NE(text.find("setup: 13 ms\nsetup parts: start 0.2, connect 10.0 (address 1.5, connection 8.0), header 2.8 ms\n"),
+              std::string::npos)
+        << text;
+    EXPECT_FALSE(migration_stats_json(active(1, 0), {}).contains("x-setup-parts")) << "none before setup has run";
 }
 
 }  // namespace vmm::monitor

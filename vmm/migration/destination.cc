@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
@@ -48,12 +50,28 @@ void IncomingMigration::start() { thread_ = std::thread([this] { run(); }); }
 MigrationStats IncomingMigration::stats() const {
     std::lock_guard lock(mutex_);
     MigrationStats s = stats_;
+    if (live_ != nullptr) {
+        s.setup_parts = setup_parts_of(*live_);
+        s.setup_time_ms = static_cast<uint64_t>(total_ms(s.setup_parts));
+    }
     if (receiver_) {
         s.postcopy = receiver_->stats();
         s.ram.remaining = (s.postcopy.missing_pages - s.postcopy.placed) * memory::kPageSize;
         s.ram.transferred += s.postcopy.postcopy_bytes;  // what arrived, both phases (as the source counts it)
     }
     return s;
+}
+
+std::vector<SetupPart> IncomingMigration::setup_parts_of(const Connection& conn) const {
+    std::vector<SetupPart> steps = conn.setup_parts();
+    size_t n = std::min(accept_steps_, steps.size());
+    std::vector<SetupPart> accepted(steps.begin(), steps.begin() + static_cast<long>(n));
+    std::vector<SetupPart> later(steps.begin() + static_cast<long>(n), steps.end());
+    std::vector<SetupPart> parts;
+    if (!accepted.empty()) parts.push_back({"accept", total_ms(accepted), std::move(accepted)});
+    parts.push_back({"header", header_ms_, {}});
+    if (!later.empty()) parts.push_back({"ram-setup", total_ms(later), std::move(later)});
+    return parts;
 }
 
 bool IncomingMigration::waits_with_settings_taken() const {
@@ -82,6 +100,9 @@ static void refuse(ByteStream& st, const Error& e) {
 void IncomingMigration::run() {
     name_this_thread("mig-incoming");
     log::info("waiting for an incoming migration on {}", listener_->describe());
+    // The hand-over the header's answer reports, rehearsed while nobody waits for it: this
+    // machine's state is what it will be when the source connects (nothing runs here yet).
+    rehearsal_ = rehearse_handover(machine_);
     auto conn = listener_->accept();
     if (!conn) {
         if (!cancel_.cancelled()) on_failure_(conn.error());
@@ -94,6 +115,7 @@ void IncomingMigration::run() {
     {
         std::lock_guard lock(mutex_);
         live_ = conn->get();
+        accept_steps_ = live_->setup_parts().size();
     }
     Status s = receive(**conn);
     end_connection(s, std::move(*conn));
@@ -106,6 +128,10 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
     // use what its listener set up), so the port is free for the next migration to this host.
     {
         std::lock_guard lock(mutex_);
+        if (conn) {
+            stats_.setup_parts = setup_parts_of(*conn);
+            stats_.setup_time_ms = static_cast<uint64_t>(total_ms(stats_.setup_parts));
+        }
         live_ = nullptr;
     }
     conn.reset();
@@ -261,13 +287,18 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
         ok = Error("the source has postcopy-ram on, this destination does not: set it on both sides "
                    "(migrate_set_capability postcopy-ram on, before migrate_incoming), or off on the source");
     }
-    auto handover_us = ok ? rehearse_handover(machine_) : Result<uint32_t>(ok.error());
+    auto handover_us = !ok ? Result<uint32_t>(ok.error()) : rehearsal_ ? std::move(*rehearsal_) : rehearse_handover(machine_);
+    rehearsal_.reset();  // a recovery's connection rehearses again
     if (!handover_us) {
         refuse(st, handover_us.error());
         return handover_us.error();
     }
     if (auto s = st.write(encode_header_ok(*handover_us)); !s) return s.error();
     if (auto s = st.flush(); !s) return s.error();
+    {
+        std::lock_guard lock(mutex_);
+        header_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();  // since accepted
+    }
     header->blocks = local.blocks;
     return header;
 }

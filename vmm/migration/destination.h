@@ -38,6 +38,11 @@ public:
     void start();
     void cancel();
     MigrationStats stats() const;
+    // This side's setup step by step (mutex_ held): the transport's accept from the source's
+    // first word on, the header checked and answered (the hand-over rehearsed), and what the
+    // transport answered while the stream was read (rdma: the RAM blocks, pinned under
+    // rdma-pin-all). A transport that reports no steps shows the header alone.
+    std::vector<SetupPart> setup_parts_of(const Connection& conn) const;
     // Listening, no source yet, on a transport that took the settings when it started listening:
     // a change made now would be shown but not used.
     bool waits_with_settings_taken() const;
@@ -82,6 +87,12 @@ private:
     FailFn on_failure_;
     std::unique_ptr<Listener> listener_;
     Connection* live_ = nullptr;  // under mutex_: the connection in use (for migrate_pause)
+    // Under mutex_: how many of the transport's setup steps were its accept, and how long the
+    // header took to check and answer (setup_parts_of).
+    size_t accept_steps_ = 0;
+    // The hand-over rehearsed before the source came (the incoming thread's alone).
+    std::optional<Result<uint32_t>> rehearsal_;
+    double header_ms_ = 0;
     mutable std::mutex mutex_;
     MigrationStats stats_;
     std::chrono::steady_clock::time_point start_;

@@ -4,13 +4,16 @@
 
 #include <chrono>
 
+#include "vmm/common/thread_name.h"
 #include "vmm/migration/transport/tls_credentials.h"
 
 namespace vmm::migration {
 
-MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event) : machine_(m), on_event_(std::move(on_event)) {}
+MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event)
+    : machine_(m), on_event_(std::move(on_event)), warm_([this] { warm_transports(); }) {}
 
 MigrationManager::~MigrationManager() {
+    warm_.join();
     // Stop the threads before the machine they drive goes away.
     std::unique_ptr<MigrationSource> out;
     std::unique_ptr<IncomingMigration> in;
@@ -18,6 +21,20 @@ MigrationManager::~MigrationManager() {
         std::lock_guard lock(mutex_);
         out = std::move(outgoing_);
         in = std::move(incoming_);
+    }
+}
+
+void MigrationManager::warm_transports() {
+    name_this_thread("transport-warm");
+    for (const auto& scheme : TransportRegistry::plugin_schemes()) {
+        Transport* t = nullptr;
+        {
+            std::lock_guard lock(mutex_);  // the registry is the monitor's too
+            auto got = registry_.get(scheme);
+            if (!got) continue;  // said again, with its reason, when the scheme is used
+            t = *got;
+        }
+        t->warm_up();  // outside the lock: a migration may connect meanwhile
     }
 }
 

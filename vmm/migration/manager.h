@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "vmm/machine/machine.h"
 #include "vmm/migration/params.h"
@@ -61,6 +62,10 @@ private:
     std::optional<uint64_t> last_save_;  // the last completed file save, if no migration came after it
     std::unique_ptr<IncomingMigration> incoming_;
     bool deferred_ = false;
+    // Loads each transport plugin in the search path and warms it up (Transport::warm_up), so a
+    // first migration over it does not wait for what every connection of this process needs.
+    void warm_transports();
+    std::thread warm_;  // last: started once everything above is built, joined first
 };
 
 }  // namespace vmm::migration

@@ -168,14 +168,40 @@ RamSaver::Verify MigrationSource::verify_mode() const {
     return channel->carries_sums() ? RamSaver::Verify::channel_sums : RamSaver::Verify::round_sums;
 }
 
+// Setup, from the migrate command until the first round may begin, timed step by step (the
+// transport's own steps inside its own): the connection, the header the destination checks and
+// answers (rehearsing the hand-over), and the RAM channel's setup with its peer.
 Status MigrationSource::setup(Connection*& conn_out) {
+    PartClock clock(start_);
+    clock.mark("start");  // the command until this thread began
     auto conn = transport_.connect(context_for(machine_, uri_, [o = options_] { return o; }, cancel_));
     if (!conn) return conn.error();
     {
         std::lock_guard lock(mutex_);
         conn_ = std::move(*conn);
     }
+    std::vector<SetupPart> connect_steps = conn_->setup_parts();
+    clock.mark("connect", connect_steps);
     log::info("migrating to {}", conn_->describe());
+    auto handover_us = negotiate();
+    if (!handover_us) return handover_us.error();
+    clock.mark("header");
+    if (SourceRamChannel* channel = conn_->source_ram(); channel != nullptr)
+        if (auto s = channel->setup(); !s) return s;
+    std::vector<SetupPart> steps = conn_->setup_parts();
+    steps.erase(steps.begin(), steps.begin() + static_cast<long>(std::min(connect_steps.size(), steps.size())));
+    clock.mark("ram-setup", std::move(steps));
+    std::lock_guard lock(mutex_);
+    stats_.handover_estimate_ms = *handover_us / 1000.0;
+    stats_.setup_time_ms = ms_since(start_);
+    stats_.setup_parts = std::move(clock.parts);
+    conn_out = conn_.get();
+    return {};
+}
+
+// The header, with what it announces (RAM mode, verify-ram, postcopy) checked against what the
+// connection can carry, and the destination's answer: its rehearsed hand-over time (us).
+Result<uint32_t> MigrationSource::negotiate() {
     RamMode mode = conn_->source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages;
     StreamHeader header = header_for(machine_, mode);
     auto key = conn_->sums_key();
@@ -188,15 +214,22 @@ Status MigrationSource::setup(Connection*& conn_out) {
     verify_ = verify_mode();
     if (verify_ == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
-    if (options_.caps.postcopy_ram) {
+    if (auto s = check_connection(); !s) return s.error();
+    if (options_.caps.postcopy_ram) header.features |= kFeaturePostcopy;
+    ByteStream& st = conn_->stream();
+    if (auto w = st.write(encode_header(header)); !w) return w.error();
+    if (auto f = st.flush(); !f) return f.error();
+    return conn_->answers() ? header_answer(st) : Result<uint32_t>(0);
+}
+
+// What the settings ask of the connection that it cannot give, refused before the header goes.
+Status MigrationSource::check_connection() const {
+    if (options_.caps.postcopy_ram && conn_->source_ram() != nullptr && !conn_->postcopy_channel()) {
         // A transport with a RAM channel of its own needs a postcopy channel too (RDMA agrees
         // one with its peer); multifd's lanes have none.
-        if (conn_->source_ram() != nullptr && !conn_->postcopy_channel()) {
-            return Error(fmt::format("postcopy-ram needs a postcopy channel, and {} has none: over rdma: turn postcopy-ram "
-                                     "on at the destination too (before migrate_incoming); multifd has none (turn it off)",
-                                     conn_->describe()));
-        }
-        header.features |= kFeaturePostcopy;
+        return Error(fmt::format("postcopy-ram needs a postcopy channel, and {} has none: over rdma: turn postcopy-ram "
+                                 "on at the destination too (before migrate_incoming); multifd has none (turn it off)",
+                                 conn_->describe()));
     }
     // A transport with a postcopy channel (rdma) keeps the answers apart already; one without
     // either (a plugin's plain stream) cannot honour postcopy-preempt.
@@ -217,17 +250,6 @@ Status MigrationSource::setup(Connection*& conn_out) {
                                  "turn postcopy-ram off to save to a file",
                                  conn_->describe()));
     }
-    ByteStream& st = conn_->stream();
-    if (auto w = st.write(encode_header(header)); !w) return w;
-    if (auto f = st.flush(); !f) return f;
-    auto handover_us = conn_->answers() ? header_answer(st) : Result<uint32_t>(0);
-    if (!handover_us) return handover_us.error();
-    if (SourceRamChannel* channel = conn_->source_ram(); channel != nullptr)
-        if (auto s = channel->setup(); !s) return s;
-    std::lock_guard lock(mutex_);
-    stats_.handover_estimate_ms = *handover_us / 1000.0;
-    stats_.setup_time_ms = ms_since(start_);
-    conn_out = conn_.get();
     return {};
 }
 

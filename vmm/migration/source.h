@@ -81,6 +81,8 @@ private:
     struct Run;  // what the rounds share: working stats, rate limiter, RAM saver
     void run();
     Status setup(Connection*& conn_out);
+    Result<uint32_t> negotiate();
+    Status check_connection() const;
     Status precopy(Run& run);
     Status complete(Run& run);
     Result<uint32_t> header_answer(ByteStream& st);  // HEADER_OK's hand-over estimate

@@ -68,6 +68,29 @@ std::string postcopy_text(const Json& p, bool destination) {
     out += fmt::format("postcopy blocktime: {:.1f} ms (all vCPUs at once), per vCPU: {} ms\n", num(p, "blocktime-ms"), per);
     return out;
 }
+
+// [{"name": "connect", "ms": 12.5, "parts": [the transport's steps within it]}, ...]
+Json setup_parts_json(const std::vector<migration::SetupPart>& parts) {
+    Json out = Json::array();
+    for (const auto& p : parts) {
+        Json one{{"name", p.name}, {"ms", p.ms}};
+        if (!p.parts.empty()) one["parts"] = setup_parts_json(p.parts);
+        out.push_back(std::move(one));
+    }
+    return out;
+}
+
+// "start 0.1, connect 12.5 (address 1.0, route 0.9, ...), header 3.0": read back from the JSON,
+// whoever wrote it.
+std::string setup_parts_text(const Json& parts) {
+    std::string out;
+    if (!parts.is_array()) return out;
+    for (const Json& p : parts) {
+        out += fmt::format("{}{} {:.1f}", out.empty() ? "" : ", ", str(p, "name"), num(p, "ms"));
+        if (p.contains("parts")) out += " (" + setup_parts_text(child(p, "parts")) + ")";
+    }
+    return out;
+}
 }  // namespace
 
 Json migration_stats_json(const migration::MigrationStats& s, const devices::GuestReport& guest) {
@@ -76,6 +99,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     const auto& r = s.ram;
     j["total-time"] = s.total_time_ms;
     j["setup-time"] = s.setup_time_ms;
+    if (!s.setup_parts.empty()) j["x-setup-parts"] = setup_parts_json(s.setup_parts);
     j["expected-downtime"] = s.expected_downtime_ms;
     if (s.handover_estimate_ms > 0) j["x-handover-estimate-ms"] = s.handover_estimate_ms;
     if (s.status == MigrationStatus::completed) j["downtime"] = s.downtime_ms;
@@ -157,7 +181,9 @@ std::string migration_stats_text(const Json& j) {
     if (j.contains("x-guest-max-pause-ms")) {
         out += fmt::format("guest's longest pause reported: {:.1f} ms\n", num(j, "x-guest-max-pause-ms"));
     }
-    out += fmt::format("setup: {} ms\nrounds: {}\n", u64(j, "setup-time"), u64(j, "x-rounds"));
+    out += fmt::format("setup: {} ms\n", u64(j, "setup-time"));
+    if (j.contains("x-setup-parts")) out += fmt::format("setup parts: {} ms\n", setup_parts_text(child(j, "x-setup-parts")));
+    out += fmt::format("rounds: {}\n", u64(j, "x-rounds"));
     if (j.contains("x-tls-key-updates")) out += fmt::format("tls key updates: {}\n", u64(j, "x-tls-key-updates"));
     out += fmt::format("transferred ram: {} kbytes\n", kb("transferred"));
     if (u64(r, "x-in-flight") != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));

@@ -13,6 +13,7 @@
 #include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
+#include "tests/support/setup_parts.h"
 #include "tests/support/stats_sampling.h"
 #include "rdma_device.h"
 
@@ -191,6 +192,18 @@ TEST(RdmaMigration, DynamicRegistration) {
         registered += w.remote_reg;
     }
     EXPECT_LE(registered, work[0].remote_reg + 2) << "chunks were registered again in later rounds";
+    // Setup in parts on both sides, the plugin's steps inside vmm's, adding up to the setup time.
+    auto src = expect_setup_parts(*p.src, {"start", "connect", "header", "ram-setup"});
+    if (src.size() == 4) {
+        EXPECT_EQ(names_of(src[1].inner),
+                  (std::vector<std::string>{"checks", "cm-id", "address", "route", "queue-pair", "connection"}));
+        EXPECT_EQ(names_of(src[3].inner), std::vector<std::string>{"blocks"});
+    }
+    auto dst = expect_setup_parts(*p.dst, {"accept", "header", "ram-setup"});
+    if (dst.size() == 3) {
+        EXPECT_EQ(names_of(dst[0].inner), (std::vector<std::string>{"queue-pair", "connection"}));
+        EXPECT_EQ(names_of(dst[2].inner), std::vector<std::string>{"blocks"});
+    }
 }
 
 // verify-ram over RDMA: the core sums every page it hands the plugin and, after each round's
@@ -244,6 +257,15 @@ TEST(RdmaMigration, PinAll) {
     ASSERT_EQ(p.src->cmd("migrate_set_capability auto-converge on"), "");
     ASSERT_EQ(p.src->cmd("migrate_set_capability rdma-pin-all on"), "");
     expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
+    // Pinning is setup's: each side's shows as its own step.
+    auto src = expect_setup_parts(*p.src, {"start", "connect", "header", "ram-setup"});
+    if (src.size() == 4) {
+        EXPECT_EQ(names_of(src[3].inner), (std::vector<std::string>{"pin", "blocks"}));
+    }
+    auto dst = expect_setup_parts(*p.dst, {"accept", "header", "ram-setup"});
+    if (dst.size() == 3) {
+        EXPECT_EQ(names_of(dst[2].inner), (std::vector<std::string>{"pin", "blocks"}));
+    }
 }
 
 TEST(RdmaMigration, PinAllRegistersOnceAndNeverPerRound) {

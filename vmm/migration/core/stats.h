@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "vmm/migration/transport/setup_parts.h"
+
 namespace vmm::migration {
 
 // postcopy-active: the guest runs on the destination, which pulls the pages it still lacks;
@@ -107,6 +109,7 @@ struct MigrationStats {
     std::string uri;
     uint64_t total_time_ms = 0;
     uint64_t setup_time_ms = 0;
+    std::vector<SetupPart> setup_parts;  // where setup_time_ms went (a destination: its own steps)
     uint64_t expected_downtime_ms = 0;  // the RAM left at the measured bandwidth + the hand-over
     double handover_estimate_ms = 0;    // the destination's rehearsal of saving and loading the state
     uint64_t downtime_ms = 0;      // VMM-measured: vCPUs paused until the destination may run

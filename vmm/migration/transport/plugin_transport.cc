@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -152,6 +153,9 @@ struct Args {
     std::vector<vmm_kv> params, caps;
 };
 
+// At most this many setup steps are read from a plugin (a few are expected).
+constexpr uint32_t kMaxSetupParts = 64;
+
 // An optional member of the plugin's table (read through covers()), or null when its table is
 // too old to have it.
 #define VMM_OPTIONAL_OP(name) (covers(offsetof(vmm_transport_ops, name), sizeof ops_->name) ? ops_->name : nullptr)
@@ -197,6 +201,18 @@ public:
     Status flush() override { return call_plugin("flush", [&](vmm_err* e) { return ops_->flush(conn_, e); }); }
     Status read_exact(std::span<uint8_t> out) override {
         return call_plugin("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
+    }
+    std::vector<SetupPart> setup_parts() const override {
+        auto fn = VMM_OPTIONAL_OP(setup_parts);
+        if (fn == nullptr) return {};
+        std::vector<vmm_time_part> got(kMaxSetupParts);
+        uint32_t n = std::min<uint32_t>(fn(conn_, got.data(), kMaxSetupParts), kMaxSetupParts);
+        std::vector<SetupPart> out;
+        for (uint32_t i = 0; i < n; ++i) {
+            std::string name = got[i].name != nullptr ? got[i].name : "?";
+            out.push_back({std::move(name), static_cast<double>(got[i].us) / 1000.0, {}});
+        }
+        return out;
     }
     Status setup() override {
         auto fn = VMM_OPTIONAL_OP(ram_setup);
@@ -327,6 +343,10 @@ public:
         void* c = ops_->connect(&args.a, &e);
         if (c == nullptr) return plugin_error(e, "connect");
         return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c));
+    }
+    void warm_up() override {
+        bool has = ops_->struct_size >= offsetof(vmm_transport_ops, warm_up) + sizeof ops_->warm_up;
+        if (has && ops_->warm_up != nullptr) ops_->warm_up();
     }
     Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
         Args args(ctx);

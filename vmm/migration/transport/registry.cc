@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "vmm/migration/transport/file_transport.h"
 #include "vmm/migration/transport/socket_transport.h"
 
@@ -28,6 +31,21 @@ Result<std::string> TransportRegistry::find_plugin(const std::string& scheme) {
     if (auto found = path.find(file)) return *found;
     return Error(fmt::format("no transport for '{}:': {} is not in {} (build it, or set VMM_PLUGIN_DIR)", scheme, file,
                              path.describe()));
+}
+
+std::vector<std::string> TransportRegistry::plugin_schemes() {
+    constexpr std::string_view prefix = "vmm-transport-", suffix = ".so";
+    std::vector<std::string> out;
+    for (const auto& dir : plugin_search_path().dirs) {
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+            std::string f = entry.path().filename().string();
+            if (f.size() <= prefix.size() + suffix.size() || !f.starts_with(prefix) || !f.ends_with(suffix)) continue;
+            std::string scheme = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
+            if (!built_in(scheme) && std::find(out.begin(), out.end(), scheme) == out.end()) out.push_back(scheme);
+        }
+    }
+    return out;
 }
 
 Result<Transport*> TransportRegistry::get(const std::string& scheme) {

@@ -26,6 +26,8 @@ public:
     // The plugin file for a scheme that is not built in; the error names the paths searched.
     static Result<std::string> find_plugin(const std::string& scheme);
     static bool built_in(const std::string& scheme) { return scheme == "tcp" || scheme == "unix" || scheme == "file"; }
+    // The schemes whose plugins are in the search path (vmm-transport-SCHEME.so), each once.
+    static std::vector<std::string> plugin_schemes();
 
 private:
     std::map<std::string, std::unique_ptr<Transport>> transports_;

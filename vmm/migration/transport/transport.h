@@ -18,6 +18,7 @@
 #include "vmm/migration/transport/options.h"
 #include "vmm/migration/transport/postcopy_link.h"
 #include "vmm/migration/transport/postcopy_stream.h"
+#include "vmm/migration/transport/setup_parts.h"
 #include "vmm/migration/transport/stream.h"
 #include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/wire/uri.h"
@@ -126,6 +127,10 @@ public:
     // pages the destination asked for (postcopy_stream.h).
     virtual ByteStream* preempt_stream() { return nullptr; }
     virtual std::string describe() const = 0;
+    // The transport's own steps in setting this connection up so far, in order (setup_parts.h):
+    // a source's connect, then its RAM channel's setup(); a destination's accept from the
+    // source's first word on, then what it answered while the stream was read. None: not said.
+    virtual std::vector<SetupPart> setup_parts() const { return {}; }
     // Whether a destination is there to answer (HEADER_OK, ROUND_CHECKED, READY). A file has
     // nobody: the source writes what a destination would read, GO included, and waits for no
     // reply; the destination that later reads it answers into nothing.
@@ -187,6 +192,10 @@ public:
     virtual bool has_peer() const { return true; }
     virtual Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) = 0;
     virtual Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) = 0;
+    // Prepares, once per process, what every connection will need (rdma: its libraries' list of
+    // devices and their drivers), so that the first migration does not wait for it. vmm calls
+    // it on a thread of its own soon after it starts; it never fails (a connection will say).
+    virtual void warm_up() {}
 };
 
 }  // namespace vmm::migration
