@@ -387,8 +387,9 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ROUTE_RESOLVED, t.connect_ms, "resolving the RDMA route"); !s) return unreachable(s.error());
     step("route", "route resolved");
     if (auto s = create_resources(*e, shared_pd, shape); !s) return s.error();
+    step("queue-pair", "protection domain, completion queue and queue pair made");
     if (auto s = before_connect(*e); !s) return s.error();
-    step("queue-pair", "queue pair and control buffers ready");
+    step("buffers", "control buffers registered and receives posted");
     auto pd = encode_private_data(ours);
     auto param = conn_param(pd);
     if (rdma_connect(e->id.get(), &param) != 0) return verbs_error("rdma_connect");
@@ -464,8 +465,9 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
     e->listen_id = std::move(listener.listen_id);
     if (auto r = create_resources(*e, nullptr, {}); !r) return r.error();
-    if (auto r = before_connect(*e); !r) return r.error();
     clock.mark("queue-pair");
+    if (auto r = before_connect(*e); !r) return r.error();
+    clock.mark("buffers");
     PrivateData ours = theirs;
     ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
     if (auto r = answer(*e, *e, ours, "accepting the RDMA connection"); !r) return r.error();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace vmm::test {
@@ -77,9 +78,10 @@ std::vector<ShownPart> expect_setup_parts(Vm& vm, const std::vector<std::string>
         double inner = sum_ms(p.inner), inner_slack = 0.05 * static_cast<double>(p.inner.size()) + 0.05;
         EXPECT_LE(inner, p.ms + inner_slack) << p.name << "'s steps add up to more than it took: " << line;
         // The transport's steps are timed apart from vmm's: what lies between them (a call
-        // across the plugin boundary, a log line) is small, but a loaded machine (the nested VM
-        // beside other VMs) may preempt the thread there for a while.
-        EXPECT_GE(inner + inner_slack + 5.0, p.ms * 0.5) << p.name << "'s steps leave most of it unaccounted for: " << line;
+        // across the plugin boundary) is small, but the guest's vCPU may take the CPU there for a
+        // time slice or two (the nested VM has one emulated CPU): a step the transport leaves
+        // out of its report leaves more than that, or more than half the part, unaccounted for.
+        EXPECT_LE(p.ms - inner, std::max(p.ms * 0.5, 100.0)) << p.name << "'s steps leave most of it unaccounted for: " << line;
     }
     return parts;
 }

@@ -196,12 +196,12 @@ TEST(RdmaMigration, DynamicRegistration) {
     auto src = expect_setup_parts(*p.src, {"start", "connect", "header", "ram-setup"});
     if (src.size() == 4) {
         EXPECT_EQ(names_of(src[1].inner),
-                  (std::vector<std::string>{"checks", "cm-id", "address", "route", "queue-pair", "connection"}));
+                  (std::vector<std::string>{"checks", "cm-id", "address", "route", "queue-pair", "buffers", "connection"}));
         EXPECT_EQ(names_of(src[3].inner), std::vector<std::string>{"blocks"});
     }
     auto dst = expect_setup_parts(*p.dst, {"accept", "header", "ram-setup"});
     if (dst.size() == 3) {
-        EXPECT_EQ(names_of(dst[0].inner), (std::vector<std::string>{"queue-pair", "connection"}));
+        EXPECT_EQ(names_of(dst[0].inner), (std::vector<std::string>{"queue-pair", "buffers", "connection"}));
         EXPECT_EQ(names_of(dst[2].inner), std::vector<std::string>{"blocks"});
     }
 }
