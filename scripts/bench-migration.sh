@@ -46,9 +46,26 @@ uri_for() {  # uri_for NAME
 # writer never meets a closed pipe).
 field() { awk -v k="$1: " 'index($0, k) == 1 && !done { s = substr($0, length(k) + 1); sub(/ .*/, "", s); print s; done = 1 }'; }
 
-# migrate_once NAME SIZE SMP SRC_ARGS...: runs one migration in this shell (so a failure ends
-# the script) and sets R_TOTAL R_MBPS R_DOWN R_PAUSE R_SRC_KIB R_DST_KIB R_SENT_KIB.
+# migrate_once NAME SIZE SMP SRC_ARGS...: runs one migration and sets R_TOTAL R_MBPS R_DOWN
+# R_PAUSE R_SRC_KIB R_DST_KIB R_SENT_KIB R_SETUP R_SETUP_PARTS, and R_OK=1. One that fails sets
+# R_OK=0 and every figure to "-", says why in $work/failed and keeps its logs in
+# build/bench/failed-STAMP-NAME/: the other figures are reported, and the script fails at the end.
 migrate_once() {
+    R_OK=1
+    if ! migration_run "$@"; then
+        R_OK=0 R_TOTAL=- R_MBPS=- R_DOWN=- R_PAUSE=- R_SENT_KIB=- R_SETUP=- R_SETUP_PARTS= R_SRC_KIB=0 R_DST_KIB=0
+        local keep="$BUILD/bench/failed-$stamp-$1"
+        mkdir -p "$keep" && cp "$work/$1"-* "$keep/" 2>/dev/null || true
+        echo "$1: ${R_FAILED:-failed} (logs: $keep)" >>"$work/failed"
+        echo "   FAILED: $(tail -1 "$work/failed")" >&2
+        for p in "${run_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    fi
+}
+stamp=$(date -u +%Y%m%d-%H%M%S)
+: >"$work/failed"
+
+# migration_run: migrate_once's work; returns 1 with R_FAILED set when the migration fails.
+migration_run() {
     local name=$1 mem=$2 smp=$3; shift 3
     local uri; uri=$(uri_for "$name")
     local ram_kib=$(( $(numfmt --from=iec "$mem") / 1024 ))
@@ -57,21 +74,28 @@ migrate_once() {
     local dpid=$!; pids+=("$dpid")
     "$VMM" -m "$mem" --smp "$smp" --monitor "unix:$work/$name-s.sock" --serial none "$@" >"$work/$name-s.log" 2>&1 &
     local spid=$!; pids+=("$spid")
-    "$CTL" --wait 30 "unix:$work/$name-s.sock" "info status" >/dev/null
+    run_pids=("$spid" "$dpid")
+    R_FAILED="a vmm did not start: $(tail -1 "$work/$name-s.log" "$work/$name-d.log" 2>/dev/null | grep -v '^==>' | grep . | tail -1)"
+    "$CTL" --wait 30 "unix:$work/$name-s.sock" "info status" >/dev/null || return 1
     # Let the payload start (and the pattern guest fill its region) before migrating.
     for _ in $(seq 1 300); do
         [ "$("$CTL" "unix:$work/$name-s.sock" "info guest" | field steps)" -ge 1 ] 2>/dev/null && break
         sleep 0.1
     done
-    "$CTL" --wait 30 "unix:$work/$name-d.sock" "info status" >/dev/null
+    "$CTL" --wait 30 "unix:$work/$name-d.sock" "info status" >/dev/null || return 1
     # The longest gap the guest saw before migrating: its own step time, the resolution of the
     # guest-observed pause below.
     R_BASELINE=$("$CTL" "unix:$work/$name-s.sock" "info guest" | field "longest pause observed")
     sample_overhead "$spid" "$ram_kib" "$work/$name-s.rss" >/dev/null & local s1=$!
     sample_overhead "$dpid" "$ram_kib" "$work/$name-d.rss" >/dev/null & local s2=$!
-    pids+=("$s1" "$s2")
-    local out; out=$("$CTL" "unix:$work/$name-s.sock" "migrate $uri" | tr '\r' '\n')
-    echo "$out" | grep -q "Migration status: completed" || { echo "$out" >&2; cat "$work/$name-d.log" >&2; die "migration $name failed"; }
+    pids+=("$s1" "$s2") run_pids+=("$s1" "$s2")
+    [ "${VMM_BENCH_FAIL:-}" != "$name" ] || uri="${uri%:*}:$(( 20000 + RANDOM % 20000 ))"  # on purpose: nobody there
+    local out; out=$("$CTL" "unix:$work/$name-s.sock" "migrate $uri" | tr '\r' '\n' || true)
+    if ! echo "$out" | grep -q "Migration status: completed"; then
+        R_FAILED=$(echo "$out" | sed -n 's/^error: //p' | tail -1)
+        R_FAILED="the migration did not complete${R_FAILED:+: $R_FAILED}"
+        return 1
+    fi
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
     local pause; pause=$("$CTL" "unix:$work/$name-d.sock" "info migrate" | field "guest-observed pause" || true)
     kill "$s1" "$s2" 2>/dev/null || true; wait "$s1" "$s2" 2>/dev/null || true
@@ -81,6 +105,7 @@ migrate_once() {
     R_TOTAL=$(echo "$out" | field "total time") R_MBPS=$(echo "$out" | field throughput)
     R_DOWN=$(echo "$out" | field downtime) R_PAUSE=${pause:--} R_SENT_KIB=$(echo "$out" | field "transferred ram")
     R_SETUP=$(echo "$out" | field setup)
+    R_SETUP_PARTS=$(echo "$out" | sed -n 's/^setup parts: //p')
     R_SRC_KIB=$(cat "$work/$name-s.rss" 2>/dev/null || echo 0) R_DST_KIB=$(cat "$work/$name-d.rss" 2>/dev/null || echo 0)
 }
 DST_ARGS=()
@@ -94,6 +119,8 @@ printf '\n\033[1mvmm migration benchmark\033[0m  %s  %s, %s cores  transport %s\
 filled_run() {
     local file=$1 name=$2; shift 2
     migrate_once "$name" "$size" 1 --guest idle --prefill "$size" "$@"
+    R_FILLED=-
+    [ "$R_OK" = 1 ] || { echo - >>"$work/$file"; return 0; }  # keeps each run's line beside its pair's
     R_FILLED=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
     echo "$R_FILLED" >>"$work/$file"
 }
@@ -128,8 +155,10 @@ paired_run() {
         tls|mfdtls) args=(--config "$work/$v.toml") DST_ARGS=(--config "$work/$v.toml") ;;
     esac
     filled_run "$v" "$v$name" "${args[@]}"
-    echo "$R_SETUP" >>"$work/$v.setup"
     DST_ARGS=()
+    if [ "$R_OK" != 1 ]; then printf '   %-4s FAILED\n' "$v"; return 0; fi
+    echo "$R_SETUP" >>"$work/$v.setup"
+    [ "$v" != mig ] || echo "$R_SETUP_PARTS" >"$work/mig.parts"
     awk -v a="$R_FILLED" -v b="$hot" 'BEGIN{printf "%.3f\n", a/b}' >>"$work/$v.ratio"
     if [ "$R_SRC_KIB" -gt "$max_src" ]; then max_src=$R_SRC_KIB; fi
     if [ "$R_DST_KIB" -gt "$max_dst" ]; then max_dst=$R_DST_KIB; fi
@@ -141,7 +170,7 @@ for i in $(seq 1 "$runs"); do
     for v in "${variants[@]}"; do paired_run "$v" "$i"; done
 done
 declare -A mbs ratio
-for v in "${variants[@]}"; do mbs[$v]=$(median <"$work/$v"); ratio[$v]=$(median <"$work/$v.ratio"); done
+for v in "${variants[@]}"; do mbs[$v]=$({ grep -vx -- - "$work/$v" || true; } | median); ratio[$v]=$(median <"$work/$v.ratio"); done
 hot=$(median <"$work/hot") cold=$(median <"$work/cold")
 
 log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
@@ -181,22 +210,23 @@ variant_row splice "splicing RAM to this host too (x-zero-copy-local)"
 variant_row tls "TLS on (tls-creds; one connection)"
 variant_row mfdtls "multifd on (2 lanes), TLS on every lane"
 # What verification costs: each run's verified MB/s over the unverified one measured beside it.
-paste "$work/ver" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/cost1"
-paste "$work/mfdver" "$work/mfd" | awk '{printf "%.3f\n", $1/$2}' >"$work/cost2"
-paste "$work/splice" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/splice.vs"
+paste "$work/ver" "$work/mig" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/cost1"
+paste "$work/mfdver" "$work/mfd" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/cost2"
+paste "$work/splice" "$work/mig" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/splice.vs"
 row "verify-ram: verified / unverified MB/s, median of paired runs" ""
 row "  one connection (verify-ram is on by default if >= 0.95)" "$(median <"$work/cost1")  (runs: $(tr '\n' ' ' <"$work/cost1"))"
 row "  multifd, 2 lanes" "$(median <"$work/cost2")  (runs: $(tr '\n' ' ' <"$work/cost2"))"
-paste "$work/tls" "$work/mig" | awk '{printf "%.3f\n", $1/$2}' >"$work/tls.vs"
-paste "$work/mfdtls" "$work/mfd" | awk '{printf "%.3f\n", $1/$2}' >"$work/mfdtls.vs"
+paste "$work/tls" "$work/mig" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/tls.vs"
+paste "$work/mfdtls" "$work/mfd" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/mfdtls.vs"
 row "TLS: with / without MB/s, median of paired runs" ""
 row "  one connection (target >= 0.8)" "$(median <"$work/tls.vs")  (runs: $(tr '\n' ' ' <"$work/tls.vs"))"
 row "  multifd, 2 lanes (target >= 0.95)" "$(median <"$work/mfdtls.vs")  (runs: $(tr '\n' ' ' <"$work/mfdtls.vs"))"
 row "  setup time with / without TLS (median; the handshake's share)" "$(median <"$work/tls.setup") / $(median <"$work/mig.setup") ms"
+row "setup time, default (median), and its parts in the last run" "$(median <"$work/mig.setup") ms: $(cat "$work/mig.parts" 2>/dev/null)"
 row "spliced / copied to this host, median of paired runs" "$(median <"$work/splice.vs")  (runs: $(tr '\n' ' ' <"$work/splice.vs"))"
 row "idle 1 GiB: total time / data sent" "$t1 ms / $k1 KiB"
 row "idle 16 GiB: total time / data sent" "$t16 ms / $k16 KiB"
-row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-") print "-"; else printf "%.2f", a/b}')"
+row "  time ratio 16 GiB : 1 GiB (RAM ratio 16)" "$(awk -v a="$t16" -v b="$t1" 'BEGIN{if (a=="-" || b=="-") print "-"; else printf "%.2f", a/b}')"
 row "downtime, limit 300 ms: stress / pattern guest (VMM)" "${dt[300]} ms"
 row "  stress guest with multifd on" "${dt_mfd[300]} ms"
 row "  pause the pattern guest observed across the switchover" "${gp[300]} ms"
@@ -205,3 +235,7 @@ row "  stress guest with multifd on" "${dt_mfd[50]} ms"
 row "  pause the pattern guest observed across the switchover" "${gp[50]} ms"
 row "memory beyond guest RAM, max during migration: source" "$(( max_src / 1024 )) MiB (target < 64)"
 row "memory beyond guest RAM, max during migration: destination" "$(( max_dst / 1024 )) MiB (target < 64)"
+if [ -s "$work/failed" ]; then
+    sed 's/^/FAILED: /' "$work/failed"
+    die "$(wc -l <"$work/failed") migration(s) failed (above); every other figure stands"
+fi

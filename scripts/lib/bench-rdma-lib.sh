@@ -21,6 +21,30 @@ cleanup() {  # the run's logs are kept under build/bench/failed-STAMP on failure
 
 port() { echo $(( 20000 + RANDOM % 20000 )); }
 
+# run_mode MODE RUN: one migration in a subshell of its own, so that a failure (die) ends that
+# mode alone: its processes are stopped, its logs kept in $out/failed-STAMP-MODE-RUN/, and
+# $work/MODE-RUN.json says why (status "failed"). VMM_BENCH_FAIL=MODE makes that mode's source
+# migrate to a port nobody listens on (to see a failed mode reported).
+run_mode() {
+    local mode=$1 run=$2 rc=0 err="$work/$1-$2.err"
+    (
+        pids=()
+        trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT
+        case "$mode" in
+            vmm-*) run_vmm "$mode" "$run" ;;
+            qemu-*) run_qemu "$mode" "$run" ;;
+        esac
+    ) 2>"$err" || rc=$?
+    if [ "$rc" = 0 ]; then cat "$err" >&2; return 0; fi
+    tail -n 30 "$err" >&2
+    local reason logs="$out/failed-$stamp-$mode-$run"
+    reason=$(sed -n 's/^error: //p' "$err" | tail -1)
+    mkdir -p "$logs" && cp -r "$work/$mode-$run"* "$logs/" 2>/dev/null
+    jq -n --arg mode "$mode" --argjson run "$run" --arg reason "${reason:-exit status $rc}" --arg logs "$logs" \
+        '{mode: $mode, run: $run, status: "failed", reason: $reason, logs: $logs}' >"$work/$mode-$run.json"
+    return 1
+}
+
 # bench_pki: the credentials of the -auth modes (made once per run, for the RDMA address).
 bench_pki() {
     [ -f "$work/pki/ca-cert.pem" ] || "$ROOT/scripts/make-test-pki.sh" "$work/pki" --server "$addr" >/dev/null ||
@@ -86,8 +110,18 @@ summarize() {
         # command and connects during setup.
         ($f["x-command-seconds"] // 0) as $cmd |
         (($total - $setup) / 1000 - (if $mode | startswith("qemu-") then $cmd else 0 end)) as $window |
+        def parts_text: map("\(.name) \(.ms * 10 | round / 10)" + (if .parts then " (" + (.parts | parts_text) + ")" else "" end))
+                        | join(", ");
         { mode: $mode, run: $run, status: $f.status,
           total_ms: $f["total-time"], setup_ms: $f["setup-time"], command_s: $cmd, downtime_ms: $f.downtime,
+          # From the migrate command to completion, what a person timing it sees: both VMMs
+          # count total-time from their command (QEMU records it a moment late: then the watch).
+          end_to_end_ms: (if $total > 0 then $total else (($cmd + ($s | last | .t)) * 1000 | round) end),
+          # Setup as a person sees it: QEMU connects inside its migrate command, before its
+          # setup-time clock starts; ours counts the command in setup.
+          setup_seen_ms: (if $mode | startswith("qemu-") then $setup + ($cmd * 1000 | round) else $setup end),
+          setup_parts: (if $f["x-setup-parts"] then $f["x-setup-parts"] | parts_text else null end),
+          setup_parts_detail: $f["x-setup-parts"],
           downtime_parts: $f["x-downtime-parts"], handover_estimate_ms: $f["x-handover-estimate-ms"],
           transferred: $f.ram.transferred,
           throughput_mbs: (if $window > 0 then ($f.ram.transferred / $window / 1e5 | round) / 10
@@ -100,7 +134,8 @@ summarize() {
           bulk_mbs: (if ($rounds | length) > 0 and $rounds[0].seconds > 0
                      then ($rounds[0].bytes / $rounds[0].seconds / 1e5 | round) / 10 else null end),
           guest_pause_ms: (if $pause == "" then null else ($pause | tonumber) end),
-          samples: ($s | map([.t, .ram.transferred, (.ram["x-in-flight"] // 0)])),
+          # Seconds since the migrate command: the watch starts once the command has answered.
+          samples: ($s | map([.t + $cmd, .ram.transferred, (.ram["x-in-flight"] // 0)])),
           rounds: $rounds }' "$3"
 }
 
@@ -109,6 +144,7 @@ summarize() {
 migrate_and_watch() {
     local sock=$1 uri=$2 samples=$3; shift 3
     local rc=0
+    [ "${VMM_BENCH_FAIL:-}" != "${mode:-}" ] || uri="${uri%:*}:$(port)"  # nobody listens there
     "$CTL" --qmp "unix:$sock" "$@" "migrate {\"uri\": \"$uri\"}" --watch-migration "${watch_ms:-200}" >"$samples.raw" || rc=$?
     tail -n +$(( $# + 2 )) "$samples.raw" >"$samples"  # the watch lines only
     return "$rc"  # a failed or cancelled migration, or a lost monitor, fails the run
@@ -224,15 +260,17 @@ run_vmm() {  # run_vmm MODE RUN
     # verify-ram: what the destination checked, and how much of it only once its round had ended
     verified=$(echo "$info" | sed -n 's/^verified ram: \([0-9]*\) kbytes.*/\1/p')
     late=$(echo "$info" | sed -n 's/^verified after its round ended: \([0-9]*\) kbytes.*/\1/p')
+    local dparts; dparts=$(echo "$info" | sed -n 's/^setup parts: \(.*\) ms$/\1/p')
     "$CTL" "unix:$work/$name-s.sock" quit >/dev/null || true
     "$CTL" "unix:$work/$name-d.sock" quit >/dev/null || true
     summarize "$mode" "$2" "$work/$name.samples" "$pause" "$rounds" |
         jq --arg b "$baseline" --arg stall "$stall" --argjson src "$(cat "$work/$name-s.rss" 2>/dev/null || echo null)" \
            --argjson dst "$(cat "$work/$name-d.rss" 2>/dev/null || echo null)" --argjson work "$(round_work "$work/$name-s.log")" \
-           --argjson cpu "$cpu" --arg verified "$verified" --arg late "$late" \
+           --argjson cpu "$cpu" --arg verified "$verified" --arg late "$late" --arg dparts "$dparts" \
            "$jq_cpu"'.guest_gap_before_ms = ($b | tonumber? // null) | .guest_stall_ms = ($stall | tonumber? // null) | .overhead_kib = {source: $src, destination: $dst}
             | .registration = $work | with_cpu($cpu)
-            | .verified_kib = ($verified | tonumber? // null) | .verified_after_round_kib = ($late | tonumber? // null)' >"$work/$name.json"
+            | .verified_kib = ($verified | tonumber? // null) | .verified_after_round_kib = ($late | tonumber? // null)
+            | .destination_setup_parts = (if $dparts == "" then null else $dparts end)' >"$work/$name.json"
 }
 
 # round_work SOURCE-LOG: the plugin's per-round registration work (traced at each round's
@@ -317,7 +355,7 @@ report() {
         --arg machine "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores" \
         --arg where "$([ -n "${VMM_BENCH_INSIDE:-}" ] && echo 'SoftRoCE nested VM (QEMU TCG)' || echo 'RDMA device')" '
         def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-        (group_by(.mode) | map({key: .[0].mode, value: {
+        (map(select(.status != "failed")) | group_by(.mode) | map({key: .[0].mode, value: {
             throughput_mbs: (map(.throughput_mbs | select(. != null)) | median),
             ram_mbs: (map(.ram_mbs | select(. != null)) | median),
             ratio_to_ceiling: (if $ceiling > 0 then ((map(.throughput_mbs | select(. != null)) | median) / $ceiling * 100 | round) / 100
@@ -333,6 +371,10 @@ report() {
             guest_stall_ms: (map(.guest_stall_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             guest_gap_before_ms: (map(.guest_gap_before_ms) | if all(. == null) then null else map(select(. != null)) | median end),
             total_ms: (map(.total_ms) | median),
+            end_to_end_ms: (map(.end_to_end_ms | select(. != null)) | median),
+            setup_ms: (map(.setup_ms | select(. != null)) | median),
+            command_ms: (map(.command_s * 1000 | round) | median),
+            setup_seen_ms: (map(.setup_seen_ms | select(. != null)) | median),
             overhead_kib_max: (map(.overhead_kib // {}) | {source: (map(.source // empty) | max),
                                                           destination: (map(.destination // empty) | max)}),
             cpu_s_per_gb: (map(.cpu_s_per_gb | select(. != null)) | median),
@@ -347,8 +389,24 @@ report() {
                      dynamic_stopped: over("vmm-rdma-dynamic-stopped"; "qemu-rdma-dynamic-stopped"; k),
                      pin_all_stopped: over("vmm-rdma-pin-all-stopped"; "qemu-rdma-pin-all-stopped"; k),
                      tcp: over("vmm-tcp"; "qemu-tcp"; k), tcp_stopped: over("vmm-tcp-stopped"; "qemu-tcp-stopped"; k) };
+        # QEMU over ours in figure k (a time: above 1, ours takes less), paired within each run
+        # (the two migrations ran one after the other), the median of those, to two places.
+        . as $runs |
+        def paired(a; b; k): [ $runs | map(select(.status != "failed")) | group_by(.run)[]
+            | (map(select(.mode == a))[0][k]) as $x | (map(select(.mode == b))[0][k]) as $y
+            | select($x != null and $y != null and $y > 0) | $x / $y ] | median | if . then (. * 100 | round) / 100 else null end;
+        def under(k): { dynamic: paired("qemu-rdma-dynamic"; "vmm-rdma-dynamic"; k),
+                        pin_all: paired("qemu-rdma-pin-all"; "vmm-rdma-pin-all"; k), tcp: paired("qemu-tcp"; "vmm-tcp"; k) };
         { date: $date, machine: $machine, where: $where, guest_ram: $size, guest_filled: $fill,
           ceiling_ib_write_bw_mbs: $ceiling, ceiling_ib_write_bw_busy_core_mbs: $busy, modes: $m,
+          failed: map(select(.status == "failed") | {mode, run, reason, logs}),
+          # The headline: from the migrate command to completion, QEMU'"'"'s time over ours (medians).
+          qemu_time_over_ours_end_to_end: under("end_to_end_ms"),
+          # Setup as each VMM reports it, plus for QEMU its migrate command, inside which it
+          # connects (and under rdma-pin-all pins its own RAM) before its setup-time clock starts.
+          setup_ms: { dynamic: {ours: $m["vmm-rdma-dynamic"].setup_seen_ms, qemu: $m["qemu-rdma-dynamic"].setup_seen_ms},
+                      pin_all: {ours: $m["vmm-rdma-pin-all"].setup_seen_ms, qemu: $m["qemu-rdma-pin-all"].setup_seen_ms} },
+          # The transfer window alone (total less setup, and for QEMU less its command): ours over QEMU.
           ours_over_qemu: vs("throughput_mbs"),
           ours_over_qemu_by_guest_ram: vs("ram_mbs"),
           # Paired: each VMM first divided by the ib_write_bw measured around its own
@@ -419,7 +477,19 @@ report() {
            .modes | "bulk round / ib_write_bw around it, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
            "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)),",
            "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_around // "-" | r(100))"' "$2"
-    jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")   (target >= 1.5)",
+    echo
+    echo "setup parts of each run (ours, ms; the destination's after the bar):"
+    jq -r '.runs[] | select(.status != "failed" and .setup_parts != null) |
+        "  \(.mode) run \(.run): \(.setup_parts)" + (if .destination_setup_parts then " | \(.destination_setup_parts)" else "" end)' "$2"
+    jq -r '.failed[] | "FAILED: \(.mode) run \(.run): \(.reason) (logs: \(.logs))"' "$2"
+    printf '\n\033[1m%s\033[0m\n' "end to end, from the migrate command to completion (what a person timing it sees):"
+    jq -r '.qemu_time_over_ours_end_to_end as $e | .setup_ms as $s | .modes as $m |
+        def ms(k): if k == null then "-" else "\(k) ms" end;
+        "  QEMU'"'"'s time / ours (paired in each run, median): dynamic \($e.dynamic // "-"), pin-all \($e.pin_all // "-")   (target >= 1.5); tcp \($e.tcp // "-")",
+        "  medians: dynamic \(ms($m["vmm-rdma-dynamic"].end_to_end_ms)) against QEMU'"'"'s \(ms($m["qemu-rdma-dynamic"].end_to_end_ms)), pin-all \(ms($m["vmm-rdma-pin-all"].end_to_end_ms)) against \(ms($m["qemu-rdma-pin-all"].end_to_end_ms))",
+        "  setup, ours / QEMU'"'"'s (its setup-time plus its migrate command, where it connects): dynamic \(ms($s.dynamic.ours)) / \(ms($s.dynamic.qemu)), pin-all \(ms($s.pin_all.ours)) / \(ms($s.pin_all.qemu))"' "$2"
+    echo "transfer window (after setup; for QEMU after its command too), throughput ours / QEMU's:"
+    jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",
                              "ours / QEMU, guest stopped, dynamic / pin-all: \(.dynamic_stopped // "-") / \(.pin_all_stopped // "-")",
                              "ours / QEMU over TCP (vmm-tcp / qemu-tcp): \(.tcp // "-")   (target >= 1.0); guest stopped: \(.tcp_stopped // "-")"' "$2"
@@ -429,14 +499,15 @@ report() {
            "  by bytes sent: dynamic \(.dynamic // "-"), pin-all \(.pin_all // "-"), tcp \(.tcp // "-"); by guest RAM: dynamic \(.dynamic_by_guest_ram // "-"), pin-all \(.pin_all_by_guest_ram // "-"), tcp \(.tcp_by_guest_ram // "-")"' "$2"
 }
 
-# chart IN.json OUT.png: data moved over time, one line per mode (first run); where RDMA
+# chart IN.json OUT.png: data moved over time, one line per mode (its first completed run); where RDMA
 # writes were in flight, a dashed line of the same colour adds them (sent, not yet arrived).
 chart() {
     local plot="" m i=0
     for m in $(jq -r '.modes | keys[]' "$1"); do
         i=$((i + 1))
-        jq -r --arg m "$m" '.runs[] | select(.mode == $m and .run == 1) | .samples as $s | ($s[0][0]) as $t0 |
-            $s[] | "\(.[0] - $t0) \(.[1] / 1e6) \((.[1] + (.[2] // 0)) / 1e6)"' "$1" >"$work/$m.dat"
+        # Each line from its own VMM's migrate command (the samples' times count from it).
+        jq -r --arg m "$m" '[.runs[] | select(.mode == $m and .status != "failed")] | first |
+            "0 0 0", (.samples[] | "\(.[0]) \(.[1] / 1e6) \((.[1] + (.[2] // 0)) / 1e6)")' "$1" >"$work/$m.dat"
         plot+="${plot:+, }'$work/$m.dat' using 1:2 with linespoints lc $i title '$m'"
         if awk '$3 != $2 { found = 1 } END { exit !found }' "$work/$m.dat"; then
             plot+=", '$work/$m.dat' using 1:3 with lines dt 2 lc $i title '$m, with writes in flight'"
@@ -446,7 +517,7 @@ chart() {
 set terminal pngcairo size 1200,560
 set output '$2'
 set title "Guest RAM moved over time (the slope is the throughput); $(jq -r .where "$1")"
-set xlabel 'seconds since the migration started'
+set xlabel 'seconds since the migrate command'
 set ylabel 'MB arrived (dashed: sent)'
 set key outside right top Left reverse noenhanced
 set grid

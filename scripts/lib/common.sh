@@ -138,7 +138,7 @@ sample_overhead() {
     exec "$BUILD/bin/vmm-memwatch" "$1" "$2" "$3" "${4:-50}"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }  # of numbers on stdin
+median() { sort -g | awk '{a[NR]=$1} END{if (NR == 0) print "-"; else print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }  # of numbers on stdin; "-" for none
 
 # hide_kvm_if_asked SCRIPT ARGS...: with VMM_NO_KVM=1 on a machine that has /dev/kvm, runs SCRIPT
 # again in a private mount namespace where /dev/kvm is an empty read-only file, so that it and
