@@ -405,7 +405,8 @@ report() {
           # Setup as each VMM reports it, plus for QEMU its migrate command, inside which it
           # connects (and under rdma-pin-all pins its own RAM) before its setup-time clock starts.
           setup_ms: { dynamic: {ours: $m["vmm-rdma-dynamic"].setup_seen_ms, qemu: $m["qemu-rdma-dynamic"].setup_seen_ms},
-                      pin_all: {ours: $m["vmm-rdma-pin-all"].setup_seen_ms, qemu: $m["qemu-rdma-pin-all"].setup_seen_ms} },
+                      pin_all: {ours: $m["vmm-rdma-pin-all"].setup_seen_ms, qemu: $m["qemu-rdma-pin-all"].setup_seen_ms},
+                      tcp: {ours: $m["vmm-tcp"].setup_seen_ms, qemu: $m["qemu-tcp"].setup_seen_ms} },
           # The transfer window alone (total less setup, and for QEMU less its command): ours over QEMU.
           ours_over_qemu: vs("throughput_mbs"),
           ours_over_qemu_by_guest_ram: vs("ram_mbs"),
@@ -487,7 +488,7 @@ report() {
         def ms(k): if k == null then "-" else "\(k) ms" end;
         "  QEMU'"'"'s time / ours (paired in each run, median): dynamic \($e.dynamic // "-"), pin-all \($e.pin_all // "-")   (target >= 1.5); tcp \($e.tcp // "-")",
         "  medians: dynamic \(ms($m["vmm-rdma-dynamic"].end_to_end_ms)) against QEMU'"'"'s \(ms($m["qemu-rdma-dynamic"].end_to_end_ms)), pin-all \(ms($m["vmm-rdma-pin-all"].end_to_end_ms)) against \(ms($m["qemu-rdma-pin-all"].end_to_end_ms))",
-        "  setup, ours / QEMU'"'"'s (its setup-time plus its migrate command, where it connects): dynamic \(ms($s.dynamic.ours)) / \(ms($s.dynamic.qemu)), pin-all \(ms($s.pin_all.ours)) / \(ms($s.pin_all.qemu))"' "$2"
+        "  setup, ours / QEMU'"'"'s (its setup-time plus its migrate command, where it connects): dynamic \(ms($s.dynamic.ours)) / \(ms($s.dynamic.qemu)), pin-all \(ms($s.pin_all.ours)) / \(ms($s.pin_all.qemu)), tcp \(ms($s.tcp.ours)) / \(ms($s.tcp.qemu))"' "$2"
     echo "transfer window (after setup; for QEMU after its command too), throughput ours / QEMU's:"
     jq -r '.ours_over_qemu | "ours / QEMU, dynamic registration: \(.dynamic // "-")",
                              "ours / QEMU, rdma-pin-all:          \(.pin_all // "-")",

@@ -8,14 +8,15 @@ command -v jq >/dev/null || { echo "SKIP: needs jq (Debian package jq)"; exit 77
 dir=$(mktemp -d /tmp/bench-summary.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
-# run MODE RUN RATIO [TOTAL_MS] [BULK] [CPU] [DOWNTIME] [RAM_RATIO] [MB/S]: one migration's
-# record; its ratio by guest RAM moved is RATIO unless given.
+# run MODE RUN RATIO [TOTAL_MS] [BULK] [CPU] [DOWNTIME] [RAM_RATIO] [MB/S] [SETUP_MS] [COMMAND_S]:
+# one migration's record; its ratio by guest RAM moved is RATIO unless given.
 run() {
     jq -nc --arg m "$1" --argjson r "$2" --argjson x "$3" --argjson t "${4:-1000}" \
         --argjson b "${5:-null}" --argjson c "${6:-null}" --argjson d "${7:-10}" \
-        --argjson g "${8:-$3}" --argjson s "${9:-null}" \
+        --argjson g "${8:-$3}" --argjson s "${9:-null}" --argjson u "${10:-null}" --argjson k "${11:-null}" \
         '{mode: $m, run: $r, ratio_to_ceiling_around: $x, total_ms: $t, bulk_ratio_to_ceiling_around: $b,
-          cpu_s_per_gb: $c, downtime_ms: $d, ram_ratio_to_ceiling_around: $g, throughput_mbs: $s}'
+          cpu_s_per_gb: $c, downtime_ms: $d, ram_ratio_to_ceiling_around: $g, throughput_mbs: $s,
+          setup_ms: $u, command_s: $k}'
 }
 # file NAME [BUSY_CEILING]: the records on stdin as a result file.
 file() { jq -s --argjson busy "${2:-null}" '{ceiling_ib_write_bw_busy_core_mbs: $busy, runs: .}' >"$dir/$1"; }
@@ -31,6 +32,17 @@ file() { jq -s --argjson busy "${2:-null}" '{ceiling_ib_write_bw_busy_core_mbs: 
 { run vmm-rdma-dynamic 1 0.5; run qemu-rdma-dynamic 1 0.25
   run vmm-rdma-dynamic 2 0.7 1000 null null 10 0.7 20; run qemu-rdma-dynamic 2 0.1 0
   run vmm-rdma-dynamic-idle 1 0.8 1000 0.85; run vmm-rdma-dynamic-idle 2 1 1000 1.05; } | file b.json
+
+# File c: end to end and setup. Run 1: QEMU 3000 ms over ours 1500 = 2.0; run 2: 2000 / 2000 =
+# 1.0. Setup: ours 100 and 300 ms; QEMU's 50 ms plus a 0.45 s command = 500, and 200 + 0 = 200.
+{ run vmm-rdma-pin-all 1 0.5 1500 null null 10 0.5 null 100; run qemu-rdma-pin-all 1 0.3 3000 null null 10 0.3 null 50 0.45
+  run vmm-rdma-pin-all 2 0.5 2000 null null 10 0.5 null 300; run qemu-rdma-pin-all 2 0.3 2000 null null 10 0.3 null 200; } |
+    file c.json
+out_c=$("$summary" "$dir/c.json")
+grep -qF "  pin-all: 2 pairs, median 1.5 (1–2), 1 at or above 1.5" <<<"$out_c" ||
+    { printf 'no end-to-end line for file c in\n%s\n' "$out_c"; exit 1; }
+grep -qF "  ours, pin-all: 2 runs, median 200 (100–300)" <<<"$out_c" || { printf 'no setup of ours in\n%s\n' "$out_c"; exit 1; }
+grep -qF "  QEMU, pin-all: 2 runs, median 350 (200–500)" <<<"$out_c" || { printf "no setup of QEMU's in\n%s\n" "$out_c"; exit 1; }
 
 out=$("$summary" "$dir/a.json" "$dir/b.json")
 expect() {
