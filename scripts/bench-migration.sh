@@ -128,7 +128,7 @@ filled_run() {
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
 variants=(mig ver mfd mfdver pre splice tls mfdtls)
-for v in "${variants[@]}" hot cold; do : >"$work/$v"; : >"$work/$v.ratio"; done
+for v in "${variants[@]}" hot cold; do : >"$work/$v"; : >"$work/$v.ratio"; : >"$work/$v.setup"; done
 max_src=0 max_dst=0
 printf '[migration.capabilities]\nx-zero-copy-local = true\n' >"$work/splice.toml"
 printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes
@@ -199,7 +199,7 @@ row "raw loopback TCP, memory to memory $size (median)" "$cold MB/s"
 row "host-filled $size guest, MB/s (median) and, in brackets," ""
 row "  the median of each migration's ratio to raw TCP hot just before it (target >= 0.8):" ""
 variant_row() {  # variant_row VARIANT LABEL
-    row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{printf "%.2f", a/c}'))"
+    row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{if (a == "-") print "-"; else printf "%.2f", a/c}'))"
 }
 variant_row mig "default (one connection; copies RAM to this host)"
 variant_row ver "  verify-ram on"
