@@ -247,7 +247,8 @@ run_vmm() {  # run_vmm MODE RUN
     case "$mode" in *-idle) watch_ms=1000 ;; *) watch_memory "$spid" "$dpid" "$name" ;; esac
     local cpu_s cpu_d cpu; cpu_s=$(cpu_ticks "$spid") cpu_d=$(cpu_ticks "$dpid")
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
-        { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: the migration did not complete"; }
+        { cat "$work/$name-s.log" "$work/$name-d.log" >&2
+          die "$mode: the migration did not complete: $(sed -n 's/^vmm: error: //p' "$work/$name-s.log" | tail -1)"; }
     cpu=$(cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid")" "$(cpu_ticks "$dpid")")
     case "$mode" in *-idle) ;; *) unwatch_memory ;; esac
     sleep 1.5  # the destination guest runs on and reports the pause it lived through
@@ -329,7 +330,8 @@ run_qemu() {  # run_qemu MODE RUN
     watch_memory "$spid" "$dpid" "$name"
     cpu_s=$(cpu_ticks "$spid" $stids) cpu_d=$(cpu_ticks "$dpid" $dtids)
     migrate_and_watch "$work/$name-sq.sock" "$uri" "$work/$name.samples" "${setup[@]}" ||
-        { cat "$work/$name-s.log" "$work/$name-d.log" >&2; die "$mode: QEMU's migration did not complete"; }
+        { cat "$work/$name-s.log" "$work/$name-d.log" >&2
+          die "$mode: QEMU's migration did not complete: $(grep -v '^$' "$work/$name.samples.raw" 2>/dev/null | tail -1 | cut -c1-300)"; }
     cpu=$(cpu_used "$cpu_s" "$cpu_d" "$(cpu_ticks "$spid" $stids)" "$(cpu_ticks "$dpid" $dtids)")
     unwatch_memory
     "$CTL" --qmp "unix:$work/$name-sq.sock" quit >/dev/null 2>&1 || true
