@@ -50,7 +50,7 @@ void IncomingMigration::start() { thread_ = std::thread([this] { run(); }); }
 MigrationStats IncomingMigration::stats() const {
     std::lock_guard lock(mutex_);
     MigrationStats s = stats_;
-    if (live_ != nullptr) {
+    if (live_ != nullptr && s.setup_parts.empty()) {  // the first connection's (a recovery's is not setup)
         s.setup_parts = setup_parts_of(*live_);
         s.setup_time_ms = static_cast<uint64_t>(total_ms(s.setup_parts));
     }
@@ -128,7 +128,7 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
     // use what its listener set up), so the port is free for the next migration to this host.
     {
         std::lock_guard lock(mutex_);
-        if (conn) {
+        if (conn && stats_.setup_parts.empty()) {
             stats_.setup_parts = setup_parts_of(*conn);
             stats_.setup_time_ms = static_cast<uint64_t>(total_ms(stats_.setup_parts));
         }
