@@ -189,20 +189,42 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     esac
     local before
     before=$(guest_before "$work/$mode-s.ser")
+    [ "${VMM_BENCH_FAIL:-}" != "$name" ] || uri=$tp:$addr:$((20000 + RANDOM % 20000))  # on purpose: nobody there
     h "$mode-s" "migrate -d $uri"
     [ "$mode" = postcopy-now ] && h "$mode-s" migrate_start_postcopy  # as QEMU users do: the bulk round stops there
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
         python3 "$ROOT/scripts/lib/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
             jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals-$tp.jsonl"
     fi
-    wait_status "$mode-s" completed 600 || die "$mode did not complete: $(q "$mode-s" query-migrate)"
-    wait_status "$mode-d" completed 60 || die "$mode: the destination did not complete: $(q "$mode-d" query-migrate)"
+    why() { q "$1" query-migrate | jq -r '"\(.status)\(if ."error-desc" then ": " + ."error-desc" else "" end)"'; }
+    wait_status "$mode-s" completed 600 || die "$mode did not complete: $(why "$mode-s")"
+    wait_status "$mode-d" completed 60 || die "$mode: the destination did not complete: $(why "$mode-d")"
     local guest=null  # a guest migrated paused stays paused: it reports nothing more
     [ "$mode" = once ] || guest=$(guest_window "$before" "$(guest_after "$work/$mode-d.ser")")
     jq -n --argjson s "$(q "$mode-s" query-migrate)" --argjson d "$(q "$mode-d" query-migrate)" --argjson g "$guest" \
         '{source: $s, destination: $d, guest: $g}' >"$work/$name.json"
     stop_vms "$mode-s" "$mode-d"
     log "$name: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/$name.json")"
+}
+# attempt MODE [TRANSPORT [NAME]]: run() in a subshell of its own, so that one that fails ends
+# alone: its VMs are stopped, its logs kept in $out/failed-STAMP-NAME/, and $work/NAME.json says
+# why ({"failed": ...}); the report shows every other run's figures and the script fails at the
+# end. VMM_BENCH_FAIL=NAME makes that run's source migrate to a port nobody listens on.
+failed=()
+attempt() {
+    local name=${3:-$1} err
+    [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$1-${2:-tcp}
+    err="$work/$name.err"
+    if ( pids=(); trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT; run "$@" ) 2>"$err"; then
+        cat "$err" >&2
+        return 0
+    fi
+    tail -n 20 "$err" >&2
+    local keep="$out/failed-$(date -u +%Y%m%d-%H%M%S)-$name"
+    mkdir -p "$keep" && cp "$work/$1"-* "$keep/" 2>/dev/null || true
+    jq -n --arg why "$(sed -n 's/^error: //p' "$err" | tail -1)" --arg logs "$keep" \
+        '{failed: (if $why == "" then "failed" else $why end), logs: $logs}' >"$work/$name.json"
+    failed+=("$name: $(jq -r .failed "$work/$name.json") (logs: $keep)")
 }
 arrivals_or_none() {  # arrivals_or_none TRANSPORT: a series even if the sampler saw no postcopy
     [ -s "$work/arrivals-$1.jsonl" ] || echo '{"t":0,"placed":0,"requested":0}' >"$work/arrivals-$1.jsonl"
@@ -212,10 +234,10 @@ if [ "$rdma" = 1 ]; then
     source "$ROOT/scripts/lib/bench-postcopy-rdma.sh"
     exit 0
 fi
-run once
-run postcopy
-run postcopy-now
-run precopy
+attempt once
+attempt postcopy
+attempt postcopy-now
+attempt precopy
 arrivals_or_none tcp
 source "$ROOT/scripts/lib/bench-postcopy-link.sh"
 
@@ -227,3 +249,7 @@ jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fil
 python3 "$ROOT/scripts/lib/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy.json"
 log "wrote $out/bench-postcopy.json and $out/bench-postcopy-arrivals.svg"
+if [ ${#failed[@]} -gt 0 ]; then
+    printf 'FAILED: %s\n' "${failed[@]}"
+    die "${#failed[@]} run(s) failed (above); every other figure stands"
+fi

@@ -17,8 +17,8 @@ ip netns exec "$link_ns" tc qdisc add dev lo root handle 1: tbf rate "$link_rate
 log "postcopy over a $link_rate link (network namespace $link_ns), push uncapped: plain, then postcopy-preempt"
 saved_bw=$bw saved_pcbw=$pcbw
 wrap=(ip netns exec "$link_ns") bw=0 pcbw=0
-preempt=0 run postcopy-link tcp postcopy-link-plain
-preempt=1 run postcopy-link tcp postcopy-link-preempt
+preempt=0 attempt postcopy-link tcp postcopy-link-plain
+preempt=1 attempt postcopy-link tcp postcopy-link-preempt
 wrap=() bw=$saved_bw pcbw=$saved_pcbw preempt=1
 ip netns del "$link_ns"
 link_ns=
