@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdlib>
 
 namespace vmm::test {
@@ -76,12 +75,11 @@ std::vector<ShownPart> expect_setup_parts(Vm& vm, const std::vector<std::string>
     for (const auto& p : parts) {
         if (p.inner.empty()) continue;
         double inner = sum_ms(p.inner), inner_slack = 0.05 * static_cast<double>(p.inner.size()) + 0.05;
+        // The transport's steps are timed apart from vmm's and inside it: they add up to no more.
+        // How much they leave between them is not checked: on a loaded host the nested VM's one
+        // emulated CPU is taken away for hundreds of ms at any point (a CI run: 437 ms of an
+        // 816 ms connect), so a missing step is caught by the names the caller expects instead.
         EXPECT_LE(inner, p.ms + inner_slack) << p.name << "'s steps add up to more than it took: " << line;
-        // The transport's steps are timed apart from vmm's: what lies between them (a call
-        // across the plugin boundary) is small, but the guest's vCPU may take the CPU there for a
-        // time slice or two (the nested VM has one emulated CPU): a step the transport leaves
-        // out of its report leaves more than that, or more than half the part, unaccounted for.
-        EXPECT_LE(p.ms - inner, std::max(p.ms * 0.5, 100.0)) << p.name << "'s steps leave most of it unaccounted for: " << line;
     }
     return parts;
 }

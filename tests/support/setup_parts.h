@@ -24,8 +24,7 @@ double sum_ms(const std::vector<ShownPart>& parts);
 
 // `vm`'s setup parts, with gtest expectations that their names are `names`, that they add up to
 // its setup time (within what rounding to 0.1 ms and whole ms leaves), and that every part's
-// inner steps add up to no more than the part and leave at most half of it (or 100 ms)
-// unaccounted for.
+// inner steps add up to no more than the part.
 std::vector<ShownPart> expect_setup_parts(Vm& vm, const std::vector<std::string>& names);
 
 }  // namespace vmm::test
