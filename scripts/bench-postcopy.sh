@@ -215,7 +215,7 @@ attempt() {
     local name=${3:-$1} err
     [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$1-${2:-tcp}
     err="$work/$name.err"
-    if ( pids=(); trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT; run "$@" ) 2>"$err"; then
+    if isolated "$err" run "$@"; then
         cat "$err" >&2
         return 0
     fi

@@ -27,14 +27,10 @@ port() { echo $(( 20000 + RANDOM % 20000 )); }
 # migrate to a port nobody listens on (to see a failed mode reported).
 run_mode() {
     local mode=$1 run=$2 rc=0 err="$work/$1-$2.err"
-    (
-        pids=()
-        trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT
-        case "$mode" in
-            vmm-*) run_vmm "$mode" "$run" ;;
-            qemu-*) run_qemu "$mode" "$run" ;;
-        esac
-    ) 2>"$err" || rc=$?
+    case "$mode" in
+        vmm-*) isolated "$err" run_vmm "$mode" "$run" || rc=$? ;;
+        *) isolated "$err" run_qemu "$mode" "$run" || rc=$? ;;
+    esac
     if [ "$rc" = 0 ]; then cat "$err" >&2; return 0; fi
     tail -n 30 "$err" >&2
     local reason logs="$out/failed-$stamp-$mode-$run"

@@ -138,6 +138,15 @@ sample_overhead() {
     exec "$BUILD/bin/vmm-memwatch" "$1" "$2" "$3" "${4:-50}"
 }
 
+# isolated ERR-FILE COMMAND...: COMMAND in a subshell of its own, its stderr in ERR-FILE, so that a
+# `die` inside ends it alone (a benchmark's one mode or run); the processes it recorded in
+# `pids` are killed when it ends. Returns COMMAND's status.
+isolated() {
+    local err=$1
+    shift
+    ( pids=(); trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT; "$@" ) 2>"$err"
+}
+
 median() { sort -g | awk '{a[NR]=$1} END{if (NR == 0) print "-"; else print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }  # of numbers on stdin; "-" for none
 
 # hide_kvm_if_asked SCRIPT ARGS...: with VMM_NO_KVM=1 on a machine that has /dev/kvm, runs SCRIPT
