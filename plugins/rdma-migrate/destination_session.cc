@@ -84,7 +84,12 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     }
     if (!s->extra_.empty() || s->postcopy_ep_) clock.mark("channels");
     s->add_steps(steps);
-    s->summarize(asked_pin_all && !s->pin_all() ? pin_all_refusal : "");
+    std::string note = asked_pin_all && !s->pin_all() ? pin_all_refusal : "";
+    if (const auto& ahead = s->ep_->ahead; ahead && !s->pin_all()) {
+        ahead->release();  // dynamic registration: what was pinned while waiting is not needed
+        note += std::string(note.empty() ? "" : "; ") + "the RAM pinned while waiting was unpinned: the source did not ask for rdma-pin-all";
+    }
+    s->summarize(note);
     return s;
 }
 
@@ -118,7 +123,14 @@ Status DestinationSession::blocks_requested() {
     std::vector<TimedStep> steps;
     StepClock clock(steps);
     if (cfg_.pin_all) {
-        if (auto s = pin_blocks(Use::pin_all_written); !s) return s;
+        auto ahead = ep_->ahead ? ep_->ahead->take(cfg_.blocks) : std::nullopt;
+        if (ahead) {
+            pinned_blocks_ = std::move(*ahead);  // what is left of the pinning, if it is still at work
+            vmm::log::info("rdma-pin-all: this side's RAM was pinned while it waited for the source ({:.0f} ms)",
+                           ep_->ahead->pin_ms());
+        } else if (auto s = pin_blocks(Use::pin_all_written); !s) {
+            return s;
+        }
         clock.mark("pin");
     }
     std::vector<BlockDesc> descs;

@@ -163,7 +163,7 @@ Status create_resources(Endpoint& e, ibv_pd* shared_pd, QpShape shape) {
     if (shared_pd != nullptr) {
         if (shared_pd->context != ctx) return Error("an RDMA channel reached another device than channel 0: use one address");
         e.shared_pd = shared_pd;
-    } else {
+    } else if (!e.ahead) {
         e.pd.reset(ibv_alloc_pd(ctx));
         if (!e.pd) return verbs_error("ibv_alloc_pd");
     }
@@ -464,6 +464,7 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     StepClock clock(e->steps);  // from the source's request on
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
     e->listen_id = std::move(listener.listen_id);
+    if (listener.ahead && listener.ahead->pd()->context == e->id->verbs) e->ahead = listener.ahead;
     if (auto r = create_resources(*e, nullptr, {}); !r) return r.error();
     clock.mark("queue-pair");
     if (auto r = before_connect(*e); !r) return r.error();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "memory_registry.h"
+#include "pinned_ahead.h"
 #include "steps.h"
 #include "verbs.h"
 #include "proto/wire.h"
@@ -26,6 +27,9 @@ struct Endpoint {
     CmId listen_id;  // destination only
     CmId id;
     ProtectionDomain pd;         // owned by channel 0
+    // A destination's listener that pins its RAM while it waits, and the channel 0 it accepts on
+    // the same device, which is made on that PD instead of its own (pinned_ahead.h).
+    std::shared_ptr<PinnedAhead> ahead;
     ibv_pd* shared_pd = nullptr; // channels 1..N-1 use channel 0's, so one rkey serves them all
     CompletionChannel channel;
     CompletionQueue cq;
@@ -54,7 +58,7 @@ struct Endpoint {
     // A destination's channel 0 that will not be used (its peer failed authentication): the
     // listening id and the event channel it took at accept go back to `listener`, which waits on.
     void give_back_listener(Endpoint& listener);
-    ibv_pd* protection_domain() const { return pd ? pd.get() : shared_pd; }
+    ibv_pd* protection_domain() const { return pd ? pd.get() : ahead ? ahead->pd() : shared_pd; }
     MemoryRegistry memory() const { return MemoryRegistry(protection_domain()); }
     // Hands every completion to `on_wc` until `done()` holds; waits on the completion channel
     // when the CQ is empty. Any failed completion, CM event or cancel ends it with an error, and

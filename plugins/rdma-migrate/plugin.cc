@@ -28,6 +28,7 @@
 #include "destination_session.h"
 #include "source_session.h"
 #include "trace.h"
+#include "vmm/common/log.h"
 #include "vmm/common/units.h"
 #include "vmm/plugin_abi.h"
 
@@ -129,7 +130,28 @@ struct Handle {
 struct Listener {
     std::unique_ptr<Endpoint> ep;
     SessionConfig cfg;
+    bool pinning_tried = false;
 };
+
+// rdma-pin-all set here before listening: pin this side's RAM while waiting (pinned_ahead.h),
+// if it may pin all of it, knows its device, and postcopy (whose recovery listens while
+// userfaultfd guards the RAM) is off.
+void pin_while_waiting(Listener& l, const std::string& pin_all_refusal) {
+    if (l.pinning_tried || !l.cfg.pin_all || l.cfg.postcopy || !pin_all_refusal.empty() || !l.ep->listen_id) return;
+    l.pinning_tried = true;
+    ibv_context* device = l.ep->listen_id->verbs;
+    if (device == nullptr) {
+        vmm::log::info("rdma-pin-all: {} names no one RDMA device: the RAM is pinned when the source asks, not while "
+                       "waiting (listen on the device's address to have it pinned ahead)", l.ep->describe);
+        return;
+    }
+    auto ahead = PinnedAhead::start(device, l.cfg.blocks);
+    if (!ahead) {
+        vmm::log::warn("rdma-pin-all: not pinning while waiting: {}", ahead.error().message());
+        return;
+    }
+    l.ep->ahead = std::move(*ahead);
+}
 
 void* do_connect(const vmm_transport_args* a, vmm_err* e) {
     void* out = nullptr;
@@ -168,7 +190,9 @@ void* do_accept(void* lp, vmm_err* e) {
     guarded(e, [&]() -> Status {
         auto* l = static_cast<Listener*>(lp);
         // Grant rdma-pin-all only if all of this side's RAM can be pinned.
-        auto s = DestinationSession::accept(*l->ep, l->cfg, pin_all_refusal(memlock_budget(), ram_bytes(l->cfg)));
+        std::string refusal = pin_all_refusal(memlock_budget(), ram_bytes(l->cfg));
+        pin_while_waiting(*l, refusal);
+        auto s = DestinationSession::accept(*l->ep, l->cfg, refusal);
         if (!s) return s.error();
         out = new Handle{nullptr, std::move(*s), {}};
         return {};

@@ -45,15 +45,39 @@ struct Pair {
 const std::vector<std::string> kPattern{"--guest", "pattern", "--append", "bytes=8M check=64"};
 const std::vector<std::string> kStress{"--guest", "stress", "--append", "bytes=2M"};
 
-// `dst_wrapper` runs the destination, `src_wrapper` the source (see VmmProcess::spawn).
+// The memory a process has pinned for RDMA, as the kernel counts it (VmPin in /proc/PID/status).
+uint64_t pinned_bytes(Vm& vm) {
+    std::string status = read_text_file("/proc/" + std::to_string(vm.process().pid()) + "/status");
+    std::smatch m;
+    static const std::regex line(R"(VmPin:\s+(\d+) kB)");
+    return std::regex_search(status, m, line) ? std::stoull(m[1]) << 10 : 0;
+}
+
+// A destination told rdma-pin-all, as a person types it (--incoming defer, the capability,
+// migrate_incoming): its RAM is pinned while it waits, before any source has connected.
+std::unique_ptr<Vm> destination_pinning_ahead(const std::string& name, const std::string& uri) {
+    auto dst = Vm::start(name, {"-m", "128M", "--smp", "1", "-S", "--incoming", "defer"});
+    if (!dst) return dst;
+    EXPECT_EQ(dst->cmd("migrate_set_capability rdma-pin-all on"), "");
+    EXPECT_EQ(dst->cmd("migrate_incoming " + uri), "");
+    EXPECT_TRUE(eventually([&] { return pinned_bytes(*dst) >= (128u << 20); }, 120))
+        << "the destination did not pin its 128 MiB while waiting: VmPin " << pinned_bytes(*dst) << " bytes\n"
+        << dst->log();
+    return dst;
+}
+
+// `dst_wrapper` runs the destination, `src_wrapper` the source (see VmmProcess::spawn);
+// `pin_ahead`: the destination is told rdma-pin-all before it listens (destination_pinning_ahead).
 Pair start_pair(const std::string& name, const std::vector<std::string>& guest, std::string uri = rdma_uri(),
-                const std::vector<std::string>& dst_wrapper = {}, const std::vector<std::string>& src_wrapper = {}) {
+                const std::vector<std::string>& dst_wrapper = {}, const std::vector<std::string>& src_wrapper = {},
+                bool pin_ahead = false) {
     Pair p;
     p.uri = std::move(uri);
     std::vector<std::string> args{"-m", "128M", "--smp", "1"};
     args.insert(args.end(), guest.begin(), guest.end());
     p.src = Vm::start(name + "-src", args, src_wrapper);
-    p.dst = Vm::start(name + "-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", p.uri}, dst_wrapper);
+    p.dst = pin_ahead ? destination_pinning_ahead(name + "-dst", p.uri)
+                      : Vm::start(name + "-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", p.uri}, dst_wrapper);
     p.pattern = std::find(guest.begin(), guest.end(), "pattern") != guest.end();
     // The payload is at work (the pattern guest has filled its region and checked it once).
     if (p.src) eventually([&] { return p.src->guest_value(p.pattern ? "results" : "steps") >= 1; }, 120);
@@ -266,6 +290,31 @@ TEST(RdmaMigration, PinAll) {
     if (dst.size() == 3) {
         EXPECT_EQ(names_of(dst[2].inner), (std::vector<std::string>{"pin", "blocks"}));
     }
+}
+
+TEST(RdmaMigration, DestinationToldPinAllPinsItsRamWhileItWaits) {
+    VMM_REQUIRE(need::kvm(), need::rdma());
+    auto p = start_pair("rdma-ahead", kStress, rdma_uri(), {}, {}, true);
+    ASSERT_TRUE(p.src && p.dst);
+    ASSERT_EQ(p.src->cmd("migrate_set_capability auto-converge on"), "");
+    ASSERT_EQ(p.src->cmd("migrate_set_capability rdma-pin-all on"), "");
+    expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
+    EXPECT_NE(p.dst->log().find("rdma-pin-all: this side's RAM was pinned while it waited for the source"),
+              std::string::npos) << p.dst->log();
+    auto dst = expect_setup_parts(*p.dst, {"accept", "header", "ram-setup"});
+    if (dst.size() == 3) {  // the pin step stays: it is the wait for the pinning, if still at work
+        EXPECT_EQ(names_of(dst[2].inner), (std::vector<std::string>{"pin", "blocks"}));
+    }
+}
+
+TEST(RdmaMigration, DestinationPinnedAheadUnpinsForADynamicSource) {
+    VMM_REQUIRE(need::kvm(), need::rdma());
+    auto p = start_pair("rdma-ahead-dyn", kPattern, rdma_uri(), {}, {}, true);
+    ASSERT_TRUE(p.src && p.dst);
+    expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));  // the source did not ask for rdma-pin-all
+    EXPECT_NE(p.dst->log().find("dynamic registration, 1 MiB chunks, 1 channel (the RAM pinned while waiting was "
+                                "unpinned: the source did not ask for rdma-pin-all)"),
+              std::string::npos) << p.dst->log();
 }
 
 TEST(RdmaMigration, PinAllRegistersOnceAndNeverPerRound) {
