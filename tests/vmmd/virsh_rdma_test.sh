@@ -45,6 +45,10 @@ out=$(v migrate --live --rdma-pin-all --persistent demo "$duri" --migrateuri "rd
     fail "migrate --rdma-pin-all: $out; destination: $(cat "$dir/dlog")"
 echo "ok: virsh migrate --live --rdma-pin-all --migrateuri rdma://$VMM_RDMA_ADDR:$port"
 expect "the destination vmm's RLIMIT_MEMLOCK is the hard limit" "$(memlock_of dstate)" "^536870912$"
+# Told rdma-pin-all before it listened (libvirt sets it at both ends), the destination vmm
+# pinned its RAM while it waited for the source, not inside the migration's setup.
+expect "the destination vmm pinned its RAM while it waited" "$(cat "$dir/dstate/log/demo.log" 2>&1)" \
+    "rdma-pin-all: this side's RAM was pinned while it waited for the source"
 after=$(ramhash dstate) || fail "query-ramhash at the destination: $after"
 [ "$before" = "$after" ] || fail "--rdma-pin-all: RAM digests differ: $before vs $after"
 echo "ok: --rdma-pin-all: RAM digests equal ($after)"

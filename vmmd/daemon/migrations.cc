@@ -62,13 +62,18 @@ vmm::Result<IncomingAddresses::Incoming> Migrations::listen_uri(const Uuid& uuid
     return addresses_.choose(uuid, *given);
 }
 
-// With --postcopy the incoming vmm needs postcopy-ram before it listens (as QEMU): it starts
-// deferred, gets the capability, then listens.
-vmm::Status Migrations::start_postcopy_incoming(const DomainDef& def, const std::string& uri) {
+// The capabilities the incoming vmm needs before it listens (as QEMU): --postcopy's
+// postcopy-ram (its listener grants the postcopy channel) and, over rdma, --rdma-pin-all's
+// rdma-pin-all (as libvirt sets it at both ends; vmm's destination then pins its RAM while it
+// waits for the source). With any, it starts deferred, gets them, then listens.
+vmm::Status Migrations::start_incoming(const DomainDef& def, const MigrationUri& uri, uint32_t flags) {
+    Json caps = Json::array();
+    if ((flags & VIR_MIGRATE_POSTCOPY) != 0) caps.push_back(Json{{"capability", "postcopy-ram"}, {"state", true}});
+    if (uri.rdma() && (flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0) caps.push_back(Json{{"capability", "rdma-pin-all"}, {"state", true}});
+    if (caps.empty()) return sup_.start_incoming(def, vmm_uri(uri));
     if (auto s = sup_.start_incoming(def, "defer"); !s) return s;
-    Json caps = Json::array({Json{{"capability", "postcopy-ram"}, {"state", true}}});
     auto r = sup_.qmp(def.uuid, "migrate-set-capabilities", Json{{"capabilities", caps}});
-    if (r) r = sup_.qmp(def.uuid, "migrate-incoming", Json{{"uri", uri}});
+    if (r) r = sup_.qmp(def.uuid, "migrate-incoming", Json{{"uri", vmm_uri(uri)}});
     if (r) return {};
     (void)sup_.destroy(def.uuid, false);
     return r.error();
@@ -110,7 +115,7 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
         if (auto t = store_.add_transient(*def); !t) return refuse(VIR_ERR_OPERATION_FAILED, t.error().message());
     }
     bool postcopy = (*flags & VIR_MIGRATE_POSTCOPY) != 0;
-    if (auto s = postcopy ? start_postcopy_incoming(*def, vmm_uri(*uri)) : sup_.start_incoming(*def, vmm_uri(*uri)); !s) {
+    if (auto s = start_incoming(*def, *uri, *flags); !s) {
         if (!existing) store_.set_stopped(def->uuid, {});  // forget the transient placeholder
         return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     }

@@ -72,7 +72,7 @@ private:
     rpc::Reply begin(const DomainView& v, xdr::Reader& a);
     // `connection`: the caller's, which owns the incoming domain until Finish.
     rpc::Reply prepare(uint64_t connection, xdr::Reader& a);
-    vmm::Status start_postcopy_incoming(const DomainDef& def, const std::string& uri);
+    vmm::Status start_incoming(const DomainDef& def, const MigrationUri& uri, uint32_t flags);
     rpc::Reply perform(const DomainView& v, xdr::Reader& a);
     // --p2p: this vmmd drives the whole sequence as the destination's client (vmmd/peer).
     rpc::Reply perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,
