@@ -193,9 +193,14 @@ run_vmm() {  # run_vmm MODE RUN
     local dest=() incoming=$uri
     case "$mode" in *-prealloc*) dest=(--mem-prealloc) ;; esac
     # -auth: tls-creds at both ends (an authenticated migration: the control channel in TLS, every
-    # page with its MAC). An rdma: destination reads its settings when it starts listening, so it
-    # waits with --incoming defer for them, as a person would type it.
-    case "$mode" in *-auth*) incoming=defer ;; esac
+    # page with its MAC). rdma-pin-all: the capability at both ends too, as libvirt sets it (the
+    # destination then pins its RAM while it waits; QEMU's pins when the source asks). An rdma:
+    # destination reads its settings when it starts listening, so it waits with --incoming defer
+    # for them, as a person would type it.
+    local dest_setup=()
+    case "$mode" in vmm-rdma-pin-all*) dest_setup+=("migrate_set_capability rdma-pin-all on") ;; esac
+    case "$mode" in *-auth*) dest_setup+=("migrate_set_parameter tls-creds $(bench_pki)") ;; esac
+    [ ${#dest_setup[@]} -gt 0 ] && incoming=defer
     # Both sides trace their protocol (a line per control message, registration and write):
     # with --keep-logs, when each message left and arrived can be read off the two logs.
     VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${dest[@]}" --incoming "$incoming" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
@@ -212,10 +217,10 @@ run_vmm() {  # run_vmm MODE RUN
     # The destination listens before its monitor answers: once it answers, it can be migrated to
     # (with --mem-prealloc it first populates all its RAM, which can outlast the source's start).
     wait_until 60 "the destination vmm" "$CTL" "unix:$work/$name-d.sock" "info status"
-    case "$mode" in *-auth*)
-        "$CTL" "unix:$work/$name-d.sock" "migrate_set_parameter tls-creds $(bench_pki)" "migrate_incoming $uri" >/dev/null ||
-            die "$mode: the destination took neither tls-creds nor migrate_incoming" ;;
-    esac
+    if [ ${#dest_setup[@]} -gt 0 ]; then
+        "$CTL" "unix:$work/$name-d.sock" "${dest_setup[@]}" "migrate_incoming $uri" >/dev/null ||
+            die "$mode: the destination did not take ${dest_setup[*]}; migrate_incoming"
+    fi
     local baseline=
     case "$mode" in
         *-idle) wait_until 60 "the source vmm" sh -c "'$CTL' unix:$work/$name-s.sock 'info status' | grep -q running" ;;
