@@ -206,25 +206,36 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     stop_vms "$mode-s" "$mode-d"
     log "$name: $(jq -r '.source | "\(."total-time") ms, downtime \(.downtime) ms"' "$work/$name.json")"
 }
-# attempt MODE [TRANSPORT [NAME]]: run() in a subshell of its own, so that one that fails ends
-# alone: its VMs are stopped, its logs kept in $out/failed-STAMP-NAME/, and $work/NAME.json says
-# why ({"failed": ...}); the report shows every other run's figures and the script fails at the
-# end. VMM_BENCH_FAIL=NAME makes that run's source migrate to a port nobody listens on.
+# kept NAME LOGS CMD...: CMD in a subshell of its own, so that one that fails ends alone: its
+# VMs are stopped, its logs ($work/LOGS*) kept in $out/failed-STAMP-NAME/, and $work/NAME.json
+# says why ({"failed": ...}); the report shows every other run's figures and the script fails
+# at the end (report_failures).
 failed=()
-attempt() {
-    local name=${3:-$1} err
-    [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$1-${2:-tcp}
-    err="$work/$name.err"
-    if isolated "$err" run "$@"; then
+kept() {
+    local name=$1 logs=$2 err="$work/$1.err"
+    shift 2
+    if isolated "$err" "$@"; then
         cat "$err" >&2
         return 0
     fi
     tail -n 20 "$err" >&2
     local keep="$out/failed-$(date -u +%Y%m%d-%H%M%S)-$name"
-    mkdir -p "$keep" && cp "$work/$1"-* "$keep/" 2>/dev/null || true
+    mkdir -p "$keep" && cp "$work/$logs"* "$keep/" 2>/dev/null || true
     jq -n --arg why "$(sed -n 's/^error: //p' "$err" | tail -1)" --arg logs "$keep" \
         '{failed: (if $why == "" then "failed" else $why end), logs: $logs}' >"$work/$name.json"
     failed+=("$name: $(jq -r .failed "$work/$name.json") (logs: $keep)")
+}
+# attempt MODE [TRANSPORT [NAME]]: run() kept as NAME (MODE, or MODE-TRANSPORT with --rdma).
+# VMM_BENCH_FAIL=NAME makes that run's source migrate to a port nobody listens on.
+attempt() {
+    local name=${3:-$1}
+    [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$1-${2:-tcp}
+    kept "$name" "$1-" run "$@"
+}
+report_failures() {
+    [ ${#failed[@]} -gt 0 ] || return 0
+    printf 'FAILED: %s\n' "${failed[@]}"
+    die "${#failed[@]} run(s) failed (above); every other figure stands"
 }
 arrivals_or_none() {  # arrivals_or_none TRANSPORT: a series even if the sampler saw no postcopy
     [ -s "$work/arrivals-$1.jsonl" ] || echo '{"t":0,"placed":0,"requested":0}' >"$work/arrivals-$1.jsonl"
@@ -249,7 +260,4 @@ jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fil
 python3 "$ROOT/scripts/lib/bench-postcopy-chart.py" "$out/bench-postcopy.json" "$out/bench-postcopy-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy.json"
 log "wrote $out/bench-postcopy.json and $out/bench-postcopy-arrivals.svg"
-if [ ${#failed[@]} -gt 0 ]; then
-    printf 'FAILED: %s\n' "${failed[@]}"
-    die "${#failed[@]} run(s) failed (above); every other figure stands"
-fi
+report_failures

@@ -89,29 +89,30 @@ bare_runs() {  # ours beside QEMU's: the same guest, nothing prefilled, no contr
               # none: its exits would slow the guest under ours alone), postcopy at once over tcp
     local saved_fill=$fill
     fill=0 ctl=0
-    run postcopy-now tcp postcopy-tcp-bare
-    readahead=0 run postcopy-now tcp postcopy-tcp-bare-nora
+    attempt postcopy-now tcp postcopy-tcp-bare
+    readahead=0 attempt postcopy-now tcp postcopy-tcp-bare-nora
     fill=$saved_fill ctl=1
 }
 if [ "$vs_qemu" = 1 ]; then
     bare_runs
-    run_qemu_postcopy
+    kept postcopy-qemu qemu- run_qemu_postcopy
     jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg hot "$hot" --argjson floor "$stall_us" \
         --slurpfile qemu "$work/postcopy-qemu.json" --slurpfile bare "$work/postcopy-tcp-bare.json" \
         --slurpfile nora "$work/postcopy-tcp-bare-nora.json" -f "$ROOT/scripts/lib/bench-postcopy-vs-qemu.jq" \
         >"$out/bench-postcopy-vs-qemu.json"
     jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-vs-qemu.json"
     log "wrote $out/bench-postcopy-vs-qemu.json"
+    report_failures
     exit 0
 fi
-latencies before
-run once rdma
-run postcopy rdma
-run postcopy-now rdma
-run postcopy tcp
+kept lat-before lat- latencies before
+attempt once rdma
+attempt postcopy rdma
+attempt postcopy-now rdma
+attempt postcopy tcp
 bare_runs
-run_qemu_postcopy
-latencies after
+kept postcopy-qemu qemu- run_qemu_postcopy
+kept lat-after lat- latencies after
 arrivals_or_none rdma
 arrivals_or_none tcp
 jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" --arg dev "$dev" \
@@ -123,3 +124,4 @@ jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fil
 python3 "$ROOT/scripts/lib/bench-postcopy-chart.py" "$out/bench-postcopy-rdma.json" "$out/bench-postcopy-rdma-arrivals.svg"
 jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-rdma.json"
 log "wrote $out/bench-postcopy-rdma.json and $out/bench-postcopy-rdma-arrivals.svg"
+report_failures
