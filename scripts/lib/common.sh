@@ -104,9 +104,9 @@ build() {
 
 # build_only PACKAGES-ARRAY-NAME [TARGET...]: those packages, then those targets (all without any).
 build_only() {
-    local -n pkgs=$1
+    local -n wanted_packages_=$1  # a name no caller's array has: "pkgs" there made it circular (nothing installed)
     shift
-    ensure_packages "${pkgs[@]}"
+    ensure_packages "${wanted_packages_[@]}"
     configure
     if [ $# -gt 0 ]; then log "building $(echo "$@" | sed 's/ /, /g')"; else log "building everything"; fi
     build_targets "$@"
