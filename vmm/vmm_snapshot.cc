@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/mapping.h"
+#include "vmm/common/zero_page.h"
 #include "vmm/migration/transport/file_transport.h"
 #include "vmm/migration/wire/file_format.h"
 #include "vmm/migration/wire/uri.h"
@@ -139,7 +140,7 @@ int merge(const std::string& from, const std::string& to) {
         const RamBlockView& b = ram->views[i];
         uint64_t run = 0;  // bytes of data pages before `at` not written yet
         for (uint64_t at = 0; at <= b.size; at += kStreamPageSize) {
-            bool data = at < b.size && page_slot(b.host + at) != 0;  // a zero page is a hole in the merged file
+            bool data = at < b.size && !is_zero_page(b.host + at);  // a zero page is a hole in the merged file (its sum: the save's)
             if (data && run < kRun) {
                 run += kStreamPageSize;
                 continue;

@@ -286,14 +286,4 @@ TEST(RamRoundTrip, InvalidStreamsFailAndWriteNothingForTheBadRecord) {
     }
 }
 
-TEST(RamRoundTrip, ZeroPageDetection) {
-    std::vector<uint8_t> page(4096, 0);
-    EXPECT_TRUE(is_zero_page(page.data()));
-    page[4095] = 1;
-    EXPECT_FALSE(is_zero_page(page.data()));
-    page[4095] = 0;
-    page[0] = 0x80;
-    EXPECT_FALSE(is_zero_page(page.data()));
-}
-
 }  // namespace vmm::migration

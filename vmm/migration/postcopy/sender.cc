@@ -2,7 +2,7 @@
 
 #include "vmm/common/thread_name.h"
 #include "vmm/memory/dirty_bitmap.h"
-#include "vmm/migration/core/zero_page.h"
+#include "vmm/common/zero_page.h"
 
 namespace vmm::migration {
 

@@ -15,7 +15,7 @@
 #include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/core/rate_limiter.h"
 #include "vmm/migration/core/stats.h"
-#include "vmm/migration/core/zero_page.h"
+#include "vmm/common/zero_page.h"
 #include "vmm/migration/transport/transport.h"
 
 namespace vmm::migration {

@@ -80,6 +80,21 @@ Status walk(const Opened& f, uint32_t i, const Range& hole, const Range& data) {
     return {};
 }
 
+// Block i's bytes [from, to) of the file, a piece (kReadPiece) at a time: each read into
+// `into(at, n)` (a buffer, or guest RAM in place), then handed to `then(at, bytes, n)`.
+using PieceTarget = std::function<uint8_t*(uint64_t at, uint64_t n)>;
+using PieceRead = std::function<Status(uint64_t at, const uint8_t* bytes, uint64_t n)>;
+Status read_pieces(const Opened& f, uint32_t i, uint64_t from, uint64_t to, const PieceTarget& into, const PieceRead& then) {
+    for (uint64_t at = from; at < to; at += kReadPiece) {
+        uint64_t n = std::min(kReadPiece, to - at);
+        uint8_t* bytes = into(at, n);
+        uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
+        if (auto s = read_at(f.fd.get(), {bytes, n}, where, "file:" + f.path); !s) return s;
+        if (auto s = then(at, bytes, n); !s) return s;
+    }
+    return {};
+}
+
 // Pages [at, at + n) of block i, as read into `bytes`, against their slots.
 Status check_pages(const Opened& f, uint32_t i, uint64_t at, const uint8_t* bytes, uint64_t n,
                    const std::vector<uint64_t>& slots, ChannelCounts* counts) {
@@ -111,15 +126,12 @@ Status check_file(const Opened& f, const CancelToken& cancel) {
         auto slots = read_slots(f, i);
         if (!slots) return slots.error();
         auto hole = [&](uint64_t from, uint64_t to) { return check_hole(f, i, from, to, *slots); };
-        auto data = [&](uint64_t from, uint64_t to) -> Status {
-            for (uint64_t at = from; at < to; at += kReadPiece) {
-                if (cancel.cancelled()) return Error("cancelled");
-                uint64_t n = std::min(kReadPiece, to - at);
-                uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
-                if (auto s = read_at(f.fd.get(), {buffer.data(), n}, where, "file:" + f.path); !s) return s;
-                if (auto s = check_pages(f, i, at, buffer.data(), n, *slots, nullptr); !s) return s;
-            }
-            return {};
+        auto data = [&](uint64_t from, uint64_t to) {
+            return read_pieces(f, i, from, to, [&](uint64_t, uint64_t) { return buffer.data(); },
+                               [&](uint64_t at, const uint8_t* bytes, uint64_t n) -> Status {
+                                   if (cancel.cancelled()) return Error("cancelled");
+                                   return check_pages(f, i, at, bytes, n, *slots, nullptr);
+                               });
         };
         if (auto s = walk(f, i, hole, data); !s) return s;
     }
@@ -195,14 +207,8 @@ Status load_over_base(const Opened& f, uint32_t i, uint8_t* host, ChannelCounts&
         return {};
     };
     auto hole = [&](uint64_t from, uint64_t to) { return apply(from, nullptr, to - from); };
-    auto data = [&](uint64_t from, uint64_t to) -> Status {
-        for (uint64_t at = from; at < to; at += kReadPiece) {
-            uint64_t n = std::min(kReadPiece, to - at);
-            uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
-            if (auto s = read_at(f.fd.get(), {buffer.data(), n}, where, "file:" + f.path); !s) return s;
-            if (auto s = apply(at, buffer.data(), n); !s) return s;
-        }
-        return {};
+    auto data = [&](uint64_t from, uint64_t to) {
+        return read_pieces(f, i, from, to, [&](uint64_t, uint64_t) { return buffer.data(); }, apply);
     };
     return walk(f, i, hole, data);
 }
@@ -225,19 +231,20 @@ Status RamReader::load_layer(const Opened& f, uint32_t i) {
         counts_.zero_pages += (to - from) / kPage;
         return {};
     };
-    auto data = [&](uint64_t from, uint64_t to) -> Status {
-        for (uint64_t at = from; at < to; at += kReadPiece) {
-            uint64_t n = std::min(kReadPiece, to - at);
-            uint8_t* host = blocks_[i].host + at;
+    auto in_place = [&](uint64_t at, uint64_t n) {  // read straight into guest RAM
+        uint8_t* host = blocks_[i].host + at;
 #ifdef MADV_POPULATE_WRITE
-            // The piece's pages made in one call rather than one fault per page as the read fills them.
-            ::madvise(host, n, MADV_POPULATE_WRITE);
+        // The piece's pages made in one call rather than one fault per page as the read fills them.
+        ::madvise(host, n, MADV_POPULATE_WRITE);
+#else
+        (void)n;
 #endif
-            uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
-            if (auto s = read_at(f.fd.get(), {host, n}, where, "file:" + f.path); !s) return s;
-            if (auto s = check_pages(f, i, at, host, n, *slots, &counts_); !s) return s;
-        }
-        return {};
+        return host;
+    };
+    auto data = [&](uint64_t from, uint64_t to) {
+        return read_pieces(f, i, from, to, in_place, [&](uint64_t at, const uint8_t* bytes, uint64_t n) {
+            return check_pages(f, i, at, bytes, n, *slots, &counts_);
+        });
     };
     return walk(f, i, hole, data);
 }

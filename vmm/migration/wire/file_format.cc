@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "vmm/common/bytes.h"
+#include "vmm/common/zero_page.h"
 
 namespace vmm::migration {
 
@@ -16,16 +17,6 @@ constexpr uint64_t kPage = kStreamPageSize;
 constexpr size_t kSumAt = kFileHeaderSize - 8;  // the header's own sum: its last 8 bytes
 
 uint64_t round_up(uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
-
-bool zero(const uint8_t* p) {
-    uint64_t acc = 0;
-    for (size_t i = 0; i < kPage && acc == 0; i += 64) {
-        uint64_t w[8];
-        std::memcpy(w, p + i, sizeof(w));
-        acc = w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7];
-    }
-    return acc == 0;
-}
 
 struct Area {
     uint64_t begin, end;
@@ -164,7 +155,7 @@ Result<FileHeader> decode_file_header(std::span<const uint8_t> bytes) {
 }
 
 uint64_t page_slot(const uint8_t* page) {
-    if (zero(page)) return 0;
+    if (is_zero_page(page)) return 0;
     uint64_t sum = XXH3_64bits(page, kPage);
     if (sum == 0) return 1;
     return sum == kSlotInBase ? kSlotInBase - 1 : sum;

@@ -1,14 +1,12 @@
-#include "vmm/migration/core/zero_page.h"
+#include "vmm/common/zero_page.h"
 
 #include <cstring>
 
-#include "vmm/memory/dirty_bitmap.h"  // kPageSize
-
-namespace vmm::migration {
+namespace vmm {
 
 bool is_zero_page(const uint8_t* p) {
     uint64_t acc = 0;
-    for (size_t i = 0; i < memory::kPageSize; i += 64) {
+    for (size_t i = 0; i < kZeroCheckPageSize; i += 64) {
         uint64_t w[8];
         std::memcpy(w, p + i, sizeof(w));
         acc |= w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7];
@@ -17,4 +15,4 @@ bool is_zero_page(const uint8_t* p) {
     return true;
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm
