@@ -5,12 +5,18 @@
 //   vmm-tcpbench BYTES --cold  from a BYTES-sized buffer into a fresh BYTES-sized one, as a
 //                              migration moves RAM (memory bandwidth and page population count)
 // prints "bytes=N seconds=S MBps=M"
+//   vmm-tcpbench --connect [N] N connections (50), each a connect, 64 bytes sent and 64 bytes
+//                              answered: the least a TCP migration's setup (its connection and
+//                              the destination's answer to its header) can cost here; prints
+//                              "connects=N median_us=U p90_us=V max_us=W"
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -80,9 +86,75 @@ uint64_t receive_bytes(int fd, uint8_t* dst, uint64_t bytes, bool cold) {
     return got;
 }
 
+bool exchange(int fd, std::array<char, 64>& buf, bool send_first) {
+    auto whole = [&](bool out) {
+        size_t done = 0;
+        while (done < buf.size()) {
+            ssize_t r = out ? ::send(fd, buf.data() + done, buf.size() - done, MSG_NOSIGNAL)
+                            : ::recv(fd, buf.data() + done, buf.size() - done, 0);
+            if (r <= 0) return false;
+            done += static_cast<size_t>(r);
+        }
+        return true;
+    };
+    return send_first ? whole(true) && whole(false) : whole(false) && whole(true);
+}
+
+// One connection as the client: connect, send 64 bytes, read the 64-byte answer; its time in
+// microseconds, or a negative number if it failed.
+double one_connection(const sockaddr_in& to) {
+    auto t0 = std::chrono::steady_clock::now();
+    vmm::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) return -1;
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::array<char, 64> buf{};
+    if (!exchange(fd.get(), buf, true)) return -1;
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int connect_bench(int n) {
+    sockaddr_in a{};
+    vmm::UniqueFd lfd = listen_loopback(a);
+    if (!lfd) {
+        std::perror("vmm-tcpbench: listen");
+        return 1;
+    }
+    std::jthread server([&] {  // answers each connection's 64 bytes with 64 of its own
+        for (int i = 0; i < n; ++i) {
+            vmm::UniqueFd c(::accept(lfd.get(), nullptr, nullptr));
+            std::array<char, 64> buf{};
+            if (!c || !exchange(c.get(), buf, false)) return;
+        }
+    });
+    std::vector<double> us;
+    for (int i = 0; i < n; ++i) {
+        double t = one_connection(a);
+        if (t < 0) {
+            std::perror("vmm-tcpbench: connection");
+            ::shutdown(lfd.get(), SHUT_RDWR);  // wakes the server's accept
+            return 1;
+        }
+        us.push_back(t);
+    }
+    server.join();
+    std::sort(us.begin(), us.end());
+    std::printf("connects=%d median_us=%.0f p90_us=%.0f max_us=%.0f\n", n, us[us.size() / 2], us[us.size() * 9 / 10],
+                us.back());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 2 && std::strcmp(argv[1], "--connect") == 0) {
+        int n = argc >= 3 ? std::atoi(argv[2]) : 50;
+        if (n < 1 || n > 100000) {
+            std::fprintf(stderr, "usage: vmm-tcpbench --connect [N], N in 1..100000\n");
+            return 2;
+        }
+        return connect_bench(n);
+    }
     bool cold = argc == 3 && std::strcmp(argv[2], "--cold") == 0;
     if (argc != 2 && !cold) {
         std::fprintf(stderr, "usage: vmm-tcpbench BYTES [--cold]\n");
