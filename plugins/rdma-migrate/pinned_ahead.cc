@@ -7,6 +7,7 @@
 #include "memory_registry.h"
 #include "trace.h"
 #include "vmm/common/log.h"
+#include "vmm/common/thread_name.h"
 
 namespace rdma_migrate {
 
@@ -28,6 +29,7 @@ void PinnedAhead::join() {
 }
 
 void PinnedAhead::pin() noexcept {
+    vmm::name_this_thread("rdma-pin-ahead");  // not the incoming thread's name: CPU before the migration
     try {
         auto t0 = std::chrono::steady_clock::now();
         MemoryRegistry registry(pd_.get());
