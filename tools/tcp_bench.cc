@@ -27,6 +27,7 @@
 #include "vmm/common/fd.h"
 #include "vmm/common/mapping.h"
 #include "vmm/common/random_fill.h"
+#include "vmm/common/socket_io.h"
 #include "vmm/common/units.h"
 
 namespace {
@@ -86,18 +87,18 @@ uint64_t receive_bytes(int fd, uint8_t* dst, uint64_t bytes, bool cold) {
     return got;
 }
 
+// 64 bytes each way over `fd`: sent then answered (the client), or answered (the server).
 bool exchange(int fd, std::array<char, 64>& buf, bool send_first) {
-    auto whole = [&](bool out) {
-        size_t done = 0;
-        while (done < buf.size()) {
-            ssize_t r = out ? ::send(fd, buf.data() + done, buf.size() - done, MSG_NOSIGNAL)
-                            : ::recv(fd, buf.data() + done, buf.size() - done, 0);
+    auto send = [&] { return static_cast<bool>(vmm::send_all(fd, {buf.data(), buf.size()}, "the peer")); };
+    auto receive = [&] {
+        for (size_t done = 0; done < buf.size();) {
+            ssize_t r = ::recv(fd, buf.data() + done, buf.size() - done, 0);
             if (r <= 0) return false;
             done += static_cast<size_t>(r);
         }
         return true;
     };
-    return send_first ? whole(true) && whole(false) : whole(false) && whole(true);
+    return send_first ? send() && receive() : receive() && send();
 }
 
 // One connection as the client: connect, send 64 bytes, read the 64-byte answer; its time in

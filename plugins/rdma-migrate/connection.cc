@@ -59,12 +59,10 @@ std::vector<Endpoint*> Connection::channels() const {
 // register nothing. `use`: remote write on the destination; local read only on the source,
 // which never registers memory for remote access.
 Status Connection::pin_blocks(Use use) {
-    for (const auto& b : cfg_.blocks) {
-        auto mr = ep_->memory().register_memory(b.host, b.size, use, fmt::format("RAM block '{}' whole (rdma-pin-all)", b.name));
-        if (!mr) return mr.error();
-        trace("{}: RAM block '{}' registered for rdma-pin-all ({} bytes)", side(), b.name, b.size);
-        pinned_blocks_.push_back(std::move(*mr));
-    }
+    auto mrs = ep_->memory().register_blocks(cfg_.blocks, use);
+    if (!mrs) return mrs.error();
+    pinned_blocks_ = std::move(*mrs);
+    for (const auto& b : cfg_.blocks) trace("{}: RAM block '{}' registered for rdma-pin-all ({} bytes)", side(), b.name, b.size);
     return {};
 }
 

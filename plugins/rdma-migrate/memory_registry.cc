@@ -42,4 +42,16 @@ Result<MemoryRegion> MemoryRegistry::register_memory(void* addr, size_t length, 
     return mr;
 }
 
+Result<std::vector<MemoryRegion>> MemoryRegistry::register_blocks(const std::vector<LocalBlock>& blocks, Use use,
+                                                                  const std::atomic<bool>* stop) const {
+    std::vector<MemoryRegion> mrs;
+    for (const LocalBlock& b : blocks) {
+        if (stop != nullptr && *stop) return Error("pinning stopped");
+        auto mr = register_memory(b.host, b.size, use, fmt::format("RAM block '{}' whole (rdma-pin-all)", b.name));
+        if (!mr) return mr.error();
+        mrs.push_back(std::move(*mr));
+    }
+    return mrs;
+}
+
 }  // namespace rdma_migrate

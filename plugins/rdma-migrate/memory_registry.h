@@ -4,8 +4,12 @@
 // and words its failure once; the MemoryRegion it returns deregisters on destruction.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string_view>
+#include <vector>
+
+#include "proto/chunks.h"
 
 #include "verbs.h"
 
@@ -28,6 +32,10 @@ public:
     explicit MemoryRegistry(ibv_pd* pd) : pd_(pd) {}
     // Registers [addr, addr + length) for `use`; `what` names it in the error ("chunk 3 of 'pc.ram'").
     Result<MemoryRegion> register_memory(void* addr, size_t length, Use use, std::string_view what) const;
+    // rdma-pin-all: each block whole, one MR a block, in order. `stop`, when set, is looked at
+    // between blocks and ends the work with an error.
+    Result<std::vector<MemoryRegion>> register_blocks(const std::vector<LocalBlock>& blocks, Use use,
+                                                      const std::atomic<bool>* stop = nullptr) const;
 
 private:
     ibv_pd* pd_;

@@ -32,24 +32,18 @@ void PinnedAhead::pin() noexcept {
     vmm::name_this_thread("rdma-pin-ahead");  // not the incoming thread's name: CPU before the migration
     try {
         auto t0 = std::chrono::steady_clock::now();
-        MemoryRegistry registry(pd_.get());
-        for (const LocalBlock& b : blocks_) {
-            if (stop_) return;
-            auto mr = registry.register_memory(b.host, b.size, Use::pin_all_written,
-                                               fmt::format("RAM block '{}' whole (rdma-pin-all, while waiting)", b.name));
-            if (!mr) {
-                error_ = mr.error().message();
+        auto mrs = MemoryRegistry(pd_.get()).register_blocks(blocks_, Use::pin_all_written, &stop_);
+        if (!mrs) {
+            if (!stop_) {
                 vmm::log::warn("rdma: pinning RAM while waiting for the source failed ({}); it is tried again when the "
-                               "source asks", error_);
-                mrs_.clear();
-                return;
+                               "source asks", mrs.error().message());
             }
-            mrs_.push_back(std::move(*mr));
+            return;
         }
+        mrs_ = std::move(*mrs);
         pin_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         trace("destination: rdma-pin-all: {} RAM block(s) pinned while waiting, in {:.1f} ms", mrs_.size(), pin_ms_);
     } catch (...) {  // bad_alloc: nothing pinned ahead, the request pins as usual
-        error_ = "out of memory";
         mrs_.clear();
     }
 }

@@ -38,14 +38,13 @@ public:
 
     ibv_pd* pd() const { return pd_.get(); }
     // The pinned blocks, one MR per block of `blocks` (the same blocks, in order), once the
-    // thread is done; nullopt if pinning failed (error() says why), the blocks differ or they
+    // thread is done; nullopt if pinning failed (logged), the blocks differ or they
     // were taken or released already. The caller's MRs must go before this object does.
     std::optional<std::vector<MemoryRegion>> take(const std::vector<LocalBlock>& blocks);
     // Unpins whatever was pinned (a source that did not ask for rdma-pin-all).
     void release();
-    // How long pinning took (0 until done), and why it failed ("" if it did not).
+    // How long pinning took (0 until done).
     double pin_ms() const { return pin_ms_; }
-    const std::string& error() const { return error_; }
 
 private:
     PinnedAhead(ProtectionDomain pd, std::vector<LocalBlock> blocks) : pd_(std::move(pd)), blocks_(std::move(blocks)) {}
@@ -55,7 +54,6 @@ private:
     ProtectionDomain pd_;  // first: destroyed last, after every MR on it
     std::vector<LocalBlock> blocks_;
     std::vector<MemoryRegion> mrs_;  // filled by the thread; read only after join()
-    std::string error_;              // likewise
     double pin_ms_ = 0;              // likewise
     std::atomic<bool> stop_{false};
     std::thread thread_;  // last: joined before the members above go
