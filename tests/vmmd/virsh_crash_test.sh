@@ -46,7 +46,8 @@ migrate_away() {
 # the_source_keeps_it WHAT: virsh failed, the source runs the guest unharmed, the destination has
 # no vmm and no domain to resume.
 the_source_keeps_it() {
-    wait_until 30 state_is "running (migration canceled)" || fail "$1: the source is $(v domstate demo --reason)"
+    wait_until 30 state_is "running (migration canceled)" ||
+        fail "$1: the source is $(v domstate demo --reason) (virsh migrate said: $(cat "$dir/migrate.out"))"
     expect "$1: the source's vmm runs" "$(qmp state demo query-status)" '"status":"running"'
     guest_runs_clean "$build/bin/vmmctl" state
     wait_until 30 no_dest_vmm || fail "$1: a vmm is left on the destination: $(dest_vmms)"

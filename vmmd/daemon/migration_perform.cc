@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "vmm/common/log.h"
 #include "vmmd/daemon/domain_args.h"
 #include "vmmd/daemon/migrations.h"
 #include "vmmd/migration/pin_limit.h"
@@ -198,6 +199,8 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
     if (!done) {
         sup_.set_phase(v.def.uuid, MigrationPhase::none);  // the vmm keeps the guest through a failure
         jobs_.set(v.def.uuid, job);
+        vmm::log::warn("vmmd: domain '{}': its migration failed (Perform): {}; the guest runs on here", v.def.name,
+                       done.error().message());
         return rpc::fail(VIR_ERR_OPERATION_FAILED, done.error().message());
     }
     job.completed = *done;
@@ -209,6 +212,8 @@ Reply Migrations::perform(const DomainView& v, Reader& a) {
                    announce ? std::optional(LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, event}) : std::nullopt);
     // Recorded before the answer goes: from here the destination may run the guest.
     sup_.set_phase(v.def.uuid, MigrationPhase::outgoing_done);
+    vmm::log::info("vmmd: domain '{}': {} (Perform): held paused here until the client's Confirm", v.def.name,
+                   job.postcopy ? "switched to postcopy" : "migrated");
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, *done}));
     return rpc::ok(std::move(w));

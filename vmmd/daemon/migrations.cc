@@ -251,24 +251,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         return refuse(VIR_ERR_OPERATION_FAILED, "the migration failed in postcopy: the guest runs on the destination; "
                                                 "this copy stays paused (resuming it would fork the guest)");
     }
-    if (*cancelled != 0) {
-        // The guest stays here: vmm kept it through the failure; undo the pause a non-live
-        // migration made, and say it runs again. A migration that completed here but failed at
-        // Finish leaves the vmm 'postmigrate', which refuses a plain 'cont': the client's word
-        // that the destination did not finish (it ends its copy, now or when its vmmd restarts)
-        // is what forces it.
-        if (job.paused_for_it || v.state.state == VIR_DOMAIN_PAUSED) {
-            if (auto c = sup_.qmp(v.def.uuid, "cont", Json{{"force", true}}); !c) {
-                return refuse(VIR_ERR_OPERATION_FAILED, c.error().message());
-            }
-        }
-        sup_.set_phase(v.def.uuid, MigrationPhase::none);
-        sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATION_CANCELED},
-                       LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
-        job.active = false;
-        jobs_.set(v.def.uuid, job);
-        return rpc::ok();
-    }
+    if (*cancelled != 0) return confirm_cancelled(v, job);
     if (job.completed) job_completed(v.def.uuid, *job.completed);  // before the domain stops here, as libvirt's
     if (auto s = sup_.end_migrated(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     sup_.wait_stopped(v.def.uuid, Supervisor::kTermGrace);
@@ -276,6 +259,29 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
         if (auto s = store_.undefine(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
         sup_.announce(v.def, -1, {VIR_DOMAIN_EVENT_UNDEFINED, VIR_DOMAIN_EVENT_UNDEFINED_REMOVED});
     }
+    return rpc::ok();
+}
+
+// Confirm with 'cancelled': the destination did not finish, so the guest stays here. vmm kept it
+// through the failure; undo the pause a non-live migration made, and say it runs again. A
+// migration that completed here but failed at Finish leaves the vmm 'postmigrate', which refuses
+// a plain 'cont': the client's word that the destination did not finish (it ends its copy, now or
+// when its vmmd restarts) is what forces it.
+Reply Migrations::confirm_cancelled(const DomainView& v, Job job) {
+    if (job.paused_for_it || v.state.state == VIR_DOMAIN_PAUSED) {
+        if (auto c = sup_.qmp(v.def.uuid, "cont", Json{{"force", true}}); !c) {
+            vmm::log::warn("vmmd: domain '{}': the client cancelled its migration, and resuming it here failed: {}; it "
+                           "stays paused ('virsh resume' retries)",
+                           v.def.name, c.error().message());
+            return refuse(VIR_ERR_OPERATION_FAILED, c.error().message());
+        }
+    }
+    sup_.set_phase(v.def.uuid, MigrationPhase::none);
+    sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATION_CANCELED},
+                   LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
+    job.active = false;
+    jobs_.set(v.def.uuid, job);
+    vmm::log::info("vmmd: domain '{}': the client cancelled its migration (Confirm): the guest runs here", v.def.name);
     return rpc::ok();
 }
 

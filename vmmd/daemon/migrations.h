@@ -82,6 +82,7 @@ private:
     // in postcopy, where the guest's newest state is here), and `why` is the answer.
     rpc::Reply finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why);
     rpc::Reply confirm(const DomainView& v, xdr::Reader& a);
+    rpc::Reply confirm_cancelled(const DomainView& v, Job job);
     // Runs vmm's migration to `uri` with the settings the flags and parameters ask for, and
     // waits for its end: the completed job, or why it failed.
     vmm::Result<JobStats> run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
