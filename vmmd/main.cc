@@ -20,6 +20,7 @@
 #include "vmmd/daemon/lifecycle_procedures.h"
 #include "vmmd/daemon/migrations.h"
 #include "vmmd/daemon/save_images.h"
+#include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/server/server.h"
 #include "vmmd/peer/peer_migration.h"
 
@@ -178,6 +179,8 @@ int main(int argc, char** argv) {
                                     [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};
     for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save)) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images)) table.push_back(std::move(p));
+    for (auto& p : vmmd::stats_procedures(**store, [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.vmm_pid(uuid); }))
+        table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
     // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
     // any other user: both are the owner's alone.

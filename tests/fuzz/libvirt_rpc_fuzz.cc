@@ -1,18 +1,58 @@
 // libFuzzer target for vmmd's side of libvirt's RPC: the input is what a client sends on one
 // connection, read as vmmd reads it (length word, then header and payload), each call answered
-// by the connection-level procedures. Any crash, sanitizer report or reply of ours that does not
+// by the connection-level procedures and the statistics ones (over a store that holds one domain,
+// "fz", whose UUID the seeds use; no vmm runs it). Any crash, sanitizer report or reply of ours that does not
 // decode is a bug; an input that does not frame ends the connection, as it does in vmmd.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <span>
 
 #include "vmmd/daemon/connect_procedures.h"
+#include "vmmd/daemon/stats_procedures.h"
+#include "vmmd/domain/domain_xml.h"
 #include "vmmd/rpc/message.h"
 
 using namespace vmmd;
 
+namespace {
+
+constexpr Uuid kFuzzUuid = {0x0d, 0x9a, 0x3b, 0x2e, 0x2f, 0x7c, 0x4c, 0x59, 0x9e, 0x7e, 0x7a, 0x3c, 0x1a, 0x5b, 0x9f, 0x10};
+
+// A state directory of its own, removed when the fuzzer ends, holding the domain "fz".
+struct FuzzStore {
+    std::string dir;
+    std::unique_ptr<DomainStore> store;
+    FuzzStore() {
+        char path[] = "/tmp/vmmd-fuzz.XXXXXX";
+        if (::mkdtemp(path) == nullptr) std::abort();
+        dir = path;
+        auto s = DomainStore::open(dir, [] { return kFuzzUuid; }, [](const std::string&) {});
+        if (!s) std::abort();
+        store = std::move(*s);
+        auto def = parse_domain_xml("<domain type='vmm'><name>fz</name><memory>4096</memory><vcpu>2</vcpu>"
+                                    "<os><kernel>idle</kernel></os></domain>",
+                                    kFuzzUuid);
+        if (!def || !store->define(*def)) std::abort();
+    }
+    ~FuzzStore() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+};
+
+rpc::Dispatcher make_dispatcher(const DomainStore& store) {
+    std::vector<rpc::Procedure> table = connect_procedures({"vmm:///system", 1000, "/usr/bin/vmm"});
+    for (auto& p : stats_procedures(store, [](const Uuid&) { return std::optional<pid_t>(); })) table.push_back(std::move(p));
+    return rpc::Dispatcher(std::move(table));
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static const rpc::Dispatcher dispatcher(connect_procedures({"vmm:///system", 1000, "/usr/bin/vmm"}));
+    static const FuzzStore fuzz_store;
+    static const rpc::Dispatcher dispatcher = make_dispatcher(*fuzz_store.store);
     rpc::Caller caller;
     std::span<const uint8_t> in(data, size);
     while (in.size() >= rpc::kLengthSize && !caller.closed) {

@@ -82,6 +82,52 @@ static int monitor_seeds(const std::string& dir) {
 #include "vmmd/domain/save_image.h"
 #include "vmmd/rpc/message.h"
 
+// The statistics calls (vmmd/daemon/stats_procedures.cc) as virsh nodecpustats, nodememstats,
+// freecell, vcpuinfo, vcpucount, dommemstat and domstats make them, on the fuzzer's domain "fz".
+template <typename Call>
+static void stats_session(Call& call) {
+    using namespace vmmd;
+    const uint8_t uuid[16] = {0x0d, 0x9a, 0x3b, 0x2e, 0x2f, 0x7c, 0x4c, 0x59, 0x9e, 0x7e, 0x7a, 0x3c, 0x1a, 0x5b, 0x9f, 0x10};
+    auto words = [](std::initializer_list<int32_t> ws) {
+        xdr::Writer w;
+        for (int32_t v : ws) w.i32(v);
+        return w.take();
+    };
+    auto on_fz = [&uuid](std::initializer_list<int32_t> ws) {
+        xdr::Writer w;
+        w.string("fz");
+        w.fixed_opaque(uuid);
+        w.i32(-1);
+        for (int32_t v : ws) w.i32(v);
+        return w.take();
+    };
+    xdr::Writer open;
+    open.optional_string(std::string("vmm:///system"));
+    open.u32(0);
+    call(1, open.take());
+    call(227, words({-1, 0, 0}));
+    call(227, words({0, 4, 0}));
+    call(228, words({4, -1, 0}));
+    call(102);
+    call(101, words({0, 1}));
+    call(293, words({1, 1, 0}));
+    call(17, on_fz({}));
+    call(18, on_fz({}));
+    call(200, on_fz({4 | 2}));
+    call(20, on_fz({2, 1}));
+    call(230, on_fz({2, 1, 2}));
+    call(159, on_fz({12, 0}));
+    xdr::Writer all;
+    all.u32(1);
+    all.string("fz");
+    all.fixed_opaque(uuid);
+    all.i32(-1);
+    all.u32(0);
+    all.u32(0);
+    call(344, all.take());
+    call(344, words({0, 15, 16}));
+}
+
 // One client connection to vmmd: what virsh sends first, the connection-level calls, a call
 // vmmd does not serve, a keepalive ping, and the close.
 static int libvirt_seeds(const std::string& dir) {
@@ -106,6 +152,10 @@ static int libvirt_seeds(const std::string& dir) {
     add(rpc::kKeepaliveProgram, rpc::kKeepalivePing, rpc::Type::message, {});
     call(2);
     std::ofstream(dir + "/session", std::ios::binary)
+        .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
+    session.clear();
+    stats_session(call);
+    std::ofstream(dir + "/stats", std::ios::binary)
         .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
     return 0;
 }

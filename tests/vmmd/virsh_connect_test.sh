@@ -37,8 +37,8 @@ expect "nodeinfo memory" "$out" "Memory size: +$mem_kib KiB"
 out=$(virsh -r -c "$uri" version 2>&1) || fail "virsh -r version: $out"
 expect "read-only connection" "$out" "Running hypervisor: vmm"
 out=$(virsh -c "$uri" domjobinfo nothing 2>&1) && fail "domjobinfo of no domain: $out"
-out=$(virsh -c "$uri" nodecpustats 2>&1) && fail "nodecpustats should not be served: $out"
-expect "an unserved function is refused by name" "$out" "not supported by the vmm driver: NODE_GET_CPU_STATS"
+out=$(virsh -c "$uri" sysinfo 2>&1) && fail "sysinfo should not be served: $out"
+expect "an unserved function is refused by name" "$out" "not supported by the vmm driver: CONNECT_GET_SYSINFO"
 
 # Garbage: a length past libvirt's maximum, then a valid length with a header that is not one.
 python3 - "$sock" <<'PY' || fail "garbage client"

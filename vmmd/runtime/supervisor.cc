@@ -18,6 +18,7 @@
 #include "vmmd/domain/domain_xml.h"
 #include "vmmd/runtime/launch.h"
 #include "vmmd/runtime/log_tail.h"
+#include "vmmd/runtime/proc_stats.h"
 #include "vmmd/runtime/run_record.h"
 
 namespace vmmd {
@@ -280,24 +281,16 @@ void Supervisor::set_phase(const Uuid& uuid, MigrationPhase phase) {
     if (auto s = record(*r, now ? now->state : DomainState{}); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
 }
 
-uint64_t Supervisor::cpu_time_ns(const Uuid& uuid) const {
+std::optional<pid_t> Supervisor::vmm_pid(const Uuid& uuid) const {
     auto r = find(uuid);
-    if (!r) return 0;
-    std::ifstream f(fmt::format("/proc/{}/stat", r->process->identity().pid));
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    // Fields after the command (which may hold spaces, so after its closing parenthesis): state
-    // is field 3, utime and stime fields 14 and 15, in clock ticks.
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream rest(stat.substr(close + 2));
-    std::string field;
-    uint64_t utime = 0, stime = 0;
-    for (int n = 3; n <= 15 && rest >> field; ++n) {
-        if (n == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-        if (n == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-    }
-    long ticks = ::sysconf(_SC_CLK_TCK);
-    return ticks > 0 ? (utime + stime) * (1000000000ull / static_cast<uint64_t>(ticks)) : 0;
+    if (!r) return std::nullopt;
+    return r->process->identity().pid;
+}
+
+uint64_t Supervisor::cpu_time_ns(const Uuid& uuid) const {
+    auto pid = vmm_pid(uuid);
+    auto t = pid ? read_task(*pid) : std::nullopt;
+    return t ? t->user_ns + t->system_ns : 0;
 }
 
 Status Supervisor::suspend(const Uuid& uuid) { return change_run_state(uuid, true); }

@@ -90,6 +90,8 @@ public:
     // The CPU time the domain's vmm has used (user and system, every thread), in ns; 0 if it
     // does not run or cannot be read.
     uint64_t cpu_time_ns(const Uuid& uuid) const;
+    // The pid of a running domain's vmm (for what /proc says of it: proc_stats.h).
+    std::optional<pid_t> vmm_pid(const Uuid& uuid) const;
     // The domain's vmm log (what a failure quotes the last line of).
     std::string log_path(const DomainDef& def) const;
     // Waits until the domain does not run (true) or `timeout` passes (false).
