@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     for (auto& p : images.procedures()) table.push_back(std::move(p));
+    vmmd::autostart_domains(**store, **supervisor, images, state_dir + "/autostarted");
     vmmd::ManagedSaves managed_save{[&images](const vmmd::DomainDef& def) { return images.has_managed(def); },
                                     [&images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); },
                                     [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};

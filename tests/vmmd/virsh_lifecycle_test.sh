@@ -3,7 +3,7 @@
 # suspend, resume, shutdown, destroy, a transient domain (create), lifecycle events (virsh event),
 # a read-only connection refused a destroy, a failed start reported with the vmm's own words, a
 # restart of vmmd that keeps the running domain, and a vmm killed behind vmmd's back noticed as
-# crashed.
+# crashed; autostart, once per boot of the host.
 #   virsh_lifecycle_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -138,3 +138,44 @@ PY
 else
     echo "note: /usr/bin/python3 has no libvirt module (apt-get install python3-libvirt): the Python part is skipped"
 fi
+
+# Autostart: marked (a persistent domain only), listed by the filter, started when vmmd starts in
+# a new boot of the host, and not when vmmd restarts in the same one (the domain was stopped
+# meanwhile: it stays so). A new boot is what removing the marker of the last one stands for.
+cat >"$dir/auto.xml" <<'XML'
+<domain type='vmm'>
+  <name>auto</name>
+  <memory unit='MiB'>16</memory>
+  <os><type>hvm</type><kernel>idle</kernel></os>
+</domain>
+XML
+out=$(v define "$dir/auto.xml") || fail "define auto: $out"
+out=$(v autostart auto) || fail "autostart: $out"
+expect "autostart marks it" "$(v dominfo auto)" "Autostart: +enable"
+expect "list --autostart shows it" "$(v list --all --autostart)" " auto "
+out=$(v list --all --no-autostart) || fail "list --no-autostart: $out"
+grep -q " auto " <<<"$out" && fail "list --no-autostart shows an autostart domain: $out"
+echo "ok: list --no-autostart leaves it out"
+stop_vmmd
+start_vmmd "$build"
+out=$(v domstate auto) || fail "domstate auto: $out"
+expect "a restart in the same boot starts nothing" "$out" "shut off"
+rm "$dir/state/autostarted"  # a new boot
+stop_vmmd
+start_vmmd "$build"
+expect "a new boot starts it" "$(v domstate auto)" "running"
+expect "the log says so" "$(cat "$dir/log")" "domain 'auto' autostarted"
+out=$(v destroy auto) || fail "destroy auto: $out"
+out=$(v autostart --disable auto) || fail "autostart --disable: $out"
+expect "autostart --disable" "$(v dominfo auto)" "Autostart: +disable"
+out=$(v autostart auto) || fail "autostart again: $out"
+out=$(v undefine auto) || fail "undefine auto: $out"
+[ -z "$(ls "$dir/state/autostart")" ] || fail "undefine left an autostart mark: $(ls "$dir/state/autostart")"
+echo "ok: undefine drops its autostart mark"
+sed 's/<name>auto</<name>auto2</' "$dir/auto.xml" >"$dir/auto2.xml"
+out=$(v create "$dir/auto2.xml") || fail "create auto2: $out"
+out=$(v autostart auto2) && fail "a transient domain was marked autostart: $out"
+expect "a transient domain cannot autostart" "$out" "cannot set autostart for transient domain"
+out=$(v destroy auto2) || fail "destroy auto2: $out"
+out=$(virsh -r -c "$uri" autostart demo 2>&1) && fail "a read-only connection set autostart: $out"
+echo "ok: a read-only connection cannot set autostart"

@@ -63,7 +63,9 @@ bool listed(const DomainView& v, uint32_t flags, const ManagedSaves& managed) {
     }
     auto group = [flags](uint32_t mask, bool pass) { return (flags & mask) == 0 || pass; };
     bool running = v.active() && v.state.state == VIR_DOMAIN_RUNNING, paused = v.active() && v.state.state == VIR_DOMAIN_PAUSED;
-    return group(VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE,
+    return group(VIR_CONNECT_LIST_DOMAINS_AUTOSTART | VIR_CONNECT_LIST_DOMAINS_NO_AUTOSTART,
+                 (flags & (v.autostart ? VIR_CONNECT_LIST_DOMAINS_AUTOSTART : VIR_CONNECT_LIST_DOMAINS_NO_AUTOSTART)) != 0) &&
+           group(VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE,
                  (flags & (v.active() ? VIR_CONNECT_LIST_DOMAINS_ACTIVE : VIR_CONNECT_LIST_DOMAINS_INACTIVE)) != 0) &&
            group(VIR_CONNECT_LIST_DOMAINS_PERSISTENT | VIR_CONNECT_LIST_DOMAINS_TRANSIENT,
                  (flags & (v.persistent ? VIR_CONNECT_LIST_DOMAINS_PERSISTENT : VIR_CONNECT_LIST_DOMAINS_TRANSIENT)) != 0) &&
@@ -99,6 +101,17 @@ Reply get_info(const DomainView& v, const ManagedSaves& runtime) {
     // cpuTime: the vmm's own (its vCPUs' and its migrations'), as libvirt's QEMU driver reports its process's.
     w.u64(v.active() && runtime.cpu_time_ns ? runtime.cpu_time_ns(v.def.uuid) : 0);
     return rpc::ok(std::move(w));
+}
+
+Reply set_autostart(DomainStore& store, const DomainView& v, Reader& a) {
+    auto on = a.i32();
+    if (!on) return undecodable("DOMAIN_SET_AUTOSTART");
+    if (!v.persistent) {
+        return rpc::fail(VIR_ERR_OPERATION_INVALID,
+                         fmt::format("Requested operation is not valid: cannot set autostart for transient domain '{}'", v.def.name));
+    }
+    if (auto s = store.set_autostart(v.def.uuid, *on != 0); !s) return rpc::fail(VIR_ERR_OPERATION_FAILED, s.error().message());
+    return rpc::ok();
 }
 
 Reply get_state(const DomainView& v) {
@@ -199,7 +212,9 @@ std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::U
         {Proc::DOMAIN_IS_PERSISTENT, Access::read_only,
          on_domain(store, "DOMAIN_IS_PERSISTENT", [](const DomainView& v, Reader&) { return rpc::ok_i32(v.persistent ? 1 : 0); })},
         {Proc::DOMAIN_GET_AUTOSTART, Access::read_only,
-         on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView&, Reader&) { return rpc::ok_i32(0); })},
+         on_domain(store, "DOMAIN_GET_AUTOSTART", [](const DomainView& v, Reader&) { return rpc::ok_i32(v.autostart ? 1 : 0); })},
+        {Proc::DOMAIN_SET_AUTOSTART, Access::write,
+         on_domain(store, "DOMAIN_SET_AUTOSTART", [&store](const DomainView& v, Reader& a) { return set_autostart(store, v, a); })},
         {Proc::DOMAIN_GET_OS_TYPE, Access::read_only, on_domain(store, "DOMAIN_GET_OS_TYPE", [](const DomainView&, Reader&) { return rpc::ok_string("hvm"); })},
     };
     for (rpc::Procedure& p : lookups(store)) t.push_back(std::move(p));

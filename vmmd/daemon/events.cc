@@ -46,7 +46,7 @@ void EventHub::send(int32_t event_id, const Uuid& domain, Proc proc, const std::
 
 void EventHub::lifecycle(const DomainDef& def, int id, LifecycleEvent e) {
     xdr::Writer w;  // remote_domain_event_callback_lifecycle_msg, after the callback's id
-    put_domain(w, DomainView{def, true, e.event == VIR_DOMAIN_EVENT_STOPPED ? -1 : id, {}});
+    put_domain(w, DomainView{def, true, false, e.event == VIR_DOMAIN_EVENT_STOPPED ? -1 : id, {}});
     w.i32(e.event);
     w.i32(e.detail);
     send(VIR_DOMAIN_EVENT_ID_LIFECYCLE, def.uuid, Proc::DOMAIN_EVENT_CALLBACK_LIFECYCLE, w.bytes());
@@ -54,14 +54,14 @@ void EventHub::lifecycle(const DomainDef& def, int id, LifecycleEvent e) {
 
 void EventHub::migration_iteration(const DomainDef& def, int id, int iteration) {
     xdr::Writer w;  // remote_domain_event_callback_migration_iteration_msg, after the callback's id
-    put_domain(w, DomainView{def, true, id, {}});
+    put_domain(w, DomainView{def, true, false, id, {}});
     w.i32(iteration);
     send(VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION, def.uuid, Proc::DOMAIN_EVENT_CALLBACK_MIGRATION_ITERATION, w.bytes());
 }
 
 void EventHub::job_completed(const DomainDef& def, int id, const std::vector<rpc::TypedParam>& stats) {
     xdr::Writer w;  // remote_domain_event_callback_job_completed_msg, after the callback's id
-    put_domain(w, DomainView{def, true, id, {}});
+    put_domain(w, DomainView{def, true, false, id, {}});
     rpc::encode_typed_params(w, stats);
     send(VIR_DOMAIN_EVENT_ID_JOB_COMPLETED, def.uuid, Proc::DOMAIN_EVENT_CALLBACK_JOB_COMPLETED, w.bytes());
 }

@@ -4,7 +4,11 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include <fstream>
+
+#include "vmm/common/log.h"
 #include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/atomic_file.h"
 #include "vmmd/domain/domain_xml.h"
 
 namespace vmmd {
@@ -110,6 +114,37 @@ std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor&
         {Proc::DOMAIN_RESUME, Access::write,
          on_domain(store, "DOMAIN_RESUME", [&sup](const DomainView& v, Reader&) { return pause_or_resume(sup, v, false); })},
     };
+}
+
+namespace {
+
+std::string first_line(const std::string& path) {
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    return line;
+}
+
+}  // namespace
+
+void autostart_domains(DomainStore& store, Supervisor& sup, SaveImages& images, const std::string& marker) {
+    std::string boot = first_line("/proc/sys/kernel/random/boot_id");
+    if (boot.empty()) {
+        vmm::log::warn("vmmd: autostart: cannot read /proc/sys/kernel/random/boot_id; no domain is autostarted");
+        return;
+    }
+    if (first_line(marker) == boot) return;  // a restart in the same boot: what runs was adopted, the rest stays
+    // Recorded first: a vmmd that dies while it autostarts must not start them again in this boot.
+    if (auto s = write_file_atomically(marker, boot + "\n"); !s) {
+        vmm::log::warn("vmmd: autostart: {}; no domain is autostarted", s.error().message());
+        return;
+    }
+    for (const DomainView& v : store.list()) {
+        if (!v.persistent || !v.autostart || v.active()) continue;
+        Reply r = start(store, sup, v.def, false, &images);
+        if (r.error) vmm::log::warn("vmmd: domain '{}': autostart failed: {}", v.def.name, r.error->message);
+        else vmm::log::info("vmmd: domain '{}' autostarted", v.def.name);
+    }
 }
 
 }  // namespace vmmd

@@ -15,4 +15,11 @@ namespace vmmd {
 std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& supervisor,
                                                  DomainStore::UuidSource random_uuid, SaveImages& images);
 
+// Starts each persistent domain marked autostart that does not run (restoring a managed save
+// image where it has one), once per boot of the host, as libvirt does: `marker` keeps the boot id
+// (/proc/sys/kernel/random/boot_id) of the vmmd start that did it, so a vmmd restarted in the same
+// boot (after a crash or an upgrade) starts nothing: a domain stopped, or migrated away, since
+// then stays where it is. Each failure is logged; the rest still start.
+void autostart_domains(DomainStore& store, Supervisor& supervisor, SaveImages& images, const std::string& marker);
+
 }  // namespace vmmd

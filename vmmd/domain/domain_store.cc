@@ -18,11 +18,11 @@ using vmm::Status;
 
 Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_dir, UuidSource random_uuid,
                                                        const std::function<void(const std::string&)>& warn) {
-    std::string dir = state_dir + "/domains";
-    for (const std::string& d : {state_dir, dir})
+    std::string dir = state_dir + "/domains", autostart = state_dir + "/autostart";
+    for (const std::string& d : {state_dir, dir, autostart})
         if (auto made = make_private_directory(d); !made) return made.error();
     std::error_code ec;
-    std::unique_ptr<DomainStore> s(new DomainStore(dir));
+    std::unique_ptr<DomainStore> s(new DomainStore(dir, autostart));
     std::vector<std::filesystem::path> files;  // in name order: which of two files with one name wins is stable
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
         if (entry.path().extension() == ".xml") files.push_back(entry.path());
@@ -45,12 +45,29 @@ Result<std::unique_ptr<DomainStore>> DomainStore::open(const std::string& state_
                              path.string(), def->name, format_uuid(same->def.uuid)));
             continue;
         }
-        s->domains_[def->uuid] = DomainView{*def, true, -1, {}};
+        bool marked = ::access(s->autostart_path(def->uuid).c_str(), F_OK) == 0;
+        s->domains_[def->uuid] = DomainView{*def, true, marked, -1, {}};
     }
     return s;
 }
 
 std::string DomainStore::path_of(const Uuid& uuid) const { return dir_ + "/" + format_uuid(uuid) + ".xml"; }
+std::string DomainStore::autostart_path(const Uuid& uuid) const { return autostart_dir_ + "/" + format_uuid(uuid); }
+
+Status DomainStore::set_autostart(const Uuid& uuid, bool on) {
+    std::lock_guard lock(mutex_);
+    auto it = domains_.find(uuid);
+    if (it == domains_.end()) return Error(fmt::format("no domain with uuid {}", format_uuid(uuid)));
+    if (!it->second.persistent) return Error(fmt::format("domain '{}' is transient: it has no definition to start again", it->second.def.name));
+    std::string path = autostart_path(uuid);
+    if (on) {
+        if (auto s = write_file_atomically(path, it->second.def.name + "\n"); !s) return s;
+    } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        return Error::from_errno("remove " + path);
+    }
+    it->second.autostart = on;
+    return {};
+}
 
 Status DomainStore::write_definition(const DomainDef& d) const {
     return write_file_atomically(path_of(d.uuid), format_domain_xml(d));
@@ -79,6 +96,8 @@ Status DomainStore::undefine(const Uuid& uuid) {
     auto it = domains_.find(uuid);
     if (it == domains_.end() || !it->second.persistent) return Error(fmt::format("no persistent domain with uuid {}", format_uuid(uuid)));
     if (::unlink(path_of(uuid).c_str()) != 0 && errno != ENOENT) return Error::from_errno("remove " + path_of(uuid));
+    (void)::unlink(autostart_path(uuid).c_str());  // as libvirt drops its autostart link
+    it->second.autostart = false;
     next_boot_.erase(uuid);
     if (it->second.active()) it->second.persistent = false;
     else domains_.erase(it);

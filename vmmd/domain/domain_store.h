@@ -31,6 +31,7 @@ struct DomainState {
 struct DomainView {
     DomainDef def;
     bool persistent = true;
+    bool autostart = false;  // started when vmmd first starts in a boot of the host
     int id = -1;  // -1 while it does not run
     DomainState state;
     bool active() const { return id >= 0; }
@@ -49,6 +50,9 @@ public:
     vmm::Result<DomainView> define(const DomainDef& def);
     // DOMAIN_UNDEFINE: forgets the definition (a running domain becomes transient).
     vmm::Status undefine(const Uuid& uuid);
+    // DOMAIN_SET_AUTOSTART: marks a persistent domain (a file in <state>/autostart named by its
+    // UUID, as libvirt's autostart links) to be started when vmmd starts in a new boot.
+    vmm::Status set_autostart(const Uuid& uuid, bool on);
     // DOMAIN_CREATE_XML: a domain with no definition on disk, forgotten when it stops. Its name
     // and UUID must be new.
     vmm::Result<DomainView> add_transient(const DomainDef& def);
@@ -67,11 +71,13 @@ public:
     std::optional<DomainView> by_id(int id) const;
 
 private:
-    explicit DomainStore(std::string dir) : dir_(std::move(dir)) {}
+    DomainStore(std::string dir, std::string autostart_dir) : dir_(std::move(dir)), autostart_dir_(std::move(autostart_dir)) {}
     std::string path_of(const Uuid& uuid) const;
+    std::string autostart_path(const Uuid& uuid) const;
     vmm::Status write_definition(const DomainDef& d) const;
 
-    std::string dir_;  // <state>/domains
+    std::string dir_;            // <state>/domains
+    std::string autostart_dir_;  // <state>/autostart
     mutable std::mutex mutex_;
     std::map<Uuid, DomainView> domains_;
     std::map<Uuid, DomainDef> next_boot_;  // defined while running: the definition for the next start

@@ -75,6 +75,24 @@ TEST_F(DomainStoreTest, AFileThatNoLongerParsesIsSkippedAndKept) {
     EXPECT_TRUE(std::filesystem::exists(bad));
 }
 
+TEST_F(DomainStoreTest, AutostartIsKeptAcrossARestartAndGoesWithTheDefinition) {
+    auto s = open();
+    ASSERT_TRUE(s->define(def("a", 1)));
+    ASSERT_TRUE(s->set_autostart(def("a", 1).uuid, true));
+    EXPECT_TRUE(s->by_name("a")->autostart);
+    s = open();
+    EXPECT_TRUE(s->by_name("a")->autostart);
+    ASSERT_TRUE(s->set_autostart(def("a", 1).uuid, false));
+    EXPECT_FALSE(open()->by_name("a")->autostart);
+    ASSERT_TRUE(s->set_autostart(def("a", 1).uuid, true));
+    ASSERT_TRUE(s->undefine(def("a", 1).uuid));
+    EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/autostart"));
+    ASSERT_TRUE(s->add_transient(def("t", 2)));
+    auto refused = s->set_autostart(def("t", 2).uuid, true);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message().find("transient"), std::string::npos);
+}
+
 TEST_F(DomainStoreTest, ATransientDomainIsForgottenWhenItStops) {
     auto s = open();
     ASSERT_TRUE(s->define(def("p", 1)));
