@@ -14,6 +14,7 @@
 #include "vmm/common/log.h"
 #include "vmm/common/search_path.h"
 #include "vmm/common/signal_watcher.h"
+#include "vmmd/daemon/config_procedures.h"
 #include "vmmd/daemon/connect_procedures.h"
 #include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/events.h"
@@ -180,6 +181,7 @@ int main(int argc, char** argv) {
                                     [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};
     for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save)) table.push_back(std::move(p));
     for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images)) table.push_back(std::move(p));
+    for (auto& p : vmmd::config_procedures(**store)) table.push_back(std::move(p));
     for (auto& p : vmmd::stats_procedures(**store, [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.vmm_pid(uuid); }))
         table.push_back(std::move(p));
     vmmd::rpc::Dispatcher dispatcher(std::move(table));

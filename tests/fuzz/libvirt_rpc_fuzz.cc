@@ -1,7 +1,7 @@
 // libFuzzer target for vmmd's side of libvirt's RPC: the input is what a client sends on one
 // connection, read as vmmd reads it (length word, then header and payload), each call answered
-// by the connection-level procedures and the statistics ones (over a store that holds one domain,
-// "fz", whose UUID the seeds use; no vmm runs it). Any crash, sanitizer report or reply of ours that does not
+// by the connection-level procedures, the statistics ones and those that change a definition in
+// part (over a store that holds one domain, "fz", whose UUID the seeds use; no vmm runs it). Any crash, sanitizer report or reply of ours that does not
 // decode is a bug; an input that does not frame ends the connection, as it does in vmmd.
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <span>
 
+#include "vmmd/daemon/config_procedures.h"
 #include "vmmd/daemon/connect_procedures.h"
 #include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/domain/domain_xml.h"
@@ -42,8 +43,9 @@ struct FuzzStore {
     }
 };
 
-rpc::Dispatcher make_dispatcher(const DomainStore& store) {
+rpc::Dispatcher make_dispatcher(DomainStore& store) {
     std::vector<rpc::Procedure> table = connect_procedures({"vmm:///system", 1000, "/usr/bin/vmm"});
+    for (auto& p : config_procedures(store)) table.push_back(std::move(p));
     for (auto& p : stats_procedures(store, [](const Uuid&) { return std::optional<pid_t>(); })) table.push_back(std::move(p));
     return rpc::Dispatcher(std::move(table));
 }
@@ -51,7 +53,7 @@ rpc::Dispatcher make_dispatcher(const DomainStore& store) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static const FuzzStore fuzz_store;
+    static FuzzStore fuzz_store;
     static const rpc::Dispatcher dispatcher = make_dispatcher(*fuzz_store.store);
     rpc::Caller caller;
     std::span<const uint8_t> in(data, size);

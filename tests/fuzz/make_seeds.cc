@@ -83,7 +83,8 @@ static int monitor_seeds(const std::string& dir) {
 #include "vmmd/rpc/message.h"
 
 // The statistics calls (vmmd/daemon/stats_procedures.cc) as virsh nodecpustats, nodememstats,
-// freecell, vcpuinfo, vcpucount, dommemstat and domstats make them, on the fuzzer's domain "fz".
+// freecell, vcpuinfo, vcpucount, dommemstat and domstats make them, and the changes in part
+// (config_procedures.cc), on the fuzzer's domain "fz".
 template <typename Call>
 static void stats_session(Call& call) {
     using namespace vmmd;
@@ -126,6 +127,32 @@ static void stats_session(Call& call) {
     all.u32(0);
     call(344, all.take());
     call(344, words({0, 15, 16}));
+    // virsh metadata URI --key app --set XML --config, then its read, and setmaxmem --config.
+    xdr::Writer set;
+    set.string("fz");
+    set.fixed_opaque(uuid);
+    set.i32(-1);
+    set.i32(2);
+    set.optional_string(std::string("<owner team='db'>alice</owner>"));
+    set.optional_string(std::string("app"));
+    set.optional_string(std::string("http://example.org/app/1"));
+    set.u32(2);
+    call(264, set.take());
+    xdr::Writer get;
+    get.string("fz");
+    get.fixed_opaque(uuid);
+    get.i32(-1);
+    get.i32(2);
+    get.optional_string(std::string("http://example.org/app/1"));
+    get.u32(0);
+    call(265, get.take());
+    xdr::Writer mem;
+    mem.string("fz");
+    mem.fixed_opaque(uuid);
+    mem.i32(-1);
+    mem.u64(8192);
+    mem.u32(2 | 4);
+    call(204, mem.take());
 }
 
 // One client connection to vmmd: what virsh sends first, the connection-level calls, a call
@@ -168,6 +195,10 @@ static int domain_seeds(const std::string& dir) {
         "<on_crash>destroy</on_crash><devices><serial type='file'><source path='/tmp/s'/></serial></devices>"
         "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:dirty-tracking>ring"
         "</vmm:dirty-tracking><vmm:prealloc>on</vmm:prealloc></vmm:vmm></metadata></domain>";
+    std::ofstream(dir + "/others-metadata") << "<domain type='vmm' xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>"
+        "<name>n</name><memory>4096</memory><os><kernel>idle</kernel></os><metadata><nova:instance><nova:name>web</nova:name>"
+        "<nova:flavor name='m1'/></nova:instance><plain a='1'>x &amp; y</plain><d xmlns='urn:d'><e/></d></metadata></domain>";
+    std::ofstream(dir + "/metadata-fragment") << "<owner team='db'><x:sub xmlns:x='urn:x'>alice</x:sub></owner>";
     std::ofstream(dir + "/small") << "<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os></domain>";
     auto image = vmmd::encode_save_image_header({"<domain type='vmm'><name>a</name></domain>", true});
     std::ofstream(dir + "/save-image", std::ios::binary).write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));

@@ -6,10 +6,18 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace vmmd {
 
 using Uuid = std::array<uint8_t, 16>;
+
+// An element of <metadata> in another application's namespace: kept whole, as given.
+struct ForeignMetadata {
+    std::string uri;  // its namespace
+    std::string xml;  // the element, its namespace declared on it
+    bool operator==(const ForeignMetadata&) const = default;
+};
 
 struct DomainDef {
     std::string name;
@@ -26,6 +34,7 @@ struct DomainDef {
     std::string dirty_tracking = "log";  // log or ring
     bool prealloc = false;
     std::optional<std::string> title, description;  // kept as given, change nothing
+    std::vector<ForeignMetadata> metadata;           // others' elements of <metadata>, in order
     bool operator==(const DomainDef&) const = default;
 };
 

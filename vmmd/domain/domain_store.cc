@@ -91,6 +91,35 @@ Result<DomainView> DomainStore::define(const DomainDef& def) {
     return v;
 }
 
+Status DomainStore::edit(const Uuid& uuid, bool live, bool config, const std::function<Status(DomainDef&)>& change) {
+    std::lock_guard lock(mutex_);
+    auto it = domains_.find(uuid);
+    if (it == domains_.end()) return Error(fmt::format("no domain with uuid {}", format_uuid(uuid)));
+    DomainView& v = it->second;
+    if (live && !v.active()) return Error(fmt::format("domain '{}' is not running", v.def.name));
+    if (config && !v.persistent) return Error(fmt::format("domain '{}' is transient: it has no persistent definition", v.def.name));
+    auto next = next_boot_.find(uuid);
+    DomainDef live_def = v.def, config_def = next != next_boot_.end() ? next->second : v.def;
+    if (live)
+        if (auto s = change(live_def); !s) return s;
+    if (config) {
+        if (auto s = change(config_def); !s) return s;
+        if (auto s = write_definition(config_def); !s) return s;
+    }
+    if (v.active() && v.persistent && live_def != config_def) next_boot_[uuid] = config_def;
+    else next_boot_.erase(uuid);
+    v.def = v.active() ? live_def : config_def;
+    return {};
+}
+
+std::optional<DomainDef> DomainStore::config_of(const Uuid& uuid) const {
+    std::lock_guard lock(mutex_);
+    auto it = domains_.find(uuid);
+    if (it == domains_.end() || !it->second.persistent) return std::nullopt;
+    auto next = next_boot_.find(uuid);
+    return next != next_boot_.end() ? next->second : it->second.def;
+}
+
 Status DomainStore::undefine(const Uuid& uuid) {
     std::lock_guard lock(mutex_);
     auto it = domains_.find(uuid);

@@ -53,6 +53,12 @@ public:
     // DOMAIN_SET_AUTOSTART: marks a persistent domain (a file in <state>/autostart named by its
     // UUID, as libvirt's autostart links) to be started when vmmd starts in a new boot.
     vmm::Status set_autostart(const Uuid& uuid, bool on);
+    // virsh desc, metadata, setmem --config: `change` applied to the running domain's definition
+    // (`live`: it must run) and to the persistent one (`config`: it must be persistent; written
+    // to disk, used from the next start). A change refused by `change` changes nothing.
+    vmm::Status edit(const Uuid& uuid, bool live, bool config, const std::function<vmm::Status(DomainDef&)>& change);
+    // The definition the next start uses: nullopt for a transient domain.
+    std::optional<DomainDef> config_of(const Uuid& uuid) const;
     // DOMAIN_CREATE_XML: a domain with no definition on disk, forgotten when it stops. Its name
     // and UUID must be new.
     vmm::Result<DomainView> add_transient(const DomainDef& def);

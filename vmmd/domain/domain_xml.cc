@@ -9,6 +9,8 @@
 #include <set>
 #include <vector>
 
+#include "vmmd/domain/metadata_xml.h"
+
 namespace vmmd {
 
 using vmm::Error;
@@ -111,9 +113,18 @@ Status parse_vmm_metadata(const xmlNode* vmm, DomainDef& d) {
 
 Status parse_metadata(const xmlNode* metadata, DomainDef& d) {
     for (const xmlNode* c = metadata->children; c != nullptr; c = c->next) {
-        if (c->type != XML_ELEMENT_NODE || c->ns == nullptr) continue;  // others' metadata is theirs
-        if (std::strcmp(reinterpret_cast<const char*>(c->ns->href), kVmmNamespace) == 0 && name_of(c) == "vmm")
+        if (c->type != XML_ELEMENT_NODE) continue;
+        if (c->ns != nullptr && std::strcmp(reinterpret_cast<const char*>(c->ns->href), kVmmNamespace) == 0) {
+            if (name_of(c) != "vmm") return Error(fmt::format("<vmm:{}> in <metadata>: vmm's settings go in <vmm:vmm>", name_of(c)));
             if (auto s = parse_vmm_metadata(c, d); !s) return s;
+            continue;
+        }
+        auto kept = foreign_metadata(c);  // others' metadata is theirs: kept as given
+        if (!kept) return kept.error();
+        if (d.metadata.size() >= kMaxMetadataElements) {
+            return Error(fmt::format("<metadata> holds more than {} elements of others", kMaxMetadataElements));
+        }
+        d.metadata.push_back(std::move(*kept));
     }
     return {};
 }

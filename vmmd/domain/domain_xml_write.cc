@@ -26,8 +26,10 @@ std::string format_domain_xml(const DomainDef& d, std::optional<int> id) {
     if (d.title) x += fmt::format("  <title>{}</title>\n", xml_escape(*d.title));
     if (d.description) x += fmt::format("  <description>{}</description>\n", xml_escape(*d.description));
     x += fmt::format("  <metadata>\n    <vmm:vmm xmlns:vmm='{}'>\n      <vmm:dirty-tracking>{}</vmm:dirty-tracking>\n"
-                     "      <vmm:prealloc>{}</vmm:prealloc>\n    </vmm:vmm>\n  </metadata>\n",
+                     "      <vmm:prealloc>{}</vmm:prealloc>\n    </vmm:vmm>\n",
                      kVmmNamespace, d.dirty_tracking, d.prealloc ? "on" : "off");
+    for (const ForeignMetadata& m : d.metadata) x += "    " + m.xml + "\n";  // as given
+    x += "  </metadata>\n";
     x += fmt::format("  <memory unit='KiB'>{}</memory>\n  <currentMemory unit='KiB'>{}</currentMemory>\n", d.memory_kib,
                      d.memory_kib);
     if (d.hard_limit_kib) x += fmt::format("  <memtune>\n    <hard_limit unit='KiB'>{}</hard_limit>\n  </memtune>\n", *d.hard_limit_kib);

@@ -93,6 +93,29 @@ TEST_F(DomainStoreTest, AutostartIsKeptAcrossARestartAndGoesWithTheDefinition) {
     EXPECT_NE(refused.error().message().find("transient"), std::string::npos);
 }
 
+TEST_F(DomainStoreTest, EditsGoLiveOrToTheNextStartAndARefusedOneChangesNothing) {
+    auto s = open();
+    DomainDef a = def("a", 1);
+    ASSERT_TRUE(s->define(a));
+    auto title = [](std::string t) { return [t](DomainDef& d) -> vmm::Status { d.title = t; return {}; }; };
+    EXPECT_FALSE(s->edit(a.uuid, true, false, title("x")));  // not running
+    ASSERT_TRUE(s->edit(a.uuid, false, true, title("stopped")));
+    EXPECT_EQ(s->by_uuid(a.uuid)->def.title, "stopped");
+    EXPECT_EQ(open()->by_uuid(a.uuid)->def.title, "stopped");  // on disk
+    s->set_running(a.uuid, 7, {}, s->by_uuid(a.uuid)->def);
+    ASSERT_TRUE(s->edit(a.uuid, true, false, title("live")));
+    ASSERT_TRUE(s->edit(a.uuid, false, true, title("next")));
+    EXPECT_EQ(s->by_uuid(a.uuid)->def.title, "live");
+    EXPECT_EQ(s->config_of(a.uuid)->title, "next");
+    EXPECT_FALSE(s->edit(a.uuid, true, true, [](DomainDef&) -> vmm::Status { return vmm::Error("no"); }));
+    EXPECT_EQ(s->by_uuid(a.uuid)->def.title, "live");
+    s->set_stopped(a.uuid, {});
+    EXPECT_EQ(s->by_uuid(a.uuid)->def.title, "next");
+    ASSERT_TRUE(s->add_transient(def("t", 2)));
+    EXPECT_FALSE(s->edit(def("t", 2).uuid, false, true, title("x")));  // no persistent definition
+    EXPECT_FALSE(s->config_of(def("t", 2).uuid));
+}
+
 TEST_F(DomainStoreTest, ATransientDomainIsForgottenWhenItStops) {
     auto s = open();
     ASSERT_TRUE(s->define(def("p", 1)));
