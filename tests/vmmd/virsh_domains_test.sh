@@ -77,10 +77,17 @@ try:
     raise SystemExit("found a domain that does not exist")
 except libvirt.libvirtError as e:
     assert e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN, e.get_error_code()
+    assert e.get_error_domain() == libvirt.VIR_FROM_DOM, e.get_error_domain()
+try:
+    c.defineXML("<domain type='vmm'><name>x</name><memory>4096</memory><os><kernel>idle</kernel></os><features/></domain>")
+    raise SystemExit("a definition with <features> was taken")
+except libvirt.libvirtError as e:
+    assert e.get_error_code() == libvirt.VIR_ERR_XML_ERROR, e.get_error_code()
+    assert e.get_error_domain() == libvirt.VIR_FROM_DOMAIN, e.get_error_domain()
 print("python ok", d.name(), d.info())
 PY
 ) || fail "python: $out"
-    expect "libvirt-python: lookups, lists, state, XML" "$out" "python ok demo"
+    expect "libvirt-python: lookups, lists, state, XML, errors with their code and domain" "$out" "python ok demo"
 else
     echo "note: /usr/bin/python3 has no libvirt module (apt-get install python3-libvirt): the Python part is skipped"
 fi

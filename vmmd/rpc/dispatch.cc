@@ -22,10 +22,27 @@ Reply ok_string(const std::string& s) {
     w.string(s);
     return ok(std::move(w));
 }
+int32_t error_domain(int32_t code) {
+    switch (code) {
+        // The protocol itself: what does not decode, frame or authenticate, and a procedure vmmd
+        // does not serve (libvirtd's dispatcher answers an unknown one from its RPC code too).
+        case VIR_ERR_RPC:
+        case VIR_ERR_NO_SUPPORT:
+        case VIR_ERR_AUTH_FAILED:
+        case VIR_ERR_NO_CONNECT:
+        case VIR_ERR_OPERATION_DENIED: return VIR_FROM_RPC;
+        // A definition that is not one vmm can take.
+        case VIR_ERR_XML_ERROR:
+        case VIR_ERR_XML_DETAIL: return VIR_FROM_DOMAIN;
+        // Everything else is an operation on a domain (or the host beside it).
+        default: return VIR_FROM_DOM;
+    }
+}
+
 Reply fail(int32_t code, std::string message) {
     RemoteError e;
     e.code = code;
-    e.domain = VIR_FROM_NONE;
+    e.domain = error_domain(code);
     e.message = std::move(message);
     return Reply{{}, std::move(e)};
 }

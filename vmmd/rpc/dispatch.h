@@ -26,7 +26,10 @@ Reply ok();  // a procedure with no return value
 Reply ok_i32(int32_t v);                 // the common one-value returns
 Reply ok_u64(uint64_t v);
 Reply ok_string(const std::string& s);
-Reply fail(int32_t code, std::string message);
+Reply fail(int32_t code, std::string message);  // in the error domain of `code` (error_domain)
+// libvirt's error domain (virErrorDomain) for an error code vmmd answers with: VIR_FROM_RPC for
+// the protocol's own, VIR_FROM_DOMAIN for a definition refused, VIR_FROM_DOM for the rest.
+int32_t error_domain(int32_t code);
 
 // What a client connection may do.
 enum class Access {

@@ -180,6 +180,7 @@ std::optional<std::vector<uint8_t>> answer(const rpc::Dispatcher& d, rpc::Caller
         reply.status = rpc::ReplyStatus::error;
         rpc::RemoteError e;
         e.code = VIR_ERR_RPC;
+        e.domain = rpc::error_domain(VIR_ERR_RPC);
         e.message = std::move(why);
         return rpc::encode_message(reply, rpc::encode_error(e));
     };

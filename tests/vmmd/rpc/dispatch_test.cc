@@ -88,10 +88,18 @@ TEST(RpcDispatch, AnUnservedProcedureIsRefusedByItsLibvirtName) {
     Answer a = answer(d, c, call(53));
     ASSERT_TRUE(a.error);
     EXPECT_EQ(a.error->code, VIR_ERR_NO_SUPPORT);
+    EXPECT_EQ(a.error->domain, VIR_FROM_RPC);
     EXPECT_NE(a.error->message.find("DOMAIN_CORE_DUMP"), std::string::npos) << a.error->message;
     Answer unknown = answer(d, c, call(100000));
     ASSERT_TRUE(unknown.error);
     EXPECT_NE(unknown.error->message.find("procedure 100000"), std::string::npos) << unknown.error->message;
+}
+
+TEST(RpcDispatch, EveryErrorHasLibvirtsErrorDomain) {
+    EXPECT_EQ(fail(VIR_ERR_NO_DOMAIN, "x").error->domain, VIR_FROM_DOM);
+    EXPECT_EQ(fail(VIR_ERR_OPERATION_INVALID, "x").error->domain, VIR_FROM_DOM);
+    EXPECT_EQ(fail(VIR_ERR_XML_ERROR, "x").error->domain, VIR_FROM_DOMAIN);
+    EXPECT_EQ(fail(VIR_ERR_RPC, "x").error->domain, VIR_FROM_RPC);
 }
 
 TEST(RpcDispatch, ArgumentsThatDoNotFitTheProcedureAreAnRpcError) {

@@ -13,7 +13,7 @@
 namespace vmmd::rpc {
 namespace {
 
-constexpr int32_t kLastNamed = 347;  // procedure_names.cc names 1..347
+constexpr int32_t kLastNamed = 443;  // procedure_names.cc names 1..443
 
 TEST(RemoteProcedures, EachNumberIsTheOneLibvirtGivesItsName) {
     int checked = 0;
