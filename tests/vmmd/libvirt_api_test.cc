@@ -247,5 +247,23 @@ TEST_F(TwoVmmd, PeerToPeerMigrateToUri3) {
     EXPECT_EQ(s->params.i32(VIR_DOMAIN_JOB_OPERATION), VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN);
 }
 
+// Nova sets parallel.connections; without VIR_MIGRATE_PARALLEL libvirt refuses it rather than
+// ignore it, and so does vmmd: the migration fails at once and the guest runs on at the source.
+TEST_F(TwoVmmd, ParallelConnectionsWithoutParallelAreRefusedAndTheSourceRunsOn) {
+    Domain d = define_and_start();
+    ASSERT_TRUE(d);
+    Params p;
+    std::string uri = next_migrate_uri();
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_URI, uri.c_str()), 0);
+    ASSERT_EQ(virTypedParamsAddInt(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS, 4), 0);
+    EXPECT_NE(virDomainMigrateToURI3(d.get(), tcp_uri().c_str(), p.list, static_cast<unsigned>(p.count),
+                                     VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER),
+              0);
+    EXPECT_NE(last_error().find("Turn parallel migration on to tune it"), std::string::npos) << last_error();
+    int state = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(d.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_RUNNING);
+}
+
 }  // namespace
 }  // namespace vmm::test

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stock virsh live-migrates a vmm domain between two vmmd on loopback over TCP (label libvirt):
 # the client library drives Begin3/Prepare3/Perform3/Finish3/Confirm3 across both daemons, and
-# with --p2p the source's vmmd drives them itself, as the destination's client over TCP.
+# with --p2p the source's vmmd drives them itself, as the destination's client (over TCP, and
+# over a unix socket).
 # Shown: migrate-setspeed and migrate-setmaxdowntime land in the vmm's own parameters; a paused
 # guest arrives with the same RAM digest (query-ramhash on both vmm); domjobinfo --completed on
 # both sides; --persistent and --undefinesource; domjobabort mid-migration and a destination vmm
@@ -15,7 +16,7 @@ build=$1
 start_vmmd "$build"
 tport=$((16600 + RANDOM % 400))
 start_destination "$build" --listen-tcp "127.0.0.1:$tport" --listen-tcp-insecure
-# What a --p2p source reaches the destination by: libvirt wants a host in it, so TCP.
+# What a --p2p source reaches the destination by: TCP here (a unix socket works too: below).
 p2p_uri="vmm+tcp://127.0.0.1:$tport/system"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
 port=$((49400 + RANDOM % 400))
@@ -102,8 +103,9 @@ echo "ok: --p2p: RAM digests equal ($after)"
 expect "--p2p: domjobinfo --completed on the source" "$(v domjobinfo demo --completed)" "Operation: +Outgoing migration"
 expect "--p2p: domjobinfo --completed on the destination" "$(d domjobinfo demo --completed)" "Operation: +Incoming migration"
 out=$(d resume demo) || fail "resume at the destination: $out"
+# Back by --p2p to a unix socket URI: libvirt's client takes one without a host.
 next_uri tcp
-out=$(d migrate --live --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back after --p2p: $out"
+out=$(d migrate --live --p2p --undefinesource demo "$uri" --migrateuri "$mig") || fail "migrate back by --p2p to $uri: $out"
 expect "back home after --p2p it runs" "$(v domstate demo --reason)" "running \(migrated\)"
 [ -z "$(dest_vmms)" ] || fail "a vmm is left on the destination"
 
@@ -128,7 +130,12 @@ out=$(v resume demo) || fail "resume: $out"
 out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed: $out"
 
 # domjobabort mid-migration, then a destination vmm killed mid-migration: the source runs on.
+# Each ends the destination's domain as libvirt's does: Stopped Failed (an incoming migration
+# that failed), not Crashed or Destroyed.
 running_job() { v domjobinfo demo | grep -q "Unbounded"; }
+stdbuf -oL virsh -c "$duri" event --all --loop --timeout 300 >"$dir/failed-events" 2>&1 &
+also_kill+=($!)
+n_failed=1
 for how in abort kill p2p-abort; do
     out=$(v migrate-setspeed demo 1) || fail "migrate-setspeed 1: $out"
     # Slower still than virsh's least (1 MiB/s), straight to the vmm: the 16 MiB the pattern guest
@@ -153,7 +160,12 @@ for how in abort kill p2p-abort; do
     expect "$how: the source runs on" "$(v domstate demo)" "^running"
     wait_until 10 no_dest_vmm || fail "$how: a vmm is left on the destination"
     expect "$how: nothing left on the destination" "$(d list --all --name | tr -d '[:space:]')" "^$"
+    failed_stops() { [ "$(grep -c "Stopped Failed" "$dir/failed-events")" -ge "$1" ]; }
+    wait_until 10 failed_stops "$n_failed" || fail "$how: the destination's domain did not stop as failed: $(cat "$dir/failed-events")"
+    echo "ok: $how: the destination's domain stopped as failed, as libvirt's"
+    n_failed=$((n_failed + 1))
 done
+grep -qE "Stopped (Crashed|Destroyed)" "$dir/failed-events" && fail "a failed incoming migration read as crashed or destroyed: $(cat "$dir/failed-events")"
 out=$(v migrate-setspeed demo 1000) || fail "migrate-setspeed: $out"
 
 next_uri rdma

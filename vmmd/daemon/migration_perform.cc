@@ -85,6 +85,8 @@ vmm::Result<Json> Migrations::migration_parameters(const DomainView& v, const Mi
     auto postcopy_bandwidth = rpc::uint_param(params, VIR_MIGRATE_PARAM_BANDWIDTH_POSTCOPY);
     for (const auto* r : {&connections, &bandwidth, &initial, &increment, &postcopy_bandwidth})
         if (!*r) return r->error();
+    // As libvirt's QEMU driver: a connection count without --parallel would be silently unused.
+    if (*connections && !parallel) return Error("Turn parallel migration on to tune it (parallel.connections without --parallel)");
     if (parallel) p["multifd-channels"] = connections->value_or(kDefaultParallelConnections);
     if (*bandwidth) {
         if (**bandwidth > kUnlimitedMiBs) return Error(fmt::format("bandwidth {} MiB/s is more than libvirt's unlimited", **bandwidth));

@@ -75,7 +75,7 @@ vmm::Status Migrations::start_incoming(const DomainDef& def, const MigrationUri&
     auto r = sup_.qmp(def.uuid, "migrate-set-capabilities", Json{{"capabilities", caps}});
     if (r) r = sup_.qmp(def.uuid, "migrate-incoming", Json{{"uri", vmm_uri(uri)}});
     if (r) return {};
-    (void)sup_.destroy(def.uuid, false);
+    (void)sup_.end_failed(def.uuid);
     return r.error();
 }
 
@@ -211,7 +211,7 @@ Reply Migrations::finish_failed(const Uuid& uuid, uint32_t flags, const std::str
         sup_.set_state(uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_POSTCOPY_FAILED},
                        LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_POSTCOPY_FAILED});
     } else {
-        (void)sup_.destroy(uuid, false);  // nothing of the guest is left here
+        (void)sup_.end_failed(uuid);  // nothing of the guest is left here: shut off (failed), as libvirt's
     }
     return refuse(VIR_ERR_OPERATION_FAILED, why);
 }
@@ -306,7 +306,7 @@ void Migrations::connection_closed(uint64_t connection) {
                        "Finish: its vmm is ended, as libvirt's QEMU driver ends one (the source keeps the guest)",
                        v->def.name);
         jobs_.set(uuid, {});
-        if (auto s = sup_.destroy(uuid, false); !s) vmm::log::warn("vmmd: domain '{}': {}", v->def.name, s.error().message());
+        if (auto s = sup_.end_failed(uuid); !s) vmm::log::warn("vmmd: domain '{}': {}", v->def.name, s.error().message());
     }
 }
 

@@ -195,7 +195,7 @@ Status SaveImages::load(const DomainDef& def, const std::string& path, uint64_t 
         // A vmm that refused the file has ended and said why in its log; one still there is ended.
         std::string why = sup_.wait_stopped(def.uuid, std::chrono::seconds(5)) ? last_log_line(sup_.log_path(def), log_from)
                                                                                 : done.error().message();
-        (void)sup_.destroy(def.uuid, false);
+        (void)sup_.end_failed(def.uuid);
         return Error(why);
     }
     if (!run) return {};

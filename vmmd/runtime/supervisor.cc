@@ -192,10 +192,13 @@ bool Supervisor::wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeou
     return stopped_.wait_for(lock, timeout, [&] { return running_.count(uuid) == 0; });
 }
 
-Status Supervisor::destroy(const Uuid& uuid, bool graceful) {
+Status Supervisor::destroy(const Uuid& uuid, bool graceful) { return stop_process(uuid, graceful, Intent::destroy); }
+Status Supervisor::end_failed(const Uuid& uuid) { return stop_process(uuid, false, Intent::failed); }
+
+Status Supervisor::stop_process(const Uuid& uuid, bool graceful, Intent why) {
     auto r = find(uuid);
     if (!r) return Error("domain is not running");
-    r->intent = Intent::destroy;
+    r->intent = why;
     if (auto s = r->process->signal(SIGTERM); !s) return s;
     if (wait_stopped(uuid, kTermGrace)) return {};
     pid_t pid = r->process->identity().pid;

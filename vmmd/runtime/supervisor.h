@@ -77,6 +77,9 @@ public:
     // Ends the vmm: SIGTERM, and SIGKILL after `kTermGrace` unless `graceful` (then an error if it
     // is still there). Returns once the domain is shut off.
     Status destroy(const Uuid& uuid, bool graceful);
+    // Ends a vmm whose incoming migration or restore failed or was cancelled: the domain is shut
+    // off (failed), as libvirt's is, not destroyed.
+    Status end_failed(const Uuid& uuid);
     // Asks the vmm to end in order (QMP quit); the domain shuts off soon after, as libvirt's
     // shutdown returns before the guest is down.
     Status shutdown(const Uuid& uuid);
@@ -109,7 +112,7 @@ public:
 
 private:
     // Why vmmd expects the process to end: it decides the state the domain is left in.
-    enum class Intent { none, shutdown, destroy, migrated, saved };
+    enum class Intent { none, shutdown, destroy, migrated, saved, failed };
     struct Running {
         DomainDef def;
         int id = -1;
@@ -130,6 +133,8 @@ private:
     std::optional<std::string> reserve_start(const DomainDef& def);
     std::string run_path(const Uuid& uuid, const char* suffix) const;
     std::shared_ptr<Running> find(const Uuid& uuid) const;
+    // SIGTERM, then (unless graceful) SIGKILL after kTermGrace; `why` decides the state left.
+    Status stop_process(const Uuid& uuid, bool graceful, Intent why);
     Result<std::unique_ptr<vmm::monitor::QmpClient>> connect_qmp(const VmmProcess& p, const std::string& socket,
                                                                  const std::string& log, off_t log_from) const;
     // Puts a started (or adopted) process under watch; the store learns that it runs.

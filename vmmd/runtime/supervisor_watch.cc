@@ -68,6 +68,10 @@ void Supervisor::ended(const std::shared_ptr<Running>& r) {
     } else if (intent == Intent::saved) {
         state.reason = VIR_DOMAIN_SHUTOFF_SAVED;
         event.detail = VIR_DOMAIN_EVENT_STOPPED_SAVED;
+    } else if (intent == Intent::failed || (intent == Intent::none && r->phase == MigrationPhase::incoming)) {
+        // An incoming migration or restore that failed, was cancelled, or whose vmm gave up.
+        state.reason = VIR_DOMAIN_SHUTOFF_FAILED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_FAILED;
     } else if (intent == Intent::destroy) {
         state.reason = VIR_DOMAIN_SHUTOFF_DESTROYED;
         event.detail = VIR_DOMAIN_EVENT_STOPPED_DESTROYED;
@@ -86,8 +90,9 @@ void Supervisor::ended(const std::shared_ptr<Running>& r) {
     }
     stopped_.notify_all();
     bool crashed = state.reason == VIR_DOMAIN_SHUTOFF_CRASHED;
+    const char* why = crashed ? "crashed" : state.reason == VIR_DOMAIN_SHUTOFF_FAILED ? "failed" : "in order";
     std::string line = fmt::format("vmmd: domain '{}' (id {}): vmm (pid {}) {}; the domain is shut off ({})", r->def.name, r->id,
-                                   r->process->identity().pid, describe(how), crashed ? "crashed" : "in order");
+                                   r->process->identity().pid, describe(how), why);
     if (crashed) vmm::log::warn("{}, see {}", line, log_path(r->def));
     else vmm::log::info("{}", line);
     announce(r->def, r->id, event);
