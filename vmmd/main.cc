@@ -179,8 +179,8 @@ int main(int argc, char** argv) {
     vmmd::ManagedSaves managed_save{[&images](const vmmd::DomainDef& def) { return images.has_managed(def); },
                                     [&images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); },
                                     [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};
-    for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save)) table.push_back(std::move(p));
-    for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images)) table.push_back(std::move(p));
+    for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save, id.emulator)) table.push_back(std::move(p));
+    for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images, id.emulator)) table.push_back(std::move(p));
     for (auto& p : vmmd::config_procedures(**store)) table.push_back(std::move(p));
     for (auto& p : vmmd::stats_procedures(**store, [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.vmm_pid(uuid); }))
         table.push_back(std::move(p));

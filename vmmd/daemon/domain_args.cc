@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <libvirt/virterror.h>
 
+#include <filesystem>
+
+#include "vmmd/domain/domain_xml.h"
+
 namespace vmmd {
 
 void put_domain(xdr::Writer& w, const DomainView& v) {
@@ -25,6 +29,20 @@ rpc::Reply no_domain(const std::string& what) { return rpc::fail(VIR_ERR_NO_DOMA
 
 rpc::Reply not_running(const DomainView& v) {
     return rpc::fail(VIR_ERR_OPERATION_INVALID, fmt::format("Requested operation is not valid: domain '{}' is not running", v.def.name));
+}
+
+std::variant<DomainDef, rpc::Reply> client_definition(const std::string& xml, const Uuid& random_uuid, const std::string& emulator) {
+    auto def = parse_domain_xml(xml, random_uuid);
+    if (!def) return rpc::fail(VIR_ERR_XML_ERROR, def.error().message());
+    if (def->emulator && !emulator.empty()) {
+        std::error_code a, b;
+        if (!std::filesystem::equivalent(*def->emulator, emulator, a) || a || b) {
+            return rpc::fail(VIR_ERR_CONFIG_UNSUPPORTED, fmt::format("<emulator>{}</emulator>: this vmmd runs {} (its --vmm); "
+                                                                     "name that one or leave <emulator> out",
+                                                                     *def->emulator, emulator));
+        }
+    }
+    return std::move(*def);
 }
 
 std::optional<DomainView> take_domain(const DomainStore& store, xdr::Reader& args, std::string& missing) {

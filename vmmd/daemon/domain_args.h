@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "vmmd/domain/domain_store.h"
 #include "vmmd/rpc/dispatch.h"
@@ -16,6 +17,10 @@ rpc::Reply undecodable(const char* proc);
 rpc::Reply no_domain(const std::string& what);
 // VIR_ERR_OPERATION_INVALID for a call that needs the domain running.
 rpc::Reply not_running(const DomainView& v);
+
+// A definition a client gives (define, create): parsed, and an <emulator> that is not this
+// vmmd's vmm (`emulator`) refused (VIR_ERR_CONFIG_UNSUPPORTED); `random_uuid` when it has none.
+std::variant<DomainDef, rpc::Reply> client_definition(const std::string& xml, const Uuid& random_uuid, const std::string& emulator);
 
 // Reads a remote_nonnull_domain: the domain, or nullopt with `missing` saying which domain was
 // asked for ("" when the argument did not decode).

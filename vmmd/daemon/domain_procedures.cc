@@ -24,7 +24,7 @@ constexpr size_t kDomainListMax = 16384;  // REMOTE_DOMAIN_LIST_MAX
 // DOMAIN_DEFINE_XML, and DOMAIN_DEFINE_XML_FLAGS (`with_flags`): its one flag, VALIDATE, asks for
 // the schema's checks, which every definition here gets (an element vmm does not know is refused).
 Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, const Supervisor::Listener& events, Reader& args,
-             bool with_flags = false) {
+             const std::string& emulator, bool with_flags = false) {
     const char* proc = with_flags ? "DOMAIN_DEFINE_XML_FLAGS" : "DOMAIN_DEFINE_XML";
     auto xml = args.string(rpc::kMaxString);
     auto flags = with_flags ? args.u32() : vmm::Result<uint32_t>(0u);
@@ -32,8 +32,9 @@ Reply define(DomainStore& store, const DomainStore::UuidSource& random_uuid, con
     if ((*flags & ~uint32_t{VIR_DOMAIN_DEFINE_VALIDATE}) != 0) {
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("{}: unsupported flags ({:#x})", proc, *flags & ~uint32_t{VIR_DOMAIN_DEFINE_VALIDATE}));
     }
-    auto def = parse_domain_xml(*xml, random_uuid());
-    if (!def) return rpc::fail(VIR_ERR_XML_ERROR, def.error().message());
+    auto parsed = client_definition(*xml, random_uuid(), emulator);
+    if (auto* refused = std::get_if<Reply>(&parsed)) return std::move(*refused);
+    auto* def = std::get_if<DomainDef>(&parsed);
     bool existed = store.by_uuid(def->uuid).has_value();
     auto v = store.define(*def);
     if (!v) return rpc::fail(VIR_ERR_OPERATION_FAILED, v.error().message());
@@ -185,13 +186,13 @@ std::vector<rpc::Procedure> lookups(DomainStore& store) {
 }  // namespace
 
 std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,
-                                              Supervisor::Listener events, ManagedSaves managed) {
+                                              Supervisor::Listener events, ManagedSaves managed, std::string emulator) {
     auto is_active = [](const DomainView& v, Reader&) { return rpc::ok_i32(v.active() ? 1 : 0); };
     std::vector<rpc::Procedure> t = {
         {Proc::DOMAIN_DEFINE_XML, Access::write,
-         [&store, random_uuid, events](Caller&, Reader& a) { return define(store, random_uuid, events, a); }},
+         [&store, random_uuid, events, emulator](Caller&, Reader& a) { return define(store, random_uuid, events, a, emulator); }},
         {Proc::DOMAIN_DEFINE_XML_FLAGS, Access::write,
-         [&store, random_uuid, events](Caller&, Reader& a) { return define(store, random_uuid, events, a, true); }},
+         [&store, random_uuid, events, emulator](Caller&, Reader& a) { return define(store, random_uuid, events, a, emulator, true); }},
         {Proc::DOMAIN_UNDEFINE, Access::write,
          on_domain(store, "DOMAIN_UNDEFINE", [&store, events, managed](const DomainView& v, Reader&) {
              return undefine(store, events, managed, v, std::nullopt);

@@ -21,6 +21,7 @@ struct ManagedSaves {
 };
 // `events` hears of definitions added, updated and removed (lifecycle DEFINED / UNDEFINED).
 std::vector<rpc::Procedure> domain_procedures(DomainStore& store, DomainStore::UuidSource random_uuid,
-                                              Supervisor::Listener events, ManagedSaves managed = {});
+                                              Supervisor::Listener events, ManagedSaves managed = {},
+                                              std::string emulator = {});
 
 }  // namespace vmmd

@@ -48,13 +48,15 @@ Reply start(DomainStore& store, Supervisor& sup, const DomainDef& def, bool paus
 constexpr uint32_t kStartFlags = VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_BYPASS_CACHE | VIR_DOMAIN_START_FORCE_BOOT |
                                  VIR_DOMAIN_START_VALIDATE;
 
-Reply create_xml(DomainStore& store, Supervisor& sup, const DomainStore::UuidSource& random_uuid, Reader& a) {
+Reply create_xml(DomainStore& store, Supervisor& sup, const DomainStore::UuidSource& random_uuid, const std::string& emulator,
+                 Reader& a) {
     auto xml = a.string(rpc::kMaxString);
     auto flags = a.u32();
     if (!xml || !flags) return undecodable("DOMAIN_CREATE_XML");
     if (auto bad = unknown_flags("DOMAIN_CREATE_XML", *flags, kStartFlags)) return *bad;
-    auto def = parse_domain_xml(*xml, random_uuid());
-    if (!def) return rpc::fail(VIR_ERR_XML_ERROR, def.error().message());
+    auto parsed = client_definition(*xml, random_uuid(), emulator);
+    if (auto* refused = std::get_if<Reply>(&parsed)) return std::move(*refused);
+    auto* def = std::get_if<DomainDef>(&parsed);
     if (auto v = store.add_transient(*def); !v) return rpc::fail(VIR_ERR_OPERATION_FAILED, v.error().message());
     Reply r = start(store, sup, *def, (*flags & VIR_DOMAIN_START_PAUSED) != 0);
     if (auto v = store.by_uuid(def->uuid); v && !v->active()) store.set_stopped(def->uuid, v->state);  // forget a failed one
@@ -88,7 +90,7 @@ Reply pause_or_resume(Supervisor& sup, const DomainView& v, bool pause) {
 }  // namespace
 
 std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& sup, DomainStore::UuidSource random_uuid,
-                                                 SaveImages& images) {
+                                                 SaveImages& images, std::string emulator) {
     return {
         {Proc::DOMAIN_CREATE, Access::write, on_domain(store, "DOMAIN_CREATE", [&store, &sup, &images](const DomainView& v, Reader&) {
              Reply r = start(store, sup, v.def, false, &images);
@@ -100,7 +102,7 @@ std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor&
              return start(store, sup, v.def, (f & VIR_DOMAIN_START_PAUSED) != 0, &images, (f & VIR_DOMAIN_START_FORCE_BOOT) != 0);
          })},
         {Proc::DOMAIN_CREATE_XML, Access::write,
-         [&store, &sup, random_uuid](Caller&, Reader& a) { return create_xml(store, sup, random_uuid, a); }},
+         [&store, &sup, random_uuid, emulator](Caller&, Reader& a) { return create_xml(store, sup, random_uuid, emulator, a); }},
         {Proc::DOMAIN_DESTROY, Access::write,
          on_domain(store, "DOMAIN_DESTROY", [&sup](const DomainView& v, Reader&) { return destroy(sup, v, 0); })},
         {Proc::DOMAIN_DESTROY_FLAGS, Access::write,

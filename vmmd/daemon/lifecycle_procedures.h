@@ -13,7 +13,8 @@ namespace vmmd {
 
 // `images`: a start of a domain with a managed save image restores it (save_images.h).
 std::vector<rpc::Procedure> lifecycle_procedures(DomainStore& store, Supervisor& supervisor,
-                                                 DomainStore::UuidSource random_uuid, SaveImages& images);
+                                                 DomainStore::UuidSource random_uuid, SaveImages& images,
+                                                 std::string emulator = {});
 
 // Starts each persistent domain marked autostart that does not run (restoring a managed save
 // image where it has one), once per boot of the host, as libvirt does: `marker` keeps the boot id

@@ -30,6 +30,8 @@ struct DomainDef {
     std::string on_poweroff = "destroy";
     std::string on_crash = "destroy";
     std::optional<std::string> serial_file;  // <serial type='file'><source path=…/>; none without one
+    std::optional<std::string> emulator;     // <devices><emulator>: vmmd's own vmm, checked where a client gives it
+    bool clock_utc = false;                  // <clock offset='utc'/> given (the guest's clock is UTC anyway)
     // <metadata><vmm:vmm xmlns:vmm="…">: what only vmm has.
     std::string dirty_tracking = "log";  // log or ring
     bool prealloc = false;

@@ -86,10 +86,17 @@ Status parse_os(const xmlNode* os, DomainDef& d) {
 }
 
 Status parse_devices(const xmlNode* devices, DomainDef& d) {
-    auto kids = children(devices, {"serial", "console"}, "devices");
+    auto kids = children(devices, {"emulator", "serial", "console"}, "devices");
     if (!kids) return kids.error();
     for (const xmlNode* c : *kids) {
-        if (name_of(c) == "console") continue;  // libvirt adds one beside a serial: the same port
+        // libvirt adds a console beside a serial (the same port); virt-install writes a pty one
+        // alone: vmm has no console device, so it changes nothing (docs/libvirt.md).
+        if (name_of(c) == "console") continue;
+        if (name_of(c) == "emulator") {
+            d.emulator = text_of(c);
+            if (d.emulator->empty() || d.emulator->front() != '/') return Error("<emulator>: an absolute path to vmm");
+            continue;
+        }
         std::string type = attribute(c, "type").value_or("");
         if (type == "null") continue;
         if (type != "file") return Error(fmt::format("<serial type='{}'>: the vmm driver takes type 'file' or 'null'", type));
@@ -140,6 +147,16 @@ Status parse_memtune(const xmlNode* memtune, DomainDef& d) {
     return {};
 }
 
+// <clock offset='utc'/>, which libvirt's tools write: a vmm guest's clock is UTC, and it has no
+// timers to tune. Any other offset, or a timer, would change the guest: refused.
+Status parse_clock(const xmlNode* c, DomainDef& d) {
+    std::string offset = attribute(c, "offset").value_or("utc");
+    if (offset != "utc") return Error(fmt::format("<clock offset='{}'>: a vmm guest's clock is UTC: use offset='utc'", offset));
+    if (auto kids = children(c, {}, "clock"); !kids) return kids.error();
+    d.clock_utc = true;
+    return {};
+}
+
 Status lifecycle_action(const xmlNode* c, std::string& out) {
     std::string t = text_of(c);
     // A vmm whose guest powers off or crashes ends (a payload's CPU exception exits with 128 +
@@ -177,6 +194,7 @@ Status parse_element(const xmlNode* c, DomainDef& d, std::optional<uint64_t>& cu
     if (n == "os") return parse_os(c, d);
     if (n == "memtune") return parse_memtune(c, d);
     if (n == "devices") return parse_devices(c, d);
+    if (n == "clock") return parse_clock(c, d);
     if (n == "metadata") return parse_metadata(c, d);
     if (n == "on_poweroff") return lifecycle_action(c, d.on_poweroff);
     if (n == "on_crash") return lifecycle_action(c, d.on_crash);
@@ -204,7 +222,7 @@ Result<DomainDef> parse_root(const xmlNode* root, const Uuid& random_uuid) {
     std::string type = attribute(root, "type").value_or("");
     if (type != "vmm") return Error(fmt::format("<domain type='{}'>: this is the vmm driver, use type='vmm'", type));
     auto kids = children(root, {"name", "uuid", "title", "description", "memory", "currentMemory", "vcpu", "os",
-                                "memtune", "on_poweroff", "on_reboot", "on_crash", "devices", "metadata"}, "domain");
+                                "memtune", "clock", "on_poweroff", "on_reboot", "on_crash", "devices", "metadata"}, "domain");
     if (!kids) return kids.error();
     DomainDef d;
     d.uuid = random_uuid;

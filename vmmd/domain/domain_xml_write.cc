@@ -36,8 +36,10 @@ std::string format_domain_xml(const DomainDef& d, std::optional<int> id) {
     x += fmt::format("  <vcpu>{}</vcpu>\n  <os>\n    <type>hvm</type>\n    <kernel>{}</kernel>\n", d.vcpus, xml_escape(d.kernel));
     if (!d.cmdline.empty()) x += fmt::format("    <cmdline>{}</cmdline>\n", xml_escape(d.cmdline));
     x += "  </os>\n";
+    if (d.clock_utc) x += "  <clock offset='utc'/>\n";
     x += fmt::format("  <on_poweroff>{}</on_poweroff>\n  <on_crash>{}</on_crash>\n", d.on_poweroff, d.on_crash);
     x += "  <devices>\n";
+    if (d.emulator) x += fmt::format("    <emulator>{}</emulator>\n", xml_escape(*d.emulator));
     if (d.serial_file) x += fmt::format("    <serial type='file'>\n      <source path='{}'/>\n    </serial>\n", xml_escape(*d.serial_file));
     x += "  </devices>\n</domain>\n";
     return x;

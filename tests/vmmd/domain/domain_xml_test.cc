@@ -100,6 +100,31 @@ TEST(DomainXml, RefusesWhatTheGuestWouldNotGetByName) {
     }
 }
 
+// What virt-install writes by default for a driver it does not know (virtinst 4.1).
+TEST(DomainXml, TakesWhatVirtInstallWritesAndKeepsIt) {
+    const char* xml = "<domain type='vmm'><name>vi</name><memory>65536</memory><currentMemory>65536</currentMemory><vcpu>1</vcpu>"
+                      "<os><type arch='x86_64'>hvm</type><kernel>/g/idle.elf</kernel></os><clock offset='utc'/>"
+                      "<devices><emulator>/usr/bin/vmm</emulator><console type='pty'/></devices></domain>";
+    auto d = parse_domain_xml(xml, Uuid{});
+    ASSERT_TRUE(d) << d.error().message();
+    EXPECT_TRUE(d->clock_utc);
+    EXPECT_EQ(d->emulator, "/usr/bin/vmm");
+    std::string out = format_domain_xml(*d);
+    EXPECT_NE(out.find("<clock offset='utc'/>"), std::string::npos) << out;
+    EXPECT_NE(out.find("<emulator>/usr/bin/vmm</emulator>"), std::string::npos) << out;
+    auto again = parse_domain_xml(out, Uuid{});
+    ASSERT_TRUE(again);
+    EXPECT_EQ(*again, *d);
+    auto with = [](const std::string& inner) {
+        return "<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>" + inner + "</domain>";
+    };
+    auto localtime = parse_domain_xml(with("<clock offset='localtime'/>"), Uuid{});
+    ASSERT_FALSE(localtime);
+    EXPECT_NE(localtime.error().message().find("UTC"), std::string::npos);
+    EXPECT_FALSE(parse_domain_xml(with("<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/></clock>"), Uuid{}));
+    EXPECT_FALSE(parse_domain_xml(with("<devices><emulator>vmm</emulator></devices>"), Uuid{}));
+}
+
 TEST(DomainXml, UnitsAsLibvirtCountsThem) {
     EXPECT_EQ(*to_kib("1", "MiB"), 1024u);
     EXPECT_EQ(*to_kib("1", "M"), 1024u);
