@@ -16,6 +16,7 @@
 #include "vmm/common/signal_watcher.h"
 #include "vmmd/daemon/config_procedures.h"
 #include "vmmd/daemon/connect_procedures.h"
+#include "vmmd/daemon/domain_capabilities.h"
 #include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
@@ -158,6 +159,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
+    for (auto& p : vmmd::capability_procedures(id)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
     vmmd::Migrations::Events migration_events{
         [&events](const vmmd::DomainDef& def, int dom_id, int n) { events.migration_iteration(def, dom_id, n); },

@@ -11,6 +11,7 @@
 
 #include "vmmd/daemon/config_procedures.h"
 #include "vmmd/daemon/connect_procedures.h"
+#include "vmmd/daemon/domain_capabilities.h"
 #include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/domain/domain_xml.h"
 #include "vmmd/rpc/message.h"
@@ -44,7 +45,9 @@ struct FuzzStore {
 };
 
 rpc::Dispatcher make_dispatcher(DomainStore& store) {
-    std::vector<rpc::Procedure> table = connect_procedures({"vmm:///system", 1000, "/usr/bin/vmm"});
+    const DriverIdentity id{"vmm:///system", 1000, "/usr/bin/vmm"};
+    std::vector<rpc::Procedure> table = connect_procedures(id);
+    for (auto& p : capability_procedures(id)) table.push_back(std::move(p));
     for (auto& p : config_procedures(store)) table.push_back(std::move(p));
     for (auto& p : stats_procedures(store, [](const Uuid&) { return std::optional<pid_t>(); })) table.push_back(std::move(p));
     return rpc::Dispatcher(std::move(table));

@@ -127,6 +127,20 @@ static void stats_session(Call& call) {
     all.u32(0);
     call(344, all.take());
     call(344, words({0, 15, 16}));
+    // virsh domcapabilities (all defaults, then each named) and cpu-models x86_64.
+    xdr::Writer caps;
+    for (int i = 0; i < 4; ++i) caps.optional_string(std::nullopt);
+    caps.u32(0);
+    call(342, caps.take());
+    xdr::Writer named;
+    for (const char* v : {"/usr/bin/vmm", "x86_64", "vmm", "vmm"}) named.optional_string(std::string(v));
+    named.u32(0);
+    call(342, named.take());
+    xdr::Writer models;
+    models.string("x86_64");
+    models.i32(1);
+    models.u32(0);
+    call(312, models.take());
     // virsh metadata URI --key app --set XML --config, then its read, and setmaxmem --config.
     xdr::Writer set;
     set.string("fz");

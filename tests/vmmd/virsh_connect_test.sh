@@ -23,11 +23,25 @@ if /usr/bin/python3 -c 'import libvirt' 2>/dev/null; then
     out=$(/usr/bin/python3 - "$uri" <<'PY' 2>&1
 import sys, libvirt, xml.etree.ElementTree as ET
 caps = ET.fromstring(libvirt.open(sys.argv[1]).getCapabilities())
-print(caps.find("host/cpu/arch").text, caps.find("guest/arch/domain").get("type"), caps.find("guest/arch/emulator").text)
+dom = ET.fromstring(libvirt.open(sys.argv[1]).getDomainCapabilities())
+print(caps.find("host/cpu/arch").text, caps.find("guest/arch/domain").get("type"), caps.find("guest/arch/emulator").text,
+      dom.find("domain").text, dom.find("vcpu").get("max"))
 PY
 ) || fail "python getCapabilities: $out"
-    expect "libvirt-python parses them" "$out" "^x86_64 vmm /.*vmm\$"
+    expect "libvirt-python parses them and the domain capabilities" "$out" "^x86_64 vmm /.*vmm vmm 255\$"
 fi
+out=$(virsh -c "$uri" domcapabilities 2>&1) || fail "virsh domcapabilities: $out"
+expect "domcapabilities: the driver's domain type" "$out" "<domain>vmm</domain>"
+expect "domcapabilities: the host's CPU passed through" "$out" "<mode name='host-passthrough' supported='yes'>"
+expect "domcapabilities: no disks" "$out" "<disk supported='no'/>"
+expect "domcapabilities: its vmm" "$out" "<path>$build/bin/vmm</path>"
+out=$(virsh -c "$uri" domcapabilities --virttype kvm 2>&1) && fail "domcapabilities --virttype kvm: $out"
+expect "another virttype is refused" "$out" "virttype 'kvm': the vmm driver has 'vmm' only"
+# libvirt reads "no models" as "any model accepted": vmm, which has none, says so in a refusal.
+out=$(virsh -c "$uri" cpu-models x86_64 2>&1) && fail "virsh cpu-models: $out"
+expect "cpu-models: none, said as a refusal naming host-passthrough" "$out" "no named CPU models.*host-passthrough"
+out=$(virsh -c "$uri" cpu-models aarch64 2>&1) && fail "cpu-models aarch64: $out"
+expect "another arch is refused" "$out" "x86_64 guests"
 out=$(virsh -c "$uri" hostname 2>&1) || fail "virsh hostname: $out"
 expect "hostname" "$out" "^$(hostname)\$"
 out=$(virsh -c "$uri" nodeinfo 2>&1) || fail "virsh nodeinfo: $out"
