@@ -12,7 +12,8 @@ VMM_RDMA_PACKAGES=(librdmacm-dev libibverbs-dev)
 VMM_VIRSH_PACKAGES=(libvirt-dev libxml2-dev libvirt-clients)
 VMM_PACKAGES=("${VMM_CORE_PACKAGES[@]}" "${VMM_RDMA_PACKAGES[@]}" "${VMM_VIRSH_PACKAGES[@]}"
               libgtest-dev qemu-system-x86 clang libclang-rt-14-dev jq python3-libvirt gnutls-bin
-              golang-go golang-github-digitalocean-go-libvirt-dev tshark libvirt-wireshark virtinst)
+              golang-go golang-github-digitalocean-go-libvirt-dev tshark libvirt-wireshark virtinst
+              virt-manager xvfb xauth dbus at-spi2-core python3-pyatspi)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
