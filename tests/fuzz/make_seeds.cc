@@ -141,6 +141,18 @@ static void stats_session(Call& call) {
     models.i32(1);
     models.u32(0);
     call(312, models.take());
+    // virsh hypervisor-cpu-compare and hypervisor-cpu-baseline.
+    xdr::Writer compare;
+    for (int i = 0; i < 4; ++i) compare.optional_string(std::nullopt);
+    compare.string("<cpu mode='custom'><model>Skylake-Client</model><feature name='vmx'/></cpu>");
+    compare.u32(1);
+    call(393, compare.take());
+    xdr::Writer baseline;
+    for (int i = 0; i < 4; ++i) baseline.optional_string(std::nullopt);
+    baseline.u32(1);
+    baseline.string("<cpu mode='host-passthrough'/>");
+    baseline.u32(0);
+    call(394, baseline.take());
     // virsh metadata URI --key app --set XML --config, then its read, and setmaxmem --config.
     xdr::Writer set;
     set.string("fz");
