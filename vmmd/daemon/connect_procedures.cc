@@ -26,8 +26,8 @@ using xdr::Writer;
 
 // libvirt's procedure numbers (remote_protocol.x) and private feature numbers
 // (libvirt_internal.h) that these handlers answer.
-constexpr int32_t kFeatureMigrationP2P = 4, kFeatureMigrationV3 = 6, kFeatureTypedParamString = 9, kFeatureProgramKeepalive = 10,
-                  kFeatureMigrationParams = 13, kFeatureRemoteEventCallback = 14;
+constexpr int32_t kFeatureMigrationP2P = 4, kFeatureMigrationV3 = 6, kFeatureChangeProtection = 7, kFeatureTypedParamString = 9,
+                  kFeatureProgramKeepalive = 10, kFeatureMigrationParams = 13, kFeatureRemoteEventCallback = 14;
 constexpr size_t kModelChars = 32;  // remote_node_get_info_ret: char model[32]
 
 Reply open(const DriverIdentity& id, Caller& c, Reader& args) {
@@ -57,7 +57,8 @@ Reply supports_feature(Caller&, Reader& args) {
     if (!feature) return rpc::fail(VIR_ERR_RPC, "CONNECT_SUPPORTS_FEATURE: arguments that do not decode");
     return rpc::ok_i32(*feature == kFeatureTypedParamString || *feature == kFeatureProgramKeepalive ||
                                *feature == kFeatureRemoteEventCallback || *feature == kFeatureMigrationV3 ||
-                               *feature == kFeatureMigrationParams || *feature == kFeatureMigrationP2P
+                               *feature == kFeatureMigrationParams || *feature == kFeatureMigrationP2P ||
+                               *feature == kFeatureChangeProtection
                            ? 1
                            : 0);
 }

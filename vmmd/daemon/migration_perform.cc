@@ -117,6 +117,7 @@ vmm::Result<JobStats> Migrations::run_outgoing(const DomainView& v, const Migrat
                                                const std::vector<rpc::TypedParam>& params) {
     if (auto s = apply_settings(v, uri, flags, params); !s) return s.error();
     Job job{VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, true, false, std::nullopt, (flags & VIR_MIGRATE_POSTCOPY) != 0};
+    job.protect = (flags & VIR_MIGRATE_CHANGE_PROTECTION) != 0;
     if ((flags & VIR_MIGRATE_LIVE) == 0 && v.state.state == VIR_DOMAIN_RUNNING) {
         if (auto r = sup_.qmp(v.def.uuid, "stop"); !r) return r.error();
         job.paused_for_it = true;

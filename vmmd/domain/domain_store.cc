@@ -56,6 +56,8 @@ std::string DomainStore::autostart_path(const Uuid& uuid) const { return autosta
 
 Status DomainStore::set_autostart(const Uuid& uuid, bool on) {
     std::lock_guard lock(mutex_);
+    if (guard_)
+        if (auto why = guard_(uuid)) return Error(*why);
     auto it = domains_.find(uuid);
     if (it == domains_.end()) return Error(fmt::format("no domain with uuid {}", format_uuid(uuid)));
     if (!it->second.persistent) return Error(fmt::format("domain '{}' is transient: it has no definition to start again", it->second.def.name));
@@ -75,6 +77,8 @@ Status DomainStore::write_definition(const DomainDef& d) const {
 
 Result<DomainView> DomainStore::define(const DomainDef& def) {
     std::lock_guard lock(mutex_);
+    if (guard_ && domains_.count(def.uuid) != 0)
+        if (auto why = guard_(def.uuid)) return Error(*why);
     for (const auto& [uuid, v] : domains_) {
         if (v.def.name == def.name && uuid != def.uuid) {
             return Error(fmt::format("domain '{}' already exists with uuid {}", def.name, format_uuid(uuid)));
@@ -93,6 +97,8 @@ Result<DomainView> DomainStore::define(const DomainDef& def) {
 
 Status DomainStore::edit(const Uuid& uuid, bool live, bool config, const std::function<Status(DomainDef&)>& change) {
     std::lock_guard lock(mutex_);
+    if (guard_)
+        if (auto why = guard_(uuid)) return Error(*why);
     auto it = domains_.find(uuid);
     if (it == domains_.end()) return Error(fmt::format("no domain with uuid {}", format_uuid(uuid)));
     DomainView& v = it->second;
@@ -122,6 +128,8 @@ std::optional<DomainDef> DomainStore::config_of(const Uuid& uuid) const {
 
 Status DomainStore::undefine(const Uuid& uuid) {
     std::lock_guard lock(mutex_);
+    if (guard_)
+        if (auto why = guard_(uuid)) return Error(*why);
     auto it = domains_.find(uuid);
     if (it == domains_.end() || !it->second.persistent) return Error(fmt::format("no persistent domain with uuid {}", format_uuid(uuid)));
     if (::unlink(path_of(uuid).c_str()) != 0 && errno != ENOENT) return Error::from_errno("remove " + path_of(uuid));

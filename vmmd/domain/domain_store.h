@@ -40,6 +40,10 @@ struct DomainView {
 class DomainStore {
 public:
     using UuidSource = std::function<Uuid()>;
+    // Why a domain's definition may not change now (a migration with change protection runs), or
+    // nullopt; consulted by define (of a domain that exists), undefine, edit and set_autostart.
+    using Guard = std::function<std::optional<std::string>(const Uuid& uuid)>;
+    void set_guard(Guard guard) { guard_ = std::move(guard); }
     // Reads every definition under `state_dir`/domains (made if missing); `random_uuid` names a
     // hand-written file without a <uuid>. `warn` hears about files that are skipped.
     static vmm::Result<std::unique_ptr<DomainStore>> open(const std::string& state_dir, UuidSource random_uuid,
@@ -86,7 +90,8 @@ private:
     std::string autostart_dir_;  // <state>/autostart
     mutable std::mutex mutex_;
     std::map<Uuid, DomainView> domains_;
-    std::map<Uuid, DomainDef> next_boot_;  // defined while running: the definition for the next start
+    std::map<Uuid, DomainDef> next_boot_;
+    Guard guard_;  // defined while running: the definition for the next start
 };
 
 }  // namespace vmmd

@@ -23,6 +23,7 @@ struct MigrationJob {
     bool postcopy_failed = false;  // the link failed in postcopy: the job waits for --postcopy-resume
     uint64_t iterations = 0;       // outgoing: the memory iterations announced so far
     bool announced = false;        // its job-completed event went
+    bool protect = false;          // VIR_MIGRATE_CHANGE_PROTECTION: the definition may not change while it runs
 };
 
 class JobTable {

@@ -116,6 +116,25 @@ TEST_F(DomainStoreTest, EditsGoLiveOrToTheNextStartAndARefusedOneChangesNothing)
     EXPECT_FALSE(s->config_of(def("t", 2).uuid));
 }
 
+TEST_F(DomainStoreTest, AGuardedDefinitionHoldsStillAndANewOneIsStillTaken) {
+    auto s = open();
+    DomainDef a = def("a", 1);
+    ASSERT_TRUE(s->define(a));
+    s->set_guard([&a](const Uuid& u) -> std::optional<std::string> {
+        if (u == a.uuid) return "migrating";
+        return std::nullopt;
+    });
+    EXPECT_FALSE(s->define(a));
+    EXPECT_FALSE(s->undefine(a.uuid));
+    EXPECT_FALSE(s->set_autostart(a.uuid, true));
+    auto refused = s->edit(a.uuid, false, true, [](DomainDef& d) -> vmm::Status { d.title = "x"; return {}; });
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().message(), "migrating");
+    EXPECT_TRUE(s->define(def("b", 2)));  // another domain
+    s->set_guard(nullptr);
+    EXPECT_TRUE(s->undefine(a.uuid));
+}
+
 TEST_F(DomainStoreTest, ATransientDomainIsForgottenWhenItStops) {
     auto s = open();
     ASSERT_TRUE(s->define(def("p", 1)));
