@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vmmd/domain/metadata_xml.h"
+#include "vmmd/domain/xml_doc.h"
 
 namespace vmmd {
 
@@ -18,32 +19,6 @@ using vmm::Result;
 using vmm::Status;
 
 namespace {
-
-struct FreeDoc {
-    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
-};
-struct FreeCtxt {
-    void operator()(xmlParserCtxt* c) const { xmlFreeParserCtxt(c); }
-};
-struct FreeChars {
-    void operator()(xmlChar* s) const { xmlFree(s); }
-};
-using Doc = std::unique_ptr<xmlDoc, FreeDoc>;
-
-std::string name_of(const xmlNode* n) { return reinterpret_cast<const char*>(n->name); }
-
-std::optional<std::string> attribute(const xmlNode* n, const char* name) {
-    std::unique_ptr<xmlChar, FreeChars> v(xmlGetProp(n, reinterpret_cast<const xmlChar*>(name)));
-    if (!v) return std::nullopt;
-    return std::string(reinterpret_cast<const char*>(v.get()));
-}
-
-std::string text_of(const xmlNode* n) {
-    std::unique_ptr<xmlChar, FreeChars> v(xmlNodeGetContent(n));
-    std::string s = v ? reinterpret_cast<const char*>(v.get()) : "";
-    size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-    return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
 
 // Element children of `n`, each checked against `allowed`: anything else is refused by name.
 Result<std::vector<const xmlNode*>> children(const xmlNode* n, const std::set<std::string>& allowed, const std::string& where) {
@@ -237,19 +212,9 @@ Result<DomainDef> parse_root(const xmlNode* root, const Uuid& random_uuid) {
 }  // namespace
 
 Result<DomainDef> parse_domain_xml(std::string_view xml, const Uuid& random_uuid) {
-    std::unique_ptr<xmlParserCtxt, FreeCtxt> ctxt(xmlNewParserCtxt());
-    if (!ctxt) return Error("libxml2 could not make a parser (out of memory?)");
-    Doc doc(xmlCtxtReadMemory(ctxt.get(), xml.data(), static_cast<int>(xml.size()), "domain.xml", nullptr,
-                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING));
-    if (!doc) {
-        const xmlError* e = xmlCtxtGetLastError(ctxt.get());
-        if (e == nullptr || e->message == nullptr) return Error("the domain XML does not parse");
-        std::string msg = e->message;
-        while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-        return Error(fmt::format("the domain XML does not parse: line {}, column {}: {}", e->line, e->int2, msg));
-    }
-    if (doc->intSubset != nullptr) return Error("the domain XML has a DOCTYPE: the vmm driver takes none (no entities)");
-    return parse_root(xmlDocGetRootElement(doc.get()), random_uuid);
+    auto doc = read_xml(xml, "the domain XML");
+    if (!doc) return doc.error();
+    return parse_root(xmlDocGetRootElement(doc->get()), random_uuid);
 }
 
 Result<uint64_t> to_kib(const std::string& value, const std::string& unit) {

@@ -1,10 +1,11 @@
 #include "vmmd/domain/metadata_xml.h"
 
 #include <fmt/format.h>
-#include <libxml/parser.h>
 
 #include <algorithm>
 #include <memory>
+
+#include "vmmd/domain/xml_doc.h"
 
 namespace vmmd {
 
@@ -14,20 +15,13 @@ using vmm::Status;
 
 namespace {
 
-struct FreeDoc {
-    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
-};
 struct FreeBuffer {
     void operator()(xmlBuffer* b) const { xmlBufferFree(b); }
 };
-struct FreeCtxt {
-    void operator()(xmlParserCtxt* c) const { xmlFreeParserCtxt(c); }
-};
-using Doc = std::unique_ptr<xmlDoc, FreeDoc>;
 
 // `root` (owned by `doc`, its root) written out, its namespaces declared on it (an element in no
 // namespace, which libvirt keeps too, has the URI "").
-Result<ForeignMetadata> standalone(Doc doc, xmlNode* root) {
+Result<ForeignMetadata> standalone(XmlDoc doc, xmlNode* root) {
     xmlReconciliateNs(doc.get(), root);
     std::unique_ptr<xmlBuffer, FreeBuffer> buf(xmlBufferCreate());
     if (!buf || xmlNodeDump(buf.get(), doc.get(), root, 0, 0) < 0) return Error("libxml2 could not write a metadata element");
@@ -42,7 +36,7 @@ Result<ForeignMetadata> standalone(Doc doc, xmlNode* root) {
 }  // namespace
 
 Result<ForeignMetadata> foreign_metadata(const xmlNode* n) {
-    Doc doc(xmlNewDoc(reinterpret_cast<const xmlChar*>("1.0")));
+    XmlDoc doc(xmlNewDoc(reinterpret_cast<const xmlChar*>("1.0")));
     if (!doc) return Error("libxml2 could not make a document (out of memory?)");
     xmlNode* copy = xmlDocCopyNode(const_cast<xmlNode*>(n), doc.get(), 1);
     if (copy == nullptr) return Error("libxml2 could not copy a metadata element (out of memory?)");
@@ -52,12 +46,9 @@ Result<ForeignMetadata> foreign_metadata(const xmlNode* n) {
 
 Result<ForeignMetadata> metadata_element(const std::string& fragment, const std::string& key, const std::string& uri) {
     if (key.empty() || uri.empty()) return Error("metadata needs a key (the namespace's prefix) and a namespace URI");
-    std::unique_ptr<xmlParserCtxt, FreeCtxt> ctxt(xmlNewParserCtxt());
-    if (!ctxt) return Error("libxml2 could not make a parser (out of memory?)");
-    Doc doc(xmlCtxtReadMemory(ctxt.get(), fragment.data(), static_cast<int>(fragment.size()), "metadata.xml", nullptr,
-                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING));
-    if (!doc) return Error("the metadata does not parse as one XML element");
-    if (doc->intSubset != nullptr) return Error("the metadata has a DOCTYPE: the vmm driver takes none (no entities)");
+    auto parsed = read_xml(fragment, "the metadata");
+    if (!parsed) return parsed.error();
+    XmlDoc doc = std::move(*parsed);
     xmlNode* root = xmlDocGetRootElement(doc.get());
     if (root == nullptr) return Error("the metadata holds no element");
     xmlNs* ns = xmlNewNs(root, reinterpret_cast<const xmlChar*>(uri.c_str()), reinterpret_cast<const xmlChar*>(key.c_str()));
