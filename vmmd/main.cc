@@ -1,7 +1,6 @@
 // vmmd: the vmm driver daemon. It serves libvirt's remote protocol on a unix socket, so that
 // stock virsh and libvirt's client library (vmm:///system, vmm:///session,
 // vmm+unix:///system?socket=PATH) manage vmm domains. docs/libvirt.md says what it serves.
-#include <libvirt/libvirt.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -172,11 +171,7 @@ int main(int argc, char** argv) {
     if (!migrate_tls_dir.empty()) migrations.use_migration_tls(migrate_tls_dir);
     // VIR_MIGRATE_CHANGE_PROTECTION (libvirt's client asks for it whenever vmmd offers feature 7):
     // a domain's definition stays as it is while its outgoing migration runs.
-    (*store)->set_guard([&jobs = migrations.jobs()](const vmmd::Uuid& uuid) -> std::optional<std::string> {
-        vmmd::MigrationJob job = jobs.get(uuid);
-        if (!job.active || !job.protect || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) return std::nullopt;
-        return "the domain is migrating with change protection: its definition cannot change until the migration ends";
-    });
+    (*store)->set_guard([&migrations](const vmmd::Uuid& uuid) { return migrations.change_refusal(uuid); });
     if (!migration_address.empty()) migrations.use_migration_address(migration_address);
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
     vmmd::SaveImages images(**store, **supervisor, migrations.jobs(), state_dir + "/save");

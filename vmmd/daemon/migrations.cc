@@ -35,7 +35,7 @@ Reply hard_limit_refusal() {
 
 }  // namespace
 
-Reply Migrations::begin(const DomainView& v, Reader& a) {
+Reply Migrations::begin(uint64_t connection, const DomainView& v, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto flags = a.u32();
     if (!params || !flags) return undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS");
@@ -50,6 +50,10 @@ Reply Migrations::begin(const DomainView& v, Reader& a) {
     if (!uri_text) return refuse(VIR_ERR_INVALID_ARG, uri_text.error().message());
     bool rdma = (*flags & VIR_MIGRATE_RDMA_PIN_ALL) != 0 || (*uri_text && (**uri_text).rfind("rdma", 0) == 0);
     if (rdma && !v.def.hard_limit_kib) return hard_limit_refusal();
+    if ((*flags & VIR_MIGRATE_CHANGE_PROTECTION) != 0) {
+        std::lock_guard lock(mutex_);
+        protected_by_[v.def.uuid] = connection;
+    }
     Writer w;
     w.opaque(encode_cookie({hostname_, v.def.name, v.def.uuid, std::nullopt}));
     w.string(format_domain_xml(v.def));
@@ -231,6 +235,7 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     auto flags = a.u32();
     auto cancelled = a.i32();
     if (!params || !cookie_bytes || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_CONFIRM3_PARAMS");
+    end_protection(v.def.uuid);  // the last step: it may undefine the source (a postcopy's job still holds it meanwhile)
     if (auto cookie = decode_cookie(*cookie_bytes); !cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
     if (!v.active()) return not_running(v);
     Job job = jobs_.get(v.def.uuid);
@@ -289,6 +294,7 @@ void Migrations::connection_closed(uint64_t connection) {
     std::vector<Uuid> orphans;
     {
         std::lock_guard lock(mutex_);
+        std::erase_if(protected_by_, [connection](const auto& p) { return p.second == connection; });
         for (auto it = prepared_by_.begin(); it != prepared_by_.end();) {
             if (it->second != connection) {
                 ++it;
@@ -310,13 +316,38 @@ void Migrations::connection_closed(uint64_t connection) {
     }
 }
 
+std::optional<std::string> Migrations::change_refusal(const Uuid& uuid) {
+    Job job = jobs_.get(uuid);
+    bool held = job.active && job.protect && job.operation == VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT;
+    if (!held) {
+        std::lock_guard lock(mutex_);
+        held = protected_by_.count(uuid) != 0;
+    }
+    if (!held) return std::nullopt;
+    return "the domain is migrating with change protection: its definition cannot change until the migration ends";
+}
+
+void Migrations::end_protection(const Uuid& uuid) {
+    std::lock_guard lock(mutex_);
+    protected_by_.erase(uuid);
+}
+
 std::vector<rpc::Procedure> Migrations::procedures() {
     std::vector<rpc::Procedure> t = {
         {Proc::DOMAIN_MIGRATE_BEGIN3_PARAMS, rpc::Access::write,
-         on_domain(store_, "DOMAIN_MIGRATE_BEGIN3_PARAMS", [this](const DomainView& v, Reader& a) { return begin(v, a); })},
+         [this](rpc::Caller& c, Reader& a) {
+             std::string missing;
+             auto v = take_domain(store_, a, missing);
+             if (!v) return missing.empty() ? undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS") : no_domain(missing);
+             return begin(c.connection, *v, a);
+         }},
         {Proc::DOMAIN_MIGRATE_PREPARE3_PARAMS, rpc::Access::write, [this](rpc::Caller& c, Reader& a) { return prepare(c.connection, a); }},
         {Proc::DOMAIN_MIGRATE_PERFORM3_PARAMS, rpc::Access::write,
-         on_domain(store_, "DOMAIN_MIGRATE_PERFORM3_PARAMS", [this](const DomainView& v, Reader& a) { return perform(v, a); })},
+         on_domain(store_, "DOMAIN_MIGRATE_PERFORM3_PARAMS", [this](const DomainView& v, Reader& a) {
+             Reply r = perform(v, a);
+             if (r.error) end_protection(v.def.uuid);  // no Confirm3 follows a failed Perform3
+             return r;
+         })},
         {Proc::DOMAIN_MIGRATE_FINISH3_PARAMS, rpc::Access::write, [this](rpc::Caller&, Reader& a) { return finish(a); }},
         {Proc::DOMAIN_MIGRATE_CONFIRM3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_CONFIRM3_PARAMS", [this](const DomainView& v, Reader& a) { return confirm(v, a); })},

@@ -61,6 +61,10 @@ public:
     // prepared and never finished is ended, as libvirt's QEMU driver ends one (its close
     // callback): the source keeps the guest. One in postcopy is kept (the guest runs here).
     void connection_closed(uint64_t connection);
+    // Why `uuid`'s definition may not change now (DomainStore's guard), or nullopt: a migration
+    // asked with VIR_MIGRATE_CHANGE_PROTECTION holds it still from Begin3 to Confirm3 (or to a
+    // failed Perform3, or the close of the connection that began it), as libvirt's does.
+    std::optional<std::string> change_refusal(const Uuid& uuid);
 
     // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
     static constexpr uint64_t kUnlimitedMiBs = 8796093022207ULL;
@@ -69,7 +73,7 @@ private:
     using Job = MigrationJob;
 
     // The steps (migrations.cc, migration_perform.cc).
-    rpc::Reply begin(const DomainView& v, xdr::Reader& a);
+    rpc::Reply begin(uint64_t connection, const DomainView& v, xdr::Reader& a);
     // `connection`: the caller's, which owns the incoming domain until Finish.
     rpc::Reply prepare(uint64_t connection, xdr::Reader& a);
     vmm::Status start_incoming(const DomainDef& def, const MigrationUri& uri, uint32_t flags);
@@ -150,8 +154,10 @@ private:
     std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
     JobTable jobs_;
     IncomingAddresses addresses_;  // where incoming migrations listen; their reserved ports
-    std::mutex mutex_;             // for prepared_by_
+    std::mutex mutex_;             // for prepared_by_ and protected_by_
     std::map<Uuid, uint64_t> prepared_by_;  // incoming migrations before Finish: the connection that prepared each
+    std::map<Uuid, uint64_t> protected_by_;  // outgoing ones with change protection: the connection that began each
+    void end_protection(const Uuid& uuid);
     std::atomic<bool> stopping_{false};
     std::mutex watch_mutex_;
     std::map<Uuid, std::jthread> watches_;  // last: stopped and joined before the rest goes

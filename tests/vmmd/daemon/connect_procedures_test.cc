@@ -85,7 +85,9 @@ TEST(VmmdConnect, AnnouncesOnlyTheFeaturesItServes) {
     EXPECT_EQ(feature(13), 1) << "migration with typed parameters";
     EXPECT_EQ(feature(14), 1) << "event callbacks";
     EXPECT_EQ(feature(4), 1) << "peer-to-peer migration";
-    EXPECT_EQ(feature(7), 0) << "change protection: not served";
+    EXPECT_EQ(feature(7), 1) << "change protection (the definition holds still while a migration runs)";
+    EXPECT_EQ(feature(1), 0) << "migration v1: not served";
+    EXPECT_EQ(feature(8), 0) << "fd passing: not served";
 }
 
 TEST(VmmdConnect, OnlyAUnixSocketIsSecure) {
