@@ -14,6 +14,8 @@
 #include "vmmd/daemon/domain_capabilities.h"
 #include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/domain/domain_xml.h"
+#include "vmmd/migration/legacy_steps.h"
+#include "vmmd/rpc/typed_params.h"
 #include "vmmd/rpc/message.h"
 
 using namespace vmmd;
@@ -44,6 +46,33 @@ struct FuzzStore {
     }
 };
 
+// The older migration steps' arguments, rewritten as their _PARAMS twins' (legacy_steps.h): what
+// comes out must decode as those (their typed parameters, at least).
+void legacy_step(const rpc::Message& m) {
+    using Translate = vmm::Result<std::vector<uint8_t>> (*)(xdr::Reader&);
+    Translate t = nullptr;
+    switch (m.header.procedure) {
+        case 213: t = begin3_as_params; break;
+        case 214: t = prepare3_as_params; break;
+        case 216: t = perform3_as_params; break;
+        case 217: t = finish3_as_params; break;
+        case 218: t = confirm3_as_params; break;
+        default: return;
+    }
+    xdr::Reader in(m.payload);
+    auto out = t(in);
+    if (!out) return;
+    xdr::Reader twin(*out);
+    if (m.header.procedure == 213 || m.header.procedure == 216 || m.header.procedure == 218) {  // a domain first
+        (void)twin.string(rpc::kMaxString);
+        Uuid u{};
+        (void)twin.fixed_opaque(u);
+        (void)twin.i32();
+    }
+    if (m.header.procedure == 216) (void)twin.optional_string(rpc::kMaxString);
+    if (!rpc::decode_typed_params(twin)) __builtin_trap();
+}
+
 rpc::Dispatcher make_dispatcher(DomainStore& store) {
     const DriverIdentity id{"vmm:///system", 1000, "/usr/bin/vmm"};
     std::vector<rpc::Procedure> table = connect_procedures(id);
@@ -69,6 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!m) return 0;
         (void)rpc::decode_error(m->payload);  // what a client's error reply would go through
         if (m->header.program != rpc::kRemoteProgram || m->header.type != rpc::Type::call) continue;
+        legacy_step(*m);
         auto reply = dispatcher.call(caller, *m);
         auto back = rpc::decode_message(std::span(reply).subspan(rpc::kLengthSize));
         if (!back) __builtin_trap();

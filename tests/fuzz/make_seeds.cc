@@ -141,6 +141,24 @@ static void stats_session(Call& call) {
     models.i32(1);
     models.u32(0);
     call(312, models.take());
+    // The older migration steps (libvirt-python's dom.migrate()): Begin3 and Prepare3.
+    xdr::Writer begin3;
+    begin3.string("fz");
+    begin3.fixed_opaque(uuid);
+    begin3.i32(-1);
+    begin3.optional_string(std::nullopt);
+    begin3.u64(1);
+    begin3.optional_string(std::string("fz2"));
+    begin3.u64(100);
+    call(213, begin3.take());
+    xdr::Writer prepare3;
+    prepare3.opaque({});
+    prepare3.optional_string(std::string("tcp://127.0.0.1:49152"));
+    prepare3.u64(1);
+    prepare3.optional_string(std::nullopt);
+    prepare3.u64(0);
+    prepare3.string("<domain type='vmm'><name>fz</name></domain>");
+    call(214, prepare3.take());
     // virsh hypervisor-cpu-compare and hypervisor-cpu-baseline.
     xdr::Writer compare;
     for (int i = 0; i < 4; ++i) compare.optional_string(std::nullopt);

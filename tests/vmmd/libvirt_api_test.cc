@@ -183,6 +183,26 @@ TEST_F(TwoVmmd, Migrate3MovesTheGuestAndJobStatsSayWhatMoved) {
     }
 }
 
+// virDomainMigrate, the call without typed parameters that libvirt-python's dom.migrate() makes:
+// libvirt's client sends the older steps (DOMAIN_MIGRATE_BEGIN3 … CONFIRM3), and the guest moves
+// as with virDomainMigrate3, its RAM the same.
+TEST_F(TwoVmmd, TheOlderMigrateCallWithoutParametersMovesTheGuest) {
+    Domain d = define_and_start();
+    ASSERT_TRUE(d);
+    ASSERT_EQ(virDomainSuspend(d.get()), 0) << last_error();
+    std::string before = ramhash("src", d.get());
+    std::string uri = next_migrate_uri();
+    Domain arrived(virDomainMigrate(d.get(), dst_.get(), VIR_MIGRATE_LIVE, nullptr, uri.c_str(), 0));
+    ASSERT_TRUE(arrived) << last_error();
+    EXPECT_EQ(ramhash("dst", arrived.get()), before);
+    int state = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(d.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_SHUTOFF);
+    EXPECT_EQ(reason, VIR_DOMAIN_SHUTOFF_MIGRATED);
+    ASSERT_EQ(virDomainGetState(arrived.get(), &state, &reason, 0), 0);
+    EXPECT_EQ(state, VIR_DOMAIN_PAUSED);
+}
+
 TEST_F(TwoVmmd, JobStatsDuringAMigrationAndAbortLeaveTheSourceRunning) {
     Domain d = define_and_start();
     ASSERT_TRUE(d);

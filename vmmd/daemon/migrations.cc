@@ -12,6 +12,7 @@
 #include "vmm/common/log.h"
 #include "vmmd/daemon/domain_args.h"
 #include "vmmd/domain/domain_xml.h"
+#include "vmmd/migration/legacy_steps.h"
 
 namespace vmmd {
 
@@ -142,6 +143,23 @@ Reply Migrations::prepared(const DomainDef& def, const MigrationUri& told) const
     return rpc::ok(std::move(w));
 }
 
+// The incoming domain a Finish3 names: by the destination XML (what the _PARAMS step sends), or
+// by name alone (the older FINISH3 has only dname).
+std::variant<DomainDef, Reply> Migrations::finishing(const std::vector<rpc::TypedParam>& params) {
+    auto xml = rpc::string_param(params, VIR_MIGRATE_PARAM_DEST_XML);
+    auto name = rpc::string_param(params, VIR_MIGRATE_PARAM_DEST_NAME);
+    if (!xml || !name) return refuse(VIR_ERR_INVALID_ARG, (!xml ? xml : name).error().message());
+    if (*xml && !(*xml)->empty()) {
+        auto def = parse_domain_xml(**xml, Uuid{});
+        if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
+        return std::move(*def);
+    }
+    if (!*name || (*name)->empty()) return refuse(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_FINISH3: no destination_xml and no dname");
+    auto v = store_.by_name(**name);
+    if (!v) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", **name));
+    return v->def;
+}
+
 Reply Migrations::finish(Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto cookie_bytes = a.opaque(kMaxCookie);
@@ -150,37 +168,37 @@ Reply Migrations::finish(Reader& a) {
     if (!params || !cookie_bytes || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_FINISH3_PARAMS");
     auto cookie = decode_cookie(*cookie_bytes);
     if (!cookie) return refuse(VIR_ERR_INVALID_ARG, cookie.error().message());
-    auto xml = rpc::string_param(*params, VIR_MIGRATE_PARAM_DEST_XML);
-    if (!xml || !*xml) return refuse(VIR_ERR_INVALID_ARG, "DOMAIN_MIGRATE_FINISH3_PARAMS: no destination_xml");
-    auto def = parse_domain_xml(**xml, Uuid{});
-    if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
-    auto v = store_.by_uuid(def->uuid);
-    if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def->name));
-    addresses_.release(def->uuid);  // the vmm has its connection: the port may go to the next Prepare
+    auto found = finishing(*params);
+    if (auto* refused = std::get_if<Reply>(&found)) return std::move(*refused);
+    const DomainDef& def = std::get<DomainDef>(found);
+    const Uuid uuid = def.uuid;
+    auto v = store_.by_uuid(uuid);
+    if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def.name));
+    addresses_.release(uuid);  // the vmm has its connection: the port may go to the next Prepare
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return finish_resume(*v, *cancelled);
     {
         std::lock_guard lock(mutex_);
-        prepared_by_.erase(def->uuid);  // Finish decides now, whichever connection it came on
+        prepared_by_.erase(uuid);  // Finish decides now, whichever connection it came on
     }
-    auto fail = [&](const std::string& why) { return finish_failed(def->uuid, *flags, why); };
+    auto fail = [&](const std::string& why) { return finish_failed(uuid, *flags, why); };
     if (*cancelled != 0) return fail(fmt::format("migration of domain '{}' was cancelled", v->def.name));
     // The source is done (or, in postcopy, has switched: the pages follow while the guest runs
     // here); the incoming vmm finishes loading the last state.
-    bool postcopy = jobs_.get(def->uuid).postcopy;
-    auto arrived = await_end(def->uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN,
+    bool postcopy = jobs_.get(uuid).postcopy;
+    auto arrived = await_end(uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN,
                              std::chrono::steady_clock::now() + kFinishTimeout, postcopy);
     if (!arrived) return fail("incoming: " + arrived.error().message());
     bool paused = (*flags & VIR_MIGRATE_PAUSED) != 0;
     if (!paused) {
-        if (auto c = sup_.qmp(def->uuid, "cont"); !c) return fail(c.error().message());
+        if (auto c = sup_.qmp(uuid, "cont"); !c) return fail(c.error().message());
     }
-    sup_.set_phase(def->uuid, MigrationPhase::none);  // the guest is this host's now
+    sup_.set_phase(uuid, MigrationPhase::none);  // the guest is this host's now
     if (!paused) {
-        sup_.set_state(def->uuid, {VIR_DOMAIN_RUNNING, postcopy ? VIR_DOMAIN_RUNNING_POSTCOPY : VIR_DOMAIN_RUNNING_MIGRATED},
+        sup_.set_state(uuid, {VIR_DOMAIN_RUNNING, postcopy ? VIR_DOMAIN_RUNNING_POSTCOPY : VIR_DOMAIN_RUNNING_MIGRATED},
                        LifecycleEvent{VIR_DOMAIN_EVENT_RESUMED,
                                       postcopy ? VIR_DOMAIN_EVENT_RESUMED_POSTCOPY : VIR_DOMAIN_EVENT_RESUMED_MIGRATED});
     } else {
-        sup_.set_state(def->uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER},
+        sup_.set_state(uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER},
                        LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
     }
     if ((*flags & VIR_MIGRATE_PERSIST_DEST) != 0) {
@@ -196,10 +214,10 @@ Reply Migrations::finish(Reader& a) {
         completed = (*cookie)->stats;
         completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
     }
-    jobs_.set(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
-    if (postcopy) watch_postcopy(def->uuid);  // the pages follow: a link failure (and the end) is seen there
-    else if (completed) job_completed(def->uuid, *completed);
-    return finished(def->uuid);
+    jobs_.set(uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
+    if (postcopy) watch_postcopy(uuid);  // the pages follow: a link failure (and the end) is seen there
+    else if (completed) job_completed(uuid, *completed);
+    return finished(uuid);
 }
 
 Reply Migrations::finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why) {
@@ -352,6 +370,28 @@ std::vector<rpc::Procedure> Migrations::procedures() {
         {Proc::DOMAIN_MIGRATE_CONFIRM3_PARAMS, rpc::Access::write,
          on_domain(store_, "DOMAIN_MIGRATE_CONFIRM3_PARAMS", [this](const DomainView& v, Reader& a) { return confirm(v, a); })},
     };
+    // The steps without typed parameters (libvirt-python's dom.migrate(), virDomainMigrate and
+    // virDomainMigrate2 send them): rewritten as their _PARAMS twins and answered by those.
+    using Translate = vmm::Result<std::vector<uint8_t>> (*)(Reader&);
+    auto legacy = [&t](Proc old, Proc twin, Translate translate) {
+        rpc::Handler params = std::find_if(t.begin(), t.end(), [twin](const rpc::Procedure& p) {
+                                  return p.number == rpc::number_of(twin);
+                              })->handler;
+        return rpc::Procedure(old, rpc::Access::write, [params, translate](rpc::Caller& c, Reader& a) -> Reply {
+            auto payload = translate(a);
+            if (!payload) return refuse(VIR_ERR_RPC, payload.error().message());
+            Reader twin_args(*payload);
+            return params(c, twin_args);
+        });
+    };
+    std::vector<rpc::Procedure> old_steps = {
+        legacy(Proc::DOMAIN_MIGRATE_BEGIN3, Proc::DOMAIN_MIGRATE_BEGIN3_PARAMS, begin3_as_params),
+        legacy(Proc::DOMAIN_MIGRATE_PREPARE3, Proc::DOMAIN_MIGRATE_PREPARE3_PARAMS, prepare3_as_params),
+        legacy(Proc::DOMAIN_MIGRATE_PERFORM3, Proc::DOMAIN_MIGRATE_PERFORM3_PARAMS, perform3_as_params),
+        legacy(Proc::DOMAIN_MIGRATE_FINISH3, Proc::DOMAIN_MIGRATE_FINISH3_PARAMS, finish3_as_params),
+        legacy(Proc::DOMAIN_MIGRATE_CONFIRM3, Proc::DOMAIN_MIGRATE_CONFIRM3_PARAMS, confirm3_as_params),
+    };
+    for (rpc::Procedure& p : old_steps) t.push_back(std::move(p));
     for (rpc::Procedure& p : job_procedures()) t.push_back(std::move(p));
     return t;
 }

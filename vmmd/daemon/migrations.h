@@ -85,6 +85,7 @@ private:
     // Finish could not complete the incoming migration: the vmm is destroyed (kept and resumed
     // in postcopy, where the guest's newest state is here), and `why` is the answer.
     rpc::Reply finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why);
+    std::variant<DomainDef, rpc::Reply> finishing(const std::vector<rpc::TypedParam>& params);
     rpc::Reply confirm(const DomainView& v, xdr::Reader& a);
     rpc::Reply confirm_cancelled(const DomainView& v, Job job);
     // Runs vmm's migration to `uri` with the settings the flags and parameters ask for, and
