@@ -56,6 +56,8 @@ inline void keep_the_push_slow(Vm& src) {
 
 // Both sides paused: migrate_recover on a new port, migrate -r to it, and both complete.
 inline void recover_and_complete(Vm& src, Vm& dst) {
+    // migrate_pause answers before the source has let the link go: 'migrate -r' wants it paused.
+    ASSERT_TRUE(eventually([&] { return src.migrate_status() == "postcopy-paused"; }, 60)) << src.cmd("info migrate");
     uint16_t again = free_tcp_port();
     EXPECT_EQ(dst.cmd("migrate_recover " + tcp_uri(again)), "");
     EXPECT_EQ(src.cmd("migrate -r " + tcp_uri(again)), "");

@@ -7,7 +7,7 @@
 # side (a shared range once gave two the same port): virsh_migrate 49400-49799, virsh_postcopy
 # 49900-50299, virsh_postcopy_recover 50400-50799, virsh_rdma 50900-51299, packaging/install
 # 51400-51799, virsh_tls 52000-52399, virsh_migrate_tls 52400-52799, virsh_crash 52800-53199, golibvirt 53200-53599, tshark_dissector 53600-53999 (its
-# vmmd on TCP 17400-18199), each plus the
+# vmmd on TCP 17400-18199), virt_manager 54000-54399, each plus the
 # few it counts up.
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 

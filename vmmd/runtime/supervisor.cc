@@ -213,7 +213,9 @@ Status Supervisor::stop_process(const Uuid& uuid, bool graceful, Intent why) {
 }
 
 Result<Json> Supervisor::call(Running& r, const std::string& command, const Json& args) {
-    std::lock_guard lock(r.qmp_mutex);
+    std::unique_lock lock(r.qmp_mutex);
+    // Adopted a moment ago by a restarted vmmd: its first attempt to reach the vmm is under way.
+    r.qmp_settled.wait_for(lock, kAdoptAttempt + std::chrono::seconds(1), [&r] { return r.qmp || r.silent; });
     if (!r.qmp) {
         return Error(fmt::format("domain '{}': its vmm (pid {}) has not answered on its QMP socket since vmmd started; "
                                  "vmmd keeps trying ('virsh destroy' ends it meanwhile)",

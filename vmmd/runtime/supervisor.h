@@ -119,6 +119,10 @@ private:
         std::unique_ptr<VmmProcess> process;
         std::mutex qmp_mutex;  // one command at a time on the socket
         std::unique_ptr<vmm::monitor::QmpClient> qmp;  // null while an adopted vmm has not answered
+        // An adopted vmm's first connection attempt: answered (qmp set) or failed (silent). A call
+        // made meanwhile waits for it, as libvirt's calls wait for its reconnection to a domain.
+        std::condition_variable qmp_settled;
+        bool silent = false;  // under qmp_mutex
         std::atomic<Intent> intent{Intent::none};
         std::atomic<MigrationPhase> phase{MigrationPhase::none};
     };

@@ -139,10 +139,17 @@ void Supervisor::attach(const std::shared_ptr<Running>& r, DomainState recorded)
         if (q) {
             std::lock_guard lock(r->qmp_mutex);
             r->qmp = std::move(*q);
+            r->silent = false;
+            r->qmp_settled.notify_all();
             break;
         }
         if (!silent) {
             silent = true;
+            {
+                std::lock_guard lock(r->qmp_mutex);
+                r->silent = true;
+                r->qmp_settled.notify_all();
+            }
             vmm::log::warn("vmmd: domain '{}' (vmm pid {}) does not answer on its QMP socket ({}): shown paused (unknown) "
                            "until it does; 'virsh destroy' ends it",
                            r->def.name, r->process->identity().pid, q.error().message());
