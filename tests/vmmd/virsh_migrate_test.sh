@@ -151,11 +151,14 @@ for how in abort kill p2p-abort; do
     m=$!
     wait_until 30 running_job || fail "$how: no migration job appeared: $(cat "$dir/migrate.out")"
     # libvirt's client asks for change protection (vmmd offers it): the definition holds still.
-    out=$(v desc demo --config --title during) && fail "$how: the definition changed during the migration: $out"
-    expect "$how: a change during the migration is refused" "$out" "migrating with change protection"
-    v dumpxml --inactive demo >"$dir/same.xml"
-    out=$(v define "$dir/same.xml") && fail "$how: a define during the migration was taken: $out"
-    expect "$how: a define during the migration is refused" "$out" "migrating with change protection"
+    # Not before the kill: in the nested VM each virsh call takes seconds the slow job may not have.
+    if [ "$how" != kill ]; then
+        out=$(v desc demo --config --title during) && fail "$how: the definition changed during the migration: $out"
+        expect "$how: a change during the migration is refused" "$out" "migrating with change protection"
+        v dumpxml --inactive demo >"$dir/same.xml"
+        out=$(v define "$dir/same.xml") && fail "$how: a define during the migration was taken: $out"
+        expect "$how: a define during the migration is refused" "$out" "migrating with change protection"
+    fi
     if [ "$how" != kill ]; then
         out=$(v domjobabort demo) || fail "domjobabort: $out (the job it missed: $(v domjobinfo demo --completed | tr -s ' \n' ' '))"
     else
