@@ -27,26 +27,6 @@ std::optional<Reply> not_ours(const std::optional<std::string>& given, const std
     return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("{} '{}': the vmm driver has '{}' only", what, *given, ours));
 }
 
-Reply domain_capabilities(const DriverIdentity& id, Reader& a) {
-    auto emulator = a.optional_string(rpc::kMaxString);
-    auto arch = a.optional_string(rpc::kMaxString);
-    auto machine = a.optional_string(rpc::kMaxString);
-    auto virttype = a.optional_string(rpc::kMaxString);
-    auto flags = a.u32();
-    if (!emulator || !arch || !machine || !virttype || !flags) return undecodable("CONNECT_GET_DOMAIN_CAPABILITIES");
-    if (*flags != 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("CONNECT_GET_DOMAIN_CAPABILITIES: flags {:#x} (none)", *flags));
-    if (auto r = not_ours(*virttype, "vmm", "virttype")) return *r;
-    if (auto r = not_ours(*arch, "x86_64", "arch")) return *r;
-    if (auto r = not_ours(*machine, "vmm", "machine")) return *r;
-    if (*emulator) {
-        std::error_code ec;
-        if (!std::filesystem::equivalent(**emulator, id.emulator, ec) || ec) {
-            return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("emulator '{}': this vmmd runs {}", **emulator, id.emulator));
-        }
-    }
-    return rpc::ok_string(domain_capabilities_xml(id.emulator));
-}
-
 // No named CPU models: a vmm guest gets the host's CPU (KVM's supported CPUID), host-passthrough.
 // libvirt's answer of none means "any model is accepted", the opposite: so it is a refusal.
 Reply cpu_model_names(Reader& a) {
@@ -74,6 +54,14 @@ std::optional<Reply> not_this_driver(const DriverIdentity& id, Reader& a, const 
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("emulator '{}': this vmmd runs {}", **emulator, id.emulator));
     }
     return std::nullopt;
+}
+
+Reply domain_capabilities(const DriverIdentity& id, Reader& a) {
+    if (auto r = not_this_driver(id, a, "CONNECT_GET_DOMAIN_CAPABILITIES")) return *r;
+    auto flags = a.u32();
+    if (!flags) return undecodable("CONNECT_GET_DOMAIN_CAPABILITIES");
+    if (*flags != 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("CONNECT_GET_DOMAIN_CAPABILITIES: flags {:#x} (none)", *flags));
+    return rpc::ok_string(domain_capabilities_xml(id.emulator));
 }
 
 // Whether this driver can give a guest the CPU described: vmm gives the host's (KVM's supported
