@@ -8,6 +8,9 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/r
 # rxe needs the crc32 crypto algorithm; the kernel cannot autoload it (its modprobe helper runs
 # in the initramfs, which has no such module), so load it here.
 modprobe crc32_generic; modprobe crc32_pclmul 2>/dev/null
+# Likewise ss's sources: without unix_diag, ss reads /proc/net/unix, which has no queue lengths or
+# peers (every Recv-Q reads 0: a test that waits for a queued call would wait for ever).
+for m in unix_diag inet_diag tcp_diag; do modprobe "$m" || say "modprobe $m failed: ss shows less"; done
 modprobe rdma_rxe && modprobe rdma_ucm && modprobe ib_uverbs || { say "cannot load the RDMA modules"; exit 124; }
 modprobe dummy numdummies=0
 ip link set lo up
