@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installed like a hypervisor (label libvirt): `cmake --install` into a temporary prefix puts every
-# file where vmm and vmmd look for it, with a systemd unit naming the installed vmmd; `cpack -G
-# DEB` packs the same under /usr, with Depends from the libraries it links. Then, with the build
-# tree hidden (an empty tmpfs mounted over it in a private mount namespace), two installed vmmd
-# migrate a domain live with stock virsh (TCP on loopback, RAM digests equal) and the installed
-# vmm loads the installed RDMA plugin.
-#   install_test.sh BUILD_DIR                 (the second stage: --installed BUILD_DIR PREFIX)
+# Installed like a hypervisor (label libvirt), in two tests. The package (no KVM needed, so it runs
+# wherever the tests do): `cpack -G DEB` packs vmm under /usr, with Depends from the libraries it
+# links and a systemd unit naming /usr/bin/vmmd. The installed tree (label kvm as well):
+# `cmake --install` into a temporary prefix puts every file where vmm and vmmd look for it, with a
+# systemd unit naming the installed vmmd; then, with the build tree hidden (an empty tmpfs mounted
+# over it in a private mount namespace), two installed vmmd migrate a domain live with stock virsh
+# (TCP on loopback, RAM digests equal) and the installed vmm loads the installed RDMA plugin.
+#   install_test.sh BUILD_DIR             the installed tree (second stage: --installed BUILD_DIR PREFIX)
+#   install_test.sh --package BUILD_DIR   the Debian package
 set -uo pipefail
 if [ "${1:-}" = --installed ]; then
     build=$2 prefix=$3
@@ -33,27 +35,14 @@ if [ "${1:-}" = --installed ]; then
     exit 0
 fi
 
-build=$1
 fail() { echo "FAIL: $*"; exit 1; }
-[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
-command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
-[ -x "$build/bin/vmmd" ] || { echo "SKIP: vmmd is not built (needs libvirt-dev)"; exit 77; }
-work=$(mktemp -d /tmp/vmm-install.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-prefix=$work/prefix
-
-out=$(cmake --install "$build" --prefix "$prefix" 2>&1) || fail "cmake --install: $out"
-for f in bin/vmm bin/vmmctl bin/vmm-snapshot bin/vmmd lib/vmm/vmm-transport-rdma.so share/vmm/guest/pattern.elf share/vmm/guest/stress.elf \
-         share/vmm/configs/pattern.toml lib/systemd/system/vmmd.service share/doc/vmm/libvirt.md; do
-    [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
-done
-echo "ok: cmake --install --prefix put binaries, plugin, payloads, configs, docs and the unit in place"
-grep -q "^ExecStart=$prefix/bin/vmmd " "$prefix/lib/systemd/system/vmmd.service" ||
-    fail "the unit does not start the installed vmmd: $(grep ExecStart "$prefix/lib/systemd/system/vmmd.service")"
-grep -q "^KillMode=process" "$prefix/lib/systemd/system/vmmd.service" || fail "the unit would kill the guests with vmmd"
-echo "ok: the systemd unit starts $prefix/bin/vmmd and leaves the guests running when it stops"
-
-if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
+if [ "${1:-}" = --package ]; then
+    build=$2
+    command -v cpack >/dev/null && command -v dpkg-deb >/dev/null ||
+        { echo "SKIP: needs cpack and dpkg-deb (apt-get install cmake dpkg)"; exit 77; }
+    [ -x "$build/bin/vmmd" ] || { echo "SKIP: vmmd is not built (needs libvirt-dev)"; exit 77; }
+    work=$(mktemp -d /tmp/vmm-package.XXXXXX)
+    trap 'rm -rf "$work"' EXIT
     out=$(cd "$build" && cpack -G DEB -B "$work/deb" 2>&1) || fail "cpack -G DEB: $out"
     deb=$(ls "$work"/deb/vmm_*.deb 2>/dev/null | head -1)
     [ -n "$deb" ] || fail "cpack made no .deb: $out"
@@ -72,9 +61,27 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
         fail "the package has no vmmd.service"
     grep -q "^ExecStart=/usr/bin/vmmd " <<<"$unit" || fail "the packaged unit does not start /usr/bin/vmmd: $unit"
     echo "ok: cpack -G DEB made $(basename "$deb") (Depends: $depends)"
-else
-    echo "note: cpack or dpkg-deb missing: the Debian package is not checked"
+    exit 0
 fi
+
+build=$1
+[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
+[ -x "$build/bin/vmmd" ] || { echo "SKIP: vmmd is not built (needs libvirt-dev)"; exit 77; }
+work=$(mktemp -d /tmp/vmm-install.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+out=$(cmake --install "$build" --prefix "$prefix" 2>&1) || fail "cmake --install: $out"
+for f in bin/vmm bin/vmmctl bin/vmm-snapshot bin/vmmd lib/vmm/vmm-transport-rdma.so share/vmm/guest/pattern.elf share/vmm/guest/stress.elf \
+         share/vmm/configs/pattern.toml lib/systemd/system/vmmd.service share/doc/vmm/libvirt.md; do
+    [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
+done
+echo "ok: cmake --install --prefix put binaries, plugin, payloads, configs, docs and the unit in place"
+grep -q "^ExecStart=$prefix/bin/vmmd " "$prefix/lib/systemd/system/vmmd.service" ||
+    fail "the unit does not start the installed vmmd: $(grep ExecStart "$prefix/lib/systemd/system/vmmd.service")"
+grep -q "^KillMode=process" "$prefix/lib/systemd/system/vmmd.service" || fail "the unit would kill the guests with vmmd"
+echo "ok: the systemd unit starts $prefix/bin/vmmd and leaves the guests running when it stops"
 
 unshare -m --propagation private true 2>/dev/null || { echo "SKIP: hiding the build tree needs unshare -m (root)"; exit 77; }
 unshare -m --propagation private bash -c 'mount -t tmpfs tmpfs "$1" && exec bash "$2" --installed "$1" "$3"' \
