@@ -5,7 +5,11 @@
  * reported through the control device, as is every mismatch (with its address).
  * CPU 0 does the work; other CPUs halt.
  * Parameters: bytes=SIZE (default 16M) base=ADDR (default 4M) seed=N words=1..512 (default 4)
- *             check=N pages per step (default 64) */
+ *             check=N pages per step (default 64)
+ *             rest_us=N: microseconds the guest sleeps (in the VMM) after each step, default 0
+ *             (it spins). Where a vCPU is emulated, e.g. under nested KVM in TCG, a spinning
+ *             guest takes the CPU every other program there needs; a resting one still checks
+ *             every page each pass. The sleep is not counted as a pause. */
 #include "lib/runtime.h"
 
 static uint64_t expected(uint64_t addr, uint64_t seed) {
@@ -59,6 +63,7 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
     uint64_t seed = param_u64("seed", 1), words = param_u64("words", 4), per_step = param_u64("check", 64);
     if (words == 0 || words > 512) words = 4;
     if (per_step == 0) per_step = 64;
+    uint64_t rest_ns = param_u64("rest_us", 0) * 1000;
     uint64_t pages = bytes / 4096, spacing = 4096 / words;
     put_str("pattern: filling ");
     put_size(bytes);
@@ -105,6 +110,7 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
             last_report = now;
             reported = 1;
         }
-        prev = reported ? ctl_clock_ns() : now;
+        if (rest_ns) ctl_sleep_ns(rest_ns);
+        prev = reported || rest_ns ? ctl_clock_ns() : now;
     }
 }

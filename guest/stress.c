@@ -15,7 +15,10 @@
  *             clock=N pages between clock reads (default 64; 0: none)
  *             stall_us=N the shortest gap counted as a stall (default 0: stalls not timed)
  *             passes=N (default 0: forever; then exits the machine with code 0)
- *             zero=1 (write zeros: memory populated but all zero, for zero-page paths) */
+ *             zero=1 (write zeros: memory populated but all zero, for zero-page paths)
+ *             rest_us=N: microseconds every CPU sleeps (in the VMM) after each pass, default 0.
+ *             Where vCPUs are emulated (nested KVM in TCG) a guest that never rests takes the
+ *             CPU every other program there needs. The sleep is not counted as a stall. */
 #include "lib/runtime.h"
 #include "lib/tsc_clock.h"
 
@@ -105,6 +108,7 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
     uint64_t zero = param_u64("zero", 0);
     uint64_t span = param_u64("clock", 64) * 4096; /* bytes between clock reads */
     uint64_t stall_us = param_u64("stall_us", 0);
+    uint64_t rest_ns = param_u64("rest_us", 0) * 1000;
     uint64_t floor = ns_tsc(stall_us * 1000);
     int timed = span != 0 && ctl_present();
     struct stalls *mine = g_tsc_ok && stall_us != 0 && cpu < MAX_TIMED_CPUS ? &g_stalls[cpu] : 0;
@@ -129,6 +133,10 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
                 (void)ctl_clock_ns();
                 last_tsc = tsc_read(); /* the exit is ours, not a stall */
             }
+        }
+        if (rest_ns) {
+            ctl_sleep_ns(rest_ns);
+            last_tsc = tsc_read();
         }
         if (cpu != 0) continue;
         ctl_command(VMMC_CMD_STEP, pass);

@@ -19,7 +19,7 @@ declare -A digest
 filled() { qmp state "$1" query-guest | grep -qE '"steps":[1-9]'; }
 
 for i in $(seq 1 8); do
-    demo_domain "$dir/m$i.xml" 32 pattern "bytes=4M seed=$i"
+    demo_domain "$dir/m$i.xml" 32 pattern "bytes=4M seed=$i $pattern_rest"
     sed -i "s/>demo</>m$i</" "$dir/m$i.xml"
     out=$(v define "$dir/m$i.xml") || fail "define m$i: $out"
     out=$(v start m$i) || fail "start m$i: $out"

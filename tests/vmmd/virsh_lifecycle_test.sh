@@ -84,7 +84,8 @@ out=$(v create "$dir/broken.xml") && fail "a domain with no payload started: $ou
 expect "a failed start says what vmm said" "$out" "payload file /nonexistent.elf does not exist"
 # A guest that crashes a second after it starts (a CPU exception in the payload: its vmm exits
 # with 128 + the vector); start returns first, as its QMP socket answers at once.
-sed -e 's/>demo</>faulty</' -e 's#<kernel>pattern</kernel>#<kernel>idle</kernel><cmdline>tick_ms=250 fault=4</cmdline>#' \
+sed -e 's/>demo</>faulty</' -e 's#<cmdline>[^<]*</cmdline>##' \
+    -e 's#<kernel>pattern</kernel>#<kernel>idle</kernel><cmdline>tick_ms=250 fault=4</cmdline>#' \
     "$dir/demo.xml" >"$dir/faulty.xml"
 out=$(v define "$dir/faulty.xml") || fail "define faulty: $out"
 out=$(v start faulty) || fail "start faulty: $out"

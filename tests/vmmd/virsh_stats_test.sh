@@ -34,12 +34,12 @@ meminfo_free=$(awk '/^MemFree:/ {print $2}' /proc/meminfo)
     fail "freecell says $out, /proc/meminfo MemFree $meminfo_free KiB"
 echo "ok: freecell is MemFree"
 
-cat >"$dir/demo.xml" <<'XML'
+cat >"$dir/demo.xml" <<XML
 <domain type='vmm'>
   <name>demo</name>
   <memory unit='MiB'>64</memory>
   <vcpu>2</vcpu>
-  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=8M</cmdline></os>
+  <os><type>hvm</type><kernel>stress</kernel><cmdline>bytes=8M${stress_rest:+ $stress_rest}</cmdline></os>
 </domain>
 XML
 out=$(v define "$dir/demo.xml") || fail "define: $out"
