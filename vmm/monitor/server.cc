@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -24,6 +26,10 @@ namespace {
 constexpr const char* kPrompt = "(vmm) ";
 // How long the acceptor waits before trying again when the process is out of descriptors.
 constexpr int kAcceptBackoffMs = 200;
+// At the descriptor limit a session may end as soon as it starts (it too needs descriptors), so
+// the acceptor can flap between "cannot accept" and "accepting again": the shortage is logged
+// at most this often, and its end once per logged shortage.
+constexpr auto kShortageLogEvery = std::chrono::seconds(60);
 }  // namespace
 
 Result<std::unique_ptr<MonitorServer>> MonitorServer::create(Dispatcher& dispatcher, Protocol protocol) {
@@ -71,6 +77,8 @@ Status MonitorServer::serve_stdio() {
 void MonitorServer::accept_loop() {
     name_this_thread("monitor");
     bool out_of_fds = false;
+    bool shortage_logged = false;  // its end is still to be logged
+    std::optional<std::chrono::steady_clock::time_point> last_logged;
     for (;;) {
         pollfd fds[2] = {{stop_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
         // Out of descriptors, the listening socket stays readable: then wait only for a stop,
@@ -84,15 +92,19 @@ void MonitorServer::accept_loop() {
         int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) {
             bool exhausted = errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
-            if (exhausted && !out_of_fds) {
+            auto now = std::chrono::steady_clock::now();
+            if (exhausted && !out_of_fds && (!last_logged || now - *last_logged >= kShortageLogEvery)) {
                 log::warn("monitor {}: cannot accept a client: {}; retrying every {} ms", path_, std::strerror(errno),
                           kAcceptBackoffMs);
+                last_logged = now;
+                shortage_logged = true;
             }
             out_of_fds = exhausted;
             if (out_of_fds) reap_finished();
             continue;  // otherwise the client went away before we accepted: nothing to do
         }
-        if (out_of_fds) log::info("monitor {}: accepting clients again", path_);
+        if (out_of_fds && shortage_logged) log::info("monitor {}: accepting clients again", path_);
+        if (out_of_fds) shortage_logged = false;
         out_of_fds = false;
         reap_finished();
         start_session(c, c, UniqueFd(c));
