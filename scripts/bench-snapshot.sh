@@ -4,10 +4,15 @@
 #   save     a host-filled (incompressible) guest of --size saved with 'migrate file:' (rounds,
 #            device state, fsync, rename: vmm's 'total time') against dd writing the saved
 #            file's bytes to a new file on the same file system (conv=fdatasync): ratio dd / vmm
-#   restore  the file restored by 'vmm --incoming file:' (every page read and checked against its
-#            sum: the destination's 'total time') against dd reading the same file: ratio
+#   restore  the file restored by 'vmm --incoming file:' with x-restore-lazy off (every page read
+#            and checked against its sum before the guest runs: the destination's 'total time')
+#            against dd reading the same file: ratio
 #   mapped   the same file restored with x-restore-mapped (mapped, checked in the background): the
 #            time to a guest ready to run
+#   lazy     the same file restored lazily (the default; the guest runs at once, its pages brought
+#            in through userfaultfd as it touches them, the rest in file order): the time to a
+#            running guest and to the last page in; then a stress guest rewriting 64 MiB restored
+#            lazily: how long its vCPU was blocked on faults (postcopy blocktime) and their latency
 #   sparse   idle guests of --size and --big (16G) that touched little: the file's size on disk
 #            and the times, which must follow what the guest touched, not its RAM size
 # Both sides read and write through the page cache as it is after the save (no cache dropped).
@@ -38,47 +43,56 @@ field() { awk -v k="$1: " 'index($0, k) == 1 && !done { s = substr($0, length(k)
 ms_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
 bytes=$(numfmt --from=iec "$size")
 
-# save_once NAME ARGS...: a guest of $size started with ARGS, saved to $work/NAME.save; sets S_MS.
+# save_once NAME ARGS...: a guest of $size started with ARGS, saved to $work/NAME.save, paused (or
+# running, with SAVE_LIVE=1: it runs again once restored); sets S_MS.
 save_once() {
     local name=$1; shift
     "$VMM" -m "$size" --smp 1 --monitor "unix:$work/$name.sock" --serial none "$@" >"$work/$name.log" 2>&1 &
     pids+=("$!")
-    "$CTL" --wait 30 "unix:$work/$name.sock" "stop" >/dev/null
-    local out; out=$("$CTL" "unix:$work/$name.sock" "migrate file:$work/$name.save")
+    local first=stop
+    [ -n "${SAVE_LIVE:-}" ] && first="info status"
+    "$CTL" --wait 30 "unix:$work/$name.sock" "$first" >/dev/null || { cat "$work/$name.log" >&2; die "save $name: vmm did not start"; }
+    local out; out=$("$CTL" "unix:$work/$name.sock" "migrate file:$work/$name.save") || { cat "$work/$name.log" >&2; die "save $name: vmm ended"; }
     echo "$out" | grep -q "Migration status: completed" || { echo "$out" >&2; cat "$work/$name.log" >&2; die "save $name failed"; }
     S_MS=$("$CTL" "unix:$work/$name.sock" "info migrate" | field "total time")
     "$CTL" "unix:$work/$name.sock" quit >/dev/null 2>&1 || true
 }
 
-# restore_once NAME [mapped] [SIZE]: $work/NAME.save restored into a fresh vmm (read, or mapped with
-# x-restore-mapped); sets R_MS, the destination's total time (file opened to guest ready to run).
+# restore_once NAME [read|mapped|lazy] [SIZE]: $work/NAME.save restored into a fresh vmm (read first,
+# with x-restore-lazy off; mapped with x-restore-mapped; or lazily, the default, the guest running
+# at once; a socket and log of its own: one quit a moment ago may still be listening); sets R_MS, the
+# destination's total time (file opened to guest ready to run; lazy: to its last page in), and
+# R_INFO, its info migrate.
 restore_once() {
     local name=$1 how=${2:-read} mem=${3:-$size}
-    if [ "$how" = mapped ]; then
-        "$VMM" -m "$mem" --smp 1 -S --incoming defer --monitor "unix:$work/$name-r.sock" --serial none >"$work/$name-r.log" 2>&1 &
-        pids+=("$!")
-        "$CTL" --wait 30 "unix:$work/$name-r.sock" "migrate_set_capability x-restore-mapped on" \
-            "migrate_incoming file:$work/$name.save" >/dev/null
-    else
-        "$VMM" -m "$mem" --smp 1 -S --incoming "file:$work/$name.save" --monitor "unix:$work/$name-r.sock" --serial none \
-            >"$work/$name-r.log" 2>&1 &
-        pids+=("$!")
-    fi
+    local paused=-S caps
+    case "$how" in
+        read) caps=("migrate_set_capability x-restore-lazy off") ;;
+        mapped) caps=("migrate_set_capability x-restore-mapped on") ;;
+        lazy) caps=("migrate_set_capability x-restore-lazy on") paused= ;;  # the guest runs at once
+    esac
+    "$VMM" -m "$mem" --smp 1 $paused --incoming defer --monitor "unix:$work/$name-$how.sock" --serial none \
+        >"$work/$name-$how.log" 2>&1 &
+    pids+=("$!")
+    "$CTL" --wait 30 "unix:$work/$name-$how.sock" "${caps[@]}" "migrate_incoming file:$work/$name.save" >/dev/null ||
+        { cat "$work/$name-$how.log" >&2; die "restore $name ($how): the destination vmm did not take the file"; }
     local st=""
     for _ in $(seq 600); do
-        st=$("$CTL" --wait 30 "unix:$work/$name-r.sock" "info migrate" 2>/dev/null | field "Migration status") || true
+        st=$("$CTL" --wait 30 "unix:$work/$name-$how.sock" "info migrate" 2>/dev/null | field "Migration status") || true
         [ "$st" = completed ] || [ "$st" = failed ] && break
         sleep 0.05
     done
-    [ "$st" = completed ] || { cat "$work/$name-r.log" >&2; die "restore $name: $st"; }
-    R_MS=$("$CTL" "unix:$work/$name-r.sock" "info migrate" | field "total time")
-    "$CTL" "unix:$work/$name-r.sock" quit >/dev/null 2>&1 || true
+    [ "$st" = completed ] || { cat "$work/$name-$how.log" >&2; die "restore $name: $st"; }
+    R_INFO=$("$CTL" "unix:$work/$name-$how.sock" "info migrate")
+    R_MS=$(field "total time" <<<"$R_INFO")
+    "$CTL" "unix:$work/$name-$how.sock" quit >/dev/null 2>&1 || true
 }
+ready_of() { field "lazy restore ready" <<<"$1"; }
 
 printf '\n\033[1mvmm snapshot benchmark\033[0m  %s  %s, %s cores, file system %s\n' "$(date -u +%FT%TZ)" \
     "$(uname -r)" "$(nproc)" "$(df --output=fstype "$work" | tail -1)"
 log "host-filled $size guest, $runs run(s): save and restore, each beside dd on the same bytes"
-save_ratios=() restore_ratios=() saves=() restores=() dd_w=() dd_r=() mapped=()
+save_ratios=() restore_ratios=() saves=() restores=() dd_w=() dd_r=() mapped=() lazy_ready=() lazy_all=()
 for i in $(seq "$runs"); do
     save_once "filled$i" --guest idle --prefill "$size"
     t0=$(date +%s%N)
@@ -92,9 +106,11 @@ for i in $(seq "$runs"); do
     r=$(ms_of "$t0" "$t1")
     read_ms=$R_MS
     restore_once "filled$i" mapped
-    printf '  run %d: save %s ms (dd write %s ms), restore %s ms (dd read %s ms), mapped restore %s ms\n' "$i" "$S_MS" "$w" \
-        "$read_ms" "$r" "$R_MS"
     mapped+=("$R_MS")
+    restore_once "filled$i" lazy
+    lazy_ready+=("$(ready_of "$R_INFO")") lazy_all+=("$R_MS")
+    printf '  run %d: save %s ms (dd write %s ms), restore %s ms (dd read %s ms), mapped restore %s ms, lazy restore: running after %s ms, all in after %s ms\n' \
+        "$i" "$S_MS" "$w" "$read_ms" "$r" "${mapped[-1]}" "${lazy_ready[-1]}" "$R_MS"
     R_MS=$read_ms
     saves+=("$S_MS") restores+=("$R_MS") dd_w+=("$w") dd_r+=("$r")
     save_ratios+=("$(awk -v a="$w" -v b="$S_MS" 'BEGIN { printf "%.2f", a / b }')")
@@ -116,7 +132,16 @@ restore_once big
 big_restore=$R_MS
 restore_once big mapped
 big_mapped=$R_MS
+restore_once big lazy
+big_lazy_ready=$(ready_of "$R_INFO") big_lazy_all=$R_MS
 size=$size_was
+log "lazy restore under a guest that touches its memory: a stress guest rewriting 64 MiB of a host-filled $size"
+SAVE_LIVE=1 save_once busy --guest stress --append "bytes=64M" --prefill "$size"
+restore_once busy lazy
+busy_ready=$(ready_of "$R_INFO") busy_all=$R_MS
+busy_faults=$(field "postcopy requests" <<<"$R_INFO")
+busy_latency=$(awk -F': ' '/^postcopy fault latency:/ { print $2; exit }' <<<"$R_INFO")
+busy_block=$(awk -F': ' '/^postcopy blocktime:/ { print $2; exit }' <<<"$R_INFO")
 
 printf '\n\033[1msummary\033[0m (medians of %d runs; ratios: dd time / vmm time, paired per run, 1.0 = as fast as dd)\n' "$runs"
 printf '  save    %s: vmm %s ms (%s MiB/s), dd write %s ms; ratio %s (target >= 0.8)\n' "$size" "$(med "${saves[@]}")" \
@@ -125,6 +150,11 @@ printf '  restore %s: vmm %s ms (%s MiB/s), dd read %s ms; ratio %s (target >= 0
     "$(mb_s "$(med "${restores[@]}")")" "$(med "${dd_r[@]}")" "$(med "${restore_ratios[@]}")"
 printf '  mapped  %s (x-restore-mapped: the file mapped, its pages checked in the background): %s ms to a guest ready to run\n' \
     "$size" "$(med "${mapped[@]}")"
+printf '  lazy    %s (x-restore-lazy): running after %s ms (target <= 10 ms, whatever the size), every page in after %s ms\n' \
+    "$size" "$(med "${lazy_ready[@]}")" "$(med "${lazy_all[@]}")"
+printf '  lazy    %s idle guest: running after %s ms, every page in after %s ms\n' "$big" "$big_lazy_ready" "$big_lazy_all"
+printf '  lazy    %s, a stress guest rewriting 64 MiB: running after %s ms, every page in after %s ms; %s faults, latency %s; blocked %s\n' \
+    "$size" "$busy_ready" "$busy_all" "$busy_faults" "$busy_latency" "$busy_block"
 printf '  sparse  %s idle guest: file %s KiB on disk, save %s ms, restore %s ms\n' "$size" "$disk_kib" "$sparse_save" \
     "$sparse_restore"
 printf '  sparse  %s idle guest: save %s ms, restore %s ms, mapped restore %s ms\n' "$big" "$big_save" "$big_restore" "$big_mapped"

@@ -54,8 +54,9 @@ MigrationStats IncomingMigration::stats() const {
         s.setup_parts = setup_parts_of(*live_);
         s.setup_time_ms = static_cast<uint64_t>(total_ms(s.setup_parts));
     }
-    if (receiver_) {
-        s.postcopy = receiver_->stats();
+    if (receiver_ || lazy_) {
+        s.postcopy = receiver_ ? receiver_->stats() : lazy_->stats();
+        if (lazy_) s.postcopy.ready_ms = lazy_ready_ms_;
         s.ram.remaining = (s.postcopy.missing_pages - s.postcopy.placed) * memory::kPageSize;
         s.ram.transferred += s.postcopy.postcopy_bytes;  // what arrived, both phases (as the source counts it)
     }
@@ -377,6 +378,10 @@ Status IncomingMigration::receive(Connection& conn) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
         return receive_postcopy(conn, *header, loader.discards());
     }
+    if (auto lazy = channel != nullptr ? channel->lazy_file() : std::nullopt) {
+        loader.stop_populating();  // before userfaultfd registers guest RAM
+        return receive_lazy(st, header->blocks, std::move(*lazy));
+    }
     if (auto mapped = channel != nullptr ? channel->mapped_file() : std::nullopt) {
         if (auto s = map_file(std::move(*mapped)); !s) {
             refuse(st, s.error());
@@ -406,6 +411,47 @@ Status IncomingMigration::map_file(FileRam ram) {
         }
     });
     return {};
+}
+
+// A lazy restore (x-restore-lazy): the guest runs (or waits, paused) while its RAM comes in from
+// the file, the pages it touches first. A damaged page or a failed read ends the restore (and
+// the process): there is no other copy to recover from.
+Status IncomingMigration::receive_lazy(ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file) {
+    auto read_all = file.read_all;
+    auto lazy = std::make_unique<LazyRestore>(machine_.memory(), blocks, machine_.vcpu_tids(), std::move(file), cancel_);
+    if (auto s = lazy->prepare(); !s) {  // e.g. no userfaultfd for this process: read it all, then run
+        lazy.reset();
+        log::info("{}: read before the guest runs, not lazily: {}", uri_.text, s.error().message());
+        if (auto r = read_all(); !r) {
+            refuse(st, r.error());
+            return r;
+        }
+        return ready_and_go(st);
+    }
+    LazyRestore* l = lazy.get();
+    {
+        std::lock_guard lock(mutex_);
+        lazy_ = std::move(lazy);  // kept for its figures
+    }
+    machine_.control().postcopy_window(true);  // the guest's own view of its stalls from here
+    if (auto s = ready_and_go(st); !s) {
+        machine_.control().postcopy_window(false);
+        return s;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        lazy_ready_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    }
+    machine_.set_incomplete("the guest runs on a lazy restore whose pages are still coming in from the file");
+    set_status(MigrationStatus::postcopy_active);
+    Status s = l->run();
+    if (s) {
+        l->close();
+        machine_.control().postcopy_window(false);
+        machine_.set_incomplete("");
+        log::info("{}: every page is in (lazy restore)", uri_.text);
+    }
+    return s;
 }
 
 // READY, then the source's GO; the guest runs here from now on (or stays paused as the source

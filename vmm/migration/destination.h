@@ -15,6 +15,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/migration/transport/cancel.h"
 #include "vmm/migration/core/stats.h"
+#include "vmm/migration/postcopy/lazy_restore.h"
 #include "vmm/migration/postcopy/receiver.h"
 #include "vmm/migration/precopy/ram_loader.h"
 #include "vmm/migration/transport/transport.h"
@@ -70,6 +71,7 @@ private:
     // A mapped restore (x-restore-mapped): guest RAM becomes the file's, and its check starts
     // on a thread of its own (a damaged page ends the machine through on_failure_).
     Status map_file(FileRam ram);
+    Status receive_lazy(ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file);
     void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
     void set_status(MigrationStatus s);
 
@@ -97,6 +99,8 @@ private:
     MigrationStats stats_;
     std::chrono::steady_clock::time_point start_;
     std::unique_ptr<PostcopyReceiver> receiver_;  // under mutex_ for readers; set before the guest runs
+    std::unique_ptr<LazyRestore> lazy_;           // likewise, for a lazy restore
+    double lazy_ready_ms_ = 0;                    // under mutex_: its guest could run this long after start_
     bool in_postcopy_ = false;  // GO came in postcopy: the guest runs here
     std::thread thread_;
     std::optional<CancelToken> check_cancel_;  // a mapped restore's check: cancelled and joined last

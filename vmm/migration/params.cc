@@ -58,6 +58,12 @@ const std::vector<SettingRow>& setting_rows() {
                      "runs at once, its pages come from the page cache as it touches them (shared with every vmm "
                      "restored from the file), each checked against its sum in the background (a damaged page ends "
                      "the guest, naming it)")),
+        listener(cap("x-restore-lazy", &C::restore_lazy,
+                     "--incoming file: (on by default): run the guest as soon as its device state is loaded and "
+                     "bring its RAM in while it runs: a page it touches first (userfaultfd), the rest in file order, "
+                     "each checked against its sum before it is placed; info migrate shows it as a postcopy (faults, "
+                     "latency, blocked time). A chain of saves, or a machine without userfaultfd, is read first "
+                     "instead; x-restore-mapped takes precedence")),
         listener(size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Live::max_bandwidth,
                       "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)")),
         integer("downtime-limit", &P::downtime_limit_ms, 1, 2000000, "longest acceptable pause, ms"),

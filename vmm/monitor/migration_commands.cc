@@ -31,7 +31,8 @@ Json postcopy_json(const migration::PostcopyStats& p) {
                 {"zero-local", p.zero_local},         {"placed", p.placed},
                 {"bytes", p.postcopy_bytes},          {"recoveries", p.recoveries},
                 {"fault-latency", latency_json(p.fault_latency)}, {"x-serve-latency", latency_json(p.serve_latency)},
-                {"blocktime-ms", p.blocktime_ms},     {"vcpu-blocktime-us", std::move(blocktime)}};
+                {"blocktime-ms", p.blocktime_ms},     {"vcpu-blocktime-us", std::move(blocktime)},
+                {"x-ready-ms", p.ready_ms}};
 }
 
 std::string postcopy_text(const Json& p, bool destination) {
@@ -56,6 +57,7 @@ std::string postcopy_text(const Json& p, bool destination) {
         return out;
     }
     const Json& l = child(p, "fault-latency");
+    if (num(p, "x-ready-ms") > 0) out += fmt::format("lazy restore ready: {:.1f} ms (the guest could run)\n", num(p, "x-ready-ms"));
     out += fmt::format("postcopy missing pages: {} ({} placed)\npostcopy requests: {}\n", u64(p, "missing-pages"),
                        u64(p, "placed"), u64(p, "requests"));
     out += fmt::format("postcopy zero pages placed without asking: {}\npostcopy recoveries: {}\n", u64(p, "zero-local"),

@@ -1,7 +1,8 @@
 // The destination's side of file:PATH: the file is checked when vmm starts listening on it (its
 // header, this machine's shape, its length, its stream's sum), so a wrong file is one line at
 // once; its RAM is read in the first round, every page checked against its slot as it lands, or
-// (x-restore-mapped) mapped by the caller and checked in the background.
+// (x-restore-mapped) mapped by the caller and checked in the background, or (x-restore-lazy)
+// brought in by the caller while the guest runs, each page checked as it is read.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/fd.h"
+#include "vmm/common/log.h"
 #include "vmm/migration/transport/file_io.h"
 #include "vmm/migration/transport/landing.h"
 #include "vmm/migration/wire/file_format.h"
@@ -138,17 +140,71 @@ Status check_file(const Opened& f, const CancelToken& cancel) {
     return {};
 }
 
+// Block i's slots for pages [first, first + count).
+Result<std::vector<uint64_t>> read_slot_range(const Opened& f, uint32_t i, uint64_t first, uint64_t count) {
+    std::vector<uint8_t> raw(count * 8);
+    uint64_t where = f.base + f.header.blocks[i].sums_offset + first * 8;
+    if (auto s = read_at(f.fd.get(), raw, where, "file:" + f.path); !s) return s.error();
+    std::vector<uint64_t> slots(count, 0);
+    for (size_t p = 0; p < count; ++p)
+        for (size_t k = 0; k < 8; ++k) slots[p] |= static_cast<uint64_t>(raw[p * 8 + k]) << (8 * k);
+    return slots;
+}
+
+// A lazy restore's reads, on the caller's threads once the guest may run: nothing is read up
+// front, so the guest's start does not grow with its size. A range's pages and their slots are
+// read together and compared.
+struct LazySource {
+    std::shared_ptr<const Opened> file;
+
+    Status read(uint32_t i, uint64_t offset, std::span<uint8_t> into) const {
+        const Opened& f = *file;
+        if (i >= f.header.blocks.size() || offset % kPage != 0 || into.size() % kPage != 0 ||
+            offset + into.size() > f.header.blocks[i].size) {
+            return Error(fmt::format("internal: a lazy read past block {} of file:{}", i, f.path));
+        }
+        auto slots = read_slot_range(f, i, offset / kPage, into.size() / kPage);
+        if (!slots) return slots.error();
+        uint64_t where = f.base + f.header.blocks[i].ram_offset + offset;
+        if (auto s = read_at(f.fd.get(), into, where, "file:" + f.path); !s) return s;
+        for (uint64_t p = 0; p < into.size(); p += kPage) {
+            if (page_slot(into.data() + p) != (*slots)[p / kPage]) {
+                return damaged(f, i, offset + p, "its contents do not match the sum saved with it");
+            }
+        }
+        return {};
+    }
+    Result<std::vector<std::pair<uint64_t, uint64_t>>> extents(uint32_t i) const {
+        std::vector<std::pair<uint64_t, uint64_t>> out;
+        if (i >= file->header.blocks.size()) return out;
+        auto slots = read_slots(*file, i);  // for the holes' check
+        if (!slots) return slots.error();
+        auto hole = [&](uint64_t from, uint64_t to) { return check_hole(*file, i, from, to, *slots); };
+        auto data = [&](uint64_t from, uint64_t to) -> Status {
+            out.emplace_back(from, to);
+            return {};
+        };
+        if (auto s = walk(*file, i, hole, data); !s) return s.error();
+        return out;
+    }
+};
+
+enum class Restore { read, mapped, lazy };
+
 // The RAM area into guest RAM: data extents read in place, holes left (made) zero, and every
-// page's slot compared with what landed. Mapped (x-restore-mapped), it reads nothing: the
-// caller maps the file (mapped_file()) and checks it in the background.
+// page's slot compared with what landed. Mapped (x-restore-mapped) or lazy (x-restore-lazy), it
+// reads nothing: the caller maps the file (mapped_file()) and checks it in the background, or
+// brings its pages in while the guest runs (lazy_file()).
 class RamReader final : public DestRamChannel {
 public:
-    RamReader(std::shared_ptr<const Opened> file, std::vector<RamBlockView> blocks, bool mapped)
-        : file_(std::move(file)), blocks_(std::move(blocks)), mapped_(mapped) {}
+    RamReader(std::shared_ptr<const Opened> file, std::vector<RamBlockView> blocks, Restore how)
+        : file_(std::move(file)), blocks_(std::move(blocks)), how_(how),
+          lazy_(how == Restore::lazy ? std::make_shared<const LazySource>(LazySource{file_}) : nullptr) {}
 
     Status serve_round(uint32_t round) override {
         (void)round;
-        if (loaded_ || mapped_) return {};  // the file holds each page's last copy: it is all read in the first round
+        // The file holds each page's last copy: it is all read in the first round.
+        if (loaded_ || how_ != Restore::read) return {};
         loaded_ = true;
         for (uint32_t i = 0; i < blocks_.size(); ++i)
             if (auto s = load_block(i); !s) return s;
@@ -160,12 +216,25 @@ public:
         return {};
     }
     std::optional<FileRam> mapped_file() override {
-        if (!mapped_) return std::nullopt;
+        if (how_ != Restore::mapped) return std::nullopt;
         FileRam m;
         m.fd = file_->fd.get();
         for (const auto& b : file_->header.blocks) m.offsets.push_back(file_->base + b.ram_offset);
         m.check = [file = file_](const CancelToken& cancel) { return check_file(*file, cancel); };
         return m;
+    }
+    std::optional<LazyFileRam> lazy_file() override {
+        if (how_ != Restore::lazy || !lazy_) return std::nullopt;
+        LazyFileRam l;
+        l.read = [src = lazy_](uint32_t i, uint64_t offset, std::span<uint8_t> into) { return src->read(i, offset, into); };
+        l.extents = [src = lazy_](uint32_t i) { return src->extents(i); };
+        l.read_all = [this] {  // the connection lives until the restore is decided
+            loaded_ = true;
+            for (uint32_t i = 0; i < blocks_.size(); ++i)
+                if (auto s = load_block(i); !s) return s;
+            return Status{};
+        };
+        return l;
     }
 
 private:
@@ -174,7 +243,8 @@ private:
 
     std::shared_ptr<const Opened> file_;
     std::vector<RamBlockView> blocks_;
-    bool mapped_;
+    Restore how_;
+    std::shared_ptr<const LazySource> lazy_;
     bool loaded_ = false;
     ChannelCounts counts_;
 };
@@ -251,8 +321,8 @@ Status RamReader::load_layer(const Opened& f, uint32_t i) {
 
 class FileRestore final : public Connection {
 public:
-    FileRestore(std::shared_ptr<Opened> file, std::vector<uint8_t> stream, std::vector<RamBlockView> blocks, bool mapped)
-        : path_(file->path), stream_(std::move(stream)), ram_(std::move(file), std::move(blocks), mapped) {}
+    FileRestore(std::shared_ptr<Opened> file, std::vector<uint8_t> stream, std::vector<RamBlockView> blocks, Restore how)
+        : path_(file->path), stream_(std::move(stream)), ram_(std::move(file), std::move(blocks), how) {}
     ByteStream& stream() override { return stream_; }
     DestRamChannel* dest_ram() override { return &ram_; }
     std::string describe() const override { return "file:" + path_; }
@@ -271,21 +341,38 @@ public:
     Result<std::unique_ptr<Connection>> accept() override {
         if (!file_) return Error(fmt::format("file:{} was read already", path_));
         // The settings as they are now: x-restore-mapped set on the monitor after --incoming defer counts.
-        bool mapped = options_ && options_().caps.restore_mapped;
-        if (mapped && file_->under) {
-            return Error(fmt::format("x-restore-mapped maps a full save, and file:{} builds on {}: restore it without "
-                                     "x-restore-mapped",
-                                     path_, file_->under->path));
-        }
+        auto how = restore_mode();
+        if (!how) return how.error();
         std::vector<uint8_t> stream = std::move(file_->stream);
         auto conn = std::make_unique<FileRestore>(std::make_shared<Opened>(std::move(*file_)), std::move(stream), blocks_,
-                                                  mapped);
+                                                  *how);
         file_.reset();
         return std::unique_ptr<Connection>(std::move(conn));
     }
     std::string describe() const override { return "file:" + path_; }
 
 private:
+    // How the settings ask for RAM to come in: mapped (asked for) over lazily (the default) over
+    // read. Mapping takes a full save; a chain asked to come in lazily is read instead.
+    Result<Restore> restore_mode() const {
+        Options o = options_ ? options_() : Options{};
+        if (o.caps.restore_mapped) {
+            if (file_->under) {
+                return Error(fmt::format("x-restore-mapped restores a full save, and file:{} builds on {}: restore it "
+                                         "without x-restore-mapped",
+                                         path_, file_->under->path));
+            }
+            return Restore::mapped;
+        }
+        if (!o.caps.restore_lazy) return Restore::read;
+        if (file_->under) {
+            log::info("file:{} builds on {}: read before the guest runs (a lazy restore takes a full save)", path_,
+                      file_->under->path);
+            return Restore::read;
+        }
+        return Restore::lazy;
+    }
+
     std::string path_;
     std::optional<Opened> file_;
     std::vector<RamBlockView> blocks_;

@@ -24,6 +24,10 @@ struct Capabilities {
     bool postcopy_preempt = true;
     // --incoming file:: map the saved RAM (MAP_PRIVATE) instead of reading it; checked in the background
     bool restore_mapped = false;
+    // --incoming file:: run the guest at once and bring its RAM in through userfaultfd, faults first
+    // (on by default: measured faster than reading it all first, docs/performance.md; a chain of
+    // saves, or a machine without userfaultfd, is read instead)
+    bool restore_lazy = true;
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vmm/common/result.h"
@@ -84,6 +85,20 @@ struct FileRam {
     std::function<Status(const CancelToken& cancel)> check;
 };
 
+// Where a destination's channel leaves guest RAM in a file, to be brought in on demand while the
+// guest runs (a lazy restore, x-restore-lazy): nothing was read in the rounds. Both functions
+// are thread-safe and outlive the connection.
+struct LazyFileRam {
+    // Block i's bytes [offset, offset + into.size()) (whole pages) into `into`, each page checked
+    // against the sum saved with it: a damaged page is an error naming it.
+    std::function<Status(uint32_t block, uint64_t offset, std::span<uint8_t> into)> read;
+    // Block i's ranges [from, to) that hold data, in file order: every other page is a zero page.
+    std::function<Result<std::vector<std::pair<uint64_t, uint64_t>>>(uint32_t block)> extents;
+    // Where the guest cannot run first (no userfaultfd here): all of RAM read in place and checked,
+    // as a restore that is not lazy reads it. Only while the connection lives.
+    std::function<Status()> read_all;
+};
+
 // Destination side: serves one round until the source ends it.
 class DestRamChannel {
 public:
@@ -105,6 +120,8 @@ public:
     virtual void on_sums(SumsFn fn) { (void)fn; }
     // After the rounds: the file guest RAM is to be mapped from (nothing was read), or none.
     virtual std::optional<FileRam> mapped_file() { return std::nullopt; }
+    // After the rounds: the file guest RAM is to be brought in from lazily, or none.
+    virtual std::optional<LazyFileRam> lazy_file() { return std::nullopt; }
 };
 
 class Connection {
