@@ -142,4 +142,15 @@ Status FaultHandler::resend_pending() {
     return {};
 }
 
+PostcopyStats fault_stats(const MissingPages* missing, const FaultHandler* faults) {
+    PostcopyStats s;
+    s.switched = true;
+    if (missing != nullptr) {
+        s.missing_pages = missing->total();
+        s.placed = missing->total() - missing->remaining();
+    }
+    if (faults != nullptr) faults->fill(s);
+    return s;
+}
+
 }  // namespace vmm::migration

@@ -77,4 +77,8 @@ private:
     std::optional<Error> failure_;
 };
 
+// A destination's figures from its set of missing pages and its fault thread (either may be
+// absent yet): what a postcopy and a lazy restore report alike.
+PostcopyStats fault_stats(const MissingPages* missing, const FaultHandler* faults);
+
 }  // namespace vmm::migration

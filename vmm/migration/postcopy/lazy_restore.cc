@@ -145,13 +145,7 @@ Status LazyRestore::place_zero(uint32_t block, uint64_t from, uint64_t to) {
 }
 
 PostcopyStats LazyRestore::stats() const {
-    PostcopyStats s;
-    s.switched = true;
-    if (missing_) {
-        s.missing_pages = missing_->total();
-        s.placed = missing_->total() - missing_->remaining();
-    }
-    if (faults_) faults_->fill(s);
+    PostcopyStats s = fault_stats(missing_.get(), faults_.get());
     std::lock_guard lock(stats_mutex_);
     s.background_pages = background_;
     s.postcopy_bytes = bytes_;

@@ -233,13 +233,7 @@ Status PostcopyReceiver::resume(ByteStream& stream, std::unique_ptr<DestPostcopy
 }
 
 PostcopyStats PostcopyReceiver::stats() const {
-    PostcopyStats s;
-    s.switched = true;
-    if (missing_) {
-        s.missing_pages = missing_->total();
-        s.placed = missing_->total() - missing_->remaining();
-    }
-    if (faults_) faults_->fill(s);
+    PostcopyStats s = fault_stats(missing_.get(), faults_.get());
     std::lock_guard lock(stats_mutex_);
     s.background_pages = background_;
     s.postcopy_bytes = bytes_;
