@@ -17,7 +17,7 @@ LazyRestore::~LazyRestore() { close(); }
 Status LazyRestore::prepare() {
     if (blocks_.size() != mem_.blocks().size()) return Error("internal: a lazy restore without every RAM block");
     auto uffd = Userfault::open();
-    if (!uffd) return uffd.error().context("a lazy restore (x-restore-lazy) brings RAM in through userfaultfd");
+    if (!uffd) return uffd.error();
     uffd_ = std::make_unique<Userfault>(std::move(*uffd));
     std::vector<uint8_t*> hosts;
     for (const auto& b : mem_.blocks()) {

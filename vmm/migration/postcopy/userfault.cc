@@ -52,7 +52,7 @@ Result<Userfault> Userfault::open() {
     int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
     if (fd < 0) {
         return Error::from_errno("userfaultfd", errno,
-                                 "postcopy needs it for guest RAM: run vmm as root (or with CAP_SYS_PTRACE), or set "
+                                 "postcopy and a lazy restore need it for guest RAM: run vmm as root (or with CAP_SYS_PTRACE), or set "
                                  "vm.unprivileged_userfaultfd=1");
     }
     Userfault u{UniqueFd(fd)};
