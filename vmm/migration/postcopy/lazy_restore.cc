@@ -16,13 +16,11 @@ LazyRestore::~LazyRestore() { close(); }
 
 Status LazyRestore::prepare() {
     if (blocks_.size() != mem_.blocks().size()) return Error("internal: a lazy restore without every RAM block");
-    auto uffd = Userfault::open();
-    if (!uffd) return uffd.error();
-    uffd_ = std::make_unique<Userfault>(std::move(*uffd));
     std::vector<uint8_t*> hosts;
+    auto uffd = userfault_over(mem_, hosts);
+    if (!uffd) return uffd.error();
+    uffd_ = std::move(*uffd);
     for (const auto& b : mem_.blocks()) {
-        hosts.push_back(b->host());
-        if (auto s = uffd_->register_range(b->host(), b->size()); !s) return s;
         // Whatever was populated before (nothing was read into it) goes, so that every first touch faults.
         if (::madvise(b->host(), b->size(), MADV_DONTNEED) != 0) {
             return Error::from_errno("emptying guest RAM for a lazy restore (madvise)");

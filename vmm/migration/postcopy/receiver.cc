@@ -42,14 +42,10 @@ Status PostcopyReceiver::request(uint32_t block, uint64_t offset) {
 Status PostcopyReceiver::prepare(const std::vector<Record>& discards) {
     // The link first: a transport's channel lets go of what it registered of guest RAM for precopy.
     if (auto s = link_->begin(); !s) return s;
-    auto uffd = Userfault::open();
-    if (!uffd) return uffd.error();
-    uffd_ = std::make_unique<Userfault>(std::move(*uffd));
     std::vector<uint8_t*> hosts;
-    for (const auto& b : mem_.blocks()) {
-        hosts.push_back(b->host());
-        if (auto s = uffd_->register_range(b->host(), b->size()); !s) return s;
-    }
+    auto uffd = userfault_over(mem_, hosts);
+    if (!uffd) return uffd.error();
+    uffd_ = std::move(*uffd);
     missing_ = std::make_unique<MissingPages>(blocks_, hosts);
     for (const Record& d : discards) {
         // What precopy put there is stale: dropped, so the guest's first touch faults.

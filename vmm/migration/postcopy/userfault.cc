@@ -113,4 +113,16 @@ Result<std::vector<Userfault::Fault>> Userfault::read_faults() {
     }
 }
 
+Result<std::unique_ptr<Userfault>> userfault_over(const memory::GuestMemory& mem, std::vector<uint8_t*>& hosts) {
+    auto uffd = Userfault::open();
+    if (!uffd) return uffd.error();
+    auto u = std::make_unique<Userfault>(std::move(*uffd));
+    hosts.clear();
+    for (const auto& b : mem.blocks()) {
+        hosts.push_back(b->host());
+        if (auto s = u->register_range(b->host(), b->size()); !s) return s.error();
+    }
+    return u;
+}
+
 }  // namespace vmm::migration

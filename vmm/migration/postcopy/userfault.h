@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "vmm/common/fd.h"
 #include "vmm/common/result.h"
+#include "vmm/memory/guest_memory.h"
 
 namespace vmm::migration {
 
@@ -40,5 +42,9 @@ private:
     explicit Userfault(UniqueFd fd) : fd_(std::move(fd)) {}
     UniqueFd fd_;
 };
+
+// A userfaultfd over every block of guest RAM (what a postcopy and a lazy restore both hold);
+// `hosts` gets where each block lives in this process.
+Result<std::unique_ptr<Userfault>> userfault_over(const memory::GuestMemory& mem, std::vector<uint8_t*>& hosts);
 
 }  // namespace vmm::migration
