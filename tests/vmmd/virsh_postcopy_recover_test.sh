@@ -95,7 +95,7 @@ fi
 v migrate --live --p2p --postcopy --postcopy-resume --postcopy-bandwidth 1 demo "$p2p_uri" \
     --migrateuri "tcp://127.0.0.1:$((port + 2))" >"$dir/migrate.out" 2>&1 &
 migrating=$!
-wait_until 60 status_is state postcopy-active || fail "--p2p: the resume did not start: $(qmp state demo query-migrate)"
+wait_until 60 status_is state postcopy-active || fail "--p2p: the resume did not start: source vmm: $(qmp state demo query-migrate 2>&1); virsh: $(cat "$dir/migrate.out")"
 echo "ok: virsh migrate --p2p --postcopy --postcopy-resume resumed it"
 out=$(v domjobabort --postcopy demo) || fail "domjobabort --postcopy of the resumed postcopy: $out"
 wait "$migrating"
