@@ -157,7 +157,7 @@ Status SourceSession::blocks_requested() { return Error("RDMA control channel: a
 
 Status SourceSession::ram_begin_round(uint32_t round) {
     compress_.clear();
-    next_sums_.reset();
+    sums_.new_round();
     work_ = RoundWork{round};
     return ram_setup();
 }

@@ -24,6 +24,7 @@
 #include "postcopy_channel.h"
 #include "proto/register_ahead.h"
 #include "proto/registration_cache.h"
+#include "proto/sums_outbox.h"
 #include "proto/write_ledger.h"
 
 namespace rdma_migrate {
@@ -70,12 +71,7 @@ private:
         ibv_sge last_sge{};
         std::vector<ibv_send_wr> wrs;
         std::vector<ibv_sge> sges;
-        std::deque<std::pair<uint64_t, uint64_t>> tags;  // write index, sums sequence (source_sums.cc)
-    };
-    // A data range's sums and how many of its writes have not landed yet.
-    struct PendingSums {
-        size_t pieces;
-        SumsEntry entry;
+        std::deque<std::pair<uint64_t, uint64_t>> tags;  // write index, its range's number in sums_
     };
     // Registration work of the current round, traced when the round ends: it must follow the
     // chunks the round touches, never the size of RAM (pin-all registers once).
@@ -126,10 +122,7 @@ private:
     Status post_ready();
     Status finish_ahead();
 
-    // source_sums.cc: verify-ram
-    Result<std::optional<SumsEntry>> take_sums(uint32_t block, uint64_t offset, uint64_t length);
-    uint64_t await_writes(SumsEntry e, size_t pieces);
-    void sums_ready(SumsEntry e);
+    // source_sums.cc: verify-ram (the bookkeeping is sums_'s)
     void writes_landed(Lane& lane);
     Status flush_sums(bool all);
     bool sums_due() const;  // enough sums ready for a message, and no request awaits its answer
@@ -149,13 +142,7 @@ private:
     uint64_t accepted_ = 0;    // bytes given to ram_send
     void (*arrival_fn_)(void*) = nullptr;
     void* arrival_ctx_ = nullptr;
-    // verify-ram sums: given for the next range, waiting for writes, waiting for a COMPRESS to
-    // go, ready to send.
-    std::optional<SumsEntry> next_sums_;
-    std::map<uint64_t, PendingSums> pending_sums_;
-    std::vector<SumsEntry> zero_sums_, ready_sums_;
-    size_t ready_sum_count_ = 0;
-    uint64_t sums_seq_ = 0;
+    SumsOutbox sums_;  // verify-ram's sums: given, waiting for their writes or COMPRESS, ready
     std::unique_ptr<PostcopySource> postcopy_;  // its MRs go before the PD (the destructor hangs up first)
 };
 

@@ -184,13 +184,13 @@ Status SourceSession::queue_write(Lane& lane, ibv_send_wr wr, ibv_sge sge, uint6
 
 Status SourceSession::ram_send(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
-    auto sums = take_sums(block, offset, length);
+    auto sums = sums_.take(block, offset, length);
     if (!sums) return sums.error();
     accepted_ += length;
     auto pieces = split_by_chunk(geo_, offset, length);
     if (*sums) {
-        uint64_t seq = await_writes(std::move(**sums), pieces.size());
-        for (Piece& p : pieces) p.sums = seq;
+        uint64_t number = sums_.await_writes(std::move(**sums), pieces.size());
+        for (Piece& p : pieces) p.sums = number;
     }
     if (!cfg_.pin_all && cfg_.pin_limit == 0) {  // registered a group ahead (register_ahead.h)
         ahead_.add(block, pieces, registered_remotely());
@@ -266,17 +266,16 @@ Status SourceSession::flush_compress() {
     if (auto s = finish_ahead(); !s) return s;  // its answer comes before the next READY
     auto s = ctl_->exchange_send(encode_compress(compress_));
     compress_.clear();
-    for (SumsEntry& e : zero_sums_) sums_ready(std::move(e));  // the destination zeroes before it reads on
-    zero_sums_.clear();
+    sums_.compress_sent();
     return s;
 }
 
 Status SourceSession::ram_send_zero(uint32_t block, uint64_t offset, uint64_t length) {
     if (auto s = check_range(cfg_.blocks, block, offset, length); !s) return s;
     if (block >= remote_.size()) return Error("internal: zero pages sent before the RAM blocks were exchanged");
-    auto sums = take_sums(block, offset, length);
+    auto sums = sums_.take(block, offset, length);
     if (!sums) return sums.error();
-    if (*sums) zero_sums_.push_back(std::move(**sums));
+    if (*sums) sums_.await_compress(std::move(**sums));
     compress_.push_back({0, block, remote_[block].offset + offset, length});  // in the destination's offset space
     return compress_.size() == max_entries_ ? flush_compress() : Status{};
 }
