@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "vmm/common/log.h"
-#include "vmm/common/thread_name.h"
 
 namespace vmm::machine {
 
@@ -25,15 +24,10 @@ std::string_view to_string(RunState s) {
     return "?";
 }
 
-Machine::Machine(MachineSpec spec) : spec_(std::move(spec)) {}
+Machine::Machine(MachineSpec spec) : spec_(std::move(spec)), throttle_(std::make_unique<VcpuThrottle>(runners_)) {}
 
 Machine::~Machine() {
-    {
-        std::lock_guard lock(mutex_);
-        throttle_stop_ = true;
-    }
-    cv_.notify_all();
-    if (throttle_thread_.joinable()) throttle_thread_.join();
+    throttle_.reset();  // its thread kicks the runners
     for (auto& r : runners_) r->request_stop();
     runners_.clear();  // joins the vCPU threads while devices and memory still exist
     sampler_.reset();
@@ -245,38 +239,6 @@ void Machine::set_postmigrate() {
         state_ = RunState::postmigrate;
     }
     notify_state(RunState::postmigrate);
-}
-
-void Machine::set_throttle(uint32_t percent) {
-    percent = std::min<uint32_t>(percent, 99);
-    constexpr uint64_t kSliceNs = 10'000'000;  // QEMU's CPU_THROTTLE_TIMESLICE_NS
-    uint64_t sleep_ns = percent == 0 ? 0 : kSliceNs * percent / (100 - percent);
-    for (auto& r : runners_) r->set_throttle_sleep(sleep_ns);
-    std::lock_guard lock(mutex_);
-    throttle_ = percent;
-    if (percent != 0 && !throttle_thread_.joinable()) throttle_thread_ = std::thread([this] { throttle_loop(); });
-    cv_.notify_all();
-}
-
-uint32_t Machine::throttle() const {
-    std::lock_guard lock(mutex_);
-    return throttle_;
-}
-
-void Machine::throttle_loop() {
-    name_this_thread("vcpu-throttle");
-    std::unique_lock lock(mutex_);
-    while (!throttle_stop_) {
-        if (throttle_ == 0) {
-            cv_.wait(lock);
-            continue;
-        }
-        cv_.wait_for(lock, std::chrono::milliseconds(10));
-        if (throttle_ == 0 || throttle_stop_) continue;
-        lock.unlock();
-        for (auto& r : runners_) r->kick();
-        lock.lock();
-    }
 }
 
 void Machine::pause_at_step(uint64_t step) {

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "vmm/machine/payload.h"
 #include "vmm/machine/vcpu_runner.h"
 #include "vmm/machine/vcpu_state.h"
+#include "vmm/machine/vcpu_throttle.h"
 #include "vmm/memory/dirty_rate.h"
 #include "vmm/memory/dirty_tracker.h"
 #include "vmm/memory/guest_memory.h"
@@ -81,9 +81,9 @@ public:
     void set_postmigrate();
     // The incoming migration loaded everything: paused, then running unless `stay_paused`.
     Status finish_incoming(bool stay_paused);
-    // Auto-converge: each vCPU sleeps `percent` of the time (0 = off).
-    void set_throttle(uint32_t percent);
-    uint32_t throttle() const;
+    // Auto-converge: each vCPU sleeps `percent` of the time (0 = off; vcpu_throttle.h).
+    void set_throttle(uint32_t percent) { throttle_->set(percent); }
+    uint32_t throttle() const { return throttle_->percent(); }
 
     // Test hook: pause every vCPU once the guest reports step >= `step` (0 = off).
     void pause_at_step(uint64_t step);
@@ -115,7 +115,6 @@ private:
     Status set_boot_registers(uint64_t entry, uint64_t cr3);
     void request_pause_all();
     void notify_state(RunState s);  // call without mutex_ held
-    void throttle_loop();
 
     ExitAction handle_exit(uint32_t cpu, kvm_run& run) override;
     void vcpu_failed(uint32_t cpu, const Error& error) override;
@@ -145,9 +144,7 @@ private:
     std::string incomplete_;  // set_incomplete: why a quit now would lose the guest
     int exit_code_ = 0;
     uint64_t pause_step_ = 0;
-    uint32_t throttle_ = 0;
-    bool throttle_stop_ = false;
-    std::thread throttle_thread_;
+    std::unique_ptr<VcpuThrottle> throttle_;  // kicks runners_: destroyed before them
 };
 
 }  // namespace vmm::machine
