@@ -1,6 +1,5 @@
-// The job procedures (domjobinfo, domjobabort) and the migration settings a client changes on a
-// running domain (migrate-setspeed, migrate-setmaxdowntime and their getters), which go straight
-// to the vmm's migration parameters: 'info migrate_parameters' there shows them.
+#include "vmmd/daemon/migration_jobs.h"
+
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -8,7 +7,6 @@
 #include <charconv>
 
 #include "vmmd/daemon/domain_args.h"
-#include "vmmd/daemon/migrations.h"
 
 namespace vmmd {
 
@@ -20,6 +18,7 @@ using xdr::Writer;
 
 namespace {
 
+using Job = MigrationJob;
 
 // migrate-setspeed/getspeed --postcopy (VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY): the postcopy push's cap.
 constexpr uint32_t kPostcopySpeed = VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY;
@@ -49,7 +48,7 @@ Reply set_parameter(Supervisor& sup, const DomainView& v, const char* name, uint
 
 }  // namespace
 
-std::optional<JobStats> Migrations::current_job(const DomainView& v) {
+std::optional<JobStats> MigrationJobs::current_job(const DomainView& v) {
     Job job = jobs_.get(v.def.uuid);
     if (!job.active || !v.active()) return std::nullopt;
     auto q = sup_.qmp(v.def.uuid, "query-migrate");
@@ -59,7 +58,7 @@ std::optional<JobStats> Migrations::current_job(const DomainView& v) {
     return s;
 }
 
-Reply Migrations::job_stats(const DomainView& v, uint32_t flags) {
+Reply MigrationJobs::job_stats(const DomainView& v, uint32_t flags) {
     if ((flags & ~uint32_t{VIR_DOMAIN_JOB_STATS_COMPLETED | VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED}) != 0) {
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_GET_JOB_STATS: unsupported flags ({:#x})", flags));
     }
@@ -75,7 +74,7 @@ Reply Migrations::job_stats(const DomainView& v, uint32_t flags) {
     return rpc::ok(std::move(w));
 }
 
-Reply Migrations::job_info(const DomainView& v) {
+Reply MigrationJobs::job_info(const DomainView& v) {
     auto s = current_job(v);
     Writer w;
     w.i32(s ? s->type : VIR_DOMAIN_JOB_NONE);
@@ -89,11 +88,11 @@ Reply Migrations::job_info(const DomainView& v) {
 
 // domjobabort: cancels an outgoing migration; with --postcopy (VIR_DOMAIN_ABORT_JOB_POSTCOPY)
 // pauses one in postcopy instead (postcopy_recovery.cc), which a cancel could not undo.
-Reply Migrations::abort(const DomainView& v, uint32_t flags) {
+Reply MigrationJobs::abort(const DomainView& v, uint32_t flags) {
     if ((flags & ~uint32_t{VIR_DOMAIN_ABORT_JOB_POSTCOPY}) != 0) {
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("DOMAIN_ABORT_JOB_FLAGS: unsupported flags ({:#x})", flags));
     }
-    if ((flags & VIR_DOMAIN_ABORT_JOB_POSTCOPY) != 0) return pause_postcopy(v);
+    if ((flags & VIR_DOMAIN_ABORT_JOB_POSTCOPY) != 0) return pause_postcopy_(v);
     Job job = jobs_.get(v.def.uuid);
     // An outgoing migration or a save (save_images.h): the vmm's migration is cancelled, the guest goes on.
     if (!job.active ||
@@ -105,7 +104,7 @@ Reply Migrations::abort(const DomainView& v, uint32_t flags) {
 }
 
 // virsh migrate-postcopy: the migration under way (started with --postcopy) switches now.
-Reply Migrations::start_postcopy(const DomainView& v) {
+Reply MigrationJobs::start_postcopy(const DomainView& v) {
     Job job = jobs_.get(v.def.uuid);
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT) {
         return rpc::fail(VIR_ERR_OPERATION_INVALID, "Requested operation is not valid: no job is active on the domain");
@@ -118,7 +117,7 @@ Reply Migrations::start_postcopy(const DomainView& v) {
     return rpc::ok();
 }
 
-std::vector<rpc::Procedure> Migrations::job_procedures() {
+std::vector<rpc::Procedure> MigrationJobs::procedures() {
     auto& st = store_;
     auto& sup = sup_;
     return {
@@ -151,15 +150,15 @@ std::vector<rpc::Procedure> Migrations::job_procedures() {
              auto flags = a.u32();
              if (!mibs || !flags) return undecodable("DOMAIN_MIGRATE_SET_MAX_SPEED");
              if ((*flags & ~kPostcopySpeed) != 0) return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("unsupported flags ({:#x})", *flags));
-             if (*mibs > kUnlimitedMiBs) return rpc::fail(VIR_ERR_OVERFLOW, fmt::format("bandwidth must be at most {} MiB/s", kUnlimitedMiBs));
-             return set_parameter(sup, v, speed_parameter(*flags), *mibs == kUnlimitedMiBs ? 0 : *mibs * 1048576);
+             if (*mibs > kUnlimitedMigrationMiBs) return rpc::fail(VIR_ERR_OVERFLOW, fmt::format("bandwidth must be at most {} MiB/s", kUnlimitedMigrationMiBs));
+             return set_parameter(sup, v, speed_parameter(*flags), *mibs == kUnlimitedMigrationMiBs ? 0 : *mibs * 1048576);
          })},
         {Proc::DOMAIN_MIGRATE_GET_MAX_SPEED, rpc::Access::read_only,
          flagged(st, "DOMAIN_MIGRATE_GET_MAX_SPEED", [&sup](const DomainView& v, uint32_t flags) {
              if (!v.active()) return not_running(v);
              auto bytes = vmm_parameter(sup, v.def.uuid, speed_parameter(flags));
              if (!bytes) return rpc::fail(VIR_ERR_OPERATION_FAILED, bytes.error().message());
-             return rpc::ok_u64(*bytes == 0 ? kUnlimitedMiBs : *bytes / 1048576);
+             return rpc::ok_u64(*bytes == 0 ? kUnlimitedMigrationMiBs : *bytes / 1048576);
          })},
     };
 }

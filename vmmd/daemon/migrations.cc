@@ -392,7 +392,7 @@ std::vector<rpc::Procedure> Migrations::procedures() {
         legacy(Proc::DOMAIN_MIGRATE_CONFIRM3, Proc::DOMAIN_MIGRATE_CONFIRM3_PARAMS, confirm3_as_params),
     };
     for (rpc::Procedure& p : old_steps) t.push_back(std::move(p));
-    for (rpc::Procedure& p : job_procedures()) t.push_back(std::move(p));
+    for (rpc::Procedure& p : job_procedures_.procedures()) t.push_back(std::move(p));
     return t;
 }
 

@@ -3,7 +3,7 @@
 // on the source's vmmd, Prepare3 and Finish3 on the destination's. Each vmmd drives its own vmm
 // over QMP: the destination starts 'vmm --incoming', the source runs 'migrate' and waits. Also
 // the job procedures (domjobinfo, domjobabort) and the speed and downtime settings, which go
-// straight to the vmm's migration parameters. With --p2p the source's vmmd is itself the client
+// straight to the vmm's migration parameters (MigrationJobs). With --p2p the source's vmmd is itself the client
 // that drives the steps (vmmd/peer).
 #pragma once
 
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "vmmd/daemon/incoming_addresses.h"
+#include "vmmd/daemon/migration_jobs.h"
 #include "vmmd/domain/domain_store.h"
 #include "vmmd/migration/cookie.h"
 #include "vmmd/migration/job_stats.h"
@@ -66,8 +67,7 @@ public:
     // failed Perform3, or the close of the connection that began it), as libvirt's does.
     std::optional<std::string> change_refusal(const Uuid& uuid);
 
-    // libvirt's "unlimited" migration speed in MiB/s (what QEMU's driver reports by default).
-    static constexpr uint64_t kUnlimitedMiBs = 8796093022207ULL;
+    static constexpr uint64_t kUnlimitedMiBs = kUnlimitedMigrationMiBs;
 
 private:
     using Job = MigrationJob;
@@ -139,14 +139,6 @@ private:
     // The source in postcopy: its link failed; the domain stays paused, the job waits to resume.
     void postcopy_failed_here(const Uuid& uuid);
 
-    // The job procedures (migration_jobs.cc).
-    std::vector<rpc::Procedure> job_procedures();
-    rpc::Reply job_stats(const DomainView& v, uint32_t flags);
-    rpc::Reply job_info(const DomainView& v);
-    rpc::Reply abort(const DomainView& v, uint32_t flags);
-    rpc::Reply start_postcopy(const DomainView& v);
-    std::optional<JobStats> current_job(const DomainView& v);
-
     DomainStore& store_;
     Supervisor& sup_;
     std::string hostname_;
@@ -154,6 +146,7 @@ private:
     Events events_;
     std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
     JobTable jobs_;
+    MigrationJobs job_procedures_{store_, sup_, jobs_, [this](const DomainView& v) { return pause_postcopy(v); }};
     IncomingAddresses addresses_;  // where incoming migrations listen; their reserved ports
     std::mutex mutex_;             // for prepared_by_ and protected_by_
     std::map<Uuid, uint64_t> prepared_by_;  // incoming migrations before Finish: the connection that prepared each
