@@ -2,16 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cstring>
-
 #include "trace.h"
 #include "vmm/common/units.h"
 
 namespace rdma_migrate {
 
 namespace {
-constexpr size_t kMaxPayload = kControlBufferSize - kHeaderSize;
 // The exporter label (RFC 8446 §7.5) of the RAM sums' key: both sides must use this one.
 constexpr const char* kSumsKeyLabel = "EXPORTER-vmm-rdma-ram-sums";
 }  // namespace
@@ -19,7 +15,8 @@ constexpr const char* kSumsKeyLabel = "EXPORTER-vmm-rdma-ram-sums";
 Connection::Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
                        ChunkGeometry g, uint32_t agreed)
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), agreed_(agreed),
-      max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), steps_(ep_->steps), summary_(ep_->describe) {
+      max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), steps_(ep_->steps), summary_(ep_->describe),
+      stream_(*ctl_, [this] { return blocks_requested(); }) {
     ctl_->error_text((agreed & kCapErrorText) != 0);
 }
 
@@ -81,52 +78,6 @@ void Connection::summarize(const std::string& note) {
     if (authenticated()) summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it)";
     if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
     if (!note.empty()) summary_ += " (" + note + ")";
-}
-
-// ---- byte stream -------------------------------------------------------------------------
-
-Status Connection::write(const void* data, size_t len) {
-    auto* p = static_cast<const uint8_t*>(data);
-    out_.insert(out_.end(), p, p + len);
-    while (out_.size() >= kMaxPayload) {
-        if (auto s = ctl_->exchange_send(encode_message(Command::qemu_file, 1, {out_.data(), kMaxPayload})); !s) return s;
-        out_.erase(out_.begin(), out_.begin() + static_cast<long>(kMaxPayload));
-    }
-    return {};
-}
-
-Status Connection::flush() {
-    if (out_.empty()) return {};
-    auto s = ctl_->exchange_send(encode_message(Command::qemu_file, 1, out_));
-    out_.clear();
-    return s;
-}
-
-// Stream bytes. A destination also answers the source's RAM BLOCKS REQUEST here: the source
-// sends it (ram_setup) once the destination has accepted the header, while the destination
-// reads the stream, so both sides are set up (pin-all: pinned) before the first round, as QEMU
-// does in its setup.
-Status Connection::read(void* out, size_t len) {
-    auto* p = static_cast<uint8_t*>(out);
-    while (len > 0) {
-        if (in_pos_ == in_.size()) {
-            auto m = ctl_->exchange_recv({Command::qemu_file, Command::ram_blocks_request});
-            if (!m) return m.error();
-            if (m->header.type == Command::ram_blocks_request) {
-                if (auto s = blocks_requested(); !s) return s;
-                continue;
-            }
-            in_ = std::move(m->data);
-            in_pos_ = 0;
-            continue;
-        }
-        size_t n = std::min(len, in_.size() - in_pos_);
-        std::memcpy(p, in_.data() + in_pos_, n);
-        in_pos_ += n;
-        p += n;
-        len -= n;
-    }
-    return {};
 }
 
 }  // namespace rdma_migrate

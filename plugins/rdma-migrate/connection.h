@@ -6,9 +6,9 @@
 //     channel, one entry per request and an ERROR without text.
 //   Channels: channel 0 carries the control channel (control_channel.h); with rdma-channels,
 //     channels 1..N-1 share its PD, so one rkey serves all of them.
-//   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages; the receiver keeps the
-//     unread rest of a message for the next read. A RAM BLOCKS REQUEST that arrives while the
-//     destination reads the stream goes to the side (blocks_requested).
+//   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages (file_messages.h); a RAM
+//     BLOCKS REQUEST that arrives while the destination reads the stream goes to the side
+//     (blocks_requested).
 //   rdma-pin-all: each side registers its RAM blocks whole, during setup (pin_blocks).
 #pragma once
 
@@ -21,6 +21,7 @@
 
 #include "control_channel.h"
 #include "endpoint.h"
+#include "file_messages.h"
 #include "proto/chunks.h"
 
 namespace rdma_migrate {
@@ -47,9 +48,10 @@ public:
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
-    Status write(const void* data, size_t len);
-    Status flush();
-    Status read(void* out, size_t len);
+    // The migration's byte stream (file_messages.h).
+    Status write(const void* data, size_t len) { return stream_.write(data, len); }
+    Status flush() { return stream_.flush(); }
+    Status read(void* out, size_t len) { return stream_.read(out, len); }
 
     // Breaks every channel's connection (rdma_disconnect): each side's queue pairs go to the
     // error state and flush, so every wait at both ends fails. The QPs stay until hang_up, so
@@ -111,8 +113,7 @@ private:
     mutable std::mutex steps_mutex_;
     std::vector<TimedStep> steps_;  // setup_steps()
     std::string summary_;  // describe()
-    std::vector<uint8_t> out_, in_;
-    size_t in_pos_ = 0;
+    FileMessages stream_;  // on *ctl_
 };
 
 }  // namespace rdma_migrate
