@@ -6,7 +6,8 @@
 #            file's bytes to a new file on the same file system (conv=fdatasync): ratio dd / vmm
 #   restore  the file restored by 'vmm --incoming file:' with x-restore-lazy off (every page read
 #            and checked against its sum before the guest runs: the destination's 'total time')
-#            against dd reading the same file: ratio
+#            against dd reading the same file: ratio; and against the same file read into fresh
+#            anonymous memory (python's mmap and readinto), the floor of any restore into new RAM
 #   mapped   the same file restored with x-restore-mapped (mapped, checked in the background): the
 #            time to a guest ready to run
 #   lazy     the same file restored lazily (the default; the guest runs at once, its pages brought
@@ -97,13 +98,33 @@ restore_once() {
     "$CTL" "unix:$work/$name-$how.sock" quit >/dev/null 2>&1 || true
 }
 ready_of() { field "lazy restore ready" <<<"$1"; }
+# read_into_fresh_ram FILE: ms to read FILE into newly mapped anonymous memory, 8 MiB a read: the
+# floor of a restore that reads into new RAM (the kernel zeroes each page first), where dd reads
+# into one buffer it reuses.
+read_into_fresh_ram() {
+    python3 - "$1" <<'PY'
+import mmap, os, sys, time
+size = os.path.getsize(sys.argv[1])
+t0 = time.monotonic()
+m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+view, at = memoryview(m), 0
+with open(sys.argv[1], "rb", buffering=0) as f:
+    while at < size:
+        n = f.readinto(view[at:at + (8 << 20)])
+        if not n:
+            break
+        at += n
+print(f"{(time.monotonic() - t0) * 1000:.1f}")
+view.release()
+PY
+}
 source "$(dirname "$0")/lib/bench-snapshot-qemu.sh"
 
 printf '\n\033[1mvmm snapshot benchmark\033[0m  %s  %s, %s cores, file system %s\n' "$(date -u +%FT%TZ)" \
     "$(uname -r)" "$(nproc)" "$(df --output=fstype "$work" | tail -1)"
 log "host-filled $size guest, $runs run(s): save and restore, each beside dd on the same bytes"
 save_ratios=() restore_ratios=() saves=() restores=() dd_w=() dd_r=() mapped=() lazy_ready=() lazy_all=()
-q_save=() q_synced=() q_restore=() q_save_ratios=() q_restore_ratios=()
+q_save=() q_synced=() q_restore=() q_save_ratios=() q_restore_ratios=() fresh_reads=() fresh_ratios=()
 # This machine's kernel reports free pages to its hypervisor (virtio-balloon free page reporting),
 # so RAM freed a moment ago can cost a fault in the hypervisor when touched again: restoring into
 # fresh RAM swings 0.45-2.6 s for one file here. Ours and QEMU's go side by side, their order
@@ -124,16 +145,18 @@ for i in $(seq "$runs"); do
     dd if="$work/filled$i.save" of=/dev/null bs=4M status=none
     t1=$(date +%s%N)
     r=$(ms_of "$t0" "$t1")
+    fresh_r=$(read_into_fresh_ram "$work/filled$i.save")
     restore_once "filled$i" mapped
     mapped+=("$R_MS")
     restore_once "filled$i" lazy
     lazy_ready+=("$(ready_of "$R_INFO")") lazy_all+=("$R_MS")
-    printf '  run %d: save %s ms (dd write %s ms), restore %s ms (dd read %s ms), mapped restore %s ms, lazy restore: running after %s ms, all in after %s ms\n' \
-        "$i" "$S_MS" "$w" "$read_ms" "$r" "${mapped[-1]}" "${lazy_ready[-1]}" "$R_MS"
+    printf '  run %d: save %s ms (dd write %s ms), restore %s ms (dd read %s ms, into fresh RAM %s ms), mapped restore %s ms, lazy restore: running after %s ms, all in after %s ms\n' \
+        "$i" "$S_MS" "$w" "$read_ms" "$r" "$fresh_r" "${mapped[-1]}" "${lazy_ready[-1]}" "$R_MS"
     R_MS=$read_ms
     saves+=("$S_MS") restores+=("$R_MS") dd_w+=("$w") dd_r+=("$r")
     save_ratios+=("$(awk -v a="$w" -v b="$S_MS" 'BEGIN { printf "%.2f", a / b }')")
     restore_ratios+=("$(awk -v a="$r" -v b="$R_MS" 'BEGIN { printf "%.2f", a / b }')")
+    fresh_reads+=("$fresh_r") fresh_ratios+=("$(awk -v a="$fresh_r" -v b="$R_MS" 'BEGIN { printf "%.2f", a / b }')")
     rm -f "$work/filled$i.save"
     [ "$qemu" = 1 ] || continue
     q_save+=("$QS_MS") q_synced+=("$QS_SYNCED_MS") q_restore+=("$QR_MS")
@@ -173,6 +196,8 @@ printf '  save    %s: vmm %s ms (%s MiB/s), dd write %s ms; ratio %s (target >= 
     "$(mb_s "$(med "${saves[@]}")")" "$(med "${dd_w[@]}")" "$(med "${save_ratios[@]}")"
 printf '  restore %s: vmm %s ms (%s MiB/s), dd read %s ms; ratio %s (target >= 0.8)\n' "$size" "$(med "${restores[@]}")" \
     "$(mb_s "$(med "${restores[@]}")")" "$(med "${dd_r[@]}")" "$(med "${restore_ratios[@]}")"
+printf '          the same file read into fresh memory (what any restore into new RAM pays at least): %s ms; ratio %s\n' \
+    "$(med "${fresh_reads[@]}")" "$(med "${fresh_ratios[@]}")"
 printf '  mapped  %s (x-restore-mapped: the file mapped, its pages checked in the background): %s ms to a guest ready to run\n' \
     "$size" "$(med "${mapped[@]}")"
 printf '  lazy    %s (x-restore-lazy): running after %s ms (target <= 10 ms, whatever the size), every page in after %s ms\n' \
