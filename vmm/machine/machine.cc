@@ -11,20 +11,8 @@ constexpr uint64_t kTssAddr = 0xfffbd000;
 constexpr uint64_t kIdentityMapAddr = 0xfffbc000;
 }  // namespace
 
-std::string_view to_string(RunState s) {
-    switch (s) {
-        case RunState::prelaunch: return "prelaunch";
-        case RunState::running: return "running";
-        case RunState::paused: return "paused";
-        case RunState::shutdown: return "shutdown";
-        case RunState::internal_error: return "internal-error";
-        case RunState::inmigrate: return "inmigrate";
-        case RunState::postmigrate: return "postmigrate";
-    }
-    return "?";
-}
-
-Machine::Machine(MachineSpec spec) : spec_(std::move(spec)), throttle_(std::make_unique<VcpuThrottle>(runners_)) {}
+Machine::Machine(MachineSpec spec)
+    : spec_(std::move(spec)), run_(*this, spec_.state_changed), throttle_(std::make_unique<VcpuThrottle>(runners_)) {}
 
 Machine::~Machine() {
     throttle_.reset();  // its thread kicks the runners
@@ -77,7 +65,7 @@ Status Machine::init_devices() {
         if (cpu < runners_.size()) runners_[cpu]->sleep_interruptible(std::min(ns, kMaxSleep));
     };
     hooks.exit = [this](uint32_t code) { end(static_cast<int>(code)); };
-    hooks.step = [this](uint64_t step) { on_guest_step(step); };
+    hooks.step = [this](uint64_t step) { run_.guest_step(step); };
     hooks.message = [this](std::string_view line) {
         if (spec_.guest_message) spec_.guest_message(line);
     };
@@ -122,153 +110,24 @@ Status Machine::init_vcpus() {
     return {};
 }
 
-void Machine::refuse_resume(std::string why) {
-    std::lock_guard lock(mutex_);
-    resume_refusal_ = std::move(why);
-}
-
-void Machine::set_incomplete(std::string why) {
-    std::lock_guard lock(mutex_);
-    incomplete_ = std::move(why);
-}
-
-std::string Machine::incomplete() const {
-    std::lock_guard lock(mutex_);
-    return incomplete_;
-}
-
-Status Machine::resume(bool force) {
-    {
-        std::lock_guard lock(mutex_);
-        if (ended_) return Error("the machine has ended");
-        if (!force && !resume_refusal_.empty()) return Error(resume_refusal_);
-        if (state_ == RunState::internal_error) {
-            return Error("a vCPU hit an internal error: inspect with 'info registers', then quit");
-        }
-        if (state_ == RunState::inmigrate) return Error("an incoming migration has not completed yet");
-        resume_refusal_.clear();  // resumed (forced, if it had to be): a later pause and resume is plain
-        state_ = RunState::running;
-    }
+void Machine::request_run() {
     for (auto& r : runners_) r->request_run();
-    notify_state(RunState::running);
-    return {};
 }
 
-void Machine::notify_state(RunState s) {
-    if (spec_.state_changed) spec_.state_changed(s);
-}
-
-void Machine::request_pause_all() {
+void Machine::request_pause() {
     for (auto& r : runners_) r->request_pause();
 }
 
-void Machine::pause() {
-    request_pause_all();
+void Machine::wait_not_running() {
     for (auto& r : runners_) r->wait_until_not_running();
-    bool changed = false;
-    {
-        std::lock_guard lock(mutex_);
-        if (!ended_ && state_ == RunState::running) {
-            state_ = RunState::paused;
-            changed = true;
-        }
-    }
-    cv_.notify_all();
-    if (changed) notify_state(RunState::paused);
 }
 
-void Machine::end(int exit_code, RunState final_state) {
-    {
-        std::lock_guard lock(mutex_);
-        if (ended_) return;
-        ended_ = true;
-        exit_code_ = exit_code;
-        state_ = final_state;
-    }
+void Machine::request_stop() {
     for (auto& r : runners_) r->request_stop();
-    cv_.notify_all();
-    notify_state(final_state);
-}
-
-int Machine::wait_for_end() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return ended_; });
-    return exit_code_;
-}
-
-void Machine::wait_until_paused() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return ended_ || state_ == RunState::paused; });
-    lock.unlock();
-    for (auto& r : runners_) r->wait_until_not_running();
-}
-
-RunState Machine::run_state() const {
-    std::lock_guard lock(mutex_);
-    return state_;
-}
-
-bool Machine::has_ended() const {
-    std::lock_guard lock(mutex_);
-    return ended_;
-}
-
-void Machine::set_incoming() {
-    {
-        std::lock_guard lock(mutex_);
-        if (state_ != RunState::prelaunch) return;
-        state_ = RunState::inmigrate;
-    }
-    notify_state(RunState::inmigrate);
-}
-
-Status Machine::finish_incoming(bool stay_paused) {
-    {
-        std::lock_guard lock(mutex_);
-        if (state_ != RunState::inmigrate) return Error("the machine is not waiting for a migration");
-        state_ = RunState::paused;
-    }
-    notify_state(RunState::paused);
-    return stay_paused ? Status{} : resume();
-}
-
-void Machine::set_postmigrate() {
-    {
-        std::lock_guard lock(mutex_);
-        if (ended_) return;
-        state_ = RunState::postmigrate;
-    }
-    notify_state(RunState::postmigrate);
-}
-
-void Machine::pause_at_step(uint64_t step) {
-    std::lock_guard lock(mutex_);
-    pause_step_ = step;
-}
-
-void Machine::on_guest_step(uint64_t step) {
-    {
-        std::lock_guard lock(mutex_);
-        if (pause_step_ == 0 || step < pause_step_ || state_ != RunState::running) return;
-        pause_step_ = 0;
-        state_ = RunState::paused;
-    }
-    // On a vCPU thread: request only; waiters use wait_until_paused().
-    request_pause_all();
-    cv_.notify_all();
-    notify_state(RunState::paused);
 }
 
 Result<std::vector<VcpuState>> Machine::save_vcpus() {
-    {
-        // A vCPU that triple-faulted or failed has no state worth keeping (on AMD, KVM even
-        // resets it after a shutdown): migrating it would start the destination from garbage.
-        std::lock_guard lock(mutex_);
-        if (ended_ || state_ == RunState::internal_error) {
-            return Error(fmt::format("the guest has stopped for good (state {}): its vCPU state cannot be saved",
-                                     to_string(state_)));
-        }
-    }
+    if (auto s = run_.state_usable(); !s) return s.error();
     std::vector<VcpuState> out;
     for (size_t i = 0; i < vcpus_.size(); ++i) {
         if (runners_[i]->state() == VcpuRunState::running) {

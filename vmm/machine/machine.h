@@ -5,11 +5,9 @@
 // pause() returns only when every vCPU is out of KVM_RUN.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +19,7 @@
 #include "vmm/devices/serial.h"
 #include "vmm/kvm/system.h"
 #include "vmm/machine/payload.h"
+#include "vmm/machine/run_control.h"
 #include "vmm/machine/vcpu_runner.h"
 #include "vmm/machine/vcpu_state.h"
 #include "vmm/machine/vcpu_throttle.h"
@@ -29,10 +28,6 @@
 #include "vmm/memory/guest_memory.h"
 
 namespace vmm::machine {
-
-// QEMU's names for the run states a monitor shows.
-enum class RunState { prelaunch, running, paused, shutdown, internal_error, inmigrate, postmigrate };
-std::string_view to_string(RunState s);
 
 struct MachineSpec {
     std::string name = "vmm";
@@ -46,7 +41,7 @@ struct MachineSpec {
     std::function<void(RunState)> state_changed;          // after every run-state change
 };
 
-class Machine final : public VcpuExitHandler {
+class Machine final : public VcpuExitHandler, private VcpuGroup {
 public:
     static Result<std::unique_ptr<Machine>> create(const MachineSpec& spec);
     ~Machine() override;
@@ -55,38 +50,37 @@ public:
     // The machine stays in prelaunch until resume().
     Status boot(const std::string& payload_path, const std::string& cmdline);
 
-    // Refused once the machine has ended or hit an internal error, and while a refusal is set
-    // (refuse_resume) unless `force`.
-    Status resume(bool force = false);
-    // Makes resume() fail with `why` unless forced ("" or a forced resume lifts it): a source whose guest went on
-    // to the destination in postcopy must not run it too.
-    void refuse_resume(std::string why);
+    // The run state and its rules (run_control.h). resume() is refused once the machine has
+    // ended or hit an internal error, and while a refusal is set (refuse_resume: a source whose
+    // guest went on to the destination in postcopy must not run it too) unless `force`.
+    Status resume(bool force = false) { return run_.resume(force); }
+    void refuse_resume(std::string why) { run_.refuse_resume(std::move(why)); }
     // While set, the guest's state is not whole here (a postcopy destination still lacking pages
     // only the source has): 'quit' ends the machine with kIncompleteExit instead of 0. "" clears.
-    void set_incomplete(std::string why);
-    std::string incomplete() const;
+    void set_incomplete(std::string why) { run_.set_incomplete(std::move(why)); }
+    std::string incomplete() const { return run_.incomplete(); }
     static constexpr int kIncompleteExit = 3;
-    void pause();
+    void pause() { run_.pause(); }  // returns once every vCPU is out of KVM_RUN
     // Ends the machine: every vCPU stops; wait_for_end() returns `exit_code`. Safe from a vCPU.
-    void end(int exit_code, RunState final_state = RunState::shutdown);
-    int wait_for_end();
+    void end(int exit_code, RunState final_state = RunState::shutdown) { run_.end(exit_code, final_state); }
+    int wait_for_end() { return run_.wait_for_end(); }
     // Returns once the machine is paused (e.g. after pause_at_step) or has ended.
-    void wait_until_paused();
-    RunState run_state() const;
-    bool has_ended() const;
+    void wait_until_paused() { run_.wait_until_paused(); }
+    RunState run_state() const { return run_.state(); }
+    bool has_ended() const { return run_.has_ended(); }
 
     // Migration: a destination waits in inmigrate; a source that handed its guest over stays
     // paused in postmigrate (like QEMU; 'cont' would run a second copy).
-    void set_incoming();
-    void set_postmigrate();
+    void set_incoming() { run_.set_incoming(); }
+    void set_postmigrate() { run_.set_postmigrate(); }
     // The incoming migration loaded everything: paused, then running unless `stay_paused`.
-    Status finish_incoming(bool stay_paused);
+    Status finish_incoming(bool stay_paused) { return run_.finish_incoming(stay_paused); }
     // Auto-converge: each vCPU sleeps `percent` of the time (0 = off; vcpu_throttle.h).
     void set_throttle(uint32_t percent) { throttle_->set(percent); }
     uint32_t throttle() const { return throttle_->percent(); }
 
     // Test hook: pause every vCPU once the guest reports step >= `step` (0 = off).
-    void pause_at_step(uint64_t step);
+    void pause_at_step(uint64_t step) { run_.pause_at_step(step); }
 
     // Require paused (or prelaunch) state.
     Result<std::vector<VcpuState>> save_vcpus();
@@ -113,13 +107,15 @@ private:
     Status init_vcpus();
     Status write_boot_info(const std::string& cmdline);
     Status set_boot_registers(uint64_t entry, uint64_t cr3);
-    void request_pause_all();
-    void notify_state(RunState s);  // call without mutex_ held
 
     ExitAction handle_exit(uint32_t cpu, kvm_run& run) override;
     void vcpu_failed(uint32_t cpu, const Error& error) override;
     ExitAction handle_io(uint32_t cpu, kvm_run& run);
-    void on_guest_step(uint64_t step);
+    // VcpuGroup, for run_: every runner at once.
+    void request_run() override;
+    void request_pause() override;
+    void wait_not_running() override;
+    void request_stop() override;
 
     MachineSpec spec_;
     std::optional<kvm::System> kvm_;
@@ -136,14 +132,7 @@ private:
     size_t xsave_size_ = 0;
     LoadedPayload payload_;
 
-    mutable std::mutex mutex_;
-    std::condition_variable cv_;
-    RunState state_ = RunState::prelaunch;
-    bool ended_ = false;
-    std::string resume_refusal_;
-    std::string incomplete_;  // set_incomplete: why a quit now would lose the guest
-    int exit_code_ = 0;
-    uint64_t pause_step_ = 0;
+    RunControl run_;
     std::unique_ptr<VcpuThrottle> throttle_;  // kicks runners_: destroyed before them
 };
 

@@ -54,14 +54,7 @@ ExitAction Machine::handle_exit(uint32_t cpu, kvm_run& run) {
 void Machine::vcpu_failed(uint32_t cpu, const Error& error) {
     log::error("vCPU {} stopped: {}", cpu, error.message());
     // Keep the process and the monitor alive for inspection, like QEMU's internal-error state.
-    {
-        std::lock_guard lock(mutex_);
-        if (ended_) return;
-        state_ = RunState::internal_error;
-    }
-    request_pause_all();
-    cv_.notify_all();
-    notify_state(RunState::internal_error);
+    run_.vcpu_failed();
 }
 
 }  // namespace vmm::machine
