@@ -192,12 +192,23 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     [ "${VMM_BENCH_FAIL:-}" != "$name" ] || uri=$tp:$addr:$((20000 + RANDOM % 20000))  # on purpose: nobody there
     h "$mode-s" "migrate -d $uri"
     [ "$mode" = postcopy-now ] && h "$mode-s" migrate_start_postcopy  # as QEMU users do: the bulk round stops there
+    local sampler=
     if [ "$mode" = postcopy ]; then  # the arrivals at the destination, every 10 ms of postcopy
-        python3 "$ROOT/scripts/lib/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active |
-            jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' >"$work/arrivals-$tp.jsonl"
+        python3 "$ROOT/scripts/lib/qmp-sample.py" "$work/$mode-d.qmp" 10 postcopy-active >"$work/arrivals-$tp.raw" &
+        sampler=$!
     fi
     why() { q "$1" query-migrate | jq -r '"\(.status)\(if ."error-desc" then ": " + ."error-desc" else "" end)"'; }
-    wait_status "$mode-s" completed 600 || die "$mode did not complete: $(why "$mode-s")"
+    if ! wait_status "$mode-s" completed 600; then
+        # A source that failed leaves a destination that never reaches postcopy: the sampler
+        # would watch it until its own deadline (10 minutes) if it were not stopped here.
+        [ -z "$sampler" ] || { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
+        die "$mode did not complete: $(why "$mode-s")"
+    fi
+    if [ -n "$sampler" ]; then
+        wait "$sampler"
+        jq -c '{t, placed: ."x-postcopy".placed, requested: ."x-postcopy"."fault-latency".count}' \
+            "$work/arrivals-$tp.raw" >"$work/arrivals-$tp.jsonl"
+    fi
     wait_status "$mode-d" completed 60 || die "$mode: the destination did not complete: $(why "$mode-d")"
     local guest=null  # a guest migrated paused stays paused: it reports nothing more
     [ "$mode" = once ] || guest=$(guest_window "$before" "$(guest_after "$work/$mode-d.ser")")
