@@ -3,7 +3,8 @@
 # (build/bench/rdma-*.json, and those kept in docs/history/bench/) and prints, over every run of every
 # file, what docs/performance.md reports against issue 4's and issue 46's targets:
 #   - end to end: QEMU's total time over ours, per run (both count from their migrate command),
-#     and each VMM's setup (QEMU's with its migrate command, where it connects)
+#     and each VMM's setup (QEMU's with its migrate command, where it connects); ours also as
+#     QEMU's clock counts, from its migration thread's start
 #   - ours / QEMU, paired: in each run that has both, our migration's ratio to the ib_write_bw
 #     measured around it divided by QEMU's (so the machine's speed of the moment cancels out);
 #     median, range, and how many pairs reach 1.5; then the same by guest RAM moved (a VMM that
@@ -44,6 +45,11 @@ jq -rs '
     # QEMU connects inside its migrate command, before its setup-time clock starts.
     def qemu_setup(m): [ $all[] | select(.mode == m and .setup_ms != null)
         | .setup_ms + ((.command_s // 0) * 1000 | round) ];
+    # QEMU 7.2 starts its setup-time clock inside its migration thread (setup_start is a local of
+    # migration_thread): the wait for that thread to run is in neither of its figures. Ours less
+    # its "start" part (from the migrate command until our migration thread runs) is counted so.
+    def from_thread(m): [ $all[] | select(.mode == m and .setup_ms != null)
+        | .setup_ms - ((.setup_parts_detail // []) | map(select(.name == "start") | .ms) | add // 0) | round ];
     # Throughput over the busy-core ceiling of its own file, times f.
     def contended(m; f): [ $all[] | select(.mode == m and .throughput_mbs != null and (.busy // 0) > 0)
         | .throughput_mbs / .busy * f ];
@@ -62,6 +68,9 @@ jq -rs '
     line("QEMU, dynamic"; qemu_setup("qemu-rdma-dynamic"); null; "runs"),
     line("ours, pin-all"; figures("setup_ms"; "vmm-rdma-pin-all"); null; "runs"),
     line("QEMU, pin-all"; qemu_setup("qemu-rdma-pin-all"); null; "runs"),
+    "ours counted as QEMU counts its setup-time, from its migration thread'"'"'s start (less our \"start\" part, the command until that thread runs; a run that recorded no parts: unchanged):",
+    line("ours, dynamic"; from_thread("vmm-rdma-dynamic"); null; "runs"),
+    line("ours, pin-all"; from_thread("vmm-rdma-pin-all"); null; "runs"),
     "transfer window (total less setup), ours / QEMU, paired (each divided by ib_write_bw around it first), pattern guest running:",
     line("dynamic"; per_run("vmm-rdma-dynamic"; "qemu-rdma-dynamic"; "ratio_to_ceiling_around"); 1.5; "pairs"),
     line("pin-all"; per_run("vmm-rdma-pin-all"; "qemu-rdma-pin-all"; "ratio_to_ceiling_around"); 1.5; "pairs"),
