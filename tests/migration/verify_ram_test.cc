@@ -149,7 +149,8 @@ TEST(VerifyRam, AGuestRewritingPagesWhileTheyAreSplicedStillMigratesWithoutAFals
     for (const char* multifd : {"off", "on"}) {
         SCOPED_TRACE(std::string("multifd ") + multifd);
         uint16_t port = free_tcp_port();
-        auto src = Vm::start("verify-stress-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append", "bytes=16M"});
+        auto src = Vm::start("verify-stress-src", {"--guest", "stress", "-m", "256M", "--smp", "2", "--append",
+                                                   "bytes=" + sized("16M", "2M")});  // converges in the nested VM too
         auto dst = destination("verify-stress-dst", tcp_uri(port));
         ASSERT_TRUE(src && dst);
         // Spliced pages are read by the kernel after their sums were taken, while the guest writes.
