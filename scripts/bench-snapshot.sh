@@ -131,16 +131,16 @@ q_save=() q_synced=() q_restore=() q_save_ratios=() q_restore_ratios=() fresh_re
 # swapped every other run, so that neither always takes the other's freed memory.
 ours_save() { save_once "filled$i" --guest idle --prefill "$size"; }
 ours_restore() { restore_once "filled$i"; read_ms=$R_MS; }
-q_save() { [ "$qemu" = 0 ] || qemu_save_once "q$i"; }
-q_restore() { [ "$qemu" = 0 ] || qemu_restore_once "q$i"; }
+qemu_save() { [ "$qemu" = 0 ] || qemu_save_once "q$i"; }
+qemu_restore() { [ "$qemu" = 0 ] || qemu_restore_once "q$i"; }
 for i in $(seq "$runs"); do
-    if ((i % 2)); then ours_save; q_save; else q_save; ours_save; fi
+    if ((i % 2)); then ours_save; qemu_save; else qemu_save; ours_save; fi
     t0=$(date +%s%N)
     dd if="$work/filled$i.save" of="$work/dd$i.out" bs=4M conv=fdatasync status=none
     t1=$(date +%s%N)
     w=$(ms_of "$t0" "$t1")
     rm -f "$work/dd$i.out"
-    if ((i % 2)); then ours_restore; q_restore; else q_restore; ours_restore; fi
+    if ((i % 2)); then ours_restore; qemu_restore; else qemu_restore; ours_restore; fi
     t0=$(date +%s%N)
     dd if="$work/filled$i.save" of=/dev/null bs=4M status=none
     t1=$(date +%s%N)

@@ -7,7 +7,6 @@
 qemu_guest=(qemu-system-x86_64 -accel kvm -cpu host,-arch-capabilities -nodefaults -no-user-config -display none
             -m "$size" -kernel "$BUILD/guest/idle.elf" -serial none)
 qmp() { "$CTL" --qmp "unix:$1" "${@:2}"; }  # qmp SOCKET COMMAND
-now_ns() { date +%s%N; }
 
 # qemu_start NAME ARGS...: a QEMU with a QMP socket $work/NAME.qmp, answering; sets Q_PID.
 qemu_start() {
@@ -30,7 +29,7 @@ qemu_save_once() {
     qmp "$work/$name.qmp" stop >/dev/null
     # 7.2 caps migration at 128 MiB/s by default; libvirt lifts the cap for a save, as here.
     qmp "$work/$name.qmp" 'migrate-set-parameters {"max-bandwidth": 107374182400}' >/dev/null
-    local t0; t0=$(now_ns)
+    local t0; t0=$(date +%s%N)
     qmp "$work/$name.qmp" "migrate {\"uri\": \"exec:cat > $file\"}" >/dev/null || die "QEMU save $name: migrate refused"
     local q
     for _ in $(seq 6000); do
@@ -42,7 +41,7 @@ qemu_save_once() {
     [ "$st" = completed ] || { cat "$work/$name.qlog" >&2; die "QEMU save $name: $st: $q"; }
     while pgrep -P "$Q_PID" >/dev/null; do sleep 0.005; done  # its exec: child, cat, writing the pipe's rest
     sync "$file"
-    QS_SYNCED_MS=$(ms_of "$t0" "$(now_ns)")
+    QS_SYNCED_MS=$(ms_of "$t0" "$(date +%s%N)")
     QS_MS=$(sed -n 's/.*"total-time":\([0-9]*\).*/\1/p' <<<"$q")
     qmp "$work/$name.qmp" quit >/dev/null 2>&1 || true
     rm -f "$shm/$name.ram"
@@ -53,7 +52,7 @@ qemu_save_once() {
 qemu_restore_once() {
     local name=$1 sock=$work/$1-r.qmp st=""
     qemu_start "$name-r" -incoming defer
-    local t0; t0=$(now_ns)
+    local t0; t0=$(date +%s%N)
     qmp "$sock" "migrate-incoming {\"uri\": \"exec:cat $work/$name.qsave\"}" >/dev/null ||
         die "QEMU restore $name: migrate-incoming refused"
     for _ in $(seq 6000); do
@@ -61,7 +60,7 @@ qemu_restore_once() {
         [ "$st" != inmigrate ] && break
         sleep 0.01
     done
-    QR_MS=$(ms_of "$t0" "$(now_ns)")
+    QR_MS=$(ms_of "$t0" "$(date +%s%N)")
     local m; m=$(qmp "$sock" query-migrate)
     [[ "$m" == *'"status":"completed"'* ]] || { cat "$work/$name-r.qlog" >&2; die "QEMU restore $name: $st, $m"; }
     qmp "$sock" quit >/dev/null 2>&1 || true
