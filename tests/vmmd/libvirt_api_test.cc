@@ -73,10 +73,11 @@ protected:
         dir_ = tmpl;
         virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});  // the test reports errors itself
         std::mt19937 rng(std::random_device{}());
-        tcp_port_ = 17000 + static_cast<int>(rng() % 400);
-        mig_port_ = 50000 + static_cast<int>(rng() % 1000);
-        src_ = start("src", {});
-        dst_ = start("dst", {"--listen-tcp", "127.0.0.1:" + std::to_string(tcp_port_), "--listen-tcp-insecure"});
+        // This test's ranges (tests/vmmd/lib.sh lists every test's): ctest runs others beside it.
+        tcp_port_ = 18200 + static_cast<int>(rng() % 400);
+        mig_port_ = 54400 + static_cast<int>(rng() % 400);
+        src_ = start("src", false);
+        dst_ = start("dst", true);
         ASSERT_TRUE(src_ && dst_);
     }
 
@@ -105,17 +106,36 @@ protected:
     std::string tcp_uri() const { return "vmm+tcp://127.0.0.1:" + std::to_string(tcp_port_) + "/system"; }
     std::string next_migrate_uri() { return "tcp://127.0.0.1:" + std::to_string(++mig_port_); }
 
-    // A vmmd with its own socket and state directory, and a connection to it once it answers.
-    Connection start(const std::string& name, std::vector<std::string> extra) {
+    // A vmmd with its own socket and state directory (and, if `listen_tcp`, plaintext TCP on
+    // tcp_port_), and a connection to it once it answers. A TCP port something else on this host
+    // holds is traded for the next one, up to three times; any other failure shows vmmd's log.
+    Connection start(const std::string& name, bool listen_tcp) {
         std::string vmmd = std::filesystem::path(VMM_TEST_BINARY).parent_path() / "vmmd";
-        std::vector<std::string> argv = {vmmd, "--socket", dir_ + "/" + name + "/sock", "--state-dir", dir_ + "/" + name + "/state"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
+        std::string log = dir_ + "/" + name + ".log";
         std::filesystem::create_directories(dir_ + "/" + name);
-        daemons_.push_back(VmmProcess::spawn_program(argv, dir_ + "/" + name + ".log"));
-        Connection c;
-        wait_for([&] { return (c = Connection(virConnectOpen(socket_uri(name).c_str()))) != nullptr; }, std::chrono::seconds(10));
-        EXPECT_TRUE(c) << name << " vmmd does not answer: " << last_error();
-        return c;
+        for (int attempt = 0;; ++attempt) {
+            std::vector<std::string> argv = {vmmd, "--socket", dir_ + "/" + name + "/sock", "--state-dir", dir_ + "/" + name + "/state"};
+            if (listen_tcp) argv.insert(argv.end(), {"--listen-tcp", "127.0.0.1:" + std::to_string(tcp_port_), "--listen-tcp-insecure"});
+            std::filesystem::remove(log);
+            daemons_.push_back(VmmProcess::spawn_program(argv, log));
+            Connection c;
+            std::optional<int> exited;
+            wait_for([&] {
+                if ((c = Connection(virConnectOpen(socket_uri(name).c_str()))) != nullptr) return true;
+                return (exited = daemons_.back()->wait(std::chrono::milliseconds(0))).has_value();
+            }, std::chrono::seconds(10));
+            if (c) return c;
+            if (exited) daemons_.pop_back();  // reaped: TearDown has nothing to stop
+            std::string text = read_text_file(log);
+            if (exited && listen_tcp && attempt < 3 && text.find("Address already in use") != std::string::npos) {
+                tcp_port_ += 1 + attempt;
+                continue;
+            }
+            ADD_FAILURE() << name << " vmmd does not answer: " << last_error()
+                          << (exited ? "; it exited with status " + std::to_string(*exited) : std::string())
+                          << "; its log:\n" << text;
+            return c;
+        }
     }
 
     // The domain's RAM digest, through the QMP socket vmmd gave its vmm.

@@ -259,7 +259,12 @@ protected:
         live_.set(Live::max_postcopy_bandwidth, pace.max_bandwidth);
         live_.set(Live::postcopy_readahead, pace.readahead_pages * 4096);
     }
+    // The connections, the destination and the sender; the run begins with launch() (start does both).
     void start(Pace pace, bool preempt = false, bool answer_done = false, bool read_stream = true) {
+        prepare(pace, preempt, answer_done, read_stream);
+        launch();
+    }
+    void prepare(Pace pace, bool preempt = false, bool answer_done = false, bool read_stream = true) {
         set(pace);
         src_cancel_.emplace(CancelToken::create().value());
         dst_cancel_.emplace(CancelToken::create().value());
@@ -270,8 +275,8 @@ protected:
         auto link = stream_postcopy_source(*conns_[0].source, preempt ? conns_[1].source.get() : nullptr, {layout(mem_)});
         sender_ = std::make_unique<PostcopySender>(mem_, std::move(link), layout(mem_), missing_, *src_cancel_, live_,
                                                    PostcopySender::Config{});
-        runner_ = std::thread([this] { result_ = sender_->run(); });
     }
+    void launch() { runner_ = std::thread([this] { result_ = sender_->run(); }); }
     Status finish() {
         runner_.join();
         return result_;
@@ -380,9 +385,13 @@ TEST_P(PostcopySenderTest, WithPreemptARequestIsAnsweredWhileThePushIsStuckOnAFu
 }
 
 TEST_P(PostcopySenderTest, EveryMissingPageGoesOnceThenEndAndDoneEndsTheRun) {
-    start({.max_bandwidth = 0, .readahead_pages = 64}, false, true);
+    // The requests are on the return path before the run begins: uncapped, the push could
+    // otherwise send every page, END, and take the destination's DONE before they were written
+    // (a loaded CI host did once: requests 0).
+    prepare({.max_bandwidth = 0, .readahead_pages = 64}, false, true);
     request(conns_[0], 0, 2000);
     request(conns_[0], 0, 2001);
+    launch();
     auto s = finish();
     ASSERT_TRUE(s) << s.error().message();
     ASSERT_TRUE(eventually([&] { return dest_->ended(); }, 10));
