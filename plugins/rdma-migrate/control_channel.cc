@@ -8,16 +8,25 @@
 
 namespace rdma_migrate {
 
+ControlChannel::~ControlChannel() {
+    for (auto& mr : recv_mr_) mr.reset();
+    send_mr_.reset();
+    ControlBuffers::give_back(std::move(buffers_));
+}
+
 Status ControlChannel::init() {
+    auto set = ControlBuffers::take();
+    if (!set) return set.error();
+    buffers_ = std::move(*set);
     for (size_t i = 0; i < recv_buf_.size(); ++i) {
-        recv_buf_[i].assign(kControlBufferSize, 0);
+        recv_buf_[i] = buffers_->receive(i);
         auto mr = e_.memory().register_memory(recv_buf_[i].data(), recv_buf_[i].size(), Use::control_receive,
                                               "a control receive buffer");
         if (!mr) return mr.error();
         recv_mr_[i] = std::move(*mr);
         if (auto s = post_recv(i); !s) return s;
     }
-    send_buf_.assign(kControlBufferSize, 0);
+    send_buf_ = buffers_->send();
     auto mr = e_.memory().register_memory(send_buf_.data(), send_buf_.size(), Use::control_send, "the control send buffer");
     if (!mr) return mr.error();
     send_mr_ = std::move(*mr);

@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "control_buffers.h"
 #include "endpoint.h"
 #include "proto/wire.h"
 #include "vmm/migration/transport/tls_stream.h"
@@ -30,11 +31,16 @@ inline uint64_t wr_index(uint64_t id) { return id & ((1ull << 56) - 1); }
 class ControlChannel {
 public:
     explicit ControlChannel(Endpoint& e) : e_(e) {}
+    // Its registrations go, then its buffers go back to be the process's spare (control_buffers.h).
+    ~ControlChannel();
+    ControlChannel(const ControlChannel&) = delete;
+    ControlChannel& operator=(const ControlChannel&) = delete;
     // For connect_endpoint/accept_endpoint: makes `ctl` on the new connection, before it
     // connects, and posts its receives.
     static BeforeConnect make_on(std::unique_ptr<ControlChannel>& ctl);
 
-    // Registers the buffers (local access only) and posts both receives.
+    // Takes a set of buffers (the spare, made ahead), registers them (local access only) and
+    // posts both receives.
     Status init();
     // The spec's exchange_send: wait for READY, send `msg`. With Sent::later it returns once
     // the SEND is posted (RDMA WRITEs posted next then queue behind it, not before it); the
@@ -91,9 +97,10 @@ private:
     Status on_completion(const ibv_wc& wc);
 
     Endpoint& e_;
-    std::array<std::vector<uint8_t>, 2> recv_buf_;
-    std::vector<uint8_t> send_buf_;
-    std::array<MemoryRegion, 2> recv_mr_;
+    std::unique_ptr<ControlBuffers> buffers_;  // before the MRs on them: they go first
+    std::array<std::span<uint8_t>, ControlBuffers::kReceives> recv_buf_;
+    std::span<uint8_t> send_buf_;
+    std::array<MemoryRegion, ControlBuffers::kReceives> recv_mr_;
     MemoryRegion send_mr_;
     std::deque<std::pair<size_t, uint32_t>> arrived_;  // buffer index, byte length
     bool send_done_ = true;

@@ -388,7 +388,8 @@ int do_cut(void* c, vmm_err* e) {
 
 // librdmacm's first call in a process lists the RDMA devices, and libibverbs loads a driver for
 // each: seconds on a slow machine (5 s of a first connection's setup in the nested VM). An event
-// channel made and dropped does just that, here, on vmm's warming thread. Devices are not opened
+// channel made and dropped does just that, here, on vmm's warming thread, which then makes the
+// spare control buffers (control_buffers.h). Devices are not opened
 // (librdmacm opens one when an id first uses it), so none is held from removal by an idle vmm.
 void warm_up() noexcept try {
     std::error_code no_dir;
@@ -396,6 +397,11 @@ void warm_up() noexcept try {
     auto start = std::chrono::steady_clock::now();
     EventChannel ec(rdma_create_event_channel());
     trace("warm-up: librdmacm's device list {} in {} ms", ec ? "loaded" : "not loaded (no usable device)",
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    if (!ec) return;
+    start = std::chrono::steady_clock::now();
+    ControlBuffers::make_spare();  // the first connection's control buffers, faulted in (control_buffers.h)
+    trace("warm-up: control buffers made in {} ms",
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
 } catch (...) {
 }
