@@ -71,4 +71,13 @@ out=$("$build/bin/vmmd" --socket "$dir/other.sock" --state-dir "$dir/other" --li
 rc=$?
 [ "$rc" = 2 ] || fail "vmmd --listen-tcp without --listen-tcp-insecure exited $rc: $out"
 expect "--listen-tcp alone is refused" "$out" "add --listen-tcp-insecure if every host on that network is trusted"
+
+# A port something else holds (this test's vmmd, on TLS): one line saying so and what to do, and
+# no socket file left behind that nobody serves (a client would read "connection refused").
+out=$("$build/bin/vmmd" --socket "$dir/other.sock" --state-dir "$dir/other" --listen-tcp "127.0.0.1:$port" --listen-tcp-insecure 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "vmmd on a port already held exited $rc: $out"
+expect "a port already held is named, with what to do" "$out" "listen on TCP 127.0.0.1:$port: Address already in use; another process holds that port"
+[ ! -e "$dir/other.sock" ] && [ ! -e "$dir/other.sock-ro" ] || fail "a vmmd that could not start left its socket files: $(ls "$dir")"
+echo "ok: a port already held is refused in one line, leaving no socket file"
 echo "PASS"

@@ -78,7 +78,11 @@ Result<UniqueFd> bind_tcp(const std::string& where) {
         int one = 1;
         if (!fd.valid() || ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
             ::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 16) != 0) {
-            last = Error::from_errno("listen on TCP " + where);
+            int err = errno;
+            last = Error::from_errno("listen on TCP " + where, err,
+                                     err == EADDRINUSE ? "another process holds that port (ss -ltnp shows which): stop it or "
+                                                         "choose another with --listen-tcp"
+                                                       : "");
             continue;
         }
         return fd;
@@ -193,12 +197,20 @@ std::optional<std::vector<uint8_t>> answer(const rpc::Dispatcher& d, rpc::Caller
 
 }  // namespace
 
+void Server::remove_socket_files(const std::vector<Listener>& ls) {
+    for (const Listener& l : ls)
+        if (!l.spec.tcp) ::unlink(l.spec.path.c_str());
+}
+
 Result<std::unique_ptr<Server>> Server::listen(const std::vector<SocketSpec>& sockets, const rpc::Dispatcher& d,
                                                ConnectionHooks hooks) {
     std::vector<Listener> ls;
     for (const SocketSpec& s : sockets) {
         auto fd = bind_socket(s);
-        if (!fd) return fd.error();
+        if (!fd) {
+            remove_socket_files(ls);  // none is left behind that nobody serves ("connection refused")
+            return fd.error();
+        }
         ls.push_back({s, std::move(*fd)});
     }
     UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -211,8 +223,7 @@ Server::Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispat
 
 Server::~Server() {
     join_clients();
-    for (const Listener& l : listeners_)
-        if (!l.spec.tcp) ::unlink(l.spec.path.c_str());
+    remove_socket_files(listeners_);
 }
 
 void Server::join_clients() {

@@ -78,6 +78,8 @@ private:
         UniqueFd fd;
         std::chrono::steady_clock::time_point last_refusal{};  // under mutex_: when the log last said so
     };
+    // Unlinks the unix sockets' files (a vmmd that stops, or fails to start, leaves none).
+    static void remove_socket_files(const std::vector<Listener>& ls);
     struct Client {
         UniqueFd fd;
         uint64_t number = 0;
