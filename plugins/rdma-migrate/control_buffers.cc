@@ -41,8 +41,7 @@ Result<std::unique_ptr<ControlBuffers>> ControlBuffers::take() {
 void ControlBuffers::give_back(std::unique_ptr<ControlBuffers> set) noexcept {
     if (!set) return;
     std::memset(set->map_.data(), 0, set->map_.size());  // nothing of this migration reaches the next
-    std::lock_guard lock(spare().mutex);
-    if (!spare().set) spare().set = std::move(set);
+    keep(std::move(set));
 }
 
 void ControlBuffers::make_spare() noexcept {
@@ -50,10 +49,13 @@ void ControlBuffers::make_spare() noexcept {
         std::lock_guard lock(spare().mutex);
         if (spare().set) return;
     }
-    auto made = make();
-    if (!made) return;  // said again, with its reason, by the connection that needs one
+    auto made = make();  // outside the lock: a connection may take the spare meanwhile
+    if (made) keep(std::move(*made));  // else said again, with its reason, by the connection that needs one
+}
+
+void ControlBuffers::keep(std::unique_ptr<ControlBuffers> set) noexcept {
     std::lock_guard lock(spare().mutex);
-    if (!spare().set) spare().set = std::move(*made);
+    if (!spare().set) spare().set = std::move(set);  // else it goes: one spare at most
 }
 
 }  // namespace rdma_migrate

@@ -38,6 +38,8 @@ public:
 
 private:
     explicit ControlBuffers(vmm::Mapping map) : map_(std::move(map)) {}
+    // Keeps `set` as the spare if there is none; else it is unmapped.
+    static void keep(std::unique_ptr<ControlBuffers> set) noexcept;
     vmm::Mapping map_;
 };
 

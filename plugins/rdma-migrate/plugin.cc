@@ -28,6 +28,7 @@
 #include "destination_session.h"
 #include "source_session.h"
 #include "trace.h"
+#include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/common/units.h"
 #include "vmm/plugin_abi.h"
@@ -394,15 +395,13 @@ int do_cut(void* c, vmm_err* e) {
 void warm_up() noexcept try {
     std::error_code no_dir;
     if (std::filesystem::is_empty("/sys/class/infiniband", no_dir) || no_dir) return;  // no RDMA here: nothing to load
-    auto start = std::chrono::steady_clock::now();
+    auto start = vmm::SteadyClock::now();
     EventChannel ec(rdma_create_event_channel());
-    trace("warm-up: librdmacm's device list {} in {} ms", ec ? "loaded" : "not loaded (no usable device)",
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    trace("warm-up: librdmacm's device list {} in {} ms", ec ? "loaded" : "not loaded (no usable device)", vmm::ms_since(start));
     if (!ec) return;
-    start = std::chrono::steady_clock::now();
+    start = vmm::SteadyClock::now();
     ControlBuffers::make_spare();  // the first connection's control buffers, faulted in (control_buffers.h)
-    trace("warm-up: control buffers made in {} ms",
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    trace("warm-up: control buffers made in {} ms", vmm::ms_since(start));
 } catch (...) {
 }
 

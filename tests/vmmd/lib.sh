@@ -7,10 +7,10 @@
 # range once gave two the same port). Migration ports: virsh_migrate 49400-49799, virsh_postcopy
 # 49900-50299, virsh_postcopy_recover 50400-50799, virsh_rdma 50900-51299, packaging/install
 # 51400-51799, virsh_tls 52000-52399, virsh_migrate_tls 52400-52799, virsh_crash 52800-53199,
-# golibvirt 53200-53599, tshark_dissector 53600-53999, virt_manager 54000-54399,
-# libvirt_api_test.cc 54400-54799, each plus the few it counts up. A vmmd's TCP listener:
-# virsh_postcopy_recover 16200-16599, virsh_migrate 16600-16999, virsh_evacuate 17000-17399,
-# tshark_dissector 17400-18199, libvirt_api_test.cc 18200-18599.
+# golibvirt 53200-53599, tshark_dissector 53600-53999, virt_manager 54000-54399, each plus the
+# few it counts up. A vmmd's TCP listener: virsh_postcopy_recover 16200-16599, virsh_migrate
+# 16600-16999, virsh_evacuate 17000-17399, tshark_dissector 17400-18199. The C++ tests
+# (libvirt_api_test.cc and the rest) take free ports from the kernel (free_tcp_port).
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)

@@ -11,13 +11,13 @@
 
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 
 #include "tests/support/require.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/process.h"
+#include "tests/support/vm_pair.h"
 #include "tests/support/wait.h"
 #include "vmmd/peer/libvirt_handles.h"
 
@@ -72,10 +72,7 @@ protected:
         ASSERT_NE(::mkdtemp(tmpl), nullptr);
         dir_ = tmpl;
         virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});  // the test reports errors itself
-        std::mt19937 rng(std::random_device{}());
-        // This test's ranges (tests/vmmd/lib.sh lists every test's): ctest runs others beside it.
-        tcp_port_ = 18200 + static_cast<int>(rng() % 400);
-        mig_port_ = 54400 + static_cast<int>(rng() % 400);
+        tcp_port_ = free_tcp_port();  // the kernel's choice: no range to share with the tests beside this one
         src_ = start("src", false);
         dst_ = start("dst", true);
         ASSERT_TRUE(src_ && dst_);
@@ -104,7 +101,7 @@ protected:
 
     std::string socket_uri(const std::string& name) const { return "vmm+unix:///system?socket=" + dir_ + "/" + name + "/sock"; }
     std::string tcp_uri() const { return "vmm+tcp://127.0.0.1:" + std::to_string(tcp_port_) + "/system"; }
-    std::string next_migrate_uri() { return "tcp://127.0.0.1:" + std::to_string(++mig_port_); }
+    std::string next_migrate_uri() { return "tcp://127.0.0.1:" + std::to_string(free_tcp_port()); }
 
     // A vmmd with its own socket and state directory (and, if `listen_tcp`, plaintext TCP on
     // tcp_port_), and a connection to it once it answers. A TCP port something else on this host
@@ -128,7 +125,7 @@ protected:
             if (exited) daemons_.pop_back();  // reaped: TearDown has nothing to stop
             std::string text = read_text_file(log);
             if (exited && listen_tcp && attempt < 3 && text.find("Address already in use") != std::string::npos) {
-                tcp_port_ += 1 + attempt;
+                tcp_port_ = free_tcp_port();
                 continue;
             }
             ADD_FAILURE() << name << " vmmd does not answer: " << last_error()
@@ -157,7 +154,7 @@ protected:
     }
 
     std::string dir_;
-    int tcp_port_ = 0, mig_port_ = 0;
+    int tcp_port_ = 0;
     std::vector<std::unique_ptr<VmmProcess>> daemons_;
     Connection src_, dst_;
 };

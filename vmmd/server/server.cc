@@ -81,7 +81,7 @@ Result<UniqueFd> bind_tcp(const std::string& where) {
             int err = errno;
             last = Error::from_errno("listen on TCP " + where, err,
                                      err == EADDRINUSE ? "another process holds that port (ss -ltnp shows which): stop it or "
-                                                         "choose another with --listen-tcp"
+                                                         "choose another port for this listener"
                                                        : "");
             continue;
         }
