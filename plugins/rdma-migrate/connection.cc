@@ -13,10 +13,10 @@ constexpr const char* kSumsKeyLabel = "EXPORTER-vmm-rdma-ram-sums";
 }  // namespace
 
 Connection::Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
-                       ChunkGeometry g, uint32_t agreed)
+                       ChunkGeometry g, uint32_t agreed, std::function<Status()> blocks_requested)
     : ep_(std::move(ep)), ctl_(std::move(ctl)), cfg_(std::move(cfg)), geo_(g), agreed_(agreed),
       max_entries_((agreed & kCapBatch) != 0 ? kMaxRepeat : 1), steps_(ep_->steps), summary_(ep_->describe),
-      stream_(*ctl_, [this] { return blocks_requested(); }) {
+      stream_(*ctl_, std::move(blocks_requested)) {
     ctl_->error_text((agreed & kCapErrorText) != 0);
 }
 
@@ -51,6 +51,11 @@ std::vector<Endpoint*> Connection::channels() const {
     return all;
 }
 
+Endpoint& Connection::set_postcopy_channel(std::unique_ptr<Endpoint> ep) {
+    postcopy_ep_ = std::move(ep);
+    return *postcopy_ep_;
+}
+
 // rdma-pin-all: every RAM block registered whole during setup, on both sides (as QEMU does),
 // not inside the bulk round: pinning all of RAM is setup work, and the rounds that follow
 // register nothing. `use`: remote write on the destination; local read only on the source,
@@ -58,7 +63,7 @@ std::vector<Endpoint*> Connection::channels() const {
 Status Connection::pin_blocks(Use use) {
     auto mrs = ep_->memory().register_blocks(cfg_.blocks, use);
     if (!mrs) return mrs.error();
-    pinned_blocks_ = std::move(*mrs);
+    pinned_ = std::move(*mrs);
     for (const auto& b : cfg_.blocks) trace("{}: RAM block '{}' registered for rdma-pin-all ({} bytes)", side(), b.name, b.size);
     return {};
 }

@@ -1,6 +1,6 @@
 // Connection: what both sides of one RDMA migration share, once negotiated. The source's
 // SourceSession (source_session.h) and the destination's DestinationSession
-// (destination_session.h) are each a Connection plus their half of the RAM protocol.
+// (destination_session.h) each hold one, beside their half of the RAM protocol.
 //   Negotiation: the base protocol as QEMU speaks it, plus each of our extensions (wire.h) that
 //     both sides granted in the private data; a base-protocol peer gets 1 MiB chunks, one
 //     channel, one entry per request and an ERROR without text.
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,9 +43,17 @@ struct SessionConfig {
     std::optional<vmm::migration::TlsSetup> tls;
 };
 
+// One side's connection, held by its session (composition: the session calls only what is
+// public here). It owns the channels' endpoints, the control channel and the byte stream, and
+// under rdma-pin-all the whole-block registrations; the session holding it declares it first,
+// so it goes last, after every MR the session made on its PD.
 class Connection {
 public:
-    virtual ~Connection();
+    // `blocks_requested`: what a RAM BLOCKS REQUEST read from the stream does (the destination
+    // answers it, a source refuses it).
+    Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
+               uint32_t agreed, std::function<Status()> blocks_requested);
+    ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
@@ -57,11 +66,15 @@ public:
     // error state and flush, so every wait at both ends fails. The QPs stay until hang_up, so
     // a thread inside a call on them is safe.
     void cut();
+    // Stops all DMA on every channel (disconnect, destroy the QPs), so buffers and MRs may go:
+    // each session's destructor calls it before its own members unwind.
+    void hang_up();
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }
     // The peer and what was negotiated: "rdma 10.0.0.1:4444: dynamic registration, 1 MiB
     // chunks, 1 channel", and why rdma-pin-all was not granted if it was asked for.
     const std::string& describe() const { return summary_; }
+    void summarize(const std::string& note);  // sets describe() once negotiated
     bool pin_all() const { return cfg_.pin_all; }
     // verify-ram sums (kCapSums): whether the peer agreed to carry them.
     bool carries_sums() const { return (agreed_ & kCapSums) != 0; }
@@ -73,30 +86,36 @@ public:
     // domain and, under rdma-pin-all, block i's rkey (0 otherwise). The hostile-peer tests play
     // such a QP, to show that the sums of an authenticated migration catch what it writes.
     ibv_pd* protection_domain() const { return ep_->protection_domain(); }
-    uint32_t pinned_rkey(size_t block) const { return block < pinned_blocks_.size() ? pinned_blocks_[block]->rkey : 0; }
-    // Whether this connection has a postcopy channel (kCapPostcopy agreed).
-    bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
+    uint32_t pinned_rkey(size_t block) const { return block < pinned_.size() ? pinned_[block]->rkey : 0; }
     // Where setup's time went so far, step by step (channel 0's making first); the setup_parts
     // op reads it from another thread while the steps after connect or accept are added.
     std::vector<TimedStep> setup_steps() const;
     void add_steps(const std::vector<TimedStep>& steps, bool first = false);
 
-protected:
-    Connection(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg, ChunkGeometry g,
-               uint32_t agreed);
-    // A RAM BLOCKS REQUEST read from the stream: the destination answers it, a source refuses.
-    virtual Status blocks_requested() = 0;
-    // Channel 1..N-1 of this migration, once connected or accepted.
+    // What was negotiated, for the session.
+    const SessionConfig& config() const { return cfg_; }
+    ChunkGeometry geometry() const { return geo_; }
+    bool agreed(uint32_t caps) const { return (agreed_ & caps) == caps; }
+    // Entries per REGISTER/UNREGISTER/COMPRESS message: 4096 with kCapBatch, else 1.
+    size_t max_entries() const { return max_entries_; }
+    // Channel 0, the control channel on it, and the channels added after it.
+    Endpoint& first() const { return *ep_; }
+    ControlChannel& control() const { return *ctl_; }
     void add_channel(std::unique_ptr<Endpoint> ep) { extra_.push_back(std::move(ep)); }
-    // Every channel: ep_ first.
-    std::vector<Endpoint*> channels() const;
-    // Stops all DMA on every channel (disconnect, destroy the QPs), so buffers and MRs may go:
-    // each side's destructor calls it before its own members unwind.
-    void hang_up();
-    // rdma-pin-all: every RAM block registered whole for `use`, into pinned_blocks_.
+    size_t channel_count() const { return 1 + extra_.size(); }  // lanes: without the postcopy channel
+    Endpoint& set_postcopy_channel(std::unique_ptr<Endpoint> ep);
+    bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
+
+    // rdma-pin-all: every RAM block registered whole for `use` (or the registrations made while
+    // the destination waited, `adopt_pinned`), until unpin (postcopy's switch) or the end.
     Status pin_blocks(Use use);
-    void summarize(const std::string& note);  // sets describe() once negotiated
+    void adopt_pinned(std::vector<MemoryRegion> pinned) { pinned_ = std::move(pinned); }
+    void unpin() { pinned_.clear(); }
+    const ibv_mr* pinned(size_t block) const { return block < pinned_.size() ? pinned_[block].get() : nullptr; }
+
+private:
     const char* side() const { return ep_->listen_id ? "destination" : "source"; }
+    std::vector<Endpoint*> channels() const;  // ep_ first
 
     std::unique_ptr<Endpoint> ep_;                  // first: destroyed last, after every MR
     std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
@@ -104,12 +123,9 @@ protected:
     std::unique_ptr<ControlChannel> ctl_;
     SessionConfig cfg_;
     ChunkGeometry geo_;
-    uint32_t agreed_;     // the flags both sides granted (wire.h: kCap*)
-    size_t max_entries_;  // per REGISTER/UNREGISTER/COMPRESS message: 4096 with kCapBatch, else 1
-    bool blocks_known_ = false;  // source: RAM BLOCKS RESULT taken; destination: sent
-    std::vector<MemoryRegion> pinned_blocks_;  // rdma-pin-all: whole blocks
-
-private:
+    uint32_t agreed_;  // the flags both sides granted (wire.h: kCap*)
+    size_t max_entries_;
+    std::vector<MemoryRegion> pinned_;  // rdma-pin-all: whole blocks
     mutable std::mutex steps_mutex_;
     std::vector<TimedStep> steps_;  // setup_steps()
     std::string summary_;  // describe()

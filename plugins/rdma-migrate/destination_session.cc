@@ -12,7 +12,8 @@ namespace rdma_migrate {
 
 DestinationSession::DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl,
                                        SessionConfig cfg, ChunkGeometry g, uint32_t agreed)
-    : Connection(std::move(ep), std::move(ctl), std::move(cfg), g, agreed), served_regs_(cfg_.pin_limit) {}
+    : link_(std::move(ep), std::move(ctl), std::move(cfg), g, agreed, [this] { return blocks_requested(); }),
+      ctl_(link_.control()), cfg_(link_.config()), geo_(g), served_regs_(cfg_.pin_limit) {}
 
 // A destination whose migration went well lets the source hang up first. The source counts its
 // go-ahead delivered only once the go-ahead's completion says so; a hang-up from here could
@@ -21,8 +22,8 @@ DestinationSession::DestinationSession(std::unique_ptr<Endpoint> ep, std::unique
 // gone, the wait ends once the source has hung up (at once if it has). Then all DMA stops
 // before any buffer or MR of this side goes.
 DestinationSession::~DestinationSession() {
-    if (!ctl_->sent_error()) ep_->await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
-    hang_up();
+    if (!ctl_.sent_error()) link_.first().await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
+    link_.hang_up();
 }
 
 Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint& listener, SessionConfig cfg,
@@ -71,49 +72,49 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     StepClock clock(steps);
     if (tls) {  // before anything else: no rkey, no block, no channel for a peer not authenticated
         tls->role = vmm::migration::TlsRole::server;
-        if (Status st = s->ctl_->secure(*tls); !st) {
-            s->ep_->give_back_listener(listener);
+        if (Status st = s->ctl_.secure(*tls); !st) {
+            s->link_.first().give_back_listener(listener);
             peer_refused = true;
             return st.error();
         }
         clock.mark("tls");
     }
     if (Status st = s->accept_channels(); !st) {
-        s->abort(st.error().message());
+        s->link_.abort(st.error().message());
         return st.error();
     }
-    if (!s->extra_.empty() || s->postcopy_ep_) clock.mark("channels");
-    s->add_steps(steps);
-    std::string note = asked_pin_all && !s->pin_all() ? pin_all_refusal : "";
-    if (const auto& ahead = s->ep_->ahead; ahead && !s->pin_all()) {
+    if (s->link_.channel_count() > 1 || s->link_.has_postcopy_channel()) clock.mark("channels");
+    s->link_.add_steps(steps);
+    std::string note = asked_pin_all && !s->link_.pin_all() ? pin_all_refusal : "";
+    if (const auto& ahead = s->link_.first().ahead; ahead && !s->link_.pin_all()) {
         ahead->release();  // dynamic registration: what was pinned while waiting is not needed
         note += std::string(note.empty() ? "" : "; ") + "the RAM pinned while waiting was unpinned: the source did not ask for rdma-pin-all";
     }
-    s->summarize(note);
+    s->link_.summarize(note);
     return s;
 }
 
 // The lanes, then the postcopy channel if it was agreed. A source that asked for one counts it
 // among its channels whether or not it was granted.
 Status DestinationSession::accept_channels() {
-    uint32_t lanes = ep_->peer.channels - ((ep_->peer.flags & kCapPostcopy) != 0 && ep_->peer.channels > 1 ? 1 : 0);
+    Endpoint& first = link_.first();
+    uint32_t lanes = first.peer.channels - ((first.peer.flags & kCapPostcopy) != 0 && first.peer.channels > 1 ? 1 : 0);
     for (uint32_t i = 1; i < lanes; ++i) {
-        auto ep = accept_channel(*ep_, i);
+        auto ep = accept_channel(first, i);
         if (!ep) return ep.error();
-        add_channel(std::move(*ep));
+        link_.add_channel(std::move(*ep));
     }
-    if ((agreed_ & kCapPostcopy) == 0) return {};
-    auto ep = accept_channel(*ep_, lanes, QpShape{true, kPcRequestSlots + kPcPushSlots + 8});
+    if (!link_.agreed(kCapPostcopy)) return {};
+    auto ep = accept_channel(first, lanes, QpShape{true, kPcRequestSlots + kPcPushSlots + 8});
     if (!ep) return ep.error().context("the RDMA postcopy channel");
-    postcopy_ep_ = std::move(*ep);
-    postcopy_ = std::make_unique<PostcopyDestination>(*postcopy_ep_, cfg_.blocks);
+    postcopy_ = std::make_unique<PostcopyDestination>(link_.set_postcopy_channel(std::move(*ep)), cfg_.blocks);
     return postcopy_->post_receives();
 }
 
 Status DestinationSession::begin_postcopy() {
     if (!postcopy_) return Error("RDMA: this connection has no postcopy channel: postcopy-ram was off at one end when it connected");
     served_regs_.clear();
-    pinned_blocks_.clear();
+    link_.unpin();
     trace("destination: postcopy: the precopy rounds' registrations of guest RAM are gone");
     return postcopy_->begin();
 }
@@ -123,12 +124,13 @@ Status DestinationSession::blocks_requested() {
     std::vector<TimedStep> steps;
     StepClock clock(steps);
     if (cfg_.pin_all) {
-        auto ahead = ep_->ahead ? ep_->ahead->take(cfg_.blocks) : std::nullopt;
+        auto& pinning = link_.first().ahead;
+        auto ahead = pinning ? pinning->take(cfg_.blocks) : std::nullopt;
         if (ahead) {
-            pinned_blocks_ = std::move(*ahead);  // what is left of the pinning, if it is still at work
+            link_.adopt_pinned(std::move(*ahead));  // what is left of the pinning, if it is still at work
             vmm::log::info("rdma-pin-all: this side's RAM was pinned while it waited for the source ({:.0f} ms)",
-                           ep_->ahead->pin_ms());
-        } else if (auto s = pin_blocks(Use::pin_all_written); !s) {
+                           pinning->pin_ms());
+        } else if (auto s = link_.pin_blocks(Use::pin_all_written); !s) {
             return s;
         }
         clock.mark("pin");
@@ -136,12 +138,12 @@ Status DestinationSession::blocks_requested() {
     std::vector<BlockDesc> descs;
     for (size_t i = 0; i < cfg_.blocks.size(); ++i) {
         const LocalBlock& b = cfg_.blocks[i];
-        descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.size, cfg_.pin_all ? pinned_blocks_[i]->rkey : 0});
+        descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.size, cfg_.pin_all ? link_.pinned_rkey(i) : 0});
     }
     blocks_known_ = true;
-    Status s = ctl_->reply(encode_blocks(descs));
+    Status s = ctl_.reply(encode_blocks(descs));
     clock.mark("blocks");
-    add_steps(steps);
+    link_.add_steps(steps);
     return s;
 }
 
@@ -169,7 +171,7 @@ Status DestinationSession::handle_register(const Message& m) {
                 return Error(fmt::format("the source exceeded rdma-pin-limit ({} bytes) without unregistering first",
                                          served_regs_.limit()));
             }
-            auto reg = ep_->memory().register_memory(b.host + sp.offset, sp.length, Use::chunk_written,
+            auto reg = link_.first().memory().register_memory(b.host + sp.offset, sp.length, Use::chunk_written,
                                                      fmt::format("chunk {} of '{}'", sp.first, b.name));
             if (!reg) return reg.error();
             trace("destination: chunk {}:{} registered, rkey {:#x} at {:#x}+{:#x}", block, sp.first, (*reg)->rkey,
@@ -179,7 +181,7 @@ Status DestinationSession::handle_register(const Message& m) {
         }
         results.push_back({(*mr)->rkey, reinterpret_cast<uint64_t>(b.host)});  // the block's start, as QEMU answers
     }
-    return ctl_->reply(encode_register_results(results));
+    return ctl_.reply(encode_register_results(results));
 }
 
 Status DestinationSession::handle_unregister(const Message& m) {
@@ -195,7 +197,7 @@ Status DestinationSession::handle_unregister(const Message& m) {
         trace("destination: chunk {}:{} unregistered", k.block, k.chunk);
         served_regs_.erase(k);
     }
-    return ctl_->reply(encode_empty(Command::unregister_finished));
+    return ctl_.reply(encode_empty(Command::unregister_finished));
 }
 
 Status DestinationSession::handle_compress(const Message& m) {
@@ -224,13 +226,13 @@ Status DestinationSession::handle_compress(const Message& m) {
 // connection) is told to the source as ERROR, where the connection still carries it.
 Status DestinationSession::serve_round(uint32_t) {
     Status s = serve_messages();
-    if (!s) ctl_->send_error(s.error().message());
+    if (!s) ctl_.send_error(s.error().message());
     return s;
 }
 
 Status DestinationSession::serve_messages() {
     for (;;) {
-        auto m = ctl_->exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
+        auto m = ctl_.exchange_recv({Command::register_request, Command::compress, Command::unregister_request,
                                       Command::register_finished, Command::ram_blocks_request, Command::sums});
         if (!m) return m.error();
         Status s;
@@ -248,7 +250,7 @@ Status DestinationSession::serve_messages() {
 }
 
 Status DestinationSession::handle_sums(const Message& m) {
-    if ((agreed_ & kCapSums) == 0) return Error("SUMS from a source that did not agree on the sums extension");
+    if (!link_.carries_sums()) return Error("SUMS from a source that did not agree on the sums extension");
     if (!sums_fn_) return Error("SUMS, but verify-ram sums were not asked for on this side (the migration stream did not announce them)");
     auto entries = decode_sums(m);
     if (!entries) return entries.error();

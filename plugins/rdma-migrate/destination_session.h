@@ -17,7 +17,7 @@
 
 namespace rdma_migrate {
 
-class DestinationSession final : public Connection {
+class DestinationSession {
 public:
     // Accept one source on `listener`, answer with the capabilities this side supports
     // (rdma-pin-all unless `pin_all_refusal` says why not), accept its other channels. With
@@ -25,7 +25,12 @@ public:
     // within x-connect-timeout, is refused and logged, and the wait goes on for the real source.
     static Result<std::unique_ptr<DestinationSession>> accept(Endpoint& listener, SessionConfig cfg,
                                                               const std::string& pin_all_refusal);
-    ~DestinationSession() override;
+    ~DestinationSession();
+    DestinationSession(const DestinationSession&) = delete;
+    DestinationSession& operator=(const DestinationSession&) = delete;
+
+    // The connection (its byte stream, its summary, cut and abort).
+    Connection& link() { return link_; }
 
     Status serve_round(uint32_t round);  // tells the source why with ERROR if it fails
     // verify-ram: where the source's sums go, during serve_round (empty: nowhere).
@@ -44,7 +49,7 @@ private:
     // One attempt; `peer_refused` says that the peer was turned away and the listener is whole.
     static Result<std::unique_ptr<DestinationSession>> accept_one(Endpoint& listener, SessionConfig cfg,
                                                                   const std::string& pin_all_refusal, bool& peer_refused);
-    Status blocks_requested() override;
+    Status blocks_requested();
     Status accept_channels();
     Status serve_messages();  // serve_round's loop
     Status handle_register(const Message& m);
@@ -55,7 +60,12 @@ private:
     // How long the destination waits for the source to hang up at the end.
     static constexpr int kHangUpWaitMs = 10000;
 
-    // Chunks registered for remote write (pin-all: pinned_blocks_ instead).
+    Connection link_;  // first: it goes last, after every MR made on its PD
+    ControlChannel& ctl_;
+    const SessionConfig& cfg_;  // as negotiated
+    const ChunkGeometry geo_;
+    bool blocks_known_ = false;  // RAM BLOCKS RESULT sent
+    // Chunks registered for remote write (pin-all: the connection's pinned blocks instead).
     RegistrationCache<MemoryRegion> served_regs_;
     SumsFn sums_fn_;
     std::unique_ptr<PostcopyDestination> postcopy_;  // its MRs go before the PD (the destructor hangs up first)

@@ -123,9 +123,7 @@ struct Handle {
     std::unique_ptr<SourceSession> source;
     std::unique_ptr<DestinationSession> destination;
     PostcopyDestination::Arrival arrival;  // the destination's last, until pc_release
-    Connection& connection() const {
-        return source ? static_cast<Connection&>(*source) : static_cast<Connection&>(*destination);
-    }
+    Connection& connection() const { return source ? source->link() : destination->link(); }
 };
 
 struct Listener {
@@ -166,7 +164,7 @@ void* do_connect(const vmm_transport_args* a, vmm_err* e) {
         clock.mark("checks");  // the settings read, the memlock limit against what will be pinned
         auto s = SourceSession::connect(a->host, a->port, std::move(*cfg));
         if (!s) return s.error();
-        (*s)->add_steps(checks, true);
+        (*s)->link().add_steps(checks, true);
         out = new Handle{std::move(*s), nullptr, {}};
         return {};
     });

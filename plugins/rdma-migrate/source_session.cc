@@ -28,19 +28,22 @@ uint32_t extensions(const SessionConfig& cfg) {
 
 SourceSession::SourceSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
                              ChunkGeometry g, uint32_t agreed)
-    : Connection(std::move(ep), std::move(ctl), std::move(cfg), g, agreed), remote_regs_(cfg_.pin_limit),
-      local_regs_(cfg_.pin_limit),
-      // Without kCapBatch a request names one chunk: the pipeline then asks one chunk ahead.
-      ahead_(std::min<uint64_t>(max_entries_, std::max<uint64_t>(1, kRegisterAheadBytes / g.size()))) {
-    lanes_.emplace_back(ep_.get());
-    ctl_->on_other = [this](const ibv_wc& wc) {
-        write_completed(lanes_[0], wr_index(wc.wr_id));
-        return Status{};
-    };
-}
+    : link_(std::move(ep), std::move(ctl), std::move(cfg), g, agreed,
+            [] { return Status(Error("RDMA control channel: a RAM BLOCKS REQUEST from the destination")); }),
+      ctl_(link_.control()), cfg_(link_.config()), geo_(g),
+      lanes_(ctl_, link_.first(),
+             {.sums_due = [this] { return sums_due(); },
+              .send_sums = [this] { return flush_sums(false); },
+              .landed = [this](uint64_t range) { sums_.write_landed(range); }}),
+      remote_regs_(ctl_, remote_, cfg_.blocks, g, link_.max_entries(), cfg_.pin_limit,
+                   {.drain_writes = [this] { return lanes_.drain(); },
+                    .between_answers = [this] { return flush_sums(false); },
+                    .write = [this](const QueuedPiece& q) { return write_piece(q.block, q.piece); },
+                    .written = [this] { return lanes_.post_short_batches(); }}),
+      local_regs_(cfg_.pin_limit) {}
 
 // Stop all DMA before any buffer or MR of this side goes.
-SourceSession::~SourceSession() { hang_up(); }
+SourceSession::~SourceSession() { link_.hang_up(); }
 
 Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string& host, uint16_t port, SessionConfig cfg) {
     auto asked = ChunkGeometry::make(cfg.chunk_size);
@@ -75,28 +78,28 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     if (Status st = s->authenticate(); !st) return st.error();
     if (s->cfg_.tls) clock.mark("tls");
     if (Status st = s->connect_channels(host, port, ours, lanes, postcopy_channel); !st) {
-        s->abort(st.error().message());
+        s->link_.abort(st.error().message());
         return st.error();
     }
     if (lanes > 1 || postcopy_channel) clock.mark("channels");
-    s->add_steps(steps);
-    s->summarize(notes);
+    s->link_.add_steps(steps);
+    s->link_.summarize(notes);
     return s;
 }
 
 // tls-creds: the handshake comes first, before the channels and before anything else is said.
 Status SourceSession::authenticate() {
     if (!cfg_.tls) return {};
-    if (!authenticated()) {
+    if (!link_.authenticated()) {
         std::string why = fmt::format("{} does not authenticate RDMA migrations (a vmm without tls-creds, or QEMU): set "
                                       "tls-creds there, or clear it here to migrate unauthenticated",
-                                      ep_->describe);
-        abort("the source has tls-creds set and takes only an authenticated migration");
+                                      link_.first().describe);
+        link_.abort("the source has tls-creds set and takes only an authenticated migration");
         return Error(why);
     }
     vmm::migration::TlsSetup setup = *cfg_.tls;
     setup.role = vmm::migration::TlsRole::client;
-    return ctl_->secure(setup);
+    return ctl_.secure(setup);
 }
 
 // Lanes 1..lanes-1, then the postcopy channel (index `lanes`) when it was agreed.
@@ -106,10 +109,10 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
         PrivateData ours = first;
         ours.channel = i;
         auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [](Endpoint&) { return Status{}; },
-                                   ep_->protection_domain());
+                                   link_.protection_domain());
         if (!ep) return ep.error().context(fmt::format("RDMA channel {} of {}", i, first.channels));
-        lanes_.emplace_back(ep->get());
-        add_channel(std::move(*ep));
+        lanes_.add_lane(**ep);
+        link_.add_channel(std::move(*ep));
     }
     if (!postcopy_channel) return {};
     PrivateData ours = first;
@@ -118,9 +121,9 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
     auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [&](Endpoint& e) {
         pc = std::make_unique<PostcopySource>(e, cfg_.blocks);
         return pc->post_receives();
-    }, ep_->protection_domain(), QpShape{true, kPcSourceReceives});
+    }, link_.protection_domain(), QpShape{true, kPcSourceReceives});
     if (!ep) return ep.error().context("the RDMA postcopy channel");
-    postcopy_ep_ = std::move(*ep);
+    link_.set_postcopy_channel(std::move(*ep));
     postcopy_ = std::move(pc);
     return {};
 }
@@ -132,15 +135,15 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
 Status SourceSession::exchange_blocks() {
     std::vector<TimedStep> steps;
     StepClock clock(steps);
-    if (auto s = ctl_->exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
+    if (auto s = ctl_.exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
     if (cfg_.pin_all) {
-        if (auto s = pin_blocks(Use::pin_all_read); !s) return s;
+        if (auto s = link_.pin_blocks(Use::pin_all_read); !s) return s;
         clock.mark("pin");  // this side's RAM, while the destination pins its own
     }
-    auto m = ctl_->answer(Command::ram_blocks_result);
+    auto m = ctl_.answer(Command::ram_blocks_result);
     if (!m) return m.error();
     clock.mark("blocks");  // the destination's RAM BLOCKS RESULT (with rdma-pin-all: once pinned there)
-    add_steps(steps);
+    link_.add_steps(steps);
     auto blocks = decode_blocks(*m);
     if (!blocks) return blocks.error();
     if (auto s = check_block_lists(cfg_.blocks, *blocks); !s) return s;
@@ -153,28 +156,31 @@ Status SourceSession::exchange_blocks() {
     return {};
 }
 
-Status SourceSession::blocks_requested() { return Error("RDMA control channel: a RAM BLOCKS REQUEST from the destination"); }
-
 Status SourceSession::ram_begin_round(uint32_t round) {
     compress_.clear();
     sums_.new_round();
     work_ = RoundWork{round};
+    remote_regs_.new_round();
     return ram_setup();
 }
 
 Status SourceSession::ram_end_round() {
-    if (auto s = finish_ahead(); !s) return s;
+    if (auto s = remote_regs_.finish(); !s) return s;
     if (auto s = flush_compress(); !s) return s;
-    if (auto s = drain_writes(); !s) return s;
+    if (auto s = lanes_.drain(); !s) return s;
     if (auto s = finish_sums(); !s) return s;
-    if (tracing()) {  // ram_chunks() walks the blocks: only when someone reads the line
-        uint64_t total = ram_chunks();
-        trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
-              "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
-              work_.round, work_.pieces, work_.remote_registered, work_.remote_released, work_.local_registered,
-              work_.local_released, cfg_.pin_all ? total : remote_regs_.size(), total);
-    }
-    return ctl_->exchange_send(encode_empty(Command::register_finished));
+    if (tracing()) trace_round();
+    return ctl_.exchange_send(encode_empty(Command::register_finished));
+}
+
+// ram_chunks() walks the blocks: only when someone reads the line.
+void SourceSession::trace_round() const {
+    uint64_t total = ram_chunks();
+    const auto& remote = remote_regs_.counts();
+    trace("source: round {} work: {} chunk writes, {} remote registrations, {} remote unregistrations, "
+          "{} local registrations, {} local unregistrations; {} chunks registered now of {} in RAM",
+          work_.round, work_.pieces, remote.registered, remote.released, work_.local_registered, work_.local_released,
+          cfg_.pin_all ? total : remote_regs_.size(), total);
 }
 
 }  // namespace rdma_migrate

@@ -18,21 +18,13 @@ constexpr auto kSumsSent = ControlChannel::Sent::later;
 }  // namespace
 
 Status SourceSession::ram_sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
-    if ((agreed_ & kCapSums) == 0) return Error("internal: verify-ram sums on an RDMA connection that did not agree on them");
+    if (!link_.carries_sums()) return Error("internal: verify-ram sums on an RDMA connection that did not agree on them");
     SumsEntry e{block, offset, {sums.begin(), sums.end()}};
     if (auto s = check_sums_entry(e, cfg_.blocks); !s) return s.error().context("internal");
     return sums_.give(std::move(e));
 }
 
-// Called as a lane's ledger learns of completions: every write up to done() has landed.
-void SourceSession::writes_landed(Lane& lane) {
-    while (!lane.tags.empty() && lane.tags.front().first <= lane.ledger.done()) {
-        sums_.write_landed(lane.tags.front().second);
-        lane.tags.pop_front();
-    }
-}
-
-bool SourceSession::sums_due() const { return asking_.empty() && sums_.due(); }
+bool SourceSession::sums_due() const { return !remote_regs_.awaiting_answer() && sums_.due(); }
 
 // Sends what is ready: mid-round (`all` false) only once it is worth a message, at the round's
 // end everything (the writes drained, the COMPRESS messages sent). Never while a registration
@@ -42,7 +34,7 @@ bool SourceSession::sums_due() const { return asking_.empty() && sums_.due(); }
 Status SourceSession::flush_sums(bool all) {
     auto messages = sums_.batches(all);
     for (const auto& batch : messages)
-        if (auto s = ctl_->exchange_send(encode_sums(batch), kSumsSent); !s) return s;
+        if (auto s = ctl_.exchange_send(encode_sums(batch), kSumsSent); !s) return s;
     if (!messages.empty()) trace("source: SUMS for {} ranges in {} message(s)", messages.back().size(), messages.size());
     return {};
 }

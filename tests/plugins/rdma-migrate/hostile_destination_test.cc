@@ -87,7 +87,7 @@ public:
             Status st = (*s)->ram_begin_round(1);
             if (st) st = (*s)->ram_send(0, 0, kChunk);
             if (st) st = (*s)->ram_end_round();
-            if (!st) (*s)->abort(st.error().message());
+            if (!st) (*s)->link().abort(st.error().message());
             return st ? "" : st.error().message();
         });
     }

@@ -35,7 +35,7 @@ public:
             if (auto b = (*s)->begin_postcopy(); !b) return "begin: " + b.error().message();
             auto a = (*s)->postcopy()->next();
             // Ends at once (vmm tells a failed migration's peer so), not after waiting for the rogue to hang up.
-            (*s)->abort(a ? "the test is over" : a.error().message());
+            (*s)->link().abort(a ? "the test is over" : a.error().message());
             if (!a) return a.error().message();
             arrival = *a;
             if (a->data != nullptr) first_byte = a->data[0];  // the slot goes with the session

@@ -111,7 +111,7 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
             accepted.set_value(nullptr);
             return "accept: " + s.error().message();
         }
-        mig::RamVerifier verifier({{"pc.ram", 0, kRam}}, summer_of(**s));
+        mig::RamVerifier verifier({{"pc.ram", 0, kRam}}, summer_of((*s)->link()));
         (*s)->on_sums([&](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) -> Status {
             verifier.check(block, offset, {dst_ram.p + offset, sums.size() * kPage}, sums);
             return {};
@@ -127,8 +127,8 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
     if (!s) return "connect: " + s.error().message();
     DestinationSession* dst = accepted.get_future().get();
     std::unique_ptr<Forger> forger;
-    if (forge && dst != nullptr) forger = std::make_unique<Forger>(dst->protection_domain());
-    mig::PageSummer summer = summer_of(**s);
+    if (forge && dst != nullptr) forger = std::make_unique<Forger>(dst->link().protection_domain());
+    mig::PageSummer summer = summer_of((*s)->link());
     std::vector<uint64_t> sums;
     for (uint64_t p = 0; p < kChunk / kPage; ++p) sums.push_back(summer(src_ram.p + p * kPage));
     Status st = (*s)->ram_begin_round(1);
@@ -136,7 +136,7 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
     if (st) st = (*s)->ram_send(0, 0, kChunk);
     // The source's write has landed (its fill is there) before the forger writes over it.
     if (st && !vmm::test::eventually([&] { return dst_ram.changed(0, kChunk) == kChunk; }, 30)) st = Error("the chunk never landed");
-    if (st && forger) st = forger->write(reinterpret_cast<uint64_t>(dst_ram.p) + kForgedPage * kPage, dst->pinned_rkey(0));
+    if (st && forger) st = forger->write(reinterpret_cast<uint64_t>(dst_ram.p) + kForgedPage * kPage, dst->link().pinned_rkey(0));
     if (st) st = (*s)->ram_end_round();
     forger.reset();
     forger_gone.set_value();
