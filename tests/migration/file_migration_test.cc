@@ -33,11 +33,18 @@ struct Refusal {
     std::string log;
 };
 
-// vmm --incoming file:PATH for a machine of `mem`: how it ended, and what it said.
-Refusal restore_expecting_failure(const std::string& name, const std::string& uri, const std::string& mem = "64M") {
+// vmm --incoming file:PATH for a machine of `mem`: how it ended, and what it said. `read_first`:
+// with x-restore-lazy off (from a config file), every page read and checked before the guest runs.
+Refusal restore_expecting_failure(const std::string& name, const std::string& uri, const std::string& mem = "64M",
+                                  bool read_first = false) {
     std::string log = temp_path(name + ".log");
-    auto p = VmmProcess::spawn({"-m", mem, "--smp", "1", "-S", "--incoming", uri, "--monitor", "none", "--serial", "none"},
-                               log);
+    std::vector<std::string> args{"-m", mem, "--smp", "1", "-S", "--incoming", uri, "--monitor", "none", "--serial", "none"};
+    if (read_first) {
+        std::string config = temp_path(name + ".toml");
+        std::ofstream(config) << "[migration.capabilities]\nx-restore-lazy = false\n";
+        args.insert(args.end(), {"--config", config});
+    }
+    auto p = VmmProcess::spawn(args, log);
     Refusal r;
     if (p) r.status = p->wait(60s);
     r.log = read_text_file(log);
@@ -158,6 +165,17 @@ TEST(FileMigration, AWrongOrDamagedFileIsRefusedInOneLine) {
     variant([&] { flip_byte(bad, kFileHeaderSize + 3 * 4096 + 77); });  // a data page of the prefilled 8 MiB
     expect_refused(restore_expecting_failure("file-flip", "file:" + bad),
                    "block 'pc.ram', page at offset 0x3000: its contents do not match the sum saved with it");
+    // Read first, in pieces on several threads: a page in a later piece, and one in the first.
+    variant([&] { flip_byte(bad, kFileHeaderSize + 0x7ff000 + 1); });
+    expect_refused(restore_expecting_failure("file-flip-read", "file:" + bad, "64M", true),
+                   "block 'pc.ram', page at offset 0x7ff000: its contents do not match the sum saved with it");
+    variant([&] {
+        flip_byte(bad, kFileHeaderSize + 0x7ff000 + 1);
+        flip_byte(bad, kFileHeaderSize + 0x2000);
+    });
+    // Before the guest runs: the incoming migration itself fails (a lazy restore's would complete).
+    expect_refused(restore_expecting_failure("file-flip-read2", "file:" + bad, "64M", true),
+                   "incoming migration failed: file:" + bad + ": block 'pc.ram', page at offset 0x2000: its contents do not match");
     variant([&] { flip_byte(bad, 8); });  // the version
     expect_refused(restore_expecting_failure("file-version", "file:" + bad), "saved guest of format version 254; this vmm reads version 1");
     variant([&] { flip_byte(bad, 40); });  // inside the header's body

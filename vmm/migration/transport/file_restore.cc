@@ -20,6 +20,7 @@
 
 #include "vmm/common/fd.h"
 #include "vmm/common/log.h"
+#include "vmm/common/parallel.h"
 #include "vmm/migration/transport/file_io.h"
 #include "vmm/migration/transport/landing.h"
 #include "vmm/migration/wire/file_format.h"
@@ -30,6 +31,10 @@ namespace {
 
 constexpr uint64_t kPage = kStreamPageSize;
 constexpr uint64_t kReadPiece = 8u << 20;
+// A read restore's pieces (a huge page each: what one THP fault makes), shared by at most this
+// many threads (fewer on fewer cores).
+constexpr uint64_t kInPlacePiece = 2u << 20;
+constexpr unsigned kReadThreads = 4;
 
 struct Opened {
     UniqueFd fd;
@@ -83,13 +88,12 @@ Status walk(const Opened& f, uint32_t i, const Range& hole, const Range& data) {
 }
 
 // Block i's bytes [from, to) of the file, a piece (kReadPiece) at a time: each read into
-// `into(at, n)` (a buffer, or guest RAM in place), then handed to `then(at, bytes, n)`.
-using PieceTarget = std::function<uint8_t*(uint64_t at, uint64_t n)>;
+// `buffer` (kReadPiece bytes), then handed to `then(at, bytes, n)`.
 using PieceRead = std::function<Status(uint64_t at, const uint8_t* bytes, uint64_t n)>;
-Status read_pieces(const Opened& f, uint32_t i, uint64_t from, uint64_t to, const PieceTarget& into, const PieceRead& then) {
+Status read_pieces(const Opened& f, uint32_t i, uint64_t from, uint64_t to, uint8_t* buffer, const PieceRead& then) {
     for (uint64_t at = from; at < to; at += kReadPiece) {
         uint64_t n = std::min(kReadPiece, to - at);
-        uint8_t* bytes = into(at, n);
+        uint8_t* bytes = buffer;
         uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
         if (auto s = read_at(f.fd.get(), {bytes, n}, where, "file:" + f.path); !s) return s;
         if (auto s = then(at, bytes, n); !s) return s;
@@ -129,7 +133,7 @@ Status check_file(const Opened& f, const CancelToken& cancel) {
         if (!slots) return slots.error();
         auto hole = [&](uint64_t from, uint64_t to) { return check_hole(f, i, from, to, *slots); };
         auto data = [&](uint64_t from, uint64_t to) {
-            return read_pieces(f, i, from, to, [&](uint64_t, uint64_t) { return buffer.data(); },
+            return read_pieces(f, i, from, to, buffer.data(),
                                [&](uint64_t at, const uint8_t* bytes, uint64_t n) -> Status {
                                    if (cancel.cancelled()) return Error("cancelled");
                                    return check_pages(f, i, at, bytes, n, *slots, nullptr);
@@ -240,6 +244,8 @@ public:
 private:
     Status load_block(uint32_t i);
     Status load_layer(const Opened& f, uint32_t i);
+    Status read_in_place(const Opened& f, uint32_t i, const std::vector<std::pair<uint64_t, uint64_t>>& pieces,
+                         const std::vector<uint64_t>& slots);
 
     std::shared_ptr<const Opened> file_;
     std::vector<RamBlockView> blocks_;
@@ -278,7 +284,7 @@ Status load_over_base(const Opened& f, uint32_t i, uint8_t* host, ChannelCounts&
     };
     auto hole = [&](uint64_t from, uint64_t to) { return apply(from, nullptr, to - from); };
     auto data = [&](uint64_t from, uint64_t to) {
-        return read_pieces(f, i, from, to, [&](uint64_t, uint64_t) { return buffer.data(); }, apply);
+        return read_pieces(f, i, from, to, buffer.data(), apply);
     };
     return walk(f, i, hole, data);
 }
@@ -295,28 +301,43 @@ Status RamReader::load_layer(const Opened& f, uint32_t i) {
     }
     auto slots = read_slots(f, i);
     if (!slots) return slots.error();
+    std::vector<std::pair<uint64_t, uint64_t>> pieces;  // offset, length: at most kInPlacePiece each
     auto hole = [&](uint64_t from, uint64_t to) -> Status {
         if (auto s = check_hole(f, i, from, to, *slots); !s) return s;
         zero_pages(blocks_[i].host + from, to - from);  // fresh RAM reads zero already; this makes sure
         counts_.zero_pages += (to - from) / kPage;
         return {};
     };
-    auto in_place = [&](uint64_t at, uint64_t n) {  // read straight into guest RAM
+    auto data = [&](uint64_t from, uint64_t to) -> Status {
+        for (uint64_t at = from; at < to; at += kInPlacePiece) pieces.emplace_back(at, std::min(kInPlacePiece, to - at));
+        return {};
+    };
+    if (auto s = walk(f, i, hole, data); !s) return s;
+    return read_in_place(f, i, pieces, *slots);
+}
+
+// The data pieces of block i read straight into guest RAM and checked, on a few threads (the
+// kernel zeroes each fresh page as it is first written: most of the time, and it scales with
+// cores). A piece's pages are made in one call rather than one fault per page as the read fills them.
+Status RamReader::read_in_place(const Opened& f, uint32_t i, const std::vector<std::pair<uint64_t, uint64_t>>& pieces,
+                                const std::vector<uint64_t>& slots) {
+    const unsigned workers = worker_count(kReadThreads);
+    std::vector<ChannelCounts> counts(workers);
+    Status s = for_each_parallel(pieces.size(), workers, [&](size_t k, unsigned w) -> Status {
+        auto [at, n] = pieces[k];
         uint8_t* host = blocks_[i].host + at;
 #ifdef MADV_POPULATE_WRITE
-        // The piece's pages made in one call rather than one fault per page as the read fills them.
         ::madvise(host, n, MADV_POPULATE_WRITE);
-#else
-        (void)n;
 #endif
-        return host;
-    };
-    auto data = [&](uint64_t from, uint64_t to) {
-        return read_pieces(f, i, from, to, in_place, [&](uint64_t at, const uint8_t* bytes, uint64_t n) {
-            return check_pages(f, i, at, bytes, n, *slots, &counts_);
-        });
-    };
-    return walk(f, i, hole, data);
+        if (auto r = read_at(f.fd.get(), {host, n}, f.base + f.header.blocks[i].ram_offset + at, "file:" + f.path); !r) return r;
+        return check_pages(f, i, at, host, n, slots, &counts[w]);
+    });
+    for (const ChannelCounts& c : counts) {
+        counts_.pages += c.pages;
+        counts_.zero_pages += c.zero_pages;
+        counts_.bytes += c.bytes;
+    }
+    return s;
 }
 
 class FileRestore final : public Connection {
