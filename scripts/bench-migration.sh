@@ -9,7 +9,9 @@
 #      zero-copy default is decided by), and verify-ram on beside the default and beside
 #      multifd: what end-to-end RAM verification costs, the median of each run's paired ratio;
 #      and TLS (tls-creds, a test PKI) beside the default and beside multifd: what TLS costs,
-#      paired likewise, and the handshake (setup time with TLS minus without); the setup time
+#      paired likewise, and the handshake (setup time with TLS minus without); kernel TLS
+#      (x-tls-kernel: the kernel encrypts what the source sends) beside TLS in GnuTLS, copying
+#      and splicing RAM (only where the kernel has TLS: modprobe tls); the setup time
 #      and its parts beside a raw loopback connect with one 64-byte exchange (its floor)
 #   2. idle scaling: idle guests of 1 GiB and 16 GiB that touched little: time must follow what
 #      was touched, not the RAM size
@@ -18,12 +20,14 @@
 # Also: each vmm's memory beyond guest RAM, sampled during every migration.
 #
 #   scripts/bench-migration.sh [--size 1G] [--runs 3] [--transport tcp|unix] [--quick]
+#                              [--variants mig,tls,ktls,...]   (part 1 only, these variants)
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-size=1G runs=3 transport=tcp quick=0
+size=1G runs=3 transport=tcp quick=0 only=
 while [ $# -gt 0 ]; do
     case "$1" in
+        --variants) only=$2; shift 2 ;;
         --size) size=$2; shift 2 ;;
         --runs) runs=$2; shift 2 ;;
         --transport) transport=$2; shift 2 ;;
@@ -128,8 +132,11 @@ filled_run() {
 
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-variants=(mig ver mfd mfdver pre splice tls mfdtls)
-for v in "${variants[@]}" hot cold connect; do : >"$work/$v"; : >"$work/$v.ratio"; : >"$work/$v.setup"; done
+variants=(mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp)
+[ -z "$only" ] || IFS=, read -r -a variants <<<"$only"
+for v in mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp hot cold connect; do
+    : >"$work/$v"; : >"$work/$v.ratio"; : >"$work/$v.setup"
+done
 max_src=0 max_dst=0
 printf '[migration.capabilities]\nx-zero-copy-local = true\n' >"$work/splice.toml"
 printf '[migration.capabilities]\nmultifd = true\n' >"$work/multifd.toml"  # 2 lanes
@@ -139,6 +146,10 @@ printf '[migration.capabilities]\nmultifd = true\nverify-ram = true\n' >"$work/m
 printf '[migration.parameters]\ntls-creds = "%s"\ntls-hostname = "localhost"\n' "$work/pki" >"$work/tls.toml"
 printf '[migration.capabilities]\nmultifd = true\n[migration.parameters]\ntls-creds = "%s"\ntls-hostname = "localhost"\n' \
     "$work/pki" >"$work/mfdtls.toml"
+printf '[migration.capabilities]\nx-tls-kernel = true\n[migration.parameters]\ntls-creds = "%s"\ntls-hostname = "localhost"\n' \
+    "$work/pki" >"$work/ktls.toml"
+printf '[migration.capabilities]\nx-tls-kernel = true\nx-zero-copy-local = true\n[migration.parameters]\ntls-creds = "%s"\ntls-hostname = "localhost"\n' \
+    "$work/pki" >"$work/ktlssp.toml"
 
 # paired_run VARIANT NAME: raw hot TCP measured just before the migration it is compared
 # with, so that the ratio of each pair holds while this shared machine's speed drifts.
@@ -154,6 +165,7 @@ paired_run() {
         pre) DST_ARGS=(--mem-prealloc) ;;
         splice) args=(--config "$work/splice.toml") ;;
         tls|mfdtls) args=(--config "$work/$v.toml") DST_ARGS=(--config "$work/$v.toml") ;;
+        ktls|ktlssp) args=(--config "$work/$v.toml") DST_ARGS=(--config "$work/tls.toml") ;;
     esac
     filled_run "$v" "$v$name" "${args[@]}"
     DST_ARGS=()
@@ -173,27 +185,32 @@ for i in $(seq 1 "$runs"); do
     for v in "${variants[@]}"; do paired_run "$v" "$i"; done
 done
 declare -A mbs ratio
-for v in "${variants[@]}"; do mbs[$v]=$({ grep -vx -- - "$work/$v" || true; } | median); ratio[$v]=$(median <"$work/$v.ratio"); done
+for v in mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp; do
+    mbs[$v]=$({ grep -vx -- - "$work/$v" || true; } | median); ratio[$v]=$(median <"$work/$v.ratio")
+done
 hot=$(median <"$work/hot") cold=$(median <"$work/cold")
 
-log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
-migrate_once idle1 1G 1 --guest idle
-t1=$R_TOTAL k1=$R_SENT_KIB
-if [ "$quick" = 1 ]; then t16=- k16=-; else migrate_once idle16 16G 1 --guest idle; t16=$R_TOTAL k16=$R_SENT_KIB; fi
-
-log "3. downtime under the stress guest (64 MiB rewritten over and over, 2 vCPUs)"
 declare -A dt gp dt_mfd
-for limit in 300 50; do
-    printf '[migration]\ndowntime_limit_ms = %s\n' "$limit" >"$work/limit$limit.toml"
-    printf '[migration]\ndowntime_limit_ms = %s\n[migration.capabilities]\nmultifd = true\n' "$limit" \
-        >"$work/limit$limit-mfd.toml"
-    migrate_once "stress$limit" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit.toml"
-    down=$R_DOWN
-    migrate_once "stress$limit-mfd" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit-mfd.toml"
-    dt_mfd[$limit]=$R_DOWN
-    migrate_once "pattern$limit" 512M 1 --guest pattern --append "bytes=64M check=8" --config "$work/limit$limit.toml"
-    dt[$limit]="$down / $R_DOWN" gp[$limit]="$R_PAUSE (its step time before migrating: $R_BASELINE)"
-done
+t1=- k1=- t16=- k16=- dt[300]=- dt[50]=- gp[300]=- gp[50]=- dt_mfd[300]=- dt_mfd[50]=-
+if [ -z "$only" ]; then  # --variants: part 1 alone
+    log "2. idle scaling: 1 GiB and 16 GiB idle guests that touched little"
+    migrate_once idle1 1G 1 --guest idle
+    t1=$R_TOTAL k1=$R_SENT_KIB
+    if [ "$quick" = 1 ]; then t16=- k16=-; else migrate_once idle16 16G 1 --guest idle; t16=$R_TOTAL k16=$R_SENT_KIB; fi
+
+    log "3. downtime under the stress guest (64 MiB rewritten over and over, 2 vCPUs)"
+    for limit in 300 50; do
+        printf '[migration]\ndowntime_limit_ms = %s\n' "$limit" >"$work/limit$limit.toml"
+        printf '[migration]\ndowntime_limit_ms = %s\n[migration.capabilities]\nmultifd = true\n' "$limit" \
+            >"$work/limit$limit-mfd.toml"
+        migrate_once "stress$limit" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit.toml"
+        down=$R_DOWN
+        migrate_once "stress$limit-mfd" 512M 2 --guest stress --append bytes=64M --config "$work/limit$limit-mfd.toml"
+        dt_mfd[$limit]=$R_DOWN
+        migrate_once "pattern$limit" 512M 1 --guest pattern --append "bytes=64M check=8" --config "$work/limit$limit.toml"
+        dt[$limit]="$down / $R_DOWN" gp[$limit]="$R_PAUSE (its step time before migrating: $R_BASELINE)"
+    done
+fi
 
 printf '\n\033[1m%-58s %s\033[0m\n' "measure" "value"
 row() { printf '%-58s %s\n' "$1" "$2"; }
@@ -212,18 +229,24 @@ variant_row pre "destination started with --mem-prealloc"
 variant_row splice "splicing RAM to this host too (x-zero-copy-local)"
 variant_row tls "TLS on (tls-creds; one connection)"
 variant_row mfdtls "multifd on (2 lanes), TLS on every lane"
+variant_row ktls "kernel TLS (x-tls-kernel; copies RAM to this host)"
+variant_row ktlssp "kernel TLS, RAM spliced (x-tls-kernel, x-zero-copy-local)"
 # What verification costs: each run's verified MB/s over the unverified one measured beside it.
-paste "$work/ver" "$work/mig" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/cost1"
-paste "$work/mfdver" "$work/mfd" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/cost2"
-paste "$work/splice" "$work/mig" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/splice.vs"
+paste "$work/ver" "$work/mig" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/cost1"
+paste "$work/mfdver" "$work/mfd" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/cost2"
+paste "$work/splice" "$work/mig" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/splice.vs"
 row "verify-ram: verified / unverified MB/s, median of paired runs" ""
 row "  one connection (verify-ram is on by default if >= 0.95)" "$(median <"$work/cost1")  (runs: $(tr '\n' ' ' <"$work/cost1"))"
 row "  multifd, 2 lanes" "$(median <"$work/cost2")  (runs: $(tr '\n' ' ' <"$work/cost2"))"
-paste "$work/tls" "$work/mig" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/tls.vs"
-paste "$work/mfdtls" "$work/mfd" | awk '$1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/mfdtls.vs"
+paste "$work/tls" "$work/mig" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/tls.vs"
+paste "$work/mfdtls" "$work/mfd" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/mfdtls.vs"
 row "TLS: with / without MB/s, median of paired runs" ""
 row "  one connection (target >= 0.8)" "$(median <"$work/tls.vs")  (runs: $(tr '\n' ' ' <"$work/tls.vs"))"
 row "  multifd, 2 lanes (target >= 0.95)" "$(median <"$work/mfdtls.vs")  (runs: $(tr '\n' ' ' <"$work/mfdtls.vs"))"
+paste "$work/ktls" "$work/tls" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/ktls.vs"
+paste "$work/ktlssp" "$work/tls" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/ktlssp.vs"
+row "  kernel TLS / TLS in GnuTLS, copying (above 1: the kernel's is faster)" "$(median <"$work/ktls.vs")  (runs: $(tr '\n' ' ' <"$work/ktls.vs"))"
+row "  kernel TLS splicing RAM / TLS in GnuTLS" "$(median <"$work/ktlssp.vs")  (runs: $(tr '\n' ' ' <"$work/ktlssp.vs"))"
 row "  setup time with / without TLS (median; the handshake's share)" "$(median <"$work/tls.setup") / $(median <"$work/mig.setup") ms"
 row "setup time, default (median), and its parts in the last run" "$(median <"$work/mig.setup") ms: $(cat "$work/mig.parts" 2>/dev/null)"
 # info migrate's setup is whole milliseconds; its parts (tenths) say more on loopback.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test, each where it can run: on the host, and
 # in the SoftRoCE nested VM (scripts/softroce-run.sh) what needs what the host lacks: an RDMA
-# device (label rdma) and, on a machine without a usable /dev/kvm, KVM (label kvm). The nested
-# VMs (one per core, the tests shared out between them) run beside the host's tests. It ends with
-# where each test passed, what skipped and why, and how long each phase took; a test that needs
-# KVM or RDMA and ran nowhere fails the command.
+# device (label rdma), the kernel's TLS where this kernel has none (label ktls) and, on a machine
+# without a usable /dev/kvm, KVM (label kvm). The nested VMs (one per core, the tests shared out
+# between them) run beside the host's tests. It ends with where each test passed, what skipped
+# and why, and how long each phase took; a test that needs KVM or RDMA and ran nowhere fails the
+# command.
 #   scripts/test.sh               everything
 #   scripts/test.sh -L unit       any arguments go to ctest, on the host only
 #   VMM_NO_KVM=1 scripts/test.sh  as on a machine without /dev/kvm (it is hidden: needs root)
@@ -55,6 +56,10 @@ mkdir -p "$report_dir"
 host_exclude=() nested_labels=() nested_extra=""
 if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
     host_exclude+=(rdma) nested_labels+=(rdma)
+fi
+if ! kernel_tls_usable; then
+    log "this kernel has no TLS (modprobe tls): the tests that need it (label ktls) run in the nested VM"
+    host_exclude+=(ktls) nested_labels+=(ktls)
 fi
 if kvm_usable; then
     # The dirty ring is exact only on a stock KVM: its check runs in the nested VM.

@@ -131,6 +131,13 @@ kvm_usable() {
     [ -z "${VMM_NO_KVM:-}" ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]
 }
 
+# kernel_tls_usable: whether this kernel has TLS (x-tls-kernel; the tests labelled ktls), loading
+# its module if it can.
+kernel_tls_usable() {
+    [ -d /sys/module/tls ] || modprobe -q tls 2>/dev/null || true
+    [ -d /sys/module/tls ]
+}
+
 # sample_overhead PID RAM_KIB OUTFILE [INTERVAL_MS]: the largest resident memory PID holds beyond
 # its guest RAM (every mapping but those of the RAM block's size), in KiB, written to OUTFILE
 # while PID lives or until this sampler is killed. One process (tools/mem_watch.cc), so that

@@ -11,6 +11,11 @@ modprobe crc32_generic; modprobe crc32_pclmul 2>/dev/null
 # Likewise ss's sources: without unix_diag, ss reads /proc/net/unix, which has no queue lengths or
 # peers (every Recv-Q reads 0: a test that waits for a queued call would wait for ever).
 for m in unix_diag inet_diag tcp_diag; do modprobe "$m" || say "modprobe $m failed: ss shows less"; done
+# The kernel's TLS (x-tls-kernel, label ktls) and the AES-GCM it encrypts with: neither can be
+# autoloaded here either (AES-NI's module where the emulated CPU has it, the generic one else).
+modprobe tls || say "modprobe tls failed: the ktls tests will skip"
+for m in aes_generic gcm ghash_generic; do modprobe "$m" || say "modprobe $m failed: the ktls tests will skip"; done
+modprobe aesni_intel 2>/dev/null; modprobe ghash_clmulni_intel 2>/dev/null
 modprobe rdma_rxe && modprobe rdma_ucm && modprobe ib_uverbs || { say "cannot load the RDMA modules"; exit 124; }
 modprobe dummy numdummies=0
 ip link set lo up

@@ -47,6 +47,10 @@ const std::vector<SettingRow>& setting_rows() {
             "tcp/unix: splice guest RAM into the socket instead of copying it (to a remote destination)"),
         cap("x-zero-copy-local", &C::zero_copy_local, "with zero-copy-send: splice to a destination on this host too (slower there)"),
         cap("multifd", &C::multifd, "tcp/unix: send RAM over multifd-channels connections, one thread each side"),
+        cap("x-tls-kernel", &C::tls_kernel,
+            "tcp, with tls-creds: the kernel's TLS encrypts what this side sends (modprobe tls), so guest RAM is "
+            "spliced into the socket again; where the kernel cannot renew a sending key (before Linux 6.14) a "
+            "connection fails after x-tls-rekey-records records rather than go past its key's limit"),
         cap("verify-ram", &C::verify_ram, "checksum every page record (XXH3) on the source, check it on the destination"),
         listener(cap("postcopy-ram", &C::postcopy_ram,
                      "both sides: allow switching to postcopy (migrate_start_postcopy, x-postcopy-after-rounds)")),

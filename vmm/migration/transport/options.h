@@ -28,6 +28,8 @@ struct Capabilities {
     // (on by default: measured faster than reading it all first, docs/performance.md; a chain of
     // saves, or a machine without userfaultfd, is read instead)
     bool restore_lazy = true;
+    // tcp with tls-creds: the kernel's TLS for what this side sends (kernel_tls.h)
+    bool tls_kernel = false;
     std::map<std::string, bool> transport;  // e.g. rdma-pin-all
 };
 

@@ -11,6 +11,8 @@
 
 #include <cstring>
 
+#include "vmm/migration/transport/kernel_tls.h"
+
 namespace vmm::migration {
 
 namespace {
@@ -183,6 +185,24 @@ Status SocketStream::unread(std::span<const uint8_t> bytes) {
 Status SocketStream::shutdown() {
     if (::shutdown(fd_.get(), SHUT_RDWR) != 0) return Error::from_errno(fmt::format("cutting the connection to {} (shutdown)", peer_));
     return {};
+}
+
+Result<bool> SocketStream::send_with_kernel_tls(const KernelTlsKeys& keys) {
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    if (::getsockopt(fd_.get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || (domain != AF_INET && domain != AF_INET6))
+        return false;  // the kernel's TLS runs over TCP only
+    if (!kernel_tls_support().available) return false;
+    if (auto s = flush(); !s) return s.error();  // what was written before goes as it was
+    if (auto s = kernel_tls_send(fd_.get(), keys); !s) return s.error().context(peer_);
+    return true;
+}
+
+Result<uint64_t> SocketStream::kernel_tls_records() { return kernel_tls_sent_records(fd_.get()); }
+
+Status SocketStream::renew_kernel_tls(const KernelTlsKeys& next) {
+    if (auto s = flush(); !s) return s;
+    return kernel_tls_key_update(fd_.get(), next, [this] { return wait(Wait::writable); });
 }
 
 Status SocketStream::read_exact(std::span<uint8_t> out) {

@@ -34,6 +34,9 @@ public:
     Status unread(std::span<const uint8_t> bytes) override;
     Status shutdown() override;  // shutdown(2), both ways
     void set_peer(std::string peer) override { peer_ = std::move(peer); }
+    Result<bool> send_with_kernel_tls(const KernelTlsKeys& keys) override;  // TCP only
+    Result<uint64_t> kernel_tls_records() override;
+    Status renew_kernel_tls(const KernelTlsKeys& next) override;
     // Whether guest RAM has gone out by splicing (false: copied by sendmsg).
     bool spliced() const { return spliced_any_; }
 

@@ -97,6 +97,7 @@ Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std:
 // is the client, the destination the server; tls_stream.h).
 Result<std::unique_ptr<ByteStream>> connection_stream(UniqueFd fd, const TransportContext& ctx, std::string peer,
                                                       TlsRole role) {
+    std::string peer_for_log = peer;
     auto plain = make_socket_stream(std::move(fd), ctx, std::move(peer));
     Options options = ctx.options();
     const Parameters& p = options.params;
@@ -108,7 +109,10 @@ Result<std::unique_ptr<ByteStream>> connection_stream(UniqueFd fd, const Transpo
     setup.authz = p.tls_authz;
     setup.first_words_within = std::chrono::milliseconds(p.connect_timeout_ms);
     setup.rekey_records = p.tls_rekey_records;
-    return tls_handshake(std::move(plain), setup);
+    setup.kernel_send = options.caps.tls_kernel;
+    auto tls = tls_handshake(std::move(plain), setup);
+    if (tls && tls_kernel_sends(**tls)) log::info("{}: what this side sends is encrypted by the kernel's TLS (x-tls-kernel)", peer_for_log);
+    return tls;
 }
 
 // The source's connection: the main stream, then the multifd lanes and the postcopy-preempt

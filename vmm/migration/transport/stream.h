@@ -17,6 +17,8 @@
 
 namespace vmm::migration {
 
+struct KernelTlsKeys;  // kernel_tls.h
+
 class ByteStream {
 public:
     virtual ~ByteStream() = default;
@@ -51,6 +53,19 @@ public:
     virtual Status shutdown() { return Error("this stream cannot be cut"); }
     // What its errors call the peer, once a handshake has said which connection this is.
     virtual void set_peer(std::string peer) { (void)peer; }
+    // Kernel TLS (kernel_tls.h): from now on the kernel encrypts what this stream sends, with
+    // `keys`; false, with nothing changed, where it cannot (not a TCP socket, no kernel TLS).
+    virtual Result<bool> send_with_kernel_tls(const KernelTlsKeys& keys) {
+        (void)keys;
+        return false;
+    }
+    // ... the records sent under its key so far (the kernel's record number) ...
+    virtual Result<uint64_t> kernel_tls_records() { return Error("internal: kernel TLS records asked of a stream that has none"); }
+    // ... and renews that key: a KeyUpdate record under the key in use, then `next`.
+    virtual Status renew_kernel_tls(const KernelTlsKeys& next) {
+        (void)next;
+        return Error("internal: a kernel TLS key renewed on a stream that has none");
+    }
 
     Status write(std::span<const uint8_t> data) {
         std::span<const uint8_t> one[] = {data};

@@ -11,6 +11,10 @@
 #include <optional>
 #include <vector>
 
+#include <linux/tls.h>
+
+#include "vmm/common/log.h"
+#include "vmm/migration/transport/kernel_tls.h"
 #include "vmm/migration/wire/tls_record.h"
 
 namespace vmm::migration {
@@ -48,6 +52,7 @@ public:
     using ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override;
     Status flush() override;
+    Status write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) override;
     Status read_exact(std::span<uint8_t> out) override;
     Status await_readable(std::chrono::milliseconds within) override;
     Status unread(std::span<const uint8_t> bytes) override {
@@ -58,6 +63,9 @@ public:
     void set_peer(std::string peer) override { inner_->set_peer(std::move(peer)); }
     uint64_t key_updates() const { return key_updates_; }
     Result<std::vector<uint8_t>> export_key(const std::string& label, size_t size) const;
+    // x-tls-kernel: the sending side handed to the kernel (false: the stream below cannot take it).
+    Result<bool> send_through_kernel();
+    bool kernel_sends() const { return kernel_send_; }
 
 private:
     // GnuTLS's transport: whole records read off the stream below, writes handed to it.
@@ -66,6 +74,16 @@ private:
     static ssize_t push(gnutls_transport_ptr_t self, const giovec_t* iov, int count) noexcept;
     Status next_record();  // reads one record from inner_ into record_
     Status send_record(std::span<const uint8_t> plaintext);
+    bool key_update_due() const;
+    Result<KernelTlsKeys> sending_keys() const;
+    Status sent_through_kernel(uint64_t bytes, size_t pieces);  // counts its records, renews the key when due
+    Status renew_kernel_key();
+    // After the hand-over GnuTLS writes nothing itself: its handshake messages (a KeyUpdate) and
+    // alerts come here instead of the socket.
+    static int handshake_out(gnutls_session_t session, gnutls_record_encryption_level_t level,
+                             gnutls_handshake_description_t type, const void* data, size_t size) noexcept;
+    static int alert_out(gnutls_session_t session, gnutls_record_encryption_level_t level, gnutls_alert_level_t alert_level,
+                         gnutls_alert_description_t description) noexcept;
     Status check_peer(const TlsSetup& setup);
     Error tls_error(int rc, const char* doing, std::optional<Error>& below) const;
 
@@ -84,6 +102,8 @@ private:
     uint64_t records_under_key_ = 0;
     std::chrono::steady_clock::time_point last_update_{};
     std::atomic<uint64_t> key_updates_{0};
+    bool kernel_send_ = false;   // x-tls-kernel taken: the kernel encrypts what this side sends
+    bool key_update_out_ = false;  // GnuTLS produced its KeyUpdate (handshake_out)
 };
 
 ssize_t TlsStream::pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept {
@@ -163,9 +183,13 @@ Error TlsStream::tls_error(int rc, const char* doing, std::optional<Error>& belo
     return Error(fmt::format("{}: {}", doing, gnutls_strerror(rc)));
 }
 
+bool TlsStream::key_update_due() const {
+    return records_under_key_ >= rekey_records_ && std::chrono::steady_clock::now() - last_update_ >= kLeastBetweenUpdates;
+}
+
 Status TlsStream::send_record(std::span<const uint8_t> plaintext) {
     auto now = std::chrono::steady_clock::now();
-    if (records_under_key_ >= rekey_records_ && now - last_update_ >= kLeastBetweenUpdates) {
+    if (key_update_due()) {
         // Our sending key only (no request): the peer's reader just takes the new key.
         int rc;
         do rc = gnutls_session_key_update(session_.get(), 0);
@@ -186,6 +210,12 @@ Status TlsStream::send_record(std::span<const uint8_t> plaintext) {
 }
 
 Status TlsStream::write(std::span<const std::span<const uint8_t>> buffers) {
+    if (kernel_send_) {  // plaintext to the socket: the kernel makes the records
+        uint64_t bytes = 0;
+        for (auto b : buffers) bytes += b.size();
+        if (auto s = inner_->write(buffers); !s) return s;
+        return sent_through_kernel(bytes, buffers.size());
+    }
     for (auto b : buffers) {
         while (!b.empty()) {
             if (staged_.empty() && b.size() >= kRecordPlaintext) {  // whole records straight from the caller
@@ -206,10 +236,100 @@ Status TlsStream::write(std::span<const std::span<const uint8_t>> buffers) {
 }
 
 Status TlsStream::flush() {
+    if (kernel_send_) return inner_->flush();
     if (staged_.empty()) return {};
     Status s = send_record(staged_);
     staged_.clear();
     return s;
+}
+
+// Guest RAM: through the kernel's TLS it is spliced into the socket as without TLS; else copied
+// into records here.
+Status TlsStream::write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) {
+    if (!kernel_send_) return ByteStream::write_ram(header, ram);
+    if (auto s = inner_->write_ram(header, ram); !s) return s;
+    return sent_through_kernel(header.size() + ram.size(), 2);
+}
+
+Result<KernelTlsKeys> TlsStream::sending_keys() const {
+    gnutls_datum_t mac{}, iv{}, key{};
+    KernelTlsKeys k;
+    if (int rc = gnutls_record_get_state(session_.get(), 0, &mac, &iv, &key, k.seq.data()); rc < 0)
+        return Error(fmt::format("kernel TLS: the session's sending key: {}", gnutls_strerror(rc)));
+    gnutls_cipher_algorithm_t cipher = gnutls_cipher_get(session_.get());
+    switch (cipher) {
+        case GNUTLS_CIPHER_AES_128_GCM: k.cipher = TLS_CIPHER_AES_GCM_128; break;
+        case GNUTLS_CIPHER_AES_256_GCM: k.cipher = TLS_CIPHER_AES_GCM_256; break;
+        case GNUTLS_CIPHER_CHACHA20_POLY1305: k.cipher = TLS_CIPHER_CHACHA20_POLY1305; break;
+        default:
+            return Error(fmt::format("kernel TLS: the session's cipher {} is not one the kernel takes", gnutls_cipher_get_name(cipher)));
+    }
+    k.key.assign(key.data, key.data + key.size);
+    k.iv.assign(iv.data, iv.data + iv.size);
+    return k;
+}
+
+Result<bool> TlsStream::send_through_kernel() {
+    if (auto s = flush(); !s) return s.error();  // nothing staged goes after what the kernel sends
+    auto keys = sending_keys();
+    if (!keys) return keys.error();
+    auto taken = inner_->send_with_kernel_tls(*keys);
+    if (!taken || !*taken) return taken;
+    kernel_send_ = true;
+    gnutls_handshake_set_read_function(session_.get(), &TlsStream::handshake_out);
+    gnutls_alert_set_read_function(session_.get(), &TlsStream::alert_out);
+    return true;
+}
+
+// `bytes` more sent in `pieces` through the kernel: at most one record per 16 KiB and one more
+// per piece (a send's end closes one). Once that bound reaches the key's limit, the kernel's own
+// record number says whether it has.
+Status TlsStream::sent_through_kernel(uint64_t bytes, size_t pieces) {
+    records_under_key_ += bytes / kRecordPlaintext + pieces + 1;
+    if (records_under_key_ < rekey_records_) return {};
+    auto exact = inner_->kernel_tls_records();
+    if (!exact) return exact.error();
+    records_under_key_ = *exact;
+    return key_update_due() ? renew_kernel_key() : Status{};
+}
+
+// GnuTLS renews its sending key (its KeyUpdate message comes to handshake_out, not the socket),
+// then the kernel sends the KeyUpdate under the old key and takes the new one.
+Status TlsStream::renew_kernel_key() {
+    if (!kernel_tls_support().renews) {
+        return Error(fmt::format("TLS: {} records sent under one key (x-tls-rekey-records {}), and this kernel's TLS "
+                                 "cannot renew a sending key (Linux 6.14 can): turn x-tls-kernel off for a migration this long",
+                                 records_under_key_, rekey_records_));
+    }
+    key_update_out_ = false;
+    int rc;
+    do rc = gnutls_session_key_update(session_.get(), 0);
+    while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
+    if (rc < 0) return tls_error(rc, "TLS key update", push_error_);
+    if (!key_update_out_) return Error("internal: GnuTLS renewed its sending key without a KeyUpdate for the kernel to send");
+    auto keys = sending_keys();
+    if (!keys) return keys.error();
+    if (auto s = inner_->renew_kernel_tls(*keys); !s) return s;
+    records_under_key_ = 0;
+    last_update_ = std::chrono::steady_clock::now();
+    ++key_updates_;
+    return {};
+}
+
+int TlsStream::handshake_out(gnutls_session_t session, gnutls_record_encryption_level_t, gnutls_handshake_description_t type,
+                             const void*, size_t) noexcept {
+    // After the hand-over the only handshake message this side sends is its KeyUpdate, which the
+    // kernel sends itself (renew_kernel_key).
+    if (type != GNUTLS_HANDSHAKE_KEY_UPDATE) return GNUTLS_E_UNEXPECTED_HANDSHAKE_PACKET;
+    static_cast<TlsStream*>(gnutls_transport_get_ptr(session))->key_update_out_ = true;
+    return 0;
+}
+
+// An alert GnuTLS would send after the hand-over (it is about to fail the stream) is dropped:
+// the kernel holds the sending key now, and the connection closes anyway.
+int TlsStream::alert_out(gnutls_session_t, gnutls_record_encryption_level_t, gnutls_alert_level_t,
+                         gnutls_alert_description_t) noexcept {
+    return 0;
 }
 
 Status TlsStream::read_exact(std::span<uint8_t> out) {
@@ -330,6 +450,17 @@ Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> in
     }
     auto tls = std::make_unique<TlsStream>(std::move(inner), std::move(*creds), std::move(*session), setup.rekey_records);
     if (auto s = tls->handshake(setup); !s) return s.error();
+    if (setup.kernel_send) {
+        auto taken = tls->send_through_kernel();
+        if (!taken) return taken.error();
+        if (!*taken) {
+            static std::once_flag said;
+            std::call_once(said, [] {
+                log::warn("x-tls-kernel: {}: GnuTLS encrypts what this side sends instead",
+                          kernel_tls_support().available ? "the connection is not TCP" : kernel_tls_support().why);
+            });
+        }
+    }
     return std::unique_ptr<ByteStream>(std::move(tls));
 }
 
@@ -344,6 +475,11 @@ Result<std::vector<uint8_t>> tls_export(const ByteStream& stream, const std::str
     auto* tls = dynamic_cast<const TlsStream*>(&stream);
     if (tls == nullptr) return Error("internal: keying material asked of a stream that is not TLS");
     return tls->export_key(label, size);
+}
+
+bool tls_kernel_sends(const ByteStream& stream) {
+    auto* tls = dynamic_cast<const TlsStream*>(&stream);
+    return tls != nullptr && tls->kernel_sends();
 }
 
 uint64_t tls_key_updates(const ByteStream& stream) {

@@ -34,14 +34,19 @@ struct TlsSetup {
     // Server: a peer that has said nothing this long is dropped before the handshake.
     std::chrono::milliseconds first_words_within{10000};
     uint64_t rekey_records = uint64_t{1} << 24;  // records under one key before the writer renews it
+    // x-tls-kernel: after the handshake the kernel encrypts what this side sends, where the
+    // stream below is a TCP socket and the kernel has TLS (kernel_tls.h); GnuTLS keeps reading.
+    bool kernel_send = false;
 };
 
 // Runs the handshake over `inner` and checks the peer; the TLS stream, or why the peer was
 // refused (one line: whose certificate, what was wrong with it).
 Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> inner, const TlsSetup& setup);
 
-// What a TLS stream has done (tests, `info migrate`'s log): key updates sent so far.
+// What a TLS stream has done (tests, `info migrate`'s log): key updates sent so far, and whether
+// the kernel encrypts what it sends (x-tls-kernel taken).
 uint64_t tls_key_updates(const ByteStream& stream);
+bool tls_kernel_sends(const ByteStream& stream);
 
 // `size` bytes of keying material exported from the session under `label` (RFC 8446 §7.5:
 // both ends derive the same bytes, nobody else can): what keys the RDMA transport's RAM sums.
