@@ -14,12 +14,11 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <future>
 #include <thread>
 
 #include "tests/support/require.h"
+#include "tests/support/test_pki.h"
 #include "vmm/common/mapping.h"
 #include "vmm/migration/transport/socket_stream.h"
 #include "vmm/migration/transport/tls_stream.h"
@@ -39,14 +38,11 @@ class KernelTlsTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         ::signal(SIGPIPE, SIG_IGN);  // as vmm does: a socket stream splices only then
-        dir_ = std::filesystem::temp_directory_path() / ("vmm-ktls-unit." + std::to_string(::getpid()));
-        std::string cmd = std::string(VMM_SOURCE_DIR) + "/scripts/make-test-pki.sh " + dir_ + " >/dev/null 2>&1";
-        made_ = std::system("command -v certtool >/dev/null") == 0 && std::system(cmd.c_str()) == 0;
+        if (!need::certtool()) dir_ = pki_.make("good");
     }
-    static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
     void SetUp() override {
         VMM_REQUIRE(need::certtool());
-        ASSERT_TRUE(made_) << "make-test-pki.sh failed";
+        ASSERT_FALSE(dir_.empty()) << "make-test-pki.sh failed";
         auto token = CancelToken::create();
         ASSERT_TRUE(token) << token.error().message();
         cancel_.emplace(std::move(*token));
@@ -95,8 +91,8 @@ protected:
     }
     static void set_nonblocking(int fd) { ASSERT_EQ(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK), 0); }
 
+    static inline test::TestPki pki_{"vmm-ktls-unit"};
     static inline std::string dir_;
-    static inline bool made_ = false;
     std::optional<CancelToken> cancel_;
 };
 
