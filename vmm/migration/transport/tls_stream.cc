@@ -78,6 +78,7 @@ private:
     Result<KernelTlsKeys> sending_keys() const;
     Status sent_through_kernel(uint64_t bytes, size_t pieces);  // counts its records, renews the key when due
     Status renew_kernel_key();
+    Status install_renewed_key();  // the KeyUpdate GnuTLS made, sent by the kernel, and its new key
     // After the hand-over GnuTLS writes nothing itself: its handshake messages (a KeyUpdate) and
     // alerts come here instead of the socket.
     static int handshake_out(gnutls_session_t session, gnutls_record_encryption_level_t level,
@@ -103,7 +104,9 @@ private:
     std::chrono::steady_clock::time_point last_update_{};
     std::atomic<uint64_t> key_updates_{0};
     bool kernel_send_ = false;   // x-tls-kernel taken: the kernel encrypts what this side sends
-    bool key_update_out_ = false;  // GnuTLS produced its KeyUpdate (handshake_out)
+    // GnuTLS produced a KeyUpdate for the kernel to send (handshake_out): in renew_kernel_key, or
+    // on the reading thread when the peer asked for one (the writer sends it next).
+    std::atomic<bool> key_update_out_{false};
 };
 
 ssize_t TlsStream::pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept {
@@ -211,6 +214,8 @@ Status TlsStream::send_record(std::span<const uint8_t> plaintext) {
 
 Status TlsStream::write(std::span<const std::span<const uint8_t>> buffers) {
     if (kernel_send_) {  // plaintext to the socket: the kernel makes the records
+        if (key_update_out_.exchange(false))
+            if (auto s = install_renewed_key(); !s) return s;  // the peer asked for it
         uint64_t bytes = 0;
         for (auto b : buffers) bytes += b.size();
         if (auto s = inner_->write(buffers); !s) return s;
@@ -247,6 +252,8 @@ Status TlsStream::flush() {
 // into records here.
 Status TlsStream::write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) {
     if (!kernel_send_) return ByteStream::write_ram(header, ram);
+    if (key_update_out_.exchange(false))
+        if (auto s = install_renewed_key(); !s) return s;
     if (auto s = inner_->write_ram(header, ram); !s) return s;
     return sent_through_kernel(header.size() + ram.size(), 2);
 }
@@ -301,12 +308,20 @@ Status TlsStream::renew_kernel_key() {
                                  "cannot renew a sending key (Linux 6.14 can): turn x-tls-kernel off for a migration this long",
                                  records_under_key_, rekey_records_));
     }
-    key_update_out_ = false;
     int rc;
     do rc = gnutls_session_key_update(session_.get(), 0);
     while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
     if (rc < 0) return tls_error(rc, "TLS key update", push_error_);
-    if (!key_update_out_) return Error("internal: GnuTLS renewed its sending key without a KeyUpdate for the kernel to send");
+    if (!key_update_out_.exchange(false))
+        return Error("internal: GnuTLS renewed its sending key without a KeyUpdate for the kernel to send");
+    return install_renewed_key();
+}
+
+Status TlsStream::install_renewed_key() {
+    if (!kernel_tls_support().renews) {
+        return Error("TLS: the sending key must be renewed (the peer asked), and this kernel's TLS cannot renew one "
+                     "(Linux 6.14 can): turn x-tls-kernel off");
+    }
     auto keys = sending_keys();
     if (!keys) return keys.error();
     if (auto s = inner_->renew_kernel_tls(*keys); !s) return s;
@@ -319,7 +334,8 @@ Status TlsStream::renew_kernel_key() {
 int TlsStream::handshake_out(gnutls_session_t session, gnutls_record_encryption_level_t, gnutls_handshake_description_t type,
                              const void*, size_t) noexcept {
     // After the hand-over the only handshake message this side sends is its KeyUpdate, which the
-    // kernel sends itself (renew_kernel_key).
+    // kernel sends itself (install_renewed_key): GnuTLS has made it when it renews its sending
+    // key, ours or the one a peer asked for.
     if (type != GNUTLS_HANDSHAKE_KEY_UPDATE) return GNUTLS_E_UNEXPECTED_HANDSHAKE_PACKET;
     static_cast<TlsStream*>(gnutls_transport_get_ptr(session))->key_update_out_ = true;
     return 0;
