@@ -132,9 +132,13 @@ filled_run() {
 
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
 bytes=$(numfmt --from=iec "$size")
-variants=(mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp)
+all_variants=(mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp)
+variants=("${all_variants[@]}")
 [ -z "$only" ] || IFS=, read -r -a variants <<<"$only"
-for v in mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp hot cold connect; do
+for v in "${variants[@]}"; do
+    [[ " ${all_variants[*]} " == *" $v "* ]] || die "--variants: no variant '$v' (there are: ${all_variants[*]})"
+done
+for v in "${all_variants[@]}" hot cold connect; do
     : >"$work/$v"; : >"$work/$v.ratio"; : >"$work/$v.setup"
 done
 max_src=0 max_dst=0
@@ -185,7 +189,7 @@ for i in $(seq 1 "$runs"); do
     for v in "${variants[@]}"; do paired_run "$v" "$i"; done
 done
 declare -A mbs ratio
-for v in mig ver mfd mfdver pre splice tls mfdtls ktls ktlssp; do
+for v in "${all_variants[@]}"; do
     mbs[$v]=$({ grep -vx -- - "$work/$v" || true; } | median); ratio[$v]=$(median <"$work/$v.ratio")
 done
 hot=$(median <"$work/hot") cold=$(median <"$work/cold")

@@ -9,7 +9,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -19,6 +18,7 @@
 
 #include "tests/support/require.h"
 #include "tests/support/test_pki.h"
+#include "tests/support/vm_pair.h"
 #include "vmm/common/mapping.h"
 #include "vmm/migration/transport/socket_stream.h"
 #include "vmm/migration/transport/tls_stream.h"
@@ -61,15 +61,10 @@ protected:
     std::pair<std::unique_ptr<ByteStream>, std::unique_ptr<ByteStream>> connect(bool tcp, uint64_t rekey = uint64_t{1} << 24) {
         int fds[2] = {-1, -1};
         if (tcp) {
-            UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)), c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-            sockaddr_in at{};
-            at.sin_family = AF_INET;
-            at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            socklen_t len = sizeof at;
-            EXPECT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
-            EXPECT_EQ(::listen(l.get(), 1), 0);
-            EXPECT_EQ(::getsockname(l.get(), reinterpret_cast<sockaddr*>(&at), &len), 0);
-            EXPECT_EQ(::connect(c.get(), reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+            uint16_t port = 0;
+            UniqueFd l = test::tcp_listener(port);
+            UniqueFd c = test::tcp_connect(port);
+            EXPECT_TRUE(l && c) << "no loopback TCP connection";
             fds[1] = ::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC);
             fds[0] = c.release();
         } else {

@@ -93,10 +93,9 @@ using PieceRead = std::function<Status(uint64_t at, const uint8_t* bytes, uint64
 Status read_pieces(const Opened& f, uint32_t i, uint64_t from, uint64_t to, uint8_t* buffer, const PieceRead& then) {
     for (uint64_t at = from; at < to; at += kReadPiece) {
         uint64_t n = std::min(kReadPiece, to - at);
-        uint8_t* bytes = buffer;
         uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
-        if (auto s = read_at(f.fd.get(), {bytes, n}, where, "file:" + f.path); !s) return s;
-        if (auto s = then(at, bytes, n); !s) return s;
+        if (auto s = read_at(f.fd.get(), {buffer, n}, where, "file:" + f.path); !s) return s;
+        if (auto s = then(at, buffer, n); !s) return s;
     }
     return {};
 }

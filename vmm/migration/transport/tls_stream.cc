@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -64,7 +65,7 @@ public:
     uint64_t key_updates() const { return key_updates_; }
     Result<std::vector<uint8_t>> export_key(const std::string& label, size_t size) const;
     // x-tls-kernel: the sending side handed to the kernel (false: the stream below cannot take it).
-    Result<bool> send_through_kernel();
+    Result<bool> hand_sending_to_kernel();
     bool kernel_sends() const { return kernel_send_; }
 
 private:
@@ -76,7 +77,7 @@ private:
     Status send_record(std::span<const uint8_t> plaintext);
     bool key_update_due() const;
     Result<KernelTlsKeys> sending_keys() const;
-    Status sent_through_kernel(uint64_t bytes, size_t pieces);  // counts its records, renews the key when due
+    Status send_by_kernel(uint64_t bytes, size_t pieces, const std::function<Status()>& send);
     Status renew_kernel_key();
     Status install_renewed_key();  // the KeyUpdate GnuTLS made, sent by the kernel, and its new key
     // After the hand-over GnuTLS writes nothing itself: its handshake messages (a KeyUpdate) and
@@ -214,12 +215,9 @@ Status TlsStream::send_record(std::span<const uint8_t> plaintext) {
 
 Status TlsStream::write(std::span<const std::span<const uint8_t>> buffers) {
     if (kernel_send_) {  // plaintext to the socket: the kernel makes the records
-        if (key_update_out_.exchange(false))
-            if (auto s = install_renewed_key(); !s) return s;  // the peer asked for it
         uint64_t bytes = 0;
         for (auto b : buffers) bytes += b.size();
-        if (auto s = inner_->write(buffers); !s) return s;
-        return sent_through_kernel(bytes, buffers.size());
+        return send_by_kernel(bytes, buffers.size(), [&] { return inner_->write(buffers); });
     }
     for (auto b : buffers) {
         while (!b.empty()) {
@@ -252,10 +250,7 @@ Status TlsStream::flush() {
 // into records here.
 Status TlsStream::write_ram(std::span<const uint8_t> header, std::span<const uint8_t> ram) {
     if (!kernel_send_) return ByteStream::write_ram(header, ram);
-    if (key_update_out_.exchange(false))
-        if (auto s = install_renewed_key(); !s) return s;
-    if (auto s = inner_->write_ram(header, ram); !s) return s;
-    return sent_through_kernel(header.size() + ram.size(), 2);
+    return send_by_kernel(header.size() + ram.size(), 2, [&] { return inner_->write_ram(header, ram); });
 }
 
 Result<KernelTlsKeys> TlsStream::sending_keys() const {
@@ -276,7 +271,7 @@ Result<KernelTlsKeys> TlsStream::sending_keys() const {
     return k;
 }
 
-Result<bool> TlsStream::send_through_kernel() {
+Result<bool> TlsStream::hand_sending_to_kernel() {
     if (auto s = flush(); !s) return s.error();  // nothing staged goes after what the kernel sends
     auto keys = sending_keys();
     if (!keys) return keys.error();
@@ -288,10 +283,13 @@ Result<bool> TlsStream::send_through_kernel() {
     return true;
 }
 
-// `bytes` more sent in `pieces` through the kernel: at most one record per 16 KiB and one more
-// per piece (a send's end closes one). Once that bound reaches the key's limit, the kernel's own
-// record number says whether it has.
-Status TlsStream::sent_through_kernel(uint64_t bytes, size_t pieces) {
+// `send` hands `bytes` in `pieces` to the kernel's TLS, after the KeyUpdate a peer asked for, if
+// one waits. They make at most one record per 16 KiB and one more per piece (a send's end closes
+// one); once that bound reaches the key's limit, the kernel's own record number says whether it has.
+Status TlsStream::send_by_kernel(uint64_t bytes, size_t pieces, const std::function<Status()>& send) {
+    if (key_update_out_.exchange(false))
+        if (auto s = install_renewed_key(); !s) return s;
+    if (auto s = send(); !s) return s;
     records_under_key_ += bytes / kRecordPlaintext + pieces + 1;
     if (records_under_key_ < rekey_records_) return {};
     auto exact = inner_->kernel_tls_records();
@@ -467,7 +465,7 @@ Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> in
     auto tls = std::make_unique<TlsStream>(std::move(inner), std::move(*creds), std::move(*session), setup.rekey_records);
     if (auto s = tls->handshake(setup); !s) return s.error();
     if (setup.kernel_send) {
-        auto taken = tls->send_through_kernel();
+        auto taken = tls->hand_sending_to_kernel();
         if (!taken) return taken.error();
         if (!*taken) {
             static std::once_flag said;
