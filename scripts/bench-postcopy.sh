@@ -32,11 +32,16 @@
 # --vs-qemu: in the nested VM, only the runs beside QEMU 7.2 (ours with and without readahead,
 # QEMU's), a few minutes: writes bench-postcopy-vs-qemu.json.
 #
-#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu]
+# --auth: in the nested VM, postcopy over rdma plain and authenticated (tls-creds at both ends:
+# every request and write tagged, each write's tag checked on a private copy of its slot),
+# alternating, --runs pairs (3): fault latency, blocked time and total time side by side;
+# writes bench-postcopy-rdma-auth.json.
+#
+#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu | --auth [--runs N]]
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-mem= fill= hot= out= rdma=0 vs_qemu=0
+mem= fill= hot= out= rdma=0 vs_qemu=0 auth=0 runs=3
 ctl=1  # the stress guest uses the control device (ctl=0: as under QEMU, which has none)
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,6 +52,8 @@ while [ $# -gt 0 ]; do
         --quick) mem=256M fill=128M hot=32M; shift ;;
         --rdma) rdma=1; shift ;;
         --vs-qemu) rdma=1 vs_qemu=1; shift ;;
+        --auth) rdma=1 auth=1; shift ;;
+        --runs) runs=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -57,9 +64,11 @@ if [ "$rdma" = 1 ]; then
         ensure_packages perftest jq qemu-system-x86
         build
         log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM"
+        mode=--rdma
+        [ "$vs_qemu" = 1 ] && mode=--vs-qemu
+        [ "$auth" = 1 ] && mode=--auth
         exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" \
-            "$([ "$vs_qemu" = 1 ] && echo --vs-qemu || echo --rdma)" \
-            --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
+            "$mode" --runs "$runs" --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
     addr=$VMM_RDMA_ADDR dev=$(ls /sys/class/infiniband | head -1)
@@ -166,6 +175,7 @@ stall_us=$(jq -n --argjson r "$rate_mib" --argjson n "$smp" '[10 * 1e6 / ($r * 2
 log "the guest counts a gap of $stall_us us or more between two pages as a stall"
 bw=$cap pcbw=$cap preempt=1 readahead=  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the
                                         # default), x-postcopy-readahead (empty: the default)
+creds=  # run()'s tls-creds at both ends (empty: none)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
@@ -175,9 +185,11 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     local caps=("postcopy-ram on" "postcopy-preempt $([ "$preempt" = 1 ] && echo on || echo off)")
     start_vm "$mode-d" --incoming defer
     case "$mode" in postcopy*) for c in "${caps[@]}"; do h "$mode-d" "migrate_set_capability $c"; done ;; esac
+    [ -z "$creds" ] || h "$mode-d" "migrate_set_parameter tls-creds $creds"
     h "$mode-d" "migrate_incoming $uri"
     source_vm "$mode-s"
     h "$mode-s" "migrate_set_parameter max-bandwidth $bw"
+    [ -z "$creds" ] || h "$mode-s" "migrate_set_parameter tls-creds $creds"
     case "$mode" in
         once) h "$mode-s" stop ;;
         postcopy*)

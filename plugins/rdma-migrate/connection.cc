@@ -73,6 +73,15 @@ Result<std::vector<uint8_t>> Connection::sums_key(size_t size) const {
     return ctl_->export_key(kSumsKeyLabel, size);
 }
 
+Result<std::optional<PcKeys>> Connection::postcopy_keys() const {
+    if (!authenticated()) return std::optional<PcKeys>{};
+    auto k = ctl_->export_key(kPcAuthLabel, kPcAuthKeySize);
+    if (!k) return k.error();
+    auto keys = PcKeys::from(*k);
+    if (!keys) return keys.error();
+    return std::optional<PcKeys>{std::move(*keys)};
+}
+
 void Connection::summarize(const std::string& note) {
     std::string mode = cfg_.pin_all ? "rdma-pin-all" : "dynamic registration";
     if (!cfg_.pin_all && cfg_.pin_limit != 0) mode += ", rdma-pin-limit " + vmm::format_size(cfg_.pin_limit);
@@ -80,7 +89,10 @@ void Connection::summarize(const std::string& note) {
     summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", ep_->describe, mode, vmm::format_size(geo_.size()), n,
                            n == 1 ? "" : "s");
     if (postcopy_ep_) summary_ += " and a postcopy channel";
-    if (authenticated()) summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it)";
+    if (authenticated()) {
+        summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it";
+        summary_ += postcopy_ep_ ? ", the postcopy channel's messages and writes tagged)" : ")";
+    }
     if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
     if (!note.empty()) summary_ += " (" + note + ")";
 }

@@ -24,6 +24,7 @@
 #include "endpoint.h"
 #include "file_messages.h"
 #include "proto/chunks.h"
+#include "proto/postcopy_auth.h"
 
 namespace rdma_migrate {
 
@@ -82,6 +83,8 @@ public:
     bool authenticated() const { return (agreed_ & kCapTls) != 0; }
     // The key of the RAM sums (VMM_RAM_SUMS_KEYED), exported from the TLS session.
     Result<std::vector<uint8_t>> sums_key(size_t size) const;
+    // The postcopy channel's keys (proto/postcopy_auth.h) when authenticated, else none.
+    Result<std::optional<PcKeys>> postcopy_keys() const;
     // What a second queue pair on this side would need to write into its RAM: the protection
     // domain and, under rdma-pin-all, block i's rkey (0 otherwise). The hostile-peer tests play
     // such a QP, to show that the sums of an authenticated migration catch what it writes.

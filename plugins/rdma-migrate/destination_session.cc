@@ -105,9 +105,12 @@ Status DestinationSession::accept_channels() {
         link_.add_channel(std::move(*ep));
     }
     if (!link_.agreed(kCapPostcopy)) return {};
+    auto keys = link_.postcopy_keys();
+    if (!keys) return keys.error();
     auto ep = accept_channel(first, lanes, QpShape{true, kPcRequestSlots + kPcPushSlots + 8});
     if (!ep) return ep.error().context("the RDMA postcopy channel");
-    postcopy_ = std::make_unique<PostcopyDestination>(link_.set_postcopy_channel(std::move(*ep)), cfg_.blocks);
+    postcopy_ = std::make_unique<PostcopyDestination>(link_.set_postcopy_channel(std::move(*ep)), cfg_.blocks,
+                                                      std::move(*keys));
     return postcopy_->post_receives();
 }
 

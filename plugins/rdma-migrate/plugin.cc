@@ -60,10 +60,6 @@ int guarded(vmm_err* e, F f) {
 Status tls_from(const vmm_transport_args* a, SessionConfig& c) {
     if (a->struct_size < offsetof(vmm_transport_args, tls_rekey_records) + sizeof a->tls_rekey_records) return {};
     if (a->tls_creds == nullptr || *a->tls_creds == '\0') return {};
-    if (c.postcopy) {
-        return Error("rdma: postcopy-ram with tls-creds: the postcopy channel does not run inside TLS yet; turn "
-                     "postcopy-ram off for an authenticated RDMA migration, or migrate over tcp: with TLS");
-    }
     vmm::migration::TlsSetup t;
     t.creds_dir = a->tls_creds;
     t.hostname = a->tls_hostname != nullptr && *a->tls_hostname != '\0' ? a->tls_hostname : a->host;

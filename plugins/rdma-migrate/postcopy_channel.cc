@@ -84,7 +84,7 @@ Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(con
 }
 
 Status MessageBuffers::init(const MemoryRegistry& registry, size_t count, Use use, const char* what) {
-    auto area = vmm::Mapping::map(what, count * kPcMessageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    auto area = vmm::Mapping::map(what, count * kPcSealedSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
     if (!area) return area.error();
     auto mr = registry.register_memory(area->data(), area->size(), use, what);
     if (!mr) return mr.error();

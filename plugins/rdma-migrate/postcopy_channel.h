@@ -7,7 +7,10 @@
 //     migration thread writes the push into its push slots (send(), end());
 //   destination: the fault thread asks for pages (request()); the receiving thread takes what
 //     landed (next()), and once the page is placed gives its slot back (release()).
-// Every slot, block, offset and count from the peer is checked before it is used.
+// Every slot, block, offset and count from the peer is checked before it is used. On an
+// authenticated connection (kCapTls) every message and write also carries its tag
+// (proto/postcopy_auth.h), checked before anything is done with it; the destination checks a
+// write's tag on a private copy of its slot, and that copy is what is placed.
 #pragma once
 
 #include <chrono>
@@ -23,6 +26,7 @@
 
 #include "endpoint.h"
 #include "proto/chunks.h"
+#include "proto/postcopy_auth.h"
 #include "proto/postcopy_wire.h"
 #include "vmm/common/mapping.h"
 
@@ -46,12 +50,13 @@ Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clo
 // What a wait that hears nothing for x-io-timeout says.
 Error silent(const Endpoint& ep);
 
-// SEND buffers of kPcMessageSize bytes, `count` of them in one registered area.
+// SEND buffers of kPcSealedSize bytes (a message and, on an authenticated channel, its tag),
+// `count` of them in one registered area.
 class MessageBuffers {
 public:
     Status init(const MemoryRegistry& registry, size_t count, Use use, const char* what);
-    uint8_t* at(size_t i) const { return area_.data() + i * kPcMessageSize; }
-    ibv_sge sge(size_t i, uint32_t length = kPcMessageSize) const {
+    uint8_t* at(size_t i) const { return area_.data() + i * kPcSealedSize; }
+    ibv_sge sge(size_t i, uint32_t length = kPcSealedSize) const {
         return {reinterpret_cast<uint64_t>(at(i)), length, mr_->lkey};
     }
     size_t count() const { return count_; }
@@ -73,7 +78,9 @@ public:
         uint32_t block = 0, slot = 0;
         uint64_t offset = 0;
     };
-    PostcopySource(Endpoint& ep, std::vector<LocalBlock> blocks) : ep_(ep), blocks_(std::move(blocks)) {}
+    // `keys`: an authenticated connection's (Connection::postcopy_keys), else none.
+    PostcopySource(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys)
+        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)) {}
     // Before connecting: the receives for the destination's messages.
     Status post_receives();
     // Once, after the switch: the destination's HELLO, and this side's staging slots.
@@ -98,6 +105,9 @@ private:
 
     Endpoint& ep_;
     std::vector<LocalBlock> blocks_;
+    // Authenticated: `messages` checks what the destination sends (the return-path thread's, and
+    // HELLO's before it), `writes` tags each write (under write_mutex_, in the order they are posted).
+    std::optional<PcKeys> keys_;
     MessageBuffers receives_;
     PcMessage hello_;
     vmm::Mapping staging_;  // a local slot per remote one, the pages copied in with their trailer
@@ -122,10 +132,13 @@ public:
         PcKind kind = PcKind::end;
         uint32_t block = 0, pages = 0, slot = 0;
         uint64_t offset = 0;
-        const uint8_t* data = nullptr;  // the pages, in their slot (valid until release)
+        // The pages, in their slot, or on an authenticated channel in the slot's private copy,
+        // where the tag was checked (valid until release).
+        const uint8_t* data = nullptr;
         std::vector<uint64_t> sums;     // verify-ram's, when the source sent them
     };
-    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks) : ep_(ep), blocks_(std::move(blocks)) {}
+    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys)
+        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)) {}
     // Before accepting: the receives the source's writes complete.
     Status post_receives();
     // Before the guest runs: registers the landing area and sends HELLO.
@@ -138,18 +151,28 @@ public:
     // is any request slot that waited for one of these pages).
     Status release(const Arrival& a);
     Status done();  // every page is placed: DONE
+    // What a second queue pair on this side's PD needs to write into a landing slot: its
+    // address, and the area's rkey (the hostile-peer tests play such a forger).
+    uint64_t landing_slot(uint32_t slot) const { return reinterpret_cast<uint64_t>(landing_.data()) + slot * kPcSlotSize; }
+    uint32_t landing_rkey() const { return landing_mr_ ? landing_mr_->rkey : 0; }
 
 private:
     Status send_message(const PcMessage& m);
     Status await_sends(uint64_t in_flight);
     Result<Arrival> arrival(const ibv_wc& wc);
+    const uint8_t* slot_contents(const PcImmediate& imm);
+    Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot);
     Status check_answer(const Arrival& a);
     void free_request_slots(const Arrival& a);
 
     Endpoint& ep_;
     std::vector<LocalBlock> blocks_;
+    // Authenticated: `messages` tags what this side sends (under send_mutex_), `writes` checks
+    // each write (the receiving thread's, in the order they land).
+    std::optional<PcKeys> keys_;
     vmm::Mapping landing_;
     MemoryRegion landing_mr_;
+    vmm::Mapping copies_;  // authenticated: each slot's private copy, which no peer can write
     uint64_t consumed_ = 0;      // push slots placed (the receiving thread's)
     uint64_t credited_ = 0;      // ... and told to the source
     std::mutex send_mutex_;      // the fault thread's requests and the receiving thread's messages

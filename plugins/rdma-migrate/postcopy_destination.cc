@@ -36,6 +36,12 @@ Status PostcopyDestination::begin() {
     if (!mr) return mr.error();
     landing_ = std::move(*area);
     landing_mr_ = std::move(*mr);
+    if (keys_) {
+        auto copies = vmm::Mapping::map("the postcopy slots' private copies", size, PROT_READ | PROT_WRITE,
+                                        MAP_PRIVATE | MAP_ANONYMOUS);
+        if (!copies) return copies.error();
+        copies_ = std::move(*copies);
+    }
     if (auto s = sends_.init(ep_.memory(), kSendBuffers, Use::control_send, "the postcopy send buffers"); !s) return s;
     asked_.assign(kPcRequestSlots, std::nullopt);
     PcMessage hello{PcType::hello, landing_mr_->rkey, kPcRequestSlots, kPcPushSlots,
@@ -51,9 +57,9 @@ Status PostcopyDestination::send_message(const PcMessage& m) {
     if (sends_posted_ - sends_done_ >= sends_.count())
         if (auto s = await_sends(sends_.count() - 1); !s) return s;
     size_t i = next_send_++ % sends_.count();
-    auto bytes = encode_pc_message(m);
+    auto bytes = keys_ ? seal_pc_message(m, keys_->messages) : encode_pc_message(m);
     std::memcpy(sends_.at(i), bytes.data(), bytes.size());
-    ibv_sge sge = sends_.sge(i);
+    ibv_sge sge = sends_.sge(i, static_cast<uint32_t>(bytes.size()));
     ibv_send_wr wr{};
     wr.wr_id = i;
     wr.opcode = IBV_WR_SEND;
@@ -111,7 +117,7 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::arrival(const ibv_wc& 
     a.kind = imm->kind;
     if (imm->kind == PcKind::end) return a;
     a.slot = imm->slot;
-    const uint8_t* slot = landing_.data() + uint64_t{imm->slot} * kPcSlotSize;
+    const uint8_t* slot = slot_contents(*imm);
     uint64_t at = pc_trailer_offset(*imm);
     auto t = decode_pc_trailer({slot + at, kPcSlotSize - at});
     if (!t) return t.error();
@@ -119,12 +125,34 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::arrival(const ibv_wc& 
         return Error(fmt::format("RDMA postcopy: a write of {} pages whose trailer says {}", imm->pages, t->pages));
     }
     if (auto s = check_pc_range(blocks_, t->block, t->offset, t->pages); !s) return s.error();
+    if (auto s = check_tag(*imm, *t, slot); !s) return s.error();
     a.block = t->block, a.offset = t->offset, a.pages = t->pages, a.sums = std::move(t->sums);
     a.data = imm->kind == PcKind::data ? slot : nullptr;
     if (auto s = check_answer(a); !s) return s.error();
     trace("destination: landed in slot {}: block {} offset {:#x}, {} pages{}", a.slot, a.block, a.offset, a.pages,
           a.data == nullptr ? " (zero)" : "");
     return a;
+}
+
+// Where a write's pages and trailer are read from: its slot, or on an authenticated channel the
+// slot's private copy, made first, so that what the tag is checked on is what is placed, whatever
+// is written into the slot afterwards.
+const uint8_t* PostcopyDestination::slot_contents(const PcImmediate& imm) {
+    const uint8_t* slot = landing_.data() + uint64_t{imm.slot} * kPcSlotSize;
+    if (!keys_) return slot;
+    uint8_t* copy = copies_.data() + uint64_t{imm.slot} * kPcSlotSize;
+    std::memcpy(copy, slot, pc_trailer_offset(imm) + kPcMaxTrailerSize);
+    return copy;
+}
+
+// An authenticated channel's writes carry a tag, checked in the order they land; others none.
+Status PostcopyDestination::check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot) {
+    if (!keys_) {
+        if ((t.flags & kPcTagged) == 0) return {};
+        return Error("RDMA postcopy: a tagged write on a channel that is not authenticated");
+    }
+    uint64_t length = imm.kind == PcKind::data ? uint64_t{t.pages} * kPcPage : 0;
+    return check_pc_write(keys_->writes, imm.kind, t, {slot, length}, blocks_[t.block].name);
 }
 
 // An answer must land in a request slot that asks for exactly that page; a push in the next

@@ -61,7 +61,8 @@ Status PostcopySource::take_message(const ibv_wc& wc, std::optional<Request>& ou
         return Error(fmt::format("RDMA postcopy: an unexpected completion (opcode {}, wr_id {})", static_cast<int>(wc.opcode),
                                  wc.wr_id));
     }
-    auto m = decode_pc_message({receives_.at(wc.wr_id), wc.byte_len});
+    std::span<const uint8_t> bytes{receives_.at(wc.wr_id), wc.byte_len};
+    auto m = keys_ ? open_pc_message(bytes, keys_->messages) : decode_pc_message(bytes);
     if (!m) return m.error();
     if (auto s = repost(wc.wr_id); !s) return s;
     bool first = hello_.slot_size == 0;
@@ -204,9 +205,12 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
     PcImmediate imm{zero ? PcKind::zero : PcKind::data, static_cast<uint16_t>(slot), static_cast<uint8_t>(pages)};
     uint8_t* at = staging_.data() + uint64_t{slot} * kPcSlotSize;
     if (!zero) std::memcpy(at, blocks_[block].host + offset, pages * kPcPage);
-    PcTrailer t{block, static_cast<uint16_t>(pages), sums.empty() ? uint16_t{0} : kPcSummed, offset, {sums.begin(), sums.end()}};
+    uint16_t flags = (sums.empty() ? uint16_t{0} : kPcSummed) | (keys_ ? kPcTagged : uint16_t{0});
+    PcTrailer t{block, static_cast<uint16_t>(pages), flags, offset, {sums.begin(), sums.end()}};
     auto trailer = encode_pc_trailer(t);
     uint64_t trailer_at = pc_trailer_offset(imm);
+    // The tag of what leaves: the staging copy, under write_mutex_, so in the order of the posts.
+    if (keys_) encode_pc_tag(trailer, pc_write_tag(keys_->writes, imm.kind, trailer, {at, trailer_at}));
     std::memcpy(at + trailer_at, trailer.data(), trailer.size());
     trace("source: {} into slot {}: block {} offset {:#x}, {} pages{}", answer ? "answer" : "push", slot, block, offset,
           pages, zero ? " (zero)" : "");

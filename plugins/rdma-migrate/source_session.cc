@@ -117,9 +117,11 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
     if (!postcopy_channel) return {};
     PrivateData ours = first;
     ours.channel = lanes;
+    auto keys = link_.postcopy_keys();
+    if (!keys) return keys.error();
     std::unique_ptr<PostcopySource> pc;
     auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [&](Endpoint& e) {
-        pc = std::make_unique<PostcopySource>(e, cfg_.blocks);
+        pc = std::make_unique<PostcopySource>(e, cfg_.blocks, std::move(*keys));
         return pc->post_receives();
     }, link_.protection_domain(), QpShape{true, kPcSourceReceives});
     if (!ep) return ep.error().context("the RDMA postcopy channel");

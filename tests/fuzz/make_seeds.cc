@@ -12,6 +12,7 @@
 #include "vmm/migration/wire/return_path.h"
 #include "vmm/migration/wire/file_format.h"
 #include "vmm/migration/wire/stream_format.h"
+#include "proto/postcopy_auth.h"
 #include "proto/postcopy_wire.h"
 #include "proto/wire.h"
 
@@ -48,6 +49,16 @@ static int rdma_seeds(const std::string& dir) {
     uint32_t imm = encode_pc_immediate({PcKind::data, 40, 2});
     write_imm.insert(write_imm.begin(), {uint8_t(imm >> 24), uint8_t(imm >> 16), uint8_t(imm >> 8), uint8_t(imm)});
     write(dir + "/pc-write", 2, write_imm);
+    // An authenticated channel's (mode bit 3, the fuzzer's fixed key): a sealed REQUEST, and a
+    // tagged zero write (no pages before its trailer).
+    const std::vector<uint8_t> key(kPcAuthKeySize, 0x5c);
+    write(dir + "/pc-sealed", 2 | 8, seal_pc_message(request, PcKeys::from(key)->messages));
+    PcTrailer zero{1, 2, kPcTagged, 4096, {}};
+    auto tagged = encode_pc_trailer(zero);
+    encode_pc_tag(tagged, pc_write_tag(PcKeys::from(key)->writes, PcKind::zero, tagged, {}));
+    uint32_t zimm = encode_pc_immediate({PcKind::zero, 40, 2});
+    tagged.insert(tagged.begin(), {uint8_t(zimm >> 24), uint8_t(zimm >> 16), uint8_t(zimm >> 8), uint8_t(zimm)});
+    write(dir + "/pc-tagged-write", 2 | 8, tagged);
     return 0;
 }
 

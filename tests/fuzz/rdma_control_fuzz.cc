@@ -1,13 +1,17 @@
 // libFuzzer target for what an RDMA migration peer decodes from the other side: RDMA-CM
 // private data and control-channel messages of every type, then the bounds checks every
 // entry passes before it may touch memory; the postcopy channel's messages, immediates
-// and slot trailers (first byte bit 1), with the range check every page passes; and (bit 2)
+// and slot trailers (first byte bit 1), with the range check every page passes (with bit 3 as
+// an authenticated channel takes them: sealed messages opened, tagged writes checked); and (bit 2)
 // an authenticated connection's control messages as its TLS session delivers them, a byte
 // stream cut into messages by their headers.
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "proto/chunks.h"
+#include "proto/postcopy_auth.h"
 #include "proto/postcopy_wire.h"
 #include "proto/wire.h"
 
@@ -60,12 +64,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         return 0;
     }
     if (data[0] & 2) {
-        if (auto pm = decode_pc_message(rest); pm && pm->type == PcType::request)
-            (void)check_pc_range(blocks, pm->block, pm->offset, pm->pages);
+        static const std::vector<uint8_t> key(kPcAuthKeySize, 0x5c);
+        std::optional<PcKeys> keys;
+        if (data[0] & 8) keys = *PcKeys::from(key);
+        auto pm = keys ? open_pc_message(rest, keys->messages) : decode_pc_message(rest);
+        if (pm && pm->type == PcType::request) (void)check_pc_range(blocks, pm->block, pm->offset, pm->pages);
         if (rest.size() >= 4) {
             uint32_t v = (uint32_t{rest[0]} << 24) | (uint32_t{rest[1]} << 16) | (uint32_t{rest[2]} << 8) | rest[3];
             if (auto imm = decode_pc_immediate(v, 64); imm && imm->kind != PcKind::end) {
-                if (auto t = decode_pc_trailer(rest.subspan(4)); t) (void)check_pc_range(blocks, t->block, t->offset, t->pages);
+                // The pages, then the trailer, as in a slot.
+                size_t at = std::min<size_t>(rest.size() - 4, imm->kind == PcKind::data ? imm->pages * kPcPage : 0);
+                auto slot = rest.subspan(4);
+                auto t = decode_pc_trailer(slot.subspan(at));
+                if (t && check_pc_range(blocks, t->block, t->offset, t->pages) && keys)
+                    (void)check_pc_write(keys->writes, imm->kind, *t, slot.first(at), blocks[t->block].name);
             }
         }
         return 0;

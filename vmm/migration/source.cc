@@ -210,7 +210,7 @@ Result<uint32_t> MigrationSource::negotiate() {
     if (summer_.keyed() && (conn_->source_ram() == nullptr || !conn_->source_ram()->carries_sums())) {
         return Error(fmt::format("{} is authenticated but carries no RAM sums to authenticate the pages with", conn_->describe()));
     }
-    header.features = options_.caps.verify_ram || summer_.keyed() ? kFeatureVerifyRam : 0;
+    header.features = sums_on() ? kFeatureVerifyRam : 0;
     verify_ = verify_mode();
     if (verify_ == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;

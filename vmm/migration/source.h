@@ -118,6 +118,9 @@ private:
     RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its options
     RamSaver::Verify verify_ = RamSaver::Verify::off;  // verify_mode(), decided once with the header
     PageSummer summer_;  // the sums' function: keyed MACs when the connection is authenticated
+    // Whether pages go with their sums (the header's kFeatureVerifyRam): verify-ram, or an
+    // authenticated connection, which turns them on by itself; postcopy's too, a recovery's included.
+    bool sums_on() const { return options_.caps.verify_ram || summer_.keyed(); }
     CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;

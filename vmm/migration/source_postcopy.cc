@@ -61,7 +61,7 @@ Status MigrationSource::postcopy(Run& run) {
     machine_.set_throttle(0);
     machine_.set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
-    PostcopySender sender(machine_.memory(), run.conn.source_postcopy({blocks, options_.caps.verify_ram}), blocks,
+    PostcopySender sender(machine_.memory(), run.conn.source_postcopy({blocks, sums_on()}), blocks,
                           std::move(*bitmaps), cancel_, *live_, {options_.caps.zero_blocks});
     uint64_t precopy_bytes = run.work.transferred;
     {
@@ -185,7 +185,7 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
     if (!conn) return conn.error();
     ByteStream& st = (*conn)->stream();
     StreamHeader header = header_for(machine_);
-    header.features = kFeaturePostcopy | kFeaturePostcopyResume | (options_.caps.verify_ram ? kFeatureVerifyRam : 0);
+    header.features = kFeaturePostcopy | kFeaturePostcopyResume | (sums_on() ? kFeatureVerifyRam : 0);
     if (auto s = st.write(encode_header(header)); !s) return s;
     if (auto s = st.flush(); !s) return s;
     if (auto w = st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms)); !w) {
@@ -208,7 +208,7 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
         stats_.uri = to.uri.text;
     }
     uri_ = to.uri;
-    sender.resume(conn_->source_postcopy({header.blocks, options_.caps.verify_ram}), received.bits());
+    sender.resume(conn_->source_postcopy({header.blocks, sums_on()}), received.bits());
     log::info("postcopy resumed over {}", conn_->describe());
     return {};
 }

@@ -103,6 +103,10 @@ std::vector<uint8_t> encode_pc_trailer(const PcTrailer& t) {
     return std::move(o.b);
 }
 
+void encode_pc_tag(std::vector<uint8_t>& trailer, uint64_t tag) {
+    for (int i = 7; i >= 0; --i) trailer.push_back(static_cast<uint8_t>(tag >> (8 * i)));
+}
+
 Result<PcTrailer> decode_pc_trailer(std::span<const uint8_t> bytes) {
     if (bytes.size() < kPcTrailerSize) return Error("RDMA postcopy: no room for a write's trailer in its slot");
     In in(bytes);
@@ -112,15 +116,16 @@ Result<PcTrailer> decode_pc_trailer(std::span<const uint8_t> bytes) {
     t.pages = static_cast<uint16_t>(w >> 16);
     t.flags = static_cast<uint16_t>(w);
     t.offset = in.u64();
-    if ((t.flags & ~kPcSummed) != 0) return Error(fmt::format("RDMA postcopy: trailer flags {:#x} unknown", t.flags));
+    if ((t.flags & ~(kPcSummed | kPcTagged)) != 0) return Error(fmt::format("RDMA postcopy: trailer flags {:#x} unknown", t.flags));
     if (t.pages == 0 || t.pages > kPcMaxPages || t.offset % kPcPage != 0) {
         return Error(fmt::format("RDMA postcopy: a trailer for {} pages at offset {:#x} (1..{} whole pages)", t.pages,
                                  t.offset, kPcMaxPages));
     }
-    if ((t.flags & kPcSummed) != 0) {
-        if (bytes.size() < kPcTrailerSize + t.pages * 8u) return Error("RDMA postcopy: the trailer's sums overrun the slot");
-        for (uint16_t i = 0; i < t.pages; ++i) t.sums.push_back(in.u64());
-    }
+    size_t sums = (t.flags & kPcSummed) != 0 ? t.pages * 8u : 0;
+    size_t tag = (t.flags & kPcTagged) != 0 ? 8 : 0;
+    if (bytes.size() < kPcTrailerSize + sums + tag) return Error("RDMA postcopy: the trailer's sums or tag overrun the slot");
+    for (size_t i = 0; i < sums / 8; ++i) t.sums.push_back(in.u64());
+    if (tag != 0) t.tag = in.u64();
     return t;
 }
 

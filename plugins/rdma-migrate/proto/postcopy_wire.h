@@ -15,6 +15,7 @@
 // immediate is {kind u8, slot u16, pages u8}. A data write carries `pages` pages and then the
 // trailer; a zero write only the trailer (at the slot's start). END carries nothing.
 //   trailer {block u32, pages u16, flags u16, offset u64} [+ pages u64 XXH3-64 sums if kPcSummed]
+//           [+ u64 tag if kPcTagged: an authenticated channel's, proto/postcopy_auth.h]
 #pragma once
 
 #include <cstdint>
@@ -70,18 +71,25 @@ uint32_t encode_pc_immediate(const PcImmediate& imm);
 Result<PcImmediate> decode_pc_immediate(uint32_t value, uint32_t slots);
 
 constexpr uint16_t kPcSummed = 1;  // trailer flag: the pages' sums follow
+constexpr uint16_t kPcTagged = 2;  // trailer flag: the write's tag ends it (authenticated channel)
 constexpr size_t kPcTrailerSize = 16;
+// The longest trailer: sums for kPcMaxPages pages and a tag.
+constexpr size_t kPcMaxTrailerSize = kPcTrailerSize + kPcMaxPages * 8 + 8;
 struct PcTrailer {
     uint32_t block = 0;
     uint16_t pages = 0;
     uint16_t flags = 0;
     uint64_t offset = 0;  // in the block
     std::vector<uint64_t> sums;  // with kPcSummed, one per page
+    uint64_t tag = 0;            // with kPcTagged
     bool operator==(const PcTrailer&) const = default;
 };
+// The trailer's bytes; with kPcTagged the tag is left off (what the tag is computed over: the
+// writer appends it, encode_pc_tag).
 std::vector<uint8_t> encode_pc_trailer(const PcTrailer& t);
+void encode_pc_tag(std::vector<uint8_t>& trailer, uint64_t tag);
 // `bytes`: what follows the data in the slot (up to the slot's end). Checks the flags and that
-// the sums fit; block and range are the caller's to check.
+// the sums and the tag fit; block and range are the caller's to check.
 Result<PcTrailer> decode_pc_trailer(std::span<const uint8_t> bytes);
 
 struct LocalBlock;

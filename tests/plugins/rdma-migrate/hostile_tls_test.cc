@@ -6,8 +6,13 @@
 // page after the source's write landed and before the source's sums arrive. The destination
 // checks the sums as vmm does (RamVerifier, keyed with the session's exporter): the forged page
 // is named by block and offset. The control case, without the forger, settles clean.
+// Postcopy (RdmaPostcopyForgery): the source pushes one page into a landing slot, and the forger
+// writes over that slot before the destination takes the write (its tag fails, named by block
+// and offset, and nothing is handed on to be placed) or after (what is placed is the private
+// copy the tag was checked on).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 
@@ -146,6 +151,73 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
     return settled.empty() ? "clean" : settled;
 }
 
+enum class Forge { never, before_taken, after_taken };
+
+struct PostcopyOutcome {
+    std::string destination;  // "" when the write was taken, else why not
+    bool arrived_whole = false;  // the page handed on holds the source's bytes (read after any forgery)
+    bool slot_forged = false;    // the forger's bytes are in the landing slot
+};
+
+// One authenticated postcopy push of page kForgedPage, the forger writing over its landing
+// slot as `forge` says.
+PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
+    Ram src_ram(kSourceFill), dst_ram;
+    uint16_t port = some_port();
+    auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
+    if (!l) return {"listen: " + l.error().message()};
+    std::promise<DestinationSession*> switched;
+    std::promise<void> take, taken, forger_gone;
+    PostcopyOutcome out;
+    PeerThread destination;
+    destination.start([&]() -> std::string {
+        SessionConfig cfg = config(dst_ram, creds);
+        cfg.pin_all = false, cfg.postcopy = true;
+        auto s = DestinationSession::accept(**l, cfg, "");
+        Status st = s ? (*s)->begin_postcopy() : Status(s.error());
+        switched.set_value(st ? s->get() : nullptr);
+        if (!st) {
+            taken.set_value();
+            return st.error().message();
+        }
+        take.get_future().wait();
+        auto a = (*s)->postcopy()->next();
+        taken.set_value();
+        forger_gone.get_future().wait();
+        if (a && a->data != nullptr)
+            out.arrived_whole = std::all_of(a->data, a->data + kPage, [](uint8_t b) { return b == kSourceFill; });
+        (*s)->link().abort("the test is over");
+        return a ? "" : a.error().message();
+    });
+    SessionConfig cfg = config(src_ram, creds);
+    cfg.pin_all = false, cfg.postcopy = true;
+    auto s = SourceSession::connect(rdma_addr(), port, cfg);
+    DestinationSession* dst = switched.get_future().get();
+    Status st = !s ? Status(s.error()) : dst == nullptr || (*s)->postcopy() == nullptr ? Status(Error("no postcopy channel")) : Status{};
+    if (st) st = (*s)->postcopy()->begin();
+    std::unique_ptr<Forger> forger;
+    if (st && forge != Forge::never) forger = std::make_unique<Forger>(dst->link().protection_domain());
+    if (st) st = (*s)->postcopy()->send(0, kForgedPage * kPage, 1, false, {}, std::nullopt);
+    const uint8_t* slot = dst != nullptr && dst->postcopy() != nullptr
+                              ? reinterpret_cast<const uint8_t*>(dst->postcopy()->landing_slot(kPcRequestSlots))
+                              : nullptr;
+    if (st && !vmm::test::eventually([&] { return slot[0] == kSourceFill && slot[kPage - 1] == kSourceFill; }, 30))
+        st = Error("the push never landed");
+    auto forge_now = [&] {
+        if (st) st = forger->write(dst->postcopy()->landing_slot(kPcRequestSlots), dst->postcopy()->landing_rkey());
+        out.slot_forged = st && slot[0] == 0xee;
+    };
+    if (forge == Forge::before_taken) forge_now();
+    take.set_value();
+    taken.get_future().wait();
+    if (forge == Forge::after_taken) forge_now();
+    forger.reset();
+    forger_gone.set_value();
+    out.destination = destination.result();
+    if (!st) out.destination = "test: " + st.error().message();
+    return out;
+}
+
 struct Pki {
     static const Pki& get() {
         static Pki pki;
@@ -169,6 +241,36 @@ TEST(RdmaForgery, APageWrittenByASecondQueuePairIsNamed) {
     std::string result = migrate_one_chunk(Pki::get().good, true);
     EXPECT_NE(result.find("pc.ram"), std::string::npos) << result;
     EXPECT_NE(result.find("0x3000"), std::string::npos) << result;
+}
+
+}  // namespace rdma_migrate::test
+
+namespace rdma_migrate::test {
+
+TEST(RdmaPostcopyForgery, WithoutAForgerThePushedPageArrivesWhole) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    PostcopyOutcome out = postcopy_one_page(Pki::get().good, Forge::never);
+    EXPECT_EQ(out.destination, "");
+    EXPECT_TRUE(out.arrived_whole);
+}
+
+TEST(RdmaPostcopyForgery, ASlotWrittenOverBeforeItIsTakenFailsItsTagNamingTheRange) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    PostcopyOutcome out = postcopy_one_page(Pki::get().good, Forge::before_taken);
+    EXPECT_TRUE(out.slot_forged) << out.destination;
+    EXPECT_NE(out.destination.find("RAM block 'pc.ram' offset 0x3000"), std::string::npos) << out.destination;
+    EXPECT_NE(out.destination.find("failed authentication"), std::string::npos) << out.destination;
+}
+
+TEST(RdmaPostcopyForgery, ASlotWrittenOverAfterItWasCheckedChangesNothingPlaced) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    PostcopyOutcome out = postcopy_one_page(Pki::get().good, Forge::after_taken);
+    EXPECT_EQ(out.destination, "");
+    EXPECT_TRUE(out.slot_forged) << "the forger's write did not land in the slot";
+    EXPECT_TRUE(out.arrived_whole) << "the forged bytes reached what is placed";
 }
 
 }  // namespace rdma_migrate::test

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "rdma_device.h"
+#include "tests/support/postcopy.h"
 #include "tests/support/require.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/vm_pair.h"
@@ -164,15 +165,48 @@ TEST(RdmaTls, PlaintextAndAuthenticatedDoNotMeet) {
     EXPECT_EQ(tls_src->status(), "running");
 }
 
-// What does not run inside TLS yet is refused, not run unauthenticated.
-TEST(RdmaTls, PostcopyWithTlsCredsIsRefusedWithOneLine) {
+// Postcopy over an authenticated connection, as a person runs it: both sides get tls-creds and
+// postcopy-ram, the switch comes after the bulk round, migrate_pause cuts the link, and the
+// recovery's new connection runs a handshake (and so has keys) of its own. The destination
+// holds the guest paused, so the pages it lacks come by the push and by the requests its RAM
+// digest makes after the recovery; each is tagged, and it ends with exactly the source's RAM.
+TEST(RdmaTls, AnAuthenticatedPostcopyIsTaggedAndRecoversOverANewHandshake) {
     VMM_REQUIRE_RDMA_PKI();
-    auto src = source_with("rdma-tls-pc-src", RdmaPki::get().good);
+    VMM_REQUIRE(need::userfaultfd());
+    const std::string& creds = RdmaPki::get().good;
+    std::string uri = rdma_uri();
+    auto dst = Vm::start("rdma-tls-pc-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", "defer"});
+    ASSERT_TRUE(dst);
+    EXPECT_EQ(dst->cmd("migrate_set_parameter tls-creds " + creds), "");
+    EXPECT_EQ(dst->cmd("migrate_set_capability postcopy-ram on"), "");
+    EXPECT_EQ(dst->cmd("migrate_incoming " + uri), "");
+    auto src = Vm::start("rdma-tls-pc-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=8M"});
     ASSERT_TRUE(src);
-    ASSERT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
-    std::string out = src->cmd("migrate " + rdma_uri());
-    EXPECT_NE(out.find("postcopy-ram with tls-creds"), std::string::npos) << out;
-    EXPECT_EQ(src->status(), "running");
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 1; }, 120)) << src->log();
+    EXPECT_EQ(src->cmd("migrate_set_parameter tls-creds " + creds), "");
+    migrate_switching_after_bulk(*src, uri, "0", "256k");
+    auto reaches = [](Vm& vm, const char* status, int seconds) {
+        return eventually([&] { return vm.migrate_status() == status; }, seconds);
+    };
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_NE(src->log().find("the postcopy channel's messages and writes tagged"), std::string::npos) << src->log();
+    std::string at_switch = src->ramhash();
+    EXPECT_EQ(src->cmd("migrate_pause"), "");
+    ASSERT_TRUE(reaches(*src, "postcopy-paused", 60)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(reaches(*dst, "postcopy-paused", 60)) << dst->cmd("info migrate") << dst->log();
+    std::string again = rdma_uri();
+    EXPECT_EQ(dst->cmd("migrate_recover " + again), "");
+    EXPECT_EQ(src->cmd("migrate -r " + again), "");
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 60)) << src->cmd("info migrate") << src->log() << dst->log();
+    EXPECT_EQ(dst->ramhash(), at_switch) << "the destination's RAM, faulted in over the recovered link, differs"
+                                         << dst->log();
+    ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
+    EXPECT_GT(number(*dst, "postcopy requests"), 0u) << dst->cmd("info migrate");
+    EXPECT_EQ(dst->ramhash(), at_switch);
+    EXPECT_EQ(dst->migrate_field("error"), "");
 }
 
 }  // namespace vmm::test

@@ -1,0 +1,74 @@
+#include "postcopy_auth.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace rdma_migrate {
+
+PcTagger::PcTagger(std::span<const uint8_t, 16> key) { umac64_set_key(&ctx_, key.data()); }
+
+uint64_t PcTagger::next(std::initializer_list<std::span<const uint8_t>> parts) {
+    std::array<uint8_t, 8> nonce{};
+    for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(sequence_ >> (56 - 8 * i));
+    ++sequence_;
+    umac64_set_nonce(&ctx_, nonce.size(), nonce.data());
+    for (auto p : parts) umac64_update(&ctx_, p.size(), p.data());
+    std::array<uint8_t, 8> tag{};
+    umac64_digest(&ctx_, tag.size(), tag.data());
+    uint64_t v = 0;
+    for (uint8_t b : tag) v = (v << 8) | b;
+    return v;
+}
+
+Result<PcKeys> PcKeys::from(std::span<const uint8_t> exported) {
+    if (exported.size() != kPcAuthKeySize) {
+        return Error(fmt::format("internal: a postcopy key of {} bytes, where {} are needed", exported.size(), kPcAuthKeySize));
+    }
+    return PcKeys{PcTagger(exported.subspan<0, 16>()), PcTagger(exported.subspan<16, 16>())};
+}
+
+std::vector<uint8_t> seal_pc_message(const PcMessage& m, PcTagger& tagger) {
+    auto bytes = encode_pc_message(m);
+    encode_pc_tag(bytes, tagger.next({bytes}));
+    return bytes;
+}
+
+Result<PcMessage> open_pc_message(std::span<const uint8_t> bytes, PcTagger& tagger) {
+    if (bytes.size() != kPcSealedSize) {
+        return Error(fmt::format("RDMA postcopy channel: a message of {} bytes, where an authenticated one has {}",
+                                 bytes.size(), kPcSealedSize));
+    }
+    uint64_t number = tagger.sequence();
+    auto message = bytes.first(kPcMessageSize);
+    uint64_t expected = tagger.next({message});
+    uint64_t tag = 0;
+    for (uint8_t b : bytes.subspan(kPcMessageSize)) tag = (tag << 8) | b;
+    if (tag != expected) {
+        return Error(fmt::format("RDMA postcopy: the destination's message {} failed authentication (MAC mismatch): "
+                                 "sent, changed or replayed by someone other than the destination",
+                                 number));
+    }
+    return decode_pc_message(message);
+}
+
+uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> trailer, std::span<const uint8_t> pages) {
+    const uint8_t k = static_cast<uint8_t>(kind);
+    return tagger.next({std::span<const uint8_t>(&k, 1), trailer, pages});
+}
+
+Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> pages,
+                      const std::string& block_name) {
+    uint64_t number = tagger.sequence();
+    if ((t.flags & kPcTagged) == 0) {
+        return Error(fmt::format("RDMA postcopy: write {} (RAM block '{}' offset {:#x}) carries no tag on an "
+                                 "authenticated channel: not the source's",
+                                 number, block_name, t.offset));
+    }
+    if (pc_write_tag(tagger, kind, encode_pc_trailer(t), pages) == t.tag) return {};
+    return Error(fmt::format("RDMA postcopy: write {} for RAM block '{}' offset {:#x} (+{:#x}) failed authentication "
+                             "(MAC mismatch): written or changed by someone other than the source; nothing of it was placed",
+                             number, block_name, t.offset, uint64_t{t.pages} * kPcPage));
+}
+
+}  // namespace rdma_migrate

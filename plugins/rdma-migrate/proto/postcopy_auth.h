@@ -1,0 +1,65 @@
+// Authenticated postcopy over RDMA (kCapPostcopy with kCapTls; docs/rdma-protocol.md,
+// "Authenticated postcopy"). The postcopy channel's SENDs and writes go outside the control
+// channel's TLS session (one round trip a page, no record layer in the way), so each carries a
+// UMAC-64 tag (RFC 4418) under keys both ends export from that session, label
+// EXPORTER-vmm-rdma-postcopy, which nobody on the fabric can derive:
+//   bytes 0..15: the key of the destination's messages (HELLO, REQUEST, CREDIT, DONE): each
+//     message is followed by its tag (kPcSealedSize bytes in all);
+//   bytes 16..31: the key of the source's writes: a write's trailer has kPcTagged and ends with
+//     the tag of {the immediate's kind, the trailer before the tag, the pages}.
+// The nonce is each direction's sequence number: a reliable connection delivers each direction
+// in order, so both ends count alike, every nonce is used once under its key (UMAC's rule; the
+// tags are seen on the wire), and a message or write that is forged, changed, replayed or
+// reordered fails its tag. A recovery's connection has a TLS session, so keys, of its own.
+#pragma once
+
+#include <nettle/umac.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "postcopy_wire.h"
+
+namespace rdma_migrate {
+
+constexpr const char* kPcAuthLabel = "EXPORTER-vmm-rdma-postcopy";
+constexpr size_t kPcAuthKeySize = 32;  // two UMAC keys of 16 bytes
+constexpr size_t kPcTagSize = 8;
+constexpr size_t kPcSealedSize = kPcMessageSize + kPcTagSize;
+
+// One direction's tags: UMAC-64 under a 16-byte key, the nonce its sequence number.
+class PcTagger {
+public:
+    explicit PcTagger(std::span<const uint8_t, 16> key);
+    // The tag of the next message (the concatenation of `parts`); the sequence moves on.
+    uint64_t next(std::initializer_list<std::span<const uint8_t>> parts);
+    uint64_t sequence() const { return sequence_; }
+
+private:
+    umac64_ctx ctx_;
+    uint64_t sequence_ = 0;
+};
+
+// Both directions' taggers of one postcopy channel, from the exported key.
+struct PcKeys {
+    static Result<PcKeys> from(std::span<const uint8_t> exported);
+    PcTagger messages;  // the destination's SENDs
+    PcTagger writes;    // the source's writes
+};
+
+// A message and its tag (kPcSealedSize bytes); the tagger moves on.
+std::vector<uint8_t> seal_pc_message(const PcMessage& m, PcTagger& tagger);
+// Checks the length and the tag (the tagger's next), then decodes as decode_pc_message.
+Result<PcMessage> open_pc_message(std::span<const uint8_t> bytes, PcTagger& tagger);
+
+// A write's tag: over its kind, its trailer's encoding without the tag and its pages.
+uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> trailer, std::span<const uint8_t> pages);
+// The destination's check of a tagged write: `t` as decoded (kPcTagged, its tag), `pages` the
+// pages as copied out of the slot. The error names the range the trailer gives.
+Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> pages,
+                      const std::string& block_name);
+
+}  // namespace rdma_migrate
