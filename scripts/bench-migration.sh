@@ -17,7 +17,9 @@
 #      was touched, not the RAM size
 #   3. downtime: the stress guest with downtime-limit 300 ms (QEMU's default) and 50 ms;
 #      VMM-measured downtime and the pause the pattern guest observed itself
-# Also: each vmm's memory beyond guest RAM, sampled during every migration.
+# Also: each vmm's memory beyond guest RAM, sampled during every migration, and the CPU time
+# both vmm spent on it (user + system, every thread, from the migrate command to its end) per GB
+# moved: what a variant costs in cores, and so how fast the cores here could run it at best.
 #
 #   scripts/bench-migration.sh [--size 1G] [--runs 3] [--transport tcp|unix] [--quick]
 #                              [--variants mig,tls,ktls,...]   (part 1 only, these variants)
@@ -51,14 +53,18 @@ uri_for() {  # uri_for NAME
 # writer never meets a closed pipe).
 field() { awk -v k="$1: " 'index($0, k) == 1 && !done { s = substr($0, length(k) + 1); sub(/ .*/, "", s); print s; done = 1 }'; }
 
+# cpu_ticks PID...: user + system clock ticks of these processes, all their threads.
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+
 # migrate_once NAME SIZE SMP SRC_ARGS...: runs one migration and sets R_TOTAL R_MBPS R_DOWN
-# R_PAUSE R_SRC_KIB R_DST_KIB R_SENT_KIB R_SETUP R_SETUP_PARTS, and R_OK=1. One that fails sets
+# R_PAUSE R_SRC_KIB R_DST_KIB R_SENT_KIB R_SETUP R_SETUP_PARTS R_CPU_S (both vmm's CPU seconds
+# over the migration), and R_OK=1. One that fails sets
 # R_OK=0 and every figure to "-", says why in $work/failed and keeps its logs in
 # build/bench/failed-STAMP-NAME/: the other figures are reported, and the script fails at the end.
 migrate_once() {
     R_OK=1
     if ! migration_run "$@"; then
-        R_OK=0 R_TOTAL=- R_MBPS=- R_DOWN=- R_PAUSE=- R_SENT_KIB=- R_SETUP=- R_SETUP_PARTS= R_SRC_KIB=0 R_DST_KIB=0
+        R_OK=0 R_TOTAL=- R_MBPS=- R_DOWN=- R_PAUSE=- R_SENT_KIB=- R_SETUP=- R_SETUP_PARTS= R_SRC_KIB=0 R_DST_KIB=0 R_CPU_S=-
         local keep="$BUILD/bench/failed-$stamp-$1"
         mkdir -p "$keep" && cp "$work/$1"-* "$keep/" 2>/dev/null || true
         echo "$1: ${R_FAILED:-failed} (logs: $keep)" >>"$work/failed"
@@ -95,7 +101,9 @@ migration_run() {
     sample_overhead "$dpid" "$ram_kib" "$work/$name-d.rss" >/dev/null & local s2=$!
     pids+=("$s1" "$s2") run_pids+=("$s1" "$s2")
     [ "${VMM_BENCH_FAIL:-}" != "$name" ] || uri="${uri%:*}:$(( 20000 + RANDOM % 20000 ))"  # on purpose: nobody there
+    local ticks; ticks=$(cpu_ticks "$spid" "$dpid")
     local out; out=$("$CTL" "unix:$work/$name-s.sock" "migrate $uri" | tr '\r' '\n' || true)
+    R_CPU_S=$(awk -v a="$ticks" -v b="$(cpu_ticks "$spid" "$dpid")" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.2f", (b - a) / hz}')
     if ! echo "$out" | grep -q "Migration status: completed"; then
         R_FAILED=$(echo "$out" | sed -n 's/^error: //p' | tail -1)
         R_FAILED="the migration did not complete${R_FAILED:+: $R_FAILED}"
@@ -128,6 +136,7 @@ filled_run() {
     [ "$R_OK" = 1 ] || { echo - >>"$work/$file"; return 0; }  # keeps each run's line beside its pair's
     R_FILLED=$(awk -v b="$bytes" -v t="$R_TOTAL" 'BEGIN{printf "%.1f", b/(t/1000)/1e6}')
     echo "$R_FILLED" >>"$work/$file"
+    awk -v c="$R_CPU_S" -v b="$bytes" 'BEGIN{printf "%.3f\n", c / (b / 1e9)}' >>"$work/$file.cpu"
 }
 
 log "1. throughput: host-filled $size guest, $runs run(s), each migration right after raw loopback TCP"
@@ -139,7 +148,7 @@ for v in "${variants[@]}"; do
     [[ " ${all_variants[*]} " == *" $v "* ]] || die "--variants: no variant '$v' (there are: ${all_variants[*]})"
 done
 for v in "${all_variants[@]}" hot cold connect; do
-    : >"$work/$v"; : >"$work/$v.ratio"; : >"$work/$v.setup"
+    : >"$work/$v"; : >"$work/$v.ratio"; : >"$work/$v.setup"; : >"$work/$v.cpu"
 done
 max_src=0 max_dst=0
 printf '[migration.capabilities]\nx-zero-copy-local = true\n' >"$work/splice.toml"
@@ -179,7 +188,8 @@ paired_run() {
     awk -v a="$R_FILLED" -v b="$hot" 'BEGIN{printf "%.3f\n", a/b}' >>"$work/$v.ratio"
     if [ "$R_SRC_KIB" -gt "$max_src" ]; then max_src=$R_SRC_KIB; fi
     if [ "$R_DST_KIB" -gt "$max_dst" ]; then max_dst=$R_DST_KIB; fi
-    printf '   %-4s %8s MB/s beside raw TCP hot %8s MB/s: %s\n' "$v" "$R_FILLED" "$hot" "$(tail -1 "$work/$v.ratio")"
+    printf '   %-4s %8s MB/s beside raw TCP hot %8s MB/s: %s; both vmm %s CPU-s (%s s/GB)\n' "$v" "$R_FILLED" "$hot" \
+        "$(tail -1 "$work/$v.ratio")" "$R_CPU_S" "$(tail -1 "$work/$v.cpu")"
 }
 for i in $(seq 1 "$runs"); do
     "$BUILD/bin/vmm-tcpbench" "$size" --cold | sed 's/.*MBps=//' >>"$work/cold"
@@ -223,7 +233,7 @@ row "raw loopback TCP, memory to memory $size (median)" "$cold MB/s"
 row "host-filled $size guest, MB/s (median) and, in brackets," ""
 row "  the median of each migration's ratio to raw TCP hot just before it (target >= 0.8):" ""
 variant_row() {  # variant_row VARIANT LABEL
-    row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{if (a == "-") print "-"; else printf "%.2f", a/c}'))"
+    row "  $2" "${mbs[$1]} MB/s  [${ratio[$1]}]  (÷ memory to memory: $(awk -v a="${mbs[$1]}" -v c="$cold" 'BEGIN{if (a == "-") print "-"; else printf "%.2f", a/c}'); CPU $(median <"$work/$1.cpu") s/GB)"
 }
 variant_row mig "default (one connection; copies RAM to this host)"
 variant_row ver "  verify-ram on"
@@ -247,6 +257,10 @@ paste "$work/mfdtls" "$work/mfd" | awk 'NF == 2 && $1 != "-" && $2 != "-" {print
 row "TLS: with / without MB/s, median of paired runs" ""
 row "  one connection (target >= 0.8)" "$(median <"$work/tls.vs")  (runs: $(tr '\n' ' ' <"$work/tls.vs"))"
 row "  multifd, 2 lanes (target >= 0.95)" "$(median <"$work/mfdtls.vs")  (runs: $(tr '\n' ' ' <"$work/mfdtls.vs"))"
+# The most these cores could move with TLS on every lane: all of them busy on nothing else, at
+# the CPU time per GB that TLS multifd took; over multifd plaintext's MB/s, the best ratio here.
+ceiling=$(awk -v c="$(median <"$work/mfdtls.cpu")" -v n="$(nproc)" 'BEGIN{if (c == "-" || c <= 0) print "-"; else printf "%.0f", n / c * 1000}')
+row "  multifd with TLS at most, $(nproc) cores / its CPU-s per GB" "$ceiling MB/s ($(awk -v a="$ceiling" -v b="${mbs[mfd]}" 'BEGIN{if (a == "-" || b == "-" || b <= 0) print "-"; else printf "%.2f", a/b}') of multifd plaintext)"
 paste "$work/ktls" "$work/tls" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/ktls.vs"
 paste "$work/ktlssp" "$work/tls" | awk 'NF == 2 && $1 != "-" && $2 != "-" {printf "%.3f\n", $1/$2}' >"$work/ktlssp.vs"
 row "  kernel TLS / TLS in GnuTLS, copying (above 1: the kernel's is faster)" "$(median <"$work/ktls.vs")  (runs: $(tr '\n' ' ' <"$work/ktls.vs"))"

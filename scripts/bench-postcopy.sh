@@ -32,10 +32,11 @@
 # --vs-qemu: in the nested VM, only the runs beside QEMU 7.2 (ours with and without readahead,
 # QEMU's), a few minutes: writes bench-postcopy-vs-qemu.json.
 #
-# --auth: in the nested VM, postcopy over rdma plain and authenticated (tls-creds at both ends:
-# every request and write tagged, each write's tag checked on a private copy of its slot),
-# alternating, --runs pairs (3): fault latency, blocked time and total time side by side;
-# writes bench-postcopy-rdma-auth.json.
+# --auth: in the nested VM, postcopy over rdma plain, with verify-ram (every page summed), and
+# authenticated (tls-creds at both ends: the pages summed as with verify-ram, and every request
+# and write tagged, each write's tag checked on a private copy of its slot), in turn, --runs
+# times (3): fault latency, blocked time, setup and total time side by side; writes
+# bench-postcopy-rdma-auth.json.
 #
 #   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu | --auth [--runs N]]
 set -euo pipefail
@@ -175,7 +176,7 @@ stall_us=$(jq -n --argjson r "$rate_mib" --argjson n "$smp" '[10 * 1e6 / ($r * 2
 log "the guest counts a gap of $stall_us us or more between two pages as a stall"
 bw=$cap pcbw=$cap preempt=1 readahead=  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the
                                         # default), x-postcopy-readahead (empty: the default)
-creds=  # run()'s tls-creds at both ends (empty: none)
+creds= verify=  # run()'s tls-creds at both ends (empty: none); verify-ram at both ends (1: on)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
@@ -186,10 +187,12 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     start_vm "$mode-d" --incoming defer
     case "$mode" in postcopy*) for c in "${caps[@]}"; do h "$mode-d" "migrate_set_capability $c"; done ;; esac
     [ -z "$creds" ] || h "$mode-d" "migrate_set_parameter tls-creds $creds"
+    [ -z "$verify" ] || h "$mode-d" "migrate_set_capability verify-ram on"
     h "$mode-d" "migrate_incoming $uri"
     source_vm "$mode-s"
     h "$mode-s" "migrate_set_parameter max-bandwidth $bw"
     [ -z "$creds" ] || h "$mode-s" "migrate_set_parameter tls-creds $creds"
+    [ -z "$verify" ] || h "$mode-s" "migrate_set_capability verify-ram on"
     case "$mode" in
         once) h "$mode-s" stop ;;
         postcopy*)

@@ -14,7 +14,8 @@
 #     QEMU's postcopy-blocktime on; both told migrate-start-postcopy right after migrate, so both
 #     switch within a moment, before their bulk pass ends; and ours once more without readahead
 #     (postcopy-tcp-bare-nora). Each guest counts its own stalls (guest/stress.c, stall_us)
-# With --auth only plain-N and auth-N: postcopy over rdma without and with tls-creds, alternating.
+# With --auth only plain-N, verify-N and auth-N: postcopy over rdma as it is, with verify-ram,
+# and with tls-creds, in turn.
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -94,11 +95,12 @@ bare_runs() {  # ours beside QEMU's: the same guest, nothing prefilled, no contr
     readahead=0 attempt postcopy-now tcp postcopy-tcp-bare-nora
     fill=$saved_fill ctl=1
 }
-if [ "$auth" = 1 ]; then  # plain and authenticated postcopy over rdma, alternating
+if [ "$auth" = 1 ]; then  # plain, verify-ram and authenticated postcopy over rdma, in turn
     "$ROOT/scripts/make-test-pki.sh" "$work/pki" --server "$addr" >/dev/null ||
         die "make-test-pki.sh failed (needs certtool: apt-get install gnutls-bin)"
     for i in $(seq 1 "$runs"); do
         creds= attempt postcopy rdma "plain-$i"
+        verify=1 attempt postcopy rdma "verify-$i"
         creds=$work/pki attempt postcopy rdma "auth-$i"
         # What the source logged of its connection says whether it was authenticated.
         if ! jq -e .failed "$work/auth-$i.json" >/dev/null; then
@@ -106,8 +108,11 @@ if [ "$auth" = 1 ]; then  # plain and authenticated postcopy over rdma, alternat
                 die "auth-$i: the source's log does not say its postcopy channel was tagged: $(grep -m1 'rdma ' "$work/postcopy-s.log")"
         fi
     done
+    for i in $(seq 1 "$runs"); do
+        for m in plain verify auth; do cat "$work/$m-$i.json" >>"$work/$m.all"; done
+    done
     jq -n --argjson cap "$cap" --arg hot "$hot" --arg fill "$fill" --arg dev "$dev" \
-        --slurpfile plain <(cat "$work"/plain-*.json) --slurpfile auth <(cat "$work"/auth-*.json) \
+        --slurpfile plain "$work/plain.all" --slurpfile verify "$work/verify.all" --slurpfile auth "$work/auth.all" \
         -f "$ROOT/scripts/lib/bench-postcopy-auth.jq" >"$out/bench-postcopy-rdma-auth.json"
     jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-rdma-auth.json"
     log "wrote $out/bench-postcopy-rdma-auth.json"

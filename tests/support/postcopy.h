@@ -54,6 +54,16 @@ inline void keep_the_push_slow(Vm& src) {
     EXPECT_EQ(src.cmd("migrate_set_parameter x-postcopy-readahead 0"), "");
 }
 
+// migrate_pause on the source in postcopy; once both sides are in postcopy-paused,
+// migrate_recover on the destination at `again` (any transport's URI) and migrate -r to it.
+inline void pause_and_recover(Vm& src, Vm& dst, const std::string& again) {
+    EXPECT_EQ(src.cmd("migrate_pause"), "");
+    ASSERT_TRUE(eventually([&] { return src.migrate_status() == "postcopy-paused"; }, 60)) << src.cmd("info migrate") << src.log();
+    ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "postcopy-paused"; }, 60)) << dst.cmd("info migrate") << dst.log();
+    EXPECT_EQ(dst.cmd("migrate_recover " + again), "");
+    EXPECT_EQ(src.cmd("migrate -r " + again), "");
+}
+
 // Both sides paused: migrate_recover on a new port, migrate -r to it, and both complete.
 inline void recover_and_complete(Vm& src, Vm& dst) {
     // migrate_pause answers before the source has let the link go: 'migrate -r' wants it paused.

@@ -120,12 +120,7 @@ TEST(RdmaPostcopy, APausedLinkIsRecoveredOverANewConnection) {
     ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log();
     ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate");
     std::string at_switch = src->ramhash();
-    EXPECT_EQ(src->cmd("migrate_pause"), "");
-    ASSERT_TRUE(reaches(*src, "postcopy-paused", 60)) << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(reaches(*dst, "postcopy-paused", 60)) << dst->cmd("info migrate") << dst->log();
-    std::string again = rdma_uri();
-    EXPECT_EQ(dst->cmd("migrate_recover " + again), "");
-    EXPECT_EQ(src->cmd("migrate -r " + again), "");
+    ASSERT_NO_FATAL_FAILURE(pause_and_recover(*src, *dst, rdma_uri()));
     ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log() << dst->log();
     ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
     EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");

@@ -192,12 +192,7 @@ TEST(RdmaTls, AnAuthenticatedPostcopyIsTaggedAndRecoversOverANewHandshake) {
     ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate") << dst->log();
     EXPECT_NE(src->log().find("the postcopy channel's messages and writes tagged"), std::string::npos) << src->log();
     std::string at_switch = src->ramhash();
-    EXPECT_EQ(src->cmd("migrate_pause"), "");
-    ASSERT_TRUE(reaches(*src, "postcopy-paused", 60)) << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(reaches(*dst, "postcopy-paused", 60)) << dst->cmd("info migrate") << dst->log();
-    std::string again = rdma_uri();
-    EXPECT_EQ(dst->cmd("migrate_recover " + again), "");
-    EXPECT_EQ(src->cmd("migrate -r " + again), "");
+    ASSERT_NO_FATAL_FAILURE(pause_and_recover(*src, *dst, rdma_uri()));
     ASSERT_TRUE(reaches(*src, "postcopy-active", 60)) << src->cmd("info migrate") << src->log() << dst->log();
     EXPECT_EQ(dst->ramhash(), at_switch) << "the destination's RAM, faulted in over the recovered link, differs"
                                          << dst->log();
