@@ -20,6 +20,8 @@ no_stray_files() { [ -z "$(find "$dir" -maxdepth 1 -name '.*.vmmd-*' -o -maxdept
 pattern_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 stdbuf -oL virsh -c "$uri" event --domain demo --event lifecycle --loop --timeout 300 >"$dir/events" 2>&1 &
+# Started only once vmmd has the listener's callback: a start before it is an event nobody hears.
+wait_until 20 grep -q "registered event callback" "$dir/log" || fail "virsh event did not register: $(cat "$dir/events")"
 out=$(v start demo) || fail "start: $out"
 wait_until 30 grep -q "Started Booted" "$dir/events" || fail "virsh event heard no start: $(cat "$dir/events")"
 
