@@ -231,6 +231,11 @@ struct vmm_transport_ops {
  * verify-ram's sums on), and the sums are MACs instead of XXH3-64: UMAC-64 (RFC 4418) of the
  * page under the key ram_sums_key gives (its first 16 bytes the key, the next 8 the nonce). */
 #define VMM_RAM_SUMS_KEYED 8u
+/* With VMM_RAM_POSTCOPY: the transport authenticates every postcopy write itself (a tag under a
+ * key from its TLS session, checked on a private copy before pc_next_arrival hands it over), so
+ * the tag stands in for verify-ram's sums there, as keyed sums do in precopy: vmm sends no sums
+ * with pc_send and expects none from pc_next_arrival. */
+#define VMM_RAM_PC_TAGGED 16u
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

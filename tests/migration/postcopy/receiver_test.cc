@@ -108,6 +108,39 @@ TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlace
     }
 }
 
+// A link that authenticates every page itself (as the rdma plugin's tags do on an authenticated
+// connection) brings pages without verify-ram's sums, and they are placed; the same pages from a
+// link that does not are refused under verify-ram.
+TEST(PostcopyReceiver, PagesWithoutSumsAreTakenUnderVerifyOnlyFromALinkThatAuthenticatesThem) {
+    VMM_REQUIRE(need::userfaultfd());
+    struct Authenticating final : DestPostcopyLink {
+        explicit Authenticating(std::unique_ptr<DestPostcopyLink> l) : inner(std::move(l)) {}
+        Status begin() override { return inner->begin(); }
+        Status request(uint32_t block, uint64_t offset) override { return inner->request(block, offset); }
+        Result<PostcopyPages> next(Lane lane) override { return inner->next(lane); }
+        Status release(const PostcopyPages& pages) override { return inner->release(pages); }
+        Status done() override { return inner->done(); }
+        bool authenticates_pages() const override { return true; }
+        std::unique_ptr<DestPostcopyLink> inner;
+    };
+    for (bool authenticating : {true, false}) {
+        auto mem = make_memory();
+        MemoryStream stream(pages_record(0, 0, 2, 0xab) + end_record());
+        auto link = on(stream, layout(mem));
+        if (authenticating) link = std::make_unique<Authenticating>(std::move(link));
+        PostcopyReceiver rx(mem, stream, std::move(link), layout(mem), {}, true);
+        ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
+        auto s = rx.run();
+        if (authenticating) {
+            ASSERT_TRUE(s) << s.error().message();
+            EXPECT_EQ(mem.blocks()[0]->host()[4096], 0xab);
+        } else {
+            ASSERT_FALSE(s);
+            EXPECT_NE(s.error().message().find("without their sums"), std::string::npos) << s.error().message();
+        }
+    }
+}
+
 // postcopy-preempt: pages on the second connection are placed too, the main END waits for its
 // END; a record there that is not PAGES / ZERO / END, or a connection that ends without END,
 // fails the run with the preempt connection named, and cuts it.

@@ -38,8 +38,9 @@ Status call_plugin(const char* what, F f) {
 // PostcopyPages::kMaxPages goes as one vmm_pc_pages, with its sums under verify-ram.
 class PluginPostcopySource final : public SourcePostcopyLink {
 public:
-    PluginPostcopySource(const vmm_transport_ops* ops, void* conn, bool beside, PostcopyLinkConfig config)
-        : ops_(ops), conn_(conn), beside_(beside), config_(std::move(config)) {}
+    // `tagged`: the plugin authenticates every write (VMM_RAM_PC_TAGGED), so no sums go with them.
+    PluginPostcopySource(const vmm_transport_ops* ops, void* conn, bool beside, bool tagged, PostcopyLinkConfig config)
+        : ops_(ops), conn_(conn), beside_(beside), tagged_(tagged), config_(std::move(config)) {}
     Status begin() override { return call_plugin("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
     Result<std::optional<PostcopyRequest>> next_request(std::chrono::milliseconds wait) override {
         vmm_pc_request r{};
@@ -54,7 +55,7 @@ public:
         (void)path;  // one channel: the plugin keeps a push and an answer apart (VMM_RAM_PC_ANSWERS)
         if (run.count > PostcopyPages::kMaxPages) return Error("internal: a postcopy run longer than the channel carries");
         std::vector<uint64_t> sums;
-        if (config_.verify && !run.zero)
+        if (config_.verify && !tagged_ && !run.zero)
             for (uint64_t i = 0; i < run.count; ++i) sums.push_back(page_checksum(run.host + i * kStreamPageSize));
         vmm_pc_pages c{run.zero ? VMM_PC_ZERO : VMM_PC_DATA, run.block, run.first_page * kStreamPageSize,
                        static_cast<uint32_t>(run.count), token.value_or(VMM_PC_PUSH), nullptr,
@@ -77,6 +78,7 @@ private:
     const vmm_transport_ops* ops_;
     void* conn_;
     bool beside_;
+    bool tagged_;
     PostcopyLinkConfig config_;
 };
 
@@ -84,7 +86,8 @@ private:
 // they landed in, released once placed.
 class PluginPostcopyDest final : public DestPostcopyLink {
 public:
-    PluginPostcopyDest(const vmm_transport_ops* ops, void* conn) : ops_(ops), conn_(conn) {}
+    PluginPostcopyDest(const vmm_transport_ops* ops, void* conn, bool tagged) : ops_(ops), conn_(conn), tagged_(tagged) {}
+    bool authenticates_pages() const override { return tagged_; }
     Status begin() override { return call_plugin("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
     Status request(uint32_t block, uint64_t offset) override {
         return call_plugin("pc_request", [&](vmm_err* e) { return ops_->pc_request(conn_, block, offset, e); });
@@ -116,6 +119,7 @@ public:
 private:
     const vmm_transport_ops* ops_;
     void* conn_;
+    bool tagged_;
 };
 
 // Keeps the C strings the args struct points to alive during one call.
@@ -175,11 +179,13 @@ public:
         if (!has_postcopy()) return Connection::source_postcopy(std::move(config));
         auto features = VMM_OPTIONAL_OP(ram_features);
         bool beside = (features(conn_) & VMM_RAM_PC_ANSWERS) != 0;
-        return std::make_unique<PluginPostcopySource>(ops_, conn_, beside, std::move(config));
+        bool tagged = (features(conn_) & VMM_RAM_PC_TAGGED) != 0;
+        return std::make_unique<PluginPostcopySource>(ops_, conn_, beside, tagged, std::move(config));
     }
     std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
         if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));
-        return std::make_unique<PluginPostcopyDest>(ops_, conn_);
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        return std::make_unique<PluginPostcopyDest>(ops_, conn_, (features(conn_) & VMM_RAM_PC_TAGGED) != 0);
     }
     bool postcopy_channel() const override { return has_postcopy(); }
     std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }

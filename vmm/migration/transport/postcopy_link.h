@@ -111,6 +111,10 @@ public:
     virtual Status done() = 0;
     // The receiver ends early: the answers' lane's next() fails from now on.
     virtual void cut() {}
+    // Whether the link authenticates every page itself (the rdma plugin's tags on an
+    // authenticated connection): its pages then come without verify-ram's sums, which the
+    // tag stands in for.
+    virtual bool authenticates_pages() const { return false; }
 };
 
 }  // namespace vmm::migration
