@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/wait.h"
+
 namespace vmm {
 namespace {
 
@@ -15,7 +17,14 @@ TEST(ForEachParallel, EveryPieceRunsOnceOnTheWorkersAsked) {
     std::mutex mutex;
     std::set<std::thread::id> threads;
     std::set<unsigned> workers;
+    // The other workers hold their first piece until the caller has run one, so that it must
+    // take a piece however the threads are scheduled (on a busy machine they could otherwise
+    // run all 1000 before the caller gets to its first).
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> caller_ran{false};
     Status s = for_each_parallel(runs.size(), 3, [&](size_t i, unsigned w) {
+        if (std::this_thread::get_id() == caller) caller_ran = true;
+        else if (!vmm::test::eventually([&] { return caller_ran.load(); }, 30)) return Status(Error("the caller took no piece"));
         ++runs[i];
         std::lock_guard lock(mutex);
         threads.insert(std::this_thread::get_id());
