@@ -161,7 +161,7 @@ private:
     Status await_sends(uint64_t in_flight);
     Result<Arrival> arrival(const ibv_wc& wc);
     const uint8_t* slot_contents(const PcImmediate& imm);
-    Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot);
+    Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot, uint64_t at);
     Status check_answer(const Arrival& a);
     void free_request_slots(const Arrival& a);
 

@@ -125,7 +125,7 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::arrival(const ibv_wc& 
         return Error(fmt::format("RDMA postcopy: a write of {} pages whose trailer says {}", imm->pages, t->pages));
     }
     if (auto s = check_pc_range(blocks_, t->block, t->offset, t->pages); !s) return s.error();
-    if (auto s = check_tag(*imm, *t, slot); !s) return s.error();
+    if (auto s = check_tag(*imm, *t, slot, at); !s) return s.error();
     a.block = t->block, a.offset = t->offset, a.pages = t->pages, a.sums = std::move(t->sums);
     a.data = imm->kind == PcKind::data ? slot : nullptr;
     if (auto s = check_answer(a); !s) return s.error();
@@ -146,13 +146,12 @@ const uint8_t* PostcopyDestination::slot_contents(const PcImmediate& imm) {
 }
 
 // An authenticated channel's writes carry a tag, checked in the order they land; others none.
-Status PostcopyDestination::check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot) {
+Status PostcopyDestination::check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot, uint64_t at) {
     if (!keys_) {
         if ((t.flags & kPcTagged) == 0) return {};
         return Error("RDMA postcopy: a tagged write on a channel that is not authenticated");
     }
-    uint64_t length = imm.kind == PcKind::data ? uint64_t{t.pages} * kPcPage : 0;
-    return check_pc_write(keys_->writes, imm.kind, t, {slot, length}, blocks_[t.block].name);
+    return check_pc_write(keys_->writes, imm.kind, t, {slot + at, kPcSlotSize - at}, {slot, at}, blocks_[t.block].name);
 }
 
 // An answer must land in a request slot that asks for exactly that page; a push in the next

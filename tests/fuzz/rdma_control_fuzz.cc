@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 auto slot = rest.subspan(4);
                 auto t = decode_pc_trailer(slot.subspan(at));
                 if (t && check_pc_range(blocks, t->block, t->offset, t->pages) && keys)
-                    (void)check_pc_write(keys->writes, imm->kind, *t, slot.first(at), blocks[t->block].name);
+                    (void)check_pc_write(keys->writes, imm->kind, *t, slot.subspan(at), slot.first(at), blocks[t->block].name);
             }
         }
         return 0;

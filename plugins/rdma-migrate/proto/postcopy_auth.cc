@@ -57,15 +57,16 @@ uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> tr
     return tagger.next({std::span<const uint8_t>(&k, 1), trailer, pages});
 }
 
-Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> pages,
-                      const std::string& block_name) {
+Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> trailer,
+                      std::span<const uint8_t> pages, const std::string& block_name) {
     uint64_t number = tagger.sequence();
     if ((t.flags & kPcTagged) == 0) {
         return Error(fmt::format("RDMA postcopy: write {} (RAM block '{}' offset {:#x}) carries no tag on an "
                                  "authenticated channel: not the source's",
                                  number, block_name, t.offset));
     }
-    if (pc_write_tag(tagger, kind, encode_pc_trailer(t), pages) == t.tag) return {};
+    // The bytes that arrived, not a re-encoding: decode checked that they hold the tag.
+    if (pc_write_tag(tagger, kind, trailer.first(pc_trailer_untagged_size(t)), pages) == t.tag) return {};
     return Error(fmt::format("RDMA postcopy: write {} for RAM block '{}' offset {:#x} (+{:#x}) failed authentication "
                              "(MAC mismatch): written or changed by someone other than the source; nothing of it was placed",
                              number, block_name, t.offset, uint64_t{t.pages} * kPcPage));

@@ -57,9 +57,10 @@ Result<PcMessage> open_pc_message(std::span<const uint8_t> bytes, PcTagger& tagg
 
 // A write's tag: over its kind, its trailer's encoding without the tag and its pages.
 uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> trailer, std::span<const uint8_t> pages);
-// The destination's check of a tagged write: `t` as decoded (kPcTagged, its tag), `pages` the
-// pages as copied out of the slot. The error names the range the trailer gives.
-Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> pages,
-                      const std::string& block_name);
+// The destination's check of a tagged write: `t` as decoded from `trailer` (its bytes as they
+// arrived, the tag's included), `pages` the pages as copied out of the slot. The error names the
+// range the trailer gives.
+Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> trailer,
+                      std::span<const uint8_t> pages, const std::string& block_name);
 
 }  // namespace rdma_migrate

@@ -88,6 +88,8 @@ struct PcTrailer {
 // writer appends it, encode_pc_tag).
 std::vector<uint8_t> encode_pc_trailer(const PcTrailer& t);
 void encode_pc_tag(std::vector<uint8_t>& trailer, uint64_t tag);
+// How many bytes of a decoded trailer come before its tag: what the tag covers of it.
+inline size_t pc_trailer_untagged_size(const PcTrailer& t) { return kPcTrailerSize + t.sums.size() * 8; }
 // `bytes`: what follows the data in the slot (up to the slot's end). Checks the flags and that
 // the sums and the tag fit; block and range are the caller's to check.
 Result<PcTrailer> decode_pc_trailer(std::span<const uint8_t> bytes);

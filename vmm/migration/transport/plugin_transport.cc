@@ -177,15 +177,12 @@ public:
     DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
     std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) override {
         if (!has_postcopy()) return Connection::source_postcopy(std::move(config));
-        auto features = VMM_OPTIONAL_OP(ram_features);
-        bool beside = (features(conn_) & VMM_RAM_PC_ANSWERS) != 0;
-        bool tagged = (features(conn_) & VMM_RAM_PC_TAGGED) != 0;
-        return std::make_unique<PluginPostcopySource>(ops_, conn_, beside, tagged, std::move(config));
+        return std::make_unique<PluginPostcopySource>(ops_, conn_, has_feature(VMM_RAM_PC_ANSWERS),
+                                                      has_feature(VMM_RAM_PC_TAGGED), std::move(config));
     }
     std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
         if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));
-        auto features = VMM_OPTIONAL_OP(ram_features);
-        return std::make_unique<PluginPostcopyDest>(ops_, conn_, (features(conn_) & VMM_RAM_PC_TAGGED) != 0);
+        return std::make_unique<PluginPostcopyDest>(ops_, conn_, has_feature(VMM_RAM_PC_TAGGED));
     }
     bool postcopy_channel() const override { return has_postcopy(); }
     std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
@@ -248,9 +245,8 @@ public:
     }
     // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
     bool carries_sums() const override {
-        auto features = VMM_OPTIONAL_OP(ram_features);
-        if (features == nullptr || VMM_OPTIONAL_OP(ram_sums) == nullptr || VMM_OPTIONAL_OP(ram_on_sums) == nullptr) return false;
-        return (features(conn_) & VMM_RAM_SUMS) != 0;
+        if (VMM_OPTIONAL_OP(ram_sums) == nullptr || VMM_OPTIONAL_OP(ram_on_sums) == nullptr) return false;
+        return has_feature(VMM_RAM_SUMS);
     }
     Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> page_sums) override {
         // Called only once carries_sums() said yes (the saver's mode): the member is there.
@@ -261,9 +257,8 @@ public:
         });
     }
     Result<std::optional<PageSumKey>> sums_key() override {
-        auto features = VMM_OPTIONAL_OP(ram_features);
         auto fn = VMM_OPTIONAL_OP(ram_sums_key);
-        if (features == nullptr || fn == nullptr || (features(conn_) & VMM_RAM_SUMS_KEYED) == 0) return std::optional<PageSumKey>{};
+        if (fn == nullptr || !has_feature(VMM_RAM_SUMS_KEYED)) return std::optional<PageSumKey>{};
         PageSumKey key{};
         auto s = call_plugin("ram_sums_key", [&](vmm_err* e) { return fn(conn_, key.data(), static_cast<uint32_t>(key.size()), e); });
         if (!s) return s.error();
@@ -277,12 +272,16 @@ public:
 private:
     // Whether the plugin has every pc_* member and agreed postcopy with its peer.
     bool has_postcopy() const {
-        auto features = VMM_OPTIONAL_OP(ram_features);
-        if (features == nullptr || VMM_OPTIONAL_OP(pc_done) == nullptr) return false;
+        if (VMM_OPTIONAL_OP(pc_done) == nullptr) return false;
         if (!ops_->pc_begin || !ops_->pc_next_request || !ops_->pc_send || !ops_->pc_end || !ops_->pc_request ||
             !ops_->pc_next_arrival || !ops_->pc_release || !ops_->pc_done)
             return false;
-        return (features(conn_) & VMM_RAM_POSTCOPY) != 0;
+        return has_feature(VMM_RAM_POSTCOPY);
+    }
+    // Whether ram_features (optional) says `bit` (VMM_RAM_*) for this connection.
+    bool has_feature(uint32_t bit) const {
+        auto features = VMM_OPTIONAL_OP(ram_features);
+        return features != nullptr && (features(conn_) & bit) != 0;
     }
     // Whether the plugin's table reaches the optional member at `offset` (read it only then).
     bool covers(size_t offset, size_t size) const { return ops_->struct_size >= offset + size; }

@@ -43,7 +43,12 @@ Write tagged(PcTagger& tagger, PcKind kind, uint64_t offset, uint16_t pages, uin
     return w;
 }
 
-Status check(PcTagger& tagger, const Write& w) { return check_pc_write(tagger, w.kind, w.trailer, w.pages, "pc.ram"); }
+// The trailer's bytes as they would arrive: its encoding, then its tag.
+Status check(PcTagger& tagger, const Write& w) {
+    auto bytes = encode_pc_trailer(w.trailer);
+    encode_pc_tag(bytes, w.trailer.tag);
+    return check_pc_write(tagger, w.kind, w.trailer, bytes, w.pages, "pc.ram");
+}
 
 }  // namespace
 
