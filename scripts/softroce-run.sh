@@ -17,9 +17,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 [ $# -ge 1 ] || die "usage: scripts/softroce-run.sh COMMAND [ARGS...]"
 
-SOFTROCE_PACKAGES=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio rdma-core ibverbs-providers
-                   ibverbs-utils rdmacm-utils perftest iproute2)
-ensure_packages "${SOFTROCE_PACKAGES[@]}"
+ensure_packages "${VMM_NESTED_PACKAGES[@]}"
 kernel=$(ls /boot/vmlinuz-* 2>/dev/null | sort -V | tail -1)
 [ -n "$kernel" ] || die "no kernel in /boot: install linux-image-amd64"
 kver=${kernel#/boot/vmlinuz-}
@@ -34,9 +32,14 @@ echo >>"$dir/command.sh"
 printf '%s\n' "$*" >"$dir/command.txt"
 pwd >"$dir/cwd.txt"
 
-build_initramfs() {  # a busybox root with just what mounting 9p needs
-    local r="$dir/initramfs" want="virtio_pci 9pnet_virtio 9p" m d f
-    rm -rf "$r"
+# The VM's image: a busybox root with just what mounting 9p needs. Made once per kernel and init
+# script in $BUILD/softroce-image/ and shared by every VM that boots from this build tree (the
+# test command's shards start side by side: the first makes it while the others wait).
+image_dir="$BUILD/softroce-image"
+initramfs="$image_dir/initramfs-$kver-$(cksum <"$ROOT/scripts/lib/softroce-init.sh" | cut -d' ' -f1).cpio.gz"
+build_initramfs() {
+    local r m d f
+    r=$(mktemp -d "$image_dir/root.XXXXXX")
     mkdir -p "$r"/{bin,sbin,proc,sys,dev,newroot}
     cp /bin/busybox "$r/bin/busybox"
     for a in $("$r/bin/busybox" --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
@@ -45,7 +48,7 @@ build_initramfs() {  # a busybox root with just what mounting 9p needs
         [ -n "${seen[$m]:-}" ] && continue; seen[$m]=1
         d=$(modinfo -k "$kver" -F depends "$m" 2>/dev/null || true); [ -n "$d" ] && resolve ${d//,/ }
     done; return 0; }
-    resolve $want
+    resolve virtio_pci 9pnet_virtio 9p
     for m in "${!seen[@]}"; do
         f=$(modinfo -k "$kver" -F filename "$m" 2>/dev/null) || continue
         [ "$f" = "(builtin)" ] && continue
@@ -55,9 +58,15 @@ build_initramfs() {  # a busybox root with just what mounting 9p needs
     depmod -b "$r" "$kver"
     cp "$ROOT/scripts/lib/softroce-init.sh" "$r/init"
     chmod +x "$r/init"
-    (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initramfs.cpio.gz"
+    (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$initramfs.tmp"
+    mv "$initramfs.tmp" "$initramfs"  # whole or not at all: a VM waiting on the lock reads it next
+    rm -rf "$r"
 }
-build_initramfs
+mkdir -p "$image_dir"
+exec {image_lock}>>"$image_dir/lock"
+flock -w 600 "$image_lock" || die "another softroce-run.sh held $image_dir/lock for 600 s"
+[ -s "$initramfs" ] || { log "making the nested VM's image (kernel $kver)"; build_initramfs; }
+exec {image_lock}>&-
 
 timeout_s=${SOFTROCE_TIMEOUT:-1800}
 # A nested VM whose console stays silent this long has hung (TCG running nested KVM has been
@@ -84,7 +93,7 @@ boot() {  # one run of the VM; the console goes to $log, qemu's status to $dir/q
     rm -f "$dir/hung" "$dir/qemu.rc"
     watch_silence & local watcher=$!
     { timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -name "$name" -accel "tcg,thread=${SOFTROCE_TCG_THREAD:-single}" -machine q35 -cpu max \
-          -m "${SOFTROCE_MEM:-4G}" -smp 2 -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
+          -m "${SOFTROCE_MEM:-4G}" -smp 2 -kernel "$kernel" -initrd "$initramfs" \
           -append "console=ttyS0 panic=-1 loglevel=${SOFTROCE_LOGLEVEL:-4} VMM_CHECKOUT=$ROOT VMM_BUILD=$BUILD VMM_SOFTROCE_DIR=$dir" \
           "${virtfs[@]}" -nographic -no-reboot -nic none </dev/null 2>&1; echo $? >"$dir/qemu.rc"; } |
         stdbuf -oL tr -d '\r' | tee "$log"

@@ -32,7 +32,28 @@ print_phases() {
 }
 mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 
-ensure_packages "${VMM_PACKAGES[@]}"
+# Where each label runs (decided first: the nested VM's packages are installed with the rest,
+# once, before anything runs side by side).
+host_exclude=() nested_labels=() nested_extra=""
+if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+    host_exclude+=(rdma) nested_labels+=(rdma)
+fi
+if ! kernel_tls_usable; then
+    log "this kernel has no TLS (modprobe tls): the tests that need it (label ktls) run in the nested VM"
+    host_exclude+=(ktls) nested_labels+=(ktls)
+fi
+if kvm_usable; then
+    # The dirty ring is exact only on a stock KVM: its check runs in the nested VM.
+    nested_extra='DirtyTracking.*/ring'
+else
+    log "$(why_no_kvm): the tests that need KVM (label kvm) run in the nested VM"
+    host_exclude+=(kvm) nested_labels+=(kvm)
+fi
+wanted=("${VMM_PACKAGES[@]}")
+if [ $# = 0 ] && [ -z "${VMM_SKIP_NESTED:-}" ] && { [ ${#nested_labels[@]} -gt 0 ] || [ -n "$nested_extra" ]; }; then
+    wanted+=("${VMM_NESTED_PACKAGES[@]}")
+fi
+ensure_packages "${wanted[@]}"
 phase_done packages
 configure
 phase_done configure
@@ -49,25 +70,9 @@ if [ $# -gt 0 ]; then  # a subset, on the host, as asked
     exit "$rc"
 fi
 
-# Where each label runs.
 report_dir="$BUILD/test-reports"
 rm -rf "$report_dir"
 mkdir -p "$report_dir"
-host_exclude=() nested_labels=() nested_extra=""
-if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-    host_exclude+=(rdma) nested_labels+=(rdma)
-fi
-if ! kernel_tls_usable; then
-    log "this kernel has no TLS (modprobe tls): the tests that need it (label ktls) run in the nested VM"
-    host_exclude+=(ktls) nested_labels+=(ktls)
-fi
-if kvm_usable; then
-    # The dirty ring is exact only on a stock KVM: its check runs in the nested VM.
-    nested_extra='DirtyTracking.*/ring'
-else
-    log "$(why_no_kvm): the tests that need KVM (label kvm) run in the nested VM"
-    host_exclude+=(kvm) nested_labels+=(kvm)
-fi
 allow_unrun=()
 [ -n "${VMM_SKIP_NESTED:-}" ] && allow_unrun=(--allow-unrun "VMM_SKIP_NESTED=1")
 

@@ -14,6 +14,9 @@ VMM_PACKAGES=("${VMM_CORE_PACKAGES[@]}" "${VMM_RDMA_PACKAGES[@]}" "${VMM_VIRSH_P
               libgtest-dev qemu-system-x86 clang libclang-rt-14-dev jq python3-libvirt gnutls-bin
               golang-go golang-github-digitalocean-go-libvirt-dev tshark libvirt-wireshark virtinst
               virt-manager xvfb xauth dbus at-spi2-core python3-pyatspi)
+# The SoftRoCE nested VM's (scripts/softroce-run.sh): QEMU, Debian's kernel and what runs inside.
+VMM_NESTED_PACKAGES=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio rdma-core ibverbs-providers
+                     ibverbs-utils rdmacm-utils perftest iproute2)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -25,19 +28,53 @@ missing_packages() {
     done
 }
 
-# ensure_packages PKG...: apt-get installs the ones not installed yet.
+# ensure_packages PKG...: apt-get installs the ones not installed yet. Callers that run side by
+# side (the nested VMs' shards, a demo beside the tests) take turns on one lock and look again
+# once they hold it; an apt or dpkg lock held by anything else (unattended-upgrades, a person's
+# apt-get) is waited for, up to VMM_APT_WAIT seconds (default 900), instead of failing.
 ensure_packages() {
     local missing
     missing=$(missing_packages "$@")
     [ -z "$missing" ] && return 0
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    log "installing: $(echo $missing)"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null ||
-        die "apt-get update failed: check the package mirror configuration"
-    # shellcheck disable=SC2086
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
-        die "apt-get install failed for: $(echo $missing)"
+    local wait_s=${VMM_APT_WAIT:-900}
+    exec {apt_lock_fd}>>"${VMM_APT_LOCK:-/tmp/vmm-apt.lock}"
+    flock -w "$wait_s" "$apt_lock_fd" || die "another vmm script held the package lock for ${wait_s}s (/tmp/vmm-apt.lock)"
+    missing=$(missing_packages "$@")  # what the one before us installed is there now
+    if [ -n "$missing" ]; then
+        log "installing: $(echo $missing)"
+        apt_waiting "$wait_s" $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
+            die "apt-get update failed: check the package mirror configuration"
+        # shellcheck disable=SC2086
+        apt_waiting "$wait_s" $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing ||
+            die "apt-get install failed for: $(echo $missing)"
+        missing=$(missing_packages "$@")
+        [ -z "$missing" ] || die "apt-get install left these uninstalled: $(echo $missing)"
+    fi
+    exec {apt_lock_fd}>&-
+}
+
+# apt_waiting SECONDS COMMAND...: runs the apt command; while it fails because another process
+# holds apt's or dpkg's lock, waits and runs it again, for SECONDS at most. Its output is shown
+# only when it fails for another reason.
+apt_waiting() {
+    local until=$(( $(date +%s) + $1 )) out rc said=0
+    shift
+    while :; do
+        rc=0
+        out=$("$@" -o DPkg::Lock::Timeout=60 2>&1) || rc=$?
+        [ "$rc" = 0 ] && return 0
+        if grep -qE 'Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock directory' <<<"$out" &&
+           [ "$(date +%s)" -lt "$until" ]; then
+            [ "$said" = 1 ] || log "another process holds apt's lock: waiting for it ($(grep -m1 -oE 'held by process [0-9]+[^)]*' <<<"$out" || echo "apt"))"
+            said=1
+            sleep 5
+            continue
+        fi
+        grep -vE '^(debconf|dpkg-preconfigure): ' <<<"$out" | tail -20 >&2
+        return "$rc"
+    done
 }
 
 # configure: the build tree's first configuration (Ninja where it is installed; warnings are
