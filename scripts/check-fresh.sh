@@ -86,6 +86,9 @@ rc=0
 unshare --mount --propagation private bash -c '
     set -e
     root=$1 origin=$2; shift 2
+    # The root a mount point of its own, as a machine'"'"'s is: unshare -m inside (the tests that hide
+    # /dev/kvm or the build tree) can then make its mounts private.
+    mount --bind "$root" "$root"
     mount --rbind /dev "$root/dev"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"

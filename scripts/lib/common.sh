@@ -13,7 +13,7 @@ VMM_VIRSH_PACKAGES=(libvirt-dev libxml2-dev libvirt-clients)
 VMM_PACKAGES=("${VMM_CORE_PACKAGES[@]}" "${VMM_RDMA_PACKAGES[@]}" "${VMM_VIRSH_PACKAGES[@]}"
               libgtest-dev qemu-system-x86 clang libclang-rt-14-dev jq python3-libvirt gnutls-bin
               golang-go golang-github-digitalocean-go-libvirt-dev tshark libvirt-wireshark virtinst
-              virt-manager xvfb xauth dbus at-spi2-core python3-pyatspi)
+              virt-manager xvfb xauth dbus at-spi2-core python3-pyatspi file)
 # The SoftRoCE nested VM's (scripts/softroce-run.sh): QEMU, Debian's kernel and what runs inside.
 VMM_NESTED_PACKAGES=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio rdma-core ibverbs-providers
                      ibverbs-utils rdmacm-utils perftest iproute2)

@@ -7,7 +7,7 @@
 namespace vmm::devices {
 
 namespace {
-constexpr uint8_t kStateVersion = 2;  // 2 added the gaps timed from the guest's clock reads
+constexpr uint8_t kControlStateVersion = 2;  // 2 added the gaps timed from the guest's clock reads
 
 uint64_t realtime_ns() {
     timespec ts{};
@@ -136,7 +136,7 @@ GuestReport ControlDevice::report() const {
 
 void ControlDevice::save(ByteWriter& out) const {
     std::lock_guard lock(mutex_);
-    out.put(kStateVersion);
+    out.put(kControlStateVersion);
     for (uint64_t v : {report_.progress, report_.steps, report_.results, report_.last_result, report_.errors,
                        report_.last_error, report_.max_pause_ns, report_.migration_stall_ns})
         out.put(v);
@@ -152,7 +152,7 @@ void ControlDevice::save(ByteWriter& out) const {
 Status ControlDevice::load(ByteReader& in) {
     uint8_t version = 0;
     if (auto s = in.get(version); !s) return s;
-    if (version != 1 && version != kStateVersion) {
+    if (version != 1 && version != kControlStateVersion) {
         return Error("control state: unknown version " + std::to_string(version) + ": the source runs a newer vmm");
     }
     GuestReport r;

@@ -15,7 +15,7 @@ namespace {
 constexpr uint16_t kData = 0, kIer = 1, kIirFcr = 2, kLcr = 3, kMcr = 4, kLsr = 5, kMsr = 6, kScr = 7;
 constexpr uint8_t kLsrThrEmpty = 0x20, kLsrTxIdle = 0x40;
 constexpr uint8_t kIirNoInterrupt = 0x01;
-constexpr uint8_t kStateVersion = 1;
+constexpr uint8_t kSerialStateVersion = 1;
 }  // namespace
 
 void Serial::io_read(uint32_t /*cpu*/, uint16_t offset, std::span<uint8_t> data) {
@@ -65,7 +65,7 @@ uint64_t Serial::bytes_written() const {
 
 void Serial::save(ByteWriter& out) const {
     std::lock_guard lock(mutex_);
-    out.put(kStateVersion);
+    out.put(kSerialStateVersion);
     for (uint8_t b : {regs_.ier, regs_.lcr, regs_.mcr, regs_.scr, regs_.fcr, regs_.dll, regs_.dlm})
         out.put(b);
     out.put(tx_count_);
@@ -74,7 +74,7 @@ void Serial::save(ByteWriter& out) const {
 Status Serial::load(ByteReader& in) {
     uint8_t version = 0;
     if (auto s = in.get(version); !s) return s;
-    if (version != kStateVersion) return Error("serial0 state: unknown version " + std::to_string(version));
+    if (version != kSerialStateVersion) return Error("serial0 state: unknown version " + std::to_string(version));
     Regs r;
     uint64_t count = 0;
     for (uint8_t* p : {&r.ier, &r.lcr, &r.mcr, &r.scr, &r.fcr, &r.dll, &r.dlm})

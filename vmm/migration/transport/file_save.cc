@@ -23,7 +23,6 @@ namespace vmm::migration::file {
 
 namespace {
 
-constexpr uint64_t kPage = kStreamPageSize;
 
 // The stream area, held in memory until the commit: the rounds' markers and the device state.
 class StreamArea final : public ByteStream {
@@ -77,8 +76,8 @@ public:
     Status send(uint32_t block, uint64_t offset, uint64_t length) override {
         if (auto s = check(block, offset, length); !s) return s;
         const uint8_t* host = blocks_[block].host + offset;
-        std::vector<uint64_t> slots(length / kPage);
-        for (size_t i = 0; i < slots.size(); ++i) slots[i] = page_slot(host + i * kPage);  // before the copy, as read
+        std::vector<uint64_t> slots(length / kStreamPageSize);
+        for (size_t i = 0; i < slots.size(); ++i) slots[i] = page_slot(host + i * kStreamPageSize);  // before the copy, as read
         if (auto s = write_at(fd_, {host, length}, base_ + layout_.blocks[block].ram_offset + offset, what_); !s) return s;
         return write_slots(block, offset, slots);
     }
@@ -97,13 +96,13 @@ public:
                 if (auto s = write_at(fd_, {zeros.data(), n}, at + done, what_); !s) return s;
             }
         }
-        return write_slots(block, offset, std::vector<uint64_t>(length / kPage, 0));
+        return write_slots(block, offset, std::vector<uint64_t>(length / kStreamPageSize, 0));
     }
 
 private:
     Status check(uint32_t block, uint64_t offset, uint64_t length) const {
         if (cancel_ != nullptr && cancel_->cancelled()) return Error("migration cancelled");
-        if (block >= blocks_.size() || offset % kPage != 0 || length % kPage != 0 || length > blocks_[block].size ||
+        if (block >= blocks_.size() || offset % kStreamPageSize != 0 || length % kStreamPageSize != 0 || length > blocks_[block].size ||
             offset > blocks_[block].size - length) {
             return Error(fmt::format("internal: pages [{:#x}, +{:#x}) of block {} are not in the saved layout", offset,
                                      length, block));
@@ -115,7 +114,7 @@ private:
         std::vector<uint8_t> bytes(slots.size() * 8);
         for (size_t i = 0; i < slots.size(); ++i)
             for (size_t k = 0; k < 8; ++k) bytes[i * 8 + k] = static_cast<uint8_t>(slots[i] >> (8 * k));
-        return write_at(fd_, bytes, base_ + layout_.blocks[block].sums_offset + offset / kPage * 8, what_);
+        return write_at(fd_, bytes, base_ + layout_.blocks[block].sums_offset + offset / kStreamPageSize * 8, what_);
     }
 
     int fd_;
