@@ -17,13 +17,13 @@
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
+#include "vmm/monitor/client/hmp_client.h"
 #include "vmm/monitor/client/json_access.h"
 #include "vmm/monitor/qmp_session.h"
 
 namespace vmm::monitor {
 
 namespace {
-constexpr const char* kPrompt = "(vmm) ";
 // How long the acceptor waits before trying again when the process is out of descriptors.
 constexpr int kAcceptBackoffMs = 200;
 // At the descriptor limit a session may end as soon as it starts (it too needs descriptors), so
@@ -159,14 +159,14 @@ std::optional<std::string> MonitorServer::next_line(LineChannel& ch, const std::
 }
 
 void MonitorServer::hmp_session(LineChannel& ch) {
-    if (!ch.write(std::string("vmm monitor - type 'help' for more information\n") + kPrompt)) return;
+    if (!ch.write(std::string("vmm monitor - type 'help' for more information\n") + kHmpPrompt)) return;
     std::string overlong = fmt::format("Error: request line longer than {} bytes: the session is closed\n", ch.max_line());
     while (auto line = next_line(ch, overlong)) {
         HmpOutcome out;
         if (line->find_first_not_of(" \t") != std::string::npos) out = dispatcher_.run_hmp(*line);
         if (!out.text.empty() && !ch.write(out.text)) return;
         if (out.follow) out.follow([&ch](const std::string& text) { return bool(ch.write(text)); });
-        if (!ch.write(kPrompt)) return;
+        if (!ch.write(kHmpPrompt)) return;
     }
 }
 

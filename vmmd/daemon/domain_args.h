@@ -14,6 +14,9 @@ namespace vmmd {
 void put_domain(xdr::Writer& w, const DomainView& v);
 rpc::Reply domain_reply(const DomainView& v);
 rpc::Reply undecodable(const char* proc);
+
+// The most domains one list reply names (REMOTE_DOMAIN_LIST_MAX in libvirt's remote_protocol.x).
+inline constexpr size_t kDomainListMax = 16384;
 rpc::Reply no_domain(const std::string& what);
 // VIR_ERR_OPERATION_INVALID for a call that needs the domain running.
 rpc::Reply not_running(const DomainView& v);

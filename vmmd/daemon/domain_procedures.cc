@@ -19,7 +19,6 @@ using xdr::Reader;
 using xdr::Writer;
 
 // libvirt's procedure numbers (remote_protocol.x).
-constexpr size_t kDomainListMax = 16384;  // REMOTE_DOMAIN_LIST_MAX
 
 // DOMAIN_DEFINE_XML, and DOMAIN_DEFINE_XML_FLAGS (`with_flags`): its one flag, VALIDATE, asks for
 // the schema's checks, which every definition here gets (an element vmm does not know is refused).

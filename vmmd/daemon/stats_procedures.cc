@@ -31,7 +31,6 @@ constexpr uint32_t kVcpuInfoMax = 16384;       // REMOTE_VCPUINFO_MAX
 constexpr uint64_t kCpumapsMax = 8388608;      // REMOTE_CPUMAPS_MAX
 constexpr size_t kCpumapMax = 2048;            // REMOTE_CPUMAP_MAX
 constexpr uint32_t kMemoryStatsMax = 1024;     // REMOTE_DOMAIN_MEMORY_STATS_MAX
-constexpr size_t kDomainListMax = 16384;       // REMOTE_DOMAIN_LIST_MAX
 constexpr size_t kNonnullDomainMinBytes = 24;  // an empty name, the UUID, the id
 
 // The stat groups domstats answers (VIR_DOMAIN_STATS_*), and the list filters it takes.

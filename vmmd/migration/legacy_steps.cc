@@ -46,18 +46,18 @@ void add_bandwidth(Params& p, uint64_t resource) {
     if (resource != 0) p.push_back({VIR_MIGRATE_PARAM_BANDWIDTH, resource});
 }
 
-Error undecodable(const char* proc) { return Error(fmt::format("{}: arguments that do not decode", proc)); }
+Error undecodable_args(const char* proc) { return Error(fmt::format("{}: arguments that do not decode", proc)); }
 
 }  // namespace
 
 Result<std::vector<uint8_t>> begin3_as_params(xdr::Reader& r) {
     xdr::Writer w;
-    if (!copy_domain(r, w)) return undecodable("DOMAIN_MIGRATE_BEGIN3");
+    if (!copy_domain(r, w)) return undecodable_args("DOMAIN_MIGRATE_BEGIN3");
     auto xmlin = r.optional_string(rpc::kMaxString);
     auto flags = r.u64();
     auto dname = r.optional_string(rpc::kMaxString);
     auto resource = r.u64();
-    if (!xmlin || !flags || !dname || !resource) return undecodable("DOMAIN_MIGRATE_BEGIN3");
+    if (!xmlin || !flags || !dname || !resource) return undecodable_args("DOMAIN_MIGRATE_BEGIN3");
     auto f = narrow_flags(*flags);
     if (!f) return f.error();
     Params p;
@@ -76,7 +76,7 @@ Result<std::vector<uint8_t>> prepare3_as_params(xdr::Reader& r) {
     auto dname = r.optional_string(rpc::kMaxString);
     auto resource = r.u64();
     auto xml = r.string(rpc::kMaxString);
-    if (!cookie || !uri || !flags || !dname || !resource || !xml) return undecodable("DOMAIN_MIGRATE_PREPARE3");
+    if (!cookie || !uri || !flags || !dname || !resource || !xml) return undecodable_args("DOMAIN_MIGRATE_PREPARE3");
     auto f = narrow_flags(*flags);
     if (!f) return f.error();
     Params p;
@@ -93,7 +93,7 @@ Result<std::vector<uint8_t>> prepare3_as_params(xdr::Reader& r) {
 
 Result<std::vector<uint8_t>> perform3_as_params(xdr::Reader& r) {
     xdr::Writer w;
-    if (!copy_domain(r, w)) return undecodable("DOMAIN_MIGRATE_PERFORM3");
+    if (!copy_domain(r, w)) return undecodable_args("DOMAIN_MIGRATE_PERFORM3");
     auto xmlin = r.optional_string(rpc::kMaxString);
     auto cookie = r.opaque(kMaxCookie);
     auto dconnuri = r.optional_string(rpc::kMaxString);
@@ -101,7 +101,7 @@ Result<std::vector<uint8_t>> perform3_as_params(xdr::Reader& r) {
     auto flags = r.u64();
     auto dname = r.optional_string(rpc::kMaxString);
     auto resource = r.u64();
-    if (!xmlin || !cookie || !dconnuri || !uri || !flags || !dname || !resource) return undecodable("DOMAIN_MIGRATE_PERFORM3");
+    if (!xmlin || !cookie || !dconnuri || !uri || !flags || !dname || !resource) return undecodable_args("DOMAIN_MIGRATE_PERFORM3");
     auto f = narrow_flags(*flags);
     if (!f) return f.error();
     Params p;
@@ -123,7 +123,7 @@ Result<std::vector<uint8_t>> finish3_as_params(xdr::Reader& r) {
     auto uri = r.optional_string(rpc::kMaxString);
     auto flags = r.u64();
     auto cancelled = r.i32();
-    if (!dname || !cookie || !dconnuri || !uri || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_FINISH3");
+    if (!dname || !cookie || !dconnuri || !uri || !flags || !cancelled) return undecodable_args("DOMAIN_MIGRATE_FINISH3");
     auto f = narrow_flags(*flags);
     if (!f) return f.error();
     Params p;
@@ -139,11 +139,11 @@ Result<std::vector<uint8_t>> finish3_as_params(xdr::Reader& r) {
 
 Result<std::vector<uint8_t>> confirm3_as_params(xdr::Reader& r) {
     xdr::Writer w;
-    if (!copy_domain(r, w)) return undecodable("DOMAIN_MIGRATE_CONFIRM3");
+    if (!copy_domain(r, w)) return undecodable_args("DOMAIN_MIGRATE_CONFIRM3");
     auto cookie = r.opaque(kMaxCookie);
     auto flags = r.u64();
     auto cancelled = r.i32();
-    if (!cookie || !flags || !cancelled) return undecodable("DOMAIN_MIGRATE_CONFIRM3");
+    if (!cookie || !flags || !cancelled) return undecodable_args("DOMAIN_MIGRATE_CONFIRM3");
     auto f = narrow_flags(*flags);
     if (!f) return f.error();
     rpc::encode_typed_params(w, {});

@@ -12,12 +12,12 @@ namespace vmm::migration {
 namespace {
 
 // 'big' spans more pages than one RECEIVED_BITMAP may carry, so it takes two messages.
-const std::vector<BlockInfo> kBlocks = {{"pc.ram", 0, (uint64_t{kMaxBitmapPages} + 100) * 4096},
+const std::vector<BlockInfo> kRecoveryBlocks = {{"pc.ram", 0, (uint64_t{kMaxBitmapPages} + 100) * 4096},
                                         {"high", uint64_t{8} << 30, 70 * 4096}};
 
 std::vector<std::vector<uint64_t>> empty_bits() {
     std::vector<std::vector<uint64_t>> bits;
-    for (const auto& b : kBlocks) bits.emplace_back((b.size / 4096 + 63) / 64, 0);
+    for (const auto& b : kRecoveryBlocks) bits.emplace_back((b.size / 4096 + 63) / 64, 0);
     return bits;
 }
 
@@ -26,9 +26,9 @@ Result<ReceivedPages> collect(const std::vector<std::vector<uint8_t>>& messages)
     std::vector<uint8_t> bytes;
     for (const auto& m : messages) bytes.insert(bytes.end(), m.begin(), m.end());
     MemoryStream in(bytes);
-    ReceivedPages got(kBlocks);
+    ReceivedPages got(kRecoveryBlocks);
     while (!got.complete()) {
-        auto m = read_return(in, kBlocks, 4096);
+        auto m = read_return(in, kRecoveryBlocks, 4096);
         if (!m) return m.error();
         if (auto s = got.add(m->message, m->words); !s) return s.error();
     }
@@ -41,7 +41,7 @@ TEST(PostcopyRecovery, TheSourceLearnsExactlyWhichPagesTheDestinationHolds) {
     missing[0][0] = 0b1011;                          // pages 0, 1, 3 of pc.ram still missing
     missing[0][kMaxBitmapPages / 64] = 1ull << 5;    // and one in the second message's range
     missing[1][1] = 1ull << 5;                       // page 69 of high (its last)
-    auto messages = encode_received_pages(kBlocks, missing);
+    auto messages = encode_received_pages(kRecoveryBlocks, missing);
     EXPECT_EQ(messages.size(), 3u) << "pc.ram in two messages, high in one";
     auto got = collect(messages);
     ASSERT_TRUE(got) << got.error().message();
@@ -54,7 +54,7 @@ TEST(PostcopyRecovery, TheSourceLearnsExactlyWhichPagesTheDestinationHolds) {
 }
 
 TEST(PostcopyRecovery, ADescriptionOutOfOrderRepeatedOrOfTheWrongKindIsRefused) {
-    auto all = encode_received_pages(kBlocks, empty_bits());
+    auto all = encode_received_pages(kRecoveryBlocks, empty_bits());
     ASSERT_EQ(all.size(), 3u);
     auto skipped = collect({all[1], all[0], all[2]});
     ASSERT_FALSE(skipped);
@@ -65,7 +65,7 @@ TEST(PostcopyRecovery, ADescriptionOutOfOrderRepeatedOrOfTheWrongKindIsRefused) 
     auto request_first = collect({encode_page_request(0, 0, 4096)});
     ASSERT_FALSE(request_first);
     EXPECT_NE(request_first.error().message().find("before describing every page"), std::string::npos);
-    ReceivedPages p(kBlocks);
+    ReceivedPages p(kRecoveryBlocks);
     ReturnMessage m;
     m.type = ReturnType::received_bitmap;
     m.page_count = 64;

@@ -308,9 +308,6 @@ protected:
 
 constexpr uint64_t kCrawl = 64 * 1024;  // bytes/s: one background record a second
 
-
-}  // namespace
-
 TEST_P(PostcopySenderTest, ARequestGoesAheadOfThePacedPushWhichGoesOnFromPastIt) {
     start({.max_bandwidth = kCrawl, .readahead_pages = 0});
     ASSERT_TRUE(eventually([&] { return dest_->arrived(0, 0); }, 10)) << "the push sent nothing";
@@ -477,4 +474,5 @@ TEST_P(PostcopySenderTest, ANewReadaheadAppliesToThePushUnderWay) {
 INSTANTIATE_TEST_SUITE_P(Streams, PostcopySenderTest, ::testing::Values(Streams::socket, Streams::pipe),
                          [](const ::testing::TestParamInfo<Streams>& i) { return i.param == Streams::socket ? "socket" : "pipe"; });
 
+}  // namespace
 }  // namespace vmm::migration::test

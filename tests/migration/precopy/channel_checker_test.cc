@@ -15,11 +15,10 @@ namespace {
 using test::M;
 using test::layout;
 using test::make_memory;
-constexpr uint64_t P = 4096;
 
 std::vector<uint64_t> sums_of(const uint8_t* host, size_t pages) {
     std::vector<uint64_t> out(pages);
-    for (size_t i = 0; i < pages; ++i) out[i] = page_checksum(host + i * P);
+    for (size_t i = 0; i < pages; ++i) out[i] = page_checksum(host + i * kStreamPageSize);
     return out;
 }
 }  // namespace
@@ -27,22 +26,22 @@ std::vector<uint64_t> sums_of(const uint8_t* host, size_t pages) {
 TEST(ChannelChecker, MatchingSumsAreCheckedAndAMismatchIsOwedUntilItsNextCopy) {
     auto mem = make_memory();
     uint8_t* high = mem.blocks()[1]->host();
-    std::memset(high, 0x5a, 64 * P);
+    std::memset(high, 0x5a, 64 * kStreamPageSize);
     RamVerifier verifier(layout(mem));
     {
         ChannelChecker checker(mem, verifier);
         ASSERT_TRUE(checker.add(1, 0, sums_of(high, 64)));
-        auto wrong = sums_of(high + 64 * P, 2);
+        auto wrong = sums_of(high + 64 * kStreamPageSize, 2);
         wrong[1] ^= 1;  // as if page 65 had been corrupted on the way
-        ASSERT_TRUE(checker.add(1, 64 * P, wrong));
+        ASSERT_TRUE(checker.add(1, 64 * kStreamPageSize, wrong));
         checker.drain();
-        EXPECT_EQ(verifier.checked_bytes(), 66 * P);
+        EXPECT_EQ(verifier.checked_bytes(), 66 * kStreamPageSize);
         EXPECT_EQ(verifier.mismatches(), 1u);
         auto s = verifier.settle();
         ASSERT_FALSE(s);
         EXPECT_NE(s.error().message().find("RAM block 'high' offset 0x41000"), std::string::npos) << s.error().message();
         // Its next copy (a later round) matches: nothing is owed any more.
-        ASSERT_TRUE(checker.add(1, 65 * P, sums_of(high + 65 * P, 1)));
+        ASSERT_TRUE(checker.add(1, 65 * kStreamPageSize, sums_of(high + 65 * kStreamPageSize, 1)));
         checker.drain();
         EXPECT_TRUE(verifier.settle());
     }
@@ -58,8 +57,8 @@ TEST(ChannelChecker, RangesOutsideGuestRamAreRefusedBeforeAnythingIsRead) {
     EXPECT_FALSE(checker.add(2, 0, one));
     EXPECT_FALSE(checker.add(0, 100, one));
     EXPECT_FALSE(checker.add(0, 0, {}));
-    EXPECT_FALSE(checker.add(0, 0, std::vector<uint64_t>(8 * M / P + 1)));
-    EXPECT_FALSE(checker.add(0, UINT64_MAX - P + 1, one));
+    EXPECT_FALSE(checker.add(0, 0, std::vector<uint64_t>(8 * M / kStreamPageSize + 1)));
+    EXPECT_FALSE(checker.add(0, UINT64_MAX - kStreamPageSize + 1, one));
     checker.drain();
     EXPECT_EQ(verifier.checked_bytes(), 0u);
 }
@@ -69,7 +68,7 @@ TEST(ChannelChecker, DrainWaitsForEveryQueuedCheckAndCountsWhatWasLeft) {
     RamVerifier verifier(layout(mem));
     ChannelChecker checker(mem, verifier);
     const uint8_t* ram = mem.blocks()[0]->host();
-    for (uint64_t at = 0; at < 8 * M; at += 256 * P) ASSERT_TRUE(checker.add(0, at, sums_of(ram + at, 256)));
+    for (uint64_t at = 0; at < 8 * M; at += 256 * kStreamPageSize) ASSERT_TRUE(checker.add(0, at, sums_of(ram + at, 256)));
     checker.drain();
     EXPECT_EQ(verifier.checked_bytes(), 8 * M);  // all of it, whatever was left when drain began
     EXPECT_LE(checker.late_bytes(), 8 * M);

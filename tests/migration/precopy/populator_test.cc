@@ -11,13 +11,13 @@
 
 #include "tests/support/wait.h"
 #include "vmm/common/mapping.h"
+#include "vmm/common/units.h"
 
 namespace vmm::migration {
 
 using vmm::test::wait_for;
 
 namespace {
-constexpr uint64_t M = 1 << 20;
 
 // Resident 4 KiB pages in [p, p + len).
 uint64_t resident_pages(uint8_t* p, uint64_t len) {
@@ -38,12 +38,12 @@ TEST(Populator, PopulatesTheRunAheadOfTheReceiverAndNoFurther) {
 #ifndef MADV_POPULATE_WRITE
     GTEST_SKIP() << "needs MADV_POPULATE_WRITE (Linux 5.14 headers)";
 #endif
-    auto m = Mapping::map("test RAM", 128 * M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    auto m = Mapping::map("test RAM", 128 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
     ASSERT_TRUE(m);
     ::madvise(m->data(), m->size(), MADV_NOHUGEPAGE);  // count pages exactly
-    uint8_t* run = m->data() + 8 * M;  // the run: [8 MiB, 72 MiB)
+    uint8_t* run = m->data() + 8 * MiB;  // the run: [8 MiB, 72 MiB)
     Populator p;
-    p.expect(run, 64 * M);
+    p.expect(run, 64 * MiB);
     // Nothing received yet: the helper goes kAhead (32 MiB) into the run and stops.
     ASSERT_TRUE(wait_populated(p, Populator::kAhead));
     // Then that it stops there: only a window can show it (the helper signals nothing when it
@@ -51,39 +51,39 @@ TEST(Populator, PopulatesTheRunAheadOfTheReceiverAndNoFurther) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_EQ(p.populated_bytes(), Populator::kAhead);
     EXPECT_EQ(resident_pages(run, Populator::kAhead), Populator::kAhead / 4096);
-    EXPECT_EQ(resident_pages(run + Populator::kAhead, 32 * M), 0u);
-    EXPECT_EQ(resident_pages(m->data(), 8 * M), 0u);  // never before the run
-    EXPECT_EQ(p.ready(run + 4 * M, 4 * M), 4 * M);
-    EXPECT_EQ(p.ready(run + 30 * M, 4 * M), 2 * M);  // partly
+    EXPECT_EQ(resident_pages(run + Populator::kAhead, 32 * MiB), 0u);
+    EXPECT_EQ(resident_pages(m->data(), 8 * MiB), 0u);  // never before the run
+    EXPECT_EQ(p.ready(run + 4 * MiB, 4 * MiB), 4 * MiB);
+    EXPECT_EQ(p.ready(run + 30 * MiB, 4 * MiB), 2 * MiB);  // partly
     EXPECT_EQ(p.ready(m->data(), 4096), 0u);          // outside the run
     // The receiver writes 40 MiB and moves on: the helper skips what the receiver passed and
     // follows to the end of the run, not beyond.
-    std::memset(run, 0x5a, 40 * M);
-    p.received(run + 40 * M);
-    ASSERT_TRUE(wait_populated(p, Populator::kAhead + 24 * M));
+    std::memset(run, 0x5a, 40 * MiB);
+    p.received(run + 40 * MiB);
+    ASSERT_TRUE(wait_populated(p, Populator::kAhead + 24 * MiB));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and stops at the run's end (as above)
-    EXPECT_EQ(p.populated_bytes(), Populator::kAhead + 24 * M);
-    EXPECT_EQ(resident_pages(run, 64 * M), 64 * M / 4096);
-    EXPECT_EQ(resident_pages(run + 64 * M, 128 * M - 72 * M), 0u);
+    EXPECT_EQ(p.populated_bytes(), Populator::kAhead + 24 * MiB);
+    EXPECT_EQ(resident_pages(run, 64 * MiB), 64 * MiB / 4096);
+    EXPECT_EQ(resident_pages(run + 64 * MiB, 128 * MiB - 72 * MiB), 0u);
 }
 
 TEST(Populator, ANewRunReplacesTheOldOne) {
 #ifndef MADV_POPULATE_WRITE
     GTEST_SKIP() << "needs MADV_POPULATE_WRITE (Linux 5.14 headers)";
 #endif
-    auto m = Mapping::map("test RAM", 128 * M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    auto m = Mapping::map("test RAM", 128 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
     ASSERT_TRUE(m);
     ::madvise(m->data(), m->size(), MADV_NOHUGEPAGE);
     Populator p;
-    p.expect(m->data(), 4 * M);
-    ASSERT_TRUE(wait_populated(p, 4 * M));
-    p.expect(m->data() + 64 * M, 6 * M);
+    p.expect(m->data(), 4 * MiB);
+    ASSERT_TRUE(wait_populated(p, 4 * MiB));
+    p.expect(m->data() + 64 * MiB, 6 * MiB);
     EXPECT_EQ(p.ready(m->data(), 4096), 0u);  // the old run no longer counts
-    ASSERT_TRUE(wait_populated(p, 10 * M));
-    EXPECT_EQ(resident_pages(m->data() + 64 * M, 6 * M), 6 * M / 4096);
-    EXPECT_EQ(p.ready(m->data() + 64 * M, 8 * M), 6 * M);
-    p.received(m->data() + 100 * M);  // outside the run: ignored
-    EXPECT_EQ(p.ready(m->data() + 64 * M, 8 * M), 6 * M);
+    ASSERT_TRUE(wait_populated(p, 10 * MiB));
+    EXPECT_EQ(resident_pages(m->data() + 64 * MiB, 6 * MiB), 6 * MiB / 4096);
+    EXPECT_EQ(p.ready(m->data() + 64 * MiB, 8 * MiB), 6 * MiB);
+    p.received(m->data() + 100 * MiB);  // outside the run: ignored
+    EXPECT_EQ(p.ready(m->data() + 64 * MiB, 8 * MiB), 6 * MiB);
 }
 
 }  // namespace vmm::migration

@@ -47,7 +47,7 @@ Record end_record() {
 }
 
 // Appends STATE("state") + END so the loader accepts the stream.
-void finish(MemoryStream& out) {
+void end_stream(MemoryStream& out) {
     Record st;
     st.type = RecordType::state;
     st.length = 5;
@@ -81,7 +81,7 @@ TEST(RamRoundTrip, BulkThenDirtyRoundLandsByteForByte) {
     dirty[0][0] = 1ull << 3;
     dirty[1][0] = 1ull << 9;
     ASSERT_TRUE(saver.dirty_round(1, dirty));
-    finish(wire);
+    end_stream(wire);
 
     MemoryStream in(wire.written());
     std::vector<uint8_t> state;
@@ -108,7 +108,7 @@ TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
     Saving out(src);
     auto& wire = out.wire;
     ASSERT_TRUE(out.bulk_round());
-    finish(wire);
+    end_stream(wire);
     // ROUND_BEGIN, then POPULATE for the whole run, right before its first PAGES record.
     MemoryStream peek(wire.written());
     auto blocks = layout(src);
@@ -149,7 +149,7 @@ TEST(RamRoundTrip, AStopCutsTheRoundShortAndKeepsWhatItDidNotSend) {
         ASSERT_EQ((unsent[1][p / 64] >> (p % 64)) & 1, p == 2 ? 1u : 0u) << "high page " << p;
     }
     EXPECT_EQ(out.stats.normal, sent_pages);
-    finish(out.wire);
+    end_stream(out.wire);
     MemoryStream in(out.wire.written());
     StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
     ASSERT_TRUE(loader.run()) << "loader failed";

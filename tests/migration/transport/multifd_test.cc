@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tests/support/pipe_stream.h"
+#include "tests/support/socket_pair.h"
 #include "vmm/common/mapping.h"
 #include "vmm/migration/transport/multifd.h"
 #include "vmm/migration/transport/socket_stream.h"
@@ -21,11 +22,7 @@ namespace vmm::migration {
 namespace {
 using namespace std::chrono_literals;
 
-std::pair<UniqueFd, UniqueFd> unix_pair() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-    return {UniqueFd(sv[0]), UniqueFd(sv[1])};
-}
+using vmm::test::unix_pair;
 
 // One side's view of a migration's transport: options, cancel token, two RAM blocks.
 struct Side {
@@ -64,11 +61,7 @@ std::pair<Lanes, Lanes> lane_pairs(size_t n, Side& src, Side& dst) {
     return {std::move(s), std::move(d)};
 }
 
-struct SigpipeIgnored {  // as in vmm
-    SigpipeIgnored() { old = ::signal(SIGPIPE, SIG_IGN); }
-    ~SigpipeIgnored() { ::signal(SIGPIPE, old); }
-    sighandler_t old;
-};
+using vmm::test::SigpipeIgnored;
 }  // namespace
 
 TEST(MultifdHello, RoundTripsAndRefusesWhatIsNotOne) {

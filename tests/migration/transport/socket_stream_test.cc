@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/support/socket_pair.h"
 #include "vmm/common/mapping.h"
 #include "vmm/migration/transport/socket_stream.h"
 
@@ -35,11 +36,7 @@ std::pair<UniqueFd, UniqueFd> tcp_pair() {
     return {std::move(c), std::move(s)};
 }
 
-std::pair<UniqueFd, UniqueFd> unix_pair() {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-    return {UniqueFd(sv[0]), UniqueFd(sv[1])};
-}
+using vmm::test::unix_pair;
 
 // Writes: a small record, 9 MiB + 1 page of "RAM" by write_ram (more than one pipe's worth),
 // a RAM run too small to splice, a tail; the reader takes it in odd-sized pieces.
@@ -84,11 +81,7 @@ bool round_trip(std::pair<UniqueFd, UniqueFd> fds) {
     return out.spliced();
 }
 
-struct SigpipeIgnored {  // as in vmm; restored afterwards
-    SigpipeIgnored() { old = ::signal(SIGPIPE, SIG_IGN); }
-    ~SigpipeIgnored() { ::signal(SIGPIPE, old); }
-    sighandler_t old;
-};
+using vmm::test::SigpipeIgnored;
 }  // namespace
 
 TEST(SocketStream, GuestRamSplicedOverTcpArrivesInOrder) {

@@ -17,7 +17,7 @@
 namespace vmm::migration {
 namespace {
 
-using test::pipe_stream_pair;
+using vmm::test::pipe_stream_pair;
 
 class TlsStreamTest : public ::testing::Test {
 protected:

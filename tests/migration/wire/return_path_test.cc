@@ -7,14 +7,14 @@ namespace {
 
 const std::vector<BlockInfo> kBlocks = {{"pc.ram", 0, 1 << 20}, {"high", 4 << 20, 256 << 10}};
 
-Result<ReturnMessage> decode(const std::vector<uint8_t>& bytes) {
+Result<ReturnMessage> decode_return(const std::vector<uint8_t>& bytes) {
     auto n = return_body_size(bytes.at(0));
     if (!n) return n.error();
     return decode_return(bytes[0], std::span(bytes).subspan(1, std::min(*n, bytes.size() - 1)), kBlocks, 4096);
 }
 
 TEST(ReturnPath, APageRequestRoundTrips) {
-    auto m = decode(encode_page_request(1, 8192, 8192));
+    auto m = decode_return(encode_page_request(1, 8192, 8192));
     ASSERT_TRUE(m) << m.error().message();
     EXPECT_EQ(m->type, ReturnType::page_request);
     EXPECT_EQ(m->block, 1u);
@@ -32,7 +32,7 @@ TEST(ReturnPath, ARequestOutsideGuestRamIsRefusedByName) {
         {encode_page_request(0, 0, 4u << 20), "exceeds"},
     };
     for (const auto& [bytes, phrase] : cases) {
-        auto m = decode(bytes);
+        auto m = decode_return(bytes);
         ASSERT_FALSE(m);
         EXPECT_NE(m.error().message().find(phrase), std::string::npos) << m.error().message();
     }
@@ -41,7 +41,7 @@ TEST(ReturnPath, ARequestOutsideGuestRamIsRefusedByName) {
 TEST(ReturnPath, AReceivedBitmapRoundTripsWithItsWords) {
     std::vector<uint64_t> words = {~0ULL, 0x5ULL};
     auto bytes = encode_received_bitmap(0, 64, 67, words);
-    auto m = decode(bytes);
+    auto m = decode_return(bytes);
     ASSERT_TRUE(m) << m.error().message();
     EXPECT_EQ(m->first_page, 64u);
     EXPECT_EQ(m->page_count, 67u);
@@ -60,12 +60,12 @@ TEST(ReturnPath, ABitmapThatSaysMoreThanItCountsIsRefused) {
         {encode_received_bitmap(0, UINT64_MAX / 64 * 64, 64, std::vector<uint64_t>{0}), "beyond any RAM block"},
     };
     for (const auto& [bytes, phrase] : cases) {
-        auto m = decode(bytes);
+        auto m = decode_return(bytes);
         ASSERT_FALSE(m);
         EXPECT_NE(m.error().message().find(phrase), std::string::npos) << m.error().message();
     }
     auto bytes = encode_received_bitmap(0, 0, 3, std::vector<uint64_t>{0x8});  // bit 3 of a 3-page bitmap
-    auto m = decode(bytes);
+    auto m = decode_return(bytes);
     ASSERT_TRUE(m);
     auto words = decode_bitmap_words(*m, std::span(bytes).subspan(17));
     ASSERT_FALSE(words);
@@ -75,7 +75,7 @@ TEST(ReturnPath, ABitmapThatSaysMoreThanItCountsIsRefused) {
 
 TEST(ReturnPath, UnknownAndTruncatedMessagesAreRefused) {
     EXPECT_FALSE(return_body_size(0x80));
-    auto done = decode(encode_postcopy_done());
+    auto done = decode_return(encode_postcopy_done());
     ASSERT_TRUE(done);
     EXPECT_EQ(done->type, ReturnType::postcopy_done);
     auto request = encode_page_request(0, 0, 4096);

@@ -19,9 +19,9 @@ namespace {
 
 // The destination: accepts one source with postcopy granted, switches, and takes one arrival;
 // `result` is "" and `arrival` filled when it was accepted, else the reason it was refused.
-class Destination {
+class DestinationUnderTest {
 public:
-    explicit Destination(Ram& ram) : port_(some_port()) {
+    explicit DestinationUnderTest(Ram& ram) : port_(some_port()) {
         auto l = listen_endpoint(rdma_addr(), port_, -1, kTimeouts);
         if (!l) throw std::runtime_error(l.error().message());
         listener_ = std::move(*l);
@@ -55,14 +55,14 @@ private:
 };
 
 // The rogue source: channel 0, then the postcopy channel, then HELLO; then whatever it writes.
-struct Rogue {
+struct PostcopyRogue {
     std::unique_ptr<Endpoint> ctl_ep, ep;  // first: destroyed after the buffers' MRs
     std::unique_ptr<ControlChannel> ctl;
     std::vector<uint8_t> buf = std::vector<uint8_t>(kPcSlotSize, 0x5a);
     MemoryRegion buf_mr;
     PcMessage hello;
 
-    explicit Rogue(uint16_t port) {
+    explicit PostcopyRogue(uint16_t port) {
         PrivateData ours;
         ours.flags = kCapChannels | kCapPostcopy | kCapErrorText;
         ours.channels = 2;
@@ -94,7 +94,7 @@ struct Rogue {
         if (!m || m->type != PcType::hello) throw std::runtime_error("no HELLO from the destination");
         hello = *m;
     }
-    ~Rogue() {
+    ~PostcopyRogue() {
         ep->hang_up();
         ctl_ep->hang_up();
     }
@@ -156,8 +156,8 @@ TEST_P(HostilePostcopyWrite, IsRefusedBeforeAnythingIsPlaced) {
     VMM_REQUIRE(need::rdma());
     const HostileWrite& h = GetParam();
     Ram ram;
-    Destination dst(ram);
-    Rogue rogue(dst.port());
+    DestinationUnderTest dst(ram);
+    PostcopyRogue rogue(dst.port());
     uint32_t slot = h.push ? rogue.push_slot() : 0;
     uint32_t imm = encode_pc_immediate({h.kind, static_cast<uint16_t>(slot), static_cast<uint8_t>(h.pages)});
     ASSERT_TRUE(rogue.write(slot, imm, h.kind == PcKind::data ? h.pages : 0, encode_pc_trailer(h.trailer)));
@@ -180,8 +180,8 @@ TEST(RdmaPostcopyDestination, ImmediatesOutsideTheProtocolAreRefused) {
     };
     for (const auto& [imm, reason] : cases) {
         Ram ram;
-        Destination dst(ram);
-        Rogue rogue(dst.port());
+        DestinationUnderTest dst(ram);
+        PostcopyRogue rogue(dst.port());
         ASSERT_TRUE(rogue.write(rogue.push_slot(), imm, 1, encode_pc_trailer({0, 1, 0, 0, {}})));
         std::string why = dst.result();
         EXPECT_NE(why.find(reason), std::string::npos) << why;
@@ -193,8 +193,8 @@ TEST(RdmaPostcopyDestination, ImmediatesOutsideTheProtocolAreRefused) {
 TEST(RdmaPostcopyDestination, AnHonestPushArrivesChecked) {
     VMM_REQUIRE(need::rdma());
     Ram ram;
-    Destination dst(ram);
-    Rogue rogue(dst.port());
+    DestinationUnderTest dst(ram);
+    PostcopyRogue rogue(dst.port());
     uint32_t slot = rogue.push_slot();
     PcTrailer t{0, 2, kPcSummed, 4 * kPcPage, {11, 22}};
     ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({PcKind::data, static_cast<uint16_t>(slot), 2}), 2, encode_pc_trailer(t)));

@@ -30,7 +30,7 @@ namespace need = ::vmm::need;  // VMM_REQUIRE(need::...)
 namespace mig = ::vmm::migration;
 namespace {
 
-constexpr uint8_t kSourceFill = 0x3c;
+constexpr uint8_t kTlsSourceFill = 0x3c;
 constexpr uint64_t kForgedPage = 3;  // the page of chunk 0 the forger writes over
 constexpr uint64_t kPage = 4096;
 
@@ -102,7 +102,7 @@ struct Forger {
 // One authenticated round of chunk 0; with `forge`, the forger writes page kForgedPage between
 // the source's write and its sums. Returns what the destination's verifier settled with.
 std::string migrate_one_chunk(const std::string& creds, bool forge) {
-    Ram src_ram(kSourceFill), dst_ram;
+    Ram src_ram(kTlsSourceFill), dst_ram;
     uint16_t port = some_port();
     auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
     if (!l) return "listen: " + l.error().message();
@@ -162,7 +162,7 @@ struct PostcopyOutcome {
 // One authenticated postcopy push of page kForgedPage, the forger writing over its landing
 // slot as `forge` says.
 PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
-    Ram src_ram(kSourceFill), dst_ram;
+    Ram src_ram(kTlsSourceFill), dst_ram;
     uint16_t port = some_port();
     auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
     if (!l) return {"listen: " + l.error().message()};
@@ -185,7 +185,7 @@ PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
         taken.set_value();
         forger_gone.get_future().wait();
         if (a && a->data != nullptr)
-            out.arrived_whole = std::all_of(a->data, a->data + kPage, [](uint8_t b) { return b == kSourceFill; });
+            out.arrived_whole = std::all_of(a->data, a->data + kPage, [](uint8_t b) { return b == kTlsSourceFill; });
         (*s)->link().abort("the test is over");
         return a ? "" : a.error().message();
     });
@@ -201,7 +201,7 @@ PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
     const uint8_t* slot = dst != nullptr && dst->postcopy() != nullptr
                               ? reinterpret_cast<const uint8_t*>(dst->postcopy()->landing_slot(kPcRequestSlots))
                               : nullptr;
-    if (st && !vmm::test::eventually([&] { return slot[0] == kSourceFill && slot[kPage - 1] == kSourceFill; }, 30))
+    if (st && !vmm::test::eventually([&] { return slot[0] == kTlsSourceFill && slot[kPage - 1] == kTlsSourceFill; }, 30))
         st = Error("the push never landed");
     auto forge_now = [&] {
         if (st) st = forger->write(dst->postcopy()->landing_slot(kPcRequestSlots), dst->postcopy()->landing_rkey());

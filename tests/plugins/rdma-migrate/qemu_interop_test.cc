@@ -20,8 +20,6 @@ namespace vmm::test {
 namespace {
 
 
-std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
-
 // A vmm source with a small stress guest that has started.
 std::unique_ptr<Vm> running_source(const std::string& name) {
     auto src = Vm::start(name, {"-m", "64M", "--smp", "1", "--guest", "stress", "--append", "bytes=1M"});

@@ -22,8 +22,6 @@ namespace vmm::test {
 namespace {
 
 
-std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
-
 // The device's IPv6 address, if it has one (scripts/lib/softroce-inside.sh gives rxe0 fd99::1).
 std::string rdma_addr6() {
     const char* a = std::getenv("VMM_RDMA_ADDR6");

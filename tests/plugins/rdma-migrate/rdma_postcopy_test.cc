@@ -16,8 +16,6 @@ namespace vmm::test {
 namespace {
 
 
-std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
-
 // Sized for SoftRoCE under nested TCG (RDMA WRITE at 20-60 MB/s, the guest slow): a stress guest
 // rewriting 8 MiB, started and stepping.
 std::unique_ptr<Vm> stressed_source(const std::string& name) {

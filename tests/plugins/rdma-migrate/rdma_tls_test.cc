@@ -43,9 +43,7 @@ private:
         ASSERT_TRUE(RdmaPki::get().made()) << "make-test-pki.sh failed"; \
     } while (0)
 
-std::string rdma_uri() { return "rdma:" + rdma_addr() + ":" + std::to_string(free_tcp_port()); }
-
-const std::vector<std::string> kPattern{"-m", "128M", "--smp", "1", "--guest", "pattern", "--append", "bytes=8M check=64"};
+const std::vector<std::string> kTlsPattern{"-m", "128M", "--smp", "1", "--guest", "pattern", "--append", "bytes=8M check=64"};
 
 // A destination listening on `uri` with `creds` ("" for none), set before it listens.
 std::unique_ptr<Vm> destination_with(const std::string& name, const std::string& uri, const std::string& creds) {
@@ -59,7 +57,7 @@ std::unique_ptr<Vm> destination_with(const std::string& name, const std::string&
 }
 
 std::unique_ptr<Vm> source_with(const std::string& name, const std::string& creds) {
-    auto src = Vm::start(name, kPattern);
+    auto src = Vm::start(name, kTlsPattern);
     if (!src) return nullptr;
     EXPECT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 120));
     if (!creds.empty()) {

@@ -10,7 +10,6 @@
 namespace vmm::monitor {
 
 namespace {
-constexpr const char* kPrompt = "(vmm) ";
 constexpr auto kReplyTimeout = std::chrono::seconds(60);
 }  // namespace
 
@@ -64,13 +63,13 @@ Result<std::string> HmpClient::read_until_prompt(const std::function<void(std::s
         buffer_.erase(0, n);
     };
     for (;;) {
-        size_t at = buffer_.find(kPrompt);
+        size_t at = buffer_.find(kHmpPrompt);
         if (at != std::string::npos) {
             emit(at);
-            buffer_.erase(0, std::strlen(kPrompt));
+            buffer_.erase(0, std::strlen(kHmpPrompt));
             return out;
         }
-        if (stream && buffer_.size() > std::strlen(kPrompt)) emit(buffer_.size() - std::strlen(kPrompt));
+        if (stream && buffer_.size() > std::strlen(kHmpPrompt)) emit(buffer_.size() - std::strlen(kHmpPrompt));
         auto more = receive_more(fd_.get(), buffer_, "the monitor");
         if (!more) return more.error();
         if (!*more) {  // the monitor closed (e.g. after quit): what came is the answer

@@ -13,6 +13,9 @@
 
 namespace vmm::monitor {
 
+// What the human monitor prints when it waits for a line, and what its client reads as "done".
+inline constexpr const char* kHmpPrompt = "(vmm) ";
+
 // Connects to a unix socket, retrying while it does not exist yet, until `timeout`.
 Result<UniqueFd> connect_unix(const std::string& path, std::chrono::milliseconds timeout);
 

@@ -25,8 +25,8 @@ PcMessage request(uint32_t slot, uint64_t offset) {
     return m;
 }
 
-std::string refusal(const Result<PcMessage>& r) { return r ? "" : r.error().message(); }
-std::string refusal(const Status& s) { return s ? "" : s.error().message(); }
+std::string sealed_refusal(const Result<PcMessage>& r) { return r ? "" : r.error().message(); }
+std::string sealed_refusal(const Status& s) { return s ? "" : s.error().message(); }
 
 // A tagged write as the source makes it: the trailer with its tag, and the pages.
 struct Write {
@@ -78,7 +78,7 @@ TEST(PostcopyAuth, AChangedMessageOrTagIsRefused) {
         PcKeys sender = keys(1), receiver = keys(1);
         auto bytes = seal_pc_message(request(1, 0x3000), sender.messages);
         bytes[at] ^= 0x40;
-        EXPECT_NE(refusal(open_pc_message(bytes, receiver.messages)).find("failed authentication"), std::string::npos) << at;
+        EXPECT_NE(sealed_refusal(open_pc_message(bytes, receiver.messages)).find("failed authentication"), std::string::npos) << at;
     }
 }
 
@@ -87,20 +87,20 @@ TEST(PostcopyAuth, AReplayedOrReorderedMessageIsRefused) {
     auto first = seal_pc_message(request(1, 0x3000), sender.messages);
     auto second = seal_pc_message(request(2, 0x4000), sender.messages);
     ASSERT_TRUE(open_pc_message(first, receiver.messages));
-    EXPECT_NE(refusal(open_pc_message(first, receiver.messages)).find("message 1 failed authentication"), std::string::npos);
+    EXPECT_NE(sealed_refusal(open_pc_message(first, receiver.messages)).find("message 1 failed authentication"), std::string::npos);
 
     PcKeys reader = keys(1);
-    EXPECT_NE(refusal(open_pc_message(second, reader.messages)).find("failed authentication"), std::string::npos)
+    EXPECT_NE(sealed_refusal(open_pc_message(second, reader.messages)).find("failed authentication"), std::string::npos)
         << "the second message read first";
 }
 
 TEST(PostcopyAuth, AnotherKeyOrAnUntaggedMessageIsRefused) {
     PcKeys sender = keys(1), stranger = keys(2);
     auto bytes = seal_pc_message(request(1, 0x3000), sender.messages);
-    EXPECT_NE(refusal(open_pc_message(bytes, stranger.messages)).find("failed authentication"), std::string::npos);
+    EXPECT_NE(sealed_refusal(open_pc_message(bytes, stranger.messages)).find("failed authentication"), std::string::npos);
     PcKeys receiver = keys(1);
     auto plain = encode_pc_message(request(1, 0x3000));
-    EXPECT_NE(refusal(open_pc_message(plain, receiver.messages)).find("where an authenticated one has 40"), std::string::npos);
+    EXPECT_NE(sealed_refusal(open_pc_message(plain, receiver.messages)).find("where an authenticated one has 40"), std::string::npos);
 }
 
 TEST(PostcopyAuth, TaggedWritesPassInOrder) {
@@ -108,7 +108,7 @@ TEST(PostcopyAuth, TaggedWritesPassInOrder) {
     Write a = tagged(source.writes, PcKind::data, 0x10000, 2, 0xab);
     Write b = tagged(source.writes, PcKind::zero, 0x40000, 16, 0);
     Write c = tagged(source.writes, PcKind::data, 0x2000, 1, 0x01);
-    for (const Write* w : {&a, &b, &c}) EXPECT_EQ(refusal(check(destination.writes, *w)), "");
+    for (const Write* w : {&a, &b, &c}) EXPECT_EQ(sealed_refusal(check(destination.writes, *w)), "");
 }
 
 TEST(PostcopyAuth, AChangedWriteIsRefusedNamingItsRange) {
@@ -133,7 +133,7 @@ TEST(PostcopyAuth, AChangedWriteIsRefusedNamingItsRange) {
         PcKeys source = keys(5), destination = keys(5);
         Write w = tagged(source.writes, PcKind::data, 0x10000, 2, 0xab);
         c.change(w);
-        std::string why = refusal(check(destination.writes, w));
+        std::string why = sealed_refusal(check(destination.writes, w));
         EXPECT_NE(why.find("failed authentication"), std::string::npos) << c.what << ": " << why;
         EXPECT_NE(why.find("RAM block 'pc.ram' offset 0x1"), std::string::npos) << c.what << ": " << why;
     }
@@ -142,13 +142,13 @@ TEST(PostcopyAuth, AChangedWriteIsRefusedNamingItsRange) {
 TEST(PostcopyAuth, AReplayedWriteOrOneWithoutATagIsRefused) {
     PcKeys source = keys(5), destination = keys(5);
     Write w = tagged(source.writes, PcKind::data, 0x10000, 1, 0xab);
-    ASSERT_EQ(refusal(check(destination.writes, w)), "");
-    EXPECT_NE(refusal(check(destination.writes, w)).find("write 1 for RAM block"), std::string::npos) << "replayed";
+    ASSERT_EQ(sealed_refusal(check(destination.writes, w)), "");
+    EXPECT_NE(sealed_refusal(check(destination.writes, w)).find("write 1 for RAM block"), std::string::npos) << "replayed";
 
     PcKeys other = keys(5);
     Write untagged = w;
     untagged.trailer.flags = 0;
-    EXPECT_NE(refusal(check(other.writes, untagged)).find("carries no tag"), std::string::npos);
+    EXPECT_NE(sealed_refusal(check(other.writes, untagged)).find("carries no tag"), std::string::npos);
 }
 
 TEST(PostcopyAuth, TheTrailerCarriesItsTagAfterTheSums) {

@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include "vmm/common/units.h"
+
 #include <map>
 
 namespace rdma_migrate {
 
 namespace {
-constexpr uint64_t M = 1 << 20;
+using vmm::MiB;
 
 // Session's loop without verbs: `registered` is what the destination has answered so far.
 struct Driver {
@@ -41,7 +43,7 @@ struct Driver {
         post_ready();
     }
     void send(uint32_t block, uint64_t offset, uint64_t length) {
-        ahead.add(block, split_by_chunk(*ChunkGeometry::make(M), offset, length), known());
+        ahead.add(block, split_by_chunk(*ChunkGeometry::make(MiB), offset, length), known());
         post_ready();
         while (ahead.ask_due(false)) step(false);
     }
@@ -54,18 +56,18 @@ struct Driver {
 
 TEST(RegisterAhead, WritesEverythingInOrderAskingEachChunkOnce) {
     Driver d(4);
-    for (uint64_t at = 0; at < 40 * M; at += 4 * M) d.send(0, at, 4 * M);  // the saver's 4 MiB pieces
-    d.send(1, M / 2, M);  // straddles two chunks of another block
+    for (uint64_t at = 0; at < 40 * MiB; at += 4 * MiB) d.send(0, at, 4 * MiB);  // the saver's 4 MiB pieces
+    d.send(1, MiB / 2, MiB);  // straddles two chunks of another block
     d.end_round();
     EXPECT_TRUE(d.ahead.empty());
     ASSERT_EQ(d.written.size(), 42u);
     for (uint64_t c = 0; c < 40; ++c) {
         EXPECT_EQ(d.written[c].block, 0u);
         EXPECT_EQ(d.written[c].piece.chunk, c);
-        EXPECT_EQ(d.written[c].piece.offset, c * M);
+        EXPECT_EQ(d.written[c].piece.offset, c * MiB);
     }
-    EXPECT_EQ(d.written[40].piece.offset, M / 2);
-    EXPECT_EQ(d.written[41].piece.offset, M);
+    EXPECT_EQ(d.written[40].piece.offset, MiB / 2);
+    EXPECT_EQ(d.written[41].piece.offset, MiB);
     for (const auto& [k, n] : d.asked_count) EXPECT_EQ(n, 1u) << k.block << ":" << k.chunk;
     EXPECT_EQ(d.asked_count.size(), 42u);
     // Groups of 4, the rest at the end of the round.
@@ -76,7 +78,7 @@ TEST(RegisterAhead, WritesEverythingInOrderAskingEachChunkOnce) {
 
 TEST(RegisterAhead, TheNextGroupIsAskedBeforeThisGroupIsWritten) {
     Driver d(4);
-    for (uint64_t at = 0; at < 16 * M; at += 4 * M) d.send(0, at, 4 * M);
+    for (uint64_t at = 0; at < 16 * MiB; at += 4 * MiB) d.send(0, at, 4 * MiB);
     d.end_round();
     // Ask g1 with nothing written; ask g2 before g1's writes; ask g3 before g2's, and so on:
     // the destination pins one group while the one before it is on the wire.
@@ -87,11 +89,11 @@ TEST(RegisterAhead, TheNextGroupIsAskedBeforeThisGroupIsWritten) {
 TEST(RegisterAhead, RegisteredChunksAreWrittenAtOnceAndNeverAskedAgain) {
     Driver d(8);
     for (uint64_t c = 0; c < 4; ++c) d.registered.insert({0, c});  // a dirty round after the bulk one
-    d.send(0, 0, 2 * M);
+    d.send(0, 0, 2 * MiB);
     EXPECT_EQ(d.written.size(), 2u);  // no round trip, no waiting for the round's end
     EXPECT_TRUE(d.asks.empty());
-    d.send(0, 6 * M, M);  // chunk 6 is new: it waits for its group
-    d.send(0, 3 * M, M);  // registered, but written after chunk 6: order is kept
+    d.send(0, 6 * MiB, MiB);  // chunk 6 is new: it waits for its group
+    d.send(0, 3 * MiB, MiB);  // registered, but written after chunk 6: order is kept
     EXPECT_EQ(d.written.size(), 2u);
     d.end_round();
     ASSERT_EQ(d.asks.size(), 1u);
@@ -105,7 +107,7 @@ TEST(RegisterAhead, PiecesOfOneChunkFromSeveralRangesAskItOnce) {
     Driver d(2);
     d.send(0, 0, 4096);
     d.send(0, 8192, 4096);  // same chunk 0
-    d.send(0, M + 4096, 4096);
+    d.send(0, MiB + 4096, 4096);
     d.end_round();
     ASSERT_EQ(d.asks.size(), 1u);
     EXPECT_EQ(d.asks[0].size(), 2u);
