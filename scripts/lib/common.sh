@@ -108,8 +108,13 @@ build_progress() {
             else if (pct >= next_pct) { printf "    [%d/%d] %d%% %s\n", n, m, pct, what > "/dev/stderr"; fflush("/dev/stderr"); next_pct = pct - pct % 10 + 10 }
         }
         { print; fflush() }
-        function step(what) {  # "Building CXX object dir/CMakeFiles/t.dir/x.cc.o" -> "dir/x.cc"
-            sub(/^Building (CXX|C|ASM) object /, "", what); sub(/CMakeFiles\/[^\/]*\.dir\//, "", what)
+        function step(what,   t) {  # "Building CXX object dir/CMakeFiles/t.dir/x.cc.o" -> "dir/x.cc"
+            sub(/^Building (CXX|C|ASM) object /, "", what)
+            if (match(what, /CMakeFiles\/[^\/]*\.dir\/Unity\/unity_[0-9]+/)) {  # a unity batch: its target
+                t = substr(what, RSTART + 11, RLENGTH - 11); sub(/\.dir\/Unity\/unity_/, " (unity batch ", t)
+                return substr(what, 1, RSTART - 1) t ")"
+            }
+            sub(/CMakeFiles\/[^\/]*\.dir\//, "", what)
             sub(/\.o$/, "", what); return what
         }
         match($0, /^\[[0-9]+\/[0-9]+\] /) {                       # ninja: [n/m] Building CXX object dir/x.cc.o
