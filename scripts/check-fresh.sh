@@ -108,7 +108,7 @@ if [ "$rc" = 0 ] && [ "${skipped:-0}" != 0 ] && [ $# = 0 ]; then
     log "in a fresh root every test must run, as the test command installs all they need: $skipped skipped"
     rc=1
 fi
-printf 'from nothing (%s):' "$(git -C "$ROOT" log -1 --format=%h)"
+printf 'from nothing (%s):' "${commit:0:7}"
 printf ' %s,' "${phases[@]}"
 printf ' total %s\n' "$(mmss $(( $(date +%s) - t0 )))"
 [ -z "$tests_line" ] || echo "$tests_line"
