@@ -38,9 +38,9 @@ ensure_packages() {
     [ -z "$missing" ] && return 0
     local sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    local wait_s=${VMM_APT_WAIT:-900}
-    exec {apt_lock_fd}>>"${VMM_APT_LOCK:-/tmp/vmm-apt.lock}"
-    flock -w "$wait_s" "$apt_lock_fd" || die "another vmm script held the package lock for ${wait_s}s (/tmp/vmm-apt.lock)"
+    local wait_s=${VMM_APT_WAIT:-900} lock=${VMM_APT_LOCK:-/tmp/vmm-apt.lock} apt_lock_fd
+    exec {apt_lock_fd}>>"$lock"
+    flock -w "$wait_s" "$apt_lock_fd" || die "another vmm script held the package lock ($lock) for ${wait_s}s"
     missing=$(missing_packages "$@")  # what the one before us installed is there now
     if [ -n "$missing" ]; then
         log "installing: $(echo $missing)"
@@ -69,7 +69,7 @@ apt_waiting() {
            [ "$(date +%s)" -lt "$until" ]; then
             [ "$said" = 1 ] || log "another process holds apt's lock: waiting for it ($(grep -m1 -oE 'held by process [0-9]+[^)]*' <<<"$out" || echo "apt"))"
             said=1
-            sleep 5
+            sleep "${VMM_APT_RETRY_S:-5}"
             continue
         fi
         grep -vE '^(debconf|dpkg-preconfigure): ' <<<"$out" | tail -20 >&2
