@@ -16,10 +16,6 @@ source "$(dirname "$0")/lib/common.sh"
 [ "$(id -u)" = 0 ] || die "check-fresh.sh makes a root with debootstrap and enters it: run it as root"
 ensure_packages debootstrap git
 
-mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
-t0=$(date +%s) mark=$(date +%s) phases=()
-phase_done() { local now; now=$(date +%s); phases+=("$1 $(mmss $((now - mark)))"); mark=$now; }
-
 # The mirror apt uses here (deb822 sources first, then the one-line format).
 mirror=$(awk '/^URIs:/ && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
 [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $2 !~ /^\[/ && $3 == "bookworm" { print $2; exit }' \
@@ -99,7 +95,7 @@ unshare --mount --propagation private bash -c '
         VMM_SKIP_NESTED="${VMM_SKIP_NESTED:-}" /bin/bash /root/fresh.sh "$@"' \
     bash "$root" "$ROOT" "$@" 2>&1 | tee "$out" || rc=$?
 while read -r _ name secs; do
-    phases+=("$name $(mmss "$secs")")
+    phase_add "$name" "$secs"
 done < <(grep -a '^FRESH-PHASE ' "$out" || true)
 
 tests_line=$(grep -a -E '^tests: [0-9]+ passed, [0-9]+ failed' "$out" | tail -1 || true)
@@ -108,8 +104,6 @@ if [ "$rc" = 0 ] && [ "${skipped:-0}" != 0 ] && [ $# = 0 ]; then
     log "in a fresh root every test must run, as the test command installs all they need: $skipped skipped"
     rc=1
 fi
-printf 'from nothing (%s):' "${commit:0:7}"
-printf ' %s,' "${phases[@]}"
-printf ' total %s\n' "$(mmss $(( $(date +%s) - t0 )))"
+print_phases "from nothing (${commit:0:7})"
 [ -z "$tests_line" ] || echo "$tests_line"
 exit "$rc"

@@ -15,22 +15,6 @@ set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 hide_kvm_if_asked "$0" "$@"
 
-phases=()  # "name seconds" lines, printed at the end
-t0=$(date +%s)
-phase_mark=$t0
-phase_done() {  # phase_done NAME: the time since the last mark goes to NAME
-    local now
-    now=$(date +%s)
-    phases+=("$1 $((now - phase_mark))")
-    phase_mark=$now
-}
-print_phases() {
-    local p total=$(( $(date +%s) - t0 ))
-    printf 'times:'
-    for p in "${phases[@]}"; do printf ' %s %s,' "${p% *}" "$(mmss "${p##* }")"; done
-    printf ' total %s\n' "$(mmss "$total")"
-}
-mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 
 # Where each label runs (decided first: the nested VM's packages are installed with the rest,
 # once, before anything runs side by side).
@@ -66,7 +50,7 @@ if [ $# -gt 0 ]; then  # a subset, on the host, as asked
     rc=0
     (cd "$BUILD" && ctest --output-on-failure --timeout 600 -j"$(nproc)" "$@") || rc=$?
     phase_done "host tests"
-    print_phases
+    print_phases times
     exit "$rc"
 fi
 
@@ -125,5 +109,5 @@ fi
 summary_rc=0
 python3 "$ROOT/scripts/lib/test-summary.py" --costs "$BUILD/nested-costs.txt" "${allow_unrun[@]}" "${reports[@]}" ||
     summary_rc=$?
-print_phases
+print_phases times
 [ "$host_rc" = 0 ] && [ "$nested_rc" = 0 ] && [ "$summary_rc" = 0 ]

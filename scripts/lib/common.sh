@@ -219,6 +219,25 @@ why_no_kvm() {
     else echo "/dev/kvm cannot be opened for reading and writing"; fi
 }
 
+# Phase timing (scripts/test.sh, scripts/check-fresh.sh): phase_done NAME gives NAME the seconds
+# since the last mark; phase_add NAME SECONDS one measured elsewhere; print_phases LABEL prints
+# "LABEL: name m:ss, ..., total m:ss" from the first mark (when common.sh was sourced).
+phases=() phase_t0=$(date +%s) phase_mark=$phase_t0
+mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+phase_add() { phases+=("$1 $2"); }
+phase_done() {
+    local now
+    now=$(date +%s)
+    phase_add "$1" $((now - phase_mark))
+    phase_mark=$now
+}
+print_phases() {
+    local p
+    printf '%s:' "$1"
+    for p in "${phases[@]}"; do printf ' %s %s,' "${p% *}" "$(mmss "${p##* }")"; done
+    printf ' total %s\n' "$(mmss $(( $(date +%s) - phase_t0 )))"
+}
+
 # wait_for_monitor PID SOCKET LOG: waits until the vmm PID listens on its monitor SOCKET; if it
 # ends first, shows its own error (from LOG) and stops.
 wait_for_monitor() {
