@@ -41,11 +41,11 @@ ensure_packages "${wanted[@]}"
 phase_done packages
 configure
 phase_done configure
-log "building everything"
-build_targets
-phase_done build
 
 if [ $# -gt 0 ]; then  # a subset, on the host, as asked
+    log "building everything"
+    build_targets
+    phase_done build
     log "running the tests ($*)"
     rc=0
     (cd "$BUILD" && ctest --output-on-failure --timeout 600 -j"$(nproc)" "$@") || rc=$?
@@ -60,6 +60,11 @@ mkdir -p "$report_dir"
 allow_unrun=()
 [ -n "${VMM_SKIP_NESTED:-}" ] && allow_unrun=(--allow-unrun "VMM_SKIP_NESTED=1")
 
+# Everything but the fuzzers first: the nested VMs (which run no fuzzer) start as soon as that is
+# built, and the fuzzers' sub-build (clang, ASan) runs beside them.
+log "building everything"
+build_targets vmm_all_but_fuzzers
+phase_done build
 nested_pids=() reports=()
 if [ ${#nested_labels[@]} -gt 0 ] || [ -n "$nested_extra" ]; then
     if [ -n "${VMM_SKIP_NESTED:-}" ]; then
@@ -82,6 +87,10 @@ if [ ${#nested_labels[@]} -gt 0 ] || [ -n "$nested_extra" ]; then
         done
     fi
 fi
+
+log "building the fuzzers"
+build_targets
+phase_done "fuzzers"
 
 log "running the tests on the host$([ ${#host_exclude[@]} -gt 0 ] && echo " (but those labelled $(IFS='|'; echo "${host_exclude[*]}"))")"
 host_args=(--output-on-failure --timeout 600 -j"$(nproc)" --output-junit "$report_dir/host.xml")

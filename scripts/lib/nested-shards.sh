@@ -4,7 +4,8 @@
 # nested VMs. Each gets REPORT_DIR/shard-N/ with a CTestTestfile.cmake that points at the build
 # tree (so each ctest keeps its own Testing/ and report), ids.txt (ctest -I: its tests by number)
 # and tests.txt (their names). Costs measured in an earlier run ($BUILD/nested-costs.txt, written
-# by test-summary.py) balance the shares; without them the tests are dealt out in turn.
+# by test-summary.py; tests/nested-costs.txt in a new tree) balance the shares; a test with no
+# measured cost counts as the mean.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 vms=$1 dir=$2 labels=$3 extra=$4
@@ -16,7 +17,9 @@ list() { (cd "$BUILD" && ctest -N "$@" | sed -n 's/^ *Test *#\([0-9]*\): \(.*\)$
 [ -s "$dir/nested-tests.txt" ] || exit 0
 [ "$vms" -ge 1 ] || vms=1
 costs="$BUILD/nested-costs.txt"
-[ -e "$costs" ] || : >"$costs"
+# A build tree's first run takes the costs measured when tests/nested-costs.txt was last written
+# (scripts/test.sh's own, copied there by hand); later runs, this tree's own.
+[ -e "$costs" ] || cp "$ROOT/tests/nested-costs.txt" "$costs" 2>/dev/null || : >"$costs"
 # Longest first onto the least loaded VM (an unknown cost counts as the mean of the known ones).
 awk -v vms="$vms" -v dir="$dir" -v costs="$costs" '
     BEGIN {  # "NAME SECONDS" lines; a name may have blanks in it
