@@ -36,7 +36,7 @@ if [ -z "${VMM_DEMO_INSIDE:-}" ]; then
 fi
 
 work=$(mktemp -d /tmp/vmm-demo.XXXXXX)
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(( 28000 + RANDOM % 4000 ))  # below the kernel's ephemeral ports (32768 up), which an outgoing connection may hold
 uri="tcp:127.0.0.1:$port" stress=64M
 if [ "$rdma" = 1 ]; then
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"

@@ -34,7 +34,9 @@ TEST(KernelTlsMigration, TheSourceSendsThroughTheKernelsTlsAndTheGuestArrivesWho
     EXPECT_EQ(src->cmd("migrate_set_capability x-tls-kernel on"), "");
     EXPECT_EQ(src->cmd("migrate_set_capability x-zero-copy-local on"), "");  // RAM spliced into the kernel's TLS
     EXPECT_EQ(src->cmd("migrate -d " + uri), "");
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed" || src->migrate_status() == "failed"; }, 300));
+    // Well inside the test's own limit (300 s), so that a migration that stalls says where it stood.
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed" || src->migrate_status() == "failed"; }, 180))
+        << src->cmd("info migrate") << src->log() << dst->cmd("info migrate") << dst->log();
     ASSERT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate") << dst->log();
     ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate");
     expect_handover(*src, *dst);

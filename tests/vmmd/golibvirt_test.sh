@@ -21,7 +21,7 @@ fi
 start_vmmd "$build"
 start_destination "$build"
 pattern_domain "$dir/demo.xml"
-port=$((53200 + RANDOM % 400))
+port=$((26200 + RANDOM % 400))
 out=$(timeout 300 "$client" "$sock" "$dir/dsock" "$dir/demo.xml" "$dir/demo.save" "$port" 2>&1) || fail "$out"
 expect "go-libvirt drives vmmd" "$out" "go-libvirt ok"
 echo "PASS"

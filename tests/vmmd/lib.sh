@@ -4,12 +4,14 @@
 # pattern_domain FILE (a 64 MiB 'demo' running the pattern
 # guest), stress_domain FILE (a 128 MiB 'demo' rewriting 32 MiB), guest_runs_clean.
 # Ports: each test draws from a range of its own, as ctest runs them side by side (a shared
-# range once gave two the same port). Migration ports: virsh_migrate 49400-49799, virsh_postcopy
-# 49900-50299, virsh_postcopy_recover 50400-50799, virsh_rdma 50900-51299, packaging/install
-# 51400-51799, virsh_tls 52000-52399, virsh_migrate_tls 52400-52799, virsh_crash 52800-53199,
-# golibvirt 53200-53599, tshark_dissector 53600-53999, virt_manager 54000-54399, each plus the
-# few it counts up. A vmmd's TCP listener: virsh_postcopy_recover 16200-16599, virsh_migrate
-# 16600-16999, virsh_evacuate 17000-17399, tshark_dissector 17400-18199. The C++ tests
+# range once gave two the same port), below the kernel's ephemeral ports (32768 up), which any
+# test's outgoing connection may hold (one in 53600-53999 once did). Migration ports:
+# virsh_migrate 22400-22799, virsh_postcopy 22900-23299, virsh_postcopy_recover 23400-23799,
+# virsh_rdma 23900-24299, packaging/install 24400-24799, virsh_tls 25000-25399, virsh_migrate_tls
+# 25400-25799, virsh_crash 25800-26199, golibvirt 26200-26599, tshark_dissector 26600-26999,
+# virt_manager 27000-27399, each plus the few it counts up. A vmmd's TCP listener:
+# virsh_postcopy_recover 16200-16599, virsh_migrate 16600-16999, virsh_evacuate 17000-17399,
+# tshark_dissector 17400-18199. vmmctl_qmp 18200-18599; scripts/demo.sh 28000-31999. The C++ tests
 # (libvirt_api_test.cc and the rest) take free ports from the kernel (free_tcp_port).
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 

@@ -13,7 +13,7 @@ command -v tshark >/dev/null || { echo "SKIP: needs tshark (apt-get install tsha
 tshark -G protocols 2>/dev/null | grep -q "^Libvirt" || { echo "SKIP: needs libvirt's Wireshark dissector (apt-get install libvirt-wireshark)"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to capture on the loopback interface"; exit 77; }
 
-sport=$((17400 + RANDOM % 400)) dport=$((17800 + RANDOM % 400)) mport=$((53600 + RANDOM % 400))
+sport=$((17400 + RANDOM % 400)) dport=$((17800 + RANDOM % 400)) mport=$((26600 + RANDOM % 400))
 start_vmmd "$build" --listen-tcp "127.0.0.1:$sport" --listen-tcp-insecure
 start_destination "$build" --listen-tcp "127.0.0.1:$dport" --listen-tcp-insecure
 suri="vmm+tcp://127.0.0.1:$sport/system" turi="vmm+tcp://127.0.0.1:$dport/system"

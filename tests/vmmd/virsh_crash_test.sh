@@ -18,7 +18,7 @@ start_vmmd "$build"
 start_destination "$build"
 dpid=${also_kill[-1]}
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
-port=$((52800 + RANDOM % 400))
+port=$((25800 + RANDOM % 400))
 dest_vmms() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }
 no_dest_vmm() { [ -z "$(dest_vmms)" ]; }
 source_vmm() { pgrep -f -- "--qmp unix:$dir/state/run/"; }

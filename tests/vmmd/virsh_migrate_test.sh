@@ -19,7 +19,7 @@ start_destination "$build" --listen-tcp "127.0.0.1:$tport" --listen-tcp-insecure
 # What a --p2p source reaches the destination by: TCP here (a unix socket works too: below).
 p2p_uri="vmm+tcp://127.0.0.1:$tport/system"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
-port=$((49400 + RANDOM % 400))
+port=$((22400 + RANDOM % 400))
 next_uri() { port=$((port + 1)); mig="$1://127.0.0.1:$port"; }  # sets mig
 dest_vmms() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }
 no_dest_vmm() { [ -z "$(dest_vmms)" ]; }

@@ -17,7 +17,7 @@ pid=$!
 wait_until 60 answers "$uri" || fail "vmmd did not listen within 60 s"
 start_destination "$build" --migrate-tls-dir "$dir/pki"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
-port=$((52400 + RANDOM % 400))  # this test's range (lib.sh lists the others)
+port=$((25400 + RANDOM % 400))  # this test's range (lib.sh lists the others)
 
 pattern_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"

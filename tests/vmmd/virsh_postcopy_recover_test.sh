@@ -20,7 +20,7 @@ tport=$((16200 + RANDOM % 400))
 start_destination "$build" --listen-tcp "127.0.0.1:$tport" --listen-tcp-insecure
 p2p_uri="vmm+tcp://127.0.0.1:$tport/system"  # libvirt wants a host in a --p2p destination's URI
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
-port=$((50400 + RANDOM % 400))
+port=$((23400 + RANDOM % 400))
 status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2\""; }  # status_is STATE STATUS
 
 # The guest rewrites 96 MiB (not stress_domain's 32): what is left to move after a pause must

@@ -18,7 +18,7 @@ build=$1
 start_vmmd "$build"
 start_destination "$build"
 qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
-port=$((49900 + RANDOM % 400))
+port=$((22900 + RANDOM % 400))
 migrating() { qmp "$1" demo query-migrate 2>/dev/null | grep -q '"status":"active"'; }  # migrating STATE
 
 stress_domain "$dir/demo.xml"

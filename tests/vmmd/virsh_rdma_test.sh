@@ -23,7 +23,7 @@ memlock_of() {  # memlock_of STATE_DIR: the demo domain's vmm's locked-memory li
     p=$(pgrep -f -- "--qmp unix:$dir/$1/run/") || return 1
     awk '/Max locked memory/ {print $4}' "/proc/$p/limits"
 }
-port=$((50900 + RANDOM % 400))
+port=$((23900 + RANDOM % 400))
 
 cat >"$dir/demo.xml" <<'XML'
 <domain type='vmm'>

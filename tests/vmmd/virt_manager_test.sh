@@ -17,7 +17,7 @@ done
 /usr/bin/python3 -c 'import pyatspi' 2>/dev/null || { echo "SKIP: needs python3-pyatspi"; exit 77; }
 start_vmmd "$build"
 start_destination "$build"
-mport=$((54000 + RANDOM % 400))  # this test's range (lib.sh lists the others)
+mport=$((27000 + RANDOM % 400))  # this test's range (lib.sh lists the others)
 pattern_domain "$dir/demo.xml"
 out=$(v define "$dir/demo.xml") || fail "define: $out"
 out=$(v start demo) || fail "start: $out"
