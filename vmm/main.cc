@@ -14,7 +14,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/machine/payload.h"
 #include "vmm/memory/prefill.h"
-#include "vmm/migration/manager.h"
+#include "vmm/migration/session/manager.h"
 #include "vmm/migration/wire/uri.h"
 #include "vmm/monitor/machine_commands.h"
 #include "vmm/monitor/migration_commands.h"

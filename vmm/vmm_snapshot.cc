@@ -20,6 +20,7 @@
 
 #include "vmm/common/mapping.h"
 #include "vmm/common/zero_page.h"
+#include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/file_transport.h"
 #include "vmm/migration/wire/file_format.h"
 #include "vmm/migration/wire/uri.h"
@@ -119,7 +120,7 @@ int merge(const std::string& from, const std::string& to) {
     if (!h) return failed(h.error());
     auto ram = ram_for(*h);
     if (!ram) return failed(ram.error());
-    auto token = CancelToken::create();
+    auto token = stream::CancelToken::create();
     if (!token) return failed(token.error());
     auto transport = make_file_transport();
     TransportContext ctx{*in, [] { return Options{}; }, ram->views, h->vcpu_count, &*token};
@@ -153,7 +154,9 @@ int merge(const std::string& from, const std::string& to) {
     }
     if (auto s = channel->end_round(); !s) return failed(s.error());
     if (auto s = (*saving)->stream().write(stream); !s) return failed(s.error());
-    if (auto s = (*saving)->commit(); !s) return failed(s.error());
+    SaveTarget* save = (*saving)->save_target();
+    if (save == nullptr) return failed(Error(fmt::format("internal: {} is no file save", (*saving)->describe())));
+    if (auto s = save->commit(); !s) return failed(s.error());
     std::printf("%s: a full save of %s's chain\n", out->path.c_str(), in->path.c_str());
     return 0;
 }

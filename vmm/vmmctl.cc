@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -152,6 +154,11 @@ int main(int argc, char** argv) {
     // Without --wait: a socket that is not there is an error at once; one that is there gets 2 s
     // (a vmm binds its socket a moment before it listens).
     if (wait_seconds < 0 && ::access(endpoint->path.c_str(), F_OK) != 0) {
+        if (errno == EACCES) {  // a directory on the way may not be entered: the socket may well be there
+            std::fprintf(stderr, "vmmctl: cannot enter a directory on the way to %s (%s): run vmmctl as a user who may, or "
+                         "give vmm a socket where this user can reach it\n", endpoint->path.c_str(), std::strerror(errno));
+            return 1;
+        }
         std::fprintf(stderr, "vmmctl: %s does not exist: is vmm running with %s unix:%s? (--wait SECONDS waits for one that is starting)\n",
                      endpoint->path.c_str(), qmp ? "--qmp" : "--monitor", endpoint->path.c_str());
         return 1;

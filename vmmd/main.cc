@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -74,64 +75,138 @@ vmmd::Uuid random_uuid() {
     return u;
 }
 
-}  // namespace
+// What the command line says.
+struct Options {
+    bool root = false;
+    std::string socket, state_dir, vmm_binary;
+    std::string listen_tcp, listen_tls, pki_dir, tls_allowed, migration_address, migrate_tls_dir;
+    size_t max_clients = 256, max_ro_clients = 64;
+    bool tcp_insecure = false;
+};
 
-int main(int argc, char** argv) {
-    bool root = ::geteuid() == 0;
-    std::string socket = default_socket(root), state_dir = default_state_dir(root);
-    std::string vmm_binary = vmm::search_path("VMM_BIN_DIR", {"bin"}).find("vmm").value_or("vmm");
-    CLI::App app{"vmmd: libvirt's remote protocol for vmm domains (virsh -c vmm:///system)"};
-    app.add_option("--socket", socket, "the read-write socket; the read-only one is PATH-ro")->capture_default_str();
-    app.add_option("--state-dir", state_dir, "where domain definitions and running domains' sockets live")
-        ->capture_default_str();
-    app.add_option("--vmm", vmm_binary, "the vmm executable each running domain is")->capture_default_str();
-    std::string listen_tcp, listen_tls, pki_dir, tls_allowed;
-    app.add_option("--listen-tls", listen_tls,
+void add_listening_options(CLI::App& app, Options& o) {
+    app.add_option("--listen-tls", o.listen_tls,
                    "also serve HOST[:PORT] over TLS (port 16514, as libvirtd's): every client presents a certificate "
                    "the CA signed (virsh -c 'vmm+tls://HOST/system'); CONNECT_IS_SECURE is true there");
-    app.add_option("--pki-dir", pki_dir,
+    app.add_option("--pki-dir", o.pki_dir,
                    "for --listen-tls: a directory of cacert.pem, servercert.pem and serverkey.pem (default: libvirt's, "
                    "/etc/pki/CA/cacert.pem, /etc/pki/libvirt/servercert.pem, /etc/pki/libvirt/private/serverkey.pem)");
-    size_t max_clients = 256, max_ro_clients = 64;
-    app.add_option("--max-clients", max_clients, "clients served at once on the read-write socket, and on each TCP or TLS one")
+    app.add_option("--max-clients", o.max_clients, "clients served at once on the read-write socket, and on each TCP or TLS one")
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
-    app.add_option("--max-readonly-clients", max_ro_clients,
+    app.add_option("--max-readonly-clients", o.max_ro_clients,
                    "clients served at once on the read-only socket (every user may connect to it as root's)")
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
-    std::string migration_address;
-    app.add_option("--migration-address", migration_address,
-                   "where incoming migrations listen when their URI names no host (libvirt's migration_address); "
-                   "default: the address this host's name resolves to, never every address");
-    std::string migrate_tls_dir;
-    app.add_option("--migrate-tls-dir", migrate_tls_dir,
-                   "credentials for 'virsh migrate --tls' (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
-                   "client-cert.pem, client-key.pem; libvirt's migrate_tls_x509_cert_dir): both vmm of such a migration "
-                   "authenticate each other and every connection is TLS");
-    app.add_option("--tls-allowed-dn", tls_allowed,
+    app.add_option("--tls-allowed-dn", o.tls_allowed,
                    "for --listen-tls: the client certificates accepted, ';'-separated patterns matched against the "
                    "distinguished name (CN=admin,O=Lab) or, without '=', the common name (libvirtd's "
                    "tls_allowed_dn_list; default: any the CA signed)");
-    app.add_option("--listen-tcp", listen_tcp,
+    app.add_option("--listen-tcp", o.listen_tcp,
                    "also serve HOST:PORT over TCP, unauthenticated and in plaintext (libvirtd's auth_tcp=none): what a "
                    "--p2p source reaches as vmm+tcp://HOST:PORT/system; only with --listen-tcp-insecure, on a network "
                    "where every host is trusted (else --listen-tls)");
-    bool tcp_insecure = false;
-    app.add_flag("--listen-tcp-insecure", tcp_insecure,
+    app.add_flag("--listen-tcp-insecure", o.tcp_insecure,
                  "allow --listen-tcp: say that whoever can reach its address may manage every domain on this host");
-    CLI11_PARSE(app, argc, argv);
-    if (!listen_tcp.empty() && !tcp_insecure) {
+}
+
+// The command line into `o`; an exit status when vmmd is to stop at once (help, a bad option).
+std::optional<int> parse_options(int argc, char** argv, Options& o) {
+    o.root = ::geteuid() == 0;
+    o.socket = default_socket(o.root);
+    o.state_dir = default_state_dir(o.root);
+    o.vmm_binary = vmm::search_path("VMM_BIN_DIR", {"bin"}).find("vmm").value_or("vmm");
+    CLI::App app{"vmmd: libvirt's remote protocol for vmm domains (virsh -c vmm:///system)"};
+    app.add_option("--socket", o.socket, "the read-write socket; the read-only one is PATH-ro")->capture_default_str();
+    app.add_option("--state-dir", o.state_dir, "where domain definitions and running domains' sockets live")
+        ->capture_default_str();
+    app.add_option("--vmm", o.vmm_binary, "the vmm executable each running domain is")->capture_default_str();
+    add_listening_options(app, o);
+    app.add_option("--migration-address", o.migration_address,
+                   "where incoming migrations listen when their URI names no host (libvirt's migration_address); "
+                   "default: the address this host's name resolves to, never every address");
+    app.add_option("--migrate-tls-dir", o.migrate_tls_dir,
+                   "credentials for 'virsh migrate --tls' (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
+                   "client-cert.pem, client-key.pem; libvirt's migrate_tls_x509_cert_dir): both vmm of such a migration "
+                   "authenticate each other and every connection is TLS");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    if (!o.listen_tcp.empty() && !o.tcp_insecure) {
         std::fprintf(stderr, "vmmd: --listen-tcp %s would hand every domain on this host to anyone who can reach it, with "
                              "no authentication and no encryption: use --listen-tls, or add --listen-tcp-insecure if "
                              "every host on that network is trusted\n",
-                     listen_tcp.c_str());
+                     o.listen_tcp.c_str());
         return 2;
     }
+    return std::nullopt;
+}
 
-    // SIGTERM/SIGINT stop the server. The watcher comes before any other thread (the vmm
-    // supervisor's), so that every thread has the signals blocked and none dies of them; the
-    // server is declared first so that it outlives the watcher's thread.
+// Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
+// any other user: both are the owner's alone. TCP and TLS as asked.
+std::vector<vmmd::SocketSpec> socket_specs(const Options& o) {
+    std::vector<vmmd::SocketSpec> sockets = {{o.socket, false, 0600, false, std::nullopt, o.max_clients},
+                                             {o.socket + "-ro", true, mode_t(o.root ? 0666 : 0600), false, std::nullopt,
+                                              o.max_ro_clients}};
+    if (!o.listen_tcp.empty()) sockets.push_back({o.listen_tcp, false, 0, true, std::nullopt, o.max_clients});
+    if (!o.listen_tls.empty()) {
+        sockets.push_back({tls_address(o.listen_tls), false, 0, true, tls_config(o.pki_dir, o.tls_allowed), o.max_clients});
+    }
+    return sockets;
+}
+
+int failed(const vmm::Error& e) {
+    std::fprintf(stderr, "vmmd: %s\n", e.message().c_str());
+    return 1;
+}
+
+void log_serving(const Options& o) {
+    vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", o.socket, o.socket, o.state_dir);
+    if (!o.listen_tcp.empty()) {
+        vmm::log::warn("vmmd: also serving TCP {} (--listen-tcp-insecure): no authentication, no encryption: anyone who "
+                       "reaches it can define, start, destroy and migrate every domain here, and read what crosses it",
+                       o.listen_tcp);
+    }
+    if (!o.listen_tls.empty()) {
+        vmm::log::info("vmmd: also serving TLS {}: clients present a certificate the CA signed", tls_address(o.listen_tls));
+    }
+}
+
+// What every domain's procedures share, made in order (each part lives as long as those after it).
+struct Parts {
+    vmmd::DomainStore& store;
+    vmmd::Supervisor& supervisor;
+    vmmd::Migrations& migrations;
+    vmmd::SaveImages& images;
+    vmmd::Supervisor::Listener lifecycle;
+};
+
+// The procedures that act on domains: definitions, lifecycle, configuration, statistics.
+void add_domain_procedures(std::vector<vmmd::rpc::Procedure>& table, const vmmd::DriverIdentity& id, Parts& p) {
+    vmmd::ManagedSaves managed_save{[&images = p.images](const vmmd::DomainDef& def) { return images.has_managed(def); },
+                                    [&images = p.images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); },
+                                    [&sup = p.supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};
+    for (auto& f : vmmd::domain_procedures(p.store, random_uuid, p.lifecycle, managed_save, id.emulator)) table.push_back(std::move(f));
+    for (auto& f : vmmd::lifecycle_procedures(p.store, p.supervisor, random_uuid, p.images, id.emulator)) table.push_back(std::move(f));
+    for (auto& f : vmmd::config_procedures(p.store)) table.push_back(std::move(f));
+    for (auto& f : vmmd::stats_procedures(p.store, [&sup = p.supervisor](const vmmd::Uuid& uuid) { return sup.vmm_pid(uuid); }))
+        table.push_back(std::move(f));
+}
+
+vmmd::Migrations::Events migration_events(vmmd::EventHub& events) {
+    return {[&events](const vmmd::DomainDef& def, int dom_id, int n) { events.migration_iteration(def, dom_id, n); },
+            [&events](const vmmd::DomainDef& def, int dom_id, const vmmd::JobStats& s) {
+                events.job_completed(def, dom_id, vmmd::job_params(s));
+            }};
+}
+
+// Serves until a signal stops it. The signal watcher comes before any other thread (the vmm
+// supervisor's), so that every thread has the signals blocked and none dies of them; the server
+// is declared first so that it outlives the watcher's thread, and the clients' threads end before
+// what they call into (declared after the server) goes.
+int serve(const Options& o) {
     std::unique_ptr<vmmd::Server> server;
     std::atomic<vmmd::Server*> serving{nullptr};
     std::atomic<bool> stopping{false};
@@ -139,94 +214,60 @@ int main(int argc, char** argv) {
         stopping = true;
         if (vmmd::Server* s = serving.load()) s->stop();
     });
-    if (!watcher) {
-        std::fprintf(stderr, "vmmd: %s\n", watcher.error().message().c_str());
-        return 1;
-    }
-    vmmd::DriverIdentity id{root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION),
-                            vmm_binary};
-    auto store = vmmd::DomainStore::open(state_dir, random_uuid, [](const std::string& w) { vmm::log::warn("vmmd: {}", w); });
-    if (!store) {
-        std::fprintf(stderr, "vmmd: %s\n", store.error().message().c_str());
-        return 1;
-    }
+    if (!watcher) return failed(watcher.error());
+    vmmd::DriverIdentity id{o.root ? "vmm:///system" : "vmm:///session", vmmd::libvirt_version_number(VMM_VERSION),
+                            o.vmm_binary};
     auto warn = [](const std::string& w) { vmm::log::warn("vmmd: {}", w); };
+    auto store = vmmd::DomainStore::open(o.state_dir, random_uuid, warn);
+    if (!store) return failed(store.error());
     vmmd::EventHub events;
-    auto lifecycle = [&events](const vmmd::DomainDef& def, int dom_id, vmmd::LifecycleEvent e) { events.lifecycle(def, dom_id, e); };
-    auto supervisor = vmmd::Supervisor::create({vmm_binary, state_dir}, **store, lifecycle, warn);
-    if (!supervisor) {
-        std::fprintf(stderr, "vmmd: %s\n", supervisor.error().message().c_str());
-        return 1;
-    }
+    vmmd::Supervisor::Listener lifecycle = [&events](const vmmd::DomainDef& def, int dom_id, vmmd::LifecycleEvent e) {
+        events.lifecycle(def, dom_id, e);
+    };
+    auto supervisor = vmmd::Supervisor::create({o.vmm_binary, o.state_dir}, **store, lifecycle, warn);
+    if (!supervisor) return failed(supervisor.error());
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
     for (auto& p : vmmd::capability_procedures(id)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
-    vmmd::Migrations::Events migration_events{
-        [&events](const vmmd::DomainDef& def, int dom_id, int n) { events.migration_iteration(def, dom_id, n); },
-        [&events](const vmmd::DomainDef& def, int dom_id, const vmmd::JobStats& s) {
-            events.job_completed(def, dom_id, vmmd::job_params(s));
-        }};
-    vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, socket),
-                                std::move(migration_events));
-    if (!migrate_tls_dir.empty()) migrations.use_migration_tls(migrate_tls_dir);
+    vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, o.socket),
+                                migration_events(events));
+    if (!o.migrate_tls_dir.empty()) migrations.use_migration_tls(o.migrate_tls_dir);
     // VIR_MIGRATE_CHANGE_PROTECTION (libvirt's client asks for it whenever vmmd offers feature 7):
     // a domain's definition stays as it is while its outgoing migration runs.
     (*store)->set_guard([&migrations](const vmmd::Uuid& uuid) { return migrations.change_refusal(uuid); });
-    if (!migration_address.empty()) migrations.use_migration_address(migration_address);
+    if (!o.migration_address.empty()) migrations.use_migration_address(o.migration_address);
     for (auto& p : migrations.procedures()) table.push_back(std::move(p));
-    vmmd::SaveImages images(**store, **supervisor, migrations.jobs(), state_dir + "/save");
-    if (auto s = images.open(); !s) {
-        std::fprintf(stderr, "vmmd: %s\n", s.error().message().c_str());
-        return 1;
-    }
+    vmmd::SaveImages images(**store, **supervisor, migrations.jobs(), o.state_dir + "/save");
+    if (auto s = images.open(); !s) return failed(s.error());
     for (auto& p : images.procedures()) table.push_back(std::move(p));
-    vmmd::autostart_domains(**store, **supervisor, images, state_dir + "/autostarted");
-    vmmd::ManagedSaves managed_save{[&images](const vmmd::DomainDef& def) { return images.has_managed(def); },
-                                    [&images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); },
-                                    [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.cpu_time_ns(uuid); }};
-    for (auto& p : vmmd::domain_procedures(**store, random_uuid, lifecycle, managed_save, id.emulator)) table.push_back(std::move(p));
-    for (auto& p : vmmd::lifecycle_procedures(**store, **supervisor, random_uuid, images, id.emulator)) table.push_back(std::move(p));
-    for (auto& p : vmmd::config_procedures(**store)) table.push_back(std::move(p));
-    for (auto& p : vmmd::stats_procedures(**store, [&sup = **supervisor](const vmmd::Uuid& uuid) { return sup.vmm_pid(uuid); }))
-        table.push_back(std::move(p));
+    vmmd::autostart_domains(**store, **supervisor, images, o.state_dir + "/autostarted");
+    Parts parts{**store, **supervisor, migrations, images, lifecycle};
+    add_domain_procedures(table, id, parts);
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
-    // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
-    // any other user: both are the owner's alone.
-    std::vector<vmmd::SocketSpec> sockets = {{socket, false, 0600, false, std::nullopt, max_clients},
-                                             {socket + "-ro", true, mode_t(root ? 0666 : 0600), false, std::nullopt, max_ro_clients}};
-    if (!listen_tcp.empty()) sockets.push_back({listen_tcp, false, 0, true, std::nullopt, max_clients});
-    if (!listen_tls.empty()) {
-        sockets.push_back({tls_address(listen_tls), false, 0, true, tls_config(pki_dir, tls_allowed), max_clients});
-    }
-    vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> o) { events.connected(c, std::move(o)); },
+    vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> out) { events.connected(c, std::move(out)); },
                                 [&events, &migrations, &stopping](uint64_t c) {
                                     events.disconnected(c);
                                     // Connections close as vmmd stops, too: that ends no migration.
                                     if (!stopping) migrations.connection_closed(c);
                                 }};
-    auto s = vmmd::Server::listen(sockets, dispatcher, hooks);
-    if (!s) {
-        std::fprintf(stderr, "vmmd: %s\n", s.error().message().c_str());
-        return 1;
-    }
+    auto s = vmmd::Server::listen(socket_specs(o), dispatcher, hooks);
+    if (!s) return failed(s.error());
     server = std::move(*s);
     serving = server.get();
     if (stopping) server->stop();  // a signal came while vmmd was starting
-    vmm::log::info("vmmd: serving {} (read-only: {}-ro); state in {}", socket, socket, state_dir);
-    if (!listen_tcp.empty()) {
-        vmm::log::warn("vmmd: also serving TCP {} (--listen-tcp-insecure): no authentication, no encryption: anyone who "
-                       "reaches it can define, start, destroy and migrate every domain here, and read what crosses it",
-                       listen_tcp);
-    }
-    if (!listen_tls.empty()) vmm::log::info("vmmd: also serving TLS {}: clients present a certificate the CA signed", tls_address(listen_tls));
+    log_serving(o);
     auto r = server->run();
-    // The clients' threads end before what they call into (declared after the server) goes.
     migrations.stop();
     server->join_clients();
-    if (!r) {
-        std::fprintf(stderr, "vmmd: %s\n", r.error().message().c_str());
-        return 1;
-    }
+    if (!r) return failed(r.error());
     vmm::log::info("vmmd: stopped");
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options options;
+    if (auto done = parse_options(argc, argv, options)) return *done;
+    return serve(options);
 }

@@ -41,7 +41,7 @@ struct SessionConfig {
     bool postcopy = false;  // postcopy-ram on: offer (source) / grant (destination) a postcopy channel
     // tls-creds set: offer (source) / require (destination) kCapTls, authenticate with these (the
     // role is the side's: the source is the TLS client).
-    std::optional<vmm::migration::TlsSetup> tls;
+    std::optional<vmm::stream::TlsSetup> tls;
 };
 
 // One side's connection, held by its session (composition: the session calls only what is

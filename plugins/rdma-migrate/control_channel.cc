@@ -128,10 +128,10 @@ Result<Message> ControlChannel::next_message() {
     return m;
 }
 
-Status ControlChannel::secure(const vmm::migration::TlsSetup& setup) {
+Status ControlChannel::secure(const vmm::stream::TlsSetup& setup) {
     auto pipe = std::make_unique<ControlPipe>(*this);
     ControlPipe* raw = pipe.get();
-    auto tls = vmm::migration::tls_handshake(std::move(pipe), setup);
+    auto tls = vmm::stream::tls_handshake(std::move(pipe), setup);
     if (!tls) return tls.error();
     raw->handshake_done();
     pipe_ = raw;
@@ -142,7 +142,7 @@ Status ControlChannel::secure(const vmm::migration::TlsSetup& setup) {
 
 Result<std::vector<uint8_t>> ControlChannel::export_key(const std::string& label, size_t size) const {
     if (!tls_) return Error("internal: keying material asked of a control channel without TLS");
-    return vmm::migration::tls_export(*tls_, label, size);
+    return vmm::stream::tls_export(*tls_, label, size);
 }
 
 Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg, Sent sent) {

@@ -17,7 +17,7 @@
 #include "control_buffers.h"
 #include "endpoint.h"
 #include "proto/wire.h"
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/tls_stream.h"
 
 namespace rdma_migrate {
 
@@ -78,7 +78,7 @@ public:
     // kCapTls: the TLS handshake (control_tls.h), then every message either side sends on this
     // channel travels inside the session. On failure the peer has been told (a TLS alert) and
     // the channel is good for nothing more.
-    Status secure(const vmm::migration::TlsSetup& setup);
+    Status secure(const vmm::stream::TlsSetup& setup);
     bool secured() const { return tls_ != nullptr; }
     // Keying material both sides derive from the session alone (RFC 8446 §7.5).
     Result<std::vector<uint8_t>> export_key(const std::string& label, size_t size) const;
@@ -108,7 +108,7 @@ private:
     bool error_text_ = true;
     uint64_t sends_ = 0;
     ControlPipe* pipe_ = nullptr;  // tls_'s stream below it
-    std::unique_ptr<vmm::migration::ByteStream> tls_;
+    std::unique_ptr<vmm::stream::ByteStream> tls_;
 };
 
 }  // namespace rdma_migrate

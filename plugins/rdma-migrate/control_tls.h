@@ -1,5 +1,5 @@
 // TLS over the control channel (kCapTls, docs/rdma-protocol.md "Authenticated migrations"). The
-// TLS session is vmm's own (vmm/migration/transport/tls_stream.h: TLS 1.3, both sides
+// TLS session is vmm's own (vmm/stream/tls_stream.h: TLS 1.3, both sides
 // authenticated, the writer's key renewed long before AES-GCM's limit); what it runs over is
 // this: a ByteStream whose bytes travel in TLS messages on the control channel, SENDs like every
 // other control message. Nothing else changes in the protocol above: each control message, the
@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "control_channel.h"
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/byte_stream.h"
 
 namespace rdma_migrate {
 
-class ControlPipe final : public vmm::migration::ByteStream {
+class ControlPipe final : public vmm::stream::ByteStream {
 public:
     explicit ControlPipe(ControlChannel& ctl) : ctl_(ctl) {}
 

@@ -66,12 +66,12 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     uint64_t chunk = (agreed & kCapChunkSize) != 0 ? 1ull << (*ep)->peer.chunk_shift : ChunkGeometry::kDefault;
     auto g = ChunkGeometry::make(chunk);
     if (!g) return g.error();
-    std::optional<vmm::migration::TlsSetup> tls = cfg.tls;
+    std::optional<vmm::stream::TlsSetup> tls = cfg.tls;
     std::unique_ptr<DestinationSession> s(new DestinationSession(std::move(*ep), std::move(ctl), std::move(cfg), *g, agreed));
     std::vector<TimedStep> steps;
     StepClock clock(steps);
     if (tls) {  // before anything else: no rkey, no block, no channel for a peer not authenticated
-        tls->role = vmm::migration::TlsRole::server;
+        tls->role = vmm::stream::TlsRole::server;
         if (Status st = s->ctl_.secure(*tls); !st) {
             s->link_.first().give_back_listener(listener);
             peer_refused = true;

@@ -60,13 +60,14 @@ int guarded(vmm_err* e, F f) {
 Status tls_from(const vmm_transport_args* a, SessionConfig& c) {
     if (a->struct_size < offsetof(vmm_transport_args, tls_rekey_records) + sizeof a->tls_rekey_records) return {};
     if (a->tls_creds == nullptr || *a->tls_creds == '\0') return {};
-    vmm::migration::TlsSetup t;
-    t.creds_dir = a->tls_creds;
-    t.hostname = a->tls_hostname != nullptr && *a->tls_hostname != '\0' ? a->tls_hostname : a->host;
-    t.authz = a->tls_authz != nullptr ? a->tls_authz : "";
-    if (a->tls_rekey_records != 0) t.rekey_records = a->tls_rekey_records;
-    t.first_words_within = std::chrono::milliseconds(c.timeouts.connect_ms);
-    c.tls = std::move(t);
+    vmm::stream::MigrationTls settings{.creds = a->tls_creds,
+                                       .hostname = a->tls_hostname != nullptr ? a->tls_hostname : "",
+                                       .uri_host = a->host != nullptr ? a->host : "",
+                                       .authz = a->tls_authz != nullptr ? a->tls_authz : "",
+                                       .connect_timeout = std::chrono::milliseconds(c.timeouts.connect_ms),
+                                       .rekey_records = a->tls_rekey_records};
+    // The sessions set the role: the source is the client, the destination the server.
+    c.tls = vmm::stream::migration_tls_setup(vmm::stream::TlsRole::client, settings);
     return {};
 }
 

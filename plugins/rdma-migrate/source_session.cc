@@ -97,8 +97,8 @@ Status SourceSession::authenticate() {
         link_.abort("the source has tls-creds set and takes only an authenticated migration");
         return Error(why);
     }
-    vmm::migration::TlsSetup setup = *cfg_.tls;
-    setup.role = vmm::migration::TlsRole::client;
+    vmm::stream::TlsSetup setup = *cfg_.tls;
+    setup.role = vmm::stream::TlsRole::client;
     return ctl_.secure(setup);
 }
 

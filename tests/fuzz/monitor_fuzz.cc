@@ -13,7 +13,7 @@
 
 #include "vmm/machine/machine.h"
 #include "vmm/machine/payload.h"
-#include "vmm/migration/manager.h"
+#include "vmm/migration/session/manager.h"
 #include "vmm/monitor/client/json_access.h"
 #include "vmm/monitor/machine_commands.h"
 #include "vmm/monitor/migration_commands.h"

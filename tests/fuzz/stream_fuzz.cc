@@ -41,7 +41,7 @@ Status decode_state(std::span<const uint8_t> blob) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     std::vector<uint8_t> rest(data + 1, data + size);
-    migration::MemoryStream in(rest);
+    vmm::stream::MemoryStream in(rest);
     // Bit 2 of the first byte: a verify-ram stream (PAGES_SUMMED checked by a RamVerifier).
     std::vector<migration::BlockInfo> layout;
     for (const auto& b : fuzz_memory().blocks()) layout.push_back({b->name(), b->guest_addr(), b->size()});

@@ -1,5 +1,5 @@
 // libFuzzer target for what a TLS destination reads before anyone is authenticated: the input
-// is a peer's bytes. First as the record layer's framing (wire/tls_record.h), record after
+// is a peer's bytes. First as the record layer's framing (tls_record.h), record after
 // record, as TlsStream's transport reads it: a header that decodes must announce a body within
 // the bound and be a TLS content type. Then as a whole connection: a destination's TLS
 // handshake (tls_stream.h, server side, with credentials made once at start-up) over a stream
@@ -16,11 +16,11 @@
 #include <span>
 #include <string>
 
-#include "vmm/migration/transport/stream.h"
-#include "vmm/migration/transport/tls_stream.h"
-#include "vmm/migration/wire/tls_record.h"
+#include "vmm/stream/byte_stream.h"
+#include "vmm/stream/tls_stream.h"
+#include "vmm/stream/tls_record.h"
 
-using namespace vmm::migration;
+using namespace vmm::stream;
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "vmm/migration/params.h"
+#include "vmm/migration/session/params.h"
 #include "vmm/migration/wire/uri.h"
 
 namespace vmm::migration {

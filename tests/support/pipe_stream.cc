@@ -19,7 +19,7 @@ std::pair<UniqueFd, UniqueFd> make_pipe() {
 
 }  // namespace
 
-PipeStream::PipeStream(UniqueFd read_fd, UniqueFd write_fd, const migration::CancelToken* cancel)
+PipeStream::PipeStream(UniqueFd read_fd, UniqueFd write_fd, const stream::CancelToken* cancel)
     : read_(std::move(read_fd)), write_(std::move(write_fd)), cancel_(cancel) {
     std::tie(wake_read_, wake_write_) = make_pipe();
 }
@@ -89,7 +89,7 @@ Status PipeStream::shutdown() {
     return {};
 }
 
-PipeConnection pipe_connection(const migration::CancelToken* source_cancel, const migration::CancelToken* dest_cancel) {
+PipeConnection pipe_connection(const stream::CancelToken* source_cancel, const stream::CancelToken* dest_cancel) {
     auto [to_source_read, to_source_write] = make_pipe();
     auto [to_dest_read, to_dest_write] = make_pipe();
     PipeConnection c;
@@ -99,8 +99,8 @@ PipeConnection pipe_connection(const migration::CancelToken* source_cancel, cons
     return c;
 }
 
-std::pair<std::unique_ptr<migration::ByteStream>, std::unique_ptr<migration::ByteStream>> pipe_stream_pair(
-    const migration::CancelToken* source_cancel, const migration::CancelToken* dest_cancel) {
+std::pair<std::unique_ptr<stream::ByteStream>, std::unique_ptr<stream::ByteStream>> pipe_stream_pair(
+    const stream::CancelToken* source_cancel, const stream::CancelToken* dest_cancel) {
     auto c = pipe_connection(source_cancel, dest_cancel);
     return {std::move(c.source), std::move(c.dest)};
 }

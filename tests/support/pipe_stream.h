@@ -10,17 +10,17 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
-#include "vmm/migration/transport/cancel.h"
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/cancel.h"
+#include "vmm/stream/byte_stream.h"
 
 namespace vmm::test {
 
-class PipeStream final : public migration::ByteStream {
+class PipeStream final : public stream::ByteStream {
 public:
     // `cancel` (may be null) ends every wait, as a migration's token does a socket's.
-    PipeStream(UniqueFd read_fd, UniqueFd write_fd, const migration::CancelToken* cancel);
+    PipeStream(UniqueFd read_fd, UniqueFd write_fd, const stream::CancelToken* cancel);
 
-    using ByteStream::write;
+    using stream::ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override;
     Status read_exact(std::span<uint8_t> out) override;
     Status await_readable(std::chrono::milliseconds within) override;
@@ -31,21 +31,21 @@ public:
 private:
     Status wait(int fd, short events, int timeout_ms);
     UniqueFd read_, write_;
-    const migration::CancelToken* cancel_;
+    const stream::CancelToken* cancel_;
     UniqueFd wake_read_, wake_write_;  // written once by shutdown(): blocked calls return
     std::atomic<bool> cut_{false};
     std::vector<uint8_t> pushed_back_;
 };
 
 // Both ends of one connection over two pipes; `source_cancel`/`dest_cancel` as above.
-std::pair<std::unique_ptr<migration::ByteStream>, std::unique_ptr<migration::ByteStream>> pipe_stream_pair(
-    const migration::CancelToken* source_cancel = nullptr, const migration::CancelToken* dest_cancel = nullptr);
+std::pair<std::unique_ptr<stream::ByteStream>, std::unique_ptr<stream::ByteStream>> pipe_stream_pair(
+    const stream::CancelToken* source_cancel = nullptr, const stream::CancelToken* dest_cancel = nullptr);
 // The same, and a second writer of the destination's end (what the source reads), for a test
 // that plays a destination writing from two threads.
 struct PipeConnection {
-    std::unique_ptr<migration::ByteStream> source, dest;
+    std::unique_ptr<stream::ByteStream> source, dest;
     UniqueFd to_source;
 };
-PipeConnection pipe_connection(const migration::CancelToken* source_cancel, const migration::CancelToken* dest_cancel);
+PipeConnection pipe_connection(const stream::CancelToken* source_cancel, const stream::CancelToken* dest_cancel);
 
 }  // namespace vmm::test

@@ -14,7 +14,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 "$src/scripts/make-test-pki.sh" "$dir/foreign" >/dev/null || fail "make-test-pki.sh (another CA)"
 "$src/scripts/make-test-pki.sh" "$dir/intruder" --ca "$dir/pki" --client intruder >/dev/null || fail "make-test-pki.sh (intruder)"
 mkdir -p "$dir/nocert" && cp "$dir/pki/cacert.pem" "$dir/nocert/"
-port=$((52000 + RANDOM % 400))  # this test's range (lib.sh lists the others)
+port=$((25000 + RANDOM % 400))  # this test's range (lib.sh lists the others)
 "$build/bin/vmmd" --socket "$sock" --state-dir "$dir/state" --listen-tls "127.0.0.1:$port" --pki-dir "$dir/pki" \
     --tls-allowed-dn "vmm-source;CN=admin-*" >>"$dir/log" 2>&1 &
 pid=$!
@@ -47,6 +47,14 @@ expect "vmmd serves the next client" "$out" "demo"
 out=$(virsh -c "vmm+tcp://127.0.0.1:$port/system" list 2>&1) && fail "plaintext on the TLS port was served: $out"
 echo "ok: plaintext on the TLS port refused"
 out=$(t list --all) || fail "list after plaintext: $out"
+
+# A client that connects and says nothing is dropped after vmmd's limit (10 s), named in vmmd's
+# words: not as a migration's.
+exec {silent}<>"/dev/tcp/127.0.0.1/$port"
+for _ in $(seq 300); do grep -q "said nothing within" "$dir/log" && break; sleep 0.1; done
+exec {silent}>&-
+expect "a silent TLS client is dropped in vmmd's words" "$(cat "$dir/log")" "the client said nothing within 10 s of connecting \(vmmd's limit for a TLS client\)"
+if grep -q "migration" <(grep "refused the TLS client" "$dir/log"); then fail "a refused TLS client was logged in a migration's words: $(grep "refused the TLS client" "$dir/log")"; fi
 
 # openssl s_client, a TLS client of another library: with libvirt's client certificate it
 # completes a TLS 1.3 handshake and verifies vmmd's certificate; without one vmmd ends it with

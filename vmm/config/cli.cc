@@ -35,7 +35,8 @@ void define(CLI::App& app, Raw& raw) {
     app.add_option("--serial", raw.serial, "guest serial output: stdout, file:PATH or none")->type_name("OUTPUT");
     app.add_option("--dirty-tracking", raw.dirty, "dirty-page tracking: log or ring")->type_name("BACKEND");
     app.add_option("--incoming", raw.incoming,
-                   "wait for a live migration: tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT, or defer (then migrate_incoming)")
+                   "wait for a live migration: tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT, file:PATH[,offset=N] (restore a saved "
+                   "guest), or defer (then migrate_incoming)")
         ->type_name("URI");
     app.add_flag("-v,--verbose", raw.verbose, "log debug messages");
     app.add_flag("--version", raw.version, "print the version and exit");

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "vmm/machine/machine.h"
-#include "vmm/migration/manager.h"
+#include "vmm/migration/session/manager.h"
 #include "vmm/monitor/command_table.h"
 
 namespace vmm::monitor {

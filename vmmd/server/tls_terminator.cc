@@ -10,8 +10,8 @@
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
-#include "vmm/migration/transport/socket_stream.h"
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/socket_stream.h"
+#include "vmm/stream/tls_stream.h"
 #include "vmmd/rpc/message.h"
 
 namespace vmmd {
@@ -19,7 +19,6 @@ namespace vmmd {
 using vmm::Error;
 using vmm::Status;
 using vmm::UniqueFd;
-namespace mig = vmm::migration;
 
 vmm::Result<std::unique_ptr<TlsTerminator>> TlsTerminator::start(UniqueFd tcp, const TlsServerConfig& config, std::string peer,
                                                                   UniqueFd* plain) {
@@ -27,7 +26,7 @@ vmm::Result<std::unique_ptr<TlsTerminator>> TlsTerminator::start(UniqueFd tcp, c
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Error::from_errno("socketpair for a TLS client");
     UniqueFd ours(sv[0]);
     *plain = UniqueFd(sv[1]);
-    auto cancel = mig::CancelToken::create();
+    auto cancel = vmm::stream::CancelToken::create();
     if (!cancel) return cancel.error();
     auto t = std::unique_ptr<TlsTerminator>(
         new TlsTerminator(std::move(*cancel), std::move(tcp), std::move(ours), config, std::move(peer)));
@@ -35,7 +34,7 @@ vmm::Result<std::unique_ptr<TlsTerminator>> TlsTerminator::start(UniqueFd tcp, c
     return t;
 }
 
-TlsTerminator::TlsTerminator(mig::CancelToken cancel, UniqueFd tcp, UniqueFd pair, TlsServerConfig config, std::string peer)
+TlsTerminator::TlsTerminator(vmm::stream::CancelToken cancel, UniqueFd tcp, UniqueFd pair, TlsServerConfig config, std::string peer)
     : cancel_(std::move(cancel)), tcp_(std::move(tcp)), pair_(std::move(pair)), config_(std::move(config)),
       peer_(std::move(peer)) {}
 
@@ -49,15 +48,14 @@ void TlsTerminator::stop() { cancel_.cancel(); }
 void TlsTerminator::run() {
     vmm::name_this_thread("vmmd-tls");
     // The stream owns the TCP socket from here; the pair's end stays ours (the pumps' other side).
-    auto plain = std::make_unique<mig::SocketStream>(std::move(tcp_), cancel_, std::chrono::milliseconds(-1), peer_, false);
-    mig::TlsSetup setup;
-    setup.role = mig::TlsRole::server;
-    setup.files = config_.files;
-    setup.authz = config_.allowed;
-    setup.peer_word = "client";
-    setup.authz_setting = "--tls-allowed-dn";
-    setup.first_words_within = config_.handshake_within;
-    auto tls = mig::tls_handshake(std::move(plain), setup);
+    vmm::stream::SocketWords words{.carries = "libvirt session",
+                                   .cancelled = "vmmd closed the connection (it is stopping)",
+                                   .io_timeout_setting = "no limit",
+                                   .first_words_setting = "vmmd's limit for a TLS client's first words"};
+    auto plain = std::make_unique<vmm::stream::SocketStream>(std::move(tcp_), cancel_, std::chrono::milliseconds(-1), peer_,
+                                                             false, std::move(words));
+    auto tls = vmm::stream::tls_handshake(
+        std::move(plain), vmm::stream::libvirt_server_tls_setup(config_.files, config_.allowed, config_.handshake_within));
     if (tls) {
         // libvirt's client waits for one byte saying the server accepted its certificate
         // (virnetclient.c: "If we make the grade, it will send us a '\1' byte").
@@ -86,7 +84,7 @@ void TlsTerminator::run() {
 }
 
 // Each message whole: its length word checked before its body is read.
-Status TlsTerminator::pump_in(mig::ByteStream& tls) {
+Status TlsTerminator::pump_in(vmm::stream::ByteStream& tls) {
     std::vector<uint8_t> message;
     for (;;) {
         std::array<uint8_t, rpc::kLengthSize> word{};
@@ -105,7 +103,7 @@ Status TlsTerminator::pump_in(mig::ByteStream& tls) {
     }
 }
 
-Status TlsTerminator::pump_out(mig::ByteStream& tls) {
+Status TlsTerminator::pump_out(vmm::stream::ByteStream& tls) {
     std::vector<uint8_t> buffer(64 * 1024);
     for (;;) {
         pollfd fds[2] = {{pair_.get(), POLLIN, 0}, {cancel_.fd(), POLLIN, 0}};

@@ -14,14 +14,14 @@
 
 #include "vmm/common/fd.h"
 #include "vmm/common/result.h"
-#include "vmm/migration/transport/cancel.h"
-#include "vmm/migration/transport/stream.h"
-#include "vmm/migration/transport/tls_credentials.h"
+#include "vmm/stream/cancel.h"
+#include "vmm/stream/byte_stream.h"
+#include "vmm/stream/tls_credentials.h"
 
 namespace vmmd {
 
 struct TlsServerConfig {
-    vmm::migration::TlsFiles files;  // cacert.pem, servercert.pem, serverkey.pem
+    vmm::stream::TlsFiles files;  // cacert.pem, servercert.pem, serverkey.pem
     std::string allowed;  // client certificate names accepted (';'-separated patterns, tls_credentials.h); empty: any the CA signed
     std::chrono::milliseconds handshake_within{10000};  // a client that says nothing this long is dropped
 };
@@ -38,13 +38,13 @@ public:
     bool done() const { return done_; }
 
 private:
-    TlsTerminator(vmm::migration::CancelToken cancel, vmm::UniqueFd tcp, vmm::UniqueFd pair, TlsServerConfig config,
+    TlsTerminator(vmm::stream::CancelToken cancel, vmm::UniqueFd tcp, vmm::UniqueFd pair, TlsServerConfig config,
                   std::string peer);
     void run();
-    vmm::Status pump_in(vmm::migration::ByteStream& tls);   // client -> server, message by message
-    vmm::Status pump_out(vmm::migration::ByteStream& tls);  // server -> client, as it comes
+    vmm::Status pump_in(vmm::stream::ByteStream& tls);   // client -> server, message by message
+    vmm::Status pump_out(vmm::stream::ByteStream& tls);  // server -> client, as it comes
 
-    vmm::migration::CancelToken cancel_;
+    vmm::stream::CancelToken cancel_;
     vmm::UniqueFd tcp_, pair_;
     TlsServerConfig config_;
     std::string peer_;

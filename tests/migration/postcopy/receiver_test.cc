@@ -43,7 +43,7 @@ std::vector<uint8_t> pages_record(uint32_t block, uint64_t first_page, uint64_t 
 }
 
 // Postcopy over `main` (and a preempt connection, cut by `cut`), as the socket transports carry it.
-std::unique_ptr<DestPostcopyLink> on(ByteStream& main, std::vector<BlockInfo> blocks, ByteStream* preempt = nullptr,
+std::unique_ptr<DestPostcopyLink> on(stream::ByteStream& main, std::vector<BlockInfo> blocks, stream::ByteStream* preempt = nullptr,
                                      std::function<void()> cut = {}) {
     return stream_postcopy_dest(main, preempt, std::move(cut), {std::move(blocks)});
 }
@@ -63,7 +63,7 @@ TEST(PostcopyReceiver, PlacesWhatIsMissingAndNothingElse) {
     std::memset(ram + 10 * 4096, 0x5a, 4096);  // present before the switch: the guest's own
     // Pages 0-3 missing; a page of 'high' missing too. The stream: data for 0-1, zero for 2-3,
     // a record over the present page 10 (must be skipped), the 'high' page, END.
-    MemoryStream stream(pages_record(0, 0, 2, 0xab) + encode_record(range(RecordType::zero, 0, 2, 2)) +
+    stream::MemoryStream stream(pages_record(0, 0, 2, 0xab) + encode_record(range(RecordType::zero, 0, 2, 2)) +
                         pages_record(0, 10, 1, 0xee) + pages_record(1, 5, 1, 0xcd) + end_record());
     PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 4), range(RecordType::discard, 1, 5, 1)}));
@@ -95,7 +95,7 @@ TEST(PostcopyReceiver, AHostilePageOutsideGuestRamIsRefusedBeforeAnythingIsPlace
                                          r.type = RecordType::round_begin;
                                          return r;
                                      }())}) {
-        MemoryStream stream(stream_bytes);
+        stream::MemoryStream stream(stream_bytes);
         PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
         ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 1)}));
         auto s = rx.run();
@@ -125,7 +125,7 @@ TEST(PostcopyReceiver, PagesWithoutSumsAreTakenUnderVerifyOnlyFromALinkThatAuthe
     };
     for (bool authenticating : {true, false}) {
         auto mem = make_memory();
-        MemoryStream stream(pages_record(0, 0, 2, 0xab) + end_record());
+        stream::MemoryStream stream(pages_record(0, 0, 2, 0xab) + end_record());
         auto link = on(stream, layout(mem));
         if (authenticating) link = std::make_unique<Authenticating>(std::move(link));
         PostcopyReceiver rx(mem, stream, std::move(link), layout(mem), {}, true);
@@ -148,8 +148,8 @@ TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefuse
     VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
-    MemoryStream main_stream(pages_record(0, 0, 1, 0x11) + end_record());
-    MemoryStream preempt(pages_record(0, 1, 1, 0x22) + end_record());
+    stream::MemoryStream main_stream(pages_record(0, 0, 1, 0x11) + end_record());
+    stream::MemoryStream preempt(pages_record(0, 1, 1, 0x22) + end_record());
     int cuts = 0;
     PostcopyReceiver rx(mem, main_stream, on(main_stream, layout(mem), &preempt, [&] { ++cuts; }), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
@@ -165,8 +165,8 @@ TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefuse
     state.length = 1;
     for (const auto& hostile : {encode_record(state) + std::vector<uint8_t>{0}, pages_record(0, 1, 1, 0x33)}) {
         auto fresh = make_memory();
-        MemoryStream m(pages_record(0, 0, 2, 0x44) + end_record());
-        MemoryStream p(hostile);  // a STATE record; then a page and no END
+        stream::MemoryStream m(pages_record(0, 0, 2, 0x44) + end_record());
+        stream::MemoryStream p(hostile);  // a STATE record; then a page and no END
         int cut = 0;
         PostcopyReceiver r2(fresh, m, on(m, layout(fresh), &p, [&] { ++cut; }), layout(fresh), {}, false,
                             std::chrono::milliseconds(2000));
@@ -181,7 +181,7 @@ TEST(PostcopyReceiver, PreemptPagesArePlacedAndAHostilePreemptConnectionIsRefuse
 TEST(PostcopyReceiver, EndWithPagesStillMissingIsRefused) {
     VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
-    MemoryStream stream(pages_record(0, 0, 1, 1) + end_record());
+    stream::MemoryStream stream(pages_record(0, 0, 1, 1) + end_record());
     PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 0, 2)}));
     auto s = rx.run();
@@ -195,7 +195,7 @@ TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
     VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
-    MemoryStream stream(pages_record(0, 3, 1, 0x77) + end_record());
+    stream::MemoryStream stream(pages_record(0, 3, 1, 0x77) + end_record());
     PostcopyReceiver rx(mem, stream, on(stream, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1)}));
     EXPECT_EQ(ram[100 * 4096 + 8], 0) << "a never-sent page reads as zero";
@@ -226,7 +226,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     VMM_REQUIRE(need::userfaultfd());
     auto mem = make_memory();
     uint8_t* ram = mem.blocks()[0]->host();
-    MemoryStream broken(pages_record(0, 5, 1, 0x11));  // then the link ends mid-postcopy
+    stream::MemoryStream broken(pages_record(0, 5, 1, 0x11));  // then the link ends mid-postcopy
     PostcopyReceiver rx(mem, broken, on(broken, layout(mem)), layout(mem), {}, false);
     ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 1), range(RecordType::discard, 0, 5, 1)}));
     ASSERT_FALSE(rx.run());
@@ -234,7 +234,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     uint8_t seen = 0;
     std::thread toucher([&] { seen = *reinterpret_cast<volatile uint8_t*>(ram + 3 * 4096 + 1); });
     EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().requests == 1; }, std::chrono::seconds(10)));
-    MemoryStream resumed(pages_record(0, 3, 1, 0x77) + end_record());
+    stream::MemoryStream resumed(pages_record(0, 3, 1, 0x77) + end_record());
     ASSERT_TRUE(rx.resume(resumed, on(resumed, layout(mem)), std::chrono::seconds(30)));
     auto s = rx.run();
     toucher.join();
@@ -243,7 +243,7 @@ TEST(PostcopyReceiver, AfterABrokenLinkResumeDescribesWhatIsHereAndAsksAgain) {
     EXPECT_EQ(ram[5 * 4096], 0x11);
     EXPECT_EQ(rx.stats().recoveries, 1u);
     // What the source read: every page described (3 missing, 5 held), the request, POSTCOPY_DONE.
-    MemoryStream source_side(resumed.written());
+    stream::MemoryStream source_side(resumed.written());
     ReceivedPages held(layout(mem));
     while (!held.complete()) {
         auto m = read_return(source_side, layout(mem), 4096);

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/byte_stream.h"
 #include "vmm/migration/transport/stream_io.h"
 
 namespace vmm::migration {
@@ -25,7 +25,7 @@ std::vector<std::vector<uint64_t>> empty_bits() {
 Result<ReceivedPages> collect(const std::vector<std::vector<uint8_t>>& messages) {
     std::vector<uint8_t> bytes;
     for (const auto& m : messages) bytes.insert(bytes.end(), m.begin(), m.end());
-    MemoryStream in(bytes);
+    stream::MemoryStream in(bytes);
     ReceivedPages got(kRecoveryBlocks);
     while (!got.complete()) {
         auto m = read_return(in, kRecoveryBlocks, 4096);

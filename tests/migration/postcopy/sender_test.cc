@@ -22,7 +22,7 @@
 #include "tests/support/pipe_stream.h"
 #include "tests/support/wait.h"
 #include "vmm/migration/transport/postcopy_stream.h"
-#include "vmm/migration/transport/socket_stream.h"
+#include "vmm/stream/socket_stream.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/return_path.h"
 
@@ -45,11 +45,11 @@ void PrintTo(Streams s, std::ostream* os) { *os << (s == Streams::socket ? "sock
 
 // Both ends of one connection: the sender's stream and the destination's.
 struct Connection {
-    std::unique_ptr<ByteStream> source, dest;
+    std::unique_ptr<stream::ByteStream> source, dest;
     UniqueFd requests;  // what writes to the source's end, for requests beside the destination's reader
 };
 
-Connection connect(Streams kind, const CancelToken& src_cancel, const CancelToken& dst_cancel) {
+Connection connect(Streams kind, const stream::CancelToken& src_cancel, const stream::CancelToken& dst_cancel) {
     if (kind == Streams::pipe) {
         auto p = vmm::test::pipe_connection(&src_cancel, &dst_cancel);
         return {std::move(p.source), std::move(p.dest), std::move(p.to_source)};
@@ -58,8 +58,8 @@ Connection connect(Streams kind, const CancelToken& src_cancel, const CancelToke
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
     c.requests = UniqueFd(::dup(sv[1]));
-    c.source = std::make_unique<SocketStream>(UniqueFd(sv[0]), src_cancel, kIoTimeout, "destination", false);
-    c.dest = std::make_unique<SocketStream>(UniqueFd(sv[1]), dst_cancel, kIoTimeout, "source", false);
+    c.source = std::make_unique<stream::SocketStream>(UniqueFd(sv[0]), src_cancel, kIoTimeout, "destination", false);
+    c.dest = std::make_unique<stream::SocketStream>(UniqueFd(sv[1]), dst_cancel, kIoTimeout, "source", false);
     return c;
 }
 
@@ -112,7 +112,7 @@ public:
     }
 
 private:
-    void read_all(int conn, ByteStream& in, int reply_fd) {
+    void read_all(int conn, stream::ByteStream& in, int reply_fd) {
         for (;;) {
             auto r = read_record(in, blocks_, 4096);
             if (!r) return;  // the source closed the connection
@@ -266,8 +266,8 @@ protected:
     }
     void prepare(Pace pace, bool preempt = false, bool answer_done = false, bool read_stream = true) {
         set(pace);
-        src_cancel_.emplace(CancelToken::create().value());
-        dst_cancel_.emplace(CancelToken::create().value());
+        src_cancel_.emplace(stream::CancelToken::create().value());
+        dst_cancel_.emplace(stream::CancelToken::create().value());
         conns_.resize(preempt ? 2 : 1);
         for (auto& c : conns_) c = connect(GetParam(), *src_cancel_, *dst_cancel_);
         dest_ = std::make_unique<FakeDestination>(mem_, layout(mem_), answer_done);
@@ -286,7 +286,7 @@ protected:
         set(pace);
         auto channel = std::make_unique<FakeChannel>(answers_beside_push);
         channel_ = channel.get();
-        src_cancel_.emplace(CancelToken::create().value());
+        src_cancel_.emplace(stream::CancelToken::create().value());
         sender_ = std::make_unique<PostcopySender>(mem_, std::move(channel), layout(mem_), missing_, *src_cancel_, live_,
                                                    PostcopySender::Config{});
         runner_ = std::thread([this] { result_ = sender_->run(); });
@@ -297,7 +297,7 @@ protected:
     memory::GuestMemory mem_ = make_memory();
     std::vector<std::vector<uint64_t>> missing_;
     LiveSettings live_;  // outlives the sender, which reads it
-    std::optional<CancelToken> src_cancel_, dst_cancel_;
+    std::optional<stream::CancelToken> src_cancel_, dst_cancel_;
     std::vector<Connection> conns_;
     std::unique_ptr<FakeDestination> dest_;
     FakeChannel* channel_ = nullptr;  // the sender's

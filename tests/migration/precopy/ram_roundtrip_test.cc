@@ -34,7 +34,7 @@ struct Saving {
         if (!pagemap) return pagemap.error();
         return saver.bulk_round(&*pagemap);
     }
-    MemoryStream wire;
+    stream::MemoryStream wire;
     RamStats stats;
     RateLimiter rl{0, nullptr};
     RamSaver saver;
@@ -47,7 +47,7 @@ Record end_record() {
 }
 
 // Appends STATE("state") + END so the loader accepts the stream.
-void end_stream(MemoryStream& out) {
+void end_stream(stream::MemoryStream& out) {
     Record st;
     st.type = RecordType::state;
     st.length = 5;
@@ -83,7 +83,7 @@ TEST(RamRoundTrip, BulkThenDirtyRoundLandsByteForByte) {
     ASSERT_TRUE(saver.dirty_round(1, dirty));
     end_stream(wire);
 
-    MemoryStream in(wire.written());
+    stream::MemoryStream in(wire.written());
     std::vector<uint8_t> state;
     StreamLoader loader(dst, in, nullptr, layout(dst), [&](std::span<const uint8_t> s) {
         state.assign(s.begin(), s.end());
@@ -110,7 +110,7 @@ TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
     ASSERT_TRUE(out.bulk_round());
     end_stream(wire);
     // ROUND_BEGIN, then POPULATE for the whole run, right before its first PAGES record.
-    MemoryStream peek(wire.written());
+    stream::MemoryStream peek(wire.written());
     auto blocks = layout(src);
     ASSERT_EQ(read_record(peek, blocks, 4096)->type, RecordType::round_begin);
     auto hint = read_record(peek, blocks, 4096);
@@ -120,7 +120,7 @@ TEST(RamRoundTrip, LongRunsAreAnnouncedAndLandByteForByte) {
     EXPECT_EQ(hint->length, 7 * M);
     EXPECT_EQ(read_record(peek, blocks, 4096)->type, RecordType::pages);
 
-    MemoryStream in(wire.written());
+    stream::MemoryStream in(wire.written());
     StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
     ASSERT_TRUE(loader.run()) << "loader failed";
     EXPECT_TRUE(same_memory(src, dst));
@@ -150,7 +150,7 @@ TEST(RamRoundTrip, AStopCutsTheRoundShortAndKeepsWhatItDidNotSend) {
     }
     EXPECT_EQ(out.stats.normal, sent_pages);
     end_stream(out.wire);
-    MemoryStream in(out.wire.written());
+    stream::MemoryStream in(out.wire.written());
     StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
     ASSERT_TRUE(loader.run()) << "loader failed";
     EXPECT_EQ(loader.counters().rounds, 1u);
@@ -205,7 +205,7 @@ TEST(RamRoundTrip, PiecesEndOnFourMiBBoundariesWhereverTheRunStarts) {
     auto src = make_memory();
     std::memset(src.host_span(0, 4096)->data(), 0, 4096);  // page 0 zero: the data run starts at page 1
     std::memset(src.host_span(4096, 8 * M - 4096)->data(), 0x5a, 8 * M - 4096);
-    MemoryStream wire;
+    stream::MemoryStream wire;
     RamStats stats;
     RateLimiter rl{0, nullptr};
     AsyncChannel ch;
@@ -222,7 +222,7 @@ TEST(RamRoundTrip, PiecesEndOnFourMiBBoundariesWhereverTheRunStarts) {
 TEST(RamRoundTrip, TransferredCountsWhatArrivedNotWhatIsInFlight) {
     auto src = make_memory();
     std::memset(src.host_span(0, 8 * M)->data(), 0x5a, 8 * M);
-    MemoryStream wire;
+    stream::MemoryStream wire;
     RamStats stats;
     RateLimiter rl{0, nullptr};
     AsyncChannel ch;
@@ -275,9 +275,9 @@ TEST(RamRoundTrip, InvalidStreamsFailAndWriteNothingForTheBadRecord) {
     };
     for (const auto& c : cases) {
         auto dst = make_memory();
-        MemoryStream wire;
+        stream::MemoryStream wire;
         for (const auto& r : c.records) ASSERT_TRUE(wire.write(encode_record(r)));
-        MemoryStream in(wire.written());
+        stream::MemoryStream in(wire.written());
         StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; });
         auto s = loader.run();
         ASSERT_FALSE(s) << c.what;

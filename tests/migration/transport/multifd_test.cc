@@ -14,7 +14,7 @@
 #include "tests/support/socket_pair.h"
 #include "vmm/common/mapping.h"
 #include "vmm/migration/transport/multifd.h"
-#include "vmm/migration/transport/socket_stream.h"
+#include "vmm/migration/transport/socket_transport.h"
 #include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
@@ -27,7 +27,7 @@ using vmm::test::unix_pair;
 // One side's view of a migration's transport: options, cancel token, two RAM blocks.
 struct Side {
     Options options;
-    CancelToken cancel = CancelToken::create().value();
+    stream::CancelToken cancel = stream::CancelToken::create().value();
     std::vector<Mapping> ram;
     TransportContext ctx;
     explicit Side(bool source) {
@@ -105,15 +105,15 @@ TEST(MultifdHello, RoundTripsAndRefusesWhatIsNotOne) {
 TEST(MultifdHandshake, LanesArriveInAnyOrderAndAPlainStreamKeepsItsBytes) {
     auto [smain, dmain] = test::pipe_stream_pair();
     // The source connects three lanes; the destination's accept hands them over last first.
-    std::deque<std::unique_ptr<ByteStream>> accepted;
-    OpenStream connect = [&](std::string) -> Result<std::unique_ptr<ByteStream>> {
+    std::deque<std::unique_ptr<stream::ByteStream>> accepted;
+    OpenStream connect = [&](std::string) -> Result<std::unique_ptr<stream::ByteStream>> {
         auto [a, b] = test::pipe_stream_pair();
         accepted.push_front(std::move(b));
         return std::move(a);
     };
     auto lanes = open_side_connections(*smain, 3, true, connect);  // three lanes and a preempt connection
     ASSERT_TRUE(lanes) << lanes.error().message();
-    OpenStream accept = [&](std::string) -> Result<std::unique_ptr<ByteStream>> {
+    OpenStream accept = [&](std::string) -> Result<std::unique_ptr<stream::ByteStream>> {
         auto c = std::move(accepted.front());
         accepted.pop_front();
         return c;
@@ -135,7 +135,7 @@ TEST(MultifdHandshake, LanesArriveInAnyOrderAndAPlainStreamKeepsItsBytes) {
 
     // No preface: the core reads the stream from its first byte (an in-memory stream this time).
     std::vector<uint8_t> header = encode_header({});
-    MemoryStream plain(header);
+    stream::MemoryStream plain(header);
     auto none = accept_side_connections(plain, accept);
     ASSERT_TRUE(none);
     EXPECT_TRUE(none->lanes.empty());
@@ -153,7 +153,7 @@ TEST(MultifdHandshake, ALaneOfAnotherSessionIsRefused) {
     auto preface = encode_hello({Hello::Kind::preface, 2, 1});
     ASSERT_EQ(::write(main_s.get(), preface.data(), preface.size()), 24);
     UniqueFd keep;
-    OpenStream accept = [&](std::string peer) -> Result<std::unique_ptr<ByteStream>> {
+    OpenStream accept = [&](std::string peer) -> Result<std::unique_ptr<stream::ByteStream>> {
         auto [a, b] = unix_pair();
         auto hello = encode_hello({Hello::Kind::lane, 0, 2});  // session 2, not 1
         EXPECT_EQ(::write(a.get(), hello.data(), hello.size()), 24);
@@ -173,7 +173,7 @@ TEST(MultifdHandshake, AnUnannouncedPreemptConnectionIsRefused) {
     auto preface = encode_hello({Hello::Kind::preface, 1, 7});  // one lane, no preempt connection
     ASSERT_EQ(::write(main_s.get(), preface.data(), preface.size()), 24);
     UniqueFd keep;
-    OpenStream accept = [&](std::string peer) -> Result<std::unique_ptr<ByteStream>> {
+    OpenStream accept = [&](std::string peer) -> Result<std::unique_ptr<stream::ByteStream>> {
         auto [a, b] = unix_pair();
         auto hello = encode_hello({Hello::Kind::preempt, 0, 7});
         EXPECT_EQ(::write(a.get(), hello.data(), hello.size()), 24);

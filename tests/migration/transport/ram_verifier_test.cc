@@ -19,9 +19,9 @@ using test::make_memory;
 using test::layout;
 constexpr uint64_t P = 4096;
 
-void put(MemoryStream& s, const std::vector<uint8_t>& bytes) { ASSERT_TRUE(s.write(bytes)); }
+void put(stream::MemoryStream& s, const std::vector<uint8_t>& bytes) { ASSERT_TRUE(s.write(bytes)); }
 
-void round_marker(MemoryStream& s, RecordType t, uint32_t round) {
+void round_marker(stream::MemoryStream& s, RecordType t, uint32_t round) {
     Record r;
     r.type = t;
     r.round = round;
@@ -30,7 +30,7 @@ void round_marker(MemoryStream& s, RecordType t, uint32_t round) {
 
 // A PAGES_SUMMED record for `data` at pc.ram+offset; `corrupt_at` flips a byte of the data
 // after the sums were taken (as if the wire had changed it).
-void summed(MemoryStream& s, uint64_t offset, std::vector<uint8_t> data, size_t corrupt_at = SIZE_MAX) {
+void summed(stream::MemoryStream& s, uint64_t offset, std::vector<uint8_t> data, size_t corrupt_at = SIZE_MAX) {
     Record r;
     r.type = RecordType::pages_summed;
     r.offset = offset;
@@ -43,7 +43,7 @@ void summed(MemoryStream& s, uint64_t offset, std::vector<uint8_t> data, size_t 
 }
 
 // STATE, then END (or POSTCOPY: the switch).
-void finish(MemoryStream& s, RecordType last = RecordType::end) {
+void finish(stream::MemoryStream& s, RecordType last = RecordType::end) {
     Record st;
     st.type = RecordType::state;
     st.length = 1;
@@ -54,8 +54,8 @@ void finish(MemoryStream& s, RecordType last = RecordType::end) {
     put(s, encode_record(end));
 }
 
-Status load(const memory::GuestMemory& dst, const MemoryStream& wire, RamVerifier* verifier) {
-    MemoryStream in(wire.written());
+Status load(const memory::GuestMemory& dst, const stream::MemoryStream& wire, RamVerifier* verifier) {
+    stream::MemoryStream in(wire.written());
     StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; }, verifier);
     return loader.run();
 }
@@ -64,7 +64,7 @@ Status load(const memory::GuestMemory& dst, const MemoryStream& wire, RamVerifie
 TEST(RamVerifier, SummedRoundsFromTheSaverLandAndCheckByteForByte) {
     auto src = make_memory(), dst = make_memory();
     for (uint64_t i = 0; i < 6 * M; ++i) src.blocks()[0]->host()[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
-    MemoryStream wire;
+    stream::MemoryStream wire;
     RamStats stats;
     RateLimiter rl{0, nullptr};
     RamSaver saver(src, wire, nullptr, rl, true, stats, RamSaver::Verify::summed);
@@ -82,7 +82,7 @@ TEST(RamVerifier, SummedRoundsFromTheSaverLandAndCheckByteForByte) {
 
 TEST(RamVerifier, APageThatDiffersAndIsNeverSentAgainFailsTheMigrationByName) {
     auto dst = make_memory();
-    MemoryStream wire;
+    stream::MemoryStream wire;
     round_marker(wire, RecordType::round_begin, 0);
     summed(wire, 2 * M, std::vector<uint8_t>(4 * P, 0x5a), 2 * P + 17);  // the third page
     round_marker(wire, RecordType::round_end, 0);
@@ -100,7 +100,7 @@ TEST(RamVerifier, APageThatDiffersAndIsNeverSentAgainFailsTheMigrationByName) {
 
 TEST(RamVerifier, APageRewrittenInFlightIsSettledByItsNextCopyAndOnlyThatPageIsOwed) {
     auto dst = make_memory();
-    MemoryStream wire;
+    stream::MemoryStream wire;
     round_marker(wire, RecordType::round_begin, 0);
     summed(wire, 0, std::vector<uint8_t>(8 * P, 1), 5 * P);  // page 5 arrives newer than its sum
     round_marker(wire, RecordType::round_end, 0);
@@ -119,7 +119,7 @@ TEST(RamVerifier, APageRewrittenInFlightIsSettledByItsNextCopyAndOnlyThatPageIsO
 TEST(RamVerifier, ADiscardAtTheSwitchDropsWhatPrecopyStillOwed) {
     for (bool covered : {true, false}) {
         auto dst = make_memory();
-        MemoryStream wire;
+        stream::MemoryStream wire;
         round_marker(wire, RecordType::round_begin, 0);
         summed(wire, 0, std::vector<uint8_t>(8 * P, 1), 5 * P);
         round_marker(wire, RecordType::round_end, 0);
@@ -130,7 +130,7 @@ TEST(RamVerifier, ADiscardAtTheSwitchDropsWhatPrecopyStillOwed) {
         put(wire, encode_record(discard));
         finish(wire, RecordType::postcopy);
         RamVerifier verifier(layout(dst));
-        MemoryStream in(wire.written());
+        stream::MemoryStream in(wire.written());
         StreamLoader loader(dst, in, nullptr, layout(dst), [](std::span<const uint8_t>) { return Status{}; }, &verifier);
         loader.allow_postcopy();
         auto s = loader.run();
@@ -156,7 +156,7 @@ TEST(RamVerifier, AZeroMarkerAlsoSettlesAnOwedPage) {
 
 TEST(RamVerifier, UnsummedPagesAreRefusedOnceVerifyRamWasAnnounced) {
     auto dst = make_memory();
-    MemoryStream wire;
+    stream::MemoryStream wire;
     round_marker(wire, RecordType::round_begin, 0);
     Record r;
     r.type = RecordType::pages;

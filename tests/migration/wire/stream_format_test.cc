@@ -19,13 +19,13 @@ std::vector<uint8_t> cat(std::vector<uint8_t> a, const std::vector<uint8_t>& b) 
 }
 
 Result<Record> decode(const std::vector<uint8_t>& bytes) {
-    MemoryStream in(bytes);
+    stream::MemoryStream in(bytes);
     return read_record(in, sample_header().blocks, 4096);
 }
 }  // namespace
 
 TEST(StreamHeader, RoundTrips) {
-    MemoryStream in(encode_header(sample_header()));
+    stream::MemoryStream in(encode_header(sample_header()));
     auto h = read_header(in);
     ASSERT_TRUE(h) << h.error().message();
     EXPECT_EQ(h->vcpu_count, 2u);
@@ -40,7 +40,7 @@ TEST(StreamHeader, FeatureBitsThatContradictEachOtherAreRefused) {
         StreamHeader h = sample_header();
         h.features = features;
         h.ram_mode = mode;
-        MemoryStream in(encode_header(h));
+        stream::MemoryStream in(encode_header(h));
         auto back = read_header(in);
         return back ? std::string("ok") : back.error().message();
     };
@@ -60,31 +60,31 @@ TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
     auto good = encode_header(sample_header());
     auto bad_magic = good;
     bad_magic[0] = 'X';
-    MemoryStream m1(bad_magic);
+    stream::MemoryStream m1(bad_magic);
     EXPECT_EQ(read_header(m1).error().message(),
               "this is not a vmm migration stream (bad magic): is the source a vmm of this project?");
     auto bad_version = good;
     bad_version[8] = 1;  // the version before HEADER_OK carried the hand-over rehearsal
-    MemoryStream m2(bad_version);
+    stream::MemoryStream m2(bad_version);
     EXPECT_EQ(read_header(m2).error().message(),
               "migration stream version 1 is not supported (this vmm speaks version 3): use the same vmm release on both sides");
     auto huge = good;
     huge[14] = 0x10;  // body length 0x100000+
-    MemoryStream m3(huge);
+    stream::MemoryStream m3(huge);
     EXPECT_NE(read_header(m3).error().message().find("exceeds the 65536 byte limit"), std::string::npos);
     for (size_t cut : {size_t{3}, size_t{12}, good.size() - 1}) {
-        MemoryStream m(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)));
+        stream::MemoryStream m(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)));
         EXPECT_FALSE(read_header(m)) << cut;
     }
 }
 
 // QEMU's stream starts with QEMU_VM_FILE_MAGIC and QEMU_VM_FILE_VERSION: named as QEMU's.
 TEST(StreamHeader, QemusStreamIsNamedAsSuch) {
-    MemoryStream qemu(std::vector<uint8_t>{'Q', 'E', 'V', 'M', 0, 0, 0, 3, 7, 0, 0, 0});
+    stream::MemoryStream qemu(std::vector<uint8_t>{'Q', 'E', 'V', 'M', 0, 0, 0, 3, 7, 0, 0, 0});
     EXPECT_EQ(read_magic(qemu).error().message(),
               "the source sent QEMU's migration stream (magic QEVM, version 3): vmm cannot load a QEMU guest; migrate it "
               "to a QEMU destination");
-    MemoryStream ours(encode_header(sample_header()));
+    stream::MemoryStream ours(encode_header(sample_header()));
     ASSERT_TRUE(read_magic(ours));
     auto h = read_header_after_magic(ours);
     ASSERT_TRUE(h) << h.error().message();
@@ -143,7 +143,7 @@ TEST(Records, HostileRangesAreRefusedBeforeUse) {
 }
 
 TEST(Replies, RoundTripWithReasons) {
-    MemoryStream in(cat(encode_reply(ReplyType::refused, "RAM differs"), encode_reply(ReplyType::ready)));
+    stream::MemoryStream in(cat(encode_reply(ReplyType::refused, "RAM differs"), encode_reply(ReplyType::ready)));
     auto r1 = read_reply(in);
     ASSERT_TRUE(r1);
     EXPECT_EQ(r1->type, ReplyType::refused);
@@ -151,22 +151,22 @@ TEST(Replies, RoundTripWithReasons) {
     auto r2 = read_reply(in);
     ASSERT_TRUE(r2);
     EXPECT_EQ(r2->type, ReplyType::ready);
-    MemoryStream ok(cat(encode_header_ok(123456), encode_reply(ReplyType::header_ok)));
+    stream::MemoryStream ok(cat(encode_header_ok(123456), encode_reply(ReplyType::header_ok)));
     auto h1 = read_reply(ok);
     ASSERT_TRUE(h1);
     EXPECT_EQ(h1->type, ReplyType::header_ok);
     EXPECT_EQ(h1->handover_us, 123456u);  // the destination's rehearsal travels with HEADER_OK
     EXPECT_EQ(read_reply(ok)->handover_us, 0u);
-    MemoryStream cut(std::vector<uint8_t>{0x80, 1, 2});  // HEADER_OK without its whole field
+    stream::MemoryStream cut(std::vector<uint8_t>{0x80, 1, 2});  // HEADER_OK without its whole field
     EXPECT_FALSE(read_reply(cut));
-    MemoryStream go(cat(encode_reply(ReplyType::go), encode_reply(ReplyType::go_paused)));
+    stream::MemoryStream go(cat(encode_reply(ReplyType::go), encode_reply(ReplyType::go_paused)));
     EXPECT_EQ(read_reply(go)->type, ReplyType::go);
     EXPECT_EQ(read_reply(go)->type, ReplyType::go_paused);
-    MemoryStream junk(std::vector<uint8_t>{0x10});
+    stream::MemoryStream junk(std::vector<uint8_t>{0x10});
     EXPECT_FALSE(read_reply(junk));
-    MemoryStream checked(encode_reply(ReplyType::round_checked));
+    stream::MemoryStream checked(encode_reply(ReplyType::round_checked));
     EXPECT_EQ(read_reply(checked)->type, ReplyType::round_checked);
-    MemoryStream past(std::vector<uint8_t>{0x86});
+    stream::MemoryStream past(std::vector<uint8_t>{0x86});
     EXPECT_EQ(read_reply(past).error().message(), "migration peer sent an unknown reply 0x86");
 }
 

@@ -34,8 +34,8 @@ constexpr uint8_t kTlsSourceFill = 0x3c;
 constexpr uint64_t kForgedPage = 3;  // the page of chunk 0 the forger writes over
 constexpr uint64_t kPage = 4096;
 
-std::optional<mig::TlsSetup> tls_setup(const std::string& dir) {
-    mig::TlsSetup t;
+std::optional<vmm::stream::TlsSetup> tls_setup(const std::string& dir) {
+    vmm::stream::TlsSetup t;
     t.creds_dir = dir;
     t.hostname = rdma_addr();
     return t;

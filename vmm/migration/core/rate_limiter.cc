@@ -65,7 +65,7 @@ void RateLimiter::forgive_beyond(std::chrono::nanoseconds horizon) {
     sent_ -= std::min(sent_, owed);
 }
 
-RateLimiter::SleepFn RateLimiter::cancellable_sleep(const CancelToken& cancel) {
+RateLimiter::SleepFn RateLimiter::cancellable_sleep(const stream::CancelToken& cancel) {
     return [&cancel](std::chrono::nanoseconds d) -> Status {
         pollfd p{cancel.fd(), POLLIN, 0};
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();

@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "vmm/common/result.h"
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
 
 namespace vmm::migration {
 
@@ -39,7 +39,7 @@ public:
     void forgive_beyond(std::chrono::nanoseconds horizon);
 
     // A SleepFn that polls the cancel token.
-    static SleepFn cancellable_sleep(const CancelToken& cancel);
+    static SleepFn cancellable_sleep(const stream::CancelToken& cancel);
 
 private:
     Clock::time_point due() const;

@@ -9,7 +9,7 @@
 namespace vmm::migration {
 
 LazyRestore::LazyRestore(const memory::GuestMemory& mem, std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids,
-                         LazyFileRam file, CancelToken& cancel)
+                         LazyFileRam file, stream::CancelToken& cancel)
     : mem_(mem), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)), file_(std::move(file)), cancel_(cancel) {}
 
 LazyRestore::~LazyRestore() { close(); }

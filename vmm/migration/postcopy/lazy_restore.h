@@ -21,7 +21,8 @@
 #include "vmm/migration/postcopy/fault_handler.h"
 #include "vmm/migration/postcopy/missing_pages.h"
 #include "vmm/migration/postcopy/userfault.h"
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
+#include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/transport.h"
 #include "vmm/migration/wire/stream_format.h"
 
@@ -34,7 +35,7 @@ public:
 
     // `blocks`: this machine's layout; `cancel`: the incoming migration's (run() returns at once).
     LazyRestore(const memory::GuestMemory& mem, std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids,
-                LazyFileRam file, CancelToken& cancel);
+                LazyFileRam file, stream::CancelToken& cancel);
     ~LazyRestore();  // stops the fault thread
     LazyRestore(const LazyRestore&) = delete;
     LazyRestore& operator=(const LazyRestore&) = delete;
@@ -61,7 +62,7 @@ private:
     std::vector<BlockInfo> blocks_;
     std::vector<uint32_t> vcpu_tids_;
     LazyFileRam file_;
-    CancelToken& cancel_;
+    stream::CancelToken& cancel_;
     std::unique_ptr<Userfault> uffd_;
     std::unique_ptr<MissingPages> missing_;
     std::unique_ptr<FaultHandler> faults_;

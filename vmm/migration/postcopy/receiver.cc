@@ -10,7 +10,7 @@
 
 namespace vmm::migration {
 
-PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::unique_ptr<DestPostcopyLink> link,
+PostcopyReceiver::PostcopyReceiver(const memory::GuestMemory& mem, stream::ByteStream& stream, std::unique_ptr<DestPostcopyLink> link,
                                    std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids, bool verify,
                                    std::chrono::milliseconds end_within)
     : mem_(mem), stream_(&stream), link_(std::move(link)), blocks_(std::move(blocks)), vcpu_tids_(std::move(vcpu_tids)),
@@ -206,7 +206,7 @@ void PostcopyReceiver::detach() {
     link_.reset();  // its connection goes next
 }
 
-Status PostcopyReceiver::resume(ByteStream& stream, std::unique_ptr<DestPostcopyLink> link,
+Status PostcopyReceiver::resume(stream::ByteStream& stream, std::unique_ptr<DestPostcopyLink> link,
                                 std::chrono::milliseconds end_within) {
     // Nothing is placed while detached, so the set cannot change under the snapshot.
     for (const auto& m : encode_received_pages(blocks_, missing_->snapshot())) {

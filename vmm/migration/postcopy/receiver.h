@@ -25,7 +25,7 @@
 #include "vmm/migration/postcopy/userfault.h"
 #include "vmm/migration/core/stats.h"
 #include "vmm/migration/transport/postcopy_link.h"
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/byte_stream.h"
 #include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
@@ -36,7 +36,7 @@ public:
     // source announced verify-ram, so pages come as PAGES_SUMMED and are checked before placing.
     // `stream` carries the start (READY) and a recovery's report; `link` the pages. The answers'
     // lane's END may lag the main one's by at most `end_within` (x-io-timeout).
-    PostcopyReceiver(const memory::GuestMemory& mem, ByteStream& stream, std::unique_ptr<DestPostcopyLink> link,
+    PostcopyReceiver(const memory::GuestMemory& mem, stream::ByteStream& stream, std::unique_ptr<DestPostcopyLink> link,
                      std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids, bool verify,
                      std::chrono::milliseconds end_within = std::chrono::seconds(30));
     ~PostcopyReceiver();  // stops the fault thread; the userfaultfd goes last
@@ -54,7 +54,7 @@ public:
     void detach();
     // A recovery: tells the source over `stream` which pages are here (recovery.h), then sends
     // it every request still unanswered; run() then carries on reading `link`.
-    Status resume(ByteStream& stream, std::unique_ptr<DestPostcopyLink> link, std::chrono::milliseconds end_within);
+    Status resume(stream::ByteStream& stream, std::unique_ptr<DestPostcopyLink> link, std::chrono::milliseconds end_within);
     // Writes on the stream's reverse direction under the lock the fault thread's requests take:
     // READY at the switch goes here, as a fault may already have asked for a page.
     Status send(std::span<const uint8_t> bytes);
@@ -77,7 +77,7 @@ private:
     Status check_sums(uint32_t block, uint64_t offset, const uint8_t* data, std::span<const uint64_t> sums) const;
 
     const memory::GuestMemory& mem_;
-    ByteStream* stream_;  // replaced only while detached (between run()s), as link_
+    stream::ByteStream* stream_;  // replaced only while detached (between run()s), as link_
     std::unique_ptr<DestPostcopyLink> link_;
     std::vector<BlockInfo> blocks_;
     std::vector<uint32_t> vcpu_tids_;

@@ -17,7 +17,7 @@ constexpr auto kMostOwed = std::chrono::seconds(1);
 
 PostcopySender::PostcopySender(const memory::GuestMemory& mem, std::unique_ptr<SourcePostcopyLink> link,
                                std::vector<BlockInfo> blocks, std::vector<std::vector<uint64_t>> missing,
-                               const CancelToken& cancel, const LiveSettings& live, Config config)
+                               const stream::CancelToken& cancel, const LiveSettings& live, Config config)
     : mem_(mem), link_(std::move(link)), answers_(link_->answers()), blocks_(std::move(blocks)), at_switch_(missing),
       cancel_(cancel), live_(live), config_(config),
       limiter_(live.reader(Live::max_postcopy_bandwidth), RateLimiter::cancellable_sleep(cancel)),

@@ -29,7 +29,7 @@
 #include "vmm/migration/core/live_settings.h"
 #include "vmm/migration/core/rate_limiter.h"
 #include "vmm/migration/core/stats.h"
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
 #include "vmm/migration/transport/postcopy_link.h"
 #include "vmm/migration/wire/return_path.h"
 #include "vmm/migration/wire/stream_format.h"
@@ -45,7 +45,7 @@ public:
     // push's cap (max-postcopy-bandwidth, read before each run) and the readahead window's
     // maximum (x-postcopy-readahead, read at each request): a change applies at once.
     PostcopySender(const memory::GuestMemory& mem, std::unique_ptr<SourcePostcopyLink> link, std::vector<BlockInfo> blocks,
-                   std::vector<std::vector<uint64_t>> missing, const CancelToken& cancel, const LiveSettings& live,
+                   std::vector<std::vector<uint64_t>> missing, const stream::CancelToken& cancel, const LiveSettings& live,
                    Config config);
     ~PostcopySender();  // joins the return-path reader
     PostcopySender(const PostcopySender&) = delete;
@@ -108,7 +108,7 @@ private:
     bool begun_ = false;                        // link_->begin() went
     std::vector<BlockInfo> blocks_;
     const std::vector<std::vector<uint64_t>> at_switch_;  // what the destination lacked at the switch
-    const CancelToken& cancel_;
+    const stream::CancelToken& cancel_;
     const LiveSettings& live_;
     Config config_;
     RateLimiter limiter_;  // the push's thread's

@@ -27,7 +27,7 @@ StreamHeader header_for(const machine::Machine& m, RamMode mode) {
 }
 
 TransportContext context_for(const machine::Machine& m, const Uri& uri, std::function<Options()> options,
-                             const CancelToken& cancel) {
+                             const stream::CancelToken& cancel) {
     TransportContext ctx;
     ctx.uri = uri;
     ctx.options = std::move(options);

@@ -18,7 +18,7 @@ Result<std::vector<uint8_t>> save_machine_state(machine::Machine& m);
 StreamHeader header_for(const machine::Machine& m, RamMode mode = RamMode::inline_pages);
 // What a transport is given about this migration and this machine's RAM.
 TransportContext context_for(const machine::Machine& m, const Uri& uri, std::function<Options()> options,
-                             const CancelToken& cancel);
+                             const stream::CancelToken& cancel);
 // Decodes and checks everything before loading anything into the machine.
 Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob);
 // On a destination whose guest has not run: saves its own state and loads it back, as a

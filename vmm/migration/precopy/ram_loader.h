@@ -34,7 +34,7 @@ public:
 
     // `blocks` is the destination's layout (already checked against the source's header).
     // `verifier`: set when the source announced verify-ram; END then fails if a page is owed.
-    StreamLoader(const memory::GuestMemory& mem, ByteStream& stream, DestRamChannel* channel, std::vector<BlockInfo> blocks,
+    StreamLoader(const memory::GuestMemory& mem, stream::ByteStream& stream, DestRamChannel* channel, std::vector<BlockInfo> blocks,
                  StateFn on_state, RamVerifier* verifier = nullptr)
         : mem_(mem), stream_(stream), channel_(channel), blocks_(std::move(blocks)), on_state_(std::move(on_state)),
           verifier_(verifier) {}
@@ -82,7 +82,7 @@ private:
     Status finish(bool postcopy);
 
     const memory::GuestMemory& mem_;
-    ByteStream& stream_;
+    stream::ByteStream& stream_;
     DestRamChannel* channel_;
     std::vector<BlockInfo> blocks_;
     StateFn on_state_;

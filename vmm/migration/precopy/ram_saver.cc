@@ -14,7 +14,7 @@ namespace vmm::migration {
 using memory::kPageShift;
 using memory::kPageSize;
 
-RamSaver::RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
+RamSaver::RamSaver(const memory::GuestMemory& mem, stream::ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
                    bool zero_markers, RamStats& stats, Verify verify, PageSummer summer)
     : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
       verify_(verify), summer_(summer), zero_sum_([&] {

@@ -29,7 +29,7 @@ public:
     // but the channel carries the sums itself (SourceRamChannel::carries_sums), delivered as the
     // pages land, so the destination checks while the round runs.
     enum class Verify { off, summed, round_sums, channel_sums };
-    RamSaver(const memory::GuestMemory& mem, ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
+    RamSaver(const memory::GuestMemory& mem, stream::ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
              bool zero_markers, RamStats& stats, Verify verify = Verify::off, PageSummer summer = {});
     ~RamSaver();
     RamSaver(const RamSaver&) = delete;
@@ -76,7 +76,7 @@ private:
     bool stop_at(uint32_t block, uint64_t first, uint64_t count);
 
     const memory::GuestMemory& mem_;
-    ByteStream& stream_;
+    stream::ByteStream& stream_;
     SourceRamChannel* channel_;
     RateLimiter& limiter_;
     bool zero_markers_;

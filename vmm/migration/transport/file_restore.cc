@@ -22,6 +22,7 @@
 #include "vmm/common/log.h"
 #include "vmm/common/parallel.h"
 #include "vmm/migration/transport/file_io.h"
+#include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/landing.h"
 #include "vmm/migration/wire/file_format.h"
 
@@ -125,7 +126,7 @@ Status check_hole(const Opened& f, uint32_t i, uint64_t from, uint64_t to, const
 
 // A mapped restore's check, while the guest runs: every page of the file against its slot,
 // read through a buffer (the guest's mapping is not touched).
-Status check_file(const Opened& f, const CancelToken& cancel) {
+Status check_file(const Opened& f, const stream::CancelToken& cancel) {
     std::vector<uint8_t> buffer(kReadPiece);
     for (uint32_t i = 0; i < f.header.blocks.size(); ++i) {
         auto slots = read_slots(f, i);
@@ -196,9 +197,9 @@ enum class Restore { read, mapped, lazy };
 
 // The RAM area into guest RAM: data extents read in place, holes left (made) zero, and every
 // page's slot compared with what landed. Mapped (x-restore-mapped) or lazy (x-restore-lazy), it
-// reads nothing: the caller maps the file (mapped_file()) and checks it in the background, or
-// brings its pages in while the guest runs (lazy_file()).
-class RamReader final : public DestRamChannel {
+// reads nothing: the caller maps the file (mapped()) and checks it in the background, or
+// brings its pages in while the guest runs (lazy()).
+class RamReader final : public DestRamChannel, public FileRamSource {
 public:
     RamReader(std::shared_ptr<const Opened> file, std::vector<RamBlockView> blocks, Restore how)
         : file_(std::move(file)), blocks_(std::move(blocks)), how_(how),
@@ -218,15 +219,16 @@ public:
         (void)verifier;  // every page is checked against its slot whether verify-ram is on or not
         return {};
     }
-    std::optional<FileRam> mapped_file() override {
+    FileRamSource* file_ram() override { return this; }
+    std::optional<FileRam> mapped() override {
         if (how_ != Restore::mapped) return std::nullopt;
         FileRam m;
         m.fd = file_->fd.get();
         for (const auto& b : file_->header.blocks) m.offsets.push_back(file_->base + b.ram_offset);
-        m.check = [file = file_](const CancelToken& cancel) { return check_file(*file, cancel); };
+        m.check = [file = file_](const stream::CancelToken& cancel) { return check_file(*file, cancel); };
         return m;
     }
-    std::optional<LazyFileRam> lazy_file() override {
+    std::optional<LazyFileRam> lazy() override {
         if (how_ != Restore::lazy || !lazy_) return std::nullopt;
         LazyFileRam l;
         l.read = [src = lazy_](uint32_t i, uint64_t offset, std::span<uint8_t> into) { return src->read(i, offset, into); };
@@ -343,14 +345,14 @@ class FileRestore final : public Connection {
 public:
     FileRestore(std::shared_ptr<Opened> file, std::vector<uint8_t> stream, std::vector<RamBlockView> blocks, Restore how)
         : path_(file->path), stream_(std::move(stream)), ram_(std::move(file), std::move(blocks), how) {}
-    ByteStream& stream() override { return stream_; }
+    stream::ByteStream& stream() override { return stream_; }
     DestRamChannel* dest_ram() override { return &ram_; }
     std::string describe() const override { return "file:" + path_; }
     bool answers() const override { return false; }
 
 private:
     std::string path_;
-    MemoryStream stream_;  // what it answers goes nowhere
+    stream::MemoryStream stream_;  // what it answers goes nowhere
     RamReader ram_;
 };
 

@@ -17,6 +17,7 @@
 
 #include "vmm/common/fd.h"
 #include "vmm/migration/transport/file_io.h"
+#include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/wire/file_format.h"
 
 namespace vmm::migration::file {
@@ -25,9 +26,9 @@ namespace {
 
 
 // The stream area, held in memory until the commit: the rounds' markers and the device state.
-class StreamArea final : public ByteStream {
+class StreamArea final : public stream::ByteStream {
 public:
-    using ByteStream::write;
+    using stream::ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override {
         for (auto b : buffers) {
             if (bytes_.size() + b.size() > kMaxFileStream) {
@@ -51,7 +52,7 @@ private:
 // slot beside it in the sums area; a zero page becomes a hole.
 class RamArea final : public SourceRamChannel {
 public:
-    RamArea(int fd, uint64_t base, const FileHeader& layout, std::vector<RamBlockView> blocks, const CancelToken* cancel,
+    RamArea(int fd, uint64_t base, const FileHeader& layout, std::vector<RamBlockView> blocks, const stream::CancelToken* cancel,
             std::string what)
         : fd_(fd), base_(base), layout_(layout), blocks_(std::move(blocks)), cancel_(cancel), what_(std::move(what)) {}
     // Fills the sums area with kSlotInBase: every page is the base's until this save writes it.
@@ -121,12 +122,12 @@ private:
     uint64_t base_;
     const FileHeader& layout_;
     std::vector<RamBlockView> blocks_;
-    const CancelToken* cancel_;
+    const stream::CancelToken* cancel_;
     std::string what_;
     uint32_t round_ = 0;
 };
 
-class FileSave final : public Connection {
+class FileSave final : public Connection, public SaveTarget {
 public:
     FileSave(UniqueFd fd, std::string path, std::string temp, uint64_t base, FileHeader layout,
              const TransportContext& ctx)
@@ -139,10 +140,11 @@ public:
         if (!temp_.empty()) ::unlink(temp_.c_str());
         else (void)::ftruncate(fd_.get(), static_cast<off_t>(base_));
     }
-    ByteStream& stream() override { return stream_; }
+    stream::ByteStream& stream() override { return stream_; }
     SourceRamChannel* source_ram() override { return &ram_; }
     std::string describe() const override { return "file:" + path_; }
     bool answers() const override { return false; }
+    SaveTarget* save_target() override { return this; }
     std::optional<uint64_t> builds_on() const override {
         return layout_.base_id != 0 ? std::optional(layout_.base_id) : std::nullopt;
     }

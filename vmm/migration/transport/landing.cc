@@ -8,7 +8,7 @@
 
 namespace vmm::migration {
 
-Status receive_pages(ByteStream& in, uint8_t* dst, uint64_t length, uint64_t populated) {
+Status receive_pages(stream::ByteStream& in, uint8_t* dst, uint64_t length, uint64_t populated) {
 #ifdef MADV_POPULATE_WRITE
     // Populate the whole record's pages in one call instead of one page fault per 4 KiB while
     // the socket data is copied in (advisory: older kernels say EINVAL and fault as before).
@@ -22,7 +22,7 @@ void zero_pages(uint8_t* dst, uint64_t length) {
     if (::madvise(dst, length, MADV_DONTNEED) != 0) std::memset(dst, 0, length);
 }
 
-Status land_pages(ByteStream& in, const Record& r, uint8_t* dst, RamVerifier* verifier, uint64_t populated) {
+Status land_pages(stream::ByteStream& in, const Record& r, uint8_t* dst, RamVerifier* verifier, uint64_t populated) {
     bool summed = r.type == RecordType::pages_summed;
     if (verifier != nullptr && !summed) {
         return Error("migration stream: PAGES without a checksum, but the source announced verify-ram");

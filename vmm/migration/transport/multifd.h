@@ -19,26 +19,26 @@
 namespace vmm::migration {
 
 // A connection's streams: any ByteStream (a socket's, socket_stream.h; a TLS session over one).
-using Lanes = std::vector<std::unique_ptr<ByteStream>>;
+using Lanes = std::vector<std::unique_ptr<stream::ByteStream>>;
 // Opens (source) or accepts (destination) one more connection to the same peer, as a stream
 // with the migration's settings (`peer` names it in errors).
-using OpenStream = std::function<Result<std::unique_ptr<ByteStream>>(std::string peer)>;
+using OpenStream = std::function<Result<std::unique_ptr<stream::ByteStream>>(std::string peer)>;
 
 // The connections beside the main one: multifd's lanes, and postcopy-preempt's connection for
 // the pages postcopy's faults wait on (so they never queue behind the background push).
 struct SideConnections {
     Lanes lanes;
-    std::unique_ptr<ByteStream> preempt;
+    std::unique_ptr<stream::ByteStream> preempt;
 };
 
 // Source: sends the preface on `main`, then opens `count` lanes and, with `preempt`, the
 // preempt connection, with `connect` (to the same peer), and greets each.
-Result<SideConnections> open_side_connections(ByteStream& main, uint32_t count, bool preempt, const OpenStream& connect);
+Result<SideConnections> open_side_connections(stream::ByteStream& main, uint32_t count, bool preempt, const OpenStream& connect);
 // Destination, after the first connection was accepted: reads its first bytes. An ordinary
 // stream gets them back (unread: the migration core reads the header); a preface makes it
 // accept and check the connections it announces with `accept` and returns them (none: a plain
 // stream).
-Result<SideConnections> accept_side_connections(ByteStream& main, const OpenStream& accept);
+Result<SideConnections> accept_side_connections(stream::ByteStream& main, const OpenStream& accept);
 
 // Source side: `lanes` are connected and have sent their hellos. With `verify`, each lane sends
 // PAGES_SUMMED records, hashing the pages on its own thread.

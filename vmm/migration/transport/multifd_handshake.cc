@@ -7,14 +7,14 @@
 
 namespace vmm::migration {
 
-Result<SideConnections> open_side_connections(ByteStream& main, uint32_t count, bool preempt, const OpenStream& connect) {
+Result<SideConnections> open_side_connections(stream::ByteStream& main, uint32_t count, bool preempt, const OpenStream& connect) {
     auto session = new_session_id();
     if (!session) return session.error();
     auto preface = encode_hello({Hello::Kind::preface, count | (preempt ? kPrefacePreempt : 0), *session});
     if (auto s = main.write(preface); !s) return s.error();
     if (auto s = main.flush(); !s) return s.error();
     SideConnections side;
-    auto open = [&](Hello hello, std::string what) -> Result<std::unique_ptr<ByteStream>> {
+    auto open = [&](Hello hello, std::string what) -> Result<std::unique_ptr<stream::ByteStream>> {
         auto c = connect(fmt::format("the destination ({})", what));
         if (!c) return c.error().context("opening " + what);
         auto bytes = encode_hello(hello);
@@ -34,7 +34,7 @@ Result<SideConnections> open_side_connections(ByteStream& main, uint32_t count, 
     }
     return side;
 }
-static Result<Hello> read_hello(ByteStream& in, std::span<const uint8_t, 8> first) {
+static Result<Hello> read_hello(stream::ByteStream& in, std::span<const uint8_t, 8> first) {
     std::array<uint8_t, kHelloSize> bytes{};
     std::copy(first.begin(), first.end(), bytes.begin());
     if (auto s = in.read_exact(std::span(bytes).subspan(8)); !s) return s.error();
@@ -52,7 +52,7 @@ static Result<SideConnections> accept_announced(const Hello& preface, const Open
         if (!accepted) {
             return accepted.error().context(fmt::format("waiting for connection {} of the {} the preface announced", n + 1, expected));
         }
-        std::unique_ptr<ByteStream> c = std::move(*accepted);
+        std::unique_ptr<stream::ByteStream> c = std::move(*accepted);
         std::array<uint8_t, 8> first{};
         if (auto s = c->read_exact(first); !s) return s.error();
         auto h = read_hello(*c, first);
@@ -79,7 +79,7 @@ static Result<SideConnections> accept_announced(const Hello& preface, const Open
     return side;
 }
 
-Result<SideConnections> accept_side_connections(ByteStream& main, const OpenStream& accept) {
+Result<SideConnections> accept_side_connections(stream::ByteStream& main, const OpenStream& accept) {
     std::array<uint8_t, 8> first{};
     if (auto s = main.read_exact(first); !s) return s.error();
     if (!starts_with_preface(first)) {

@@ -26,7 +26,7 @@ struct Job {
 
 class Lane {
 public:
-    explicit Lane(std::unique_ptr<ByteStream> stream) : stream_(std::move(stream)), thread_([this] { run(); }) {}
+    explicit Lane(std::unique_ptr<stream::ByteStream> stream) : stream_(std::move(stream)), thread_([this] { run(); }) {}
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
     ~Lane() {
@@ -102,7 +102,7 @@ private:
         return job.record.type == RecordType::round_end ? stream_->flush() : Status{};
     }
 
-    std::unique_ptr<ByteStream> stream_;
+    std::unique_ptr<stream::ByteStream> stream_;
     std::mutex mu_;
     std::condition_variable more_, room_;
     std::deque<Job> queue_;

@@ -58,4 +58,7 @@ struct Options {
     Parameters params;
 };
 
+// Whether the settings ask for TLS (tls-creds is set).
+inline bool tls_wanted(const Parameters& p) { return !p.tls_creds.empty(); }
+
 }  // namespace vmm::migration

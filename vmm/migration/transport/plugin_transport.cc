@@ -165,14 +165,14 @@ constexpr uint32_t kMaxSetupParts = 64;
 #define VMM_OPTIONAL_OP(name) (covers(offsetof(vmm_transport_ops, name), sizeof ops_->name) ? ops_->name : nullptr)
 
 class PluginConnection final : public Connection,
-                               ByteStream,
+                               stream::ByteStream,
                                SourceRamChannel,
                                DestRamChannel {
 public:
     PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn) : lib_(std::move(lib)), ops_(ops), conn_(conn) {}
     ~PluginConnection() override { ops_->close(conn_); }
 
-    ByteStream& stream() override { return *this; }
+    stream::ByteStream& stream() override { return *this; }
     SourceRamChannel* source_ram() override { return ops_->ram_send != nullptr ? this : nullptr; }
     DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
     std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) override {
@@ -195,7 +195,7 @@ public:
         if (auto fn = VMM_OPTIONAL_OP(abort)) fn(conn_, reason.c_str());
     }
 
-    using ByteStream::write;
+    using stream::ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override {
         std::vector<vmm_buf> bufs;
         for (auto b : buffers) bufs.push_back({b.data(), b.size()});

@@ -12,7 +12,7 @@ namespace {
 
 class StreamSource final : public SourcePostcopyLink {
 public:
-    StreamSource(ByteStream& main, ByteStream* preempt, PostcopyLinkConfig config)
+    StreamSource(stream::ByteStream& main, stream::ByteStream* preempt, PostcopyLinkConfig config)
         : main_(main), preempt_(preempt), config_(std::move(config)) {}
 
     Status begin() override { return {}; }
@@ -26,10 +26,10 @@ public:
     }
 
 private:
-    ByteStream& out(Path path) { return path == Path::answer && preempt_ != nullptr ? *preempt_ : main_; }
+    stream::ByteStream& out(Path path) { return path == Path::answer && preempt_ != nullptr ? *preempt_ : main_; }
 
-    ByteStream& main_;
-    ByteStream* preempt_;
+    stream::ByteStream& main_;
+    stream::ByteStream* preempt_;
     PostcopyLinkConfig config_;
 };
 
@@ -68,7 +68,7 @@ Result<uint64_t> StreamSource::send(Path path, const PageRun& run, std::optional
 Status StreamSource::end() {
     Record end;
     end.type = RecordType::end;
-    for (ByteStream* s : {preempt_, &main_}) {
+    for (stream::ByteStream* s : {preempt_, &main_}) {
         if (s == nullptr) continue;
         if (auto w = s->write(encode_record(end)); !w) return w;
         if (auto f = s->flush(); !f) return f;
@@ -78,7 +78,7 @@ Status StreamSource::end() {
 
 class StreamDest final : public DestPostcopyLink {
 public:
-    StreamDest(ByteStream& main, ByteStream* preempt, std::function<void()> cut, PostcopyLinkConfig config)
+    StreamDest(stream::ByteStream& main, stream::ByteStream* preempt, std::function<void()> cut, PostcopyLinkConfig config)
         : main_(main), preempt_(preempt), cut_(std::move(cut)), config_(std::move(config)) {}
 
     Status begin() override { return {}; }
@@ -106,10 +106,10 @@ private:
         std::vector<uint8_t> data;
         std::vector<uint64_t> sums;
     };
-    Result<PostcopyPages> read_pages(ByteStream& in, const Record& r, Buffers& buffers);
+    Result<PostcopyPages> read_pages(stream::ByteStream& in, const Record& r, Buffers& buffers);
 
-    ByteStream& main_;
-    ByteStream* preempt_;
+    stream::ByteStream& main_;
+    stream::ByteStream* preempt_;
     std::function<void()> cut_;
     PostcopyLinkConfig config_;
     std::array<Buffers, 2> buffers_;  // one per lane
@@ -118,7 +118,7 @@ private:
 Result<PostcopyPages> StreamDest::next(Lane lane) {
     bool answers = lane == Lane::answers;
     if (answers && preempt_ == nullptr) return Error("internal: postcopy asked for answers on a lane this link lacks");
-    ByteStream& in = answers ? *preempt_ : main_;
+    stream::ByteStream& in = answers ? *preempt_ : main_;
     if (answers)  // silent while the guest touches nothing missing: as long as it takes
         if (auto s = in.await_readable(std::chrono::milliseconds(-1)); !s) return s.error();
     auto r = read_record(in, config_.blocks, kStreamPageSize);
@@ -138,7 +138,7 @@ Result<PostcopyPages> StreamDest::next(Lane lane) {
     }
 }
 
-Result<PostcopyPages> StreamDest::read_pages(ByteStream& in, const Record& r, Buffers& buffers) {
+Result<PostcopyPages> StreamDest::read_pages(stream::ByteStream& in, const Record& r, Buffers& buffers) {
     if (config_.verify != (r.type == RecordType::pages_summed)) {
         return Error(config_.verify ? "migration stream: PAGES without sums under verify-ram"
                                     : "migration stream: PAGES_SUMMED without verify-ram");
@@ -160,11 +160,11 @@ Result<PostcopyPages> StreamDest::read_pages(ByteStream& in, const Record& r, Bu
 
 }  // namespace
 
-std::unique_ptr<SourcePostcopyLink> stream_postcopy_source(ByteStream& main, ByteStream* preempt, PostcopyLinkConfig config) {
+std::unique_ptr<SourcePostcopyLink> stream_postcopy_source(stream::ByteStream& main, stream::ByteStream* preempt, PostcopyLinkConfig config) {
     return std::make_unique<StreamSource>(main, preempt, std::move(config));
 }
 
-std::unique_ptr<DestPostcopyLink> stream_postcopy_dest(ByteStream& main, ByteStream* preempt, std::function<void()> cut,
+std::unique_ptr<DestPostcopyLink> stream_postcopy_dest(stream::ByteStream& main, stream::ByteStream* preempt, std::function<void()> cut,
                                                        PostcopyLinkConfig config) {
     return std::make_unique<StreamDest>(main, preempt, std::move(cut), std::move(config));
 }

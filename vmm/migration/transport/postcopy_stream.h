@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "vmm/migration/transport/postcopy_link.h"
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/byte_stream.h"
 
 namespace vmm::migration {
 
 // `preempt`: postcopy-preempt's connection, or null. Both streams outlive the link.
-std::unique_ptr<SourcePostcopyLink> stream_postcopy_source(ByteStream& main, ByteStream* preempt, PostcopyLinkConfig config);
+std::unique_ptr<SourcePostcopyLink> stream_postcopy_source(stream::ByteStream& main, stream::ByteStream* preempt, PostcopyLinkConfig config);
 
 // `cut` breaks the preempt connection from another thread (the receiver ends early).
-std::unique_ptr<DestPostcopyLink> stream_postcopy_dest(ByteStream& main, ByteStream* preempt, std::function<void()> cut,
+std::unique_ptr<DestPostcopyLink> stream_postcopy_dest(stream::ByteStream& main, stream::ByteStream* preempt, std::function<void()> cut,
                                                        PostcopyLinkConfig config);
 
 }  // namespace vmm::migration

@@ -15,8 +15,8 @@
 
 #include "vmm/common/log.h"
 #include "vmm/migration/transport/multifd.h"
-#include "vmm/migration/transport/socket_stream.h"
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/socket_stream.h"
+#include "vmm/stream/tls_stream.h"
 
 namespace vmm::migration {
 
@@ -28,14 +28,14 @@ using OpenFd = std::function<Result<UniqueFd>()>;  // another connection to the 
 
 class SocketConnection final : public Connection {
 public:
-    SocketConnection(std::unique_ptr<ByteStream> stream, std::string peer)
+    SocketConnection(std::unique_ptr<stream::ByteStream> stream, std::string peer)
         : stream_(std::move(stream)), peer_(std::move(peer)) {}
-    ByteStream& stream() override { return *stream_; }
+    stream::ByteStream& stream() override { return *stream_; }
     SourceRamChannel* source_ram() override { return source_lanes_.get(); }
     DestRamChannel* dest_ram() override { return dest_lanes_.get(); }
     std::string describe() const override { return peer_; }
     void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
-    ByteStream* preempt_stream() override { return preempt_.get(); }
+    stream::ByteStream* preempt_stream() override { return preempt_.get(); }
     Status cut() override {
         if (preempt_) (void)preempt_->shutdown();
         return stream_->shutdown();
@@ -43,10 +43,10 @@ public:
 
     std::unique_ptr<SourceRamChannel> source_lanes_;
     std::unique_ptr<DestRamChannel> dest_lanes_;
-    std::unique_ptr<ByteStream> preempt_;  // postcopy-preempt's, or none
+    std::unique_ptr<stream::ByteStream> preempt_;  // postcopy-preempt's, or none
 
 private:
-    std::unique_ptr<ByteStream> stream_;
+    std::unique_ptr<stream::ByteStream> stream_;
     std::string peer_;
 };
 
@@ -56,7 +56,7 @@ void set_nodelay(int fd) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-Status wait_fd(int fd, short events, const CancelToken& cancel, int timeout_ms, const std::string& what) {
+Status wait_fd(int fd, short events, const stream::CancelToken& cancel, int timeout_ms, const std::string& what) {
     pollfd fds[2] = {{fd, events, 0}, {cancel.fd(), POLLIN, 0}};
     for (;;) {
         int r = ::poll(fds, 2, timeout_ms);
@@ -85,7 +85,7 @@ Result<UniqueFd> connect_addr(const sockaddr* addr, socklen_t len, int family, c
     return fd;
 }
 
-Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std::string& what, int timeout_ms = -1) {
+Result<UniqueFd> accept_one(int listen_fd, const stream::CancelToken& cancel, const std::string& what, int timeout_ms = -1) {
     if (auto s = wait_fd(listen_fd, POLLIN, cancel, timeout_ms, "accept on " + what); !s) return s.error();
     int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) return Error::from_errno("accept on " + what);
@@ -95,23 +95,22 @@ Result<UniqueFd> accept_one(int listen_fd, const CancelToken& cancel, const std:
 
 // One connection's stream: the socket's, inside a TLS session when tls-creds is set (the source
 // is the client, the destination the server; tls_stream.h).
-Result<std::unique_ptr<ByteStream>> connection_stream(UniqueFd fd, const TransportContext& ctx, std::string peer,
-                                                      TlsRole role) {
+Result<std::unique_ptr<stream::ByteStream>> connection_stream(UniqueFd fd, const TransportContext& ctx, std::string peer,
+                                                      stream::TlsRole role) {
     std::string peer_for_log = peer;
     auto plain = make_socket_stream(std::move(fd), ctx, std::move(peer));
     Options options = ctx.options();
     const Parameters& p = options.params;
     if (!tls_wanted(p)) return plain;
-    TlsSetup setup;
-    setup.role = role;
-    setup.creds_dir = p.tls_creds;
-    setup.hostname = p.tls_hostname.empty() ? ctx.uri.host : p.tls_hostname;
-    setup.authz = p.tls_authz;
-    setup.first_words_within = std::chrono::milliseconds(p.connect_timeout_ms);
-    setup.rekey_records = p.tls_rekey_records;
-    setup.kernel_send = options.caps.tls_kernel;
-    auto tls = tls_handshake(std::move(plain), setup);
-    if (tls && tls_kernel_sends(**tls)) log::info("{}: what this side sends is encrypted by the kernel's TLS (x-tls-kernel)", peer_for_log);
+    stream::MigrationTls settings{.creds = p.tls_creds,
+                                  .hostname = p.tls_hostname,
+                                  .uri_host = ctx.uri.host,
+                                  .authz = p.tls_authz,
+                                  .connect_timeout = std::chrono::milliseconds(p.connect_timeout_ms),
+                                  .rekey_records = p.tls_rekey_records,
+                                  .kernel_send = options.caps.tls_kernel};
+    auto tls = stream::tls_handshake(std::move(plain), stream::migration_tls_setup(role, settings));
+    if (tls && stream::tls_kernel_sends(**tls)) log::info("{}: what this side sends is encrypted by the kernel's TLS (x-tls-kernel)", peer_for_log);
     return tls;
 }
 
@@ -119,7 +118,7 @@ Result<std::unique_ptr<ByteStream>> connection_stream(UniqueFd fd, const Transpo
 // connection when those capabilities are on.
 Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const TransportContext& ctx, const OpenFd& again) {
     std::string peer = "destination " + ctx.uri.text;
-    auto stream = connection_stream(std::move(fd), ctx, peer, TlsRole::client);
+    auto stream = connection_stream(std::move(fd), ctx, peer, stream::TlsRole::client);
     if (!stream) return stream.error().context("connecting to " + ctx.uri.text);
     if (tls_wanted(ctx.options().params)) peer += " over TLS 1.3";
     auto conn = std::make_unique<SocketConnection>(std::move(*stream), peer);
@@ -128,11 +127,11 @@ Result<std::unique_ptr<Connection>> source_connection(UniqueFd fd, const Transpo
     bool preempt = caps.postcopy_ram && caps.postcopy_preempt;
     if (!caps.multifd && !preempt) return std::unique_ptr<Connection>(std::move(conn));
     uint32_t lanes = caps.multifd ? static_cast<uint32_t>(options.params.multifd_channels) : 0;
-    OpenStream open = [&](std::string name) -> Result<std::unique_ptr<ByteStream>> {
+    OpenStream open = [&](std::string name) -> Result<std::unique_ptr<stream::ByteStream>> {
         auto side_fd = again();
         if (!side_fd) return side_fd.error();
         return connection_stream(std::move(*side_fd), ctx, fmt::format("destination {} ({})", ctx.uri.text, name),
-                                 TlsRole::client);
+                                 stream::TlsRole::client);
     };
     auto side = open_side_connections(conn->stream(), lanes, preempt, open);
     if (!side) return side.error();
@@ -170,7 +169,7 @@ private:
     // The next connection's stream, within `timeout_ms` (-1: as long as it takes). With TLS, a
     // peer that fails the handshake costs nothing: it is logged and dropped, and the listener
     // goes on waiting for its source.
-    Result<std::unique_ptr<ByteStream>> accept_stream(std::string peer, int timeout_ms) {
+    Result<std::unique_ptr<stream::ByteStream>> accept_stream(std::string peer, int timeout_ms) {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
         for (;;) {
             int left = timeout_ms;
@@ -180,7 +179,7 @@ private:
             }
             auto fd = accept_one(fd_.get(), *ctx_.cancel, what_, left);
             if (!fd) return fd.error();
-            auto stream = connection_stream(std::move(*fd), ctx_, peer, TlsRole::server);
+            auto stream = connection_stream(std::move(*fd), ctx_, peer, stream::TlsRole::server);
             if (stream || !tls_wanted(ctx_.options().params)) return stream;
             log::warn("{}: dropped a connection that failed TLS: {}", what_, stream.error().message());
         }
@@ -287,5 +286,16 @@ public:
 
 std::unique_ptr<Transport> make_tcp_transport() { return std::make_unique<TcpTransport>(); }
 std::unique_ptr<Transport> make_unix_transport() { return std::make_unique<UnixTransport>(); }
+
+std::unique_ptr<stream::ByteStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer) {
+    // Splicing pays where the kernel would otherwise copy RAM into a NIC's buffers; to a peer on
+    // this host (loopback, unix) the receiver copies from the spliced pages anyway, and the
+    // per-page pipe and reference work made it slower than one copy (docs/performance.md).
+    Options options = ctx.options();
+    const Capabilities& caps = options.caps;
+    bool zero_copy = caps.zero_copy_send && (caps.zero_copy_local || !stream::peer_on_this_host(fd.get()));
+    return std::make_unique<stream::SocketStream>(std::move(fd), *ctx.cancel, std::chrono::milliseconds(options.params.io_timeout_ms),
+                                          std::move(peer), zero_copy);
+}
 
 }  // namespace vmm::migration

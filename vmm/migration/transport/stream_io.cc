@@ -7,7 +7,7 @@ namespace vmm::migration {
 namespace {
 
 // The next `n` bytes of the stream (n is bounded by the decoders: at most kMaxHeaderBody).
-Result<std::vector<uint8_t>> take(ByteStream& in, size_t n) {
+Result<std::vector<uint8_t>> take(stream::ByteStream& in, size_t n) {
     std::vector<uint8_t> bytes(n);
     if (auto s = in.read_exact(bytes); !s) return s.error();
     return bytes;
@@ -18,7 +18,7 @@ struct Typed {
     uint8_t type = 0;
     std::vector<uint8_t> body;
 };
-Result<Typed> take_typed(ByteStream& in, Result<size_t> (*body_size)(uint8_t)) {
+Result<Typed> take_typed(stream::ByteStream& in, Result<size_t> (*body_size)(uint8_t)) {
     Typed t;
     if (auto s = in.read_exact({&t.type, 1}); !s) return s.error();
     auto size = body_size(t.type);
@@ -31,13 +31,13 @@ Result<Typed> take_typed(ByteStream& in, Result<size_t> (*body_size)(uint8_t)) {
 
 }  // namespace
 
-Status read_magic(ByteStream& in) {
+Status read_magic(stream::ByteStream& in) {
     auto magic = take(in, kMagic.size());
     if (!magic) return magic.error();
     return decode_magic(*magic);
 }
 
-Result<StreamHeader> read_header_after_magic(ByteStream& in) {
+Result<StreamHeader> read_header_after_magic(stream::ByteStream& in) {
     auto prefix = take(in, kHeaderPrefix);
     if (!prefix) return prefix.error();
     auto length = decode_header_prefix(*prefix);
@@ -47,18 +47,18 @@ Result<StreamHeader> read_header_after_magic(ByteStream& in) {
     return decode_header_body(*body);
 }
 
-Result<StreamHeader> read_header(ByteStream& in) {
+Result<StreamHeader> read_header(stream::ByteStream& in) {
     if (auto s = read_magic(in); !s) return s.error();
     return read_header_after_magic(in);
 }
 
-Result<Record> read_record(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+Result<Record> read_record(stream::ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
     auto t = take_typed(in, record_body_size);
     if (!t) return t.error();
     return decode_record(t->type, t->body, blocks, page_size);
 }
 
-Result<Reply> read_reply(ByteStream& in) {
+Result<Reply> read_reply(stream::ByteStream& in) {
     auto t = take_typed(in, reply_body_size);
     if (!t) return t.error();
     auto head = decode_reply(t->type, t->body);
@@ -69,7 +69,7 @@ Result<Reply> read_reply(ByteStream& in) {
     return std::move(head->reply);
 }
 
-Result<ReturnRead> read_return(ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+Result<ReturnRead> read_return(stream::ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size) {
     auto t = take_typed(in, return_body_size);
     if (!t) return t.error();
     auto m = decode_return(t->type, t->body, blocks, page_size);
@@ -84,7 +84,7 @@ Result<ReturnRead> read_return(ByteStream& in, const std::vector<BlockInfo>& blo
     return out;
 }
 
-Status read_page_sums(ByteStream& in, uint64_t length, std::vector<uint64_t>& sums) {
+Status read_page_sums(stream::ByteStream& in, uint64_t length, std::vector<uint64_t>& sums) {
     auto size = page_sums_size(length);
     if (!size) return size.error();
     auto bytes = take(in, *size);

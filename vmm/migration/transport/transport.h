@@ -15,16 +15,19 @@
 #include <vector>
 
 #include "vmm/common/result.h"
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
 #include "vmm/migration/transport/options.h"
 #include "vmm/migration/transport/postcopy_link.h"
 #include "vmm/migration/transport/postcopy_stream.h"
 #include "vmm/migration/transport/setup_parts.h"
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/byte_stream.h"
 #include "vmm/migration/wire/page_sums.h"
 #include "vmm/migration/wire/uri.h"
 
 namespace vmm::migration {
+
+class FileRamSource;  // file_ram.h
+class SaveTarget;     // file_ram.h
 
 // What a transport sees of guest RAM: name, host mapping, length (and guest address).
 struct RamBlockView {
@@ -75,30 +78,6 @@ struct ChannelCounts {
     uint64_t bytes = 0;       // of page data
 };
 
-// Where a destination's channel leaves guest RAM in a file, to be mapped rather than read (a
-// mapped restore, x-restore-mapped).
-struct FileRam {
-    int fd = -1;                    // valid while the connection lives (a mapping keeps its own reference)
-    std::vector<uint64_t> offsets;  // per block: where its pages start in the file
-    // Every page of the file against its sum, run on a thread of the caller's while the guest
-    // runs (it outlives the connection): the first damaged page, or cancelled.
-    std::function<Status(const CancelToken& cancel)> check;
-};
-
-// Where a destination's channel leaves guest RAM in a file, to be brought in on demand while the
-// guest runs (a lazy restore, x-restore-lazy): nothing was read in the rounds. Both functions
-// are thread-safe and outlive the connection.
-struct LazyFileRam {
-    // Block i's bytes [offset, offset + into.size()) (whole pages) into `into`, each page checked
-    // against the sum saved with it: a damaged page is an error naming it.
-    std::function<Status(uint32_t block, uint64_t offset, std::span<uint8_t> into)> read;
-    // Block i's ranges [from, to) that hold data, in file order: every other page is a zero page.
-    std::function<Result<std::vector<std::pair<uint64_t, uint64_t>>>(uint32_t block)> extents;
-    // Where the guest cannot run first (no userfaultfd here): all of RAM read in place and checked,
-    // as a restore that is not lazy reads it. Only while the connection lives.
-    std::function<Status()> read_all;
-};
-
 // Destination side: serves one round until the source ends it.
 class DestRamChannel {
 public:
@@ -118,16 +97,15 @@ public:
     // from it fails the round. An empty fn unregisters.
     using SumsFn = std::function<Status(uint32_t block, uint64_t offset, std::span<const uint64_t> sums)>;
     virtual void on_sums(SumsFn fn) { (void)fn; }
-    // After the rounds: the file guest RAM is to be mapped from (nothing was read), or none.
-    virtual std::optional<FileRam> mapped_file() { return std::nullopt; }
-    // After the rounds: the file guest RAM is to be brought in from lazily, or none.
-    virtual std::optional<LazyFileRam> lazy_file() { return std::nullopt; }
+    // A channel that leaves guest RAM in a file, to be mapped or brought in lazily rather than
+    // read in the rounds (file_ram.h: the file transport's restore); none for every other.
+    virtual FileRamSource* file_ram() { return nullptr; }
 };
 
 class Connection {
 public:
     virtual ~Connection() = default;
-    virtual ByteStream& stream() = 0;
+    virtual stream::ByteStream& stream() = 0;
     virtual SourceRamChannel* source_ram() { return nullptr; }
     virtual DestRamChannel* dest_ram() { return nullptr; }
     // Postcopy as this connection carries it (postcopy_link.h), asked once per postcopy run:
@@ -142,7 +120,7 @@ public:
     virtual bool postcopy_channel() const { return false; }
     // postcopy-preempt (socket transports): a second connection on which the source sends the
     // pages the destination asked for (postcopy_stream.h).
-    virtual ByteStream* preempt_stream() { return nullptr; }
+    virtual stream::ByteStream* preempt_stream() { return nullptr; }
     virtual std::string describe() const = 0;
     // The transport's own steps in setting this connection up so far, in order (setup_parts.h):
     // a source's connect, then its RAM channel's setup(); a destination's accept from the
@@ -152,15 +130,9 @@ public:
     // nobody: the source writes what a destination would read, GO included, and waits for no
     // reply; the destination that later reads it answers into nothing.
     virtual bool answers() const { return true; }
-    // The source has written everything: a transport that must make it durable (a file: synced,
-    // then given its name) does so now; until then the peer has nothing it could use.
-    virtual Status commit() { return {}; }
-    // A save that builds on an earlier one (an incremental file save): that save's id. The
-    // source then sends only what its dirty log says changed since, so the earlier save must be
-    // the last this vmm made.
-    virtual std::optional<uint64_t> builds_on() const { return std::nullopt; }
-    // A save's own id, once committed (what a later incremental save names as its base); 0: none.
-    virtual uint64_t save_id() const { return 0; }
+    // A save (file_ram.h: the file transport's source side), made durable by its commit() once
+    // the source has written everything; none for a connection with a peer.
+    virtual SaveTarget* save_target() { return nullptr; }
     // An authenticated transport's key for its RAM sums (page_sums.h: every page then goes with
     // a keyed MAC), or none.
     virtual Result<std::optional<PageSumKey>> sums_key() { return std::optional<PageSumKey>{}; }
@@ -188,7 +160,7 @@ struct TransportContext {
     std::function<Options()> options;
     std::vector<RamBlockView> blocks;
     uint32_t vcpu_count = 0;  // the machine's shape, as a file's header records it
-    const CancelToken* cancel = nullptr;
+    const stream::CancelToken* cancel = nullptr;
 };
 
 class Transport {

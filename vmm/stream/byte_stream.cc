@@ -1,8 +1,8 @@
-#include "vmm/migration/transport/stream.h"
+#include "vmm/stream/byte_stream.h"
 
 #include <cstring>
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 Status MemoryStream::write(std::span<const std::span<const uint8_t>> buffers) {
     for (auto b : buffers) out_.insert(out_.end(), b.begin(), b.end());
@@ -21,4 +21,4 @@ Status MemoryStream::unread(std::span<const uint8_t> bytes) {
     return {};
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

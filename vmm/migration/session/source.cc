@@ -1,5 +1,5 @@
-#include "vmm/migration/source.h"
-#include "vmm/migration/source_run.h"
+#include "vmm/migration/session/source.h"
+#include "vmm/migration/session/source_run.h"
 
 #include <fmt/format.h>
 
@@ -9,9 +9,10 @@
 #include "vmm/memory/populated.h"
 #include "vmm/migration/precopy/convergence.h"
 #include "vmm/migration/precopy/machine_state.h"
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/tls_stream.h"
 #include "vmm/migration/postcopy/sender.h"
 #include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/stream_format.h"
 
@@ -23,7 +24,7 @@ using Clock = SteadyClock;
 
 
 MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options,
-                                 std::shared_ptr<const LiveSettings> live, CancelToken cancel, StatusFn on_status)
+                                 std::shared_ptr<const LiveSettings> live, stream::CancelToken cancel, StatusFn on_status)
     : machine_(m), transport_(transport), uri_(std::move(uri)), options_(std::move(options)), live_(std::move(live)),
       cancel_(std::move(cancel)), on_status_(std::move(on_status)) {
     stats_.uri = uri_.text;
@@ -76,7 +77,7 @@ MigrationStats MigrationSource::stats() const {
     std::lock_guard lock(mutex_);
     MigrationStats s = stats_;
     if (!is_terminal(s.status)) s.total_time_ms = ms_since(start_);
-    if (conn_ && tls_wanted(options_.params)) s.tls_key_updates = tls_key_updates(conn_->stream());
+    if (conn_ && tls_wanted(options_.params)) s.tls_key_updates = stream::tls_key_updates(conn_->stream());
     if (sender_ != nullptr) {
         s.postcopy = sender_->stats();
         s.postcopy.switch_ms = s.downtime_ms;  // the switch is postcopy's whole downtime
@@ -147,7 +148,7 @@ void MigrationSource::run() {
     std::unique_ptr<Connection> closing;
     {
         std::lock_guard lock(mutex_);
-        if (conn_ && tls_wanted(options_.params)) stats_.tls_key_updates = tls_key_updates(conn_->stream());
+        if (conn_ && tls_wanted(options_.params)) stats_.tls_key_updates = stream::tls_key_updates(conn_->stream());
         closing = std::move(conn_);
         broken_.clear();
     }
@@ -216,7 +217,7 @@ Result<uint32_t> MigrationSource::negotiate() {
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     if (auto s = check_connection(); !s) return s.error();
     if (options_.caps.postcopy_ram) header.features |= kFeaturePostcopy;
-    ByteStream& st = conn_->stream();
+    stream::ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w.error();
     if (auto f = st.flush(); !f) return f.error();
     return conn_->answers() ? header_answer(st) : Result<uint32_t>(0);
@@ -239,7 +240,8 @@ Status MigrationSource::check_connection() const {
                                  "none: turn postcopy-preempt off on both sides",
                                  conn_->describe()));
     }
-    if (auto base = conn_->builds_on(); base && base != last_save_) {
+    SaveTarget* save = conn_->save_target();
+    if (auto base = save != nullptr ? save->builds_on() : std::nullopt; base && base != last_save_) {
         return Error(fmt::format("{}: file-base names a save that is not the last this vmm made, and an incremental save "
                                  "sends what the dirty log gathered since that last one: save in full (file-base \"\"), "
                                  "then build on that file",
@@ -254,7 +256,7 @@ Status MigrationSource::check_connection() const {
 }
 
 // HEADER_OK from the destination, with its rehearsed hand-over time (microseconds).
-Result<uint32_t> MigrationSource::header_answer(ByteStream& st) {
+Result<uint32_t> MigrationSource::header_answer(stream::ByteStream& st) {
     // A vmm destination answers the header at once; silence means whatever holds the port is
     // not one (or is stuck), and that is what the user must hear, not a later reset.
     auto answer_within = std::chrono::milliseconds(options_.params.connect_timeout_ms);
@@ -333,7 +335,7 @@ Status MigrationSource::precopy(Run& run) {
     if (!since) return since.error();
     auto t = Clock::now();
     uint64_t before = 0;
-    if (run.conn.builds_on()) {
+    if (SaveTarget* save = run.conn.save_target(); save != nullptr && save->builds_on()) {
         if (auto s = run.saver.dirty_round(0, *since); !s) return s;
     } else {
         auto pagemap = memory::PagemapReader::open();
@@ -384,7 +386,7 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, Reco
     auto t = Clock::now();
     auto state = save_machine_state(machine_);
     if (!state) return state.error();
-    ByteStream& st = run.conn.stream();
+    stream::ByteStream& st = run.conn.stream();
     Record rec;
     rec.type = RecordType::state;
     rec.length = state->size();
@@ -464,8 +466,10 @@ Status MigrationSource::saved(Run& run) {
     if (was_running_) {
         if (auto s = machine_.resume(); !s) return s;
     }
-    if (auto s = run.conn.commit(); !s) return s;
-    saved_id_ = run.conn.save_id();
+    SaveTarget* save = run.conn.save_target();
+    if (save == nullptr) return Error(fmt::format("internal: {} was saved to as a file, and is none", run.conn.describe()));
+    if (auto s = save->commit(); !s) return s;
+    saved_id_ = save->save_id();
     log::info("saved the guest to {}", run.conn.describe());
     return {};
 }

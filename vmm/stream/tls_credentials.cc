@@ -1,4 +1,4 @@
-#include "vmm/migration/transport/tls_credentials.h"
+#include "vmm/stream/tls_credentials.h"
 
 #include <fmt/format.h>
 #include <fnmatch.h>
@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 namespace {
 
@@ -123,4 +123,4 @@ bool tls_authz_allows(std::string_view authz, std::string_view dn, std::string_v
     return false;
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -10,7 +10,7 @@
 
 #include "vmm/common/result.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 constexpr size_t kTlsRecordHeader = 5;
 // The longest record body TLS allows: 2^14 bytes of plaintext plus 256 of expansion (TLS 1.3's
@@ -22,4 +22,4 @@ constexpr size_t kTlsMaxRecordBody = (1u << 14) + 2048;
 // (a plaintext migration stream, an HTTP client) is named as such.
 Result<uint16_t> decode_tls_record_header(std::span<const uint8_t, kTlsRecordHeader> header);
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -1,8 +1,8 @@
-#include "vmm/migration/wire/tls_record.h"
+#include "vmm/stream/tls_record.h"
 
 #include <fmt/format.h>
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 Result<uint16_t> decode_tls_record_header(std::span<const uint8_t, kTlsRecordHeader> header) {
     uint8_t type = header[0];
@@ -23,4 +23,4 @@ Result<uint16_t> decode_tls_record_header(std::span<const uint8_t, kTlsRecordHea
     return length;
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -13,11 +13,12 @@
 #include <thread>
 
 #include "vmm/machine/machine.h"
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
 #include "vmm/migration/core/stats.h"
 #include "vmm/migration/postcopy/lazy_restore.h"
 #include "vmm/migration/postcopy/receiver.h"
 #include "vmm/migration/precopy/ram_loader.h"
+#include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/transport.h"
 
 namespace vmm::migration {
@@ -31,7 +32,7 @@ public:
 
     // `settings` gives the monitor's settings as they are now: read when the source connects
     // (and by the transport's listener as it accepts), not when this starts to listen.
-    IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, SettingsFn settings, CancelToken cancel,
+    IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, SettingsFn settings, stream::CancelToken cancel,
                       bool stay_paused, StatusFn on_status, FailFn on_failure);
     ~IncomingMigration();  // out of line: PostcopyReceiver is complete there
 
@@ -66,12 +67,12 @@ private:
     Status receive(Connection& conn);
     static Result<PageSummer> sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums);
     Result<StreamHeader> accept_header(Connection& conn);
-    Status ready_and_go(ByteStream& st, PostcopyReceiver* postcopy = nullptr);
+    Status ready_and_go(stream::ByteStream& st, PostcopyReceiver* postcopy = nullptr);
     Status receive_postcopy(Connection& conn, const StreamHeader& header, const std::vector<Record>& discards);
     // A mapped restore (x-restore-mapped): guest RAM becomes the file's, and its check starts
     // on a thread of its own (a damaged page ends the machine through on_failure_).
     Status map_file(FileRam ram);
-    Status receive_lazy(ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file);
+    Status receive_lazy(stream::ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file);
     void publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier);
     void set_status(MigrationStatus s);
 
@@ -80,10 +81,10 @@ private:
     Uri uri_;
     SettingsFn settings_;
     Options options_;  // the settings this migration runs with: read again when a source connects
-    CancelToken cancel_;
+    stream::CancelToken cancel_;
     // Under mutex_: the recovery's listener and connection (cancel_ too cancels it); a
     // migrate_recover while it waits cancels it alone.
-    std::optional<CancelToken> recovery_cancel_;
+    std::optional<stream::CancelToken> recovery_cancel_;
     bool stay_paused_;
     StatusFn on_status_;
     FailFn on_failure_;
@@ -103,7 +104,7 @@ private:
     double lazy_ready_ms_ = 0;                    // under mutex_: its guest could run this long after start_
     bool in_postcopy_ = false;  // GO came in postcopy: the guest runs here
     std::thread thread_;
-    std::optional<CancelToken> check_cancel_;  // a mapped restore's check: cancelled and joined last
+    std::optional<stream::CancelToken> check_cancel_;  // a mapped restore's check: cancelled and joined last
     std::thread checker_;
 };
 

@@ -1,4 +1,4 @@
-#include "vmm/migration/destination.h"
+#include "vmm/migration/session/destination.h"
 
 #include <fmt/format.h>
 
@@ -16,7 +16,7 @@
 namespace vmm::migration {
 
 IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, SettingsFn settings,
-                                     CancelToken cancel, bool stay_paused, StatusFn on_status, FailFn on_failure)
+                                     stream::CancelToken cancel, bool stay_paused, StatusFn on_status, FailFn on_failure)
     : machine_(m), transport_(transport), uri_(std::move(uri)), settings_(std::move(settings)), options_(settings_()),
       cancel_(std::move(cancel)),
       stay_paused_(stay_paused), on_status_(std::move(on_status)), on_failure_(std::move(on_failure)) {
@@ -93,7 +93,7 @@ void IncomingMigration::set_status(MigrationStatus s) {
     if (on_status_ && options_.caps.events) on_status_(s);
 }
 
-static void refuse(ByteStream& st, const Error& e) {
+static void refuse(stream::ByteStream& st, const Error& e) {
     // Best effort: the source learns why; the connection may already be gone.
     if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
 }
@@ -166,7 +166,7 @@ Status IncomingMigration::recover(Transport& transport, Uri uri) {
                                  to_string(st)));
     }
     if (thread_.joinable()) thread_.join();  // the last link's thread has ended: its last act was the status
-    auto token = CancelToken::create();
+    auto token = stream::CancelToken::create();
     if (!token) return token.error();
     {
         std::lock_guard lock(mutex_);
@@ -227,7 +227,7 @@ void IncomingMigration::run_recovery() {
 
 // The source's resuming header, HEADER_OK, the pages held here, then postcopy carries on.
 Status IncomingMigration::resume(Connection& conn) {
-    ByteStream& st = conn.stream();
+    stream::ByteStream& st = conn.stream();
     if (auto m = read_magic(st); !m) return m.error();
     auto header = read_header_after_magic(st);
     if (!header) {
@@ -260,7 +260,7 @@ Status IncomingMigration::resume(Connection& conn) {
 
 // Reads the header, checks it against this machine, rehearses the hand-over and answers.
 Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
-    ByteStream& st = conn.stream();
+    stream::ByteStream& st = conn.stream();
     if (auto m = read_magic(st); !m) return m.error();  // not a vmm source: it could not read REFUSED
     auto header = read_header_after_magic(st);
     if (!header) {
@@ -336,7 +336,7 @@ Result<PageSummer> IncomingMigration::sums_for(Connection& conn, DestRamChannel*
 }
 
 Status IncomingMigration::receive(Connection& conn) {
-    ByteStream& st = conn.stream();
+    stream::ByteStream& st = conn.stream();
     auto header = accept_header(conn);
     if (!header) return header.error();
     DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
@@ -378,11 +378,12 @@ Status IncomingMigration::receive(Connection& conn) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
         return receive_postcopy(conn, *header, loader.discards());
     }
-    if (auto lazy = channel != nullptr ? channel->lazy_file() : std::nullopt) {
+    FileRamSource* file = channel != nullptr ? channel->file_ram() : nullptr;
+    if (auto lazy = file != nullptr ? file->lazy() : std::nullopt) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
         return receive_lazy(st, header->blocks, std::move(*lazy));
     }
-    if (auto mapped = channel != nullptr ? channel->mapped_file() : std::nullopt) {
+    if (auto mapped = file != nullptr ? file->mapped() : std::nullopt) {
         if (auto s = map_file(std::move(*mapped)); !s) {
             refuse(st, s.error());
             return s;
@@ -397,7 +398,7 @@ Status IncomingMigration::map_file(FileRam ram) {
     if (ram.offsets.size() != blocks.size()) return Error("internal: a mapped file without a place for every RAM block");
     for (size_t i = 0; i < blocks.size(); ++i)
         if (auto s = blocks[i]->map_file(ram.fd, ram.offsets[i]); !s) return s;
-    auto token = CancelToken::create();
+    auto token = stream::CancelToken::create();
     if (!token) return token.error();
     check_cancel_.emplace(std::move(*token));
     checker_ = std::thread([this, check = std::move(ram.check)] {
@@ -416,7 +417,7 @@ Status IncomingMigration::map_file(FileRam ram) {
 // A lazy restore (x-restore-lazy): the guest runs (or waits, paused) while its RAM comes in from
 // the file, the pages it touches first. A damaged page or a failed read ends the restore (and
 // the process): there is no other copy to recover from.
-Status IncomingMigration::receive_lazy(ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file) {
+Status IncomingMigration::receive_lazy(stream::ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file) {
     auto read_all = file.read_all;
     auto lazy = std::make_unique<LazyRestore>(machine_.memory(), blocks, machine_.vcpu_tids(), std::move(file), cancel_);
     if (auto s = lazy->prepare(); !s) {  // e.g. no userfaultfd for this process: read it all, then run
@@ -456,7 +457,7 @@ Status IncomingMigration::receive_lazy(ByteStream& st, const std::vector<BlockIn
 
 // READY, then the source's GO; the guest runs here from now on (or stays paused as the source
 // had it, or with -S: 'cont' runs it).
-Status IncomingMigration::ready_and_go(ByteStream& st, PostcopyReceiver* postcopy) {
+Status IncomingMigration::ready_and_go(stream::ByteStream& st, PostcopyReceiver* postcopy) {
     auto ready = encode_reply(ReplyType::ready);
     if (postcopy != nullptr) {  // its fault thread may be writing a request
         if (auto s = postcopy->send(ready); !s) return s;
@@ -476,7 +477,7 @@ Status IncomingMigration::ready_and_go(ByteStream& st, PostcopyReceiver* postcop
 // fault thread asks for them, and the stream brings the rest.
 Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader& header,
                                            const std::vector<Record>& discards) {
-    ByteStream& st = conn.stream();
+    stream::ByteStream& st = conn.stream();
     if (header.ram_mode == RamMode::transport_channel && !conn.postcopy_channel()) {
         Error e("the source switched to postcopy, but this transport has no postcopy channel with it");
         refuse(st, e);

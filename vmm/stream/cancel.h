@@ -8,7 +8,7 @@
 #include "vmm/common/fd.h"
 #include "vmm/common/result.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 class CancelToken {
 public:
@@ -23,4 +23,4 @@ private:
     std::unique_ptr<std::atomic<bool>> cancelled_;
 };
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

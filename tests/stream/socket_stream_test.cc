@@ -12,9 +12,9 @@
 
 #include "tests/support/socket_pair.h"
 #include "vmm/common/mapping.h"
-#include "vmm/migration/transport/socket_stream.h"
+#include "vmm/stream/socket_stream.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 namespace {
 using namespace std::chrono_literals;
@@ -116,4 +116,4 @@ TEST(SocketStream, APeerThatClosesEndsAWriteWithAReason) {
     EXPECT_NE(s.error().message().find("the destination"), std::string::npos) << s.error().message();
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

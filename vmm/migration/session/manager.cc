@@ -1,11 +1,11 @@
-#include "vmm/migration/manager.h"
+#include "vmm/migration/session/manager.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 
 #include "vmm/common/thread_name.h"
-#include "vmm/migration/transport/tls_credentials.h"
+#include "vmm/stream/tls_credentials.h"
 
 namespace vmm::migration {
 
@@ -100,7 +100,7 @@ Status MigrationManager::set_parameter(const std::string& name, const std::strin
     if (!s && declare_plugin_names(name)) s = set();
     // As QEMU loads a tls-creds object when it is made: the first handshake then only does the
     // handshake (a key and certificate left unreadable are reported by the migration, saying which).
-    if (s && name == "tls-creds" && !value.empty()) TlsCredentials::warm(value);
+    if (s && name == "tls-creds" && !value.empty()) stream::TlsCredentials::warm(value);
     // Like QEMU, a live setting (a bandwidth cap) applies to the migration already running: it
     // reads settings_->live() as it goes.
     return s;
@@ -129,7 +129,7 @@ Status MigrationManager::migrate(const std::string& text) {
     if (!transport) return transport.error();
     if (auto s = check_tls(**transport); !s) return s;
     declare_names(**transport);
-    auto token = CancelToken::create();
+    auto token = stream::CancelToken::create();
     if (!token) return token.error();
     // Whatever the last migration was, it took the dirty log: only a completed save to a file
     // leaves one that an incremental save can build on.
@@ -208,7 +208,7 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
     if (auto s = check_tls(**transport); !s) return s;
-    auto token = CancelToken::create();
+    auto token = stream::CancelToken::create();
     if (!token) return token.error();
     declare_names(**transport);
     // The destination reads the settings when its source connects: a change made on this

@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "vmm/machine/machine.h"
-#include "vmm/migration/params.h"
-#include "vmm/migration/destination.h"
+#include "vmm/migration/session/params.h"
+#include "vmm/migration/session/destination.h"
 #include "vmm/migration/transport/registry.h"
-#include "vmm/migration/source.h"
+#include "vmm/migration/session/source.h"
 
 namespace vmm::migration {
 

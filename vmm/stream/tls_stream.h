@@ -1,7 +1,7 @@
 // TlsStream: a ByteStream over a TLS 1.3 session (GnuTLS) that runs over another ByteStream,
 // so every path that takes a stream (the main connection, multifd's lanes, the return path,
 // postcopy-preempt's connection, a recovery's) takes a TLS one as it is. The session reads
-// whole TLS records from the stream under it (wire/tls_record.h), so it needs of that stream
+// whole TLS records from the stream under it (tls_record.h), so it needs of that stream
 // only read_exact and write: a socket's, or an RDMA control channel's.
 //
 // Both sides authenticate (tls_credentials.h). One thread may write while another reads (the
@@ -17,27 +17,10 @@
 #include <vector>
 
 #include "vmm/common/result.h"
-#include "vmm/migration/transport/stream.h"
-#include "vmm/migration/transport/tls_credentials.h"
+#include "vmm/stream/byte_stream.h"
+#include "vmm/stream/tls_setup.h"
 
-namespace vmm::migration {
-
-struct TlsSetup {
-    TlsRole role = TlsRole::client;
-    std::string creds_dir;  // tls-creds (QEMU's layout), or
-    TlsFiles files;         // ... these files, when files.ca is set (vmmd: libvirt's layout)
-    std::string hostname;   // client: the name the server's certificate must carry
-    std::string authz;      // server: tls-authz
-    // What messages call the peer and the authz setting (vmmd: "client", "--tls-allowed-dn").
-    std::string peer_word;  // default: "destination" for a client, "source" for a server
-    std::string authz_setting = "tls-authz";
-    // Server: a peer that has said nothing this long is dropped before the handshake.
-    std::chrono::milliseconds first_words_within{10000};
-    uint64_t rekey_records = uint64_t{1} << 24;  // records under one key before the writer renews it
-    // x-tls-kernel: after the handshake the kernel encrypts what this side sends, where the
-    // stream below is a TCP socket and the kernel has TLS (kernel_tls.h); GnuTLS keeps reading.
-    bool kernel_send = false;
-};
+namespace vmm::stream {
 
 // Runs the handshake over `inner` and checks the peer; the TLS stream, or why the peer was
 // refused (one line: whose certificate, what was wrong with it).
@@ -52,4 +35,4 @@ bool tls_kernel_sends(const ByteStream& stream);
 // both ends derive the same bytes, nobody else can): what keys the RDMA transport's RAM sums.
 Result<std::vector<uint8_t>> tls_export(const ByteStream& stream, const std::string& label, size_t size);
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

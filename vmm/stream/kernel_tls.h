@@ -14,7 +14,7 @@
 
 #include "vmm/common/result.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 // One direction's TLS 1.3 traffic keys as GnuTLS has them (gnutls_record_get_state).
 struct KernelTlsKeys {
@@ -22,6 +22,19 @@ struct KernelTlsKeys {
     std::vector<uint8_t> key;       // the traffic key
     std::vector<uint8_t> iv;        // the 12-byte static IV
     std::array<uint8_t, 8> seq{};   // the next record's number, big-endian
+};
+
+// A stream whose sending side the kernel's TLS can take (ByteStream::kernel_tls(): a TCP socket's).
+class KernelTlsSender {
+public:
+    virtual ~KernelTlsSender() = default;
+    // From now on the kernel encrypts what the stream sends, with `keys`; false, with nothing
+    // changed, where it cannot after all (no kernel TLS here).
+    virtual Result<bool> kernel_tls_start(const KernelTlsKeys& keys) = 0;
+    // The records sent under the current key so far (the kernel's record number).
+    virtual Result<uint64_t> kernel_tls_records() = 0;
+    // A KeyUpdate record under the key in use, then `next` for what follows.
+    virtual Status kernel_tls_renew(const KernelTlsKeys& next) = 0;
 };
 
 // What this kernel can do, found once on a loopback connection of its own.
@@ -40,4 +53,4 @@ Result<uint64_t> kernel_tls_sent_records(int fd);
 // `writable` waits until the (non-blocking) socket takes more.
 Status kernel_tls_key_update(int fd, const KernelTlsKeys& next, const std::function<Status()>& writable);
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -1,4 +1,4 @@
-#include "vmm/migration/transport/kernel_tls.h"
+#include "vmm/stream/kernel_tls.h"
 
 #include <linux/tls.h>
 #include <netinet/in.h>
@@ -12,7 +12,7 @@
 
 #include "vmm/common/fd.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 namespace {
 
@@ -161,4 +161,4 @@ Status kernel_tls_key_update(int fd, const KernelTlsKeys& next, const std::funct
     return {};
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

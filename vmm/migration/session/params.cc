@@ -1,4 +1,4 @@
-#include "vmm/migration/params.h"
+#include "vmm/migration/session/params.h"
 
 #include <fmt/format.h>
 

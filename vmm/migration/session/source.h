@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "vmm/machine/machine.h"
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
 #include "vmm/migration/transport/options.h"
 #include "vmm/migration/precopy/ram_saver.h"
 #include "vmm/migration/core/live_settings.h"
@@ -48,7 +48,7 @@ public:
     // (max-bandwidth paces the rounds still to come, not the paused guest's last one;
     // max-postcopy-bandwidth and x-postcopy-readahead the postcopy push, as in QEMU).
     MigrationSource(machine::Machine& m, Transport& transport, Uri uri, Options options,
-                    std::shared_ptr<const LiveSettings> live, CancelToken cancel,
+                    std::shared_ptr<const LiveSettings> live, stream::CancelToken cancel,
                     StatusFn on_status);
     ~MigrationSource();  // cancels and joins
     MigrationSource(const MigrationSource&) = delete;
@@ -85,7 +85,7 @@ private:
     Status check_connection() const;
     Status precopy(Run& run);
     Status complete(Run& run);
-    Result<uint32_t> header_answer(ByteStream& st);  // HEADER_OK's hand-over estimate
+    Result<uint32_t> header_answer(stream::ByteStream& st);  // HEADER_OK's hand-over estimate
     Status saved(Run& run);  // a file's commit, the guest running on
     // The switch: vCPUs paused, DISCARD for what the destination lacks, the hand-over with
     // POSTCOPY; then the missing pages, requested ones first, while the guest runs there.
@@ -100,7 +100,7 @@ private:
     Status recover_link(class PostcopySender& sender, Error why);
     Result<ResumeTo> await_resume();
     Status reconnect(const ResumeTo& to, class PostcopySender& sender);
-    Status send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps);
+    Status send_discards(stream::ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps);
     // STATE and `last` (END, or POSTCOPY), then READY from the destination, then GO: the end
     // of the downtime. Returns the bytes of state sent.
     Result<uint64_t> hand_over(Run& run, DowntimeParts& parts, RecordType last = RecordType::end);
@@ -121,7 +121,7 @@ private:
     // Whether pages go with their sums (the header's kFeatureVerifyRam): verify-ram, or an
     // authenticated connection, which turns them on by itself; postcopy's too, a recovery's included.
     bool sums_on() const { return options_.caps.verify_ram || summer_.keyed(); }
-    CancelToken cancel_;
+    stream::CancelToken cancel_;
     StatusFn on_status_;
     mutable std::mutex mutex_;
     MigrationStats stats_;

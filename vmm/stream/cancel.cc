@@ -1,9 +1,9 @@
-#include "vmm/migration/transport/cancel.h"
+#include "vmm/stream/cancel.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 Result<CancelToken> CancelToken::create() {
     int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -17,4 +17,4 @@ void CancelToken::cancel() {
     [[maybe_unused]] auto n = ::write(fd_.get(), &one, sizeof(one));
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -4,7 +4,7 @@
 
 #include "vmm/migration/precopy/ram_saver.h"
 #include "vmm/migration/core/rate_limiter.h"
-#include "vmm/migration/source.h"
+#include "vmm/migration/session/source.h"
 
 namespace vmm::migration {
 

@@ -2,7 +2,7 @@
 // sides, bytes cross both ways at once (the return path's case), put-back bytes come first,
 // the writer renews its key without the reader writing, and a record changed in flight fails
 // the read naming it. The PKI comes from scripts/make-test-pki.sh.
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/tls_stream.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "tests/support/pipe_stream.h"
 #include "tests/support/require.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 namespace {
 
 using vmm::test::pipe_stream_pair;
@@ -218,4 +218,4 @@ TEST(TlsAuthz, PatternsMatchTheDistinguishedNameOrTheCommonName) {
 }
 
 }  // namespace
-}  // namespace vmm::migration
+}  // namespace vmm::stream

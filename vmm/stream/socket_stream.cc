@@ -1,4 +1,4 @@
-#include "vmm/migration/transport/socket_stream.h"
+#include "vmm/stream/socket_stream.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -11,9 +11,9 @@
 
 #include <cstring>
 
-#include "vmm/migration/transport/kernel_tls.h"
+#include "vmm/stream/kernel_tls.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 namespace {
 constexpr size_t kBuffer = 64 * 1024;
@@ -30,20 +30,20 @@ bool sigpipe_ignored() {
 }  // namespace
 
 SocketStream::SocketStream(UniqueFd fd, const CancelToken& cancel, std::chrono::milliseconds io_timeout, std::string peer,
-                           bool zero_copy)
-    : fd_(std::move(fd)), cancel_(cancel), timeout_(io_timeout), peer_(std::move(peer)),
+                           bool zero_copy, SocketWords words)
+    : fd_(std::move(fd)), cancel_(cancel), timeout_(io_timeout), peer_(std::move(peer)), words_(std::move(words)),
       splice_ok_(zero_copy && sigpipe_ignored()) {
     wbuf_.reserve(kBuffer);
 }
 
-Status SocketStream::wait(Wait what, std::chrono::milliseconds timeout, const char* setting) {
+Status SocketStream::wait(Wait what, std::chrono::milliseconds timeout, const std::string& setting) {
     pollfd fds[2] = {{fd_.get(), static_cast<short>(what == Wait::readable ? POLLIN : POLLOUT), 0},
                      {cancel_.fd(), POLLIN, 0}};
     for (;;) {
         int r = ::poll(fds, 2, static_cast<int>(timeout.count()));
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Error::from_errno("poll on the migration connection");
-        if (fds[1].revents != 0 || cancel_.cancelled()) return Error("migration cancelled");
+        if (r < 0) return Error::from_errno(fmt::format("poll on the {} connection", words_.carries));
+        if (fds[1].revents != 0 || cancel_.cancelled()) return Error(words_.cancelled);
         if (r == 0) {
             return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck ({})", peer_, timeout.count(),
                                      setting));
@@ -54,7 +54,7 @@ Status SocketStream::wait(Wait what, std::chrono::milliseconds timeout, const ch
 
 Status SocketStream::await_readable(std::chrono::milliseconds within) {
     if (rpos_ < rbuf_.size()) return {};
-    return wait(Wait::readable, within, "x-connect-timeout");
+    return wait(Wait::readable, within, words_.first_words_setting);
 }
 
 Status SocketStream::send_all(std::vector<std::span<const uint8_t>> parts) {
@@ -170,7 +170,7 @@ Result<size_t> SocketStream::splice_out(size_t n, bool more) {
         }
         if (out < 0 && !spliced_any_ && (errno == EINVAL || errno == EOPNOTSUPP)) return moved;
         if (out < 0) return Error::from_errno("send to " + peer_);
-        if (out == 0) return Error(fmt::format("{} closed the connection in the middle of the migration", peer_));
+        if (out == 0) return Error(fmt::format("{} closed the connection in the middle of the {}", peer_, words_.carries));
         spliced_any_ = true;
         moved += static_cast<size_t>(out);
     }
@@ -187,11 +187,15 @@ Status SocketStream::shutdown() {
     return {};
 }
 
-Result<bool> SocketStream::send_with_kernel_tls(const KernelTlsKeys& keys) {
+KernelTlsSender* SocketStream::kernel_tls() {
     int domain = 0;
     socklen_t len = sizeof domain;
     if (::getsockopt(fd_.get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || (domain != AF_INET && domain != AF_INET6))
-        return false;  // the kernel's TLS runs over TCP only
+        return nullptr;  // the kernel's TLS runs over TCP only
+    return this;
+}
+
+Result<bool> SocketStream::kernel_tls_start(const KernelTlsKeys& keys) {
     if (!kernel_tls_support().available) return false;
     if (auto s = flush(); !s) return s.error();  // what was written before goes as it was
     if (auto s = kernel_tls_send(fd_.get(), keys); !s) return s.error().context(peer_);
@@ -200,7 +204,7 @@ Result<bool> SocketStream::send_with_kernel_tls(const KernelTlsKeys& keys) {
 
 Result<uint64_t> SocketStream::kernel_tls_records() { return kernel_tls_sent_records(fd_.get()); }
 
-Status SocketStream::renew_kernel_tls(const KernelTlsKeys& next) {
+Status SocketStream::kernel_tls_renew(const KernelTlsKeys& next) {
     if (auto s = flush(); !s) return s;
     return kernel_tls_key_update(fd_.get(), next, [this] { return wait(Wait::writable); });
 }
@@ -234,7 +238,7 @@ Status SocketStream::read_exact(std::span<uint8_t> out) {
         if (n < 0) return Error::from_errno("receive from " + peer_);
         if (n == 0) {
             if (buffered) rbuf_.clear();
-            return Error(fmt::format("{} closed the connection in the middle of the migration", peer_));
+            return Error(fmt::format("{} closed the connection in the middle of the {}", peer_, words_.carries));
         }
         if (buffered) {
             rbuf_.resize(static_cast<size_t>(n));
@@ -264,15 +268,4 @@ bool peer_on_this_host(int fd) {
     return false;
 }
 
-std::unique_ptr<ByteStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer) {
-    // Splicing pays where the kernel would otherwise copy RAM into a NIC's buffers; to a peer on
-    // this host (loopback, unix) the receiver copies from the spliced pages anyway, and the
-    // per-page pipe and reference work made it slower than one copy (docs/performance.md).
-    Options options = ctx.options();
-    const Capabilities& caps = options.caps;
-    bool zero_copy = caps.zero_copy_send && (caps.zero_copy_local || !peer_on_this_host(fd.get()));
-    return std::make_unique<SocketStream>(std::move(fd), *ctx.cancel, std::chrono::milliseconds(options.params.io_timeout_ms),
-                                          std::move(peer), zero_copy);
-}
-
-}  // namespace vmm::migration
+}  // namespace vmm::stream

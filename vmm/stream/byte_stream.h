@@ -15,9 +15,9 @@
 
 #include "vmm/common/result.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
-struct KernelTlsKeys;  // kernel_tls.h
+class KernelTlsSender;  // kernel_tls.h
 
 class ByteStream {
 public:
@@ -53,19 +53,9 @@ public:
     virtual Status shutdown() { return Error("this stream cannot be cut"); }
     // What its errors call the peer, once a handshake has said which connection this is.
     virtual void set_peer(std::string peer) { (void)peer; }
-    // Kernel TLS (kernel_tls.h): from now on the kernel encrypts what this stream sends, with
-    // `keys`; false, with nothing changed, where it cannot (not a TCP socket, no kernel TLS).
-    virtual Result<bool> send_with_kernel_tls(const KernelTlsKeys& keys) {
-        (void)keys;
-        return false;
-    }
-    // ... the records sent under its key so far (the kernel's record number) ...
-    virtual Result<uint64_t> kernel_tls_records() { return Error("internal: kernel TLS records asked of a stream that has none"); }
-    // ... and renews that key: a KeyUpdate record under the key in use, then `next`.
-    virtual Status renew_kernel_tls(const KernelTlsKeys& next) {
-        (void)next;
-        return Error("internal: a kernel TLS key renewed on a stream that has none");
-    }
+    // The kernel's TLS for what this stream sends (kernel_tls.h), where the stream is one the
+    // kernel can take (a TCP socket's); none elsewhere.
+    virtual KernelTlsSender* kernel_tls() { return nullptr; }
 
     Status write(std::span<const uint8_t> data) {
         std::span<const uint8_t> one[] = {data};
@@ -90,4 +80,4 @@ private:
     std::vector<uint8_t> out_;
 };
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

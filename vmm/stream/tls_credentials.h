@@ -12,9 +12,8 @@
 #include <string_view>
 
 #include "vmm/common/result.h"
-#include "vmm/migration/transport/options.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 enum class TlsRole { client, server };  // the source connects, the destination accepts
 
@@ -51,7 +50,4 @@ private:
 // its common name. Empty: any certificate the CA signed.
 bool tls_authz_allows(std::string_view authz, std::string_view dn, std::string_view cn);
 
-// Whether the settings ask for TLS (tls-creds is set).
-inline bool tls_wanted(const Parameters& p) { return !p.tls_creds.empty(); }
-
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -13,17 +13,26 @@
 #include <vector>
 
 #include "vmm/common/fd.h"
-#include "vmm/migration/transport/cancel.h"
-#include "vmm/migration/transport/stream.h"
-#include "vmm/migration/transport/transport.h"
+#include "vmm/stream/cancel.h"
+#include "vmm/stream/kernel_tls.h"
+#include "vmm/stream/byte_stream.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
-class SocketStream final : public ByteStream {
+// What a socket stream's errors call what it carries, and the settings that bound its waits: a
+// migration's by default; vmmd's libvirt clients are named in vmmd's words.
+struct SocketWords {
+    std::string carries = "migration";              // "... in the middle of the migration"
+    std::string cancelled = "migration cancelled";  // what a cancel token's firing is
+    std::string io_timeout_setting = "x-io-timeout";
+    std::string first_words_setting = "x-connect-timeout";  // await_readable's bound
+};
+
+class SocketStream final : public ByteStream, public KernelTlsSender {
 public:
     // `zero_copy`: splice guest RAM (write_ram) when the process ignores SIGPIPE.
     SocketStream(UniqueFd fd, const CancelToken& cancel, std::chrono::milliseconds io_timeout, std::string peer,
-                 bool zero_copy = true);
+                 bool zero_copy = true, SocketWords words = {});
 
     using ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override;
@@ -34,16 +43,17 @@ public:
     Status unread(std::span<const uint8_t> bytes) override;
     Status shutdown() override;  // shutdown(2), both ways
     void set_peer(std::string peer) override { peer_ = std::move(peer); }
-    Result<bool> send_with_kernel_tls(const KernelTlsKeys& keys) override;  // TCP only
+    KernelTlsSender* kernel_tls() override;  // TCP only
+    Result<bool> kernel_tls_start(const KernelTlsKeys& keys) override;
     Result<uint64_t> kernel_tls_records() override;
-    Status renew_kernel_tls(const KernelTlsKeys& next) override;
+    Status kernel_tls_renew(const KernelTlsKeys& next) override;
     // Whether guest RAM has gone out by splicing (false: copied by sendmsg).
     bool spliced() const { return spliced_any_; }
 
 private:
     enum class Wait { readable, writable };
-    Status wait(Wait what) { return wait(what, timeout_, "x-io-timeout"); }
-    Status wait(Wait what, std::chrono::milliseconds timeout, const char* setting);
+    Status wait(Wait what) { return wait(what, timeout_, words_.io_timeout_setting); }
+    Status wait(Wait what, std::chrono::milliseconds timeout, const std::string& setting);
     Status send_all(std::vector<std::span<const uint8_t>> parts);
     // Sends `ram` by vmsplice + splice; sets `unsent` to what is left when splicing turns out
     // not to be possible here (the caller sends that the ordinary way).
@@ -56,6 +66,7 @@ private:
     const CancelToken& cancel_;
     std::chrono::milliseconds timeout_;
     std::string peer_;
+    SocketWords words_;
     std::vector<uint8_t> wbuf_;
     bool splice_ok_;
     bool spliced_any_ = false;
@@ -67,9 +78,5 @@ private:
 
 // Whether the peer of a connected socket is on this host (loopback address, or a unix socket).
 bool peer_on_this_host(int fd);
-// A stream over the connected socket `fd` with the migration's timeouts, cancel token and
-// zero-copy setting (which splices only to a peer on another host unless x-zero-copy-local is
-// on). The one place sockets become streams: the rest of migration/ sees a ByteStream.
-std::unique_ptr<ByteStream> make_socket_stream(UniqueFd fd, const TransportContext& ctx, std::string peer);
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -5,7 +5,7 @@
 // own is made where the kernel can (Linux 6.14) and refused in one line where it cannot; a unix
 // socket keeps GnuTLS. Label ktls: where this kernel has no TLS (modprobe tls), the test command
 // runs these in the nested VM, whose Debian kernel has it.
-#include "vmm/migration/transport/kernel_tls.h"
+#include "vmm/stream/kernel_tls.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,10 +20,10 @@
 #include "tests/support/test_pki.h"
 #include "tests/support/vm_pair.h"
 #include "vmm/common/mapping.h"
-#include "vmm/migration/transport/socket_stream.h"
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/socket_stream.h"
+#include "vmm/stream/tls_stream.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 namespace {
 
 constexpr auto kIo = std::chrono::milliseconds(20000);
@@ -190,4 +190,4 @@ TEST_F(KernelTlsTest, AUnixSocketKeepsGnuTls) {
 }
 
 }  // namespace
-}  // namespace vmm::migration
+}  // namespace vmm::stream

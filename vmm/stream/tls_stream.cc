@@ -1,4 +1,4 @@
-#include "vmm/migration/transport/tls_stream.h"
+#include "vmm/stream/tls_stream.h"
 
 #include <fmt/format.h>
 #include <gnutls/x509.h>
@@ -15,10 +15,10 @@
 #include <linux/tls.h>
 
 #include "vmm/common/log.h"
-#include "vmm/migration/transport/kernel_tls.h"
-#include "vmm/migration/wire/tls_record.h"
+#include "vmm/stream/kernel_tls.h"
+#include "vmm/stream/tls_record.h"
 
-namespace vmm::migration {
+namespace vmm::stream {
 
 namespace {
 
@@ -273,9 +273,11 @@ Result<KernelTlsKeys> TlsStream::sending_keys() const {
 
 Result<bool> TlsStream::hand_sending_to_kernel() {
     if (auto s = flush(); !s) return s.error();  // nothing staged goes after what the kernel sends
+    KernelTlsSender* kernel = inner_->kernel_tls();
+    if (kernel == nullptr) return false;  // not a TCP socket below
     auto keys = sending_keys();
     if (!keys) return keys.error();
-    auto taken = inner_->send_with_kernel_tls(*keys);
+    auto taken = kernel->kernel_tls_start(*keys);
     if (!taken || !*taken) return taken;
     kernel_send_ = true;
     gnutls_handshake_set_read_function(session_.get(), &TlsStream::handshake_out);
@@ -292,7 +294,7 @@ Status TlsStream::send_by_kernel(uint64_t bytes, size_t pieces, const std::funct
     if (auto s = send(); !s) return s;
     records_under_key_ += bytes / kRecordPlaintext + pieces + 1;
     if (records_under_key_ < rekey_records_) return {};
-    auto exact = inner_->kernel_tls_records();
+    auto exact = inner_->kernel_tls()->kernel_tls_records();  // kernel_send_: there is one
     if (!exact) return exact.error();
     records_under_key_ = *exact;
     return key_update_due() ? renew_kernel_key() : Status{};
@@ -322,7 +324,7 @@ Status TlsStream::install_renewed_key() {
     }
     auto keys = sending_keys();
     if (!keys) return keys.error();
-    if (auto s = inner_->renew_kernel_tls(*keys); !s) return s;
+    if (auto s = inner_->kernel_tls()->kernel_tls_renew(*keys); !s) return s;
     records_under_key_ = 0;
     last_update_ = std::chrono::steady_clock::now();
     ++key_updates_;
@@ -460,7 +462,7 @@ Result<std::unique_ptr<ByteStream>> tls_handshake(std::unique_ptr<ByteStream> in
     if (!session) return session.error();
     if (setup.role == TlsRole::server) {
         if (auto s = inner->await_readable(setup.first_words_within); !s)
-            return s.error().context("TLS: the peer said nothing within x-connect-timeout");
+            return s.error().context(fmt::format("TLS: the {} said nothing within {}", peer_word(setup), setup.first_words_setting));
     }
     auto tls = std::make_unique<TlsStream>(std::move(inner), std::move(*creds), std::move(*session), setup.rekey_records);
     if (auto s = tls->handshake(setup); !s) return s.error();
@@ -501,4 +503,4 @@ uint64_t tls_key_updates(const ByteStream& stream) {
     return tls != nullptr ? tls->key_updates() : 0;
 }
 
-}  // namespace vmm::migration
+}  // namespace vmm::stream

@@ -8,8 +8,8 @@
 #include "vmm/migration/postcopy/recovery.h"
 #include "vmm/migration/postcopy/sender.h"
 #include "vmm/migration/precopy/machine_state.h"
-#include "vmm/migration/source.h"
-#include "vmm/migration/source_run.h"
+#include "vmm/migration/session/source.h"
+#include "vmm/migration/session/source_run.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/stream_format.h"
 
@@ -20,7 +20,7 @@ using Clock = SteadyClock;
 }  // namespace
 
 // Runs of the pages the destination must drop and fetch again: dirty since they were sent.
-Status MigrationSource::send_discards(ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps) {
+Status MigrationSource::send_discards(stream::ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps) {
     std::vector<uint8_t> all;
     for (uint32_t b = 0; b < bitmaps.size(); ++b) {
         uint64_t pages = machine_.memory().blocks()[b]->pages();
@@ -183,7 +183,7 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
     log::info("resuming postcopy over {}", to.uri.text);
     auto conn = to.transport->connect(context_for(machine_, to.uri, [o = options_] { return o; }, cancel_));
     if (!conn) return conn.error();
-    ByteStream& st = (*conn)->stream();
+    stream::ByteStream& st = (*conn)->stream();
     StreamHeader header = header_for(machine_);
     header.features = kFeaturePostcopy | kFeaturePostcopyResume | (sums_on() ? kFeatureVerifyRam : 0);
     if (auto s = st.write(encode_header(header)); !s) return s;
