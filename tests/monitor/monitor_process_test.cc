@@ -27,12 +27,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A connection to the unix socket at `path`. A vmm binds its socket a moment before it listens:
+// a refused connection is tried again for up to 10 s.
 UniqueFd raw_connect(const std::string& path, bool nonblocking = false) {
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) return UniqueFd();
+    UniqueFd fd;
+    wait_for([&] {
+        fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0));
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return true;
+        fd = UniqueFd();
+        return errno != ECONNREFUSED;  // anything else will not change by waiting
+    }, 10s);
     return fd;
 }
 
