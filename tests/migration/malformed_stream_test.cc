@@ -68,21 +68,12 @@ struct Malformed {
 
 TEST(MalformedStream, EachIsRefusedWithAClearErrorAndNoCrash) {
     VMM_REQUIRE(need::kvm());
-    auto bad_magic = good_header();
-    bad_magic[1] = 'X';
     auto bad_version = good_header();
     bad_version[8] = 9;
     auto truncated = good_header();
     truncated.resize(truncated.size() - 3);
     auto round = rec({RecordType::round_begin, 0, 0, 0, 0});
-    // What a QEMU source sends first: QEMU_VM_FILE_MAGIC, QEMU_VM_FILE_VERSION, a configuration section.
-    std::vector<uint8_t> qemu{'Q', 'E', 'V', 'M', 0, 0, 0, 3, 7, 0, 0, 0, 13, 'c', 'o', 'n', 'f', 'i', 'g'};
     const Malformed cases[] = {
-        {"bad magic", bad_magic, "this is not a vmm migration stream (bad magic)", false},
-        {"QEMU's stream", qemu,
-         "the source sent QEMU's migration stream (magic QEVM, version 3): vmm cannot load a QEMU guest; migrate it to a "
-         "QEMU destination",
-         false},
         {"bad version", bad_version, "migration stream version 9 is not supported"},
         {"truncated header", truncated, "the migration source closed the connection in the middle of the migration"},
         {"page outside a block", good_header() + round + rec({RecordType::pages, 0, 64ull << 20, 4096, 0}),
@@ -114,6 +105,55 @@ TEST(MalformedStream, EachIsRefusedWithAClearErrorAndNoCrash) {
             EXPECT_EQ(reply, "") << "a sender whose stream is not vmm's was answered in vmm's";
         }
     }
+}
+
+// A connection that does not begin as a source does (a port scan that opens and closes, garbage,
+// a health check's HTTP request, a stream that is not vmm's, QEMU's) is dropped with a warning
+// naming what it was, the destination keeps waiting, and the real source then migrates into it.
+TEST(MalformedStream, AStrayConnectionIsDroppedAndTheRealSourceFollows) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    std::string uri = "tcp:127.0.0.1:" + std::to_string(port);
+    auto dst = Vm::start("stray-dst", {"-m", "64M", "--smp", "1", "-S", "--incoming", uri});
+    ASSERT_TRUE(dst);
+    auto bad_magic = good_header();
+    bad_magic[1] = 'X';
+    std::string http = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    const Malformed strays[] = {
+        {"opened and closed", {}, "it closed before saying 8 bytes", false},
+        {"16 bytes of garbage", std::vector<uint8_t>(16, 0xa5), "this is not a vmm migration stream (bad magic)", false},
+        {"an HTTP request", std::vector<uint8_t>(http.begin(), http.end()), "this is not a vmm migration stream (bad magic)", false},
+        {"bad magic", bad_magic, "this is not a vmm migration stream (bad magic)", false},
+        // What a QEMU source sends first: QEMU_VM_FILE_MAGIC, QEMU_VM_FILE_VERSION, a configuration section.
+        {"QEMU's stream", {'Q', 'E', 'V', 'M', 0, 0, 0, 3, 7, 0, 0, 0, 13, 'c', 'o', 'n', 'f', 'i', 'g'},
+         "the source sent QEMU's migration stream (magic QEVM, version 3)", false},
+    };
+    auto drops = [&] {
+        std::string log = dst->log();
+        size_t n = 0;
+        for (size_t at = log.find("dropped a connection that is not a migration"); at != std::string::npos;
+             at = log.find("dropped a connection that is not a migration", at + 1))
+            ++n;
+        return n;
+    };
+    size_t dropped = 0;
+    for (const auto& c : strays) {
+        SCOPED_TRACE(c.name);
+        EXPECT_EQ(send_stream(port, c.bytes), "") << "a stray connection was answered in vmm's words";
+        ++dropped;
+        ASSERT_TRUE(eventually([&] { return drops() >= dropped; }, 30))
+            << dst->log();
+        EXPECT_NE(dst->log().find(c.error), std::string::npos) << dst->log();
+        EXPECT_FALSE(dst->process().wait(std::chrono::milliseconds(0))) << "the destination ended:\n" << dst->log();
+    }
+    auto src = Vm::start("stray-src", {"-m", "64M", "--smp", "1", "--guest", "pattern", "--append", "bytes=4M"});
+    ASSERT_TRUE(src);
+    EXPECT_EQ(src->cmd("migrate -d " + uri), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed" || src->migrate_status() == "failed"; }, 120))
+        << src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate") << dst->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate");
+    expect_handover(*src, *dst);
 }
 
 }  // namespace vmm::test

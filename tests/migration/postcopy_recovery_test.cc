@@ -35,9 +35,12 @@ TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
     EXPECT_NE(src->cmd("migrate_cancel").find("cannot be cancelled"), std::string::npos);
     EXPECT_NE(dst->cmd("migrate_pause").find("this one is postcopy-paused"), std::string::npos);
 
-    // Nobody listens yet: the resume fails, and both stay paused, ready for the next try.
+    // Nobody listens yet: the resume, in the foreground, fails and says why on its last line (what
+    // vmmctl's exit status reads), and both stay paused, ready for the next try.
     uint16_t again = free_tcp_port();
-    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
+    std::string resumed = src->cmd("migrate -r " + tcp_uri(again));
+    EXPECT_NE(resumed.find("Error: postcopy paused: "), std::string::npos) << resumed;
+    EXPECT_NE(resumed.find("127.0.0.1:" + std::to_string(again)), std::string::npos) << resumed;
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused" &&
                                         src->migrate_field("error").find("127.0.0.1:" + std::to_string(again)) !=
                                             std::string::npos; }, 60))
@@ -52,7 +55,7 @@ TEST(PostcopyRecovery, ACutLinkIsRecoveredAndTheRamArrivesWhole) {
     EXPECT_EQ(dst->cmd("migrate_recover " + tcp_uri(again)), "");
     EXPECT_EQ(dst->migrate_status(), "postcopy-recover");
     EXPECT_FALSE(tcp_connect(wrong)) << "the first migrate_recover still listens";
-    EXPECT_EQ(src->cmd("migrate -r " + tcp_uri(again)), "");
+    EXPECT_EQ(src->cmd("migrate -d -r " + tcp_uri(again)), "");
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
     ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
     EXPECT_EQ(link.connections(), 2);  // the main connection and postcopy-preempt's

@@ -61,7 +61,7 @@ inline void pause_and_recover(Vm& src, Vm& dst, const std::string& again) {
     ASSERT_TRUE(eventually([&] { return src.migrate_status() == "postcopy-paused"; }, 60)) << src.cmd("info migrate") << src.log();
     ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "postcopy-paused"; }, 60)) << dst.cmd("info migrate") << dst.log();
     EXPECT_EQ(dst.cmd("migrate_recover " + again), "");
-    EXPECT_EQ(src.cmd("migrate -r " + again), "");
+    EXPECT_EQ(src.cmd("migrate -d -r " + again), "");
 }
 
 // Both sides paused: migrate_recover on a new port, migrate -r to it, and both complete.
@@ -70,7 +70,7 @@ inline void recover_and_complete(Vm& src, Vm& dst) {
     ASSERT_TRUE(eventually([&] { return src.migrate_status() == "postcopy-paused"; }, 60)) << src.cmd("info migrate");
     uint16_t again = free_tcp_port();
     EXPECT_EQ(dst.cmd("migrate_recover " + tcp_uri(again)), "");
-    EXPECT_EQ(src.cmd("migrate -r " + tcp_uri(again)), "");
+    EXPECT_EQ(src.cmd("migrate -d -r " + tcp_uri(again)), "");
     ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "completed"; }, 120))
         << dst.cmd("info migrate") << dst.log() << src.cmd("info migrate") << src.log();
     ASSERT_TRUE(eventually([&] { return src.migrate_status() == "completed"; }, 30)) << src.cmd("info migrate");

@@ -250,8 +250,9 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
     auto query = [&mgr, &m] { return migration_stats_json(mgr.query(), m.control().report()); };
     Command migrate{"migrate", "migrate",
                     {{"detach", ArgType::flag, true, "-d"}, {"resume", ArgType::flag, true, "-r"}, {"uri", ArgType::string}},
-                    "live-migrate the VM to URI (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT); -d: do not wait; "
-                    "-r: resume a postcopy whose link broke, to the destination's migrate_recover URI",
+                    "live-migrate the VM to URI (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT, file:PATH); -d: do not wait; "
+                    "-r: resume a postcopy whose link broke, to the destination's migrate_recover URI (waits, as a "
+                    "migration does, unless -d)",
                     [&mgr](const Json& a) -> Result<Json> {
                         auto s = flag(a, "resume") ? mgr.resume(str(a, "uri")) : mgr.migrate(str(a, "uri"));
                         if (!s) return s.error();
@@ -259,7 +260,9 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
                     },
                     {}};
     migrate.follow = [query](const Json& args, const std::function<bool(const std::string&)>& write) {
-        if (flag(args, "detach") || flag(args, "resume")) return;  // a resume is followed with 'info migrate'
+        // A resume in the foreground is followed as a migration is: to its end, or back to
+        // postcopy-paused with the reason on the last line.
+        if (flag(args, "detach")) return;
         for (;;) {
             Json j = query();
             if (!write(progress_line(j))) return;

@@ -11,16 +11,31 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "vmm/common/log.h"
 #include "vmm/migration/transport/multifd.h"
+#include "vmm/migration/wire/multifd_wire.h"
+#include "vmm/migration/wire/stream_format.h"
 #include "vmm/stream/socket_stream.h"
 #include "vmm/stream/tls_stream.h"
 
 namespace vmm::migration {
 
 namespace {
+
+// What a source's main connection begins with (its first 8 bytes, put back for the reader): a
+// multifd preface or a side connection's hello (multifd_handshake.cc judges those), or vmm's
+// stream magic. Anything else, or nothing within `within`, is not a migration, said in one line.
+Status first_words_of_a_source(stream::ByteStream& s, std::chrono::milliseconds within) {
+    if (auto r = s.await_readable(within); !r) return r.error().context("it said nothing");
+    std::array<uint8_t, 8> first{};
+    if (auto r = s.read_exact(first); !r) return r.error().context("it closed before saying 8 bytes");
+    if (auto r = s.unread(first); !r) return r;
+    if (starts_with_preface(first) || first == kLaneMagic || first == kPreemptMagic) return {};
+    return decode_magic(first);
+}
 
 constexpr int kBacklog = 2 + static_cast<int>(kMaxLanes);  // the main connection, its lanes, the preempt one
 
@@ -149,7 +164,7 @@ public:
     }
     Result<std::unique_ptr<Connection>> accept() override {
         std::string peer = "the migration source";
-        auto main = accept_stream(peer, -1);
+        auto main = accept_source(peer);
         if (!main) return main.error();
         if (tls_wanted(ctx_.options().params)) peer += " over TLS 1.3";
         auto conn = std::make_unique<SocketConnection>(std::move(*main), peer);
@@ -166,6 +181,22 @@ public:
     std::string describe() const override { return what_; }
 
 private:
+    // The next connection that begins as a source does. One that closes, stays silent for
+    // x-connect-timeout or begins with anything else (a port scan, a load balancer's health
+    // check, an HTTP request, QEMU's stream) is dropped with a warning, and the listener goes on
+    // waiting for its source: a stray connection must not end the migration it waits for.
+    Result<std::unique_ptr<stream::ByteStream>> accept_source(const std::string& peer) {
+        auto within = std::chrono::milliseconds(ctx_.options().params.connect_timeout_ms);
+        for (;;) {
+            auto main = accept_stream(peer, -1);
+            if (!main) return main;
+            Status first = first_words_of_a_source(**main, within);
+            if (first) return main;
+            log::warn("{}: dropped a connection that is not a migration ({}); still waiting for the source", what_,
+                      first.error().message());
+        }
+    }
+
     // The next connection's stream, within `timeout_ms` (-1: as long as it takes). With TLS, a
     // peer that fails the handshake costs nothing: it is logged and dropped, and the listener
     // goes on waiting for its source.
