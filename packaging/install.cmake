@@ -5,7 +5,7 @@
 #   lib/vmm/vmm-transport-rdma.so       the RDMA transport plugin
 #   share/vmm/guest/*.elf               the guest payloads (--guest NAME, <kernel>NAME</kernel>)
 #   share/vmm/configs/*.toml            example configurations
-#   share/doc/vmm/                      README, libvirt.md, architecture.md
+#   share/doc/vmm/                      README, the manual (docs/*.md)
 #   lib/systemd/system/vmmd.service     the daemon as a service (root: vmm:///system)
 include(GNUInstallDirs)
 
@@ -25,8 +25,9 @@ if(TARGET vmm-transport-rdma)
 endif()
 install(DIRECTORY ${CMAKE_BINARY_DIR}/guest/ DESTINATION share/vmm/guest FILES_MATCHING PATTERN "*.elf")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION share/vmm/configs FILES_MATCHING PATTERN "*.toml")
-install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/libvirt.md ${PROJECT_SOURCE_DIR}/docs/architecture.md
-        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The README and the manual it points to (docs/*.md; not the dated lab notes under docs/history/).
+file(GLOB vmm_manual ${PROJECT_SOURCE_DIR}/docs/*.md)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${vmm_manual} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 set(CPACK_PACKAGE_NAME vmm)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})

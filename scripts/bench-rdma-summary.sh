@@ -16,12 +16,25 @@
 #   - the downtime each VMM measured
 # Every figure comes from the files given: nothing is typed in by hand.
 #
-# usage: scripts/bench-rdma-summary.sh FILE.json...
+# usage: scripts/bench-rdma-summary.sh FILE.json|ARCHIVE.tar.xz...
+# (an archive: its rdma-*.json, as docs/history/bench/json-reports.tar.xz keeps the older reports)
 set -euo pipefail
 
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
-[ $# -gt 0 ] || die "usage: $0 FILE.json... (the files scripts/bench-rdma.sh wrote, e.g. build/bench/rdma-*.json)"
+[ $# -gt 0 ] || die "usage: $0 FILE.json|ARCHIVE.tar.xz... (the files scripts/bench-rdma.sh wrote, e.g. build/bench/rdma-*.json)"
 command -v jq >/dev/null || die "needs jq (apt-get install jq)"
+files=()
+for f in "$@"; do
+    case "$f" in
+        *.tar.xz)
+            [ -n "${unpacked:-}" ] || { unpacked=$(mktemp -d); trap 'rm -rf "$unpacked"' EXIT; }
+            mkdir -p "$unpacked/$(basename "$f")"
+            tar -xJf "$f" -C "$unpacked/$(basename "$f")" --wildcards 'rdma-*.json' || die "cannot unpack the rdma-*.json of $f"
+            files+=("$unpacked/$(basename "$f")"/rdma-*.json) ;;
+        *) files+=("$f") ;;
+    esac
+done
+set -- "${files[@]}"
 for f in "$@"; do
     [ -r "$f" ] || die "cannot read $f"
     jq -e '.runs | type == "array"' "$f" >/dev/null 2>&1 ||

@@ -24,7 +24,7 @@ if [ "${1:-}" = --installed ]; then
     out=$(v start demo) || fail "start (the installed vmm and its payload): $out"
     out=$(v suspend demo) || fail "suspend: $out"
     before=$(qmp state query-ramhash) || fail "query-ramhash: $before"
-    port=$((51400 + RANDOM % 400))
+    port=$((24400 + RANDOM % 400))
     out=$(v migrate --live demo "$duri" --migrateuri "tcp://127.0.0.1:$port") || fail "migrate: $out"
     after=$(qmp dstate query-ramhash) || fail "query-ramhash at the destination: $after"
     [ "$before" = "$after" ] || fail "RAM digests differ: $before vs $after"
@@ -74,7 +74,7 @@ prefix=$work/prefix
 
 out=$(cmake --install "$build" --prefix "$prefix" 2>&1) || fail "cmake --install: $out"
 for f in bin/vmm bin/vmmctl bin/vmm-snapshot bin/vmmd lib/vmm/vmm-transport-rdma.so share/vmm/guest/pattern.elf share/vmm/guest/stress.elf \
-         share/vmm/configs/pattern.toml lib/systemd/system/vmmd.service share/doc/vmm/libvirt.md; do
+         share/vmm/configs/pattern.toml lib/systemd/system/vmmd.service share/doc/vmm/libvirt.md share/doc/vmm/virsh.md; do
     [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
 done
 echo "ok: cmake --install --prefix put binaries, plugin, payloads, configs, docs and the unit in place"
