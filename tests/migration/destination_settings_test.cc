@@ -3,11 +3,13 @@
 // what the migration uses, as with QEMU's classic recipe. One test per setting a destination
 // reads (docs/architecture.md, "Settings"), each typed at the monitor in the order a person would.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cstring>
 
 #include "tests/support/require.h"
 #include "tests/support/postcopy.h"
+#include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::test {
 
@@ -72,8 +74,10 @@ TEST(DestinationSettings, PostcopyPreemptTurnedOffWhileItWaitsIsUsed) {
     migrates_in_postcopy_to(*dst, port, "ds-pre-src", false);
 }
 
-// x-io-timeout lowered on the waiting destination: a "source" that connects and then says
-// nothing is given up on after the new limit, not the 30 s the destination started with.
+// x-io-timeout lowered on the waiting destination: a source that begins (vmm's magic) and then
+// says nothing is given up on after the new limit, not the 30 s the destination started with.
+// (A connection that says nothing at all is no source: it is dropped at x-connect-timeout and the
+// destination waits on, MalformedStream.AStrayConnectionIsDroppedAndTheRealSourceFollows.)
 TEST(DestinationSettings, IoTimeoutLoweredWhileItWaitsIsUsed) {
     VMM_REQUIRE(need::kvm());
     uint16_t port = free_tcp_port();
@@ -82,6 +86,8 @@ TEST(DestinationSettings, IoTimeoutLoweredWhileItWaitsIsUsed) {
     EXPECT_EQ(dst->cmd("migrate_set_parameter x-io-timeout 500"), "");
     UniqueFd silent = tcp_connect(port);
     ASSERT_TRUE(silent.valid());
+    ASSERT_EQ(::send(silent.get(), migration::kMagic.data(), migration::kMagic.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(migration::kMagic.size()));
     // A destination whose incoming migration fails exits (non-zero), having said why.
     auto status = dst->process().wait(std::chrono::seconds(20));
     ASSERT_TRUE(status.has_value()) << "still waiting on a silent source after 20 s:\n" << dst->log();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "vmm/common/log.h"
 #include "vmm/migration/transport/multifd.h"
 
 namespace vmm::migration {
@@ -47,7 +48,7 @@ static Result<SideConnections> accept_announced(const Hello& preface, const Open
     SideConnections side;
     side.lanes.resize(preface.lanes());
     uint32_t expected = preface.lanes() + (preface.preempt() ? 1 : 0);
-    for (uint32_t n = 0; n < expected; ++n) {
+    for (uint32_t n = 0; n < expected;) {
         auto accepted = accept("the migration source (a side connection)");
         if (!accepted) {
             return accepted.error().context(fmt::format("waiting for connection {} of the {} the preface announced", n + 1, expected));
@@ -58,9 +59,11 @@ static Result<SideConnections> accept_announced(const Hello& preface, const Open
         auto h = read_hello(*c, first);
         if (!h) return h.error();
         if (h->kind == Hello::Kind::preface || h->session != preface.session) {
-            return Error("multifd: a connection that is not a lane of this migration arrived while its lanes were "
-                         "expected (another source on the same port?)");
+            // Another source's, or nobody's: it goes, and this migration's lanes are waited for on.
+            log::warn("multifd: dropped a connection that is not a lane of this migration (another source on the same port?)");
+            continue;
         }
+        ++n;
         if (h->kind == Hello::Kind::preempt) {
             if (!preface.preempt() || side.preempt) {
                 return Error("multifd: a postcopy-preempt connection the preface did not announce, or a second one");

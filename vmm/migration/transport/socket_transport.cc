@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "vmm/common/log.h"
+#include "vmm/migration/transport/candidates.h"
 #include "vmm/migration/transport/multifd.h"
 #include "vmm/migration/wire/multifd_wire.h"
 #include "vmm/migration/wire/stream_format.h"
@@ -25,16 +26,19 @@ namespace vmm::migration {
 
 namespace {
 
-// What a source's main connection begins with (its first 8 bytes, put back for the reader): a
-// multifd preface or a side connection's hello (multifd_handshake.cc judges those), or vmm's
-// stream magic. Anything else, or nothing within `within`, is not a migration, said in one line.
-Status first_words_of_a_source(stream::ByteStream& s, std::chrono::milliseconds within) {
+// What kind of a source's connection this is, by its first 8 bytes (put back for the reader): a
+// main one begins with vmm's stream magic or a multifd preface, a side one with a lane's or
+// postcopy-preempt's hello (multifd_handshake.cc judges them further). Anything else, or nothing
+// within `within`, is not a migration, said in one line.
+Result<Candidates::Kind> first_words_of_a_source(stream::ByteStream& s, std::chrono::milliseconds within) {
     if (auto r = s.await_readable(within); !r) return r.error().context("it said nothing");
     std::array<uint8_t, 8> first{};
     if (auto r = s.read_exact(first); !r) return r.error().context("it closed before saying 8 bytes");
-    if (auto r = s.unread(first); !r) return r;
-    if (starts_with_preface(first) || first == kLaneMagic || first == kPreemptMagic) return {};
-    return decode_magic(first);
+    if (auto r = s.unread(first); !r) return r.error();
+    if (first == kLaneMagic || first == kPreemptMagic) return Candidates::Kind::side;
+    if (starts_with_preface(first)) return Candidates::Kind::main;
+    if (auto r = decode_magic(first); !r) return r.error();
+    return Candidates::Kind::main;
 }
 
 constexpr int kBacklog = 2 + static_cast<int>(kMaxLanes);  // the main connection, its lanes, the preempt one
@@ -100,14 +104,6 @@ Result<UniqueFd> connect_addr(const sockaddr* addr, socklen_t len, int family, c
     return fd;
 }
 
-Result<UniqueFd> accept_one(int listen_fd, const stream::CancelToken& cancel, const std::string& what, int timeout_ms = -1) {
-    if (auto s = wait_fd(listen_fd, POLLIN, cancel, timeout_ms, "accept on " + what); !s) return s.error();
-    int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (c < 0) return Error::from_errno("accept on " + what);
-    set_nodelay(c);
-    return UniqueFd(c);
-}
-
 // One connection's stream: the socket's, inside a TLS session when tls-creds is set (the source
 // is the client, the destination the server; tls_stream.h).
 Result<std::unique_ptr<stream::ByteStream>> connection_stream(UniqueFd fd, const TransportContext& ctx, std::string peer,
@@ -162,57 +158,71 @@ public:
     ~SocketListener() override {
         if (!unlink_.empty()) ::unlink(unlink_.c_str());
     }
+    // The source's connections, checked side by side (candidates.h): the TLS handshake, then the
+    // first words, each within x-connect-timeout of its accept. One that closes, stays silent,
+    // fails TLS or begins with anything else (a port scan, a load balancer's health check, an
+    // HTTP request, QEMU's stream) is dropped with a warning, and the listener goes on waiting:
+    // a stray connection neither ends the migration it waits for nor holds up its source.
     Result<std::unique_ptr<Connection>> accept() override {
-        std::string peer = "the migration source";
-        auto main = accept_source(peer);
+        // The settings as they are when each connection comes (a person may change them on a
+        // destination while it waits).
+        auto within = [this] { return std::chrono::milliseconds(ctx_.options().params.connect_timeout_ms); };
+        auto peer = [this] { return tls_wanted(ctx_.options().params) ? "the migration source over TLS 1.3" : "the migration source"; };
+        Candidates candidates(
+            [this, peer, within](UniqueFd fd) -> Result<Candidates::Checked> {
+                auto stream = connection_stream(std::move(fd), ctx_, peer(), stream::TlsRole::server);
+                if (!stream) return stream.error().context("its TLS handshake failed");
+                auto kind = first_words_of_a_source(**stream, within());
+                if (!kind) return kind.error();
+                return Candidates::Checked{std::move(*stream), *kind};
+            },
+            what_, within);
+        auto main = next_checked(candidates, Candidates::Kind::main, -1);
         if (!main) return main.error();
-        if (tls_wanted(ctx_.options().params)) peer += " over TLS 1.3";
-        auto conn = std::make_unique<SocketConnection>(std::move(*main), peer);
-        int timeout = static_cast<int>(ctx_.options().params.connect_timeout_ms);
-        OpenStream next = [&](std::string name) { return accept_stream(std::move(name), timeout); };
+        auto conn = std::make_unique<SocketConnection>(std::move(*main), peer());
+        int timeout = static_cast<int>(within().count());
+        OpenStream next = [&](std::string name) -> Result<std::unique_ptr<stream::ByteStream>> {
+            auto side = next_checked(candidates, Candidates::Kind::side, timeout);
+            if (side) (*side)->set_peer(std::move(name));
+            return side;
+        };
         auto side = accept_side_connections(conn->stream(), next);
         if (!side) return side.error();
         conn->preempt_ = std::move(side->preempt);
         if (side->lanes.empty()) return std::unique_ptr<Connection>(std::move(conn));
-        conn->describe_as(fmt::format("{}, RAM over {} multifd lanes", peer, side->lanes.size()));
+        conn->describe_as(fmt::format("{}, RAM over {} multifd lanes", peer(), side->lanes.size()));
         conn->dest_lanes_ = make_dest_lanes(std::move(side->lanes), ctx_.blocks);
         return std::unique_ptr<Connection>(std::move(conn));
     }
     std::string describe() const override { return what_; }
 
 private:
-    // The next connection that begins as a source does. One that closes, stays silent for
-    // x-connect-timeout or begins with anything else (a port scan, a load balancer's health
-    // check, an HTTP request, QEMU's stream) is dropped with a warning, and the listener goes on
-    // waiting for its source: a stray connection must not end the migration it waits for.
-    Result<std::unique_ptr<stream::ByteStream>> accept_source(const std::string& peer) {
-        auto within = std::chrono::milliseconds(ctx_.options().params.connect_timeout_ms);
-        for (;;) {
-            auto main = accept_stream(peer, -1);
-            if (!main) return main;
-            Status first = first_words_of_a_source(**main, within);
-            if (first) return main;
-            log::warn("{}: dropped a connection that is not a migration ({}); still waiting for the source", what_,
-                      first.error().message());
-        }
-    }
-
-    // The next connection's stream, within `timeout_ms` (-1: as long as it takes). With TLS, a
-    // peer that fails the handshake costs nothing: it is logged and dropped, and the listener
-    // goes on waiting for its source.
-    Result<std::unique_ptr<stream::ByteStream>> accept_stream(std::string peer, int timeout_ms) {
+    // The next stream of `kind` that checks out, accepting connections into `candidates` while
+    // none has, for at most `timeout_ms` (-1: as long as it takes).
+    Result<std::unique_ptr<stream::ByteStream>> next_checked(Candidates& candidates, Candidates::Kind kind, int timeout_ms) {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
         for (;;) {
-            int left = timeout_ms;
+            if (auto checked = candidates.take(kind)) return checked;
+            auto wait = candidates.next_deadline();
             if (timeout_ms >= 0) {
-                auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-                left = static_cast<int>(std::max<int64_t>(ms.count(), 0));
+                auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+                if (left.count() <= 0) return Error(fmt::format("accept on {}: no answer within {} ms (x-connect-timeout)", what_, timeout_ms));
+                wait = std::min(wait, left);
             }
-            auto fd = accept_one(fd_.get(), *ctx_.cancel, what_, left);
-            if (!fd) return fd.error();
-            auto stream = connection_stream(std::move(*fd), ctx_, peer, stream::TlsRole::server);
-            if (stream || !tls_wanted(ctx_.options().params)) return stream;
-            log::warn("{}: dropped a connection that failed TLS: {}", what_, stream.error().message());
+            int poll_ms = wait == std::chrono::milliseconds::max() ? -1 : static_cast<int>(wait.count()) + 1;
+            pollfd fds[3] = {{fd_.get(), POLLIN, 0}, {ctx_.cancel->fd(), POLLIN, 0}, {candidates.wake_fd(), POLLIN, 0}};
+            int r = ::poll(fds, 3, poll_ms);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) return Error::from_errno("poll on " + what_);
+            if (fds[1].revents != 0) return Error("migration cancelled");
+            if ((fds[0].revents & POLLIN) == 0) continue;
+            int c = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (c >= 0) {
+                set_nodelay(c);
+                candidates.add(UniqueFd(c));
+            } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+                return Error::from_errno("accept on " + what_);
+            }
         }
     }
 
