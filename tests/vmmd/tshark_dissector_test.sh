@@ -46,7 +46,9 @@ decode() { tshark -r "$dir/capture.pcapng" -d "tcp.port==$sport,libvirt" -d "tcp
 messages=$(decode -Y libvirt -T fields -e libvirt.procedure | tr ',' '\n' | grep -c .)
 [ "$messages" -gt 100 ] || fail "only $messages libvirt messages decoded: $(decode -Y libvirt | head -20)"
 echo "ok: $messages libvirt messages decoded"
-malformed=$(decode -Y "_ws.malformed || _ws.expert.severity >= warning" | head -20)
+# The libvirt dissector's findings, not TCP's: a reset after a session's last call (a client's
+# packet meeting a socket vmmd had closed, seen once under load) is no malformed message.
+malformed=$(decode -Y "_ws.malformed || (libvirt && _ws.expert.severity >= warning)" | head -20)
 [ -z "$malformed" ] || fail "the dissector found malformed or suspect messages: $malformed"
 echo "ok: none malformed, none with a warning"
 # The procedures seen, by the dissector's own names for them (its table, tshark -G values; numbers
