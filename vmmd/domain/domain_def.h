@@ -32,6 +32,9 @@ struct DomainDef {
     std::optional<std::string> serial_file;  // <serial type='file'><source path=…/>; none without one
     std::optional<std::string> emulator;     // <devices><emulator>: vmmd's own vmm, checked where a client gives it
     bool clock_utc = false;                  // <clock offset='utc'/> given (the guest's clock is UTC anyway)
+    // <graphics>, <video> and <input> (what virt-install and virt-manager add by default on x86),
+    // each element as given: kept and given back, not honoured, as vmm has no display.
+    std::vector<std::string> display_devices;
     // <metadata><vmm:vmm xmlns:vmm="…">: what only vmm has.
     std::string dirty_tracking = "log";  // log or ring
     bool prealloc = false;
@@ -39,6 +42,10 @@ struct DomainDef {
     std::vector<ForeignMetadata> metadata;           // others' elements of <metadata>, in order
     bool operator==(const DomainDef&) const = default;
 };
+
+// "<graphics type='vnc'>, <video>": the display devices `d` keeps but vmm does not honour, by name
+// and type; empty when it has none.
+std::string display_devices_named(const DomainDef& d);
 
 std::string format_uuid(const Uuid& u);                  // 8-4-4-4-12 hex
 std::optional<Uuid> parse_uuid(const std::string& text);  // with or without dashes

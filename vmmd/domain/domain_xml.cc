@@ -20,6 +20,8 @@ using vmm::Status;
 
 namespace {
 
+constexpr size_t kMaxDisplayDevices = 8;  // virt-install adds three; a definition gets a few more
+
 // Element children of `n`, each checked against `allowed`: anything else is refused by name.
 Result<std::vector<const xmlNode*>> children(const xmlNode* n, const std::set<std::string>& allowed, const std::string& where) {
     std::vector<const xmlNode*> out;
@@ -60,10 +62,26 @@ Status parse_os(const xmlNode* os, DomainDef& d) {
     return {};
 }
 
+// A display device: kept as given (dumpxml shows what the user asked for), not honoured.
+Status keep_display_device(const xmlNode* c, DomainDef& d) {
+    if (d.display_devices.size() >= kMaxDisplayDevices) {
+        return Error(fmt::format("<devices> holds more than {} display devices (<graphics>, <video>, <input>)", kMaxDisplayDevices));
+    }
+    auto kept = foreign_metadata(c);  // the element standing alone, as others' metadata is kept
+    if (!kept) return kept.error().context(fmt::format("<{}> in <devices>", name_of(c)));
+    d.display_devices.push_back(std::move(kept->xml));
+    return {};
+}
+
 Status parse_devices(const xmlNode* devices, DomainDef& d) {
-    auto kids = children(devices, {"emulator", "serial", "console"}, "devices");
+    auto kids = children(devices, {"emulator", "serial", "console", "graphics", "video", "input"}, "devices");
     if (!kids) return kids.error();
     for (const xmlNode* c : *kids) {
+        std::string kind = name_of(c);
+        if (kind == "graphics" || kind == "video" || kind == "input") {
+            if (auto s = keep_display_device(c, d); !s) return s;
+            continue;
+        }
         // libvirt adds a console beside a serial (the same port); virt-install writes a pty one
         // alone: vmm has no console device, so it changes nothing (docs/libvirt.md).
         if (name_of(c) == "console") continue;

@@ -169,6 +169,10 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
                       : phase == MigrationPhase::incoming ? "waits for a migration on " + incoming
                                                           : "restores from " + incoming;
     vmm::log::info("vmmd: domain '{}' {} as id {} (vmm pid {}, log {})", def.name, how, id, r->process->identity().pid, log);
+    if (std::string display = display_devices_named(def); !display.empty()) {
+        vmm::log::info("vmmd: domain '{}': {} kept in its definition, not honoured: vmm has no display (the guest's "
+                       "console is its serial port)", def.name, display);
+    }
     watch(std::move(r), state);
     return id;
 }

@@ -125,6 +125,30 @@ TEST(DomainXml, TakesWhatVirtInstallWritesAndKeepsIt) {
     EXPECT_FALSE(parse_domain_xml(with("<devices><emulator>vmm</emulator></devices>"), Uuid{}));
 }
 
+// virt-install's default display on x86 (virtinst 4.1 without --graphics): kept as given, given
+// back in the normalized document, named as not honoured; too many of them refused.
+TEST(DomainXml, KeepsTheDisplayVirtInstallAddsAndNamesIt) {
+    const char* xml = "<domain type='vmm'><name>vd</name><memory>32768</memory><os><kernel>idle</kernel></os>"
+                      "<devices><console type='pty'/><input type='tablet' bus='usb'/><graphics type='vnc' port='-1'/>"
+                      "<video><model type='vga'/></video></devices></domain>";
+    auto d = parse_domain_xml(xml, Uuid{});
+    ASSERT_TRUE(d) << d.error().message();
+    ASSERT_EQ(d->display_devices.size(), 3u);
+    EXPECT_EQ(display_devices_named(*d), "<input type='tablet'>, <graphics type='vnc'>, <video>");
+    std::string out = format_domain_xml(*d);
+    EXPECT_NE(out.find("<graphics type=\"vnc\" port=\"-1\"/>"), std::string::npos) << out;
+    EXPECT_NE(out.find("<model type=\"vga\"/>"), std::string::npos) << out;
+    auto again = parse_domain_xml(out, Uuid{});
+    ASSERT_TRUE(again) << again.error().message();
+    EXPECT_EQ(*again, *d);
+    std::string many;
+    for (int i = 0; i < 9; ++i) many += "<input type='tablet' bus='usb'/>";
+    auto flood = parse_domain_xml("<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
+                                  "<devices>" + many + "</devices></domain>", Uuid{});
+    ASSERT_FALSE(flood);
+    EXPECT_NE(flood.error().message().find("more than 8 display devices"), std::string::npos) << flood.error().message();
+}
+
 TEST(DomainXml, UnitsAsLibvirtCountsThem) {
     EXPECT_EQ(*to_kib("1", "MiB"), 1024u);
     EXPECT_EQ(*to_kib("1", "M"), 1024u);
