@@ -12,7 +12,7 @@ import re
 import sys
 
 BASES = ["", "vmm", "vmm/migration", "vmmd", "plugins/rdma-migrate", "tests", "scripts", "docs", "include"]
-NAME = re.compile(r"(?<![\w./*-])((?:\.\./)?[\w./{},*-]*\w\.(?:cc|h|sh|py|md|cmake|txt|x|toml)(?:\{[\w,]+\})?)(?![\w/])")
+NAME = re.compile(r"(?<![\w./*-])((?:\.\./)?[\w./{},*-]*[\w*]\.(?:cc|h|sh|py|md|cmake|txt|x|toml)(?:\{[\w,]+\})?)(?![\w/])")
 # Names of other projects' files (libvirt's, QEMU's, the kernel's), of the documents beside the
 # checkout (../shared: design.md, style.md), or of what a run writes.
 FOREIGN = re.compile(r"^(src/|migration/rdma|migration/|linux/|virnet|remote_protocol|qemu_|rdma\.c|"
