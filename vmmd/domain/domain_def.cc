@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <regex>
 
 namespace vmmd {
 
@@ -26,14 +25,8 @@ std::optional<Uuid> parse_uuid(const std::string& text) {
 }
 
 std::string display_devices_named(const DomainDef& d) {
-    static const std::regex element(R"(^<([A-Za-z]+)(?:[^>]*?\stype=(["'])([^"']*)\2)?)");
     std::string out;
-    for (const std::string& xml : d.display_devices) {
-        std::smatch m;
-        if (!std::regex_search(xml, m, element)) continue;
-        if (!out.empty()) out += ", ";
-        out += m[3].matched ? "<" + m[1].str() + " type='" + m[3].str() + "'>" : "<" + m[1].str() + ">";
-    }
+    for (const auto& device : d.display_devices) out += (out.empty() ? "" : ", ") + device.label;
     return out;
 }
 

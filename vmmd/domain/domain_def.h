@@ -34,7 +34,12 @@ struct DomainDef {
     bool clock_utc = false;                  // <clock offset='utc'/> given (the guest's clock is UTC anyway)
     // <graphics>, <video> and <input> (what virt-install and virt-manager add by default on x86),
     // each element as given: kept and given back, not honoured, as vmm has no display.
-    std::vector<std::string> display_devices;
+    struct DisplayDevice {
+        std::string xml;    // the element as given
+        std::string label;  // "<graphics type='vnc'>", as the log names it
+        bool operator==(const DisplayDevice&) const = default;
+    };
+    std::vector<DisplayDevice> display_devices;
     // <metadata><vmm:vmm xmlns:vmm="…">: what only vmm has.
     std::string dirty_tracking = "log";  // log or ring
     bool prealloc = false;

@@ -69,7 +69,9 @@ Status keep_display_device(const xmlNode* c, DomainDef& d) {
     }
     auto kept = foreign_metadata(c);  // the element standing alone, as others' metadata is kept
     if (!kept) return kept.error().context(fmt::format("<{}> in <devices>", name_of(c)));
-    d.display_devices.push_back(std::move(kept->xml));
+    auto type = attribute(c, "type");
+    std::string label = type ? fmt::format("<{} type='{}'>", name_of(c), *type) : fmt::format("<{}>", name_of(c));
+    d.display_devices.push_back({std::move(kept->xml), std::move(label)});
     return {};
 }
 

@@ -41,7 +41,7 @@ std::string format_domain_xml(const DomainDef& d, std::optional<int> id) {
     x += "  <devices>\n";
     if (d.emulator) x += fmt::format("    <emulator>{}</emulator>\n", xml_escape(*d.emulator));
     if (d.serial_file) x += fmt::format("    <serial type='file'>\n      <source path='{}'/>\n    </serial>\n", xml_escape(*d.serial_file));
-    for (const std::string& device : d.display_devices) x += "    " + device + "\n";  // as given, not honoured
+    for (const auto& device : d.display_devices) x += "    " + device.xml + "\n";  // as given, not honoured
     x += "  </devices>\n</domain>\n";
     return x;
 }
