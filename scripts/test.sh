@@ -110,7 +110,11 @@ if [ ${#nested_pids[@]} -gt 0 ]; then
     for shard in "$report_dir"/shard-*; do
         [ -e "$shard/output.log" ] || continue
         log "nested VM ${shard##*shard-}:"
-        grep -vE '^\s*Start +[0-9]+:|^softroce|^\[ *[0-9.]+\]' "$shard/output.log" | sed 's/^/    /' | tail -n 60
+        # All of it when a test failed there (its own lines say why, and the VM and its files are
+        # gone once a fresh root is removed); the last 60 lines otherwise.
+        lines=60
+        grep -q '^The following tests FAILED' "$shard/output.log" && lines=+1
+        grep -vE '^\s*Start +[0-9]+:|^softroce|^\[ *[0-9.]+\]' "$shard/output.log" | sed 's/^/    /' | tail -n "$lines"
     done
     phase_done "nested VM (after the host's tests)"
 fi
