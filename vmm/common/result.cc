@@ -12,14 +12,18 @@ Error Error::from_errno(std::string_view what, int err, std::string_view hint) {
         m += "; ";
         m += hint;
     }
-    return Error(std::move(m));
+    Error e(std::move(m));
+    e.errno_ = err;
+    return e;
 }
 
 Error Error::context(std::string_view where) const {
     std::string m(where);
     m += ": ";
     m += message_;
-    return Error(std::move(m));
+    Error e(std::move(m));
+    e.errno_ = errno_;
+    return e;
 }
 
 }  // namespace vmm

@@ -21,12 +21,16 @@ public:
     static Error from_errno(std::string_view what, int err = errno, std::string_view hint = {});
 
     const std::string& message() const { return message_; }
+    // The errno a from_errno error was made with (0 otherwise): for a decider that acts on what
+    // the system said (a refused connection), never for the wording.
+    int sys_errno() const { return errno_; }
 
     // Prefix context: Error("x").context("loading config") -> "loading config: x".
     Error context(std::string_view where) const;
 
 private:
     std::string message_;
+    int errno_ = 0;
 };
 
 template <typename T>

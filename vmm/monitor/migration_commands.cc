@@ -112,6 +112,11 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     j["cpu-throttle-percentage"] = s.cpu_throttle_percentage;
     j["x-rounds"] = s.rounds;
     if (s.tls_key_updates) j["x-tls-key-updates"] = *s.tls_key_updates;
+    if (s.precopy_resumes != 0 || s.status == MigrationStatus::precopy_paused) {
+        j["x-precopy-resumes"] = s.precopy_resumes;
+        j["x-precopy-paused-ms"] = s.precopy_paused_ms;
+        j["x-precopy-resent-pages"] = s.resent_pages;
+    }
     if (!s.error.empty()) j["error-desc"] = s.error;
     Json rounds = Json::array();
     for (const auto& rd : s.round_log) {
@@ -187,6 +192,10 @@ std::string migration_stats_text(const Json& j) {
     if (j.contains("x-setup-parts")) out += fmt::format("setup parts: {} ms\n", setup_parts_text(child(j, "x-setup-parts")));
     out += fmt::format("rounds: {}\n", u64(j, "x-rounds"));
     if (j.contains("x-tls-key-updates")) out += fmt::format("tls key updates: {}\n", u64(j, "x-tls-key-updates"));
+    if (j.contains("x-precopy-resumes")) {
+        out += fmt::format("precopy resumes: {} (paused {:.0f} ms in all; {} pages sent again)\n", u64(j, "x-precopy-resumes"),
+                           num(j, "x-precopy-paused-ms"), u64(j, "x-precopy-resent-pages"));
+    }
     out += fmt::format("transferred ram: {} kbytes\n", kb("transferred"));
     if (u64(r, "x-in-flight") != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));
     out += fmt::format("throughput: {:.2f} mbps\nremaining ram: {} kbytes\n", num(r, "mbps"), kb("remaining"));
@@ -251,8 +260,8 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
     Command migrate{"migrate", "migrate",
                     {{"detach", ArgType::flag, true, "-d"}, {"resume", ArgType::flag, true, "-r"}, {"uri", ArgType::string}},
                     "live-migrate the VM to URI (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT, file:PATH); -d: do not wait; "
-                    "-r: resume a postcopy whose link broke, to the destination's migrate_recover URI (waits, as a "
-                    "migration does, unless -d)",
+                    "-r: resume a migration whose link broke: a postcopy to the destination's migrate_recover URI, a "
+                    "precopy (precopy-paused) by trying URI instead of its own (waits, as a migration does, unless -d)",
                     [&mgr](const Json& a) -> Result<Json> {
                         auto s = flag(a, "resume") ? mgr.resume(str(a, "uri")) : mgr.migrate(str(a, "uri"));
                         if (!s) return s.error();
@@ -297,7 +306,9 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
            },
            {}});
     t.add({"migrate_pause", "migrate-pause", {},
-           "cut the link of the postcopy migration under way (either side): both sides wait in postcopy-paused",
+           "cut the link of the migration under way, as a failed network would: a postcopy's (either side) waits in "
+           "postcopy-paused; a precopy's over tcp/unix (the source) in precopy-paused while the source reconnects "
+           "(x-resume-window)",
            [&mgr](const Json&) -> Result<Json> {
                if (auto s = mgr.pause(); !s) return s.error();
                return Json::object();

@@ -51,6 +51,9 @@ public:
     // Cuts the stream both ways now, from any thread: a read or write blocked in another thread
     // returns with an error, as on a broken link (migrate_pause, a failed lane).
     virtual Status shutdown() { return Error("this stream cannot be cut"); }
+    // Whether a read or write failed because the link did (the peer's end, a reset, silence past
+    // the I/O timeout, a cut), not because of a cancel: a migration may resume over a new link.
+    virtual bool link_broke() const { return false; }
     // What its errors call the peer, once a handshake has said which connection this is.
     virtual void set_peer(std::string peer) { (void)peer; }
     // The kernel's TLS for what this stream sends (kernel_tls.h), where the stream is one the

@@ -45,8 +45,8 @@ Status SocketStream::wait(Wait what, std::chrono::milliseconds timeout, const st
         if (r < 0) return Error::from_errno(fmt::format("poll on the {} connection", words_.carries));
         if (fds[1].revents != 0 || cancel_.cancelled()) return Error(words_.cancelled);
         if (r == 0) {
-            return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck ({})", peer_, timeout.count(),
-                                     setting));
+            return lost(Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck ({})", peer_, timeout.count(),
+                                          setting)));
         }
         return {};
     }
@@ -75,7 +75,7 @@ Status SocketStream::send_all(std::vector<std::span<const uint8_t>> parts) {
             if (auto s = wait(Wait::writable); !s) return s;
             continue;
         }
-        if (sent < 0) return Error::from_errno("send to " + peer_);
+        if (sent < 0) return lost(Error::from_errno("send to " + peer_));
         auto left = static_cast<size_t>(sent);
         while (first < parts.size() && left >= parts[first].size()) {
             left -= parts[first].size();
@@ -169,8 +169,8 @@ Result<size_t> SocketStream::splice_out(size_t n, bool more) {
             continue;
         }
         if (out < 0 && !spliced_any_ && (errno == EINVAL || errno == EOPNOTSUPP)) return moved;
-        if (out < 0) return Error::from_errno("send to " + peer_);
-        if (out == 0) return Error(fmt::format("{} closed the connection in the middle of the {}", peer_, words_.carries));
+        if (out < 0) return lost(Error::from_errno("send to " + peer_));
+        if (out == 0) return lost(Error(fmt::format("{} closed the connection in the middle of the {}", peer_, words_.carries)));
         spliced_any_ = true;
         moved += static_cast<size_t>(out);
     }
@@ -235,10 +235,10 @@ Status SocketStream::read_exact(std::span<uint8_t> out) {
             if (auto s = wait(Wait::readable); !s) return s;
             continue;
         }
-        if (n < 0) return Error::from_errno("receive from " + peer_);
+        if (n < 0) return lost(Error::from_errno("receive from " + peer_));
         if (n == 0) {
             if (buffered) rbuf_.clear();
-            return Error(fmt::format("{} closed the connection in the middle of the {}", peer_, words_.carries));
+            return lost(Error(fmt::format("{} closed the connection in the middle of the {}", peer_, words_.carries)));
         }
         if (buffered) {
             rbuf_.resize(static_cast<size_t>(n));

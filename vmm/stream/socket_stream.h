@@ -7,6 +7,7 @@
 // longer than the I/O timeout is an error.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -42,6 +43,7 @@ public:
     Status await_readable(std::chrono::milliseconds within) override;
     Status unread(std::span<const uint8_t> bytes) override;
     Status shutdown() override;  // shutdown(2), both ways
+    bool link_broke() const override { return link_broke_; }
     void set_peer(std::string peer) override { peer_ = std::move(peer); }
     KernelTlsSender* kernel_tls() override;  // TCP only
     Result<bool> kernel_tls_start(const KernelTlsKeys& keys) override;
@@ -52,6 +54,10 @@ public:
 
 private:
     enum class Wait { readable, writable };
+    Error lost(Error e) {  // the link failed (link_broke)
+        link_broke_ = true;
+        return e;
+    }
     Status wait(Wait what) { return wait(what, timeout_, words_.io_timeout_setting); }
     Status wait(Wait what, std::chrono::milliseconds timeout, const std::string& setting);
     Status send_all(std::vector<std::span<const uint8_t>> parts);
@@ -74,6 +80,7 @@ private:
     size_t pipe_size_ = 0;
     std::vector<uint8_t> rbuf_;
     size_t rpos_ = 0;
+    std::atomic<bool> link_broke_{false};  // postcopy reads and writes on two threads
 };
 
 // Whether the peer of a connected socket is on this host (loopback address, or a unix socket).

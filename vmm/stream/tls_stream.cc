@@ -61,6 +61,7 @@ public:
         return {};
     }
     Status shutdown() override { return inner_->shutdown(); }
+    bool link_broke() const override { return inner_->link_broke(); }
     void set_peer(std::string peer) override { inner_->set_peer(std::move(peer)); }
     uint64_t key_updates() const { return key_updates_; }
     Result<std::vector<uint8_t>> export_key(const std::string& label, size_t size) const;

@@ -17,6 +17,7 @@ const char* to_string(MigrationStatus s) {
         case MigrationStatus::failed: return "failed";
         case MigrationStatus::cancelling: return "cancelling";
         case MigrationStatus::cancelled: return "cancelled";
+        case MigrationStatus::precopy_paused: return "precopy-paused";
     }
     return "?";
 }

@@ -13,9 +13,11 @@ namespace vmm::migration {
 // postcopy-active: the guest runs on the destination, which pulls the pages it still lacks;
 // postcopy-paused: the link failed in postcopy, both sides keep their state for a recovery;
 // postcopy-recover: a recovery is under way (QEMU's names).
+// precopy-paused (ours): the link failed in precopy; the source's guest runs on, the
+// destination keeps its pages, and the source reconnects (x-resume-window) to go on from there.
 enum class MigrationStatus {
     none, setup, active, device, postcopy_active, postcopy_paused, postcopy_recover, completed, failed, cancelling,
-    cancelled
+    cancelled, precopy_paused
 };
 const char* to_string(MigrationStatus s);
 bool is_terminal(MigrationStatus s);
@@ -121,6 +123,9 @@ struct MigrationStats {
     std::vector<RoundStats> round_log;  // the first kRoundLogMax rounds
     PostcopyStats postcopy;             // once the migration switched to postcopy
     std::optional<uint64_t> tls_key_updates;  // over TLS: the main connection's key renewals so far
+    uint32_t precopy_resumes = 0;   // times a broken precopy link was resumed (x-resume-window)
+    double precopy_paused_ms = 0;   // time spent in precopy-paused, all pauses
+    uint64_t resent_pages = 0;      // source: pages sent again at resumes (what did not arrive whole)
 };
 
 inline constexpr size_t kRoundLogMax = 1000;

@@ -11,8 +11,9 @@ Status StreamLoader::load_pages(const Record& r) {
     // read_record checked the range against this block's size; the host span is exact.
     uint8_t* dst = mem_.blocks()[r.block]->host() + r.offset;
     uint64_t populated = populator_ ? populator_->ready(dst, r.length) : 0;
-    if (auto s = land_pages(stream_, r, dst, verifier_, populated); !s) return s;
+    if (auto s = land_pages(*stream_, r, dst, verifier_, populated); !s) return s;
     if (populator_) populator_->received(dst + r.length);
+    if (arrivals_ != nullptr) arrivals_->landed(r.block, r.offset / memory::kPageSize, r.length / memory::kPageSize, round_);
     counters_.pages += r.length / memory::kPageSize;
     counters_.bytes += r.length;
     return {};
@@ -21,6 +22,7 @@ Status StreamLoader::load_pages(const Record& r) {
 Status StreamLoader::load_zero(const Record& r) {
     if (!in_round_) return Error("migration stream: ZERO outside a RAM round");
     land_zero(r, mem_.blocks()[r.block]->host() + r.offset, verifier_);
+    if (arrivals_ != nullptr) arrivals_->landed(r.block, r.offset / memory::kPageSize, r.length / memory::kPageSize, round_);
     counters_.zero_pages += r.length / memory::kPageSize;
     return {};
 }
@@ -37,7 +39,7 @@ Status StreamLoader::load_sums(const Record& r) {
     if (!in_round_ || channel_ == nullptr) return Error("migration stream: SUMS outside a RAM channel's round");
     if (verifier_ == nullptr || !round_sums_) return Error("migration stream: SUMS, but the source did not announce them");
     std::vector<uint64_t> sums;
-    if (auto s = read_page_sums(stream_, r.length, sums); !s) return s;
+    if (auto s = read_page_sums(*stream_, r.length, sums); !s) return s;
     // The channel's round has ended: every write of it is in guest RAM, ready to be checked.
     verifier_->check(r.block, r.offset, {mem_.blocks()[r.block]->host() + r.offset, r.length}, sums);
     return {};
@@ -64,15 +66,15 @@ Status StreamLoader::check_channel_sums() {
 // checks are waited for here): say so.
 Status StreamLoader::answer_checked() {
     if (checker_) checker_->drain();
-    if (auto s = stream_.write(encode_reply(ReplyType::round_checked)); !s) return s;
-    return stream_.flush();
+    if (auto s = stream_->write(encode_reply(ReplyType::round_checked)); !s) return s;
+    return stream_->flush();
 }
 
 Status StreamLoader::load_state(const Record& r) {
     if (in_round_) return Error("migration stream: STATE inside a RAM round");
     if (have_state_) return Error("migration stream: a second STATE record");
     std::vector<uint8_t> blob(r.length);
-    if (auto s = stream_.read_exact(blob); !s) return s;
+    if (auto s = stream_->read_exact(blob); !s) return s;
     have_state_ = true;
     return on_state_(blob);
 }
@@ -112,7 +114,7 @@ Status StreamLoader::finish(bool postcopy) {
 
 Status StreamLoader::run() {
     for (;;) {
-        auto r = read_record(stream_, blocks_, static_cast<uint32_t>(memory::kPageSize));
+        auto r = read_record(*stream_, blocks_, static_cast<uint32_t>(memory::kPageSize));
         if (!r) return r.error();
         Status s;
         switch (r->type) {
@@ -131,6 +133,7 @@ Status StreamLoader::run() {
             case RecordType::state: s = load_state(*r); break;
             case RecordType::sums: s = load_sums(*r); break;
             case RecordType::discard: s = load_discard(*r); break;
+            case RecordType::session: return Error("migration stream: a SESSION record after the header");
             case RecordType::end:
             case RecordType::postcopy: return finish(r->type == RecordType::postcopy);
         }

@@ -15,6 +15,7 @@
 #include "vmm/memory/guest_memory.h"
 #include "vmm/migration/precopy/channel_checker.h"
 #include "vmm/migration/precopy/populator.h"
+#include "vmm/migration/precopy/resume.h"
 #include "vmm/migration/transport/ram_verifier.h"
 #include "vmm/migration/wire/stream_format.h"
 #include "vmm/migration/transport/landing.h"
@@ -36,7 +37,7 @@ public:
     // `verifier`: set when the source announced verify-ram; END then fails if a page is owed.
     StreamLoader(const memory::GuestMemory& mem, stream::ByteStream& stream, DestRamChannel* channel, std::vector<BlockInfo> blocks,
                  StateFn on_state, RamVerifier* verifier = nullptr)
-        : mem_(mem), stream_(stream), channel_(channel), blocks_(std::move(blocks)), on_state_(std::move(on_state)),
+        : mem_(mem), stream_(&stream), channel_(channel), blocks_(std::move(blocks)), on_state_(std::move(on_state)),
           verifier_(verifier) {}
 
     // Reads records until END. Fails on the first invalid record, writing nothing for it.
@@ -51,6 +52,15 @@ public:
     bool switched_to_postcopy() const { return switched_; }
     // The DISCARD records (checked against the blocks): what postcopy must fetch.
     const std::vector<Record>& discards() const { return discards_; }
+    // A precopy resumed over a new connection (resume.h): reading goes on on its stream, from
+    // the next round's beginning (a round the broken link cut is over), the counts carry on.
+    void rebind(stream::ByteStream& stream) {
+        stream_ = &stream;
+        in_round_ = false;
+        stop_populating();  // a run announced on the broken link will not come
+    }
+    // Records, page by page, the round each page arrives in (a resumable precopy: resume.h).
+    void track_arrivals(ArrivalRounds* arrivals) { arrivals_ = arrivals; }
     // The source sums its RAM channel's pages in SUMS records after each round (kFeatureRoundSums).
     void expect_round_sums() { round_sums_ = true; }
     // The RAM channel delivers the sums while its rounds run (kFeatureChannelSums): they are
@@ -82,7 +92,7 @@ private:
     Status finish(bool postcopy);
 
     const memory::GuestMemory& mem_;
-    stream::ByteStream& stream_;
+    stream::ByteStream* stream_;
     DestRamChannel* channel_;
     std::vector<BlockInfo> blocks_;
     StateFn on_state_;
@@ -98,6 +108,7 @@ private:
     std::unique_ptr<Populator> populator_;  // from the first POPULATE record on
     uint64_t stopped_populated_ = 0;        // what it had populated, once stopped
     std::unique_ptr<ChannelChecker> checker_;  // kFeatureChannelSums
+    ArrivalRounds* arrivals_ = nullptr;        // track_arrivals()
 };
 
 }  // namespace vmm::migration

@@ -16,7 +16,7 @@ using memory::kPageSize;
 
 RamSaver::RamSaver(const memory::GuestMemory& mem, stream::ByteStream& stream, SourceRamChannel* channel, RateLimiter& limiter,
                    bool zero_markers, RamStats& stats, Verify verify, PageSummer summer)
-    : mem_(mem), stream_(stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
+    : mem_(mem), stream_(&stream), channel_(channel), limiter_(limiter), zero_markers_(zero_markers), stats_(stats),
       verify_(verify), summer_(summer), zero_sum_([&] {
           std::vector<uint8_t> page(kPageSize, 0);
           return summer_(page.data());
@@ -46,7 +46,7 @@ Status RamSaver::record(const std::vector<uint8_t>& header, std::span<const uint
     // not a record ahead of them.
     uint64_t n = header.size() + ram.size();
     if (auto s = limiter_.consume(n); !s) return s;
-    auto s = ram.empty() ? stream_.write(header) : stream_.write_ram(header, ram);
+    auto s = ram.empty() ? stream_->write(header) : stream_->write_ram(header, ram);
     if (!s) return s;
     account(pages);
     sent(n);
@@ -80,7 +80,7 @@ Status RamSaver::begin(uint32_t round) {
     r.round = round;
     if (auto s = record(encode_record(r)); !s) return s;
     if (channel_ == nullptr) return {};
-    if (auto s = stream_.flush(); !s) return s;  // the destination starts serving the round
+    if (auto s = stream_->flush(); !s) return s;  // the destination starts serving the round
     return channel_->begin_round(round);
 }
 
@@ -119,7 +119,7 @@ Status RamSaver::send_round_sums() {
         append_sums(all, s.sums);
     }
     round_sums_.clear();
-    if (auto st = stream_.write(all); !st) return st;
+    if (auto st = stream_->write(all); !st) return st;
     sent(all.size());
     return {};
 }
@@ -133,11 +133,11 @@ Status RamSaver::end(uint32_t round) {
     r.type = RecordType::round_end;
     r.round = round;
     if (auto s = record(encode_record(r)); !s) return s;
-    if (auto s = stream_.flush(); !s) return s;
+    if (auto s = stream_->flush(); !s) return s;
     if (!sums_for_channel() || channel_ == nullptr) return {};
     // The round ends when the destination has checked it: its checking is then part of each
     // round's measured time (which convergence sees), not left to run into the switchover.
-    auto reply = read_reply(stream_);
+    auto reply = read_reply(*stream_);
     if (!reply) return reply.error().context("waiting for the destination to check the round's sums");
     if (reply->type == ReplyType::refused) return Error("the destination refused the round: " + reply->reason);
     if (reply->type != ReplyType::round_checked) return Error("the destination answered a round's end out of turn");

@@ -54,6 +54,9 @@ public:
     // (never-populated pages of the bulk round are not among them: there is nothing to send).
     bool cut_short() const { return stopped_; }
     const std::vector<std::vector<uint64_t>>& unsent() const { return unsent_; }
+    // A precopy resumed over a new connection (resume.h): the rounds go on on its stream, the
+    // counts carry on. Inline streams only (a RAM channel does not resume).
+    void rebind(stream::ByteStream& stream) { stream_ = &stream; }
 
 private:
     Status begin(uint32_t round);
@@ -76,7 +79,7 @@ private:
     bool stop_at(uint32_t block, uint64_t first, uint64_t count);
 
     const memory::GuestMemory& mem_;
-    stream::ByteStream& stream_;
+    stream::ByteStream* stream_;
     SourceRamChannel* channel_;
     RateLimiter& limiter_;
     bool zero_markers_;

@@ -118,7 +118,7 @@ void IncomingMigration::run() {
         live_ = conn->get();
         accept_steps_ = live_->setup_parts().size();
     }
-    Status s = receive(**conn);
+    Status s = receive(*conn);
     end_connection(s, std::move(*conn));
 }
 
@@ -276,6 +276,11 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
         ok = Error("the source resumes a paused postcopy, but this destination has none: 'migrate -r' goes to the vmm "
                    "that runs the guest, after its 'migrate_recover URI'");
     }
+    if (ok && (header->features & kFeaturePrecopyResume) != 0) {
+        ok = Error("the source resumes a precopy whose link broke, but this destination has none (a vmm that was "
+                   "restarted, or another one): the migration must start again");
+    }
+    if (ok) ok = read_session(st, header->features, local.blocks);
     if (ok && conn.preempt_stream() != nullptr && !options_.caps.postcopy_preempt) {
         ok = Error("the source has postcopy-preempt on, this destination does not: set it on both sides "
                    "(migrate_set_capability postcopy-preempt on, before migrate_incoming), or off on the source");
@@ -335,7 +340,8 @@ Result<PageSummer> IncomingMigration::sums_for(Connection& conn, DestRamChannel*
     return PageSummer(**key);
 }
 
-Status IncomingMigration::receive(Connection& conn) {
+Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
+    Connection& conn = *live;
     stream::ByteStream& st = conn.stream();
     auto header = accept_header(conn);
     if (!header) return header.error();
@@ -368,12 +374,20 @@ Status IncomingMigration::receive(Connection& conn) {
             return s;
         }
     }
+    if (arrivals_) loader.track_arrivals(arrivals_.get());
     Status loaded = loader.run();
+    while (!loaded && session_ && live->stream().link_broke() && !cancel_.cancelled()) {
+        publish(loader, channel, verifier.get());
+        if (loaded = ride_out(live, loaded.error()); !loaded) return loaded;  // live is gone
+        loader.rebind(live->stream());
+        loaded = loader.run();
+    }
     publish(loader, channel, verifier.get());
     if (!loaded) {
-        refuse(st, loaded.error());
+        refuse(live->stream(), loaded.error());
         return loaded;
     }
+    if (session_) return ready_and_go(live->stream());  // a resumable precopy: inline, no postcopy, no file
     if (loader.switched_to_postcopy()) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
         return receive_postcopy(conn, *header, loader.discards());

@@ -3,7 +3,9 @@
 // loads RAM and state, answers READY, and on GO runs the guest (or leaves it paused with -S).
 // Any failure calls on_failure with one line; the process then exits non-zero, except in
 // postcopy: the guest runs here then, so a broken link leaves it waiting (postcopy-paused) for
-// migrate_recover and the source's 'migrate -r'.
+// migrate_recover and the source's 'migrate -r'. A precopy whose source announced it resumes
+// (x-resume-window) waits likewise when its link breaks (precopy-paused, destination_resume.cc),
+// keeping every page that arrived, for the source to come back within its window.
 #pragma once
 
 #include <functional>
@@ -64,7 +66,13 @@ private:
     // The connection is done with (`s`: how it ended): it and the listener go, and the status says what follows.
     void end_connection(Status s, std::unique_ptr<Connection> conn);
     Status resume(Connection& conn);
-    Status receive(Connection& conn);
+    Status receive(std::unique_ptr<Connection>& conn);
+    // Precopy across a broken link (destination_resume.cc): reads the SESSION record of a
+    // resumable source's header; waits in precopy-paused for the source's new connection, which
+    // replaces `conn`; checks one (true: resumed, false: not this migration's, wait on).
+    Status read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks);
+    Status ride_out(std::unique_ptr<Connection>& conn, const Error& why);
+    Result<bool> take_resumption(Connection& conn);
     static Result<PageSummer> sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums);
     Result<StreamHeader> accept_header(Connection& conn);
     Status ready_and_go(stream::ByteStream& st, PostcopyReceiver* postcopy = nullptr);
@@ -103,6 +111,12 @@ private:
     std::unique_ptr<LazyRestore> lazy_;           // likewise, for a lazy restore
     double lazy_ready_ms_ = 0;                    // under mutex_: its guest could run this long after start_
     bool in_postcopy_ = false;  // GO came in postcopy: the guest runs here
+    struct Session {
+        uint64_t id = 0;
+        uint32_t window_ms = 0;  // the source's x-resume-window
+    };
+    std::optional<Session> session_;               // the source resumes a broken precopy
+    std::unique_ptr<ArrivalRounds> arrivals_;      // with session_: the round each page arrived in
     std::thread thread_;
     std::optional<stream::CancelToken> check_cancel_;  // a mapped restore's check: cancelled and joined last
     std::thread checker_;

@@ -78,6 +78,10 @@ const std::vector<SettingRow>& setting_rows() {
                 "dirty rounds that fail to converge before throttling starts"),
         listener(integer("x-connect-timeout", &P::connect_timeout_ms, 100, 3600000, "connect timeout, ms")),
         listener(integer("x-io-timeout", &P::io_timeout_ms, 100, 3600000, "peer silence that fails a migration, ms")),
+        integer("x-resume-window", &P::resume_window_ms, 0, 3600000,
+                "source, tcp/unix precopy: when the link breaks, both sides wait this long (ms) in precopy-paused while "
+                "the source reconnects by itself (or 'migrate -r URI' / 'migrate_recover URI' name another way), then "
+                "go on from where they were; 0 = the migration fails at once"),
         integer("multifd-channels", &P::multifd_channels, 1, 16, "connections for RAM when multifd is on (1 to 16)"),
         integer("x-postcopy-after-rounds", &P::postcopy_after_rounds, 0, 1000,
                 "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included "

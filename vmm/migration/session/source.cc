@@ -14,6 +14,7 @@
 #include "vmm/migration/precopy/ram_saver.h"
 #include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/stream_io.h"
+#include "vmm/migration/wire/multifd_wire.h"
 #include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
@@ -138,12 +139,17 @@ void MigrationSource::run() {
     Status s = setup(conn);
     if (s) {
         Run r(*this, *conn);
-        s = precopy(r);
-        if (s) s = switching_ ? postcopy(r) : complete(r);
+        for (;;) {
+            s = precopy(r);
+            if (s) s = switching_ ? postcopy(r) : complete(r);
+            if (s || !link_broke_in_precopy(r)) break;
+            if (s = ride_out(r, s.error()); !s) break;  // resumed: the rounds go on from what arrived
+        }
     }
     if (!s) {
         fail(s.error());
         if (conn_) conn_->abort(s.error().message());  // a destination still there hears why at once
+        if (session_id_ != 0 && answered_ && !went_postcopy_) say_goodbye();
     }
     std::unique_ptr<Connection> closing;
     {
@@ -217,10 +223,24 @@ Result<uint32_t> MigrationSource::negotiate() {
     if (verify_ == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     if (auto s = check_connection(); !s) return s.error();
     if (options_.caps.postcopy_ram) header.features |= kFeaturePostcopy;
+    if (can_resume()) {
+        auto id = new_session_id();
+        if (!id) return id.error();
+        session_id_ = *id | 1;  // never 0 (0: not resumable)
+        sent_rounds_.emplace(pages_per_block(machine_.memory()));
+        header.features |= kFeatureResumable;
+    }
+    header_features_ = header.features;
     stream::ByteStream& st = conn_->stream();
     if (auto w = st.write(encode_header(header)); !w) return w.error();
+    if (session_id_ != 0) {
+        if (auto w = send_session(st, static_cast<uint32_t>(options_.params.resume_window_ms)); !w) return w.error();
+    }
     if (auto f = st.flush(); !f) return f.error();
-    return conn_->answers() ? header_answer(st) : Result<uint32_t>(0);
+    if (!conn_->answers()) return Result<uint32_t>(0);
+    auto answer = header_answer(st);
+    answered_ = answer.ok();
+    return answer;
 }
 
 // What the settings ask of the connection that it cannot give, refused before the header goes.
@@ -320,28 +340,42 @@ void MigrationSource::publish(const RamStats& work) {
     r.remaining = work.remaining;
 }
 
-Status MigrationSource::precopy(Run& run) {
+// The first round: the bulk round, or a resumed precopy's (what did not arrive whole, and what
+// the guest dirtied meanwhile).
+Status MigrationSource::first_round(Run& run) {
+    if (run.resend) {
+        auto bitmaps = take_for_round(run.round + 1);
+        if (!bitmaps) return bitmaps.error();
+        for (size_t b = 0; b < bitmaps->size(); ++b)
+            for (size_t w = 0; w < (*bitmaps)[b].size(); ++w) (*bitmaps)[b][w] |= (*run.resend)[b][w];
+        if (sent_rounds_) sent_rounds_->taken(run.round + 1, *bitmaps);  // the resent pages' contents go now
+        run.resend.reset();
+        return run.saver.dirty_round(++run.round, *bitmaps);
+    }
     // From the first instant the migration is active, all of RAM is the bulk round's to go
     // (query-migrate may sample before the round's first piece publishes its own figure).
     update_remaining(machine_.memory().total_size() / memory::kPageSize);
+    // Tracking starts now: what was dirty before is part of the bulk round anyway. An
+    // incremental save's first round is what was dirty before: the pages changed since its base.
+    auto since = take_dirty();
+    if (!since) return since.error();
+    if (SaveTarget* save = run.conn->save_target(); save != nullptr && save->builds_on()) {
+        return run.saver.dirty_round(0, *since);
+    }
+    auto pagemap = memory::PagemapReader::open();
+    if (!pagemap) log::warn("{}; every page will be scanned", pagemap.error().message());
+    return run.saver.bulk_round(pagemap ? &*pagemap : nullptr);
+}
+
+Status MigrationSource::precopy(Run& run) {
     set_status(MigrationStatus::active);
     run.saver.on_progress([this, &run] { publish(run.work); });
     // migrate_start_postcopy cuts the round under way short (RamSaver::stop_when);
     // x-postcopy-after-rounds switches at a round's end.
     if (options_.caps.postcopy_ram) run.saver.stop_when([this] { return postcopy_requested_.load(); });
-    // Tracking starts now: what was dirty before is part of the bulk round anyway. An
-    // incremental save's first round is what was dirty before: the pages changed since its base.
-    auto since = take_dirty();
-    if (!since) return since.error();
     auto t = Clock::now();
-    uint64_t before = 0;
-    if (SaveTarget* save = run.conn.save_target(); save != nullptr && save->builds_on()) {
-        if (auto s = run.saver.dirty_round(0, *since); !s) return s;
-    } else {
-        auto pagemap = memory::PagemapReader::open();
-        if (!pagemap) log::warn("{}; every page will be scanned", pagemap.error().message());
-        if (auto s = run.saver.bulk_round(pagemap ? &*pagemap : nullptr); !s) return s;
-    }
+    uint64_t before = run.saver.bytes_sent();
+    if (auto s = first_round(run); !s) return s;
     Convergence conv(options_.params, options_.caps.auto_converge, stats().handover_estimate_ms);
     for (;;) {
         double secs = std::chrono::duration<double>(Clock::now() - t).count();
@@ -374,7 +408,7 @@ Status MigrationSource::precopy(Run& run) {
             return {};
         }
         if (d.complete) return {};
-        auto bitmaps = take_dirty();
+        auto bitmaps = take_for_round(run.round + 1);
         if (!bitmaps) return bitmaps.error();
         t = Clock::now();
         before = run.saver.bytes_sent();
@@ -386,7 +420,7 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, Reco
     auto t = Clock::now();
     auto state = save_machine_state(machine_);
     if (!state) return state.error();
-    stream::ByteStream& st = run.conn.stream();
+    stream::ByteStream& st = run.conn->stream();
     Record rec;
     rec.type = RecordType::state;
     rec.length = state->size();
@@ -395,11 +429,12 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, Reco
     auto header = encode_record(rec);
     auto end_bytes = encode_record(end);
     std::span<const uint8_t> all[] = {header, *state, end_bytes};
+    handing_over_ = true;  // from here a broken link is the switchover's to settle
     if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s.error();
     if (auto s = st.flush(); !s) return s.error();
     auto sent = Clock::now();
     parts.state = ms_between(t, sent);
-    if (run.conn.answers()) {  // a file has nobody to load the state: GO follows it there
+    if (run.conn->answers()) {  // a file has nobody to load the state: GO follows it there
         auto reply = read_reply(st);
         if (!reply) return reply.error().context("waiting for the destination to load the state");
         if (reply->type == ReplyType::refused) return Error("the destination could not load the state: " + reply->reason);
@@ -421,7 +456,7 @@ Status MigrationSource::complete(Run& run) {
     machine_.pause();
     paused_by_us_ = true;
     run.limiter.unpaced();  // the guest is stopped: send as fast as the link allows
-    auto bitmaps = take_dirty();
+    auto bitmaps = take_for_round(run.round + 1);
     if (!bitmaps) return bitmaps.error();
     update_remaining(count_pages(*bitmaps));
     uint64_t before = run.saver.bytes_sent();
@@ -436,7 +471,7 @@ Status MigrationSource::complete(Run& run) {
     paused_by_us_ = false;
     machine_.set_throttle(0);
     auto downtime = ms_since(paused_at);
-    if (run.conn.answers()) {
+    if (run.conn->answers()) {
         // From here on the destination runs the guest: this side must never resume it.
         machine_.refuse_resume(kMovedAway);
         machine_.set_postmigrate();
@@ -466,11 +501,11 @@ Status MigrationSource::saved(Run& run) {
     if (was_running_) {
         if (auto s = machine_.resume(); !s) return s;
     }
-    SaveTarget* save = run.conn.save_target();
-    if (save == nullptr) return Error(fmt::format("internal: {} was saved to as a file, and is none", run.conn.describe()));
+    SaveTarget* save = run.conn->save_target();
+    if (save == nullptr) return Error(fmt::format("internal: {} was saved to as a file, and is none", run.conn->describe()));
     if (auto s = save->commit(); !s) return s;
     saved_id_ = save->save_id();
-    log::info("saved the guest to {}", run.conn.describe());
+    log::info("saved the guest to {}", run.conn->describe());
     return {};
 }
 

@@ -10,6 +10,10 @@
 // With postcopy-ram (source_postcopy.cc) precopy may end early: the switch hands the guest over
 // with pages missing, then postcopy-active serves them; a broken link gives postcopy-paused,
 // and 'migrate -r URI' (resume) postcopy-recover, then postcopy-active again.
+// Over tcp/unix with x-resume-window (source_resume.cc), a precopy whose link breaks goes to
+// precopy-paused instead of failing: the guest runs on, the source reconnects (to the same URI,
+// or the one 'migrate -r' names) and sends only what the destination lacks; past the window it
+// fails as before.
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include "vmm/stream/cancel.h"
 #include "vmm/migration/transport/options.h"
 #include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/precopy/resume.h"
 #include "vmm/migration/core/live_settings.h"
 #include "vmm/migration/core/rate_limiter.h"
 #include "vmm/migration/core/stats.h"
@@ -63,8 +68,10 @@ public:
     Status start_postcopy();
     // migrate -r: resume the paused postcopy over a new connection to `uri` (the destination
     // must be listening there after migrate_recover). Asynchronous, as the migration itself.
+    // A paused precopy (precopy-paused) tries `uri` from then on instead of its own.
     Status resume(Transport& transport, Uri uri);
-    // migrate_pause: cut the link of the postcopy under way, as a failed network would.
+    // migrate_pause: cut the link of the postcopy (or resumable precopy) under way, as a failed
+    // network would.
     Status pause_link();
     MigrationStats stats() const;
     bool finished() const;
@@ -84,6 +91,7 @@ private:
     Result<uint32_t> negotiate();
     Status check_connection() const;
     Status precopy(Run& run);
+    Status first_round(Run& run);
     Status complete(Run& run);
     Result<uint32_t> header_answer(stream::ByteStream& st);  // HEADER_OK's hand-over estimate
     Status saved(Run& run);  // a file's commit, the guest running on
@@ -101,6 +109,17 @@ private:
     Result<ResumeTo> await_resume();
     Status reconnect(const ResumeTo& to, class PostcopySender& sender);
     Status send_discards(stream::ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps);
+    // Precopy across a broken link (source_resume.cc).
+    bool can_resume() const;                      // decided once, before the header goes
+    bool link_broke_in_precopy(const Run& run) const;
+    Status ride_out(Run& run, Error why);         // precopy-paused until a new link works, or the window ends
+    // One try: the resuming header and SESSION, the destination's rounds, what to send again.
+    // Result false: worth trying again; an error: the migration cannot go on.
+    Result<bool> reconnect_precopy(const ResumeTo& to, Run& run, Error& last);
+    Status send_session(stream::ByteStream& st, uint32_t window_ms);
+    void say_goodbye();                           // SESSION with window 0: the destination stops waiting
+    // The dirty bitmaps for `round` (its pages' contents go in it: SentRounds).
+    Result<std::vector<std::vector<uint64_t>>> take_for_round(uint32_t round);
     // STATE and `last` (END, or POSTCOPY), then READY from the destination, then GO: the end
     // of the downtime. Returns the bytes of state sent.
     Result<uint64_t> hand_over(Run& run, DowntimeParts& parts, RecordType last = RecordType::end);
@@ -139,6 +158,11 @@ private:
     std::optional<ResumeTo> resume_to_;           // under mutex_: migrate -r asked
     std::condition_variable resume_cv_;
     std::vector<std::unique_ptr<Connection>> broken_;  // links that broke in postcopy (Run refers to the first)
+    uint32_t header_features_ = 0;                // what the first header announced
+    std::atomic<uint64_t> session_id_{0};         // nonzero: resumable (kFeatureResumable)
+    std::optional<SentRounds> sent_rounds_;       // with session_id_
+    std::atomic<bool> answered_{false};           // the destination accepted the first header
+    bool handing_over_ = false;                   // STATE went: a break now is the switchover's, not resumable
     std::thread thread_;
 };
 

@@ -51,7 +51,7 @@ Status MigrationSource::postcopy(Run& run) {
             for (size_t w = 0; w < (*bitmaps)[b].size() && w < unsent[b].size(); ++w) (*bitmaps)[b][w] |= unsent[b][w];
     }
     parts.pause = ms_between(paused_at, Clock::now());
-    if (auto s = send_discards(run.conn.stream(), *bitmaps); !s) return s;
+    if (auto s = send_discards(run.conn->stream(), *bitmaps); !s) return s;
     auto state_bytes = hand_over(run, parts, RecordType::postcopy);
     if (!state_bytes) return state_bytes.error();
     paused_by_us_ = false;  // GO went: the destination runs the guest, this side never again
@@ -61,7 +61,7 @@ Status MigrationSource::postcopy(Run& run) {
     machine_.set_throttle(0);
     machine_.set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(machine_).blocks;
-    PostcopySender sender(machine_.memory(), run.conn.source_postcopy({blocks, sums_on()}), blocks,
+    PostcopySender sender(machine_.memory(), run.conn->source_postcopy({blocks, sums_on()}), blocks,
                           std::move(*bitmaps), cancel_, *live_, {options_.caps.zero_blocks});
     uint64_t precopy_bytes = run.work.transferred;
     {
@@ -100,9 +100,14 @@ Status MigrationSource::postcopy(Run& run) {
 Status MigrationSource::resume(Transport& transport, Uri uri) {
     {
         std::lock_guard lock(mutex_);
+        if (stats_.status == MigrationStatus::precopy_paused) {  // tried from now on, within x-resume-window
+            resume_to_ = ResumeTo{&transport, std::move(uri)};
+            resume_cv_.notify_all();
+            return {};
+        }
         if (stats_.status != MigrationStatus::postcopy_paused) {
-            return Error(fmt::format("'migrate -r' resumes a postcopy migration whose link broke (postcopy-paused); this "
-                                     "one is {}",
+            return Error(fmt::format("'migrate -r' resumes a migration whose link broke (precopy-paused or "
+                                     "postcopy-paused); this one is {}",
                                      to_string(stats_.status)));
         }
         if (machine_.run_state() != machine::RunState::postmigrate) {
@@ -121,8 +126,10 @@ Status MigrationSource::resume(Transport& transport, Uri uri) {
 
 Status MigrationSource::pause_link() {
     std::lock_guard lock(mutex_);
-    if (stats_.status != MigrationStatus::postcopy_active || !conn_) {
-        return Error(fmt::format("migrate_pause pauses a migration in postcopy-active; this one is {}",
+    bool resumable_precopy = stats_.status == MigrationStatus::active && session_id_ != 0 && answered_;
+    if ((stats_.status != MigrationStatus::postcopy_active && !resumable_precopy) || !conn_) {
+        return Error(fmt::format("migrate_pause pauses a migration in postcopy-active, or in precopy (active) over "
+                                 "tcp/unix with x-resume-window; this one is {}",
                                  to_string(stats_.status)));
     }
     return conn_->cut();

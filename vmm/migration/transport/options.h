@@ -42,6 +42,9 @@ struct Parameters {
     uint64_t throttle_after_rounds = 2;  // dirty rounds that failed to converge before throttling
     uint64_t connect_timeout_ms = 10000;
     uint64_t io_timeout_ms = 30000;      // silence from the peer longer than this fails the migration
+    // tcp/unix precopy: how long a broken link may take to come back; the source reconnects by
+    // itself meanwhile (precopy-paused), and sends only what the destination lacks (0: fail at once)
+    uint64_t resume_window_ms = 30000;
     uint64_t multifd_channels = 2;       // lanes when the multifd capability is on (QEMU's default)
     uint64_t postcopy_after_rounds = 0;  // with postcopy-ram: switch after this many rounds, bulk included (0 = on request)
     uint64_t max_postcopy_bandwidth = 0; // bytes/s for the background push after the switch, 0 = unlimited

@@ -44,7 +44,7 @@ Result<std::optional<PostcopyRequest>> StreamSource::next_request(std::chrono::m
             return std::optional<PostcopyRequest>{r};
         }
         case ReturnType::postcopy_done: return std::optional<PostcopyRequest>{PostcopyRequest::all_placed()};
-        default: return Error("the destination sent a received-pages bitmap outside a postcopy recovery");
+        default: return Error("the destination sent what it holds (a recovery's message) in the middle of postcopy");
     }
 }
 

@@ -1,6 +1,8 @@
 #include "vmm/migration/transport/socket_transport.h"
 
 #include <fcntl.h>
+
+#include <algorithm>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -163,7 +165,16 @@ public:
     // fails TLS or begins with anything else (a port scan, a load balancer's health check, an
     // HTTP request, QEMU's stream) is dropped with a warning, and the listener goes on waiting:
     // a stray connection neither ends the migration it waits for nor holds up its source.
-    Result<std::unique_ptr<Connection>> accept() override {
+    Result<std::unique_ptr<Connection>> accept() override { return accept_within(-1); }
+    Result<std::unique_ptr<Connection>> accept_until(std::chrono::steady_clock::time_point deadline) override {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        return accept_within(static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT32_MAX)));
+    }
+    std::string describe() const override { return what_; }
+
+private:
+    // The source's connection, waiting at most `main_ms` for it (-1: as long as it takes).
+    Result<std::unique_ptr<Connection>> accept_within(int main_ms) {
         // The settings as they are when each connection comes (a person may change them on a
         // destination while it waits).
         auto within = [this] { return std::chrono::milliseconds(ctx_.options().params.connect_timeout_ms); };
@@ -177,7 +188,7 @@ public:
                 return Candidates::Checked{std::move(*stream), *kind};
             },
             what_, within);
-        auto main = next_checked(candidates, Candidates::Kind::main, -1);
+        auto main = next_checked(candidates, Candidates::Kind::main, main_ms);
         if (!main) return main.error();
         auto conn = std::make_unique<SocketConnection>(std::move(*main), peer());
         int timeout = static_cast<int>(within().count());
@@ -194,9 +205,7 @@ public:
         conn->dest_lanes_ = make_dest_lanes(std::move(side->lanes), ctx_.blocks);
         return std::unique_ptr<Connection>(std::move(conn));
     }
-    std::string describe() const override { return what_; }
 
-private:
     // The next stream of `kind` that checks out, accepting connections into `candidates` while
     // none has, for at most `timeout_ms` (-1: as long as it takes).
     Result<std::unique_ptr<stream::ByteStream>> next_checked(Candidates& candidates, Candidates::Kind kind, int timeout_ms) {

@@ -74,7 +74,15 @@ Result<ReturnRead> read_return(stream::ByteStream& in, const std::vector<BlockIn
     if (!t) return t.error();
     auto m = decode_return(t->type, t->body, blocks, page_size);
     if (!m) return m.error();
-    ReturnRead out{*m, {}};
+    ReturnRead out{*m, {}, {}};
+    if (m->type == ReturnType::received_rounds) {
+        auto bytes = take(in, rounds_bytes(*m));
+        if (!bytes) return bytes.error();
+        auto rounds = decode_rounds(*m, *bytes);
+        if (!rounds) return rounds.error();
+        out.rounds = std::move(*rounds);
+        return out;
+    }
     if (m->type != ReturnType::received_bitmap) return out;
     auto bytes = take(in, bitmap_bytes(*m));
     if (!bytes) return bytes.error();

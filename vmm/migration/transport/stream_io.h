@@ -24,10 +24,12 @@ Result<StreamHeader> read_header_after_magic(stream::ByteStream& in);
 Result<Record> read_record(stream::ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size);
 Result<Reply> read_reply(stream::ByteStream& in);
 
-// Reads one postcopy return-path message (wire/return_path.h), a RECEIVED_BITMAP with its words.
+// Reads one return-path message (wire/return_path.h), a RECEIVED_BITMAP with its words, a
+// RECEIVED_ROUNDS with its rounds.
 struct ReturnRead {
     ReturnMessage message;
     std::vector<uint64_t> words;
+    std::vector<uint32_t> rounds;
 };
 Result<ReturnRead> read_return(stream::ByteStream& in, const std::vector<BlockInfo>& blocks, uint32_t page_size);
 

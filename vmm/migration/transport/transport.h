@@ -149,6 +149,11 @@ public:
     virtual ~Listener() = default;
     // Waits for the source; returns early with an error when the token is cancelled.
     virtual Result<std::unique_ptr<Connection>> accept() = 0;
+    // The same, until `deadline` (a paused precopy waiting for its source to resume): an error then.
+    virtual Result<std::unique_ptr<Connection>> accept_until(std::chrono::steady_clock::time_point deadline) {
+        (void)deadline;
+        return Error("this transport cannot wait for a migration to resume");
+    }
     virtual std::string describe() const = 0;
 };
 

@@ -28,14 +28,40 @@ std::vector<uint8_t> encode_received_bitmap(uint32_t block, uint64_t first_page,
 
 std::vector<uint8_t> encode_postcopy_done() { return {static_cast<uint8_t>(ReturnType::postcopy_done)}; }
 
+std::vector<uint8_t> encode_received_rounds(uint32_t block, uint64_t first_page, std::span<const uint32_t> rounds) {
+    ByteWriter w;
+    w.put(static_cast<uint8_t>(ReturnType::received_rounds));
+    w.put(block);
+    w.put(first_page);
+    w.put(static_cast<uint32_t>(rounds.size()));
+    for (uint32_t r : rounds) w.put(r);
+    return std::move(w).take();
+}
+
 Result<size_t> return_body_size(uint8_t type) {
     switch (type) {
         case 0xA0:
-        case 0xA1: return size_t{16};  // block, u64 offset or first page, u32 length or count
+        case 0xA1:
+        case 0xA3: return size_t{16};  // block, u64 offset or first page, u32 length or count
         case 0xA2: return size_t{0};
         default: break;
     }
     return Error(fmt::format("postcopy return path: unknown message type {:#04x}", type));
+}
+
+// RECEIVED_ROUNDS' range: 1 to kMaxRoundsPages pages inside the block.
+static Result<ReturnMessage> decode_rounds_range(ReturnMessage m, uint64_t first, uint32_t count,
+                                                 const std::vector<BlockInfo>& blocks, uint32_t page_size) {
+    if (count == 0 || count > kMaxRoundsPages) {
+        return Error(fmt::format("precopy resume: rounds for {} pages (1 to {})", count, kMaxRoundsPages));
+    }
+    if (first > UINT64_MAX / page_size) return Error("precopy resume: rounds beyond any RAM block");
+    if (auto s = check_page_range(m.block, first * page_size, uint64_t{count} * page_size, blocks, page_size); !s) {
+        return s.error();
+    }
+    m.first_page = first;
+    m.page_count = count;
+    return m;
 }
 
 Result<ReturnMessage> decode_return(uint8_t type, std::span<const uint8_t> body, const std::vector<BlockInfo>& blocks,
@@ -60,6 +86,7 @@ Result<ReturnMessage> decode_return(uint8_t type, std::span<const uint8_t> body,
         m.length = count;
         return m;
     }
+    if (m.type == ReturnType::received_rounds) return decode_rounds_range(m, position, count, blocks, page_size);
     if (position % 64 != 0) return Error(fmt::format("postcopy return path: a bitmap starting at page {} is not 64-aligned", position));
     if (count == 0 || count > kMaxBitmapPages) {
         return Error(fmt::format("postcopy return path: a bitmap of {} pages (1 to {})", count, kMaxBitmapPages));
@@ -87,6 +114,20 @@ Result<std::vector<uint64_t>> decode_bitmap_words(const ReturnMessage& m, std::s
         return Error(fmt::format("postcopy return path: the bitmap sets bits past its {} pages", m.page_count));
     }
     return words;
+}
+
+}  // namespace vmm::migration
+
+namespace vmm::migration {
+
+Result<std::vector<uint32_t>> decode_rounds(const ReturnMessage& m, std::span<const uint8_t> bytes) {
+    if (m.type != ReturnType::received_rounds) return Error("precopy resume: rounds for a message that has none");
+    if (bytes.size() != rounds_bytes(m)) return Error("precopy resume: the rounds ended early (truncated)");
+    ByteReader in(bytes, "precopy resume");
+    std::vector<uint32_t> rounds(m.page_count);
+    for (uint32_t& r : rounds)
+        if (auto s = in.get(r); !s) return s.error();
+    return rounds;
 }
 
 }  // namespace vmm::migration

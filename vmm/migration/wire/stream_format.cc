@@ -135,6 +135,11 @@ std::vector<uint8_t> encode_record(const Record& r) {
             w.put(r.length);
             break;
         case RecordType::state: w.put(static_cast<uint32_t>(r.length)); break;
+        case RecordType::session:
+            w.put(r.session);
+            w.put(r.window_ms);
+            w.put(r.round);
+            break;
         case RecordType::end:
         case RecordType::postcopy: break;
     }
@@ -170,6 +175,7 @@ Result<size_t> record_body_size(uint8_t type) {
         case 0x07:
         case 0x0A: return size_t{20};  // block, offset, u64 length
         case 0x05: return size_t{4};   // length
+        case 0x0C: return size_t{16};  // session id, window, round
         case 0x06:
         case 0x0B: return size_t{0};
         default: return Error(fmt::format("migration stream: unknown record type {:#04x}", type));
@@ -219,6 +225,10 @@ Result<Record> decode_record(uint8_t type, std::span<const uint8_t> body, const 
             if (auto s = in.get(len); !s) return s.error();
             if (len > kMaxStateRecord) return Error(fmt::format("migration stream: STATE record of {} bytes exceeds {}", len, kMaxStateRecord));
             r.length = len;
+            return r;
+        case RecordType::session:
+            for (Status s : {in.get(r.session), in.get(r.window_ms), in.get(r.round)})
+                if (!s) return s.error();
             return r;
         case RecordType::end:
         case RecordType::postcopy: return r;

@@ -55,8 +55,16 @@ constexpr uint32_t kFeaturePostcopy = 1u << 3;
 // This connection resumes a postcopy whose link broke (postcopy/recovery.h): no precopy, no
 // state; after HEADER_OK the destination describes the pages it holds, then postcopy goes on.
 constexpr uint32_t kFeaturePostcopyResume = 1u << 4;
-constexpr uint32_t kKnownFeatures =
-    kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums | kFeaturePostcopy | kFeaturePostcopyResume;
+// The source resumes this migration's precopy over a new connection when the link breaks
+// (x-resume-window): a SESSION record (its id and window) follows the header, before HEADER_OK.
+constexpr uint32_t kFeatureResumable = 1u << 5;
+// This connection resumes the precopy of the session its SESSION record names: after HEADER_OK
+// the destination tells the round in which each page last arrived (RECEIVED_ROUNDS,
+// return_path.h), and the rounds go on. A SESSION with window 0 instead says the source has
+// ended that migration: the destination stops waiting for it.
+constexpr uint32_t kFeaturePrecopyResume = 1u << 6;
+constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums | kFeaturePostcopy |
+                                    kFeaturePostcopyResume | kFeatureResumable | kFeaturePrecopyResume;
 constexpr uint32_t kMaxSumsRecord = 1024;  // pages one SUMS record covers
 
 struct StreamHeader {
@@ -79,6 +87,7 @@ enum class RecordType : uint8_t {
     sums = 0x09,          // the XXH3-64 of pages a RAM channel wrote this round (kFeatureRoundSums)
     discard = 0x0A,       // postcopy: the destination lacks this range (stale or never sent); it faults there
     postcopy = 0x0B,      // postcopy: the state is complete; run with the discarded pages missing
+    session = 0x0C,       // after a resumable header: u64 id, u32 window (ms), u32 round (the source's last)
 };
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
@@ -100,7 +109,9 @@ struct Record {
     uint32_t block = 0;   // pages, zero
     uint64_t offset = 0;  // pages, zero: byte offset in the block
     uint64_t length = 0;  // pages, zero, state: bytes
-    uint32_t round = 0;   // round_begin, round_end
+    uint32_t round = 0;   // round_begin, round_end, session
+    uint64_t session = 0;     // session: the migration's id
+    uint32_t window_ms = 0;   // session: how long the source tries to resume a broken link (0: it ended)
 };
 
 // The header: magic (8 bytes), then version and body length (u32 each), then the body.
