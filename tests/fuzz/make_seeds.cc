@@ -293,6 +293,14 @@ static int return_path_seeds(const std::string& dir) {
     std::vector<uint64_t> words = {0xffULL, 0x1ULL};
     for (auto part : {encode_received_bitmap(1, 0, 65, words), encode_postcopy_done()}) s.insert(s.end(), part.begin(), part.end());
     std::ofstream(dir + "/messages", std::ios::binary).write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size()));
+    // A resumed precopy's report: the round each page of the fuzzer's two blocks arrived in.
+    std::vector<uint32_t> low(256, 0), high(64, kNeverArrived);
+    low[3] = 2;
+    high[5] = 1;
+    std::vector<uint8_t> r = encode_received_rounds(0, 0, low);
+    auto h = encode_received_rounds(1, 0, high);
+    r.insert(r.end(), h.begin(), h.end());
+    std::ofstream(dir + "/rounds", std::ios::binary).write(reinterpret_cast<const char*>(r.data()), static_cast<std::streamsize>(r.size()));
     return 0;
 }
 
@@ -382,6 +390,17 @@ int main(int argc, char** argv) {
     addv(state.bytes());
     addv(encode_record({RecordType::end, 0, 0, 0, 0}));
     write(dir + "/stream-verified", 6, summed);  // 6 % 3 = 0: a whole stream; bit 2: verify-ram
+    // A resumable source's: its SESSION after the header, then the same records.
+    StreamHeader resumable = h;
+    resumable.features = kFeatureResumable;
+    std::vector<uint8_t> r = encode_header(resumable);
+    Record session{RecordType::session, 0, 0, 0, 0};
+    session.session = 0x1234567890abcdefULL;
+    session.window_ms = 30000;
+    auto session_bytes = encode_record(session);
+    r.insert(r.end(), session_bytes.begin(), session_bytes.end());
+    r.insert(r.end(), s.begin() + static_cast<long>(encode_header(h).size()), s.end());
+    write(dir + "/stream-resumable", 0, r);
     write(dir + "/records", 1, std::vector<uint8_t>(s.begin() + static_cast<long>(encode_header(h).size()), s.end()));
     write(dir + "/reply", 2, encode_reply(ReplyType::refused, "because"));
     write(dir + "/state", 2, state.bytes());

@@ -3,12 +3,15 @@
 // Any crash or sanitizer report is a bug; so is a decoded request outside the blocks, or a
 // message that does not encode back to the bytes it came from. The bitmaps also go through the
 // source's recovery collector (postcopy/recovery.h), which must refuse or place each one inside
-// its block, and whose result must say no page is held past a block's end.
+// its block, and whose result must say no page is held past a block's end. A resumed precopy's
+// RECEIVED_ROUNDS go through the source's collector (precopy/resume.h) likewise: never a round
+// past the last one the source began.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "vmm/migration/postcopy/recovery.h"
+#include "vmm/migration/precopy/resume.h"
 #include "vmm/migration/wire/return_path.h"
 
 using namespace vmm::migration;
@@ -18,6 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::span<const uint8_t> in(data, size);
     ReceivedPages received(blocks);
     bool collecting = true;
+    constexpr uint32_t kLastRound = 3;
+    ReportedRounds reported({256, 64}, kLastRound);
+    bool reporting = true;
     while (!in.empty()) {
         uint8_t type = in[0];
         auto n = return_body_size(type);
@@ -41,11 +47,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             again = encode_received_bitmap(m->block, m->first_page, m->page_count, *bits);
             if (collecting) collecting = static_cast<bool>(received.add(*m, *bits));
             message = std::span<const uint8_t>(message.data(), message.size() + words);
+        } else if (m->type == ReturnType::received_rounds) {
+            size_t bytes = rounds_bytes(*m);
+            if (in.size() < bytes) return 0;
+            auto rounds = decode_rounds(*m, in.first(bytes));
+            if (!rounds) return 0;
+            in = in.subspan(bytes);
+            if ((m->first_page + m->page_count) * 4096 > blocks.at(m->block).size) __builtin_trap();
+            again = encode_received_rounds(m->block, m->first_page, *rounds);
+            if (reporting) reporting = static_cast<bool>(reported.add(*m, *rounds));
+            message = std::span<const uint8_t>(message.data(), message.size() + bytes);
         } else {
             again = encode_postcopy_done();
         }
         if (!std::equal(again.begin(), again.end(), message.begin(), message.end())) __builtin_trap();
     }
+    for (const auto& block : reported.rounds())
+        for (uint32_t r : block)
+            if (r != kNeverArrived && r > kLastRound) __builtin_trap();
     for (size_t b = 0; b < blocks.size(); ++b) {
         uint64_t pages = blocks[b].size / 4096;
         const auto& words = received.bits()[b];

@@ -54,8 +54,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::vector<migration::BlockInfo> blocks;
             for (const auto& b : fuzz_memory().blocks()) blocks.push_back({b->name(), b->guest_addr(), b->size()});
             if (!migration::check_compatible(*h, {h->page_size, h->vcpu_count, blocks, h->ram_mode})) return 0;
+            // A resumable source's SESSION, read as the destination reads it; the rounds the
+            // pages arrive in are kept and described again, as for a resumption.
+            if ((h->features & migration::kFeatureResumable) != 0) {
+                auto session = migration::read_record(in, blocks, 4096);
+                if (!session || session->type != migration::RecordType::session) return 0;
+            }
+            migration::ArrivalRounds arrivals(blocks);
             migration::StreamLoader loader(fuzz_memory(), in, nullptr, blocks, decode_state, verify);
+            loader.track_arrivals(&arrivals);
             (void)loader.run();
+            for (const auto& message : arrivals.encode())
+                if (message.size() > 17 + 4 * size_t{migration::kMaxRoundsPages}) __builtin_trap();
             return 0;
         }
         case 1: {  // records alone

@@ -30,22 +30,37 @@ void TcpProxy::cut() {
     }
 }
 
+void TcpProxy::mend() {
+    std::lock_guard lock(mutex_);
+    cut_ = false;
+    mended_at_ = std::chrono::steady_clock::now();
+    forwarded_since_mend_ = 0;
+    flowing_.clear();
+}
+
+double TcpProxy::ms_until_flowing(uint64_t bytes) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& [n, ms] : flowing_)
+        if (n >= bytes) return ms;
+    return -1;
+}
+
 int TcpProxy::connections() const {
     std::lock_guard lock(mutex_);
     return accepted_;
 }
 
-// Copies what is readable on `from` to `to`; false when either end is done.
-bool TcpProxy::forward(int from, int to) {
+// Copies what is readable on `from` to `to`: the bytes, or <= 0 when either end is done.
+ssize_t TcpProxy::forward(int from, int to) {
     char buf[65536];
     ssize_t n = ::read(from, buf, sizeof buf);
-    if (n <= 0) return false;
+    if (n <= 0) return -1;
     for (ssize_t off = 0; off < n;) {
         ssize_t w = ::send(to, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
-        if (w <= 0) return false;
+        if (w <= 0) return -1;
         off += w;
     }
-    return true;
+    return n;
 }
 
 void TcpProxy::loop() {
@@ -65,7 +80,7 @@ void TcpProxy::loop() {
             UniqueFd in(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
             UniqueFd out = in && !cut_ ? tcp_connect(target_) : UniqueFd();
             if (out) {
-                pairs_.push_back({std::move(in), std::move(out)});
+                pairs_.push_back({std::move(in), std::move(out), mended_at_ != std::chrono::steady_clock::time_point{}});
                 ++accepted_;
             }
         }
@@ -74,8 +89,14 @@ void TcpProxy::loop() {
         std::vector<bool> ended(pairs_.size(), false);
         for (size_t i = 2; i + 1 < fds.size(); i += 2) {
             Pair& p = pairs_[(i - 2) / 2];
-            ended[(i - 2) / 2] = !((fds[i].revents == 0 || forward(p.a.get(), p.b.get())) &&
-                                   (fds[i + 1].revents == 0 || forward(p.b.get(), p.a.get())));
+            ssize_t ahead = fds[i].revents == 0 ? 0 : forward(p.a.get(), p.b.get());
+            ssize_t back = ahead < 0 || fds[i + 1].revents == 0 ? 0 : forward(p.b.get(), p.a.get());
+            ended[(i - 2) / 2] = ahead < 0 || back < 0;
+            if (ahead > 0 && p.after_mend) {
+                forwarded_since_mend_ += static_cast<uint64_t>(ahead);
+                double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - mended_at_).count();
+                if (flowing_.empty() || forwarded_since_mend_ >= flowing_.back().first * 2) flowing_.push_back({forwarded_since_mend_, ms});
+            }
         }
         for (size_t i = pairs_.size(); i-- > 0;)
             if (ended[i]) pairs_.erase(pairs_.begin() + static_cast<ptrdiff_t>(i));

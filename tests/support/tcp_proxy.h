@@ -2,6 +2,7 @@
 // every connection through it see their link end (shutdown both ways), and neither side chose it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -21,17 +22,24 @@ public:
     TcpProxy& operator=(const TcpProxy&) = delete;
 
     uint16_t port() const { return port_; }
-    // Cuts every connection through it (both directions, both ends); later ones are refused.
+    // Cuts every connection through it (both directions, both ends); later ones are accepted and
+    // closed at once, as a link that is down would end them, until mend().
     void cut();
+    // The link is back: connections are forwarded again.
+    void mend();
+    // Milliseconds from the last mend() until `bytes` had gone forward (client to target) on
+    // connections accepted since: when a resumed migration's pages flow again. -1 until then.
+    double ms_until_flowing(uint64_t bytes) const;
     // Connections forwarded so far.
     int connections() const;
 
 private:
     struct Pair {
         UniqueFd a, b;
+        bool after_mend = false;
     };
     void loop();
-    bool forward(int from, int to);
+    ssize_t forward(int from, int to);  // bytes copied; <= 0 when either end is done
 
     uint16_t target_;
     uint16_t port_ = 0;
@@ -40,6 +48,9 @@ private:
     std::vector<Pair> pairs_;
     int accepted_ = 0;
     bool cut_ = false;
+    std::chrono::steady_clock::time_point mended_at_{};
+    uint64_t forwarded_since_mend_ = 0;
+    std::vector<std::pair<uint64_t, double>> flowing_;  // (bytes, ms after the mend)
     std::thread thread_;
 };
 

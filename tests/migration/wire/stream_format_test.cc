@@ -54,6 +54,11 @@ TEST(StreamHeader, FeatureBitsThatContradictEachOtherAreRefused) {
     EXPECT_NE(with(kFeatureChannelSums, channel), "ok");  // sums without verify-ram
     EXPECT_NE(with(kFeatureVerifyRam | kFeatureChannelSums, RamMode::inline_pages), "ok");  // no channel to carry them
     EXPECT_NE(with(1u << 7, RamMode::inline_pages), "ok");
+    // A resumable precopy is an inline one without postcopy; only it may be resumed.
+    EXPECT_EQ(with(kFeatureVerifyRam | kFeatureResumable | kFeaturePrecopyResume, RamMode::inline_pages), "ok");
+    EXPECT_NE(with(kFeaturePrecopyResume, RamMode::inline_pages), "ok");
+    EXPECT_NE(with(kFeatureResumable, channel), "ok");
+    EXPECT_NE(with(kFeatureResumable | kFeaturePostcopy, RamMode::inline_pages), "ok");
 }
 
 TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {
@@ -112,7 +117,8 @@ TEST(Records, RoundTripEveryType) {
     for (Record r : {Record{RecordType::round_begin, 0, 0, 0, 7}, Record{RecordType::pages, 1, 4096, 8192, 0},
                      Record{RecordType::zero, 0, 0, 1ull << 20, 0}, Record{RecordType::round_end, 0, 0, 0, 7},
                      Record{RecordType::state, 0, 0, 1234, 0}, Record{RecordType::end, 0, 0, 0, 0},
-                     Record{RecordType::populate, 1, 8192, 64ull << 20, 0}}) {
+                     Record{RecordType::populate, 1, 8192, 64ull << 20, 0},
+                     Record{RecordType::session, 0, 0, 0, 12, 0x8badf00ddeadbeefull, 30000}}) {
         auto back = decode(encode_record(r));
         ASSERT_TRUE(back) << back.error().message();
         EXPECT_EQ(back->type, r.type);
@@ -120,6 +126,8 @@ TEST(Records, RoundTripEveryType) {
         EXPECT_EQ(back->offset, r.offset);
         EXPECT_EQ(back->length, r.length);
         EXPECT_EQ(back->round, r.round);
+        EXPECT_EQ(back->session, r.session);
+        EXPECT_EQ(back->window_ms, r.window_ms);
     }
 }
 

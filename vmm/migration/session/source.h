@@ -163,6 +163,7 @@ private:
     std::optional<SentRounds> sent_rounds_;       // with session_id_
     std::atomic<bool> answered_{false};           // the destination accepted the first header
     bool handing_over_ = false;                   // STATE went: a break now is the switchover's, not resumable
+    std::string broke_because_;                   // the last break's error (the migration thread's)
     std::thread thread_;
 };
 

@@ -85,7 +85,8 @@ Status MigrationSource::ride_out(Run& run, Error why) {
               uri_.text, why.message(), window.count());
     {
         std::lock_guard lock(mutex_);
-        stats_.error = why.message();
+        broke_because_ = why.message();
+        stats_.error = fmt::format("the link broke ({}); resuming within x-resume-window", why.message());
         if (conn_) {
             (void)conn_->cut();
             broken_.push_back(std::move(conn_));  // run.conn refers to it until a new one works
@@ -101,11 +102,25 @@ Status MigrationSource::ride_out(Run& run, Error why) {
                                      uri_.text, why.message(), window.count(), last.message()));
         }
         ResumeTo to{&transport_, uri_};
+        bool asked = false;
         {
             std::unique_lock lock(mutex_);
-            if (resume_to_) to = *resume_to_;  // 'migrate -r URI': tried from now on
+            if (resume_to_) to = *resume_to_, asked = true;  // 'migrate -r URI': tried from now on
         }
         auto done = reconnect_precopy(to, run, last);
+        if (!done && asked && !cancel_.cancelled()) {
+            // A URI the user gave that leads nowhere, or to a vmm that refuses: said, and the
+            // migration's own way is tried again; nothing is lost.
+            log::warn("'migrate -r {}' did not resume the precopy: {}; trying {} again", to.uri.text,
+                      done.error().message(), uri_.text);
+            std::lock_guard lock(mutex_);
+            if (resume_to_ && resume_to_->uri.text == to.uri.text) resume_to_.reset();
+            stats_.error = fmt::format("the link broke ({}); 'migrate -r {}' did not resume it ({}); resuming within "
+                                       "x-resume-window",
+                                       broke_because_, to.uri.text, done.error().message());
+            last = done.error();
+            continue;
+        }
         if (!done) return done.error();
         if (*done) break;
         std::unique_lock lock(mutex_);
@@ -135,7 +150,7 @@ Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Er
         if (conn.error().sys_errno() == ECONNREFUSED) {
             return Error(fmt::format("the link to {} broke ({}), and nothing listens there any more: the destination "
                                      "has ended (its log says why)",
-                                     to.uri.text, stats().error));
+                                     to.uri.text, broke_because_));
         }
         last = conn.error();
         return false;

@@ -1,0 +1,256 @@
+// A precopy whose link breaks (x-resume-window): both sides wait in precopy-paused, the guest
+// runs on at the source, and when a way to the destination is back the migration goes on from
+// where it was, sending only what did not arrive. The link is cut by a forwarder neither vmm
+// knows about; past the window, or towards a destination that is not this migration's, it fails
+// with the source running.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/postcopy.h"
+#include "tests/support/require.h"
+#include "tests/support/tcp_proxy.h"
+#include "tests/support/test_pki.h"
+#include "tests/support/vm_pair.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::test {
+namespace {
+
+// A source whose guest keeps writing (2 MiB) beside 96 MiB the host filled, migrated at 32 MB/s
+// (about 3 s of bulk round) through `link`.
+std::unique_ptr<Vm> filled_source(const std::string& name) {
+    return Vm::start(name, {"--guest", "stress", "-m", "256M", "--smp", "1", "--prefill", "96M", "--append",
+                            "bytes=" + sized("2M", "512K")});
+}
+
+uint64_t transferred_kb(Vm& vm) {
+    std::string v = vm.migrate_field("transferred ram");
+    return v.empty() ? 0 : std::stoull(v);
+}
+
+void start_through(Vm& src, TcpProxy& link, const std::string& window = "") {
+    if (!window.empty()) {
+        ASSERT_EQ(src.cmd("migrate_set_parameter x-resume-window " + window), "");
+    }
+    ASSERT_EQ(src.cmd("migrate_set_parameter max-bandwidth 32m"), "");
+    ASSERT_EQ(src.cmd("migrate -d " + tcp_uri(link.port())), "");
+    // Cut in the bulk round, with a good part of it sent.
+    ASSERT_TRUE(eventually([&] { return transferred_kb(src) > 24 * 1024; }, 60)) << src.cmd("info migrate");
+}
+
+void expect_both_paused(Vm& src, Vm& dst) {
+    ASSERT_TRUE(eventually([&] { return src.migrate_status() == "precopy-paused"; }, 30)) << src.cmd("info migrate");
+    ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "precopy-paused"; }, 30)) << dst.cmd("info migrate");
+}
+
+// What a vmm source of this destination's shape sends first when it resumes session `id`.
+std::vector<uint8_t> resuming_header(uint64_t id, uint32_t features) {
+    migration::StreamHeader h;
+    h.vcpu_count = 1;
+    h.blocks = {{"pc.ram", 0, 256u << 20}};
+    h.features = features;
+    auto bytes = migration::encode_header(h);
+    migration::Record r;
+    r.type = migration::RecordType::session;
+    r.session = id;
+    r.window_ms = 30000;
+    auto session = migration::encode_record(r);
+    bytes.insert(bytes.end(), session.begin(), session.end());
+    return bytes;
+}
+
+// Sends `bytes` to 127.0.0.1:port and returns what comes back until the peer closes.
+std::string send_and_read(uint16_t port, const std::vector<uint8_t>& bytes) {
+    UniqueFd fd = tcp_connect(port);
+    if (!fd) return "(no connection)";
+    if (::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return "(send)";
+    std::string got;
+    char buf[4096];
+    timeval tv{10, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (ssize_t n; (n = ::recv(fd.get(), buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+    return got;
+}
+
+}  // namespace
+
+// Cut for a second in the bulk round: both pause, the guest runs on at the source, and when the
+// link is back the migration completes with the same RAM on both sides, having sent little more
+// than the guest's RAM once.
+TEST(PrecopyResume, ALinkCutForASecondResumesAndWhatArrivedIsNotSentAgain) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-cut-src");
+    auto dst = destination("pr-cut-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    TcpProxy link(port);
+    start_through(*src, link);
+    link.cut();
+    expect_both_paused(*src, *dst);
+    EXPECT_NE(src->migrate_field("error").find("broke"), std::string::npos) << src->cmd("info migrate");
+    uint64_t steps = src->guest_value("steps");
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30)) << "the guest stopped while paused";
+    EXPECT_EQ(src->status(), "running");
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the outage: a second
+    link.mend();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
+    std::string resumes = src->migrate_field("precopy resumes");  // "1 (paused N ms in all; …)"
+    EXPECT_EQ(resumes.substr(0, 2), "1 ") << src->cmd("info migrate");
+    EXPECT_GE(std::stoull(resumes.substr(resumes.find("paused ") + 7)), 1000u) << resumes;
+    EXPECT_EQ(dst->migrate_field("precopy resumes").substr(0, 2), "1 ") << dst->cmd("info migrate");
+    // The 96 MiB filled, the payload and what the guest rewrote: nothing sent twice but what was
+    // in flight when the link broke.
+    EXPECT_LT(transferred_kb(*src), 110u * 1024) << src->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
+// Over TLS the resumption is a new TLS session, both sides authenticated again, and the
+// migration completes as over plain tcp.
+TEST(PrecopyResume, OverTlsTheNewConnectionIsAuthenticatedAgain) {
+    VMM_REQUIRE(need::kvm(), need::certtool());
+    TestPki pki("vmm-resume-test");
+    std::string creds = pki.make("good");
+    ASSERT_FALSE(creds.empty()) << "make-test-pki.sh failed";
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-tls-src");
+    auto dst = destination("pr-tls-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(dst->cmd("migrate_set_parameter tls-creds " + creds), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter tls-creds " + creds), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter tls-hostname localhost"), "");
+    TcpProxy link(port);
+    start_through(*src, link);
+    link.cut();
+    expect_both_paused(*src, *dst);
+    link.mend();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(src->migrate_field("precopy resumes").substr(0, 2), "1 ") << src->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
+// Past x-resume-window the migration fails as it always did: the source says why and runs on,
+// the destination gives up at the source's window.
+TEST(PrecopyResume, PastTheWindowItFailsAndTheGuestRunsOnAtTheSource) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-long-src");
+    auto dst = destination("pr-long-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    TcpProxy link(port);
+    start_through(*src, link, "1500");
+    link.cut();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 30)) << src->cmd("info migrate");
+    EXPECT_NE(src->migrate_field("error").find("x-resume-window (1500 ms)"), std::string::npos) << src->cmd("info migrate");
+    EXPECT_EQ(src->status(), "running");
+    uint64_t steps = src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30));
+    dst->forget_monitor();
+    EXPECT_EQ(dst->process().wait(std::chrono::seconds(30)), std::optional<int>(1)) << dst->log();
+    EXPECT_NE(dst->log().find("did not resume within"), std::string::npos) << dst->log();
+}
+
+// The way through the forwarder stays down; 'migrate -r' names another (straight to the
+// destination), and the resume, in the foreground, follows the migration to its end.
+TEST(PrecopyResume, MigrateRNamesAnotherWayAndFollowsItToTheEnd) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-r-src");
+    auto dst = destination("pr-r-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    TcpProxy link(port);
+    start_through(*src, link);
+    link.cut();
+    expect_both_paused(*src, *dst);
+    EXPECT_NE(src->cmd("migrate_start_postcopy").find("cannot switch"), std::string::npos);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    std::string out = src->cmd("migrate -r " + tcp_uri(port));
+    EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    EXPECT_NE(out.find("precopy resumes: 1"), std::string::npos) << out;
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
+// While the destination waits, a connection that is not its source's resumption is refused in
+// one line and the wait goes on: a new migration, another migration's resumption. Then the real
+// source comes back and completes.
+TEST(PrecopyResume, OnlyThisMigrationsSourceMayResumeIt) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-other-src");
+    auto dst = destination("pr-other-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    TcpProxy link(port);
+    start_through(*src, link);
+    link.cut();
+    expect_both_paused(*src, *dst);
+    std::string fresh = send_and_read(port, resuming_header(0, 0));
+    EXPECT_NE(fresh.find("waits for its source to resume it"), std::string::npos) << fresh;
+    std::string other = send_and_read(port, resuming_header(0x1234, migration::kFeatureResumable | migration::kFeaturePrecopyResume));
+    EXPECT_NE(other.find("another migration"), std::string::npos) << other;
+    EXPECT_EQ(dst->migrate_status(), "precopy-paused");
+    // The source sent to a vmm that waits for a new migration: refused there, said, and the
+    // migration stays paused for its own way back.
+    uint16_t elsewhere = free_tcp_port();
+    auto stranger = destination("pr-other-stranger", tcp_uri(elsewhere), "256M", "1");
+    ASSERT_TRUE(stranger);
+    EXPECT_EQ(src->cmd("migrate -d -r " + tcp_uri(elsewhere)), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_field("error").find("did not resume it") != std::string::npos; }, 30))
+        << src->cmd("info migrate");
+    EXPECT_NE(src->migrate_field("error").find("this destination has none"), std::string::npos) << src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_status(), "precopy-paused");
+    link.mend();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
+// A destination restarted while the link was down holds none of the pages: the source's
+// resumption is refused there, and the migration fails at once with the source running.
+TEST(PrecopyResume, ARestartedDestinationRefusesTheResumption) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-restart-src");
+    auto dst = destination("pr-restart-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    TcpProxy link(port);
+    start_through(*src, link);
+    link.cut();
+    expect_both_paused(*src, *dst);
+    dst->forget_monitor();
+    dst->process().signal(SIGKILL);
+    (void)dst->process().wait(std::chrono::seconds(30));
+    auto again = destination("pr-restart-dst2", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(again);
+    link.mend();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 30)) << src->cmd("info migrate");
+    EXPECT_NE(src->migrate_field("error").find("this destination has none"), std::string::npos) << src->cmd("info migrate");
+    EXPECT_EQ(src->status(), "running");
+}
+
+// Cancelled on a healthy link: the destination sees the link end as a break, and would wait for
+// the source's window; the source says goodbye on a new connection, so it ends at once.
+TEST(PrecopyResume, ACancelEndsTheWaitingDestinationAtOnce) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-cancel-src");
+    auto dst = destination("pr-cancel-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 600000"), "");  // only the goodbye ends the wait in time
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 32m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return transferred_kb(*src) > 8 * 1024; }, 60)) << src->cmd("info migrate");
+    EXPECT_EQ(src->cmd("migrate_cancel"), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "cancelled"; }, 30)) << src->cmd("info migrate");
+    EXPECT_EQ(src->status(), "running");
+    dst->forget_monitor();
+    EXPECT_EQ(dst->process().wait(std::chrono::seconds(30)), std::optional<int>(1)) << dst->log();
+    EXPECT_NE(dst->log().find("the source ended the migration"), std::string::npos) << dst->log();
+}
+
+}  // namespace vmm::test
