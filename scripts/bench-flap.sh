@@ -89,11 +89,11 @@ printf 'host-filled %s guest (%s), tcp through a forwarder at max-bandwidth %s; 
 printf '%-12s %9s %10s %11s %12s %10s %16s %6s\n' link "time s" "sent MiB" "× unbroken" "pages again" "paused ms" "flowing again ms" RAM
 one_run unbroken 0
 base=$SENT_KIB
-printf '%-12s %9.2f %10.1f %11s %12s %10s %16s %6s\n' unbroken "$(awk -v t="$T_MS" 'BEGIN{print t/1000}')" \
+printf '%-12s %9.2f %10.2f %11s %12s %10s %16s %6s\n' unbroken "$(awk -v t="$T_MS" 'BEGIN{print t/1000}')" \
     "$(awk -v k="$SENT_KIB" 'BEGIN{print k/1024}')" 1.00 - - - "$SAME"
 for c in ${cuts//,/ }; do
     one_run "cut$c" "$c"
-    printf '%-12s %9.2f %10.1f %11.3f %12s %10s %16s %6s\n' "cut ${c} s" "$(awk -v t="$T_MS" 'BEGIN{print t/1000}')" \
+    printf '%-12s %9.2f %10.2f %11.4f %12s %10s %16s %6s\n' "cut ${c} s" "$(awk -v t="$T_MS" 'BEGIN{print t/1000}')" \
         "$(awk -v k="$SENT_KIB" 'BEGIN{print k/1024}')" "$(awk -v k="$SENT_KIB" -v b="$base" 'BEGIN{print k/b}')" \
-        "${RESENT:--}" "${PAUSED:--}" "$FLOW" "$SAME"
+        "${RESENT:--}" "${PAUSED:--}" "$(awk -v f="$FLOW" 'BEGIN{if (f == "-" || f < 0) print "-"; else printf "%.0f", f}')" "$SAME"
 done
