@@ -164,6 +164,7 @@ private:
     std::atomic<bool> answered_{false};           // the destination accepted the first header
     bool handing_over_ = false;                   // STATE went: a break now is the switchover's, not resumable
     std::string broke_because_;                   // the last break's error (the migration thread's)
+    uint64_t resent_now_ = 0;                     // pages the last resumption sends again
     std::thread thread_;
 };
 

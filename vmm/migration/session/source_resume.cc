@@ -138,7 +138,7 @@ Status MigrationSource::ride_out(Run& run, Error why) {
     // max-bandwidth again.
     run.limiter = RateLimiter(live_->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(cancel_));
     log::info("precopy to {} resumed after {:.0f} ms: {} pages go again", conn_->describe(),
-              ms_between(paused_at, Clock::now()), stats().resent_pages);
+              ms_between(paused_at, Clock::now()), resent_now_);
     return {};
 }
 
@@ -198,6 +198,7 @@ Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Er
         stats_.uri = to.uri.text;
         stats_.resent_pages += n;
     }
+    resent_now_ = n;
     uri_ = to.uri;
     run.conn = conn_.get();
     run.saver.rebind(conn_->stream());
