@@ -109,6 +109,13 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
         return st.flush();
     }();
     if (!answered) return not_it(answered.error());
+    // The source goes on at once with its next round. A try it gave up on before this side could
+    // answer (this side was stopped, or slow) has closed by now: its end is not a resumption.
+    uint8_t first = 0;
+    auto next = st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms));
+    if (next) next = st.read_exact(std::span<uint8_t>(&first, 1));
+    if (next) next = st.unread(std::span<const uint8_t>(&first, 1));
+    if (!next) return not_it(next.error().context("the source's try went before its rounds began"));
     return true;
 }
 

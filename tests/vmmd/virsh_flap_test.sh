@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Stock virsh live-migrates a vmm domain through a broken link (label libvirt): the link of the
+# vmm migration is cut mid-migration (the source vmm's migrate_pause, as a failed network would)
+# while the destination's vmm cannot answer (stopped) for a few seconds. Both vmm wait in
+# precopy-paused and the source reconnects by itself (vmm's x-resume-window), so a flap inside
+# the window costs 'virsh migrate --live' only time: it completes with no client action, and the
+# guest runs on at the destination without errors. Past the window (set to 2 s on the source's
+# vmm) the job fails and the domain runs on at the source, nothing left at the destination.
+# Shown: domjobinfo answers during the pause (the job runs on); the destination's vmm counts the
+# resumption.
+#   virsh_flap_test.sh BUILD_DIR
+set -uo pipefail
+build=$1
+. "$(dirname "$0")/lib.sh"
+[ -w /dev/kvm ] || { echo "SKIP: needs /dev/kvm"; exit 77; }
+start_vmmd "$build"
+start_destination "$build"
+qmp() { domain_qmp "$build/bin/vmmctl" "$@"; }  # qmp STATE DOMAIN COMMAND
+port=$((27400 + RANDOM % 400))
+status_is() { qmp "$1" demo query-migrate 2>/dev/null | grep -q "\"status\":\"$2\""; }  # status_is STATE STATUS
+dest_vmm() { pgrep -f -- "--qmp unix:$dir/dstate/run/"; }
+no_dest_vmm() { [ -z "$(dest_vmm)" ]; }
+outage=$([ -n "${VMM_NESTED_TCG:-}" ] && echo 6 || echo 3)
+
+pattern_domain "$dir/demo.xml"
+out=$(v define "$dir/demo.xml") || fail "define: $out"
+out=$(v start demo) || fail "start: $out"
+
+# flap: cuts the link of the migration under way while the destination's vmm is stopped, for
+# $1 seconds, then lets it run again.
+flap() {
+    wait_until 60 status_is state active || fail "the migration did not start: $(qmp state demo query-migrate)"
+    wait_until 60 dest_vmm >/dev/null || fail "no destination vmm"
+    local dpid; dpid=$(dest_vmm)
+    kill -STOP "$dpid"
+    out=$(qmp state demo migrate-pause) || { kill -CONT "$dpid"; fail "migrate-pause: $out"; }
+    wait_until 30 status_is state precopy-paused || { kill -CONT "$dpid"; fail "the source did not pause: $(qmp state demo query-migrate)"; }
+    echo "ok: the source's vmm is precopy-paused"
+    expect "domjobinfo answers during the pause" "$(v domjobinfo demo)" "Job type: +Unbounded"
+    sleep "$1"  # the outage
+    kill -CONT "$dpid"
+}
+
+# Past the window: a 2 s window, a longer outage. The source's vmm answers each try within half a
+# second (x-connect-timeout) so it sees the window end in time.
+out=$(qmp state demo 'migrate-set-parameters {"x-resume-window":2000,"x-connect-timeout":500}') || fail "set: $out"
+v migrate --live --bandwidth 4 demo "$duri" --migrateuri "tcp://127.0.0.1:$port" >"$dir/migrate1.out" 2>&1 &
+migrating=$!
+flap $((outage + 3))
+wait "$migrating" && fail "virsh migrate succeeded past the window: $(cat "$dir/migrate1.out")"
+expect "virsh migrate says why" "$(cat "$dir/migrate1.out")" "x-resume-window"
+expect "the domain runs on at the source" "$(v domstate demo)" "^running"
+wait_until 60 no_dest_vmm || fail "a destination vmm is left: $(d list --all)"
+guest_runs_clean "$build/bin/vmmctl" state
+echo "ok: a flap past the window fails the job, the domain running on at the source"
+
+# Inside the window (30 s, vmm's default): the flap costs only time.
+out=$(qmp state demo 'migrate-set-parameters {"x-resume-window":30000}') || fail "set: $out"
+port=$((port + 1))
+v migrate --live --bandwidth 4 demo "$duri" --migrateuri "tcp://127.0.0.1:$port" >"$dir/migrate2.out" 2>&1 &
+migrating=$!
+flap "$outage"
+wait "$migrating" || fail "virsh migrate through a flap: $(cat "$dir/migrate2.out")"
+echo "ok: virsh migrate --live completed through a flap"
+expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
+expect "the destination runs it" "$(d domstate demo)" "^running"
+expect "the destination's vmm resumed once" "$(qmp dstate demo query-migrate)" '"x-precopy-resumes":1'
+guest_runs_clean "$build/bin/vmmctl" dstate
+echo "ok: the guest runs on at the destination without errors"
