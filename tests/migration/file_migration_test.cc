@@ -3,7 +3,10 @@
 // the restored copy, the saver runs on, the file is as sparse as the guest, and every damaged or
 // wrong file is refused in one line while a full disk leaves no file behind; mapped restores
 // (x-restore-mapped): clones share what they did not write, a damaged page ends the guest.
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -295,6 +298,73 @@ std::string run_tool(const std::string& command) {
     }
     return out;
 }
+
+// The file a guest's RAM is mapped from, truncated under it (by another process, as a tidy-up
+// script would): vmm copies the RAM out of it before the truncation may go on, so the paused
+// guest still holds exactly the saved RAM, nothing reads past the file's end (SIGBUS), and the
+// guest runs on clean.
+TEST(FileMigration, AMappedRestoreWhoseFileIsTruncatedKeepsTheSavedRam) {
+    VMM_REQUIRE(need::kvm());
+    std::string path = temp_path("mapped-cut.save");
+    auto src = Vm::start("file-mapcut-src", {"--guest", "pattern", "-m", "64M", "--smp", "1", "--append",
+                                             "bytes=4M check=256", "--prefill", "16M"});
+    ASSERT_TRUE(src);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
+    ASSERT_EQ(src->cmd("stop"), "");
+    std::string out = src->cmd("migrate file:" + path);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
+    std::string saved = src->ramhash();
+    src.reset();
+    auto dst = mapped_restore("file-mapcut-dst", path, "64M");
+    ASSERT_TRUE(dst);
+    // truncate(2) waits while vmm copies (truncate(1) opens with O_NONBLOCK: it would be told to try again).
+    EXPECT_EQ(::truncate(path.c_str(), 4096), 0) << std::strerror(errno);
+    EXPECT_EQ(std::filesystem::file_size(path), 4096u);
+    EXPECT_EQ(dst->ramhash(), saved) << "the guest's RAM changed with its file: " << dst->log();
+    EXPECT_NE(dst->log().find("copying the RAM out of it first"), std::string::npos) << dst->log();
+    uint64_t results = dst->guest_value("results");
+    ASSERT_EQ(dst->cmd("cont"), "");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("results") >= results + 2; }, 60)) << dst->cmd("info guest");
+    EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+    EXPECT_EQ(dst->status(), "running");
+    std::filesystem::remove(path);
+}
+
+// A file that another process has open for writing could change under the guest at any time:
+// it is not mapped, and the restore says so in one line.
+TEST(FileMigration, AFileOpenForWritingElsewhereIsNotMapped) {
+    VMM_REQUIRE(need::kvm());
+    std::string path = temp_path("mapped-open.save");
+    ASSERT_FALSE(save_paused("file-mapopen-src", "file:" + path).empty());
+    pid_t writer = ::fork();
+    ASSERT_GE(writer, 0);
+    if (writer == 0) {  // another process, holding the file open for writing until killed
+        int fd = ::open(path.c_str(), O_WRONLY);
+        (void)fd;
+        ::pause();
+        ::_exit(0);
+    }
+    auto dst = Vm::start("file-mapopen-dst", {"-m", "64M", "--smp", "1", "-S", "--incoming", "defer"});
+    ASSERT_TRUE(dst);
+    ASSERT_TRUE(eventually([&] {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(writer) + "/fd", ec))
+            if (std::filesystem::read_symlink(e.path(), ec) == path) return true;
+        return false;
+    }, 10));
+    EXPECT_EQ(dst->cmd("migrate_set_capability x-restore-mapped on"), "");
+    dst->cmd("migrate_incoming file:" + path);
+    auto ended = dst->process().wait(30s);
+    ::kill(writer, SIGKILL);
+    ::waitpid(writer, nullptr, 0);
+    ASSERT_TRUE(ended) << dst->log();
+    EXPECT_EQ(*ended, 1);
+    EXPECT_NE(dst->log().find("another process has it open for writing"), std::string::npos) << dst->log();
+    EXPECT_NE(dst->log().find("restore it without x-restore-mapped"), std::string::npos) << dst->log();
+    dst->forget_monitor();
+    std::filesystem::remove(path);
+}
+
 
 uint64_t disk_kib(const std::string& path) {
     struct stat st {};

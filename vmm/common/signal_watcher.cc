@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "vmm/common/file_lease.h"
 #include "vmm/common/thread_name.h"
 
 namespace vmm {
@@ -17,6 +18,7 @@ Result<std::unique_ptr<SignalWatcher>> SignalWatcher::create(std::function<void(
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGIO);
     if (int e = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); e != 0) return Error::from_errno("pthread_sigmask", e);
     UniqueFd sfd(::signalfd(-1, &set, SFD_CLOEXEC));
     if (!sfd) return Error::from_errno("signalfd");
@@ -43,7 +45,12 @@ void SignalWatcher::loop() {
         if (::poll(fds, 2, -1) < 0) continue;
         if (fds[1].revents != 0) return;
         signalfd_siginfo info{};
-        if (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) on_signal_(static_cast<int>(info.ssi_signo));
+        if (::read(signal_fd_.get(), &info, sizeof(info)) != sizeof(info)) continue;
+        if (info.ssi_signo == SIGIO) {
+            FileLease::broken(info.ssi_fd);
+        } else {
+            on_signal_(static_cast<int>(info.ssi_signo));
+        }
     }
 }
 

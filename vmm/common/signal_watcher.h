@@ -1,5 +1,7 @@
 // SignalWatcher: turns SIGINT/SIGTERM into a callback on its own thread (via signalfd), so a
-// Ctrl-C or a kill ends the VM cleanly instead of killing the process mid-write.
+// Ctrl-C or a kill ends the VM cleanly instead of killing the process mid-write. It also takes
+// SIGIO, the kernel's word that a file this process holds a lease on is about to change
+// (file_lease.h), and hands it to the lease's holder.
 // Construct it before any other thread: it blocks the signals for the threads created after.
 #pragma once
 

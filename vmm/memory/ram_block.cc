@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include <cstring>
+
+#include "vmm/common/zero_page.h"
+
 namespace vmm::memory {
 
 Status validate_block_spec(const RamBlockSpec& spec) {
@@ -48,6 +52,26 @@ Status RamBlock::map_file(int fd, uint64_t offset) {
                       static_cast<off_t>(offset));
     if (at == MAP_FAILED) return Error::from_errno(fmt::format("mapping the saved RAM of block '{}'", name_));
     file_backed_ = true;
+    return {};
+}
+
+Status RamBlock::copy_out_of_file() {
+    if (!file_backed_) return {};
+    void* fresh = ::mmap(nullptr, host_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (fresh == MAP_FAILED) {
+        return Error::from_errno(fmt::format("copying the RAM of block '{}' out of its file", name_), errno,
+                                 "free memory for a copy of it");
+    }
+    auto* to = static_cast<uint8_t*>(fresh);
+    for (size_t off = 0; off < host_.size(); off += kPageSize)
+        if (!is_zero_page(host_.data() + off)) std::memcpy(to + off, host_.data() + off, kPageSize);
+    // One step: the address never maps nothing, and KVM's slot follows (its MMU notifier).
+    if (::mremap(fresh, host_.size(), host_.size(), MREMAP_MAYMOVE | MREMAP_FIXED, host_.data()) == MAP_FAILED) {
+        int e = errno;
+        ::munmap(fresh, host_.size());
+        return Error::from_errno(fmt::format("putting the copy of block '{}' in place", name_), e);
+    }
+    file_backed_ = false;
     return {};
 }
 

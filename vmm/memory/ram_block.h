@@ -45,6 +45,10 @@ public:
     // maps its saved file): a page reads the file's contents until the guest writes it, and
     // vmm processes that map one file share what none of them wrote. Before the guest runs.
     Status map_file(int fd, uint64_t offset);
+    // The reverse, while the guest is paused: every page as it reads now is copied into
+    // anonymous memory that takes the mapping's place at the same address (the file may then
+    // change, or shrink, without the guest seeing it). Zero pages stay unpopulated.
+    Status copy_out_of_file();
     // Mapped from a file: pagemap cannot tell which of its pages hold data (one never touched
     // still holds the file's), so a migration reads every page of it.
     bool file_backed() const { return file_backed_; }

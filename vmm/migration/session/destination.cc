@@ -410,6 +410,13 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
 Status IncomingMigration::map_file(FileRam ram) {
     const auto& blocks = machine_.memory().blocks();
     if (ram.offsets.size() != blocks.size()) return Error("internal: a mapped file without a place for every RAM block");
+    // Guarded first: a file that could change under the guest is not mapped.
+    auto guard = MappedFileGuard::create(machine_, ram.fd, uri_.text, on_failure_);
+    if (!guard) {
+        return guard.error().context("x-restore-mapped cannot keep the guest from seeing the file change (restore it "
+                                     "without x-restore-mapped: it is then read)");
+    }
+    guard_ = std::move(*guard);
     for (size_t i = 0; i < blocks.size(); ++i)
         if (auto s = blocks[i]->map_file(ram.fd, ram.offsets[i]); !s) return s;
     auto token = stream::CancelToken::create();
@@ -419,6 +426,7 @@ Status IncomingMigration::map_file(FileRam ram) {
         name_this_thread("restore-check");
         Status s = check(*check_cancel_);
         if (s) {
+            guard_->check_done();
             log::info("every page of {} matches its sum", uri_.text);
         } else if (!check_cancel_->cancelled()) {
             on_failure_(Error(fmt::format("the guest runs on RAM mapped from {}, whose check found it damaged: {}", uri_.text,

@@ -19,6 +19,7 @@
 #include "vmm/migration/core/stats.h"
 #include "vmm/migration/postcopy/lazy_restore.h"
 #include "vmm/migration/postcopy/receiver.h"
+#include "vmm/migration/session/mapped_guard.h"
 #include "vmm/migration/precopy/ram_loader.h"
 #include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/transport.h"
@@ -118,6 +119,7 @@ private:
     std::optional<Session> session_;               // the source resumes a broken precopy
     std::unique_ptr<ArrivalRounds> arrivals_;      // with session_: the round each page arrived in
     std::thread thread_;
+    std::unique_ptr<MappedFileGuard> guard_;           // a mapped restore's lease on its file (outlives the check)
     std::optional<stream::CancelToken> check_cancel_;  // a mapped restore's check: cancelled and joined last
     std::thread checker_;
 };
