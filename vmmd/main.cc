@@ -80,7 +80,8 @@ struct Options {
     bool root = false;
     std::string socket, state_dir, vmm_binary;
     std::string listen_tcp, listen_tls, pki_dir, tls_allowed, migration_address, migrate_tls_dir;
-    size_t max_clients = 256, max_ro_clients = 64;
+    size_t max_clients = 256, max_ro_clients = 512, max_ro_per_user = 16;
+    unsigned ro_idle_seconds = 300;
     bool tcp_insecure = false;
 };
 
@@ -95,9 +96,19 @@ void add_listening_options(CLI::App& app, Options& o) {
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
     app.add_option("--max-readonly-clients", o.max_ro_clients,
-                   "clients served at once on the read-only socket (every user may connect to it as root's)")
+                   "clients served at once on the read-only socket, all users' (every user may connect to it as root's)")
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
+    app.add_option("--max-readonly-clients-per-user", o.max_ro_per_user,
+                   "clients of one user served at once on the read-only socket: one user's idle connections never "
+                   "lock another's monitoring out")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--readonly-idle-timeout", o.ro_idle_seconds,
+                   "seconds a read-only client may send nothing (no call, no keepalive) before it is closed (0: no "
+                   "limit); every client must open its connection within 10 s")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 86400));
     app.add_option("--tls-allowed-dn", o.tls_allowed,
                    "for --listen-tls: the client certificates accepted, ';'-separated patterns matched against the "
                    "distinguished name (CN=admin,O=Lab) or, without '=', the common name (libvirtd's "
@@ -147,9 +158,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
 // Root: the read-write socket is root's alone and the read-only one anyone's, as libvirtd's;
 // any other user: both are the owner's alone. TCP and TLS as asked.
 std::vector<vmmd::SocketSpec> socket_specs(const Options& o) {
-    std::vector<vmmd::SocketSpec> sockets = {{o.socket, false, 0600, false, std::nullopt, o.max_clients},
-                                             {o.socket + "-ro", true, mode_t(o.root ? 0666 : 0600), false, std::nullopt,
-                                              o.max_ro_clients}};
+    vmmd::SocketSpec ro{o.socket + "-ro", true, mode_t(o.root ? 0666 : 0600), false, std::nullopt, o.max_ro_clients};
+    ro.max_per_user = o.max_ro_per_user;
+    ro.idle_limit = std::chrono::seconds(o.ro_idle_seconds);
+    std::vector<vmmd::SocketSpec> sockets = {{o.socket, false, 0600, false, std::nullopt, o.max_clients}, ro};
     if (!o.listen_tcp.empty()) sockets.push_back({o.listen_tcp, false, 0, true, std::nullopt, o.max_clients});
     if (!o.listen_tls.empty()) {
         sockets.push_back({tls_address(o.listen_tls), false, 0, true, tls_config(o.pki_dir, o.tls_allowed), o.max_clients});

@@ -2,8 +2,9 @@
 # Stock virsh (Debian's libvirt-clients) against vmmd (label libvirt): the connection-level
 # commands answer, a read-only connection connects through the -ro socket, a function vmmd does
 # not serve is refused by name, and garbage on the socket closes that client only: vmmd runs on
-# and serves the next one. 1,000 idle read-only clients starve nobody, and a half-sent frame is
-# closed within its deadline.
+# and serves the next one. 1,000 idle read-only clients starve nobody, 200 of one user lock no
+# other user out of the read-only socket (at most 16 a user) and are closed unopened after 10 s,
+# and a half-sent frame is closed within its deadline.
 #   virsh_connect_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -124,7 +125,48 @@ threads = int([l for l in open(f"/proc/{sys.argv[3]}/status") if l.startswith("T
 assert threads < 200, f"vmmd runs {threads} threads with 1000 idle clients"
 print(f"virsh list answered in {took:.2f} s beside 1000 idle read-only clients; vmmd has {threads} threads")
 PY
-expect "the log says the read-only socket was full" "$(cat "$dir/log")" "sock-ro serves 64 clients, its most"
+expect "the log says the read-only socket was full for this user" "$(cat "$dir/log")" \
+    "sock-ro serves 16 clients of user 0, the most one user may have"
+
+# 200 idle read-only clients of one user (nobody) lock no other user out: root's and another
+# user's (daemon's) 'virsh -r list' answer within 2 s; and the idle ones, which never open their
+# connection, are closed after 10 s.
+if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1 && id daemon >/dev/null 2>&1; then
+    chmod 755 "$dir"  # the read-only socket is every user's, as under /run/libvirt
+    ro_uri="vmm+unix:///system?socket=$sock-ro"
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups /usr/bin/python3 - "$sock-ro" >"$dir/hog.out" 2>&1 <<'PY' &
+import socket, sys, time
+held = []
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    held.append(s)
+print("held", flush=True)
+time.sleep(120)
+PY
+    hog=$!
+    also_kill+=("$hog")
+    wait_until 60 grep -q held "$dir/hog.out" || fail "nobody's 200 clients: $(cat "$dir/hog.out")"
+    mkdir -p "$dir/daemon-home" && chown daemon "$dir/daemon-home"
+    for who in root daemon; do
+        start=$(date +%s%N)
+        if [ "$who" = root ]; then
+            out=$(virsh -r -c "$ro_uri" list --all 2>&1) || fail "root's virsh -r list beside nobody's 200: $out"
+        else
+            out=$(setpriv --reuid=daemon --regid="$(id -g daemon)" --clear-groups env HOME="$dir/daemon-home" \
+                virsh -r -c "$ro_uri" list --all 2>&1) || fail "daemon's virsh -r list beside nobody's 200: $out"
+        fi
+        took=$(( ($(date +%s%N) - start) / 1000000 ))
+        echo "$who's virsh -r list answered in $took ms beside 200 idle read-only clients of nobody"
+        [ -n "${VMM_NESTED_TCG:-}" ] || [ "$took" -lt 2000 ] || fail "$who's virsh -r list took $took ms"
+    done
+    expect "the log says nobody's were too many" "$(cat "$dir/log")" "serves 16 clients of user $(id -u nobody),"
+    wait_until 30 grep -q "did not open its connection for 10 s: closed" "$dir/log" || fail "idle clients were not closed"
+    echo "ok: a client that never opens its connection is closed after 10 s"
+    kill "$hog" 2>/dev/null
+else
+    echo "SKIP part: needs setpriv and the users nobody and daemon"
+fi
 python3 - "$sock-ro" <<'PY' || fail "a half-sent frame was held"
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)

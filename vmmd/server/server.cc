@@ -151,6 +151,21 @@ Result<bool> read_exact(int fd, int stop_fd, uint8_t* p, size_t n, Deadline dead
     return true;
 }
 
+// Whether the client sends something (or hangs up) within `quiet`: false when it stays silent.
+Result<bool> await_message(int fd, int stop_fd, std::chrono::seconds quiet) {
+    auto until = std::chrono::steady_clock::now() + quiet;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return false;
+        pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+        int ready = ::poll(fds, 2, static_cast<int>(left.count()));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) return Error::from_errno("poll on a client");
+        if (ready > 0 && fds[1].revents != 0) return Error("vmmd is stopping");
+        if (ready > 0) return true;
+    }
+}
+
 // The next whole message, or nullopt when the client hung up between messages.
 Result<std::optional<rpc::Message>> read_message(int fd, int stop_fd) {
     uint8_t word[rpc::kLengthSize];
@@ -211,7 +226,7 @@ Result<std::unique_ptr<Server>> Server::listen(const std::vector<SocketSpec>& so
             remove_socket_files(ls);  // none is left behind that nobody serves ("connection refused")
             return fd.error();
         }
-        ls.push_back({s, std::move(*fd)});
+        ls.push_back({s, std::move(*fd), {}, {}});
     }
     UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!stop.valid()) return Error::from_errno("eventfd");
@@ -255,11 +270,24 @@ Status Server::run() {
     }
 }
 
-bool Server::full(Listener& l) {
-    size_t n = 0;
-    for (const Client& c : clients_) n += c.listener == &l && !c.done ? 1 : 0;
-    if (n < l.spec.max_clients) return false;
+bool Server::full(Listener& l, std::optional<uid_t> uid) {
+    size_t n = 0, theirs = 0;
+    for (const Client& c : clients_) {
+        if (c.listener != &l || c.done) continue;
+        ++n;
+        theirs += uid && c.uid == uid ? 1 : 0;
+    }
     auto now = std::chrono::steady_clock::now();
+    if (uid && l.spec.max_per_user != 0 && theirs >= l.spec.max_per_user) {
+        if (auto& last = l.user_refusals[*uid]; now - last >= kRefusalLogInterval) {
+            last = now;
+            vmm::log::warn("vmmd: {} serves {} clients of user {}, the most one user may have: more of theirs are closed "
+                           "at once (--max-readonly-clients-per-user)",
+                           l.spec.path, theirs, *uid);
+        }
+        return true;
+    }
+    if (n < l.spec.max_clients) return false;
     if (now - l.last_refusal >= kRefusalLogInterval) {
         l.last_refusal = now;
         vmm::log::warn("vmmd: {} serves {} clients, its most: more are closed at once (--max-clients, "
@@ -277,10 +305,16 @@ void Server::accept_one(Listener& l) {
         if (errno != EAGAIN && errno != EINTR) vmm::log::warn("accept on {}: {}", l.spec.path, std::strerror(errno));
         return;
     }
+    std::optional<uid_t> uid;
+    if (!l.spec.tcp) {
+        ucred peer{};
+        socklen_t len = sizeof peer;
+        if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0) uid = peer.uid;
+    }
     std::lock_guard lock(mutex_);
-    if (full(l)) return;  // the descriptor closes: the client hears at once
+    if (full(l, uid)) return;  // the descriptor closes: the client hears at once
     if (!l.spec.tls) {
-        add_client(std::move(fd), l, !l.spec.tcp);
+        add_client(std::move(fd), l, !l.spec.tcp, uid);
         return;
     }
     // TLS: the terminator's thread authenticates the client; the server serves its plain end.
@@ -297,7 +331,7 @@ void Server::accept_one(Listener& l) {
     add_client(std::move(plain), l, true);
 }
 
-void Server::add_client(UniqueFd fd, const Listener& l, bool secure) {
+void Server::add_client(UniqueFd fd, const Listener& l, bool secure, std::optional<uid_t> uid) {
     // A client that stops reading its replies must not hold its thread for ever.
     timeval send_timeout{kSendTimeoutSeconds, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
@@ -307,6 +341,7 @@ void Server::add_client(UniqueFd fd, const Listener& l, bool secure) {
     c.number = next_connection_++;
     c.read_only = l.spec.read_only;
     c.secure = secure;
+    c.uid = uid;
     c.listener = &l;
     if (hooks_.opened) hooks_.opened(c.number, c.outbox);
     c.thread = std::thread([this, &c] {
@@ -337,7 +372,19 @@ void Server::serve(Client& c) {
     caller.connection = c.number;
     caller.secure = c.secure;
     CallWorkers workers(kCallsInFlight);  // declared after caller: joined before it goes
+    const SocketSpec& spec = c.listener->spec;
     for (;;) {
+        // Before CONNECT_OPEN a client has open_within; after it, idle_limit between messages.
+        auto quiet = caller.opened ? spec.idle_limit : spec.open_within;
+        if (quiet.count() != 0) {
+            auto came = await_message(c.fd.get(), stop_.get(), quiet);
+            if (!came) return;  // vmmd stops
+            if (!*came) {
+                vmm::log::info("vmmd: a client of {} {} for {} s: closed", spec.path,
+                               caller.opened ? "sent nothing" : "did not open its connection", quiet.count());
+                return;
+            }
+        }
         auto m = read_message(c.fd.get(), stop_.get());
         if (!m) {
             vmm::log::warn("vmmd: a client's connection closed: {}", m.error().message());

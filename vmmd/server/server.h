@@ -4,9 +4,11 @@
 // connection run beside it, up to five at a time (CallWorkers), so a long call never silences
 // the connection. A message that cannot be framed or decoded closes that client's connection,
 // saying why in the log; the daemon and every other client run on. A client may wait as long as
-// it likes between messages, but a message it has begun must arrive whole within 10 s, and each
-// socket serves at most its max_clients at once: no client can hold a thread for ever, nor
-// starve another socket's.
+// it likes between messages once it has opened its connection (on the read-only socket, at most
+// its idle limit), but it must open it within open_within, a message it has begun must arrive
+// whole within 10 s, and each socket serves at most its max_clients at once, and at most
+// max_per_user of one local user's: no client can hold a thread for ever, nor starve another
+// socket's or another user's.
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +50,13 @@ struct SocketSpec {
     // the read-only socket, open to every user, cannot use up the read-write one's); one more is
     // accepted and closed at once, with a line in the log (at most one every 10 s).
     size_t max_clients = 256;
+    // Unix sockets: at most this many of one user's clients at once (its peer's uid; 0: no limit).
+    size_t max_per_user = 0;
+    // A client that has not opened its connection (CONNECT_OPEN) this long after it came is
+    // closed; one that has, and then sends nothing (no call, no keepalive) for idle_limit, too
+    // (0 s: no limit).
+    std::chrono::seconds open_within{10};
+    std::chrono::seconds idle_limit{0};
 };
 
 // Who hears of connections coming and going (the event hub: events go to a connection's outbox).
@@ -77,6 +87,7 @@ private:
         SocketSpec spec;
         UniqueFd fd;
         std::chrono::steady_clock::time_point last_refusal{};  // under mutex_: when the log last said so
+        std::map<uid_t, std::chrono::steady_clock::time_point> user_refusals;  // likewise, per user
     };
     // Unlinks the unix sockets' files (a vmmd that stops, or fails to start, leaves none).
     static void remove_socket_files(const std::vector<Listener>& ls);
@@ -86,14 +97,16 @@ private:
         std::shared_ptr<Outbox> outbox;
         bool read_only = false;
         bool secure = true;
+        std::optional<uid_t> uid;  // a unix socket's peer
         const Listener* listener = nullptr;
         std::thread thread;
         std::atomic<bool> done{false};
     };
     Server(std::vector<Listener> listeners, UniqueFd stop, const rpc::Dispatcher& d, ConnectionHooks hooks);
     void accept_one(Listener& l);
-    bool full(Listener& l);  // under mutex_: `l` has its max_clients (said in the log)
-    void add_client(UniqueFd fd, const Listener& l, bool secure);  // under mutex_
+    // Under mutex_: `l` has its max_clients, or `uid`'s max_per_user (said in the log).
+    bool full(Listener& l, std::optional<uid_t> uid);
+    void add_client(UniqueFd fd, const Listener& l, bool secure, std::optional<uid_t> uid = std::nullopt);  // under mutex_
     void serve(Client& c);
     void reap_finished();
 
