@@ -24,6 +24,7 @@ mirror=${mirror:-http://deb.debian.org/debian}
 
 base=${VMM_FRESH_DIR:-/var/tmp}
 root=$(mktemp -d "$base/vmm-fresh.XXXXXX")
+chmod 755 "$root"  # a machine's / is every user's to enter: tests run programs as nobody there
 leave() {  # whatever still runs in the root is ended; the root goes unless asked to stay
     local p
     for p in /proc/[0-9]*; do

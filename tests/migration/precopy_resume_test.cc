@@ -253,4 +253,66 @@ TEST(PrecopyResume, ACancelEndsTheWaitingDestinationAtOnce) {
     EXPECT_NE(dst->log().find("the source ended the migration"), std::string::npos) << dst->log();
 }
 
+// The switchover as a commit: the link cut at each step of the hand-over, from either side
+// (x-switchover-cut: 1 after STATE, 2 after READY, 3 after GO, 4 after RUNNING). Each time the
+// migration completes with the guest in exactly one place: the source postmigrate, the
+// destination holding the source's RAM, ready to run.
+TEST(PrecopyResume, TheSwitchoverCutAtEachStepEndsWithOneCopy) {
+    VMM_REQUIRE(need::kvm());
+    const std::vector<std::pair<std::string, int>> cuts = {{"src", 1}, {"src", 2}, {"src", 3}, {"src", 4},
+                                                           {"dst", 2}, {"dst", 3}, {"dst", 4}};
+    for (const auto& [side, step] : cuts) {
+        SCOPED_TRACE(side + " cuts after step " + std::to_string(step));
+        uint16_t port = free_tcp_port();
+        auto src = Vm::start("pr-sw-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--prefill", "32M",
+                                           "--append", "bytes=" + sized("2M", "512K")});
+        auto dst = destination("pr-sw-dst", tcp_uri(port), "128M", "1");
+        ASSERT_TRUE(src && dst);
+        Vm& cutter = side == "src" ? *src : *dst;
+        ASSERT_EQ(cutter.cmd("migrate_set_parameter x-switchover-cut " + std::to_string(step)), "");
+        // A destination whose source's DONE was lost waits out the window: a short one here.
+        ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 3000"), "");
+        ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+        std::string out = src->cmd("migrate " + tcp_uri(port));
+        EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
+        EXPECT_NE(cutter.log().find("x-switchover-cut " + std::to_string(step) + ": cutting"), std::string::npos)
+            << cutter.log();
+        ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate")
+                                                                                          << dst->log();
+        EXPECT_NE(src->cmd("cont").find("the guest runs on the destination now"), std::string::npos);
+        expect_handover(*src, *dst);
+    }
+}
+
+// In doubt past the window: GO went and the link broke before the destination's RUNNING came,
+// and the way back to the destination stays down (the forwarder closes every new connection).
+// The source keeps its copy paused and says how to tell which side to run; the destination runs
+// the guest: never two copies.
+TEST(PrecopyResume, InDoubtAfterGoTheSourceKeepsItsCopyPausedAndSaysWhatToCheck) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-doubt-src");
+    auto dst = Vm::start("pr-doubt-dst", {"-m", "256M", "--smp", "1", "--incoming", tcp_uri(port)});  // runs at GO
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(dst->cmd("migrate_set_parameter x-switchover-cut 3"), "");  // GO read, the guest run, then cut
+    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 1500"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    TcpProxy link(port);
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(link.port())), "");
+    ASSERT_TRUE(eventually([&] { return link.connections() == 1; }, 30));
+    link.refuse_new();
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 60)) << src->cmd("info migrate") << src->log();
+    std::string error = src->migrate_field("error");
+    EXPECT_NE(error.find("did not say within x-resume-window (1500 ms) whether it runs the guest"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("only if it does not, 'cont -f' here runs it"), std::string::npos) << error;
+    EXPECT_EQ(src->status(), "paused");
+    EXPECT_NE(src->cmd("cont").find("'cont -f'"), std::string::npos);
+    EXPECT_EQ(src->status(), "paused");
+    ASSERT_TRUE(eventually([&] { return dst->status() == "running"; }, 30)) << dst->log();
+    uint64_t steps = dst->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 1; }, 30)) << "the guest does not run there";
+}
+
 }  // namespace vmm::test

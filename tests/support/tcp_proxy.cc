@@ -38,6 +38,11 @@ void TcpProxy::mend() {
     flowing_.clear();
 }
 
+void TcpProxy::refuse_new() {
+    std::lock_guard lock(mutex_);
+    refuse_new_ = true;
+}
+
 double TcpProxy::ms_until_flowing(uint64_t bytes) const {
     std::lock_guard lock(mutex_);
     for (const auto& [n, ms] : flowing_)
@@ -78,7 +83,7 @@ void TcpProxy::loop() {
         std::lock_guard lock(mutex_);
         if (fds[1].revents != 0) {
             UniqueFd in(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-            UniqueFd out = in && !cut_ ? tcp_connect(target_) : UniqueFd();
+            UniqueFd out = in && !cut_ && !refuse_new_ ? tcp_connect(target_) : UniqueFd();
             if (out) {
                 pairs_.push_back({std::move(in), std::move(out), mended_at_ != std::chrono::steady_clock::time_point{}});
                 ++accepted_;

@@ -27,6 +27,9 @@ public:
     void cut();
     // The link is back: connections are forwarded again.
     void mend();
+    // The connections through it stay; new ones are closed at once (a path that went down for
+    // anyone who would connect again).
+    void refuse_new();
     // Milliseconds from the last mend() until `bytes` had gone forward (client to target) on
     // connections accepted since: when a resumed migration's pages flow again. -1 until then.
     double ms_until_flowing(uint64_t bytes) const;
@@ -48,6 +51,7 @@ private:
     std::vector<Pair> pairs_;
     int accepted_ = 0;
     bool cut_ = false;
+    bool refuse_new_ = false;
     std::chrono::steady_clock::time_point mended_at_{};
     uint64_t forwarded_since_mend_ = 0;
     std::vector<std::pair<uint64_t, double>> flowing_;  // (bytes, ms after the mend)

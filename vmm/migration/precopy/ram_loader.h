@@ -54,9 +54,11 @@ public:
     const std::vector<Record>& discards() const { return discards_; }
     // A precopy resumed over a new connection (resume.h): reading goes on on its stream, from
     // the next round's beginning (a round the broken link cut is over), the counts carry on.
+    // A source that took its guest back at the switchover sends rounds again, and a new STATE.
     void rebind(stream::ByteStream& stream) {
         stream_ = &stream;
         in_round_ = false;
+        have_state_ = false;
         stop_populating();  // a run announced on the broken link will not come
     }
     // Records, page by page, the round each page arrives in (a resumable precopy: resume.h).

@@ -375,19 +375,8 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
         }
     }
     if (arrivals_) loader.track_arrivals(arrivals_.get());
-    Status loaded = loader.run();
-    while (!loaded && session_ && live->stream().link_broke() && !cancel_.cancelled()) {
-        publish(loader, channel, verifier.get());
-        if (loaded = ride_out(live, loaded.error()); !loaded) return loaded;  // live is gone
-        loader.rebind(live->stream());
-        loaded = loader.run();
-    }
-    publish(loader, channel, verifier.get());
-    if (!loaded) {
-        refuse(live->stream(), loaded.error());
-        return loaded;
-    }
-    if (session_) return ready_and_go(live->stream());  // a resumable precopy: inline, no postcopy, no file
+    if (auto s = load_rounds(live, loader, channel, verifier.get()); !s) return s;
+    if (session_) return switchover(live, loader, channel, verifier.get());  // a resumable precopy: inline, no postcopy, no file
     if (loader.switched_to_postcopy()) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
         return receive_postcopy(conn, *header, loader.discards());

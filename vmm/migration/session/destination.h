@@ -74,6 +74,16 @@ private:
     Status read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks);
     Status ride_out(std::unique_ptr<Connection>& conn, const Error& why);
     Result<bool> take_resumption(Connection& conn);
+    // The rounds until END, resumed over new connections as the link breaks (a resumable source's).
+    Status load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+                       const RamVerifier* verifier);
+    // A resumable precopy's switchover as a commit: READY, GO (or the source's rounds again, if it
+    // took its guest back), the guest run, RUNNING, and the source's DONE; a broken link at any
+    // step waits for the source to ask what this side holds.
+    Status switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+                      const RamVerifier* verifier);
+    Status await_done(std::unique_ptr<Connection>& live);
+    void cut_at(uint64_t step);  // x-switchover-cut
     static Result<PageSummer> sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums);
     Result<StreamHeader> accept_header(Connection& conn);
     Status ready_and_go(stream::ByteStream& st, PostcopyReceiver* postcopy = nullptr);
@@ -117,6 +127,10 @@ private:
         uint32_t window_ms = 0;  // the source's x-resume-window
     };
     std::optional<Session> session_;               // the source resumes a broken precopy
+    // What a resumption is told this side holds: arrived pages (precopy), the loaded state (ready:
+    // waiting for GO), or the running guest (running: waiting for DONE).
+    enum class Phase { precopy, ready, running } phase_ = Phase::precopy;
+    bool cut_done_ = false;                       // x-switchover-cut has cut once
     std::unique_ptr<ArrivalRounds> arrivals_;      // with session_: the round each page arrived in
     std::thread thread_;
     std::unique_ptr<MappedFileGuard> guard_;           // a mapped restore's lease on its file (outlives the check)

@@ -32,9 +32,12 @@ Status IncomingMigration::ride_out(std::unique_ptr<Connection>& conn, const Erro
     auto paused_at = std::chrono::steady_clock::now();
     // The source's window, and its last try's wait for an answer.
     auto window = std::chrono::milliseconds(uint64_t{session_->window_ms} + options_.params.connect_timeout_ms);
-    log::warn("the link from the source broke in precopy: {}; every page that arrived stays, and this side waits up to {} "
-              "ms (the source's x-resume-window) for it to resume",
-              why.message(), window.count());
+    const char* holding = phase_ == Phase::precopy ? "in precopy: {}; every page that arrived stays"
+                          : phase_ == Phase::ready ? "at the switchover, the state loaded and no GO yet: {}; the state stays"
+                                                   : "after GO, the guest running here: {}; it runs on";
+    log::warn("the link from the source broke {}, and this side waits up to {} ms (the source's x-resume-window) for "
+              "the source to resume",
+              fmt::format(fmt::runtime(holding), why.message()), window.count());
     {
         std::lock_guard lock(mutex_);
         live_ = nullptr;
@@ -104,6 +107,10 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
     }
     auto answered = [&]() -> Status {
         if (auto s = st.write(encode_header_ok(0)); !s) return s;
+        if (phase_ != Phase::precopy) {  // the state loaded, or the guest running: said in one reply
+            if (auto s = st.write(encode_reply(phase_ == Phase::ready ? ReplyType::ready : ReplyType::running)); !s) return s;
+            return st.flush();
+        }
         for (const auto& m : arrivals_->encode())
             if (auto s = st.write(m); !s) return s;
         return st.flush();
@@ -117,6 +124,83 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
     if (next) next = st.unread(std::span<const uint8_t>(&first, 1));
     if (!next) return not_it(next.error().context("the source's try went before its rounds began"));
     return true;
+}
+
+void IncomingMigration::cut_at(uint64_t step) {
+    if (options_.params.switchover_cut != step || cut_done_) return;  // once a migration
+    cut_done_ = true;
+    std::lock_guard lock(mutex_);
+    if (live_ == nullptr) return;
+    log::warn("x-switchover-cut {}: cutting the link to the source here, as a failed network would", step);
+    (void)live_->cut();
+}
+
+Status IncomingMigration::load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+                                      const RamVerifier* verifier) {
+    phase_ = Phase::precopy;
+    Status loaded = loader.run();
+    while (!loaded && session_ && live->stream().link_broke() && !cancel_.cancelled()) {
+        publish(loader, channel, verifier);
+        if (loaded = ride_out(live, loaded.error()); !loaded) return loaded;  // live is gone
+        loader.rebind(live->stream());
+        loaded = loader.run();
+    }
+    publish(loader, channel, verifier);
+    if (!loaded) refuse_quietly(live->stream(), loaded.error().message());
+    return loaded;
+}
+
+Status IncomingMigration::switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+                                     const RamVerifier* verifier) {
+    for (;;) {
+        phase_ = Phase::ready;
+        if (live->stream().write(encode_reply(ReplyType::ready))) (void)live->stream().flush();  // a break shows below
+        cut_at(2);
+        uint8_t first = 0;
+        Status next = live->stream().read_exact(std::span<uint8_t>(&first, 1));
+        while (!next && live->stream().link_broke() && !cancel_.cancelled()) {
+            // GO may come on a resumption (it is asked for READY), or the source's rounds.
+            if (auto s = ride_out(live, next.error()); !s) return s;
+            next = live->stream().read_exact(std::span<uint8_t>(&first, 1));
+        }
+        if (!next) return next.error().context("waiting for the source's go-ahead");
+        (void)live->stream().unread(std::span<const uint8_t>(&first, 1));
+        if (first == static_cast<uint8_t>(ReplyType::go) || first == static_cast<uint8_t>(ReplyType::go_paused)) break;
+        // The source took its guest back before GO (its link broke): its rounds go on, and a new STATE.
+        loader.rebind(live->stream());
+        if (auto s = load_rounds(live, loader, channel, verifier); !s) return s;
+    }
+    auto go = read_reply(live->stream());
+    if (!go) return go.error().context("waiting for the source's go-ahead");
+    if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
+        return Error("the source did not give the go-ahead; not running the guest");
+    }
+    if (auto s = machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused); !s) {
+        refuse_quietly(live->stream(), s.error().message());
+        return s;
+    }
+    phase_ = Phase::running;
+    cut_at(3);
+    if (live->stream().write(encode_reply(ReplyType::running))) (void)live->stream().flush();
+    cut_at(4);
+    return await_done(live);
+}
+
+// The guest runs here. The source's DONE ends the migration; a link that breaks first leaves the
+// source asking, and each resumption is told RUNNING, until DONE or the source's window ends.
+Status IncomingMigration::await_done(std::unique_ptr<Connection>& live) {
+    for (;;) {
+        auto done = read_reply(live->stream());
+        if (done) {
+            if (done->type != ReplyType::done) log::warn("the source answered RUNNING out of turn; the guest runs here");
+            return {};
+        }
+        if (!live->stream().link_broke() || cancel_.cancelled()) return {};
+        if (auto s = ride_out(live, done.error()); !s) {
+            log::warn("the guest runs here, and the source did not confirm it knows ({})", s.error().message());
+            return {};
+        }
+    }
 }
 
 }  // namespace vmm::migration

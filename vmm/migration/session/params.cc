@@ -82,6 +82,9 @@ const std::vector<SettingRow>& setting_rows() {
                 "source, tcp/unix precopy: when the link breaks, both sides wait this long (ms) in precopy-paused while "
                 "the source reconnects by itself (or 'migrate -r URI' / 'migrate_recover URI' name another way), then "
                 "go on from where they were; 0 = the migration fails at once"),
+        integer("x-switchover-cut", &P::switchover_cut, 0, 4,
+                "fault injection, for tests: in a resumable precopy's hand-over this side cuts its own link after step "
+                "N (1 STATE, 2 READY, 3 GO, 4 RUNNING; 0 = never), as a network failing there would"),
         integer("multifd-channels", &P::multifd_channels, 1, 16, "connections for RAM when multifd is on (1 to 16)"),
         integer("x-postcopy-after-rounds", &P::postcopy_after_rounds, 0, 1000,
                 "with postcopy-ram: switch to postcopy after this many rounds, the bulk round included "

@@ -429,9 +429,9 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, Reco
     auto header = encode_record(rec);
     auto end_bytes = encode_record(end);
     std::span<const uint8_t> all[] = {header, *state, end_bytes};
-    handing_over_ = true;  // from here a broken link is the switchover's to settle
     if (auto s = st.write(std::span<const std::span<const uint8_t>>(all)); !s) return s.error();
     if (auto s = st.flush(); !s) return s.error();
+    cut_at(1);
     auto sent = Clock::now();
     parts.state = ms_between(t, sent);
     if (run.conn->answers()) {  // a file has nobody to load the state: GO follows it there
@@ -442,8 +442,13 @@ Result<uint64_t> MigrationSource::hand_over(Run& run, DowntimeParts& parts, Reco
     }
     auto ready = Clock::now();
     parts.destination = ms_between(sent, ready);
+    cut_at(2);
+    // From the first byte of GO on, the destination may run the guest: a break now is settled by
+    // asking it (source_switchover.cc), never by running the guest here again.
+    went_go_ = true;
     if (auto s = st.write(encode_reply(was_running_ ? ReplyType::go : ReplyType::go_paused)); !s) return s.error();
     if (auto s = st.flush(); !s) return s.error();
+    cut_at(3);
     parts.go = ms_between(ready, Clock::now());
     return state->size();
 }
@@ -467,10 +472,20 @@ Status MigrationSource::complete(Run& run) {
                     std::chrono::duration<double>(Clock::now() - round_start).count(), 0};
     parts.last_round = last.seconds * 1000;
     auto state_bytes = hand_over(run, parts);
+    bool settled = false;
+    if (!state_bytes && went_go_ && session_id_ != 0 && !cancel_.cancelled()) {
+        // GO may have gone: the guest stays paused here until the destination says what it holds.
+        paused_by_us_ = false;
+        if (auto s = settle_in_doubt(run, state_bytes.error()); !s) return s;
+        state_bytes = uint64_t{0}, settled = true;
+    }
     if (!state_bytes) return state_bytes.error();
     paused_by_us_ = false;
     machine_.set_throttle(0);
     auto downtime = ms_since(paused_at);
+    if (run.conn->answers() && session_id_ != 0 && !settled) {
+        if (auto s = confirm_running(run); !s) return s;
+    }
     if (run.conn->answers()) {
         // From here on the destination runs the guest: this side must never resume it.
         machine_.refuse_resume(kMovedAway);

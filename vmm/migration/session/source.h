@@ -118,6 +118,16 @@ private:
     Result<bool> reconnect_precopy(const ResumeTo& to, Run& run, Error& last);
     Status send_session(stream::ByteStream& st, uint32_t window_ms);
     void say_goodbye();                           // SESSION with window 0: the destination stops waiting
+    // The switchover as a commit (source_switchover.cc, resumable precopy only): after GO, the
+    // destination's RUNNING, then DONE; a link that breaks before RUNNING leaves this side in doubt,
+    // its guest paused, until a resumption tells what the destination holds.
+    Status confirm_running(Run& run);
+    Status settle_in_doubt(Run& run, Error why);
+    Result<bool> ask_destination(const ResumeTo& to, Run& run, Error& last);  // true: settled
+    // A resumption's connection, its header and SESSION sent and HEADER_OK read: none when this
+    // try failed in a way worth another (`last` says how); an error when the destination refused.
+    Result<std::unique_ptr<Connection>> open_resumption(const ResumeTo& to, Error& last);
+    void cut_at(uint64_t step);  // x-switchover-cut
     // The dirty bitmaps for `round` (its pages' contents go in it: SentRounds).
     Result<std::vector<std::vector<uint64_t>>> take_for_round(uint32_t round);
     // STATE and `last` (END, or POSTCOPY), then READY from the destination, then GO: the end
@@ -162,9 +172,10 @@ private:
     std::atomic<uint64_t> session_id_{0};         // nonzero: resumable (kFeatureResumable)
     std::optional<SentRounds> sent_rounds_;       // with session_id_
     std::atomic<bool> answered_{false};           // the destination accepted the first header
-    bool handing_over_ = false;                   // STATE went: a break now is the switchover's, not resumable
+    bool went_go_ = false;                        // GO went (or may have): the destination may run the guest
     std::string broke_because_;                   // the last break's error (the migration thread's)
     uint64_t resent_now_ = 0;                     // pages the last resumption sends again
+    bool cut_done_ = false;                       // x-switchover-cut has cut once
     std::thread thread_;
 };
 

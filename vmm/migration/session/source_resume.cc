@@ -53,7 +53,7 @@ bool MigrationSource::can_resume() const {
 }
 
 bool MigrationSource::link_broke_in_precopy(const Run& run) const {
-    if (session_id_ == 0 || !answered_ || cancel_.cancelled() || handing_over_ || went_postcopy_ || switching_) return false;
+    if (session_id_ == 0 || !answered_ || cancel_.cancelled() || went_go_ || went_postcopy_ || switching_) return false;
     return run.conn->stream().link_broke();
 }
 
@@ -142,7 +142,8 @@ Status MigrationSource::ride_out(Run& run, Error why) {
     return {};
 }
 
-Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Error& last) {
+Result<std::unique_ptr<Connection>> MigrationSource::open_resumption(const ResumeTo& to, Error& last) {
+    using None = std::unique_ptr<Connection>;
     auto conn = to.transport->connect(context_for(machine_, to.uri, [o = options_] { return o; }, cancel_));
     if (!conn) {
         if (cancel_.cancelled()) return conn.error();
@@ -153,7 +154,7 @@ Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Er
                                      to.uri.text, broke_because_));
         }
         last = conn.error();
-        return false;
+        return None();
     }
     stream::ByteStream& st = (*conn)->stream();
     StreamHeader header = header_for(machine_);
@@ -166,30 +167,56 @@ Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Er
     }();
     if (!sent) {
         last = sent.error();
-        return false;
+        return None();
     }
     auto reply = read_reply(st);
     if (!reply) {
         last = reply.error().context("the destination hung up on the resumption");
-        return false;
+        return None();
     }
     // A destination that answers and refuses has said this migration cannot go on there.
     if (reply->type == ReplyType::refused) return Error("the destination refused to resume the precopy: " + reply->reason);
     if (reply->type != ReplyType::header_ok) return Error("the destination answered the resumption out of turn");
-    ReportedRounds arrived(pages_per_block(machine_.memory()), sent_rounds_->last());
-    while (!arrived.complete()) {
-        auto m = read_return(st, header.blocks, kStreamPageSize);
-        if (!m) {
-            if (!st.link_broke()) return m.error().context("precopy resume");
-            last = m.error();
-            return false;
-        }
-        if (auto s = arrived.add(m->message, m->rounds); !s) return s.error();
+    return std::move(*conn);
+}
+
+// After HEADER_OK the destination says what it holds: the round each page arrived in
+// (RECEIVED_ROUNDS), or READY (the state loaded: every page sent arrived), or RUNNING.
+Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Error& last) {
+    auto conn = open_resumption(to, last);
+    if (!conn) return conn.error();
+    if (!*conn) return false;
+    stream::ByteStream& st = (*conn)->stream();
+    uint8_t first = 0;
+    if (auto s = st.read_exact(std::span<uint8_t>(&first, 1)); !s) {
+        last = s.error();
+        return false;
     }
-    auto populated = populated_pages(machine_.memory());
-    auto resend = pages_to_resend(*sent_rounds_, arrived, [&](size_t b, uint64_t p) {
-        return ((populated[b][p / 64] >> (p % 64)) & 1) != 0;
-    });
+    (void)st.unread(std::span<const uint8_t>(&first, 1));
+    std::vector<std::vector<uint64_t>> resend;
+    if (first == static_cast<uint8_t>(ReplyType::ready)) {
+        (void)read_reply(st);  // everything sent arrived; only what the guest dirtied since goes
+        for (const auto& b : machine_.memory().blocks()) resend.emplace_back((b->pages() + 63) / 64, 0);
+    } else if (first == static_cast<uint8_t>(ReplyType::running)) {
+        return Error("the destination says it runs the guest, and this side never sent it GO: two copies may run; "
+                     "stop one");
+    } else {
+        StreamHeader header = header_for(machine_);
+        ReportedRounds arrived(pages_per_block(machine_.memory()), sent_rounds_->last());
+        while (!arrived.complete()) {
+            auto m = read_return(st, header.blocks, kStreamPageSize);
+            if (!m) {
+                if (!st.link_broke()) return m.error().context("precopy resume");
+                last = m.error();
+                return false;
+            }
+            if (auto s = arrived.add(m->message, m->rounds); !s) return s.error();
+        }
+        auto populated = populated_pages(machine_.memory());
+        resend = pages_to_resend(*sent_rounds_, arrived, [&](size_t b, uint64_t p) {
+            return ((populated[b][p / 64] >> (p % 64)) & 1) != 0;
+        });
+    }
     uint64_t n = 0;
     for (const auto& words : resend) n += memory::count_bits(words.data(), words.size());
     {

@@ -45,6 +45,9 @@ struct Parameters {
     // tcp/unix precopy: how long a broken link may take to come back; the source reconnects by
     // itself meanwhile (precopy-paused), and sends only what the destination lacks (0: fail at once)
     uint64_t resume_window_ms = 30000;
+    // Fault injection for the switchover's tests (resumable precopy): this side cuts its own link
+    // at step N of the hand-over: 1 after STATE, 2 after READY, 3 after GO, 4 after RUNNING (0: never)
+    uint64_t switchover_cut = 0;
     uint64_t multifd_channels = 2;       // lanes when the multifd capability is on (QEMU's default)
     uint64_t postcopy_after_rounds = 0;  // with postcopy-ram: switch after this many rounds, bulk included (0 = on request)
     uint64_t max_postcopy_bandwidth = 0; // bytes/s for the background push after the switch, 0 = unlimited

@@ -258,7 +258,7 @@ std::vector<uint8_t> encode_header_ok(uint32_t handover_us) {
 }
 
 Result<size_t> reply_body_size(uint8_t type) {
-    if (type < 0x80 || type > 0x85) return Error(fmt::format("migration peer sent an unknown reply {:#04x}", type));
+    if (type < 0x80 || type > 0x87) return Error(fmt::format("migration peer sent an unknown reply {:#04x}", type));
     auto t = static_cast<ReplyType>(type);
     return t == ReplyType::header_ok || t == ReplyType::refused ? size_t{4} : size_t{0};
 }

@@ -94,6 +94,10 @@ enum class RecordType : uint8_t {
 // the run state): the destination takes over and leaves it paused.
 // ROUND_CHECKED (kFeatureRoundSums, kFeatureChannelSums): the destination has checked a channel round's sums, so the
 // source learns what checking costs before it pauses the guest, not after.
+// RUNNING and DONE (a resumable precopy's switchover, kFeatureResumable): after GO the destination
+// says the guest runs there (or is held as GO_PAUSED asked), and the source that heard it says
+// the migration is over; until then a broken link leaves each side knowing what the other may
+// do, and a resumption settles it (docs/migration-stream.md, "The switchover is a commit").
 enum class ReplyType : uint8_t {
     header_ok = 0x80,
     refused = 0x81,
@@ -101,6 +105,8 @@ enum class ReplyType : uint8_t {
     go = 0x83,
     go_paused = 0x84,
     round_checked = 0x85,
+    running = 0x86,
+    done = 0x87,
 };
 
 // The fixed part of a record; PAGES and STATE carry `length` bytes of data after it.
