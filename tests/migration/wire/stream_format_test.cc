@@ -174,8 +174,13 @@ TEST(Replies, RoundTripWithReasons) {
     EXPECT_FALSE(read_reply(junk));
     stream::MemoryStream checked(encode_reply(ReplyType::round_checked));
     EXPECT_EQ(read_reply(checked)->type, ReplyType::round_checked);
-    stream::MemoryStream past(std::vector<uint8_t>{0x86});
-    EXPECT_EQ(read_reply(past).error().message(), "migration peer sent an unknown reply 0x86");
+    stream::MemoryStream commit(cat(encode_reply(ReplyType::running), encode_reply(ReplyType::done)));
+    EXPECT_EQ(read_reply(commit)->type, ReplyType::running);
+    EXPECT_EQ(read_reply(commit)->type, ReplyType::done);
+    stream::MemoryStream past(std::vector<uint8_t>{0x88});
+    auto unknown = read_reply(past);
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().message(), "migration peer sent an unknown reply 0x88");
 }
 
 }  // namespace vmm::migration
