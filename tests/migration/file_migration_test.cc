@@ -191,6 +191,19 @@ TEST(FileMigration, AWrongOrDamagedFileIsRefusedInOneLine) {
     std::filesystem::remove(bad);
 }
 
+// A pattern guest (`append`) that checked its memory once, paused and saved to `path`: the RAM
+// digest it was saved with ("" when something failed, said by the test's expectations).
+std::string save_pattern_guest(const std::string& name, const std::string& path, const std::string& mem,
+                               const std::string& append, const std::string& prefill) {
+    auto src = Vm::start(name, {"--guest", "pattern", "-m", mem, "--smp", "1", "--append", append, "--prefill", prefill});
+    if (!src) return "";
+    if (!eventually([&] { return src->guest_value("results") >= 1; }, 60)) return ADD_FAILURE() << src->cmd("info guest"), "";
+    EXPECT_EQ(src->cmd("stop"), "");
+    std::string out = src->cmd("migrate file:" + path);
+    if (out.find("Migration status: completed") == std::string::npos) return ADD_FAILURE() << out, "";
+    return src->ramhash();
+}
+
 // A restore that maps its file (x-restore-mapped), set on a destination that waits (--incoming defer).
 std::unique_ptr<Vm> mapped_restore(const std::string& name, const std::string& path, const std::string& mem) {
     auto dst = Vm::start(name, {"-m", mem, "--smp", "1", "-S", "--incoming", "defer"});
@@ -213,15 +226,8 @@ uint64_t smaps_kib(pid_t pid, const std::string& field) {
 TEST(FileMigration, FourClonesMappedFromOneFileRunApartAndShareWhatTheyDidNotWrite) {
     VMM_REQUIRE(need::kvm());
     std::string path = temp_path("clones.save");
-    auto src = Vm::start("file-clone-src", {"--guest", "pattern", "-m", "128M", "--smp", "1", "--append",
-                                            "bytes=8M check=512", "--prefill", "64M"});
-    ASSERT_TRUE(src);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
-    ASSERT_EQ(src->cmd("stop"), "");
-    std::string out = src->cmd("migrate file:" + path);
-    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
-    std::string saved = src->ramhash();
-    src.reset();
+    std::string saved = save_pattern_guest("file-clone-src", path, "128M", "bytes=8M check=512", "64M");
+    ASSERT_FALSE(saved.empty());
     std::vector<std::unique_ptr<Vm>> clones;
     for (int i = 0; i < 4; ++i) {
         clones.push_back(mapped_restore("file-clone-" + std::to_string(i), path, "128M"));
@@ -306,15 +312,8 @@ std::string run_tool(const std::string& command) {
 TEST(FileMigration, AMappedRestoreWhoseFileIsTruncatedKeepsTheSavedRam) {
     VMM_REQUIRE(need::kvm());
     std::string path = temp_path("mapped-cut.save");
-    auto src = Vm::start("file-mapcut-src", {"--guest", "pattern", "-m", "64M", "--smp", "1", "--append",
-                                             "bytes=4M check=256", "--prefill", "16M"});
-    ASSERT_TRUE(src);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 60)) << src->cmd("info guest");
-    ASSERT_EQ(src->cmd("stop"), "");
-    std::string out = src->cmd("migrate file:" + path);
-    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out;
-    std::string saved = src->ramhash();
-    src.reset();
+    std::string saved = save_pattern_guest("file-mapcut-src", path, "64M", "bytes=4M check=256", "16M");
+    ASSERT_FALSE(saved.empty());
     auto dst = mapped_restore("file-mapcut-dst", path, "64M");
     ASSERT_TRUE(dst);
     // truncate(2) waits while vmm copies (truncate(1) opens with O_NONBLOCK: it would be told to try again).

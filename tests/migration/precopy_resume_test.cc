@@ -46,6 +46,30 @@ void expect_both_paused(Vm& src, Vm& dst) {
     ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "precopy-paused"; }, 30)) << dst.cmd("info migrate");
 }
 
+// A migration of filled_source() to a -S destination through a forwarder, cut in its bulk
+// round: both sides precopy-paused when it returns (check with ASSERT_NO_FATAL_FAILURE).
+struct PausedPair {
+    uint16_t port = 0;
+    std::unique_ptr<Vm> src, dst;
+    std::unique_ptr<TcpProxy> link;
+};
+
+void pause_a_pair(PausedPair& p, const std::string& name, const std::string& window = "") {
+    p.port = free_tcp_port();
+    p.src = filled_source(name + "-src");
+    p.dst = destination(name + "-dst", tcp_uri(p.port), "256M", "1");
+    ASSERT_TRUE(p.src && p.dst);
+    p.link = std::make_unique<TcpProxy>(p.port);
+    start_through(*p.src, *p.link, window);
+    p.link->cut();
+    if (window.empty()) expect_both_paused(*p.src, *p.dst);
+}
+
+void expect_completed(Vm& src, Vm& dst) {
+    ASSERT_TRUE(eventually([&] { return src.migrate_status() == "completed"; }, 120)) << src.cmd("info migrate") << src.log();
+    ASSERT_TRUE(eventually([&] { return dst.migrate_status() == "completed"; }, 30)) << dst.cmd("info migrate") << dst.log();
+}
+
 // What a vmm source of this destination's shape sends first when it resumes session `id`.
 std::vector<uint8_t> resuming_header(uint64_t id, uint32_t features) {
     migration::StreamHeader h;
@@ -82,22 +106,16 @@ std::string send_and_read(uint16_t port, const std::vector<uint8_t>& bytes) {
 // than the guest's RAM once.
 TEST(PrecopyResume, ALinkCutForASecondResumesAndWhatArrivedIsNotSentAgain) {
     VMM_REQUIRE(need::kvm());
-    uint16_t port = free_tcp_port();
-    auto src = filled_source("pr-cut-src");
-    auto dst = destination("pr-cut-dst", tcp_uri(port), "256M", "1");
-    ASSERT_TRUE(src && dst);
-    TcpProxy link(port);
-    start_through(*src, link);
-    link.cut();
-    expect_both_paused(*src, *dst);
+    PausedPair p;
+    ASSERT_NO_FATAL_FAILURE(pause_a_pair(p, "pr-cut"));
+    auto& [port, src, dst, link] = p;
     EXPECT_NE(src->migrate_field("error").find("broke"), std::string::npos) << src->cmd("info migrate");
     uint64_t steps = src->guest_value("steps");
     ASSERT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 30)) << "the guest stopped while paused";
     EXPECT_EQ(src->status(), "running");
     std::this_thread::sleep_for(std::chrono::seconds(1));  // the outage: a second
-    link.mend();
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
+    link->mend();
+    expect_completed(*src, *dst);
     std::string resumes = src->migrate_field("precopy resumes");  // "1 (paused N ms in all; …)"
     EXPECT_EQ(resumes.substr(0, 2), "1 ") << src->cmd("info migrate");
     EXPECT_GE(std::stoull(resumes.substr(resumes.find("paused ") + 7)), 1000u) << resumes;
@@ -127,8 +145,7 @@ TEST(PrecopyResume, OverTlsTheNewConnectionIsAuthenticatedAgain) {
     link.cut();
     expect_both_paused(*src, *dst);
     link.mend();
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate") << dst->log();
+    expect_completed(*src, *dst);
     EXPECT_EQ(src->migrate_field("precopy resumes").substr(0, 2), "1 ") << src->cmd("info migrate");
     expect_handover(*src, *dst);
 }
@@ -159,14 +176,9 @@ TEST(PrecopyResume, PastTheWindowItFailsAndTheGuestRunsOnAtTheSource) {
 // destination), and the resume, in the foreground, follows the migration to its end.
 TEST(PrecopyResume, MigrateRNamesAnotherWayAndFollowsItToTheEnd) {
     VMM_REQUIRE(need::kvm());
-    uint16_t port = free_tcp_port();
-    auto src = filled_source("pr-r-src");
-    auto dst = destination("pr-r-dst", tcp_uri(port), "256M", "1");
-    ASSERT_TRUE(src && dst);
-    TcpProxy link(port);
-    start_through(*src, link);
-    link.cut();
-    expect_both_paused(*src, *dst);
+    PausedPair p;
+    ASSERT_NO_FATAL_FAILURE(pause_a_pair(p, "pr-r"));
+    auto& [port, src, dst, link] = p;
     EXPECT_NE(src->cmd("migrate_start_postcopy").find("cannot switch"), std::string::npos);
     ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
     std::string out = src->cmd("migrate -r " + tcp_uri(port));
@@ -181,14 +193,9 @@ TEST(PrecopyResume, MigrateRNamesAnotherWayAndFollowsItToTheEnd) {
 // source comes back and completes.
 TEST(PrecopyResume, OnlyThisMigrationsSourceMayResumeIt) {
     VMM_REQUIRE(need::kvm());
-    uint16_t port = free_tcp_port();
-    auto src = filled_source("pr-other-src");
-    auto dst = destination("pr-other-dst", tcp_uri(port), "256M", "1");
-    ASSERT_TRUE(src && dst);
-    TcpProxy link(port);
-    start_through(*src, link);
-    link.cut();
-    expect_both_paused(*src, *dst);
+    PausedPair p;
+    ASSERT_NO_FATAL_FAILURE(pause_a_pair(p, "pr-other"));
+    auto& [port, src, dst, link] = p;
     std::string fresh = send_and_read(port, resuming_header(0, 0));
     EXPECT_NE(fresh.find("waits for its source to resume it"), std::string::npos) << fresh;
     std::string other = send_and_read(port, resuming_header(0x1234, migration::kFeatureResumable | migration::kFeaturePrecopyResume));
@@ -204,9 +211,8 @@ TEST(PrecopyResume, OnlyThisMigrationsSourceMayResumeIt) {
         << src->cmd("info migrate");
     EXPECT_NE(src->migrate_field("error").find("this destination has none"), std::string::npos) << src->cmd("info migrate");
     EXPECT_EQ(src->migrate_status(), "precopy-paused");
-    link.mend();
-    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
-    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 30)) << dst->cmd("info migrate");
+    link->mend();
+    expect_completed(*src, *dst);
     expect_handover(*src, *dst);
 }
 
@@ -214,20 +220,15 @@ TEST(PrecopyResume, OnlyThisMigrationsSourceMayResumeIt) {
 // resumption is refused there, and the migration fails at once with the source running.
 TEST(PrecopyResume, ARestartedDestinationRefusesTheResumption) {
     VMM_REQUIRE(need::kvm());
-    uint16_t port = free_tcp_port();
-    auto src = filled_source("pr-restart-src");
-    auto dst = destination("pr-restart-dst", tcp_uri(port), "256M", "1");
-    ASSERT_TRUE(src && dst);
-    TcpProxy link(port);
-    start_through(*src, link);
-    link.cut();
-    expect_both_paused(*src, *dst);
+    PausedPair p;
+    ASSERT_NO_FATAL_FAILURE(pause_a_pair(p, "pr-restart"));
+    auto& [port, src, dst, link] = p;
     dst->forget_monitor();
     dst->process().signal(SIGKILL);
     (void)dst->process().wait(std::chrono::seconds(30));
     auto again = destination("pr-restart-dst2", tcp_uri(port), "256M", "1");
     ASSERT_TRUE(again);
-    link.mend();
+    link->mend();
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 30)) << src->cmd("info migrate");
     EXPECT_NE(src->migrate_field("error").find("this destination has none"), std::string::npos) << src->cmd("info migrate");
     EXPECT_EQ(src->status(), "running");
