@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# A soak of live migrations back and forth between two vmmd, driven by stock virsh, with a fault
+# drawn at random (seeded) for each: none; a flap (the vmm link cut by the source vmm's
+# migrate_pause while the destination's vmm is stopped for 0.5-3 s, inside vmm's x-resume-window);
+# the destination's vmm killed; a cancel (virsh domjobabort); the destination's vmmd killed and
+# started again (its vmm carries on and is adopted). After each it counts where the guest runs:
+# exactly one running copy is right; none is a lost guest, two a duplicated one. The guest is the
+# pattern payload, which checks its own memory: an error it finds is counted too. At the end:
+# completed / failed cleanly / lost / duplicated / guest errors, and each vmmd's descriptors,
+# threads and resident memory at the start and the end. Exits non-zero on a lost or duplicated
+# guest, a guest error, or a migration that left the domain in neither state.
+#   scripts/soak.sh [--migrations 20] [--seed N] [--mem 64] [--speed 32]
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+
+migrations=20 seed=$RANDOM mem=64 speed=32
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --migrations) migrations=$2; shift 2 ;;
+        --seed) seed=$2; shift 2 ;;
+        --mem) mem=$2; shift 2 ;;
+        --speed) speed=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+if [ -z "${VMM_SOAK_NO_BUILD:-}" ]; then  # the test of the soak runs it on the build under test
+    pkgs=("${VMM_CORE_PACKAGES[@]}" "${VMM_VIRSH_PACKAGES[@]}")
+    build_only pkgs vmm vmmctl guest_payloads vmmd
+fi
+kvm_usable || die "$(why_no_kvm); the soak runs guests"
+command -v virsh >/dev/null || die "virsh is missing: apt-get install libvirt-clients"
+RANDOM=$seed
+
+work=$(mktemp -d /tmp/vmm-soak.XXXXXX)
+declare -A vmmd_pid
+cleanup() {
+    for h in a b; do [ -n "${vmmd_pid[$h]:-}" ] && kill "${vmmd_pid[$h]}" 2>/dev/null; done
+    pkill -CONT -f -- "--qmp unix:$work/" 2>/dev/null || true
+    pkill -KILL -f -- "--qmp unix:$work/" 2>/dev/null || true  # domains' vmm outlive vmmd by design
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+uri() { echo "vmm+unix:///system?socket=$work/$1/sock"; }
+v() { local h=$1; shift; virsh -q -c "$(uri "$h")" "$@" 2>&1; }
+other() { [ "$1" = a ] && echo b || echo a; }
+start_vmmd() {
+    mkdir -p "$work/$1"
+    "$BUILD/bin/vmmd" --socket "$work/$1/sock" --state-dir "$work/$1/state" >>"$work/$1/log" 2>&1 &
+    vmmd_pid[$1]=$!
+    for _ in $(seq 1 300); do virsh -c "$(uri "$1")" uri >/dev/null 2>&1 && return 0; sleep 0.1; done
+    die "vmmd $1 did not start: $(tail -3 "$work/$1/log")"
+}
+vmm_of() { pgrep -f -- "--qmp unix:$work/$1/state/run/" || true; }  # the domain's vmm on host $1
+qmp() { "$BUILD/bin/vmmctl" --qmp "unix:$(ls "$work/$1"/state/run/*.qmp 2>/dev/null | head -1)" "$2" 2>/dev/null; }
+runs_on() { [ "$(v "$1" domstate soak 2>/dev/null | head -1)" = running ]; }
+sample() {  # sample HOST: descriptors threads RSS-KiB of its vmmd
+    local p=${vmmd_pid[$1]}
+    echo "$(ls "/proc/$p/fd" | wc -l) $(awk '/^Threads:/{print $2}' "/proc/$p/status") $(awk '/^VmRSS:/{print $2}' "/proc/$p/status")"
+}
+
+start_vmmd a
+start_vmmd b
+cat >"$work/soak.xml" <<XML
+<domain type='vmm'>
+  <name>soak</name>
+  <memory unit='MiB'>$mem</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>pattern</kernel></os>
+</domain>
+XML
+v a define "$work/soak.xml" >/dev/null || die "define failed"
+v a start soak >/dev/null || die "start failed"
+host=a
+declare -A first last
+for h in a b; do first[$h]=$(sample "$h"); done
+faults=(none none flap flap kill cancel vmmd)
+declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0)
+declare -A by_fault
+log "soak: $migrations migrations of a $mem MiB pattern guest between two vmmd at $speed MiB/s, seed $seed"
+for i in $(seq 1 "$migrations"); do
+    to=$(other "$host")
+    fault=${faults[$((RANDOM % ${#faults[@]}))]}
+    port=$(( 28000 + RANDOM % 3000 ))
+    v "$host" migrate-setspeed soak "$speed" >/dev/null || true
+    virsh -c "$(uri "$host")" migrate --live --persistent --undefinesource soak "$(uri "$to")" \
+        --migrateuri "tcp://127.0.0.1:$port" >"$work/migrate.out" 2>&1 &
+    mig=$!
+    for _ in $(seq 1 100); do qmp "$host" query-migrate | grep -q '"status":"active"' && break; sleep 0.05; done
+    case $fault in
+        flap)
+            dpid=$(vmm_of "$to")
+            if [ -n "$dpid" ]; then
+                kill -STOP $dpid
+                qmp "$host" migrate-pause >/dev/null || true
+                sleep "$(awk -v r=$RANDOM 'BEGIN{printf "%.1f", 0.5 + 2.5 * r / 32767}')"
+                kill -CONT $dpid
+            fi ;;
+        kill) dpid=$(vmm_of "$to"); [ -n "$dpid" ] && kill -KILL $dpid ;;
+        cancel) v "$host" domjobabort soak >/dev/null || true ;;
+        vmmd)
+            kill -KILL "${vmmd_pid[$to]}"; wait "${vmmd_pid[$to]}" 2>/dev/null || true
+            sleep 0.5
+            start_vmmd "$to" ;;
+    esac
+    rc=0; wait "$mig" || rc=$?
+    # Settled: the domain runs on exactly one side (a vmmd that restarted may take a moment).
+    settled=
+    for _ in $(seq 1 300); do
+        a_runs=0 b_runs=0
+        runs_on a && a_runs=1
+        runs_on b && b_runs=1
+        [ $((a_runs + b_runs)) -eq 1 ] && { settled=1; break; }
+        sleep 0.1
+    done
+    if [ $((a_runs + b_runs)) -eq 2 ]; then
+        outcome=duplicated
+    elif [ $((a_runs + b_runs)) -eq 0 ]; then
+        outcome=lost
+    elif { [ "$a_runs" = 1 ] && [ "$to" = a ]; } || { [ "$b_runs" = 1 ] && [ "$to" = b ]; }; then
+        outcome=completed host=$to
+    else
+        outcome=failed-cleanly
+    fi
+    count[$outcome]=$((count[$outcome] + 1))
+    by_fault[$fault]="${by_fault[$fault]:-} $outcome"
+    errors=$(qmp "$host" query-guest | sed -n 's/.*"errors":\([0-9]*\).*/\1/p')
+    [ "${errors:-0}" = 0 ] || count[guest-errors]=$((count[guest-errors] + 1))
+    printf '%3d  %-6s %s -> %s  %-15s virsh rc %d%s\n' "$i" "$fault" "$(other "$to")" "$to" "$outcome" "$rc" \
+        "$([ "${errors:-0}" = 0 ] || echo "  guest errors $errors")"
+    [ "$outcome" = lost ] || [ "$outcome" = duplicated ] && { tail -5 "$work/migrate.out"; break; }
+    [ -n "$settled" ] || true
+done
+for h in a b; do last[$h]=$(sample "$h"); done
+
+printf '\n\033[1msoak, seed %s\033[0m  %s  %s, %s cores\n' "$seed" "$(date -u +%FT%TZ)" \
+    "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)"
+printf 'migrations %d: completed %d, failed cleanly %d, lost %d, duplicated %d, guest errors %d\n' "$i" \
+    "${count[completed]}" "${count[failed-cleanly]}" "${count[lost]}" "${count[duplicated]}" "${count[guest-errors]}"
+for f in "${!by_fault[@]}"; do
+    printf '  %-6s %s\n' "$f" "$(tr ' ' '\n' <<<"${by_fault[$f]}" | grep . | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')"
+done
+printf 'vmmd       descriptors   threads   RSS KiB   (start -> end; b was restarted by the vmmd faults)\n'
+for h in a b; do
+    read -r f0 t0 r0 <<<"${first[$h]}"; read -r f1 t1 r1 <<<"${last[$h]}"
+    printf '  %s        %4d -> %-4d  %3d -> %-3d  %6d -> %d\n' "$h" "$f0" "$f1" "$t0" "$t1" "$r0" "$r1"
+done
+[ "${count[lost]}" = 0 ] && [ "${count[duplicated]}" = 0 ] && [ "${count[guest-errors]}" = 0 ]
