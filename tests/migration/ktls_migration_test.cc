@@ -33,6 +33,10 @@ TEST(KernelTlsMigration, TheSourceSendsThroughTheKernelsTlsAndTheGuestArrivesWho
     EXPECT_EQ(src->cmd("migrate_set_parameter tls-creds " + creds), "");
     EXPECT_EQ(src->cmd("migrate_set_capability x-tls-kernel on"), "");
     EXPECT_EQ(src->cmd("migrate_set_capability x-zero-copy-local on"), "");  // RAM spliced into the kernel's TLS
+    // What is tested is the kernel's TLS carrying the stream, not convergence. In the nested VM
+    // beside other tests the link once moved 2.5 MB/s while the guest dirtied 2.4 MB/s: 445 rounds
+    // in 180 s, each leaving ~1 MB, which with the 229 ms hand-over never fit 300 ms (CI, session 46).
+    EXPECT_EQ(src->cmd("migrate_set_parameter downtime-limit 3000"), "");
     EXPECT_EQ(src->cmd("migrate -d " + uri), "");
     // Well inside the test's own limit (300 s), so that a migration that stalls says where it stood.
     ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed" || src->migrate_status() == "failed"; }, 180))
