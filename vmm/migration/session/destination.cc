@@ -93,7 +93,7 @@ void IncomingMigration::set_status(MigrationStatus s) {
     if (on_status_ && options_.caps.events) on_status_(s);
 }
 
-static void refuse(stream::ByteStream& st, const Error& e) {
+void IncomingMigration::refuse(stream::ByteStream& st, const Error& e) {
     // Best effort: the source learns why; the connection may already be gone.
     if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
 }

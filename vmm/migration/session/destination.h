@@ -66,6 +66,8 @@ private:
     Status stop_waiting();
     // The connection is done with (`s`: how it ended): it and the listener go, and the status says what follows.
     void end_connection(Status s, std::unique_ptr<Connection> conn);
+    // REFUSED with the reason, best effort: the source learns why (the connection may be gone).
+    static void refuse(stream::ByteStream& st, const Error& e);
     Status resume(Connection& conn);
     Status receive(std::unique_ptr<Connection>& conn);
     // Precopy across a broken link (destination_resume.cc): reads the SESSION record of a

@@ -11,12 +11,6 @@
 
 namespace vmm::migration {
 
-namespace {
-void refuse_quietly(stream::ByteStream& st, const std::string& why) {
-    if (st.write(encode_reply(ReplyType::refused, why))) (void)st.flush();
-}
-}  // namespace
-
 Status IncomingMigration::read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks) {
     if ((features & kFeatureResumable) == 0) return {};
     auto r = read_record(st, blocks, kStreamPageSize);
@@ -83,7 +77,7 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
     if (auto m = read_magic(st); !m) return not_it(m.error());
     auto header = read_header_after_magic(st);
     if (!header) {
-        refuse_quietly(st, header.error().message());
+        refuse(st, header.error());
         return not_it(header.error());
     }
     StreamHeader local = header_for(machine_);
@@ -98,7 +92,7 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
         r = Error("this destination holds the pages of another migration than this source's: it cannot resume here");
     }
     if (!r) {
-        refuse_quietly(st, r.error().message());
+        refuse(st, r.error());
         return not_it(r.error());
     }
     if (r->window_ms == 0) {
@@ -146,7 +140,7 @@ Status IncomingMigration::load_rounds(std::unique_ptr<Connection>& live, StreamL
         loaded = loader.run();
     }
     publish(loader, channel, verifier);
-    if (!loaded) refuse_quietly(live->stream(), loaded.error().message());
+    if (!loaded) refuse(live->stream(), loaded.error());
     return loaded;
 }
 
@@ -176,7 +170,7 @@ Status IncomingMigration::switchover(std::unique_ptr<Connection>& live, StreamLo
         return Error("the source did not give the go-ahead; not running the guest");
     }
     if (auto s = machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused); !s) {
-        refuse_quietly(live->stream(), s.error().message());
+        refuse(live->stream(), s.error());
         return s;
     }
     phase_ = Phase::running;

@@ -117,6 +117,10 @@ private:
     // Result false: worth trying again; an error: the migration cannot go on.
     Result<bool> reconnect_precopy(const ResumeTo& to, Run& run, Error& last);
     Status send_session(stream::ByteStream& st, uint32_t window_ms);
+    // A resumption's first words: the header with kFeaturePrecopyResume, then SESSION.
+    Status send_resuming_header(stream::ByteStream& st, uint32_t window_ms);
+    // Where the next try goes: the URI 'migrate -r' named last (`asked`), else the migration's own.
+    ResumeTo next_way(bool& asked);
     void say_goodbye();                           // SESSION with window 0: the destination stops waiting
     // The switchover as a commit (source_switchover.cc, resumable precopy only): after GO, the
     // destination's RUNNING, then DONE; a link that breaks before RUNNING leaves this side in doubt,

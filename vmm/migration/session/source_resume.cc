@@ -18,7 +18,6 @@ namespace vmm::migration {
 
 namespace {
 using Clock = SteadyClock;
-constexpr auto kRetryEvery = std::chrono::milliseconds(100);
 
 // Per block, the pages the host has populated (all of them when pagemap cannot be read).
 std::vector<std::vector<uint64_t>> populated_pages(const memory::GuestMemory& mem) {
@@ -72,6 +71,20 @@ Status MigrationSource::send_session(stream::ByteStream& st, uint32_t window_ms)
     return st.write(encode_record(r));
 }
 
+Status MigrationSource::send_resuming_header(stream::ByteStream& st, uint32_t window_ms) {
+    StreamHeader header = header_for(machine_);
+    header.features = header_features_ | kFeaturePrecopyResume;
+    if (auto s = st.write(encode_header(header)); !s) return s;
+    if (auto s = send_session(st, window_ms); !s) return s;
+    return st.flush();
+}
+
+MigrationSource::ResumeTo MigrationSource::next_way(bool& asked) {
+    std::lock_guard lock(mutex_);
+    asked = resume_to_.has_value();
+    return asked ? *resume_to_ : ResumeTo{&transport_, uri_};
+}
+
 Status MigrationSource::ride_out(Run& run, Error why) {
     auto paused_at = Clock::now();
     auto window = std::chrono::milliseconds(options_.params.resume_window_ms);
@@ -101,12 +114,8 @@ Status MigrationSource::ride_out(Run& run, Error why) {
                                      "try: {}",
                                      uri_.text, why.message(), window.count(), last.message()));
         }
-        ResumeTo to{&transport_, uri_};
         bool asked = false;
-        {
-            std::unique_lock lock(mutex_);
-            if (resume_to_) to = *resume_to_, asked = true;  // 'migrate -r URI': tried from now on
-        }
+        ResumeTo to = next_way(asked);
         auto done = reconnect_precopy(to, run, last);
         if (!done && asked && !cancel_.cancelled()) {
             // A URI the user gave that leads nowhere, or to a vmm that refuses: said, and the
@@ -124,7 +133,7 @@ Status MigrationSource::ride_out(Run& run, Error why) {
         if (!done) return done.error();
         if (*done) break;
         std::unique_lock lock(mutex_);
-        resume_cv_.wait_for(lock, kRetryEvery);
+        resume_cv_.wait_for(lock, kReconnectEvery);
     }
     {
         std::lock_guard lock(mutex_);
@@ -157,14 +166,8 @@ Result<std::unique_ptr<Connection>> MigrationSource::open_resumption(const Resum
         return None();
     }
     stream::ByteStream& st = (*conn)->stream();
-    StreamHeader header = header_for(machine_);
-    header.features = header_features_ | kFeaturePrecopyResume;
-    auto sent = [&]() -> Status {
-        if (auto s = st.write(encode_header(header)); !s) return s;
-        if (auto s = send_session(st, static_cast<uint32_t>(options_.params.resume_window_ms)); !s) return s;
-        if (auto s = st.flush(); !s) return s;
-        return st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms));
-    }();
+    auto sent = send_resuming_header(st, static_cast<uint32_t>(options_.params.resume_window_ms));
+    if (sent) sent = st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms));
     if (!sent) {
         last = sent.error();
         return None();
@@ -244,10 +247,8 @@ void MigrationSource::say_goodbye() {
     quick.params.io_timeout_ms = std::min<uint64_t>(quick.params.io_timeout_ms, 2000);
     auto conn = transport_.connect(context_for(machine_, uri_, [quick] { return quick; }, *token));
     if (!conn) return;  // gone already, or unreachable: it ends at its window
-    StreamHeader header = header_for(machine_);
-    header.features = header_features_ | kFeaturePrecopyResume;
     stream::ByteStream& st = (*conn)->stream();
-    if (st.write(encode_header(header)) && send_session(st, 0) && st.flush()) {
+    if (send_resuming_header(st, 0)) {
         (void)st.await_readable(std::chrono::milliseconds(quick.params.connect_timeout_ms));  // its answer, or its close
     }
 }

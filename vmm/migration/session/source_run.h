@@ -2,6 +2,7 @@
 // working stats, the rate limiter and the RAM saver. Private to the session.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,8 @@ namespace vmm::migration {
 
 // The pages of each of `mem`'s blocks (source_resume.cc).
 std::vector<uint64_t> pages_per_block(const memory::GuestMemory& mem);
+// How often a source whose link broke tries again (a resumption, or asking after GO).
+inline constexpr auto kReconnectEvery = std::chrono::milliseconds(100);
 
 struct MigrationSource::Run {
     Run(MigrationSource& src, Connection& c)

@@ -17,8 +17,7 @@
 namespace vmm::migration {
 
 namespace {
-using Clock = SteadyClock;  // NOLINT(misc-unused-using-decls)
-constexpr auto kAskEvery = std::chrono::milliseconds(100);
+using Clock = SteadyClock;
 }  // namespace
 
 void MigrationSource::cut_at(uint64_t step) {
@@ -78,16 +77,13 @@ Status MigrationSource::settle_in_doubt(Run& run, Error why) {
                                      "if it does not, 'cont -f' here runs it",
                                      uri_.text, why.message(), window.count(), last.message()));
         }
-        ResumeTo to{&transport_, uri_};
-        {
-            std::lock_guard lock(mutex_);
-            if (resume_to_) to = *resume_to_;
-        }
+        bool asked = false;
+        ResumeTo to = next_way(asked);
         auto settled = ask_destination(to, run, last);
         if (!settled) return settled.error();
         if (*settled) break;
         std::unique_lock lock(mutex_);
-        resume_cv_.wait_for(lock, kAskEvery);
+        resume_cv_.wait_for(lock, kReconnectEvery);
     }
     std::lock_guard lock(mutex_);
     ++stats_.precopy_resumes;
