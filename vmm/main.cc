@@ -67,13 +67,10 @@ Result<std::unique_ptr<monitor::MonitorServer>> start_monitor(monitor::Dispatche
 }
 
 Status apply_migration_defaults(const config::Config& cfg, migration::MigrationManager& mgr) {
-    const auto& m = cfg.migration;
-    if (auto s = mgr.set_parameter("downtime-limit", std::to_string(m.downtime_limit_ms)); !s) return s;
-    if (auto s = mgr.set_parameter("max-bandwidth", std::to_string(m.max_bandwidth)); !s) return s;
-    for (const auto& [name, on] : m.capabilities)
-        if (auto s = mgr.set_capability(name, on); !s) return s.error().context(cfg.source + ": [migration.capabilities]");
-    for (const auto& [name, value] : m.parameters)
-        if (auto s = mgr.set_parameter(name, value); !s) return s.error().context(cfg.source + ": [migration.parameters]");
+    for (const auto& m : cfg.migration.settings) {
+        Status s = m.capability ? mgr.set_capability(m.name, m.value == "on") : mgr.set_parameter(m.name, m.value);
+        if (!s) return s.error().context(m.where);
+    }
     return {};
 }
 

@@ -112,6 +112,31 @@ struct vmm_time_part {
     uint64_t us;      /* microseconds */
 };
 
+/* A setting the transport reads: a row of vmm's one settings table (appended to ABI 1; see
+ * vmm_transport_ops.settings). vmm lists it beside its own (info migrate_capabilities,
+ * info migrate_parameters, info migrate_settings with its help), checks every value a user sets
+ * against it, and passes the rows a user set to connect and listen (vmm_transport_args caps and
+ * params): capabilities as "on"/"off", integers and sizes in decimal ("2097152"), text as typed.
+ * A row not passed was never set: the plugin uses its fallback (and may tell the two apart). */
+struct vmm_setting {
+    const char *name;    /* "x-rdma-chunk-size"; the scheme, a dash, then any name */
+    const char *help;    /* one line: what it does, its unit, its default */
+    uint32_t kind;       /* VMM_SETTING_* */
+    uint32_t flags;      /* VMM_SETTING_F_* */
+    uint64_t min, max;   /* integers and sizes: the bounds, both included */
+    uint64_t fallback;   /* integers and sizes: the value when unset; capabilities: 0 or 1 */
+};
+
+#define VMM_SETTING_CAPABILITY 1u
+#define VMM_SETTING_INTEGER 2u
+#define VMM_SETTING_SIZE 3u /* an integer a user may type with k/m/g */
+#define VMM_SETTING_TEXT 4u
+
+#define VMM_SETTING_F_POWER_OF_TWO 1u /* integers and sizes: only powers of two */
+
+/* At most this many rows are read from a plugin's settings. */
+#define VMM_MAX_SETTINGS 64u
+
 struct vmm_transport_ops {
     uint32_t abi_version; /* VMM_TRANSPORT_ABI_VERSION */
     uint32_t struct_size; /* sizeof(struct vmm_transport_ops) */
@@ -214,6 +239,10 @@ struct vmm_transport_ops {
      * not wait for it. vmm calls it once, on a thread of its own, soon after it starts, possibly
      * while another thread connects or listens; it cannot fail (a later call says what is wrong). */
     void (*warm_up)(void);
+    /* Optional, appended to ABI 1: the settings this transport reads, as rows of vmm's settings
+     * table, ended by a row whose name is NULL. When present, vmm takes the names from here and
+     * not from `capabilities` and `parameters` (which a plugin still fills, for an older vmm). */
+    const struct vmm_setting *settings;
 };
 
 /* features bits. */

@@ -30,7 +30,8 @@ namespace rdma_migrate {
 
 struct SessionConfig {
     std::vector<LocalBlock> blocks;
-    uint64_t chunk_size = ChunkGeometry::kDefault;
+    uint64_t chunk_size = ChunkGeometry::kDefault;  // x-rdma-chunk-size
+    bool chunk_size_set = false;  // ... set by the user: a destination then takes no other size
     uint64_t pin_limit = 0;  // bytes registered at once per side, 0 = unlimited
     bool pin_all = false;    // asked for (source) / granted (after negotiation)
     uint32_t channels = 1;   // queue pairs (rdma-channels): asked for (source) / granted

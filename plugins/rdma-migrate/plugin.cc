@@ -2,9 +2,8 @@
 // calls into SourceSession or DestinationSession calls and their errors into one line in
 // vmm_err; no exception crosses. A call meant for the other side is refused, saying so.
 //
-// Parameters: rdma-chunk-size (power of two, default 1M), rdma-pin-limit (bytes registered at
-// once per side, default 0 = unlimited), rdma-channels (queue pairs, 1..16; 1). Capability:
-// rdma-pin-all (register all RAM up front on both sides). Environment, for tests only:
+// Settings: the rows of proto/settings.h (rdma-pin-all, x-rdma-chunk-size, rdma-pin-limit,
+// rdma-channels), which vmm lists and checks as its own. Environment, for tests only:
 // VMM_RDMA_ANNOUNCE_VERSION makes a source announce another protocol version;
 // VMM_RDMA_BASE_PROTOCOL=1 makes a source offer, and a destination grant, no vmm extension (the
 // base protocol as QEMU speaks it: 8-byte private data, 1 MiB chunks, one channel, one entry per
@@ -21,10 +20,12 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "proto/memlock.h"
+#include "proto/settings.h"
 #include "destination_session.h"
 #include "source_session.h"
 #include "trace.h"
@@ -36,8 +37,6 @@
 using namespace rdma_migrate;
 
 namespace {
-
-constexpr uint64_t kMaxChannels = 16;
 
 int fail(vmm_err* e, const std::string& text) {
     std::snprintf(e->text, sizeof(e->text), "%s", text.c_str());
@@ -81,19 +80,13 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
         c.blocks.push_back({b.name, static_cast<uint8_t*>(b.host), b.size, b.guest_addr});
     }
     assign_offsets(c.blocks);
-    for (uint32_t i = 0; i < a->param_count; ++i) {
-        std::string name = a->params[i].name;
-        auto v = vmm::parse_size(a->params[i].value);
-        if (!v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
-        if (name == "rdma-chunk-size") c.chunk_size = *v;
-        else if (name == "rdma-pin-limit") c.pin_limit = *v;
-        else if (name == "rdma-channels") {
-            if (*v < 1 || *v > kMaxChannels) return Error(fmt::format("rdma-channels {}: use 1..{}", *v, kMaxChannels));
-            c.channels = static_cast<uint32_t>(*v);
-        }
-    }
-    for (uint32_t i = 0; i < a->cap_count; ++i)
-        if (std::strcmp(a->caps[i].name, "rdma-pin-all") == 0) c.pin_all = std::strcmp(a->caps[i].value, "on") == 0;
+    auto settings = read_settings(a->caps, a->cap_count, a->params, a->param_count);
+    if (!settings) return settings.error();
+    c.pin_all = settings->pin_all;
+    c.chunk_size = settings->chunk_size;
+    c.chunk_size_set = settings->chunk_size_set;
+    c.pin_limit = settings->pin_limit;
+    c.channels = settings->channels;
     // Tests only: announce another protocol version, to check that a peer refuses it.
     if (const char* v = std::getenv("VMM_RDMA_ANNOUNCE_VERSION"); v != nullptr && *v != '\0') {
         c.announce_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
@@ -103,7 +96,7 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     if (auto s = tls_from(a, c); !s) return s.error();
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
     if (c.pin_limit != 0 && c.pin_limit < c.chunk_size) {
-        return Error(fmt::format("rdma-pin-limit {} is smaller than one chunk ({}): raise it or lower rdma-chunk-size",
+        return Error(fmt::format("rdma-pin-limit {} is smaller than one chunk ({}): raise it or lower x-rdma-chunk-size",
                                  c.pin_limit, c.chunk_size));
     }
     return c;
@@ -423,16 +416,25 @@ void do_abort(void* c, const char* reason) noexcept {
 }
 void do_close_listener(void* l) { delete static_cast<Listener*>(l); }
 
-const char* const kCaps[] = {"rdma-pin-all", nullptr};
-const char* const kParams[] = {"rdma-chunk-size", "rdma-pin-limit", "rdma-channels", nullptr};
+// The name lists an older vmm reads (one that knows no `settings`), made from the rows.
+struct NameLists {
+    std::vector<const char*> caps, params;
+    NameLists() {
+        for (const vmm_setting* r = setting_rows(); r->name != nullptr; ++r)
+            (r->kind == VMM_SETTING_CAPABILITY ? caps : params).push_back(r->name);
+        caps.push_back(nullptr);
+        params.push_back(nullptr);
+    }
+};
+const NameLists kNames;
 
 const vmm_transport_ops kOps = {
-    VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kCaps, kParams,
+    VMM_TRANSPORT_ABI_VERSION, sizeof(vmm_transport_ops), "rdma", kNames.caps.data(), kNames.params.data(),
     do_connect, do_listen, do_accept, do_close_listener, do_write, do_flush, do_read,
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
     ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums, pc_begin, pc_next_request,
     pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut, VMM_TRANSPORT_TLS, ram_sums_key,
-    setup_parts, warm_up,
+    setup_parts, warm_up, setting_rows(),
 };
 
 }  // namespace

@@ -40,7 +40,9 @@ qmp = "unix:/tmp/q.sock"
 downtime_limit_ms = 50
 max_bandwidth = "40g"
 capabilities = { auto-converge = true }
-parameters = { rdma-chunk-size = "1M", rdma-channels = 2 }
+parameters = { x-rdma-chunk-size = "1M", rdma-channels = 2 }
+x-resume-window = 0
+verify-ram = true
 )", "demo.toml");
     ASSERT_TRUE(c) << c.error().message();
     EXPECT_EQ(c->name, "demo");
@@ -57,10 +59,18 @@ parameters = { rdma-chunk-size = "1M", rdma-channels = 2 }
     EXPECT_EQ(c->serial.kind, SerialOutput::Kind::file);
     EXPECT_EQ(c->hmp.kind, Endpoint::Kind::stdio);
     EXPECT_EQ(c->qmp.path, "/tmp/q.sock");
-    EXPECT_EQ(c->migration.downtime_limit_ms, 50u);
-    EXPECT_EQ(c->migration.max_bandwidth, 40ull << 30);
-    EXPECT_TRUE(c->migration.capabilities.at("auto-converge"));
-    EXPECT_EQ(c->migration.parameters.at("rdma-channels"), "2");
+    // Every entry by its row's name, as the monitor takes it, with the place it was written.
+    std::vector<std::tuple<std::string, std::string, bool>> got;
+    for (const auto& m : c->migration.settings) got.emplace_back(m.name, m.value, m.capability);
+    EXPECT_EQ(got, (std::vector<std::tuple<std::string, std::string, bool>>{
+                       {"auto-converge", "on", true},
+                       {"downtime-limit", "50", false},
+                       {"max-bandwidth", "40g", false},
+                       {"rdma-channels", "2", false},
+                       {"x-rdma-chunk-size", "1M", false},
+                       {"verify-ram", "on", true},
+                       {"x-resume-window", "0", false}}));
+    EXPECT_EQ(c->migration.settings[1].where, "demo.toml:31:21") << "downtime_limit_ms's line";
 }
 
 TEST(Config, DefaultsGiveOneRamBlockAndTheIdlePayload) {

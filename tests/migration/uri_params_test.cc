@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "vmm/migration/session/params.h"
 #include "vmm/migration/wire/uri.h"
 
@@ -75,18 +77,64 @@ TEST(Settings, QemuNamesSizesAndBounds) {
               "unknown migration capability 'warp-drive'; 'info migrate_capabilities' lists them");
 }
 
-TEST(Settings, TransportNamesPassThroughOnceDeclared) {
+// A transport's rows (what the RDMA plugin declares through its ABI) are checked, listed and
+// explained as the core's are; the transport is handed only what a user set, in canonical text.
+TEST(Settings, TransportRowsAreCheckedListedAndHandedOverOnceDeclared) {
     Settings s;
     EXPECT_FALSE(s.set_capability("rdma-pin-all", true));
-    s.declare_transport_capability("rdma-pin-all");
-    s.declare_transport_parameter("rdma-chunk-size");
+    using K = TransportSetting::Kind;
+    s.declare_transport_setting({"rdma-pin-all", "pin it all", K::capability});
+    s.declare_transport_setting({"x-rdma-chunk-size", "the chunk", K::size, 1 << 20, 1 << 30, true, 1 << 20});
+    s.declare_transport_setting({"rdma-channels", "queue pairs", K::integer, 1, 16, false, 1});
+    auto listed = [&](const std::string& name) {
+        for (const auto& [n, v] : s.parameter_list())
+            if (n == name) return v;
+        return std::string("(not listed)");
+    };
+    EXPECT_EQ(listed("x-rdma-chunk-size"), "1048576") << "the fallback, until set";
+    EXPECT_TRUE(s.params.transport.empty()) << "nothing set: nothing handed over";
     ASSERT_TRUE(s.set_capability("rdma-pin-all", true));
-    ASSERT_TRUE(s.set_parameter("rdma-chunk-size", "2M"));
+    ASSERT_TRUE(s.set_parameter("x-rdma-chunk-size", "2M"));
     EXPECT_TRUE(s.caps.transport.at("rdma-pin-all"));
-    EXPECT_EQ(s.params.transport.at("rdma-chunk-size"), "2M");
-    bool listed = false;
-    for (const auto& [n, v] : s.parameter_list()) listed = listed || (n == "rdma-chunk-size" && v == "2M");
-    EXPECT_TRUE(listed);
+    EXPECT_EQ(s.params.transport.at("x-rdma-chunk-size"), "2097152");
+    EXPECT_EQ(listed("x-rdma-chunk-size"), "2097152");
+    EXPECT_EQ(s.set_parameter("x-rdma-chunk-size", "3M").error().message(),
+              "migration parameter 'x-rdma-chunk-size' must be a power of two from 1 MiB to 1 GiB, got '3M'");
+    EXPECT_EQ(s.set_parameter("x-rdma-chunk-size", "512k").error().message(),
+              "migration parameter 'x-rdma-chunk-size' must be a power of two from 1 MiB to 1 GiB, got '512k'");
+    EXPECT_FALSE(s.set_parameter("x-rdma-chunk-size", "2g"));
+    EXPECT_EQ(s.set_parameter("rdma-channels", "17").error().message(),
+              "migration parameter 'rdma-channels' must be an integer from 1 to 16, got '17'");
+    EXPECT_EQ(s.params.transport.at("x-rdma-chunk-size"), "2097152") << "a refused value changes nothing";
+    EXPECT_FALSE(s.set_capability("x-rdma-chunk-size", true)) << "a parameter is not a capability";
+    EXPECT_EQ(s.set_parameter("rdma-chunk-size", "2M").error().message(),
+              "unknown migration parameter 'rdma-chunk-size' (did you mean 'x-rdma-chunk-size'?); 'info "
+              "migrate_parameters' lists them");
+    bool described = false;
+    for (const auto& d : s.describe()) {
+        if (d.name != "x-rdma-chunk-size") continue;
+        described = true;
+        EXPECT_EQ(d.kind, "size");
+        EXPECT_EQ(d.value, "2097152");
+        EXPECT_EQ(d.range, "a power of two from 1 MiB to 1 GiB");
+        EXPECT_EQ(d.help, "the chunk");
+    }
+    EXPECT_TRUE(described);
+}
+
+// Every core row is described too, with its range where it has one.
+TEST(Settings, DescribeExplainsEveryRow) {
+    Settings s;
+    auto d = s.describe();
+    ASSERT_EQ(d.size(), setting_rows().size());
+    for (const auto& row : d) EXPECT_FALSE(row.help.empty()) << row.name;
+    auto it = std::find_if(d.begin(), d.end(), [](const auto& r) { return r.name == "downtime-limit"; });
+    ASSERT_NE(it, d.end());
+    EXPECT_EQ(it->range, "from 1 to 2000000");
+    EXPECT_EQ(it->value, "300");
+    it = std::find_if(d.begin(), d.end(), [](const auto& r) { return r.name == "max-bandwidth"; });
+    ASSERT_NE(it, d.end());
+    EXPECT_TRUE(it->live);
 }
 
 }  // namespace vmm::migration

@@ -148,28 +148,36 @@ Status read_monitor(const TableReader& r, Config& c) {
     return {};
 }
 
+// One [migration] entry: a boolean is a capability, a string or an integer a parameter.
+Status read_migration_entry(const TableReader& r, std::string_view key, const toml::node& value, bool capability,
+                            Config& c) {
+    MigrationSetting m{std::string(key), "", capability, r.where(value.source())};
+    if (capability && value.is_boolean()) m.value = value.as_boolean()->get() ? "on" : "off";
+    else if (!capability && value.is_string()) m.value = value.as_string()->get();
+    else if (!capability && value.is_integer() && value.as_integer()->get() >= 0) m.value = std::to_string(value.as_integer()->get());
+    else return r.error_at(value, key, capability ? "expected true or false" : "expected a string or a non-negative integer");
+    c.migration.settings.push_back(std::move(m));
+    return {};
+}
+
+// [migration]: any setting of the table by its monitor name (`downtime-limit = 50`,
+// `auto-converge = true`, `x-rdma-chunk-size = "2M"`), or in the sub-tables `capabilities` and
+// `parameters`; downtime_limit_ms and max_bandwidth are older spellings of two rows.
 Status read_migration(const TableReader& r, Config& c) {
-    if (auto s = r.only_keys({"downtime_limit_ms", "max_bandwidth", "capabilities", "parameters"}); !s) return s;
-    auto dl = r.integer("downtime_limit_ms", 1, 2000000);
-    if (!dl) return dl.error();
-    if (*dl) c.migration.downtime_limit_ms = static_cast<uint64_t>(**dl);
-    auto bw = r.size("max_bandwidth");
-    if (!bw) return bw.error();
-    if (*bw) c.migration.max_bandwidth = **bw;
-    if (const toml::node* caps = r.node("capabilities")) {
-        if (!caps->is_table()) return r.error_at(*caps, "capabilities", "expected a table of name = true|false");
-        for (auto&& [key, value] : *caps->as_table()) {
-            if (!value.is_boolean()) return r.error_at(value, std::string("capabilities.") + std::string(key.str()), "expected true or false");
-            c.migration.capabilities[std::string(key.str())] = value.as_boolean()->get();
+    static constexpr std::pair<std::string_view, std::string_view> kOlderSpellings[] = {
+        {"downtime_limit_ms", "downtime-limit"}, {"max_bandwidth", "max-bandwidth"}};
+    for (auto&& [key, value] : r.table()) {
+        std::string_view name = key.str();
+        if (name == "capabilities" || name == "parameters") {
+            if (!value.is_table()) return r.error_at(value, name, "expected a table of name = value");
+            TableReader sub(*value.as_table(), r.section() + "." + std::string(name), r.file());
+            for (auto&& [k, v] : *value.as_table())
+                if (auto s = read_migration_entry(sub, k.str(), v, name == "capabilities", c); !s) return s;
+            continue;
         }
-    }
-    if (const toml::node* params = r.node("parameters")) {
-        if (!params->is_table()) return r.error_at(*params, "parameters", "expected a table of name = value");
-        for (auto&& [key, value] : *params->as_table()) {
-            if (value.is_string()) c.migration.parameters[std::string(key.str())] = value.as_string()->get();
-            else if (value.is_integer()) c.migration.parameters[std::string(key.str())] = std::to_string(value.as_integer()->get());
-            else return r.error_at(value, std::string("parameters.") + std::string(key.str()), "expected a string or an integer");
-        }
+        for (auto [older, row] : kOlderSpellings)
+            if (name == older) name = row;
+        if (auto s = read_migration_entry(r, name, value, value.is_boolean(), c); !s) return s;
     }
     return {};
 }

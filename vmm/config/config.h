@@ -35,12 +35,19 @@ struct SerialOutput {
 };
 Result<SerialOutput> parse_serial_output(std::string_view text);
 
-// Defaults the migration issue's monitor commands start from (QEMU's names and defaults).
+// A migration setting from the config file's [migration] table, applied as if typed at the
+// monitor (migrate_set_capability / migrate_set_parameter): its name and value are checked
+// against the one settings table then (migration/session/params.h, transports' rows included),
+// and a bad one is reported at `where`, the file and line it was written on.
+struct MigrationSetting {
+    std::string name;
+    std::string value;  // capabilities: "on" or "off"
+    bool capability = false;
+    std::string where;  // "vmm.toml:12:1"
+};
+
 struct MigrationDefaults {
-    uint64_t downtime_limit_ms = 300;
-    uint64_t max_bandwidth = 0;  // bytes per second; 0 = unlimited
-    std::map<std::string, bool> capabilities;
-    std::map<std::string, std::string> parameters;  // passed through to the transport
+    std::vector<MigrationSetting> settings;  // in the order the file gives them
 };
 
 struct Config {

@@ -35,9 +35,11 @@ public:
     Error error_here(std::string_view what) const;
     const std::string& file() const { return file_; }
     const std::string& section() const { return section_; }
+    const toml::table& table() const { return table_; }
+    // "file:line:column" of a place in the file.
+    std::string where(const toml::source_region& src) const;
 
 private:
-    std::string where(const toml::source_region& src) const;
 
     const toml::table& table_;
     std::string section_;

@@ -371,6 +371,25 @@ void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
                for (const auto& c : j) out += fmt::format("{}: {}\n", str(c, "capability"), flag(c, "state") ? "on" : "off");
                return out;
            }});
+    t.add({"info migrate_settings", "x-query-migrate-settings", {},
+           "every migration setting: its kind, value, range and what it does (transports' too, once used)",
+           [&mgr](const Json&) -> Result<Json> {
+               Json out = Json::array();
+               for (const auto& d : mgr.settings().describe()) {
+                   out.push_back({{"name", d.name}, {"kind", d.kind}, {"value", d.value}, {"range", d.range},
+                                  {"live", d.live}, {"help", d.help}});
+               }
+               return out;
+           },
+           [](const Json& j) {
+               std::string out;
+               for (const auto& d : j) {
+                   std::string range = str(d, "range");
+                   out += fmt::format("{} = {}   ({}{}{})\n    {}\n", str(d, "name"), str(d, "value"), str(d, "kind"),
+                                      range.empty() ? "" : ", " + range, flag(d, "live") ? ", live" : "", str(d, "help"));
+               }
+               return out;
+           }});
     t.add({"info migrate_parameters", "query-migrate-parameters", {}, "migration parameters",
            [&mgr](const Json&) -> Result<Json> {
                Json out = Json::object();

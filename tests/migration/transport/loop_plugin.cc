@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <new>
 #include <string>
 #include <vector>
@@ -306,9 +307,37 @@ const vmm_transport_ops kFullOps = {
     nullptr, nullptr, nullptr, nullptr, ram_features, ram_sums, ram_on_sums,
 };
 
+// The same names as rows of vmm's settings table (vmm_setting): vmm checks and explains them.
+const vmm_setting kRows[] = {
+    {"loop-verify", "loop: check each page written against the source's", VMM_SETTING_CAPABILITY, 0, 0, 1, 0},
+    {"loop-sums", "loop: the RAM channel carries verify-ram's sums", VMM_SETTING_CAPABILITY, 0, 0, 1, 0},
+    {"loop-chunk-size", "loop: bytes per RAM channel write", VMM_SETTING_SIZE, VMM_SETTING_F_POWER_OF_TWO, 4096,
+     1 << 20, 65536},
+    {nullptr, nullptr, 0, 0, 0, 0, 0},
+};
+
+// A row vmm must refuse when it loads the plugin: its fallback is outside its bounds.
+const vmm_setting kBadRows[] = {
+    {"loop-chunk-size", "loop: bytes per write", VMM_SETTING_SIZE, 0, 4096, 1 << 20, 1},
+    {nullptr, nullptr, 0, 0, 0, 0, 0},
+};
+
+vmm_transport_ops with_rows(const vmm_setting* rows) {
+    vmm_transport_ops ops = kFullOps;
+    ops.settings = rows;
+    return ops;
+}
+const vmm_transport_ops kRowsOps = with_rows(kRows);
+const vmm_transport_ops kBadRowsOps = with_rows(kBadRows);
+
 }  // namespace
 
+// VMM_LOOP_FULL_TABLE: unset, the oldest table; "1" every member but `settings`; "rows" with
+// its settings' rows; "bad-rows" with a malformed row.
 extern "C" __attribute__((visibility("default"))) const vmm_transport_ops* vmm_transport_plugin_v1(void) {
     const char* full = std::getenv("VMM_LOOP_FULL_TABLE");
-    return full != nullptr && std::strcmp(full, "1") == 0 ? &kFullOps : &kOps;
+    std::string_view which = full != nullptr ? full : "";
+    if (which == "rows") return &kRowsOps;
+    if (which == "bad-rows") return &kBadRowsOps;
+    return which == "1" ? &kFullOps : &kOps;
 }

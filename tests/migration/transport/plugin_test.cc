@@ -31,6 +31,44 @@ TEST(Plugin, MigrationThroughAPluginTransportAndItsRamChannel) {
     EXPECT_TRUE(eventually([&] { return dst->guest_value("steps") > steps + 1; }, 60));
 }
 
+// A plugin that declares its settings as rows (vmm_setting): vmm lists them with their fallback
+// until set, explains them (info migrate_settings), refuses a value outside a row in one line of
+// its own, and hands the plugin what was set; a malformed row refuses the plugin at load.
+TEST(Plugin, ItsSettingsAreRowsOfTheOneTable) {
+    VMM_REQUIRE(need::kvm());
+    PluginDir plugins(VMM_TEST_PLUGIN_DIR);
+    ScopedEnv rows("VMM_LOOP_FULL_TABLE", "rows");
+    std::string uri = local_uri("loop", free_tcp_port());
+    auto src = Vm::start("rows-src", {"--guest", "idle", "-m", "64M", "--prefill", "8M"});
+    auto dst = Vm::start("rows-dst", {"-m", "64M", "-S", "--incoming", uri});
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_parameter loop-chunk-size 3000"),
+              "Error: migration parameter 'loop-chunk-size' must be a power of two from 4 KiB to 1 MiB, got '3000'\n");
+    EXPECT_NE(src->cmd("info migrate_parameters").find("loop-chunk-size: 65536\n"), std::string::npos)
+        << "the row's fallback, until set";
+    std::string help = src->cmd("info migrate_settings");
+    EXPECT_NE(help.find("loop-chunk-size = 65536   (size, a power of two from 4 KiB to 1 MiB)\n    loop: bytes per RAM "
+                        "channel write\n"),
+              std::string::npos)
+        << help;
+    EXPECT_NE(help.find("downtime-limit = 300   (integer, from 1 to 2000000)\n    longest acceptable pause, ms\n"),
+              std::string::npos)
+        << help;
+    ASSERT_EQ(src->cmd("migrate_set_parameter loop-chunk-size 128k"), "");
+    EXPECT_NE(src->cmd("info migrate_parameters").find("loop-chunk-size: 131072\n"), std::string::npos);
+    std::string out = src->cmd("migrate " + uri);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log();
+    EXPECT_EQ(src->ramhash(), dst->ramhash());
+
+    ScopedEnv bad("VMM_LOOP_FULL_TABLE", "bad-rows");
+    auto other = Vm::start("badrows-src", {"--guest", "idle", "-m", "64M"});
+    ASSERT_TRUE(other);
+    std::string refused = other->cmd("migrate_set_parameter loop-chunk-size 65536");
+    EXPECT_NE(refused.find("setting 'loop-chunk-size': its fallback 1 is outside 4096..1048576"), std::string::npos)
+        << refused;
+    EXPECT_EQ(std::count(refused.begin(), refused.end(), '\n'), 1) << refused;
+}
+
 TEST(Plugin, ProgressMovesDuringARoundThroughTheRamChannel) {
     VMM_REQUIRE(need::kvm());
     PluginDir plugins(VMM_TEST_PLUGIN_DIR);

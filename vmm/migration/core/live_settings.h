@@ -17,6 +17,7 @@ enum class Live : uint8_t {
     max_bandwidth,           // precopy's cap, bytes/s (0 = unlimited)
     max_postcopy_bandwidth,  // postcopy's background push, bytes/s
     postcopy_readahead,      // bytes past requests in order that go at once
+    count_                   // not a slot: how many there are
 };
 
 class LiveSettings {
@@ -30,7 +31,7 @@ public:
     }
 
 private:
-    static constexpr size_t kSlots = 3;
+    static constexpr size_t kSlots = static_cast<size_t>(Live::count_);
     static constexpr size_t index(Live s) { return static_cast<size_t>(s); }
     std::array<std::atomic<uint64_t>, kSlots> values_{};
 };

@@ -41,19 +41,29 @@ void MigrationManager::warm_transports() {
 Settings MigrationManager::settings() const { return settings_->get(); }
 
 // "rdma-pin-all" belongs to the rdma: transport: load its plugin so it can declare its names.
-Status MigrationManager::declare_plugin_names(const std::string& name) {
-    size_t dash = name.find('-');
-    if (dash == std::string::npos || dash == 0) return Error("not a transport's name");
-    auto t = registry_.get(name.substr(0, dash));
+Result<bool> MigrationManager::declare_plugin_names(const std::string& name) {
+    // A transport's names are SCHEME-NAME, or x-SCHEME-NAME for an experimental one (QEMU's x-).
+    std::string_view rest = name.rfind("x-", 0) == 0 ? std::string_view(name).substr(2) : std::string_view(name);
+    size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0) return false;
+    std::string scheme(rest.substr(0, dash));
+    if (!TransportRegistry::built_in(scheme) && !TransportRegistry::find_plugin(scheme)) return false;
+    auto t = registry_.get(scheme);
     if (!t) return t.error();
     declare_names(**t);
-    return {};
+    return true;
+}
+
+Status MigrationManager::retry_with_plugin_names(const std::string& name, Status first, const std::function<Status()>& set) {
+    if (first) return first;
+    auto declared = declare_plugin_names(name);
+    if (!declared) return declared.error();
+    return *declared ? set() : first;
 }
 
 void MigrationManager::declare_names(const Transport& t) {
     settings_->change([&](Settings& s) {
-        for (const auto& c : t.capabilities()) s.declare_transport_capability(c);
-        for (const auto& p : t.parameters()) s.declare_transport_parameter(p);
+        for (const auto& row : t.settings()) s.declare_transport_setting(row);
     });
 }
 
@@ -83,24 +93,23 @@ Status MigrationManager::set_capability(const std::string& name, bool on) {
     std::lock_guard lock(mutex_);
     if (auto s = check_not_taken(name); !s) return s;
     auto set = [&] { return settings_->change([&](Settings& s) { return s.set_capability(name, on); }); };
-    auto s = set();
-    if (s || !declare_plugin_names(name)) return s;
-    return set();
+    return retry_with_plugin_names(name, set(), set);
 }
 
 Status MigrationManager::set_parameter(const std::string& name, const std::string& value) {
     std::lock_guard lock(mutex_);
     if (auto s = check_not_taken(name); !s) return s;
-    if (name == "tls-creds" && !value.empty() && incoming_ && incoming_->waits_without_tls()) {
-        return Error(fmt::format("tls-creds: this destination listens on {}, which carries no TLS (tcp: and unix: do)",
+    const SettingRow* row = find_setting(name);
+    bool credentials = row != nullptr && row->credentials && !value.empty();
+    if (credentials && incoming_ && incoming_->waits_without_tls()) {
+        return Error(fmt::format("{}: this destination listens on {}, which carries no TLS (tcp: and unix: do)", name,
                                  incoming_->stats().uri));
     }
     auto set = [&] { return settings_->change([&](Settings& s) { return s.set_parameter(name, value); }); };
-    auto s = set();
-    if (!s && declare_plugin_names(name)) s = set();
+    auto s = retry_with_plugin_names(name, set(), set);
     // As QEMU loads a tls-creds object when it is made: the first handshake then only does the
     // handshake (a key and certificate left unreadable are reported by the migration, saying which).
-    if (s && name == "tls-creds" && !value.empty()) stream::TlsCredentials::warm(value);
+    if (s && credentials) stream::TlsCredentials::warm(value);
     // Like QEMU, a live setting (a bandwidth cap) applies to the migration already running: it
     // reads settings_->live() as it goes.
     return s;

@@ -48,7 +48,11 @@ public:
     MigrationStats query() const;
 
 private:
-    Status declare_plugin_names(const std::string& name);
+    // The rows of the transport a name belongs to (SCHEME-... or x-SCHEME-...): true once declared,
+    // false when no transport has that scheme, an error when its plugin is there but cannot load.
+    Result<bool> declare_plugin_names(const std::string& name);
+    // `set()` again once the name's transport has declared its rows; else what `first` said.
+    Status retry_with_plugin_names(const std::string& name, Status first, const std::function<Status()>& set);
     void declare_names(const Transport& t);
     Status check_not_taken(const std::string& name) const;  // the capability and parameter names `t` reads
     Status check_tls(const Transport& t) const;  // tls-creds set: only a transport that carries TLS

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "vmm/common/units.h"
 
@@ -28,6 +29,11 @@ SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, std::op
 
 SettingRow text(std::string_view name, std::string P::*field, std::string_view help) {
     return {name, help, Kind::text, nullptr, nullptr, 0, 0, std::nullopt, false, field};
+}
+
+SettingRow credentials(SettingRow row) {
+    row.credentials = true;
+    return row;
 }
 
 // The row, marked as one a transport's listener is given.
@@ -94,10 +100,10 @@ const std::vector<SettingRow>& setting_rows() {
         size("x-postcopy-readahead", &P::postcopy_readahead, uint64_t{1} << 30, Live::postcopy_readahead,
              "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held "
              "back by max-postcopy-bandwidth but counted against it (0 = none)"),
-        text("tls-creds", &P::tls_creds,
+        credentials(text("tls-creds", &P::tls_creds,
              "tcp/unix: a directory of x509 credentials (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
              "client-cert.pem, client-key.pem): every connection of the migration is TLS 1.3, both sides authenticated; "
-             "empty = plaintext"),
+             "empty = plaintext")),
         text("tls-hostname", &P::tls_hostname,
              "source: the name the destination's certificate must carry (default: the URI's host)"),
         text("tls-authz", &P::tls_authz,
@@ -120,14 +126,21 @@ const SettingRow* find_setting(std::string_view name) {
     return it == rows.end() ? nullptr : &*it;
 }
 
-void Settings::declare_transport_capability(std::string name) {
-    if (std::find(transport_caps_.begin(), transport_caps_.end(), name) == transport_caps_.end())
-        transport_caps_.push_back(std::move(name));
+void Settings::declare_transport_setting(const TransportSetting& row) {
+    if (find_setting(row.name) != nullptr || transport_row(row.name) != nullptr) return;
+    transport_rows_.push_back(row);
 }
 
-void Settings::declare_transport_parameter(std::string name) {
-    if (std::find(transport_params_.begin(), transport_params_.end(), name) == transport_params_.end())
-        transport_params_.push_back(std::move(name));
+// A name that is a row's but for QEMU's experimental "x-" (rdma-chunk-size, now x-rdma-chunk-size).
+std::string Settings::did_you_mean(std::string_view name) const {
+    std::string other = name.rfind("x-", 0) == 0 ? std::string(name.substr(2)) : "x-" + std::string(name);
+    bool known = find_setting(other) != nullptr || transport_row(other) != nullptr;
+    return known ? fmt::format(" (did you mean '{}'?)", other) : "";
+}
+
+const TransportSetting* Settings::transport_row(std::string_view name) const {
+    auto it = std::find_if(transport_rows_.begin(), transport_rows_.end(), [&](const auto& r) { return r.name == name; });
+    return it == transport_rows_.end() ? nullptr : &*it;
 }
 
 Status Settings::set_capability(std::string_view name, bool on) {
@@ -135,28 +148,45 @@ Status Settings::set_capability(std::string_view name, bool on) {
         caps.*(row->cap) = on;
         return {};
     }
-    if (std::find(transport_caps_.begin(), transport_caps_.end(), name) != transport_caps_.end()) {
+    if (const TransportSetting* row = transport_row(name); row != nullptr && row->kind == TransportSetting::Kind::capability) {
         caps.transport[std::string(name)] = on;
         return {};
     }
-    return Error(fmt::format("unknown migration capability '{}'; 'info migrate_capabilities' lists them", name));
+    return Error(fmt::format("unknown migration capability '{}'{}; 'info migrate_capabilities' lists them", name,
+                             did_you_mean(name)));
+}
+
+namespace {
+
+// What a number must be: a row's bounds, whichever table it is in.
+struct Bounds {
+    bool size;  // takes k/m/g
+    uint64_t min, max;
+    bool power_of_two;
+};
+
+std::string range_text(const Bounds& b) {
+    auto n = [&](uint64_t v) { return b.size ? format_size(v) : std::to_string(v); };
+    if (b.max == UINT64_MAX) return b.min == 0 ? "" : fmt::format("at least {}", n(b.min));
+    return fmt::format("{}from {} to {}", b.power_of_two ? "a power of two " : "", n(b.min), n(b.max));
 }
 
 // A row's value from the text typed: a size (k/m/g) or a plain integer, within the row's bounds.
-static Result<uint64_t> parse_value(const SettingRow& row, std::string_view value) {
-    if (row.kind == Kind::size) {
-        auto v = parse_size(value);
-        if (!v) return Error(fmt::format("migration parameter '{}': {}", row.name, v.error().message()));
-        if (*v > row.max) return Error(fmt::format("migration parameter '{}': {} is more than {} bytes", row.name, value, row.max));
-        return *v;
-    }
-    auto v = parse_uint(value);
-    if (!v || *v < row.min || *v > row.max) {
-        return Error(fmt::format("migration parameter '{}' must be an integer from {} to {}, got '{}'", row.name, row.min,
-                                 row.max, value));
-    }
-    return *v;
+Result<uint64_t> parse_value(std::string_view name, const Bounds& b, std::string_view value) {
+    auto v = b.size ? parse_size(value) : parse_uint(value);
+    bool fits = v && *v >= b.min && *v <= b.max && (!b.power_of_two || std::has_single_bit(*v));
+    if (fits) return *v;
+    if (b.size && !v) return Error(fmt::format("migration parameter '{}': {}", name, v.error().message()));
+    return Error(fmt::format("migration parameter '{}' must be {}{}, got '{}'", name, b.size ? "" : "an integer ",
+                             range_text(b), value));
 }
+
+Bounds bounds(const SettingRow& r) { return {r.kind == Kind::size, r.min, r.max, false}; }
+Bounds bounds(const TransportSetting& r) {
+    return {r.kind == TransportSetting::Kind::size, r.min, r.max, r.power_of_two};
+}
+
+}  // namespace
 
 Status Settings::set_parameter(std::string_view name, std::string_view value) {
     if (const SettingRow* row = find_setting(name); row != nullptr && row->kind == Kind::text) {
@@ -164,25 +194,33 @@ Status Settings::set_parameter(std::string_view name, std::string_view value) {
         return {};
     }
     if (const SettingRow* row = find_setting(name); row != nullptr && row->kind != Kind::capability) {
-        auto v = parse_value(*row, value);
+        auto v = parse_value(name, bounds(*row), value);
         if (!v) return v.error();
         params.*(row->param) = *v;
         return {};
     }
-    if (std::find(transport_params_.begin(), transport_params_.end(), name) != transport_params_.end()) {
-        params.transport[std::string(name)] = std::string(value);
+    if (const TransportSetting* row = transport_row(name); row != nullptr && row->kind != TransportSetting::Kind::capability) {
+        if (row->kind == TransportSetting::Kind::text) {
+            params.transport[std::string(name)] = std::string(value);
+            return {};
+        }
+        auto v = parse_value(name, bounds(*row), value);
+        if (!v) return v.error();
+        params.transport[std::string(name)] = std::to_string(*v);
         return {};
     }
-    return Error(fmt::format("unknown migration parameter '{}'; 'info migrate_parameters' lists them", name));
+    return Error(fmt::format("unknown migration parameter '{}'{}; 'info migrate_parameters' lists them", name,
+                             did_you_mean(name)));
 }
 
 std::vector<std::pair<std::string, bool>> Settings::capability_list() const {
     std::vector<std::pair<std::string, bool>> out;
     for (const SettingRow& row : setting_rows())
         if (row.kind == Kind::capability) out.emplace_back(row.name, caps.*(row.cap));
-    for (const auto& n : transport_caps_) {
-        auto it = caps.transport.find(n);
-        out.emplace_back(n, it != caps.transport.end() && it->second);
+    for (const auto& row : transport_rows_) {
+        if (row.kind != TransportSetting::Kind::capability) continue;
+        auto it = caps.transport.find(row.name);
+        out.emplace_back(row.name, it != caps.transport.end() ? it->second : row.fallback != 0);
     }
     return out;
 }
@@ -192,9 +230,37 @@ std::vector<std::pair<std::string, std::string>> Settings::parameter_list() cons
     for (const SettingRow& row : setting_rows())
         if (row.kind == Kind::text) out.emplace_back(row.name, params.*(row.text));
         else if (row.kind != Kind::capability) out.emplace_back(row.name, std::to_string(params.*(row.param)));
-    for (const auto& n : transport_params_) {
-        auto it = params.transport.find(n);
-        out.emplace_back(n, it != params.transport.end() ? it->second : "");
+    for (const auto& row : transport_rows_) {
+        if (row.kind == TransportSetting::Kind::capability) continue;
+        auto it = params.transport.find(row.name);
+        std::string fallback = row.kind == TransportSetting::Kind::text ? "" : std::to_string(row.fallback);
+        out.emplace_back(row.name, it != params.transport.end() ? it->second : fallback);
+    }
+    return out;
+}
+
+std::vector<Settings::Described> Settings::describe() const {
+    static constexpr const char* kKinds[] = {"capability", "integer", "size", "text"};
+    std::vector<Described> out;
+    auto caps_now = capability_list();
+    auto params_now = parameter_list();
+    auto value_of = [&](const std::string& name) -> std::string {
+        for (const auto& [n, on] : caps_now)
+            if (n == name) return on ? "on" : "off";
+        for (const auto& [n, v] : params_now)
+            if (n == name) return v;
+        return "";
+    };
+    for (const SettingRow& r : setting_rows()) {
+        std::string name(r.name);
+        bool number = r.kind == Kind::integer || r.kind == Kind::size;
+        out.push_back({name, kKinds[static_cast<int>(r.kind)], value_of(name), number ? range_text(bounds(r)) : "",
+                       std::string(r.help), r.live.has_value()});
+    }
+    for (const auto& r : transport_rows_) {
+        bool number = r.kind == TransportSetting::Kind::integer || r.kind == TransportSetting::Kind::size;
+        out.push_back({r.name, kKinds[static_cast<int>(r.kind)], value_of(r.name), number ? range_text(bounds(r)) : "",
+                       r.help, false});
     }
     return out;
 }

@@ -2,8 +2,9 @@
 // (setting_rows(), params.cc) holds every setting the core knows, a row each (name, help, type and
 // bounds, the field that holds it, whether it reaches a migration under way); setting, listing
 // and the monitors' help all read it. Adding a setting is one row there plus the code that uses
-// it. Names the core does not know but a transport declares (e.g. the RDMA plugin's rdma-*) are
-// passed through to that transport as text.
+// it. A transport adds rows of its own (TransportSetting, options.h: the RDMA plugin's through its
+// ABI, the file transport's file-base): checked, listed and explained as the core's are, and
+// handed to the transport as canonical text.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ struct SettingRow {
     // listening, so a waiting destination cannot change it; transport.h).
     bool listener_reads = false;
     std::string Parameters::*text = nullptr;  // text rows
+    // A credentials setting (tls-creds): refused on a destination that waits on a transport
+    // without TLS, and its files read ahead when set (so the first handshake only shakes hands).
+    bool credentials = false;
 };
 
 // Every setting of the core, capabilities first, in the order the monitors list them.
@@ -49,9 +53,10 @@ const SettingRow* find_setting(std::string_view name);
 // reach a migration under way too (MigrationManager).
 class Settings : public Options {
 public:
-    // Names a transport accepts (added by the transport registry).
-    void declare_transport_capability(std::string name);
-    void declare_transport_parameter(std::string name);
+    // A transport's row (the manager adds a transport's rows when it first meets it). Listed with
+    // its fallback until set; the transport is handed only the values a user set (caps.transport,
+    // params.transport), so it can tell a size it was told from its own default.
+    void declare_transport_setting(const TransportSetting& row);
 
     Status set_capability(std::string_view name, bool on);
     // `value` as typed: sizes for max-bandwidth ("40g"), integers elsewhere.
@@ -59,9 +64,18 @@ public:
     std::vector<std::pair<std::string, bool>> capability_list() const;
     std::vector<std::pair<std::string, std::string>> parameter_list() const;
 
+    // Every row, the core's then the transports', as the monitors explain them
+    // (`info migrate_settings`).
+    struct Described {
+        std::string name, kind, value, range, help;
+        bool live = false;  // reaches a migration under way
+    };
+    std::vector<Described> describe() const;
+
 private:
-    std::vector<std::string> transport_caps_;
-    std::vector<std::string> transport_params_;
+    const TransportSetting* transport_row(std::string_view name) const;
+    std::string did_you_mean(std::string_view name) const;
+    std::vector<TransportSetting> transport_rows_;
 };
 
 // The one object the monitors write settings to and every migration reads them from: a

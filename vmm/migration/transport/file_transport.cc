@@ -46,7 +46,12 @@ class FileTransport final : public Transport {
 public:
     std::string scheme() const override { return "file"; }
     bool has_peer() const override { return false; }
-    std::vector<std::string> parameters() const override { return {file::kBaseParameter}; }
+    std::vector<TransportSetting> settings() const override {
+        return {{.name = file::kBaseParameter,
+                 .help = "file: a save this vmm made last, by path: the next 'migrate file:PATH' writes only the pages "
+                         "dirtied since it, and a restore reads the chain (empty = a full save)",
+                 .kind = TransportSetting::Kind::text}};
+    }
     Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override { return file::open_save(ctx); }
     Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override { return file::open_restore(ctx); }
 };

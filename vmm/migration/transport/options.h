@@ -56,7 +56,21 @@ struct Parameters {
     std::string tls_hostname;  // source: the name the destination's certificate must carry (default: the URI's host)
     std::string tls_authz;     // destination: source certificate names accepted (tls_credentials.h; empty = any)
     uint64_t tls_rekey_records = uint64_t{1} << 24;  // TLS records a writer sends under one key (tls_stream.h)
-    std::map<std::string, std::string> transport;  // e.g. rdma-chunk-size
+    std::map<std::string, std::string> transport;  // e.g. x-rdma-chunk-size, as canonical text ("2097152")
+};
+
+// A setting a transport reads beyond the core's (rdma-pin-all, x-rdma-chunk-size, file-base): a row
+// of the one settings table (params.h) that the transport declares (a plugin through its ABI's
+// vmm_setting rows). The core checks a value against it before the transport sees it, lists it
+// with its help (and its fallback until set), and hands the transport the values a user set.
+struct TransportSetting {
+    enum class Kind { capability, integer, size, text };  // size: an integer that takes k/m/g
+    std::string name;
+    std::string help;
+    Kind kind = Kind::text;
+    uint64_t min = 0, max = UINT64_MAX;
+    bool power_of_two = false;  // integers and sizes: only powers of two
+    uint64_t fallback = 0;      // the value when unset (capabilities: 0 or 1; text rows: "")
 };
 
 struct Options {

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "vmm/plugin_abi.h"
+#include "vmm/migration/transport/plugin_settings.h"
 #include "vmm/migration/transport/registry.h"
 #include "vmm/migration/wire/page_sums.h"
 
@@ -332,10 +333,10 @@ private:
 
 class PluginTransport final : public Transport {
 public:
-    PluginTransport(Library lib, const vmm_transport_ops* ops) : lib_(std::move(lib)), ops_(ops) {}
+    PluginTransport(Library lib, const vmm_transport_ops* ops, std::vector<TransportSetting> settings)
+        : lib_(std::move(lib)), ops_(ops), settings_(std::move(settings)) {}
     std::string scheme() const override { return ops_->scheme; }
-    std::vector<std::string> capabilities() const override { return names(ops_->capabilities); }
-    std::vector<std::string> parameters() const override { return names(ops_->parameters); }
+    std::vector<TransportSetting> settings() const override { return settings_; }
     bool listener_reads_settings_late() const override { return false; }  // vmm_transport_args, at listen
     bool carries_tls() const override {
         bool has = ops_->struct_size >= offsetof(vmm_transport_ops, features) + sizeof ops_->features;
@@ -362,13 +363,9 @@ public:
     }
 
 private:
-    static std::vector<std::string> names(const char* const* list) {
-        std::vector<std::string> out;
-        for (; list != nullptr && *list != nullptr; ++list) out.emplace_back(*list);
-        return out;
-    }
     Library lib_;
     const vmm_transport_ops* ops_;
+    std::vector<TransportSetting> settings_;
 };
 
 Status check_table(const vmm_transport_ops* ops, const std::string& path, const std::string& scheme) {
@@ -403,7 +400,9 @@ Result<std::unique_ptr<Transport>> load_transport_plugin(const std::string& path
     if (entry == nullptr) return Error(path + ": exports no " VMM_TRANSPORT_ENTRY "(): not a vmm transport plugin");
     const vmm_transport_ops* ops = entry();
     if (auto s = check_table(ops, path, scheme); !s) return s.error();
-    return std::unique_ptr<Transport>(new PluginTransport(std::move(lib), ops));
+    auto settings = plugin_settings(*ops, path);
+    if (!settings) return settings.error();
+    return std::unique_ptr<Transport>(new PluginTransport(std::move(lib), ops, std::move(*settings)));
 }
 
 }  // namespace vmm::migration

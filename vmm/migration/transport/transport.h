@@ -172,9 +172,8 @@ class Transport {
 public:
     virtual ~Transport() = default;
     virtual std::string scheme() const = 0;
-    // Capability and parameter names this transport reads (declared to Settings, params.h).
-    virtual std::vector<std::string> capabilities() const { return {}; }
-    virtual std::vector<std::string> parameters() const { return {}; }
+    // The settings this transport reads beyond the core's: rows it adds to the table (params.h).
+    virtual std::vector<TransportSetting> settings() const { return {}; }
     // True when a listener reads the settings as its peer connects (TransportContext::options);
     // false when it took them when it started listening (a plugin: its ABI passes them once).
     virtual bool listener_reads_settings_late() const { return true; }
