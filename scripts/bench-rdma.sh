@@ -37,11 +37,16 @@
 # --keep-logs keeps every run's logs (both VMMs', with our source's protocol trace, whose lines
 # carry CLOCK_MONOTONIC stamps) in build/bench/rdma-DATE-logs/; a failed run keeps them anyway.
 #
-#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu] [--modes LIST] [--keep-logs]
+# --chunk-sizes LIST (default 2M,1G; "" for none): x-rdma-chunk-size beside the default 1 MiB,
+# as modes vmm-rdma-dynamic-chunkSIZE-idle and vmm-rdma-pin-all-chunkSIZE-idle, each beside
+# ib_write_bw with writes of its chunk size (at most --fill); the report gives registrations per
+# round and the ratio to ib_write_bw for each.
+#
+#   scripts/bench-rdma.sh [--size 128M] [--fill 96M] [--runs 1] [--no-qemu] [--modes LIST] [--keep-logs] [--chunk-sizes LIST]
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-size=128M fill=96M runs=1 qemu=1 only= keep_logs=0
+size=128M fill=96M runs=1 qemu=1 only= keep_logs=0 chunks=2M,1G
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) size=$2; shift 2 ;;
@@ -50,6 +55,7 @@ while [ $# -gt 0 ]; do
         --no-qemu) qemu=0; shift ;;
         --modes) only=$2; shift 2 ;;
         --keep-logs) keep_logs=1; shift ;;
+        --chunk-sizes) chunks=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;  # the comment block above
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -67,7 +73,7 @@ if [ -z "${VMM_BENCH_INSIDE:-}" ]; then
         # SOFTROCE_TCG_THREAD=multi still selects it.
         exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-rdma.sh" \
             --size "$size" --fill "$fill" --runs "$runs" $([ "$qemu" = 1 ] || echo --no-qemu) \
-            ${only:+--modes "$only"} $([ "$keep_logs" = 0 ] || echo --keep-logs)
+            ${only:+--modes "$only"} $([ "$keep_logs" = 0 ] || echo --keep-logs) --chunk-sizes "$chunks"
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
 fi
@@ -87,6 +93,9 @@ printf '%s, %s cores%s\n' "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //
 
 modes=(vmm-rdma-dynamic vmm-rdma-pin-all vmm-rdma-2-channels vmm-tcp vmm-rdma-dynamic-idle vmm-rdma-pin-all-idle
        vmm-rdma-dynamic-prealloc-idle)
+# x-rdma-chunk-size beside the default 1 MiB (vmm-rdma-*-idle): the idle host-filled guest,
+# dynamic and pin-all, at each size of --chunk-sizes.
+for c in ${chunks//,/ }; do modes+=("vmm-rdma-dynamic-chunk$c-idle" "vmm-rdma-pin-all-chunk$c-idle"); done
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all qemu-tcp)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
@@ -94,6 +103,7 @@ if [ -n "$only" ]; then
     ours+='|vmm-rdma-dynamic-verify|vmm-rdma-pin-all-verify|vmm-tcp-verify'  # each has an -idle twin
     ours+='|vmm-rdma-dynamic-auth|vmm-rdma-pin-all-auth'
     for m in "${modes[@]}"; do
+        m=$(sed 's/-chunk[0-9]*[MG]-idle$/-idle/' <<<"$m")  # vmm-rdma-*-chunkSIZE-idle: x-rdma-chunk-size SIZE
         [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all|qemu-tcp)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"
     done
@@ -108,13 +118,16 @@ for run in $(seq 1 "$runs"); do
     log "run $run: ceiling beside a busy core (as the source guest's vCPU keeps one busy)"
     busy_ceilings+=("$(ib_ceiling "$dev" "$addr" busy)")
     echo "   ib_write_bw beside a busy core: ${busy_ceilings[-1]} MB/s"
-    before=
+    before= before_bytes=
     for mode in "${modes[@]}"; do
+        bytes=$(message_bytes "$mode")  # ib_write_bw's writes beside it: the mode's chunk size
+        [ "$bytes" = "$before_bytes" ] || before=
         # The ceiling again just before and just after each migration: this shared machine's
         # speed drifts within a run too (by 1.5x), and a ratio means most between figures
         # measured back to back; one ib_write_bw alone swings by a quarter, so two are averaged.
         # One migration's "after" is the next one's "before": nothing runs between them.
-        [ -n "$before" ] || before=$(ib_ceiling "$dev" "$addr")
+        [ -n "$before" ] || before=$(ib_ceiling "$dev" "$addr" "" "$bytes")
+        before_bytes=$bytes
         log "run $run: $mode (ib_write_bw just before: $before MB/s)"
         # A mode that fails is reported as failed (its reason and logs) beside the others' figures.
         if ! run_mode "$mode" "$run"; then
@@ -122,7 +135,7 @@ for run in $(seq 1 "$runs"); do
             failed+=("$mode")
             continue
         fi
-        after=$(ib_ceiling "$dev" "$addr")
+        after=$(ib_ceiling "$dev" "$addr" "" "$bytes")
         jq --argjson b "$before" --argjson a "$after" '(($b + $a) / 2) as $c
             | def per_ceiling(x): if x then ((x / $c * 100 | round) / 100) else null end;
             .ceiling_before_mbs = $b | .ceiling_after_mbs = $a

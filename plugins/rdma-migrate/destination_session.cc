@@ -7,6 +7,7 @@
 
 #include "trace.h"
 #include "vmm/common/log.h"
+#include "vmm/common/units.h"
 
 namespace rdma_migrate {
 
@@ -37,22 +38,33 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint&
     }
 }
 
+// x-rdma-chunk-size: a source that says its size is followed, unless this side was set to
+// another: refused then, in one line, before any rkey or block is sent.
+Status DestinationSession::check_chunk_size(const PrivateData& theirs, const SessionConfig& cfg) {
+    if ((theirs.flags & kCapChunkSize) == 0 || !cfg.chunk_size_set) return {};
+    uint64_t source = 1ull << theirs.chunk_shift;
+    if (source == cfg.chunk_size) return {};
+    return Error(fmt::format("x-rdma-chunk-size: the source uses {} chunks, this destination was set to {}: set the same "
+                             "on both sides",
+                             vmm::format_size(source), vmm::format_size(cfg.chunk_size)));
+}
+
 Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpoint& listener, SessionConfig cfg,
                                                                            const std::string& pin_all_refusal,
                                                                            bool& peer_refused) {
     std::unique_ptr<ControlChannel> ctl;
     uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~kCapTls) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
-    Admit admit;
-    if (cfg.tls) {
-        supported |= kCapTls;
-        admit = [&peer_refused](const PrivateData& theirs) -> Status {
-            if ((theirs.flags & kCapTls) != 0) return {};
-            peer_refused = true;
-            return Error("the source did not offer an authenticated migration (tls-creds is set here: set it at the "
-                         "source too; QEMU cannot)");
-        };
-    }
+    bool wants_tls = cfg.tls.has_value();
+    Admit admit = [&peer_refused, wants_tls, &cfg](const PrivateData& theirs) -> Status {
+        Status s = check_chunk_size(theirs, cfg);
+        if (s && wants_tls && (theirs.flags & kCapTls) == 0) {
+            s = Error("the source did not offer an authenticated migration (tls-creds is set here: set it at the "
+                      "source too; QEMU cannot)");
+        }
+        if (!s) peer_refused = true;
+        return s;
+    };
     auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl), admit);
     if (!ep) return ep.error();
     uint32_t agreed = (*ep)->peer.flags & supported;
@@ -62,8 +74,10 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
         (*ep)->peer.channel = 0;
         (*ep)->peer.channels = 1;
     }
-    // Chunk numbers and addresses in requests follow the source's chunks: its size, if granted.
-    uint64_t chunk = (agreed & kCapChunkSize) != 0 ? 1ull << (*ep)->peer.chunk_shift : ChunkGeometry::kDefault;
+    // Chunk numbers and addresses in requests follow the source's chunks: its size, if it said
+    // it (checked against this side's own by check_chunk_size); a peer that cannot say it (QEMU)
+    // uses the size it was set to, as this side must be: QEMU's rule, the same on both ends.
+    uint64_t chunk = (agreed & kCapChunkSize) != 0 ? 1ull << (*ep)->peer.chunk_shift : cfg.chunk_size;
     auto g = ChunkGeometry::make(chunk);
     if (!g) return g.error();
     std::optional<vmm::stream::TlsSetup> tls = cfg.tls;

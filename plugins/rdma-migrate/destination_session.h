@@ -46,6 +46,7 @@ public:
 private:
     DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
                        ChunkGeometry g, uint32_t agreed);
+    static Status check_chunk_size(const PrivateData& theirs, const SessionConfig& cfg);
     // One attempt; `peer_refused` says that the peer was turned away and the listener is whole.
     static Result<std::unique_ptr<DestinationSession>> accept_one(Endpoint& listener, SessionConfig cfg,
                                                                   const std::string& pin_all_refusal, bool& peer_refused);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "trace.h"
+#include "vmm/common/units.h"
 
 namespace rdma_migrate {
 
@@ -65,11 +66,16 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     if ((agreed & kCapChannels) == 0) ours.channels = 1;
     uint32_t lanes = (agreed & kCapChannels) != 0 ? cfg.channels : 1;
     bool postcopy_channel = (agreed & kCapPostcopy) != 0;
-    ChunkGeometry g = (agreed & kCapChunkSize) != 0 ? *asked : *ChunkGeometry::make(ChunkGeometry::kDefault);
+    // A destination that cannot agree a size (QEMU) uses the one it was set to: QEMU's rule, the
+    // same x-rdma-chunk-size on both ends, so this side keeps its own.
+    ChunkGeometry g = *asked;
     std::string notes;
     auto note = [&notes](const char* n) { notes += (notes.empty() ? "" : "; ") + std::string(n); };
     if (asked_pin_all && !cfg.pin_all) note("the destination did not grant rdma-pin-all: its log says why");
-    if (g.size() != asked->size()) note("the destination takes only the base protocol's 1 MiB chunks");
+    std::string chunk_note = fmt::format("the destination cannot agree a chunk size (QEMU): x-rdma-chunk-size must be {} "
+                                         "there too",
+                                         vmm::format_size(g.size()));
+    if ((agreed & kCapChunkSize) == 0 && g.size() != ChunkGeometry::kDefault) note(chunk_note.c_str());
     if (cfg.channels > lanes) note("the destination takes only one channel");
     if (cfg.postcopy && !postcopy_channel) note("the destination has no postcopy channel: postcopy-ram is off there");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));

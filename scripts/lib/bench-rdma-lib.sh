@@ -56,9 +56,23 @@ wait_until() {  # wait_until SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s
     done
 }
 
-# ib_write_bw server and client on DEVICE: as many 1 MiB writes as the guest has filled
+# chunk_of MODE: the x-rdma-chunk-size a -chunkSIZE mode sets ("2M", "1G"), or nothing.
+chunk_of() { sed -n 's/.*-chunk\([0-9]*[KMG]\).*/\1/p' <<<"$1"; }
+
+# message_bytes MODE: the size of ib_write_bw's writes beside that mode: its chunk size, else
+# 1 MiB, the default chunk; at most the largest power of two in an eighth of what the guest
+# filled (ib_write_bw moves as many bytes as the guest filled, and wants at least 5 writes).
+message_bytes() {
+    local c; c=$(chunk_of "$1")
+    [ -n "$c" ] || { echo 1048576; return; }
+    local b cap=1 f; b=$(numfmt --from=iec "$c") f=$(numfmt --from=iec "$fill")
+    while [ $(( cap * 2 )) -le $(( f / 8 )) ]; do cap=$(( cap * 2 )); done
+    echo $(( b < cap ? b : cap ))
+}
+
+# ib_write_bw server and client on DEVICE: as many 1 MiB writes (or MESSAGE-BYTES) as the guest has filled
 # (iterations, not -D: its duration mode counts 0 iterations under TCG); prints MB/s (1e6 bytes).
-# With a third argument "busy", one CPU-bound process runs beside it, as the source guest's
+# (ib_ceiling DEVICE ADDR [busy|""] [MESSAGE-BYTES]). With a third argument "busy", one CPU-bound process runs beside it, as the source guest's
 # vCPU does during every migration measured here (the pattern guest never stops checking):
 # with SoftRoCE the kernel moves every byte on the CPU, so the ceiling depends on the CPU left.
 ib_ceiling() {
@@ -73,17 +87,18 @@ ib_ceiling() {
 }
 
 ib_write_bw_once() {
-    local p n busy=; p=$(port) n=$(( $(numfmt --from=iec "$fill") / 1048576 ))
+    local bytes=${4:-1048576} p n busy=; p=$(port) n=$(( $(numfmt --from=iec "$fill") / ${4:-1048576} ))
+    [ "$n" -ge 5 ] || n=5
     if [ "${3:-}" = busy ]; then
         bash -c 'while :; do :; done' >/dev/null 2>&1 & busy=$!
     fi
-    ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" >"$work/ib-server.log" 2>&1 &
+    ib_write_bw -d "$1" -s "$bytes" -n "$n" -F -p "$p" >"$work/ib-server.log" 2>&1 &
     local server=$!; pids+=("$server")
     sleep 1
     local rc=1 try
     for try in 1 2 3 4 5; do  # under TCG the server can take more than a second to listen
         rc=0
-        ib_write_bw -d "$1" -s 1048576 -n "$n" -F -p "$p" "$2" >"$work/ib-client.log" 2>&1 || rc=$?
+        ib_write_bw -d "$1" -s "$bytes" -n "$n" -F -p "$p" "$2" >"$work/ib-client.log" 2>&1 || rc=$?
         grep -q "Couldn't connect" "$work/ib-client.log" || break
         sleep 2
     done
@@ -92,7 +107,7 @@ ib_write_bw_once() {
     [ "$rc" = 0 ] || { cat "$work/ib-client.log" "$work/ib-server.log" >&2; die "ib_write_bw failed"; }
     # The result line: bytes, iterations, peak MiB/s, average MiB/s, Mpps. MiB/s to two places
     # (--report_gbits would give Gbit/s to two places: steps of 1.25 MB/s, 5-8 % here).
-    awk '$1 == 1048576 && $2 > 0 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }' "$work/ib-client.log" | tail -1
+    awk -v s="$bytes" '$1 == s && $2 > 0 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }' "$work/ib-client.log" | tail -1
 }
 
 # summarize MODE RUN SAMPLES GUEST_PAUSE_MS ROUNDS_JSON: one migration's figures as JSON.
@@ -232,6 +247,9 @@ run_vmm() {  # run_vmm MODE RUN
     case "$mode" in
         vmm-rdma-pin-all*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
         vmm-rdma-2-channels*) setup+=('migrate-set-parameters {"rdma-channels": 2}') ;;
+        vmm-rdma-*-chunk*) setup+=("migrate-set-parameters {\"x-rdma-chunk-size\": $(numfmt --from=iec "$(chunk_of "$mode")")}") ;;
+    esac
+    case "$mode" in
         vmm-tcp-multifd*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "multifd", "state": true}]}') ;;
     esac
     case "$mode" in  # -verify: end-to-end RAM verification on (what it costs: beside the same mode without)
@@ -481,6 +499,12 @@ report() {
            .modes | "bulk round / ib_write_bw around it, idle guest with all its RAM in use (the spec'"'"'s bulk-round",
            "scenario; target >= 0.9): dynamic \(.["vmm-rdma-dynamic-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)), pin-all \(.["vmm-rdma-pin-all-idle"].bulk_ratio_to_ceiling_around // "-" | r(100)),",
            "dynamic with a --mem-prealloc destination \(.["vmm-rdma-dynamic-prealloc-idle"].bulk_ratio_to_ceiling_around // "-" | r(100))"' "$2"
+    jq -r "$jq_round"'.modes | to_entries | map(select(.key | test("-chunk"))) | if length == 0 then empty else
+        "x-rdma-chunk-size, idle guest with all its RAM in use (bulk round MB/s / ib_write_bw around it with writes of",
+        "the chunk size, at most 1/8 of the filled RAM; registrations in the bulk round, both sides):",
+        (.[] | (.value.registration_run1 // [])[0] as $b |
+         "  \(.key): \(.value.bulk_mbs // "-" | r(1)) MB/s, \(.value.bulk_ratio_to_ceiling_around // "-" | r(100)) of ib_write_bw; " +
+         "\(if $b then "\($b.remote_reg + $b.local_reg) registrations, \($b.writes) chunk writes" else "no round log" end)") end' "$2"
     echo
     echo "setup parts of each run (ours, ms; the destination's after the bar):"
     jq -r '.runs[] | select(.status != "failed" and .setup_parts != null) |

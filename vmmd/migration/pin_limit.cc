@@ -7,7 +7,7 @@
 namespace vmmd {
 
 namespace {
-constexpr uint64_t kOneChunk = 1ull << 20;  // vmm's default rdma-chunk-size
+constexpr uint64_t kOneChunk = 1ull << 20;  // vmm's default x-rdma-chunk-size
 }
 
 vmm::Result<std::optional<uint64_t>> dynamic_pin_limit(uint64_t ram, uint64_t hard_limit) {

@@ -15,8 +15,8 @@ bool inside(uint64_t offset, uint64_t length, uint64_t block_len) {
 }  // namespace
 
 Result<ChunkGeometry> ChunkGeometry::make(uint64_t chunk_size) {
-    if (chunk_size < kPage || chunk_size > (1ull << 30) || !std::has_single_bit(chunk_size)) {
-        return Error(fmt::format("rdma-chunk-size {} must be a power of two from 4096 (4K) to 1073741824 (1G)", chunk_size));
+    if (chunk_size < kMin || chunk_size > kMax || !std::has_single_bit(chunk_size)) {
+        return Error(fmt::format("x-rdma-chunk-size {} must be a power of two from 1048576 (1M) to 1073741824 (1G)", chunk_size));
     }
     return ChunkGeometry(chunk_size, static_cast<unsigned>(std::countr_zero(chunk_size)));
 }

@@ -1,5 +1,5 @@
-// Chunks (spec: "Migration of VM's ram"): RAM moves in chunks, 1 MiB by default, any power of
-// two with rdma-chunk-size. Registration works per chunk; writes never cross a chunk.
+// Chunks (spec: "Migration of VM's ram"): RAM moves in chunks, 1 MiB by default, a power of two
+// up to 1 GiB with x-rdma-chunk-size (QEMU 11.1's range). Registration works per chunk; writes never cross a chunk.
 // Also: the bounds checks every peer-supplied range passes before it touches memory.
 #pragma once
 
@@ -14,7 +14,9 @@ namespace rdma_migrate {
 class ChunkGeometry {
 public:
     static constexpr uint64_t kDefault = 1 << 20;
-    // A power of two from 4 KiB to 1 GiB.
+    static constexpr uint64_t kMin = 1 << 20, kMax = 1 << 30;
+    static constexpr uint32_t kMinShift = 20, kMaxShift = 30;
+    // A power of two from 1 MiB to 1 GiB.
     static Result<ChunkGeometry> make(uint64_t chunk_size);
     uint64_t size() const { return size_; }
     uint64_t index(uint64_t offset) const { return offset >> shift_; }

@@ -47,7 +47,7 @@ public:
         if (limit_ == 0) return std::vector<ChunkKey>{};
         if (bytes > limit_) {
             return Error(fmt::format("a registration of {} bytes exceeds rdma-pin-limit {}: raise the limit or lower "
-                                     "rdma-chunk-size",
+                                     "x-rdma-chunk-size",
                                      bytes, limit_));
         }
         std::vector<ChunkKey> out;

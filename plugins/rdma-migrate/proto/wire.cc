@@ -110,8 +110,9 @@ Result<PrivateData> decode_private_data(std::span<const uint8_t> bytes) {
         p.session = session;
     }
     if ((p.flags & kCapChunkSize) != 0) {
-        if (chunk_shift < 12 || chunk_shift > 30) {
-            return Error(fmt::format("RDMA private data: chunk size 2^{} is outside 4 KiB..1 GiB", chunk_shift));
+        if (chunk_shift < 20 || chunk_shift > 30) {
+            return Error(fmt::format("RDMA private data: chunk size 2^{} is outside 1 MiB..1 GiB (x-rdma-chunk-size)",
+                                     chunk_shift));
         }
         p.chunk_shift = chunk_shift;
     }

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "tests/support/require.h"
+#include "vmm/common/units.h"
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/vm_pair.h"
 #include "tests/support/setup_parts.h"
@@ -362,12 +363,11 @@ TEST(RdmaMigration, DestinationThatCannotPinAllRamRegistersDynamically) {
 
 // The base protocol as QEMU speaks it (VMM_RDMA_BASE_PROTOCOL=1: 8-byte private data, no
 // extension bit) on one side, everything on the other: the extensions each side would use
-// (64 KiB chunks, two channels, batched requests) fall away, and RAM still arrives whole.
+// (two channels, batched requests, sums on the RAM channel) fall away, and RAM still arrives whole.
 const std::vector<std::string> kBaseProtocol{"env", "VMM_RDMA_BASE_PROTOCOL=1", "VMM_RDMA_TRACE=1"};
 
 void migrate_with_extensions_asked(Pair& p) {
     ASSERT_TRUE(p.src && p.dst);
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter rdma-chunk-size 64K"), "");
     ASSERT_EQ(p.src->cmd("migrate_set_parameter rdma-channels 2"), "");
     // Without the sums extension, verify-ram's sums fall back to SUMS records on the stream.
     ASSERT_EQ(p.src->cmd("migrate_set_capability verify-ram on"), "");
@@ -397,21 +397,83 @@ TEST(RdmaMigration, FullSourceMigratesIntoABaseProtocolDestination) {
     VMM_REQUIRE(need::kvm(), need::rdma());
     auto p = start_pair("rdma-base-dst", kPattern, rdma_uri(), kBaseProtocol);
     migrate_with_extensions_asked(p);
-    EXPECT_NE(p.src->log().find("(the destination takes only the base protocol's 1 MiB chunks; the destination takes only "
-                                "one channel)"),
+    EXPECT_NE(p.src->log().find("(the destination takes only one channel)"),
               std::string::npos)
         << p.src->log();
 }
 
-TEST(RdmaMigration, SeveralChunkSizes) {
+// A destination told `settings` before it listens, as a person types them (--incoming defer,
+// the settings, migrate_incoming); `wrapper` runs it (see VmmProcess::spawn).
+std::unique_ptr<Vm> destination_told(const std::string& name, const std::string& uri,
+                                     const std::vector<std::string>& settings,
+                                     const std::vector<std::string>& wrapper = {}) {
+    auto dst = Vm::start(name, {"-m", "128M", "--smp", "1", "-S", "--incoming", "defer"}, wrapper);
+    if (!dst) return dst;
+    for (const auto& s : settings) EXPECT_EQ(dst->cmd(s), "") << s;
+    EXPECT_EQ(dst->cmd("migrate_incoming " + uri), "");
+    return dst;
+}
+
+// x-rdma-chunk-size from QEMU 11.1's least to its most, registered chunk by chunk and all at
+// once: the destination takes the source's size (it was told none), and both logs say it.
+TEST(RdmaMigration, ChunkSizesFrom1MiBTo1GiBDynamicAndPinAll) {
     VMM_REQUIRE(need::kvm(), need::rdma());
-    for (const char* size : {"64K", "4M"}) {
-        SCOPED_TRACE(size);
-        auto p = start_pair(std::string("rdma-chunk") + size, kPattern);
-        ASSERT_TRUE(p.src && p.dst);
-        ASSERT_EQ(p.src->cmd(std::string("migrate_set_parameter rdma-chunk-size ") + size), "");
-        expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
+    for (const char* size : {"1M", "2M", "1G"}) {
+        for (bool pin_all : {false, true}) {
+            std::string name = std::string("rdma-chunk") + size + (pin_all ? "-pin" : "-dyn");
+            SCOPED_TRACE(name);
+            auto p = start_pair(name, kPattern);
+            ASSERT_TRUE(p.src && p.dst);
+            ASSERT_EQ(p.src->cmd(std::string("migrate_set_parameter x-rdma-chunk-size ") + size), "");
+            if (pin_all) {
+                ASSERT_EQ(p.src->cmd("migrate_set_capability rdma-pin-all on"), "");
+            }
+            expect_completed_and_same(p, p.src->cmd("migrate " + p.uri));
+            std::string said = vmm::format_size(*vmm::parse_size(size)) + " chunks";
+            for (Vm* vm : {p.src.get(), p.dst.get()}) EXPECT_NE(vm->log().find(said), std::string::npos) << vm->log();
+        }
     }
+}
+
+// A destination told another size than its source's refuses the source in one line, before any
+// rkey is sent, and waits on; the source keeps running, and migrates once told the same size.
+TEST(RdmaMigration, AChunkSizeMismatchIsRefusedInOneLine) {
+    VMM_REQUIRE(need::kvm(), need::rdma());
+    std::string uri = rdma_uri();
+    auto src = Vm::start("rdma-chunkmis-src", {"-m", "128M", "--smp", "1", "--guest", "pattern", "--append", "bytes=8M check=64"});
+    auto dst = destination_told("rdma-chunkmis-dst", uri, {"migrate_set_parameter x-rdma-chunk-size 4M"});
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-rdma-chunk-size 2M"), "");
+    std::string out = src->cmd("migrate " + uri);
+    EXPECT_NE(out.find("x-rdma-chunk-size: the source uses 2 MiB chunks, this destination was set to 4 MiB: set the "
+                       "same on both sides"),
+              std::string::npos)
+        << out << src->log();
+    EXPECT_EQ(src->cmd("info status"), "VM status: running\n");
+    EXPECT_NE(dst->log().find("refused a connection: x-rdma-chunk-size: the source uses 2 MiB chunks"), std::string::npos)
+        << dst->log();
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-rdma-chunk-size 4M"), "");
+    out = src->cmd("migrate " + uri);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
+    EXPECT_EQ(src->ramhash(), dst->ramhash());
+}
+
+// QEMU's rule where the peer cannot say its size (QEMU, or the base protocol): each side uses the
+// size it was told, the same at both ends; the source says the destination must have it too.
+TEST(RdmaMigration, ABaseProtocolPeerUsesTheChunkSizeEachSideWasTold) {
+    VMM_REQUIRE(need::kvm(), need::rdma());
+    std::string uri = rdma_uri();
+    auto src = Vm::start("rdma-chunkbase-src", {"-m", "128M", "--smp", "1", "--guest", "pattern", "--append", "bytes=8M check=64"});
+    auto dst = destination_told("rdma-chunkbase-dst", uri, {"migrate_set_parameter x-rdma-chunk-size 2M"}, kBaseProtocol);
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-rdma-chunk-size 2M"), "");
+    std::string out = src->cmd("migrate " + uri);
+    ASSERT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
+    EXPECT_EQ(src->ramhash(), dst->ramhash());
+    EXPECT_NE(src->log().find("the destination cannot agree a chunk size (QEMU): x-rdma-chunk-size must be 2 MiB there too"),
+              std::string::npos)
+        << src->log();
+    EXPECT_NE(dst->log().find("2 MiB chunks, 1 channel, base protocol"), std::string::npos) << dst->log();
 }
 
 TEST(RdmaMigration, SmallPinLimitForcesUnregisterTraffic) {

@@ -21,12 +21,12 @@ constexpr uint64_t kHigh = 10 * MiB + 8192;  // high's offset
 ChunkGeometry g1m() { return *ChunkGeometry::make(MiB); }
 }  // namespace
 
-TEST(Chunks, SizeMustBeAPowerOfTwoIn4KTo1G) {
-    EXPECT_TRUE(ChunkGeometry::make(4096));
+TEST(Chunks, SizeMustBeAPowerOfTwoIn1MTo1G) {
+    EXPECT_TRUE(ChunkGeometry::make(MiB));
     EXPECT_TRUE(ChunkGeometry::make(1ull << 30));
-    for (uint64_t bad : {uint64_t{0}, uint64_t{2048}, uint64_t{3 * MiB}, uint64_t{2ull << 30}}) EXPECT_FALSE(ChunkGeometry::make(bad)) << bad;
+    for (uint64_t bad : {uint64_t{0}, uint64_t{2048}, uint64_t{4096}, uint64_t{512 * 1024}, uint64_t{3 * MiB}, uint64_t{2ull << 30}}) EXPECT_FALSE(ChunkGeometry::make(bad)) << bad;
     EXPECT_EQ(ChunkGeometry::make(3 * MiB).error().message(),
-              "rdma-chunk-size 3145728 must be a power of two from 4096 (4K) to 1073741824 (1G)");
+              "x-rdma-chunk-size 3145728 must be a power of two from 1048576 (1M) to 1073741824 (1G)");
 }
 
 TEST(Chunks, ArithmeticAndThePartialLastChunk) {
@@ -150,7 +150,7 @@ TEST(RegistrationCache, EvictsLeastRecentlyUsedFirstUnderTheLimit) {
     EXPECT_EQ(c.find({0, 1}), nullptr);
     EXPECT_TRUE(c.victims_for(0)->empty());
     EXPECT_EQ(c.victims_for(4 * MiB).error().message(),
-              "a registration of 4194304 bytes exceeds rdma-pin-limit 3145728: raise the limit or lower rdma-chunk-size");
+              "a registration of 4194304 bytes exceeds rdma-pin-limit 3145728: raise the limit or lower x-rdma-chunk-size");
 }
 
 TEST(RegistrationCache, UnlimitedNeverEvictsAndReinsertReplaces) {

@@ -62,14 +62,14 @@ TEST(PrivateData, QemusEightBytesMeanTheBaseProtocolWhateverThePadding) {
 }
 
 TEST(PrivateData, ExtensionsTravelInTheBlockAfterTheBaseBytes) {
-    PrivateData p{1, kCapPinAll | kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText, 1, 2, 0x1122334455667788ull, 16};
+    PrivateData p{1, kCapPinAll | kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText, 1, 2, 0x1122334455667788ull, 21};
     auto bytes = encode_private_data(p);
     ASSERT_EQ(bytes.size(), kPrivateDataSize);
     ASSERT_LE(bytes.size(), kPrivateDataMax);
     EXPECT_EQ(bytes[7], 0x1f);  // flags, big-endian
     EXPECT_EQ(bytes[11], 1);    // channel
     EXPECT_EQ(bytes[15], 2);    // channels
-    EXPECT_EQ(bytes[27], 16);   // chunk shift
+    EXPECT_EQ(bytes[27], 21);   // chunk shift (2 MiB)
     auto back = decode_private_data(bytes);
     ASSERT_TRUE(back);
     EXPECT_EQ(*back, p);
@@ -92,7 +92,12 @@ TEST(PrivateData, RefusesOtherVersionsShortDataAndBadExtensions) {
     auto zero = encode_private_data({1, kCapChannels, 0, 0, 7});
     EXPECT_FALSE(decode_private_data(zero));
     auto huge_chunk = encode_private_data({1, kCapChunkSize, 0, 1, 0, 40});
-    EXPECT_EQ(decode_private_data(huge_chunk).error().message(), "RDMA private data: chunk size 2^40 is outside 4 KiB..1 GiB");
+    EXPECT_EQ(decode_private_data(huge_chunk).error().message(),
+              "RDMA private data: chunk size 2^40 is outside 1 MiB..1 GiB (x-rdma-chunk-size)");
+    // Below QEMU 11.1's least, 1 MiB: what an older vmm with 64 KiB chunks would announce.
+    auto small_chunk = encode_private_data({1, kCapChunkSize, 0, 1, 0, 16});
+    EXPECT_EQ(decode_private_data(small_chunk).error().message(),
+              "RDMA private data: chunk size 2^16 is outside 1 MiB..1 GiB (x-rdma-chunk-size)");
 }
 
 // Each body, byte for byte as QEMU's packed structs (RDMADestBlock, RDMARegister,
