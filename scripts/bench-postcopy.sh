@@ -7,6 +7,8 @@
 #   postcopy  postcopy-ram, the switch after the bulk round (x-postcopy-after-rounds 1), the
 #             background push at the same cap: total time, the switch's pause, requests, fault
 #             latency (p50, p99, max), the guest's blocked time, and blocked ms per migrated GiB
+#   postcopy-multifd  the same with multifd on (2 lanes) at the source, as QEMU 10.1 runs them
+#             together: the bulk round over the lanes, postcopy on the main connection after
 #   postcopy-now  the same, but migrate_start_postcopy right after migrate, as QEMU users do:
 #             the bulk round stops there and nearly all of RAM comes in postcopy, once
 #   postcopy-link, plain and with postcopy-preempt: postcopy after the bulk round over a link
@@ -198,6 +200,7 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
         postcopy*)
             for c in "${caps[@]}"; do h "$mode-s" "migrate_set_capability $c"; done
             [ "$mode" != postcopy-now ] && h "$mode-s" "migrate_set_parameter x-postcopy-after-rounds 1"
+            [ "$mode" != postcopy-multifd ] || h "$mode-s" "migrate_set_capability multifd on"
             h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $pcbw"
             [ -z "$readahead" ] || h "$mode-s" "migrate_set_parameter x-postcopy-readahead $readahead" ;;
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
@@ -273,6 +276,7 @@ if [ "$rdma" = 1 ]; then
 fi
 attempt once
 attempt postcopy
+attempt postcopy-multifd
 attempt postcopy-now
 attempt precopy
 arrivals_or_none tcp
@@ -280,6 +284,7 @@ source "$ROOT/scripts/lib/bench-postcopy-link.sh"
 
 jq -n --argjson cap "$cap" --argjson rate "$rate_mib" --arg mem "$mem" --arg fill "$fill" --arg hot "$hot" \
     --slurpfile once "$work/once.json" --slurpfile pc "$work/postcopy.json" --slurpfile now "$work/postcopy-now.json" \
+    --slurpfile mfd "$work/postcopy-multifd.json" \
     --slurpfile pre "$work/precopy.json" --slurpfile plain "$work/postcopy-link-plain.json" \
     --slurpfile pmt "$work/postcopy-link-preempt.json" --arg link "$link_rate" \
     --slurpfile arr "$work/arrivals-tcp.jsonl" -f "$ROOT/scripts/lib/bench-postcopy.jq" >"$out/bench-postcopy.json"

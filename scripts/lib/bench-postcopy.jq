@@ -10,7 +10,8 @@ def per_gib(ms; bytes): if (ms | type) == "number" and (bytes | type) == "number
 def ratio(a; b): if (a | type) == "number" and (b | type) == "number" and b > 0 then (a / b * 100 | round / 100) else null end;
 def us(x): if (x | type) == "number" then x | round else "-" end;
 ($once[0].source) as $o | ($pc[0].source) as $ps | ($pc[0].destination) as $pd | ($pre[0].source) as $r |
-($now[0].source) as $ns | ($now[0].destination) as $nd |
+($now[0].source) as $ns | ($now[0].destination) as $nd | ($mfd[0].source) as $fs | ($mfd[0].destination) as $fd |
+def bulk_mbs(s): (s."x-round-log" // [])[0] as $r | if $r and $r.seconds > 0 then ($r.bytes / $r.seconds / 1e6 * 10 | round / 10) else null end;
 ($plain[0].destination) as $ld | ($pmt[0].destination) as $md |
 {
   guest: {mem: $mem, fill: $fill, hot: $hot, dirty_rate_mib_s: $rate, cap_mib_s: ($cap / 1048576)},
@@ -18,6 +19,10 @@ def us(x): if (x | type) == "number" then x | round else "-" end;
     "send RAM once (guest paused), ms": $o."total-time",
     "postcopy total, ms": $ps."total-time",
     "postcopy / once (target <= 1.5)": ratio($ps."total-time"; $o."total-time"),
+    "postcopy with multifd (2 lanes) total, ms": $fs."total-time",
+    "postcopy with multifd / postcopy alone, total": ratio($fs."total-time"; $ps."total-time"),
+    "postcopy with multifd: guest blocked (all vCPUs), ms, against postcopy alone": "\($fd."postcopy-blocktime" // "-") / \($pd."postcopy-blocktime" // "-")",
+    "bulk round before the switch, MB/s: multifd lanes / one connection": "\(bulk_mbs($fs) // "-") / \(bulk_mbs($ps) // "-")",
     "postcopy at once (migrate_start_postcopy right after migrate) total, ms": $ns."total-time",
     "postcopy at once / once (target <= 1.5)": ratio($ns."total-time"; $o."total-time"),
     "postcopy at once: guest blocked (all vCPUs), ms": $nd."postcopy-blocktime",
@@ -53,12 +58,12 @@ def us(x): if (x | type) == "number" then x | round else "-" end;
     "the guest's own stalls over a \($link) link: plain / postcopy-preempt":
       "\(stalls($plain[0].guest) // "-") / \(stalls($pmt[0].guest) // "-")"
   },
-  failed: ([{once: $once[0], postcopy: $pc[0], postcopy_at_once: $now[0], precopy_auto_converge: $pre[0],
+  failed: ([{once: $once[0], postcopy: $pc[0], postcopy_multifd: $mfd[0], postcopy_at_once: $now[0], precopy_auto_converge: $pre[0],
              postcopy_link_plain: $plain[0], postcopy_link_preempt: $pmt[0]} | to_entries[]
             | select(.value.failed != null) | {run: .key, why: .value.failed, logs: .value.logs}]),
   arrivals_note: "requested: pages a vCPU (or the VMM) faulted on and waited for; pushed: placed by the background push before anything touched them",
   arrivals: [$arr[] | {t, requested, pushed: (.placed - .requested)}],
-  runs: {once: $once[0], postcopy: $pc[0], postcopy_at_once: $now[0], precopy_auto_converge: $pre[0],
+  runs: {once: $once[0], postcopy: $pc[0], postcopy_multifd: $mfd[0], postcopy_at_once: $now[0], precopy_auto_converge: $pre[0],
          postcopy_link_plain: $plain[0], postcopy_link_preempt: $pmt[0]}
 }
 | .summary |= with_entries(select(.value != null))

@@ -4,7 +4,8 @@
 # 'virsh migrate-postcopy' switches it, and the guest runs on at the destination while its
 # missing pages arrive, as with libvirt's QEMU driver: Perform ends at the switch, Finish runs
 # the guest (running, post-copy), Confirm waits for the last page.
-# Then back with --postcopy-after-precopy: virsh switches on vmmd's migration-iteration event.
+# Then back with --postcopy-after-precopy and --parallel: virsh switches on vmmd's
+# migration-iteration event, after a first pass over multifd lanes.
 # Shown: --postcopy sets postcopy-ram on both vmm; --postcopy-bandwidth and migrate-setspeed
 # --postcopy reach max-postcopy-bandwidth; migrate-postcopy without a job, or on a migration
 # started without --postcopy, is refused; the destination's vmm pulled pages after the switch
@@ -88,10 +89,17 @@ expect "the aborted migration leaves the guest running where it is" "$(d domstat
 # hears them too (it registers in well under the seconds the first pass takes at 8 MiB/s).
 d event demo --event migration-iteration --loop --timeout 200 >"$dir/events.out" 2>&1 &
 events=$!
+# With --parallel too (QEMU 10.1's multifd with postcopy, as Nova and KubeVirt now ask): the
+# first pass goes over the lanes, postcopy over the main connection after the switch.
 timeout 240 virsh -c "$duri" migrate --live --postcopy --postcopy-after-precopy --postcopy-bandwidth 2 --bandwidth 8 \
-    demo "$uri" --migrateuri "tcp://127.0.0.1:$((port + 2))" >"$dir/after.out" 2>&1 ||
-    fail "virsh migrate --postcopy-after-precopy: $(cat "$dir/after.out")"
-echo "ok: virsh migrate --postcopy-after-precopy returned"
+    --parallel --parallel-connections 2 demo "$uri" --migrateuri "tcp://127.0.0.1:$((port + 2))" >"$dir/after.out" 2>&1 &
+after=$!
+wait_until 60 migrating dstate || fail "the migration back with --parallel --postcopy did not start"
+expect "--parallel turns multifd on beside postcopy-ram" "$(qmp dstate demo query-migrate-capabilities)" \
+    '"capability":"multifd","state":true'
+expect "with two lanes" "$(qmp dstate demo query-migrate-parameters)" '"multifd-channels":"2"'
+wait "$after" || fail "virsh migrate --parallel --postcopy-after-precopy: $(cat "$dir/after.out")"
+echo "ok: virsh migrate --parallel --postcopy --postcopy-after-precopy returned"
 kill "$events" 2>/dev/null
 cat "$dir/events.out"
 expect "virsh event heard the first pass end" "$(cat "$dir/events.out")" "migration-iteration' for domain '?demo'?: iteration: '?2"

@@ -489,7 +489,7 @@ Status IncomingMigration::ready_and_go(stream::ByteStream& st, PostcopyReceiver*
 Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader& header,
                                            const std::vector<Record>& discards) {
     stream::ByteStream& st = conn.stream();
-    if (header.ram_mode == RamMode::transport_channel && !conn.postcopy_channel()) {
+    if (header.ram_mode == RamMode::transport_channel && !conn.carries_postcopy()) {
         Error e("the source switched to postcopy, but this transport has no postcopy channel with it");
         refuse(st, e);
         return e;

@@ -245,11 +245,11 @@ Result<uint32_t> MigrationSource::negotiate() {
 
 // What the settings ask of the connection that it cannot give, refused before the header goes.
 Status MigrationSource::check_connection() const {
-    if (options_.caps.postcopy_ram && conn_->source_ram() != nullptr && !conn_->postcopy_channel()) {
+    if (options_.caps.postcopy_ram && !conn_->carries_postcopy()) {
         // A transport with a RAM channel of its own needs a postcopy channel too (RDMA agrees
-        // one with its peer); multifd's lanes have none.
+        // one with its peer); multifd's lanes leave postcopy to the main stream.
         return Error(fmt::format("postcopy-ram needs a postcopy channel, and {} has none: over rdma: turn postcopy-ram "
-                                 "on at the destination too (before migrate_incoming); multifd has none (turn it off)",
+                                 "on at the destination too (before migrate_incoming)",
                                  conn_->describe()));
     }
     // A transport with a postcopy channel (rdma) keeps the answers apart already; one without

@@ -57,6 +57,9 @@ public:
     std::string describe() const override { return peer_; }
     void describe_as(std::string what) { peer_ = std::move(what); }  // the stream keeps its own name
     stream::ByteStream* preempt_stream() override { return preempt_.get(); }
+    // Multifd's lanes carry the precopy rounds; after the switch they rest and postcopy goes on
+    // the main stream and the preempt connection, as without them.
+    bool carries_postcopy() override { return true; }
     Status cut() override {
         if (preempt_) (void)preempt_->shutdown();
         return stream_->shutdown();

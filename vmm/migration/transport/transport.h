@@ -118,6 +118,11 @@ public:
     }
     // Whether postcopy goes on a channel of the transport's own (RDMA agrees one with its peer).
     virtual bool postcopy_channel() const { return false; }
+    // Whether postcopy can follow this connection's precopy rounds: on a channel of its own, or on
+    // its stream and preempt_stream() when its RAM went there too. A socket connection can with
+    // multifd lanes as well (they rest after the switch, as in QEMU 10.1); a plugin's RAM channel
+    // without a postcopy channel cannot.
+    virtual bool carries_postcopy() { return postcopy_channel() || (source_ram() == nullptr && dest_ram() == nullptr); }
     // postcopy-preempt (socket transports): a second connection on which the source sends the
     // pages the destination asked for (postcopy_stream.h).
     virtual stream::ByteStream* preempt_stream() { return nullptr; }
