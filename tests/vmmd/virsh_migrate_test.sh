@@ -150,6 +150,19 @@ for how in abort kill p2p-abort; do
     fi
     m=$!
     wait_until 30 running_job || fail "$how: no migration job appeared: $(cat "$dir/migrate.out")"
+    # The time left as vmm predicts it, in libvirt's time_remaining (virsh prints it only for a
+    # bounded job; a migration is unbounded, as under QEMU: read through libvirt-python).
+    if [ "$how" = abort ]; then
+        time_left() {
+            /usr/bin/python3 - "$uri" <<'PY'
+import sys, libvirt
+stats = libvirt.open(sys.argv[1]).lookupByName("demo").jobStats()
+sys.exit(0 if stats.get("time_remaining", 0) > 0 else 1)
+PY
+        }
+        wait_until 40 time_left || fail "jobStats has no time_remaining: $(qmp state demo query-migrate)"
+        echo "ok: jobStats carries the time remaining vmm predicts"
+    fi
     # libvirt's client asks for change protection (vmmd offers it): the definition holds still.
     # Not before the kill: in the nested VM each virsh call takes seconds the slow job may not have.
     if [ "$how" != kill ]; then

@@ -41,4 +41,14 @@ Status PagemapReader::for_each_populated_run(const RamBlock& block, const std::f
     return {};
 }
 
+Result<uint64_t> PagemapReader::populated_pages(const RamBlock& block) {
+    uint64_t n = 0;
+    auto s = for_each_populated_run(block, [&n](uint64_t, uint64_t count) -> Status {
+        n += count;
+        return {};
+    });
+    if (!s) return s.error();
+    return n;
+}
+
 }  // namespace vmm::memory

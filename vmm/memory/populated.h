@@ -21,6 +21,8 @@ public:
 
     // Calls fn(first_page, count) for each run of populated pages of `block`, in order.
     Status for_each_populated_run(const RamBlock& block, const std::function<Status(uint64_t, uint64_t)>& fn);
+    // How many pages of `block` are populated now (one pass over its pagemap: 8 bytes a page).
+    Result<uint64_t> populated_pages(const RamBlock& block);
 
 private:
     explicit PagemapReader(UniqueFd fd) : fd_(std::move(fd)) {}

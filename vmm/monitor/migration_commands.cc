@@ -110,6 +110,13 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
                                      {"destination", d.destination}, {"go", d.go}};
     }
     j["cpu-throttle-percentage"] = s.cpu_throttle_percentage;
+    if (s.eta) {  // the time left as predicted now (core/eta.h)
+        j["x-converges"] = s.eta->converges;
+        if (s.eta->converges) j["x-expected-remaining-ms"] = static_cast<uint64_t>(s.eta->remaining_ms);
+        j["x-eta-rates"] = Json{{"link-bytes-per-s", static_cast<uint64_t>(s.eta_link_bytes_per_s)},
+                                {"dirty-bytes-per-s", static_cast<uint64_t>(s.eta_dirty_bytes_per_s)},
+                                {"rounds", s.eta->rounds}};
+    }
     j["x-rounds"] = s.rounds;
     if (s.tls_key_updates) j["x-tls-key-updates"] = *s.tls_key_updates;
     if (s.precopy_resumes != 0 || s.status == MigrationStatus::precopy_paused) {
@@ -157,6 +164,25 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     return j;
 }
 
+// "expected remaining: ..." from x-converges, x-expected-remaining-ms and x-eta-rates.
+static std::string eta_text(const Json& j) {
+    if (!j.contains("x-converges")) return "";
+    const Json& r = child(j, "x-eta-rates");
+    double link = num(r, "link-bytes-per-s") / 1e6, dirty = num(r, "dirty-bytes-per-s") / 1e6;
+    if (str(j, "status") == "postcopy-active") {
+        return fmt::format("expected remaining: {:.1f} s (the missing pages at the push's {:.1f} MB/s)\n",
+                           num(j, "x-expected-remaining-ms") / 1000, link);
+    }
+    if (!flag(j, "x-converges")) {
+        return fmt::format("expected remaining: no end at these rates (the guest dirties {:.1f} MB/s, the link moves {:.1f} "
+                           "MB/s): auto-converge, postcopy or a higher downtime-limit would end it\n",
+                           dirty, link);
+    }
+    return fmt::format("expected remaining: {:.1f} s ({} round(s) before the last pause; the link moves {:.1f} MB/s, "
+                       "the guest dirties {:.1f} MB/s)\n",
+                       num(j, "x-expected-remaining-ms") / 1000, u64(r, "rounds"), link, dirty);
+}
+
 std::string migration_stats_text(const Json& j) {
     std::string out = fmt::format("Migration status: {}\n", str(j, "status"));
     if (!j.contains("ram")) return out;
@@ -172,6 +198,7 @@ std::string migration_stats_text(const Json& j) {
                            num(d, "destination"), num(d, "go"));
     }
     if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", u64(j, "expected-downtime"));
+    out += eta_text(j);
     if (j.contains("x-handover-estimate-ms")) {
         out += fmt::format("hand-over estimate: {:.1f} ms (the destination saved and loaded its own state)\n",
                            num(j, "x-handover-estimate-ms"));

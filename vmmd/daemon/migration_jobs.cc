@@ -79,7 +79,7 @@ Reply MigrationJobs::job_info(const DomainView& v) {
     Writer w;
     w.i32(s ? s->type : VIR_DOMAIN_JOB_NONE);
     JobStats z = s.value_or(JobStats{});
-    for (uint64_t x : {z.time_elapsed_ms, uint64_t{0}, z.memory_total, z.memory_processed, z.memory_remaining, z.memory_total,
+    for (uint64_t x : {z.time_elapsed_ms, z.time_remaining_ms.value_or(0), z.memory_total, z.memory_processed, z.memory_remaining, z.memory_total,
                        z.memory_processed, z.memory_remaining, uint64_t{0}, uint64_t{0}, uint64_t{0}}) {
         w.u64(x);  // elapsed, remaining; data total/processed/remaining; memory the same; no files
     }

@@ -39,6 +39,7 @@ JobStats job_from_query_migrate(const Json& q, int operation) {
     j.memory_iteration = js::u64(ram, "dirty-sync-count");
     j.memory_postcopy_requests = js::u64(ram, "postcopy-requests");
     j.auto_converge_throttle = static_cast<int32_t>(js::u64(q, "cpu-throttle-percentage"));
+    if (j.type == VIR_DOMAIN_JOB_UNBOUNDED) j.time_remaining_ms = js::uint_member(q, "x-expected-remaining-ms");
     j.error = js::str(q, "error-desc");
     return j;
 }
@@ -48,7 +49,10 @@ std::vector<rpc::TypedParam> job_params(const JobStats& j) {
         {VIR_DOMAIN_JOB_OPERATION, int32_t{j.operation}},
         {VIR_DOMAIN_JOB_TIME_ELAPSED, j.time_elapsed_ms},
     };
-    if (j.type == VIR_DOMAIN_JOB_UNBOUNDED) p.push_back({VIR_DOMAIN_JOB_TIME_REMAINING, uint64_t{0}});
+    // Only when vmm can say it (libvirt: "may be missing"); 0 would tell a client the job is done.
+    if (j.type == VIR_DOMAIN_JOB_UNBOUNDED && j.time_remaining_ms) {
+        p.push_back({VIR_DOMAIN_JOB_TIME_REMAINING, *j.time_remaining_ms});
+    }
     if (j.has_downtime) p.push_back({VIR_DOMAIN_JOB_DOWNTIME, j.downtime_ms});
     p.insert(p.end(), {
         {VIR_DOMAIN_JOB_SETUP_TIME, j.setup_time_ms},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct JobStats {
     uint64_t memory_bps = 0, memory_dirty_rate = 0, memory_iteration = 0;
     uint64_t memory_postcopy_requests = 0;  // page requests in postcopy (the source's vmm: received)
     int32_t auto_converge_throttle = 0;
+    // A running job's time left as vmm predicts it (query-migrate's x-expected-remaining-ms);
+    // none while it cannot say (no byte moved yet, or rounds that never end at these rates).
+    std::optional<uint64_t> time_remaining_ms;
     std::string error;  // why a failed job failed
     bool operator==(const JobStats&) const = default;
 };

@@ -26,6 +26,11 @@ public:
     RateLimiter(RateFn rate, SleepFn sleep, std::function<Clock::time_point()> now = Clock::now);
 
     void set_rate(uint64_t bytes_per_second);
+    // The rate now (the live setting's, when it follows one); 0: unlimited.
+    uint64_t rate() {
+        follow();
+        return rate_;
+    }
     // Stops following the live setting and sends unpaced (a migration's downtime).
     void unpaced();
     // Accounts `bytes` as sent; sleeps as long as the sender is ahead of the rate.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "vmm/migration/core/eta.h"
 #include "vmm/migration/transport/setup_parts.h"
 
 namespace vmm::migration {
@@ -37,6 +38,9 @@ struct RamStats {
     uint64_t precopy_bytes = 0;    // sent while the guest ran
     uint64_t downtime_bytes = 0;   // sent while it was paused
     uint64_t skipped_unpopulated = 0;  // pages never touched, not even read
+    // The bulk round: the populated bytes it has still to send (counted in pagemap at its start;
+    // all of RAM without pagemap), what the time left is predicted from (eta.h)
+    uint64_t bulk_to_send = 0;
     uint64_t populate_announced = 0;   // destination: bytes of runs the source announced (POPULATE)
     uint64_t populated_ahead = 0;      // destination: ... of which its helper populated before the data came
     uint64_t verified_bytes = 0;       // destination, verify-ram: page data checked against the source's XXH3
@@ -126,6 +130,11 @@ struct MigrationStats {
     uint32_t precopy_resumes = 0;   // times a broken precopy link was resumed (x-resume-window)
     double precopy_paused_ms = 0;   // time spent in precopy-paused, all pauses
     uint64_t resent_pages = 0;      // source: pages sent again at resumes (what did not arrive whole)
+    // Source, active or postcopy-active: the time left as predicted now (eta.h), none until a
+    // byte has moved; and the rates the prediction came from.
+    std::optional<Eta> eta;
+    double eta_link_bytes_per_s = 0;
+    double eta_dirty_bytes_per_s = 0;
 };
 
 inline constexpr size_t kRoundLogMax = 1000;

@@ -58,13 +58,19 @@ void RamSaver::account(Pages pages) {
     stats_.normal_bytes += pages.data << kPageShift;
     stats_.duplicate += pages.zero;
     done_pages(pages.data + pages.zero);
+    if (round_ == 0) stats_.bulk_to_send -= std::min(stats_.bulk_to_send, (pages.data + pages.zero) << kPageShift);
 }
 
 void RamSaver::sent(uint64_t n) {
     bytes_ += n;
     count_arrived();
-    if (progress_ && bytes_ - last_progress_ >= (4u << 20)) {  // the monitor's figures move as data does
+    // The monitor's figures move as data does: every 4 MiB, and under a low cap at least four
+    // times a second (the time left is predicted from them).
+    if (!progress_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (bytes_ - last_progress_ >= (4u << 20) || now - last_progress_at_ >= std::chrono::milliseconds(250)) {
         last_progress_ = bytes_;
+        last_progress_at_ = now;
         progress_();
     }
 }
@@ -74,6 +80,7 @@ Status RamSaver::begin(uint32_t round) {
     round_sums_.clear();
     stopped_ = false;
     unsent_.clear();
+    last_progress_at_ = std::chrono::steady_clock::now();
     if (progress_) progress_();  // the round's `remaining` is published before any of it goes
     Record r;
     r.type = RecordType::round_begin;
@@ -146,13 +153,22 @@ Status RamSaver::end(uint32_t round) {
 
 void RamSaver::done_pages(uint64_t n) { stats_.remaining -= std::min(stats_.remaining, n << kPageShift); }
 
+// Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the progress
+// figures follow every piece, not whole runs (which can span all of RAM). Under a cap, a
+// quarter of a second's worth (a power of two, at least 64 KiB), so that the figures, and the
+// time left predicted from them, move four times a second however low the cap. A piece ends on
+// a boundary of its own size in the block, so a run that starts mid-way does not split every
+// RDMA chunk (a power of two of 1 MiB or more) it covers into two writes.
+uint64_t RamSaver::pages_per_piece() {
+    constexpr uint64_t kMax = kMaxPagesRecord >> kPageShift, kMin = (64 * 1024) >> kPageShift;
+    uint64_t rate = limiter_.rate();
+    if (rate == 0) return kMax;
+    return std::clamp<uint64_t>(std::bit_floor(std::max<uint64_t>(rate / 4, 1) >> kPageShift | 1), kMin, kMax);
+}
+
 Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) {
     const auto& b = *mem_.blocks()[block];
-    // Pieces of at most 4 MiB, inline or through a channel alike: the rate limit and the
-    // progress figures follow every piece, not whole runs (which can span all of RAM). They
-    // end on 4 MiB boundaries of the block, so a run that starts mid-way does not split every
-    // RDMA chunk (a power of two up to 4 MiB) it covers into two writes.
-    constexpr uint64_t kPagesPerRecord = kMaxPagesRecord >> kPageShift;
+    const uint64_t kPagesPerRecord = pages_per_piece();
     if (channel_ == nullptr && count > kPagesPerRecord) {
         // A run longer than one record: the destination may prepare its memory ahead of it.
         Record r;
@@ -239,7 +255,12 @@ void RamSaver::skipped(uint64_t n) {
 
 Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
     stats_.remaining = 0;  // every page of RAM is this round's to send, skip or mark as zero
-    for (const auto& b : mem_.blocks()) stats_.remaining += b->size();
+    stats_.bulk_to_send = 0;  // ... of which these bytes cost the link (the time left follows them)
+    for (const auto& b : mem_.blocks()) {
+        stats_.remaining += b->size();
+        auto populated = pagemap != nullptr && !b->file_backed() ? pagemap->populated_pages(*b) : Result<uint64_t>(b->pages());
+        stats_.bulk_to_send += (populated ? *populated : b->pages()) << kPageShift;
+    }
     if (auto s = begin(0); !s) return s;
     for (uint32_t i = 0; i < mem_.blocks().size(); ++i) {
         const auto& b = *mem_.blocks()[i];

@@ -4,6 +4,7 @@
 // Pages go either inline in the stream or through the transport's RAM channel.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -99,7 +100,9 @@ private:
     bool sums_for_channel() const { return verify_ == Verify::round_sums || verify_ == Verify::channel_sums; }
     Status send_round_sums();
     uint64_t bytes_ = 0;
+    uint64_t pages_per_piece();
     uint64_t last_progress_ = 0;
+    std::chrono::steady_clock::time_point last_progress_at_;
     std::function<void()> progress_;
     std::function<bool()> stop_;
     bool stopped_ = false;

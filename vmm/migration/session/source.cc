@@ -84,7 +84,33 @@ MigrationStats MigrationSource::stats() const {
         s.postcopy.switch_ms = s.downtime_ms;  // the switch is postcopy's whole downtime
         s.ram.remaining = sender_->remaining_pages() * memory::kPageSize;
     }
+    predict(s);
     return s;
+}
+
+// The time left (eta.h), from the rates as they are now: the link's measured at the last round's
+// end (during the first round, what moved since setup), the guest's dirtying from the dirty-rate
+// sampler's last period; in postcopy, the push's since the switch.
+void MigrationSource::predict(MigrationStats& s) const {
+    if (s.status == MigrationStatus::active) {
+        // What had arrived when it was last published, over the time it took (a fifth of a second
+        // at least, or the first figures say little).
+        double active_s = std::chrono::duration<double>(published_at_ - active_since_).count();
+        double link = s.ram.mbps > 0 ? s.ram.mbps * 1e6 / 8 : (active_s >= 0.2 ? s.ram.transferred / active_s : 0);
+        double dirty = machine_.dirty_rate().rate().pages_per_second * memory::kPageSize;
+        // In the bulk round, what it has still to send (the pages never touched cost the link
+        // nothing; the model adds what the guest dirties meanwhile as the next round); after it,
+        // what is dirty.
+        uint64_t left = s.rounds == 0 ? s.ram.bulk_to_send : s.ram.remaining;
+        s.eta = precopy_eta({left, link, dirty, static_cast<double>(options_.params.downtime_limit_ms), s.handover_estimate_ms});
+        s.eta_link_bytes_per_s = link;
+        s.eta_dirty_bytes_per_s = dirty;
+    } else if (s.status == MigrationStatus::postcopy_active) {
+        double since_switch = std::chrono::duration<double>(Clock::now() - switched_at_).count();
+        double push = since_switch > 0 ? static_cast<double>(s.postcopy.postcopy_bytes) / since_switch : 0;
+        s.eta = postcopy_eta(s.ram.remaining, push);
+        s.eta_link_bytes_per_s = push;
+    }
 }
 
 void MigrationSource::set_status(MigrationStatus s) {
@@ -337,6 +363,8 @@ void MigrationSource::publish(const RamStats& work) {
     r.normal = work.normal;
     r.normal_bytes = work.normal_bytes;
     r.skipped_unpopulated = work.skipped_unpopulated;
+    r.bulk_to_send = work.bulk_to_send;
+    published_at_ = Clock::now();
     r.remaining = work.remaining;
 }
 
@@ -368,6 +396,10 @@ Status MigrationSource::first_round(Run& run) {
 }
 
 Status MigrationSource::precopy(Run& run) {
+    {
+        std::lock_guard lock(mutex_);
+        active_since_ = published_at_ = Clock::now();
+    }
     set_status(MigrationStatus::active);
     run.saver.on_progress([this, &run] { publish(run.work); });
     // migrate_start_postcopy cuts the round under way short (RamSaver::stop_when);

@@ -142,6 +142,7 @@ private:
     void set_status(MigrationStatus s);
     void fail(const Error& e);
     void update_remaining(uint64_t dirty_pages);
+    void predict(MigrationStats& s) const;  // the time left, into s.eta (under mutex_)
 
     machine::Machine& machine_;
     Transport& transport_;
@@ -169,6 +170,9 @@ private:
     std::optional<uint64_t> last_save_;           // set_last_save()
     std::atomic<uint64_t> saved_id_{0};           // saved_id()
     class PostcopySender* sender_ = nullptr;      // under mutex_, while the postcopy phase runs
+    std::chrono::steady_clock::time_point switched_at_;  // under mutex_: when the postcopy push began
+    std::chrono::steady_clock::time_point active_since_;  // under mutex_: when the first round began
+    std::chrono::steady_clock::time_point published_at_;  // under mutex_: the RAM figures' last publish
     std::optional<ResumeTo> resume_to_;           // under mutex_: migrate -r asked
     std::condition_variable resume_cv_;
     std::vector<std::unique_ptr<Connection>> broken_;  // links that broke in postcopy (Run refers to the first)

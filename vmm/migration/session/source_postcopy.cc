@@ -72,6 +72,7 @@ Status MigrationSource::postcopy(Run& run) {
         stats_.ram.downtime_bytes = *state_bytes;
         stats_.cpu_throttle_percentage = 0;
         sender_ = &sender;
+        switched_at_ = Clock::now();
     }
     set_status(MigrationStatus::postcopy_active);
     Status s = sender.run();
