@@ -5,9 +5,11 @@
 #     run, and again just before and just after each migration, whose throughput is also
 #     divided by the mean of those two)
 #   - our RDMA migration: dynamic registration, rdma-pin-all, 2 channels; our TCP migration
-#     (one connection; vmm-tcp-multifd: 2 lanes, only with --modes)
+#     (one connection; vmm-tcp-multifd: 2 lanes, and vmm-tcp-multifd-postcopy, the same switching
+#     to postcopy after the bulk round, only with --modes)
 #   - QEMU's own RDMA migration (dynamic and pin-all) of a guest with the same RAM and workload,
-#     and QEMU's own TCP migration (qemu-tcp) beside our vmm-tcp, paired the same way
+#     and QEMU's own TCP migration (qemu-tcp; qemu-tcp-multifd with --modes) beside our vmm-tcp,
+#     paired the same way
 #   - our RDMA migration (dynamic, pin-all) of an idle guest whose RAM the host filled: the
 #     spec's bulk-round scenario (8 GB in active use, the VM completely idle); like ib_write_bw,
 #     they run with nothing beside them: no memory sampler, progress polled once a second
@@ -99,12 +101,12 @@ for c in ${chunks//,/ }; do modes+=("vmm-rdma-dynamic-chunk$c-idle" "vmm-rdma-pi
 [ "$qemu" = 1 ] && modes+=(qemu-rdma-dynamic qemu-rdma-pin-all qemu-tcp)
 if [ -n "$only" ]; then
     IFS=, read -r -a modes <<<"$only"
-    ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd'
+    ours='vmm-rdma-dynamic|vmm-rdma-dynamic-prealloc|vmm-rdma-pin-all|vmm-rdma-2-channels|vmm-tcp|vmm-tcp-multifd|vmm-tcp-multifd-postcopy'
     ours+='|vmm-rdma-dynamic-verify|vmm-rdma-pin-all-verify|vmm-tcp-verify'  # each has an -idle twin
     ours+='|vmm-rdma-dynamic-auth|vmm-rdma-pin-all-auth'
     for m in "${modes[@]}"; do
         m=$(sed 's/-chunk[0-9]*[MG]-idle$/-idle/' <<<"$m")  # vmm-rdma-*-chunkSIZE-idle: x-rdma-chunk-size SIZE
-        [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all|qemu-tcp)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
+        [[ "${m%-stopped}" =~ ^($ours|qemu-rdma-dynamic|qemu-rdma-pin-all|qemu-tcp|qemu-tcp-multifd)$ || "${m%-idle}" =~ ^($ours)$ ]] ||
             die "unknown mode '$m' (see --help)"
     done
 fi

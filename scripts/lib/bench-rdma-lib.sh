@@ -215,6 +215,7 @@ run_vmm() {  # run_vmm MODE RUN
     local dest_setup=()
     case "$mode" in vmm-rdma-pin-all*) dest_setup+=("migrate_set_capability rdma-pin-all on") ;; esac
     case "$mode" in *-auth*) dest_setup+=("migrate_set_parameter tls-creds $(bench_pki)") ;; esac
+    case "$mode" in *-postcopy*) dest_setup+=("migrate_set_capability postcopy-ram on") ;; esac
     [ ${#dest_setup[@]} -gt 0 ] && incoming=defer
     # Both sides trace their protocol (a line per control message, registration and write):
     # with --keep-logs, when each message left and arrived can be read off the two logs.
@@ -251,6 +252,12 @@ run_vmm() {  # run_vmm MODE RUN
     esac
     case "$mode" in
         vmm-tcp-multifd*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "multifd", "state": true}]}') ;;
+    esac
+    # -postcopy: postcopy-ram at both ends, the switch after the bulk round (whose throughput is
+    # then the one before the switch).
+    case "$mode" in
+        *-postcopy*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "postcopy-ram", "state": true}]}'
+                            'migrate-set-parameters {"x-postcopy-after-rounds": 1}') ;;
     esac
     case "$mode" in  # -verify: end-to-end RAM verification on (what it costs: beside the same mode without)
         *-verify*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "verify-ram", "state": true}]}') ;;
@@ -329,8 +336,12 @@ run_qemu() {  # run_qemu MODE RUN
     case "$mode" in qemu-tcp*) uri="tcp:$addr:$p" ;; esac  # QEMU's own TCP migration, beside our vmm-tcp
     local common=(qemu-system-x86_64 -accel kvm -cpu host -m "$size" -nodefaults -no-user-config -display none
                   -kernel "$PAYLOAD" -append "$GUEST_ARGS")
+    # qemu-tcp-multifd: multifd (2 channels, QEMU's default) at both ends, the destination's set
+    # before it listens (-incoming defer), as QEMU asks.
+    local incoming=$uri
+    case "$mode" in qemu-tcp-multifd*) incoming=defer ;; esac
     "${common[@]}" -serial "file:$work/$name-d.ser" -qmp "unix:$work/$name-dq.sock,server=on,wait=off" \
-        -incoming "$uri" >"$work/$name-d.log" 2>&1 &
+        -incoming "$incoming" >"$work/$name-d.log" 2>&1 &
     local dpid=$!; pids+=("$dpid")
     "${common[@]}" -serial "file:$work/$name-s.ser" -qmp "unix:$work/$name-sq.sock,server=on,wait=off" \
         >"$work/$name-s.log" 2>&1 &
@@ -338,8 +349,14 @@ run_qemu() {  # run_qemu MODE RUN
     wait_until 300 "the QEMU guest to fill its memory" grep -q "pattern: pass 1," "$work/$name-s.ser"
     # QEMU sets up -incoming during start-up, before its monitor answers.
     wait_until 30 "the QEMU destination" "$CTL" --qmp "unix:$work/$name-dq.sock" query-status
+    local multifd='{"capabilities": [{"capability": "multifd", "state": true}]}'
     case "$mode" in
         qemu-rdma-pin-all*) setup+=('migrate-set-capabilities {"capabilities": [{"capability": "rdma-pin-all", "state": true}]}') ;;
+        qemu-tcp-multifd*)
+            setup+=("migrate-set-capabilities $multifd")
+            "$CTL" --qmp "unix:$work/$name-dq.sock" "migrate-set-capabilities $multifd" \
+                "migrate-incoming {\"uri\": \"$uri\"}" >/dev/null ||
+                die "$mode: the QEMU destination did not take multifd and migrate-incoming" ;;
     esac
     stopped_setup
     # QEMU's default max-bandwidth is 128 MiB/s: lift it (ours has no limit by default).
@@ -505,6 +522,9 @@ report() {
         (.[] | (.value.registration_run1 // [])[0] as $b |
          "  \(.key): \(.value.bulk_mbs // "-" | r(1)) MB/s, \(.value.bulk_ratio_to_ceiling_around // "-" | r(100)) of ib_write_bw; " +
          "\(if $b then "\($b.remote_reg + $b.local_reg) registrations, \($b.writes) chunk writes" else "no round log" end)") end' "$2"
+    jq -r "$jq_round"'.modes | if .["vmm-tcp-multifd-postcopy"] or .["qemu-tcp-multifd"] then
+        "multifd over TCP, 2 lanes, before the switch (MB/s): ours switching to postcopy after the bulk round, its bulk round \(.["vmm-tcp-multifd-postcopy"].bulk_mbs // "-" | r(10));",
+        "ours, multifd alone: bulk round \(.["vmm-tcp-multifd"].bulk_mbs // "-" | r(10)), whole migration \(.["vmm-tcp-multifd"].throughput_mbs // "-" | r(10)); QEMU 7.2'"'"'s multifd precopy, whole migration \(.["qemu-tcp-multifd"].throughput_mbs // "-" | r(10))" else empty end' "$2"
     echo
     echo "setup parts of each run (ours, ms; the destination's after the bar):"
     jq -r '.runs[] | select(.status != "failed" and .setup_parts != null) |

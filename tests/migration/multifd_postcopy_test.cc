@@ -8,6 +8,7 @@
 
 #include "tests/support/postcopy.h"
 #include "tests/support/require.h"
+#include "tests/support/tcp_proxy.h"
 #include "tests/support/test_pki.h"
 
 namespace vmm::test {
@@ -90,6 +91,29 @@ TEST(MultifdPostcopy, ABrokenLinkAfterTheSwitchIsRecovered) {
     EXPECT_EQ(dst->ramhash(), src->ramhash());
     EXPECT_NE(dst->log().find("RAM over 2 multifd lanes"), std::string::npos) << dst->log();
     EXPECT_GE(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
+}
+
+// A lane cut after the switch: the lanes rest once postcopy has begun (nothing reads or writes
+// them), so the migration goes on and completes, the RAM whole.
+TEST(MultifdPostcopy, ALaneCutAfterTheSwitchLeavesThePostcopyWhole) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
+    uint16_t port = free_tcp_port();
+    TcpProxy proxy(port);
+    auto src = stress_source("mfdpc-lane-src", "16M");
+    auto dst = postcopy_destination("mfdpc-lane-dst", tcp_uri(port), "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_capability multifd on"), "");
+    keep_the_push_slow(*src);
+    migrate_switching_after_bulk(*src, tcp_uri(proxy.port()), "16m", "2m");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-active"; }, 120)) << src->cmd("info migrate");
+    // The source opened the main connection (0), its two lanes (1, 2), then the preempt one (3).
+    ASSERT_EQ(proxy.connections(), 4) << src->log();
+    EXPECT_TRUE(proxy.cut_one(1));
+    EXPECT_TRUE(proxy.cut_one(2));
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "completed"; }, 120)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(dst->ramhash(), src->ramhash());
+    EXPECT_EQ(number(*src, "postcopy recoveries"), 0u) << "nothing needed recovering";
 }
 
 }  // namespace vmm::test

@@ -30,6 +30,17 @@ void TcpProxy::cut() {
     }
 }
 
+bool TcpProxy::cut_one(int number) {
+    std::lock_guard lock(mutex_);
+    for (auto& p : pairs_) {
+        if (p.number != number) continue;
+        ::shutdown(p.a.get(), SHUT_RDWR);
+        ::shutdown(p.b.get(), SHUT_RDWR);
+        return true;
+    }
+    return false;
+}
+
 void TcpProxy::mend() {
     std::lock_guard lock(mutex_);
     cut_ = false;
@@ -85,7 +96,7 @@ void TcpProxy::loop() {
             UniqueFd in(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
             UniqueFd out = in && !cut_ && !refuse_new_ ? tcp_connect(target_) : UniqueFd();
             if (out) {
-                pairs_.push_back({std::move(in), std::move(out), mended_at_ != std::chrono::steady_clock::time_point{}});
+                pairs_.push_back({std::move(in), std::move(out), mended_at_ != std::chrono::steady_clock::time_point{}, accepted_});
                 ++accepted_;
             }
         }

@@ -25,6 +25,9 @@ public:
     // Cuts every connection through it (both directions, both ends); later ones are accepted and
     // closed at once, as a link that is down would end them, until mend().
     void cut();
+    // Cuts the `number`th connection forwarded (0: the first accepted), if it is still open:
+    // one of a migration's connections (its main one, a lane, the preempt one) breaking alone.
+    bool cut_one(int number);
     // The link is back: connections are forwarded again.
     void mend();
     // The connections through it stay; new ones are closed at once (a path that went down for
@@ -40,6 +43,7 @@ private:
     struct Pair {
         UniqueFd a, b;
         bool after_mend = false;
+        int number = 0;  // in accept order
     };
     void loop();
     ssize_t forward(int from, int to);  // bytes copied; <= 0 when either end is done
