@@ -35,4 +35,11 @@ Decision Convergence::after_round(const RoundFacts& f) {
     return d;
 }
 
+uint32_t Convergence::throttle_step() {
+    uint64_t next = throttle_ == 0 ? params_.cpu_throttle_initial : throttle_ + params_.cpu_throttle_increment;
+    throttle_ = static_cast<uint32_t>(std::min<uint64_t>(next, params_.max_cpu_throttle));
+    stuck_rounds_ = 0;
+    return throttle_;
+}
+
 }  // namespace vmm::migration

@@ -31,6 +31,11 @@ public:
         : params_(p), auto_converge_(auto_converge), handover_ms_(handover_ms) {}
     Decision after_round(const RoundFacts& f);
     uint32_t throttle() const { return throttle_; }
+    // x-deadline (deadline.h): a higher downtime-limit from now on; one throttle step at once
+    // (auto-converge's, whether or not it is on), returning the new percentage.
+    void set_downtime_limit(uint64_t ms) { params_.downtime_limit_ms = ms; }
+    uint32_t throttle_step();
+    bool throttle_at_most() const { return throttle_ >= params_.max_cpu_throttle; }
 
 private:
     Parameters params_;

@@ -89,6 +89,13 @@ Status MigrationManager::check_tls(const Transport& t) const {
                              t.scheme(), t.scheme()));
 }
 
+// x-deadline's strategy must be one this migration can follow: postcopy needs postcopy-ram.
+Status MigrationManager::check_deadline_strategy_usable(const Options& o) {
+    if (o.params.deadline == "off" || o.params.deadline_strategy != "postcopy" || o.caps.postcopy_ram) return {};
+    return Error("x-deadline-strategy postcopy needs postcopy-ram on both sides (migrate_set_capability postcopy-ram on; "
+                 "at the destination before migrate_incoming), or another strategy");
+}
+
 Status MigrationManager::set_capability(const std::string& name, bool on) {
     std::lock_guard lock(mutex_);
     if (auto s = check_not_taken(name); !s) return s;
@@ -137,6 +144,7 @@ Status MigrationManager::migrate(const std::string& text) {
     auto transport = registry_.get(uri->scheme);
     if (!transport) return transport.error();
     if (auto s = check_tls(**transport); !s) return s;
+    if (auto s = check_deadline_strategy_usable(settings_->get()); !s) return s;
     declare_names(**transport);
     auto token = stream::CancelToken::create();
     if (!token) return token.error();

@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "vmm/common/units.h"
+#include "vmm/migration/precopy/deadline.h"
 
 namespace vmm::migration {
 
@@ -29,6 +30,12 @@ SettingRow size(std::string_view name, uint64_t P::*field, uint64_t max, std::op
 
 SettingRow text(std::string_view name, std::string P::*field, std::string_view help) {
     return {name, help, Kind::text, nullptr, nullptr, 0, 0, std::nullopt, false, field};
+}
+
+// A text row whose values `check` accepts.
+SettingRow checked(SettingRow row, Status (*check)(std::string_view)) {
+    row.check = check;
+    return row;
 }
 
 SettingRow credentials(SettingRow row) {
@@ -111,6 +118,18 @@ const std::vector<SettingRow>& setting_rows() {
              "name (CN=src,O=Lab) or, without '=', the common name (empty = any the CA signed)"),
         integer("x-tls-rekey-records", &P::tls_rekey_records, 1, uint64_t{1} << 24,
                 "TLS: records a side sends under one key before it renews it (TLS 1.3 KeyUpdate; AES-GCM allows 2^24.5)"),
+        checked(text("x-deadline", &P::deadline,
+                     "source, precopy: the migration ends within this time of 'migrate' (30s, 90000ms, 5m, 2h, 1d; off = "
+                     "none): as soon as the time left predicted (info migrate) misses it, x-deadline-strategy acts"),
+                check_deadline),
+        checked(text("x-deadline-strategy", &P::deadline_strategy,
+                     "what x-deadline gives up first: cancel (end the migration now, the guest running on here; the "
+                     "default), postcopy (switch now; needs postcopy-ram), downtime (raise downtime-limit as little as "
+                     "meets it, up to x-deadline-max-downtime), throttle (slow the vCPUs, auto-converge's steps at "
+                     "once); one that cannot meet it cancels, saying why"),
+                check_deadline_strategy),
+        integer("x-deadline-max-downtime", &P::deadline_max_downtime_ms, 1, 2000000,
+                "x-deadline-strategy downtime: the longest pause it may raise downtime-limit to, ms"),
     };
     return k;
 }
@@ -190,6 +209,9 @@ Bounds bounds(const TransportSetting& r) {
 
 Status Settings::set_parameter(std::string_view name, std::string_view value) {
     if (const SettingRow* row = find_setting(name); row != nullptr && row->kind == Kind::text) {
+        if (row->check != nullptr) {
+            if (auto s = row->check(value); !s) return s;
+        }
         params.*(row->text) = std::string(value);
         return {};
     }

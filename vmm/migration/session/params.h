@@ -38,6 +38,8 @@ struct SettingRow {
     // listening, so a waiting destination cannot change it; transport.h).
     bool listener_reads = false;
     std::string Parameters::*text = nullptr;  // text rows
+    // A text row's check (one line saying what it takes), or none: any text.
+    Status (*check)(std::string_view value) = nullptr;
     // A credentials setting (tls-creds): refused on a destination that waits on a transport
     // without TLS, and its files read ahead when set (so the first handshake only shakes hands).
     bool credentials = false;

@@ -30,6 +30,8 @@ MigrationSource::MigrationSource(machine::Machine& m, Transport& transport, Uri 
       cancel_(std::move(cancel)), on_status_(std::move(on_status)) {
     stats_.uri = uri_.text;
     stats_.ram.total = m.memory().total_size();
+    // Checked when it was set: "off" or a duration.
+    if (auto d = parse_deadline_ms(options_.params.deadline)) deadline_ms_ = *d;
 }
 
 MigrationSource::~MigrationSource() {
@@ -401,13 +403,17 @@ Status MigrationSource::precopy(Run& run) {
         active_since_ = published_at_ = Clock::now();
     }
     set_status(MigrationStatus::active);
-    run.saver.on_progress([this, &run] { publish(run.work); });
-    // migrate_start_postcopy cuts the round under way short (RamSaver::stop_when);
-    // x-postcopy-after-rounds switches at a round's end.
-    if (options_.caps.postcopy_ram) run.saver.stop_when([this] { return postcopy_requested_.load(); });
+    run.saver.on_progress([this, &run] {
+        publish(run.work);
+        watch_deadline(run);
+    });
+    // migrate_start_postcopy (or x-deadline's postcopy, or its cancel) cuts the round under way
+    // short (RamSaver::stop_when); x-postcopy-after-rounds switches at a round's end.
+    run.saver.stop_when([this] { return postcopy_requested_.load() || deadline_failure_.has_value(); });
     auto t = Clock::now();
     uint64_t before = run.saver.bytes_sent();
     if (auto s = first_round(run); !s) return s;
+    if (deadline_failure_) return *deadline_failure_;
     Convergence conv(options_.params, options_.caps.auto_converge, stats().handover_estimate_ms);
     for (;;) {
         double secs = std::chrono::duration<double>(Clock::now() - t).count();
@@ -420,6 +426,7 @@ Status MigrationSource::precopy(Run& run) {
                       "more than downtime-limit {} ms: the downtime will exceed the limit (raise it to allow for this)",
                       stats().handover_estimate_ms, options_.params.downtime_limit_ms);
         }
+        if (auto s = keep_deadline(run, conv, d, dirty * memory::kPageSize); !s) return s;
         machine_.set_throttle(d.throttle_percent);
         publish(run.work);
         {
@@ -445,6 +452,7 @@ Status MigrationSource::precopy(Run& run) {
         t = Clock::now();
         before = run.saver.bytes_sent();
         if (auto s = run.saver.dirty_round(++run.round, *bitmaps); !s) return s;
+        if (deadline_failure_) return *deadline_failure_;
     }
 }
 

@@ -28,6 +28,8 @@
 #include "vmm/machine/machine.h"
 #include "vmm/stream/cancel.h"
 #include "vmm/migration/transport/options.h"
+#include "vmm/migration/precopy/convergence.h"
+#include "vmm/migration/precopy/deadline.h"
 #include "vmm/migration/precopy/ram_saver.h"
 #include "vmm/migration/precopy/resume.h"
 #include "vmm/migration/core/live_settings.h"
@@ -143,6 +145,12 @@ private:
     void fail(const Error& e);
     void update_remaining(uint64_t dirty_pages);
     void predict(MigrationStats& s) const;  // the time left, into s.eta (under mutex_)
+    // x-deadline (source_deadline.cc, precopy/deadline.h): the facts as measured now; during a
+    // round, a cancel or a switch at once when the plan misses it; at a round's end, also a
+    // higher downtime-limit or a throttle step (into `d`).
+    DeadlineFacts deadline_facts(double link_bytes_per_s, uint64_t left_bytes, const Convergence* conv) const;
+    void watch_deadline(Run& run);
+    Status keep_deadline(Run& run, Convergence& conv, Decision& d, uint64_t dirty_bytes);
 
     machine::Machine& machine_;
     Transport& transport_;
@@ -184,6 +192,9 @@ private:
     std::string broke_because_;                   // the last break's error (the migration thread's)
     uint64_t resent_now_ = 0;                     // pages the last resumption sends again
     bool cut_done_ = false;                       // x-switchover-cut has cut once
+    uint64_t deadline_ms_ = 0;                    // x-deadline, parsed (0: none)
+    std::optional<Error> deadline_failure_;       // the plan missed x-deadline under its cancel: why
+    std::chrono::steady_clock::time_point deadline_checked_;  // watch_deadline's last look
     std::thread thread_;
 };
 

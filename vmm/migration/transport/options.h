@@ -56,6 +56,11 @@ struct Parameters {
     std::string tls_hostname;  // source: the name the destination's certificate must carry (default: the URI's host)
     std::string tls_authz;     // destination: source certificate names accepted (tls_credentials.h; empty = any)
     uint64_t tls_rekey_records = uint64_t{1} << 24;  // TLS records a writer sends under one key (tls_stream.h)
+    // x-deadline (precopy/deadline.h): "off", or the time the migration must end within, as typed
+    // (checked when set); what to give up first when the plan misses it; the downtime ceiling.
+    std::string deadline = "off";
+    std::string deadline_strategy = "cancel";
+    uint64_t deadline_max_downtime_ms = 2000;
     std::map<std::string, std::string> transport;  // e.g. x-rdma-chunk-size, as canonical text ("2097152")
 };
 

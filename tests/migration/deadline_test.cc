@@ -1,0 +1,111 @@
+// x-deadline through the monitor, as a person types it: what it refuses, and each strategy acting
+// as soon as the plan misses the deadline, long before it has passed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/kvm_fixture.h"
+#include "tests/support/postcopy.h"
+#include "tests/support/require.h"
+#include "tests/support/vm_pair.h"
+
+namespace vmm::test {
+namespace {
+
+bool ended(Vm& vm) {
+    std::string st = vm.migrate_status();
+    return st == "completed" || st == "failed" || st == "cancelled";
+}
+
+// A stress guest rewriting `hot` far faster than a 2 MB/s link moves it (1 vCPU, 128 MiB).
+std::unique_ptr<Vm> outrunning_source(const std::string& name, const std::string& hot) {
+    auto vm = Vm::start(name, {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=" + hot});
+    if (vm) {
+        EXPECT_TRUE(eventually([&] { return vm->guest_value("steps") >= 2; }, 60));
+    }
+    return vm;
+}
+
+}  // namespace
+
+TEST(MigrationDeadline, BadSettingsAreRefusedInOneLine) {
+    VMM_REQUIRE(need::kvm());
+    auto src = Vm::start("dl-bad-src", {"--guest", "idle", "-m", "64M"});
+    ASSERT_TRUE(src);
+    for (const char* bad : {"0", "-5", "11y", "3661d", "soon"}) {
+        EXPECT_EQ(src->cmd(std::string("migrate_set_parameter x-deadline ") + bad),
+                  std::string("Error: x-deadline '") + bad +
+                      "': a time from 1ms to 10 years (e.g. 30s, 90000ms, 5m, 2h, 1d), or off\n");
+    }
+    EXPECT_EQ(src->cmd("migrate_set_parameter x-deadline-strategy warp"),
+              "Error: x-deadline-strategy 'warp': choose cancel, postcopy, downtime or throttle\n");
+    EXPECT_NE(src->cmd("info migrate_parameters").find("x-deadline: off\n"), std::string::npos) << "nothing was taken";
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline 30s"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-strategy postcopy"), "");
+    EXPECT_EQ(src->cmd("migrate tcp:127.0.0.1:" + std::to_string(free_tcp_port())),
+              "Error: x-deadline-strategy postcopy needs postcopy-ram on both sides (migrate_set_capability postcopy-ram "
+              "on; at the destination before migrate_incoming), or another strategy\n");
+    EXPECT_EQ(src->status(), "running");
+}
+
+// cancel (the default): a guest that dirties faster than the link moves can never end; the
+// migration says so within seconds of a 10-minute deadline, and the guest runs on.
+TEST(MigrationDeadline, CancelSaysAtOnceThatItCannotBeMet) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = outrunning_source("dl-cancel-src", sized("16M", "4M"));
+    auto dst = destination("dl-cancel-dst", tcp_uri(port), "128M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth " + sized("2m", "128k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline 10m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 300)) << src->cmd("info migrate");
+    std::string info = src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_status(), "failed") << info;
+    EXPECT_NE(info.find("error: x-deadline 600.0 s cannot be met: "), std::string::npos) << info;
+    EXPECT_NE(info.find("the migration ends here and the guest runs on"), std::string::npos) << info;
+    EXPECT_LT(std::stoull(src->migrate_field("total time")), 300'000u) << "it waited for the deadline: " << info;
+    EXPECT_EQ(src->status(), "running");
+}
+
+// postcopy: the plan misses the deadline, so the source switches, and the migration completes.
+TEST(MigrationDeadline, PostcopySwitchesWhenThePlanMissesIt) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
+    uint16_t port = free_tcp_port();
+    auto src = outrunning_source("dl-pc-src", sized("16M", "4M"));
+    auto dst = postcopy_destination("dl-pc-dst", tcp_uri(port), "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth " + sized("2m", "128k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline 10m"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-strategy postcopy"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 300)) << src->cmd("info migrate") << src->log();
+    EXPECT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate");
+    EXPECT_GT(number(*src, "postcopy missing pages"), 0u) << "it did not switch: " << src->cmd("info migrate");
+    EXPECT_NE(src->log().find("x-deadline: the plan misses it; switching to postcopy now"), std::string::npos)
+        << src->log();
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate");
+    EXPECT_EQ(dst->ramhash(), src->ramhash());
+}
+
+// downtime: a hot set rewritten faster than the link moves it never fits 300 ms; the source
+// raises the limit as little as carries it in one pause, and completes.
+TEST(MigrationDeadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = outrunning_source("dl-dt-src", sized("2M", "512K"));
+    auto dst = destination("dl-dt-dst", tcp_uri(port), "128M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth " + sized("2m", "512k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline 10m"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-strategy downtime"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-max-downtime 5000"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 300)) << src->cmd("info migrate") << src->log();
+    EXPECT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate") << src->log();
+    EXPECT_NE(src->log().find("x-deadline: downtime-limit raised from 300 to "), std::string::npos) << src->log();
+    expect_handover(*src, *dst);
+}
+
+}  // namespace vmm::test

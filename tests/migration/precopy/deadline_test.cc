@@ -1,0 +1,96 @@
+// x-deadline's decisions (precopy/deadline.h): what it takes, and what each strategy does when the
+// plan misses the deadline.
+#include "vmm/migration/precopy/deadline.h"
+
+#include <gtest/gtest.h>
+
+namespace vmm::migration {
+namespace {
+
+constexpr double MB = 1e6;
+
+TEST(Deadline, TakesATimeFromAMillisecondToTenYearsOrOff) {
+    EXPECT_EQ(*parse_deadline_ms("30s"), 30'000u);
+    EXPECT_EQ(*parse_deadline_ms("90000ms"), 90'000u);
+    EXPECT_EQ(*parse_deadline_ms("5m"), 300'000u);
+    EXPECT_EQ(*parse_deadline_ms("2h"), 7'200'000u);
+    EXPECT_EQ(*parse_deadline_ms("1d"), 86'400'000u);
+    EXPECT_EQ(*parse_deadline_ms("45"), 45'000u) << "a bare number is seconds";
+    EXPECT_EQ(*parse_deadline_ms("off"), 0u);
+    EXPECT_EQ(*parse_deadline_ms("3660d"), 3660ull * 86'400'000);
+    for (const char* bad : {"0", "0s", "-5", "-5s", "", "s", "3661d", "11y", "10x", "1.5s", "99999999999999999999"}) {
+        EXPECT_FALSE(parse_deadline_ms(bad)) << bad;
+    }
+    EXPECT_EQ(parse_deadline_ms("0").error().message(),
+              "x-deadline '0': a time from 1ms to 10 years (e.g. 30s, 90000ms, 5m, 2h, 1d), or off");
+}
+
+TEST(Deadline, StrategiesByName) {
+    EXPECT_EQ(deadline_strategy_named("postcopy"), DeadlineStrategy::postcopy);
+    EXPECT_STREQ(to_string(DeadlineStrategy::downtime), "downtime");
+    EXPECT_TRUE(check_deadline_strategy("throttle"));
+    EXPECT_EQ(check_deadline_strategy("warp").error().message(),
+              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime or throttle");
+}
+
+// 100 MB left at 10 MB/s, the guest dirtying 20 MB/s: no end at the 300 ms limit.
+DeadlineFacts missing(DeadlineStrategy s) {
+    DeadlineFacts f;
+    f.deadline_ms = 60'000;
+    f.strategy = s;
+    f.max_downtime_ms = 2000;
+    f.elapsed_ms = 5000;
+    f.eta = {100 * 1000 * 1000, 10 * MB, 20 * MB, 300, 0};
+    return f;
+}
+
+TEST(Deadline, NothingWhileThePlanMeetsIt) {
+    DeadlineFacts f = missing(DeadlineStrategy::cancel);
+    f.eta.dirty_bytes_per_s = 1 * MB;  // 100 MB at 10 MB/s, rounds shrinking tenfold: about 11 s
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    f.deadline_ms = 0;  // off
+    f.eta.dirty_bytes_per_s = 20 * MB;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    f.deadline_ms = 60'000;
+    f.eta.link_bytes_per_s = 0;  // nothing measured yet: no plan to miss
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+}
+
+TEST(Deadline, CancelSaysWhyAtOnce) {
+    auto a = deadline_action(missing(DeadlineStrategy::cancel));
+    EXPECT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_EQ(a.why, "x-deadline 60.0 s cannot be met: 5.0 s in, and no end at these rates (the guest dirties 20.0 MB/s, "
+                     "the link moves 10.0 MB/s); the migration ends here and the guest runs on (raise x-deadline, or "
+                     "choose another x-deadline-strategy)");
+    DeadlineFacts late = missing(DeadlineStrategy::cancel);
+    late.eta.dirty_bytes_per_s = 0;  // 10 s of sending, but 55 s have gone
+    late.elapsed_ms = 55'000;
+    EXPECT_NE(deadline_action(late).why.find("55.0 s in, 10.0 s more predicted"), std::string::npos);
+}
+
+TEST(Deadline, PostcopyAndThrottleAct) {
+    EXPECT_EQ(deadline_action(missing(DeadlineStrategy::postcopy)).kind, DeadlineAction::Kind::postcopy);
+    EXPECT_EQ(deadline_action(missing(DeadlineStrategy::throttle)).kind, DeadlineAction::Kind::throttle);
+    DeadlineFacts at_most = missing(DeadlineStrategy::throttle);
+    at_most.throttle_at_most = true;
+    auto a = deadline_action(at_most);
+    EXPECT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("the vCPUs are throttled as far as max-cpu-throttle allows"), std::string::npos);
+}
+
+// 4 MB dirty, rewritten faster than the link moves it: only a pause that carries all of it ends
+// the migration; the least such limit is 400 ms (4 MB at 10 MB/s).
+TEST(Deadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {
+    DeadlineFacts f = missing(DeadlineStrategy::downtime);
+    f.eta.remaining_bytes = 4 * 1000 * 1000;
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime);
+    EXPECT_EQ(a.downtime_ms, 400u);
+    f.max_downtime_ms = 399;  // the ceiling is below it: cancel, saying so
+    a = deadline_action(f);
+    EXPECT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("not even a downtime of 399 ms (x-deadline-max-downtime) would meet it"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vmm::migration

@@ -1,0 +1,124 @@
+#include "vmm/migration/precopy/deadline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "vmm/common/units.h"
+
+namespace vmm::migration {
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, DeadlineStrategy>, 4> kStrategies{{
+    {"cancel", DeadlineStrategy::cancel},
+    {"postcopy", DeadlineStrategy::postcopy},
+    {"downtime", DeadlineStrategy::downtime},
+    {"throttle", DeadlineStrategy::throttle},
+}};
+
+constexpr uint64_t kTenYearsMs = uint64_t{10} * 366 * 24 * 3600 * 1000;
+
+// "45.2 s more predicted" or "no end at these rates (...)".
+std::string predicted(const DeadlineFacts& f, const std::optional<Eta>& eta) {
+    if (eta && eta->converges) {
+        return fmt::format("{:.1f} s in, {:.1f} s more predicted", f.elapsed_ms / 1000, eta->remaining_ms / 1000);
+    }
+    return fmt::format("{:.1f} s in, and no end at these rates (the guest dirties {:.1f} MB/s, the link moves {:.1f} MB/s)",
+                       f.elapsed_ms / 1000, f.eta.dirty_bytes_per_s / 1e6, f.eta.link_bytes_per_s / 1e6);
+}
+
+bool meets(const DeadlineFacts& f, const std::optional<Eta>& eta) {
+    return eta && eta->converges && f.elapsed_ms + eta->remaining_ms <= static_cast<double>(f.deadline_ms);
+}
+
+DeadlineAction cancel(const DeadlineFacts& f, const std::optional<Eta>& eta, std::string_view tried) {
+    return {DeadlineAction::Kind::cancel, 0,
+            fmt::format("x-deadline {:.1f} s cannot be met: {}{}; the migration ends here and the guest runs on "
+                        "(raise x-deadline, or choose another x-deadline-strategy)",
+                        static_cast<double>(f.deadline_ms) / 1000, predicted(f, eta), tried)};
+}
+
+// The least downtime limit, up to the ceiling, whose prediction meets the deadline.
+std::optional<uint64_t> least_downtime(const DeadlineFacts& f) {
+    uint64_t lo = static_cast<uint64_t>(f.eta.downtime_limit_ms), hi = f.max_downtime_ms;
+    auto at = [&](uint64_t ms) {
+        EtaFacts e = f.eta;
+        e.downtime_limit_ms = static_cast<double>(ms);
+        return precopy_eta(e);
+    };
+    if (hi <= lo || !meets(f, at(hi))) return std::nullopt;
+    while (lo + 1 < hi) {  // meets(at(hi)), and not meets(at(lo))
+        uint64_t mid = lo + (hi - lo) / 2;
+        (meets(f, at(mid)) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
+}  // namespace
+
+std::optional<DeadlineStrategy> deadline_strategy_named(std::string_view name) {
+    for (auto [n, s] : kStrategies)
+        if (n == name) return s;
+    return std::nullopt;
+}
+
+const char* to_string(DeadlineStrategy s) {
+    for (auto [n, v] : kStrategies)
+        if (v == s) return n.data();
+    return "?";
+}
+
+Status check_deadline_strategy(std::string_view name) {
+    if (deadline_strategy_named(name)) return {};
+    return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime or throttle", name));
+}
+
+Result<uint64_t> parse_deadline_ms(std::string_view text) {
+    if (text == "off") return uint64_t{0};
+    static constexpr std::array<std::pair<std::string_view, uint64_t>, 6> kUnits{
+        {{"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}}};  // bare: seconds
+    size_t cut = std::min(text.find_first_not_of("0123456789"), text.size());
+    std::string_view digits = text.substr(0, cut), suffix = text.substr(cut);
+    uint64_t unit = 0;
+    for (auto [name, ms] : kUnits)
+        if (name == suffix) unit = ms;
+    auto n = digits.empty() || digits.size() > 15 ? Result<uint64_t>(Error("")) : parse_uint(digits);
+    if (unit == 0 || !n || *n == 0 || *n > kTenYearsMs / unit) {
+        return Error(fmt::format("x-deadline '{}': a time from 1ms to 10 years (e.g. 30s, 90000ms, 5m, 2h, 1d), or off",
+                                 text));
+    }
+    return *n * unit;
+}
+
+Status check_deadline(std::string_view text) {
+    auto v = parse_deadline_ms(text);
+    if (!v) return v.error();
+    return {};
+}
+
+DeadlineAction deadline_action(const DeadlineFacts& f) {
+    if (f.deadline_ms == 0) return {};
+    auto eta = precopy_eta(f.eta);
+    if (!eta || meets(f, eta)) return {};  // nothing measured yet, or on time
+    switch (f.strategy) {
+        case DeadlineStrategy::cancel: return cancel(f, eta, "");
+        case DeadlineStrategy::postcopy: return {DeadlineAction::Kind::postcopy, 0, {}};
+        case DeadlineStrategy::downtime: {
+            auto ms = least_downtime(f);
+            if (!ms) {
+                return cancel(f, eta, fmt::format("; not even a downtime of {} ms (x-deadline-max-downtime) would meet it",
+                                                  f.max_downtime_ms));
+            }
+            return {DeadlineAction::Kind::downtime, *ms, {}};
+        }
+        case DeadlineStrategy::throttle:
+            if (f.throttle_at_most) return cancel(f, eta, "; the vCPUs are throttled as far as max-cpu-throttle allows");
+            return {DeadlineAction::Kind::throttle, 0, {}};
+    }
+    return {};
+}
+
+}  // namespace vmm::migration
