@@ -56,6 +56,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~kCapTls) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
     bool wants_tls = cfg.tls.has_value();
+    if (wants_tls) supported |= kCapTls;
     Admit admit = [&peer_refused, wants_tls, &cfg](const PrivateData& theirs) -> Status {
         Status s = check_chunk_size(theirs, cfg);
         if (s && wants_tls && (theirs.flags & kCapTls) == 0) {

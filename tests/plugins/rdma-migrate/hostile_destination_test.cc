@@ -122,7 +122,9 @@ TEST(RdmaSource, RamBlocksThatDoNotMatchAreRefused) {
     bigger.length = 2 * kRam;
     dst.accept(kGrant, bigger);
     std::string why = src.result();
-    EXPECT_NE(why.find("RAM block 0 ('pc.ram') is 1048576 bytes here but 2097152 on the peer"), std::string::npos) << why;
+    EXPECT_NE(why.find(fmt::format("RAM block 0 ('pc.ram') is {} bytes here but {} on the peer", kRam, 2 * kRam)),
+              std::string::npos)
+        << why;
     EXPECT_NE(dst.next().find("the peer aborted: RAM block 0"), std::string::npos);
 }
 

@@ -135,7 +135,7 @@ std::vector<Hostile> hostile_messages() {
         {"RegisterNamesAnotherBlock", encode_register_entries(Command::register_request, {{0, 3, 0}}),
          "RDMA REGISTER REQUEST names RAM block 3 (there are 1)"},
         {"RegisterPastTheBlock", encode_register_entries(Command::register_request, {{16 * kChunk, 0, 0}}),
-         "RDMA REGISTER REQUEST address 0x100000 is outside 'pc.ram' (0x0+0x100000)"},
+         "RDMA REGISTER REQUEST address 0x1000000 is outside 'pc.ram' (0x0+0x1000000)"},  // 16 chunks of 1 MiB
         {"RegisterCountOverflows", encode_register_entries(Command::register_request, {{2 * kChunk, 0, huge}}),
          "which has 16"},
         {"ValidRegisterThenInvalidOne", encode_register_entries(Command::register_request, {{kChunk, 0, 0}, {99 * kChunk, 0, 0}}),

@@ -23,8 +23,8 @@ namespace rdma_migrate::test {
 
 using vmm::test::rdma_addr;
 
-constexpr uint32_t kChunkShift = 16;
-constexpr uint64_t kChunk = uint64_t{1} << kChunkShift;  // 64 KiB
+constexpr uint32_t kChunkShift = 20;
+constexpr uint64_t kChunk = uint64_t{1} << kChunkShift;  // 1 MiB: x-rdma-chunk-size's least
 constexpr uint64_t kRam = 16 * kChunk;  // one block of 16 chunks
 constexpr uint8_t kFill = 0xa5;
 constexpr Timeouts kTimeouts{10000, 10000};
