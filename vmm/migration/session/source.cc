@@ -90,23 +90,27 @@ MigrationStats MigrationSource::stats() const {
     return s;
 }
 
-// The time left (eta.h), from the rates as they are now: the link's measured at the last round's
-// end (during the first round, what moved since setup), the guest's dirtying from the dirty-rate
-// sampler's last period; in postcopy, the push's since the switch.
+// Precopy's plan as measured now (eta.h), from `s` (stats_ under mutex_, or a copy of it): the
+// link's rate measured at the last round's end (during the first round, what had arrived when it
+// was last published over the time it took: a fifth of a second at least, or the first figures
+// say little), the guest's dirtying from the dirty-rate sampler's last period, and what is left:
+// in the bulk round what it has still to send (the pages never touched cost the link nothing; the
+// model adds what the guest dirties meanwhile as the next round), after it what is dirty.
+EtaFacts MigrationSource::precopy_facts(const MigrationStats& s) const {
+    double active_s = std::chrono::duration<double>(published_at_ - active_since_).count();
+    double link = s.ram.mbps > 0 ? s.ram.mbps * 1e6 / 8 : (active_s >= 0.2 ? s.ram.transferred / active_s : 0);
+    double dirty = machine_.dirty_rate().rate().pages_per_second * memory::kPageSize;
+    uint64_t left = s.rounds == 0 ? s.ram.bulk_to_send : s.ram.remaining;
+    return {left, link, dirty, static_cast<double>(options_.params.downtime_limit_ms), s.handover_estimate_ms};
+}
+
+// The time left (eta.h); in postcopy, the missing pages at the push's rate since the switch.
 void MigrationSource::predict(MigrationStats& s) const {
     if (s.status == MigrationStatus::active) {
-        // What had arrived when it was last published, over the time it took (a fifth of a second
-        // at least, or the first figures say little).
-        double active_s = std::chrono::duration<double>(published_at_ - active_since_).count();
-        double link = s.ram.mbps > 0 ? s.ram.mbps * 1e6 / 8 : (active_s >= 0.2 ? s.ram.transferred / active_s : 0);
-        double dirty = machine_.dirty_rate().rate().pages_per_second * memory::kPageSize;
-        // In the bulk round, what it has still to send (the pages never touched cost the link
-        // nothing; the model adds what the guest dirties meanwhile as the next round); after it,
-        // what is dirty.
-        uint64_t left = s.rounds == 0 ? s.ram.bulk_to_send : s.ram.remaining;
-        s.eta = precopy_eta({left, link, dirty, static_cast<double>(options_.params.downtime_limit_ms), s.handover_estimate_ms});
-        s.eta_link_bytes_per_s = link;
-        s.eta_dirty_bytes_per_s = dirty;
+        EtaFacts f = precopy_facts(s);
+        s.eta = precopy_eta(f);
+        s.eta_link_bytes_per_s = f.link_bytes_per_s;
+        s.eta_dirty_bytes_per_s = f.dirty_bytes_per_s;
     } else if (s.status == MigrationStatus::postcopy_active) {
         double since_switch = std::chrono::duration<double>(Clock::now() - switched_at_).count();
         double push = since_switch > 0 ? static_cast<double>(s.postcopy.postcopy_bytes) / since_switch : 0;
@@ -405,7 +409,7 @@ Status MigrationSource::precopy(Run& run) {
     set_status(MigrationStatus::active);
     run.saver.on_progress([this, &run] {
         publish(run.work);
-        watch_deadline(run);
+        watch_deadline();
     });
     // migrate_start_postcopy (or x-deadline's postcopy, or its cancel) cuts the round under way
     // short (RamSaver::stop_when); x-postcopy-after-rounds switches at a round's end.
@@ -426,7 +430,7 @@ Status MigrationSource::precopy(Run& run) {
                       "more than downtime-limit {} ms: the downtime will exceed the limit (raise it to allow for this)",
                       stats().handover_estimate_ms, options_.params.downtime_limit_ms);
         }
-        if (auto s = keep_deadline(run, conv, d, dirty * memory::kPageSize); !s) return s;
+        if (auto s = keep_deadline(conv, d, dirty * memory::kPageSize); !s) return s;
         machine_.set_throttle(d.throttle_percent);
         publish(run.work);
         {

@@ -145,12 +145,13 @@ private:
     void fail(const Error& e);
     void update_remaining(uint64_t dirty_pages);
     void predict(MigrationStats& s) const;  // the time left, into s.eta (under mutex_)
-    // x-deadline (source_deadline.cc, precopy/deadline.h): the facts as measured now; during a
-    // round, a cancel or a switch at once when the plan misses it; at a round's end, also a
-    // higher downtime-limit or a throttle step (into `d`).
-    DeadlineFacts deadline_facts(double link_bytes_per_s, uint64_t left_bytes, const Convergence* conv) const;
-    void watch_deadline(Run& run);
-    Status keep_deadline(Run& run, Convergence& conv, Decision& d, uint64_t dirty_bytes);
+    EtaFacts precopy_facts(const MigrationStats& s) const;  // precopy's plan as measured now (under mutex_)
+    // x-deadline (source_deadline.cc, precopy/deadline.h): the facts for the plan `eta`; during a
+    // round, a cancel or a switch at once when the plan misses it; at a round's end, also a higher
+    // downtime-limit or a throttle step (into `d`).
+    DeadlineFacts deadline_facts(const EtaFacts& eta, const Convergence* conv) const;
+    void watch_deadline();
+    Status keep_deadline(Convergence& conv, Decision& d, uint64_t dirty_bytes);
 
     machine::Machine& machine_;
     Transport& transport_;

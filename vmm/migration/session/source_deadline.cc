@@ -5,7 +5,6 @@
 #include "vmm/common/log.h"
 #include "vmm/memory/guest_memory.h"
 #include "vmm/migration/session/source.h"
-#include "vmm/migration/session/source_run.h"
 
 namespace vmm::migration {
 
@@ -14,28 +13,28 @@ namespace {
 constexpr auto kLookEvery = std::chrono::milliseconds(200);
 }  // namespace
 
-DeadlineFacts MigrationSource::deadline_facts(double link_bytes_per_s, uint64_t left_bytes, const Convergence* conv) const {
+DeadlineFacts MigrationSource::deadline_facts(const EtaFacts& eta, const Convergence* conv) const {
     DeadlineFacts f;
     f.deadline_ms = deadline_ms_;
     f.strategy = deadline_strategy_named(options_.params.deadline_strategy).value_or(DeadlineStrategy::cancel);
     f.max_downtime_ms = options_.params.deadline_max_downtime_ms;
     f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-    f.eta = {left_bytes, link_bytes_per_s, machine_.dirty_rate().rate().pages_per_second * memory::kPageSize,
-             static_cast<double>(options_.params.downtime_limit_ms), stats().handover_estimate_ms};
+    f.eta = eta;
     f.throttle_at_most = conv != nullptr && conv->throttle_at_most();
     return f;
 }
 
-// During a round: the link's rate and what is left as the monitor shows them (MigrationStats::eta).
-void MigrationSource::watch_deadline(Run& run) {
-    (void)run;
+// During a round: the plan as the monitor shows it (predict()).
+void MigrationSource::watch_deadline() {
     auto now = std::chrono::steady_clock::now();
     if (deadline_ms_ == 0 || deadline_failure_ || postcopy_requested_ || now - deadline_checked_ < kLookEvery) return;
     deadline_checked_ = now;
-    MigrationStats s = stats();
-    if (!s.eta) return;
-    auto a = deadline_action(deadline_facts(s.eta_link_bytes_per_s, s.rounds == 0 ? s.ram.bulk_to_send : s.ram.remaining,
-                                            nullptr));
+    EtaFacts eta;
+    {
+        std::lock_guard lock(mutex_);
+        eta = precopy_facts(stats_);
+    }
+    auto a = deadline_action(deadline_facts(eta, nullptr));
     if (a.kind == DeadlineAction::Kind::cancel) {
         deadline_failure_ = Error(a.why);
     } else if (a.kind == DeadlineAction::Kind::postcopy) {
@@ -45,10 +44,16 @@ void MigrationSource::watch_deadline(Run& run) {
 }
 
 // At a round's end: every strategy, with the round's measured bandwidth and what is dirty.
-Status MigrationSource::keep_deadline(Run& run, Convergence& conv, Decision& d, uint64_t dirty_bytes) {
-    (void)run;
+Status MigrationSource::keep_deadline(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
     if (deadline_ms_ == 0 || d.complete || postcopy_requested_) return {};
-    auto a = deadline_action(deadline_facts(d.bandwidth, dirty_bytes, &conv));
+    EtaFacts eta;
+    {
+        std::lock_guard lock(mutex_);
+        eta = precopy_facts(stats_);
+    }
+    eta.link_bytes_per_s = d.bandwidth;
+    eta.remaining_bytes = dirty_bytes;
+    auto a = deadline_action(deadline_facts(eta, &conv));
     switch (a.kind) {
         case DeadlineAction::Kind::none: return {};
         case DeadlineAction::Kind::cancel: return Error(a.why);
@@ -59,7 +64,10 @@ Status MigrationSource::keep_deadline(Run& run, Convergence& conv, Decision& d, 
         case DeadlineAction::Kind::downtime:
             log::info("x-deadline: downtime-limit raised from {} to {} ms, the least that meets it",
                       options_.params.downtime_limit_ms, a.downtime_ms);
-            options_.params.downtime_limit_ms = a.downtime_ms;
+            {
+                std::lock_guard lock(mutex_);  // stats() reads it for the time left
+                options_.params.downtime_limit_ms = a.downtime_ms;
+            }
             conv.set_downtime_limit(a.downtime_ms);
             // The round just measured fits the new limit already, or the next will.
             d.complete = d.expected_downtime_ms <= static_cast<double>(a.downtime_ms);
