@@ -17,46 +17,40 @@ namespace vmm::migration {
 
 IncomingMigration::IncomingMigration(machine::Machine& m, Transport& transport, Uri uri, SettingsFn settings,
                                      stream::CancelToken cancel, bool stay_paused, StatusFn on_status, FailFn on_failure)
-    : machine_(m), transport_(transport), uri_(std::move(uri)), settings_(std::move(settings)), options_(settings_()),
-      cancel_(std::move(cancel)),
-      stay_paused_(stay_paused), on_status_(std::move(on_status)), on_failure_(std::move(on_failure)) {
-    stats_.uri = uri_.text;
-    stats_.ram.total = m.memory().total_size();
-}
+    : core_(m, std::move(uri), settings(), std::move(cancel), stay_paused, std::move(on_status), std::move(on_failure)),
+      transport_(transport), settings_(std::move(settings)) {}
 
 IncomingMigration::~IncomingMigration() {
     cancel();
     if (thread_.joinable()) thread_.join();
-    if (check_cancel_) check_cancel_->cancel();
-    if (checker_.joinable()) checker_.join();
 }
 
 void IncomingMigration::cancel() {
-    std::lock_guard lock(mutex_);
-    cancel_.cancel();
+    std::lock_guard lock(core_.mutex);
+    core_.cancel.cancel();
     if (recovery_cancel_) recovery_cancel_->cancel();
 }
 
 Status IncomingMigration::listen() {
-    auto l = transport_.listen(context_for(machine_, uri_, settings_, cancel_));
+    auto l = transport_.listen(context_for(core_.machine, core_.uri, settings_, core_.cancel));
     if (!l) return l.error();
-    listener_ = std::move(*l);
-    machine_.set_incoming();
+    core_.listener = std::move(*l);
+    core_.machine.set_incoming();
     return {};
 }
 
 void IncomingMigration::start() { thread_ = std::thread([this] { run(); }); }
 
 MigrationStats IncomingMigration::stats() const {
-    std::lock_guard lock(mutex_);
-    MigrationStats s = stats_;
-    if (live_ != nullptr && s.setup_parts.empty()) {  // the first connection's (a recovery's is not setup)
-        s.setup_parts = setup_parts_of(*live_);
+    std::lock_guard lock(core_.mutex);
+    MigrationStats s = core_.stats;
+    if (core_.live != nullptr && s.setup_parts.empty()) {  // the first connection's (a recovery's is not setup)
+        s.setup_parts = setup_parts_of(*core_.live);
         s.setup_time_ms = static_cast<uint64_t>(total_ms(s.setup_parts));
     }
-    if (receiver_ || lazy_) {
-        s.postcopy = receiver_ ? receiver_->stats() : lazy_->stats();
-        if (lazy_) s.postcopy.ready_ms = lazy_ready_ms_;
+    bool lazy = file_.report(s);
+    if (receiver_ || lazy) {
+        if (receiver_) s.postcopy = receiver_->stats();
         s.ram.remaining = (s.postcopy.missing_pages - s.postcopy.placed) * memory::kPageSize;
         s.ram.transferred += s.postcopy.postcopy_bytes;  // what arrived, both phases (as the source counts it)
     }
@@ -76,47 +70,33 @@ std::vector<SetupPart> IncomingMigration::setup_parts_of(const Connection& conn)
 }
 
 bool IncomingMigration::waits_with_settings_taken() const {
-    std::lock_guard lock(mutex_);
-    return stats_.status == MigrationStatus::none && live_ == nullptr && !transport_.listener_reads_settings_late();
+    std::lock_guard lock(core_.mutex);
+    return core_.stats.status == MigrationStatus::none && core_.live == nullptr && !transport_.listener_reads_settings_late();
 }
 
 bool IncomingMigration::waits_without_tls() const {
-    std::lock_guard lock(mutex_);
-    return stats_.status == MigrationStatus::none && live_ == nullptr && !transport_.carries_tls();
+    std::lock_guard lock(core_.mutex);
+    return core_.stats.status == MigrationStatus::none && core_.live == nullptr && !transport_.carries_tls();
 }
-
-void IncomingMigration::set_status(MigrationStatus s) {
-    {
-        std::lock_guard lock(mutex_);
-        stats_.status = s;
-    }
-    if (on_status_ && options_.caps.events) on_status_(s);
-}
-
-void IncomingMigration::refuse(stream::ByteStream& st, const Error& e) {
-    // Best effort: the source learns why; the connection may already be gone.
-    if (st.write(encode_reply(ReplyType::refused, e.message()))) (void)st.flush();
-}
-
 void IncomingMigration::run() {
     name_this_thread("mig-incoming");
-    log::info("waiting for an incoming migration on {}", listener_->describe());
+    log::info("waiting for an incoming migration on {}", core_.listener->describe());
     // The hand-over the header's answer reports, rehearsed while nobody waits for it: this
     // machine's state is what it will be when the source connects (nothing runs here yet).
-    rehearsal_ = rehearse_handover(machine_);
-    auto conn = listener_->accept();
+    rehearsal_ = rehearse_handover(core_.machine);
+    auto conn = core_.listener->accept();
     if (!conn) {
-        if (!cancel_.cancelled()) on_failure_(conn.error());
+        if (!core_.cancel.cancelled()) core_.on_failure(conn.error());
         return;
     }
     log::info("incoming migration from {}", (*conn)->describe());
-    options_ = settings_();  // as the monitor has them now, changes made while this waited included
-    start_ = std::chrono::steady_clock::now();
-    set_status(MigrationStatus::active);
+    core_.options = settings_();  // as the monitor has them now, changes made while this waited included
+    core_.start = std::chrono::steady_clock::now();
+    core_.set_status(MigrationStatus::active);
     {
-        std::lock_guard lock(mutex_);
-        live_ = conn->get();
-        accept_steps_ = live_->setup_parts().size();
+        std::lock_guard lock(core_.mutex);
+        core_.live = conn->get();
+        accept_steps_ = core_.live->setup_parts().size();
     }
     Status s = receive(*conn);
     end_connection(s, std::move(*conn));
@@ -128,19 +108,19 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
     // Done with the source: the connection goes, then the listener (a transport's connection may
     // use what its listener set up), so the port is free for the next migration to this host.
     {
-        std::lock_guard lock(mutex_);
-        if (conn && stats_.setup_parts.empty()) {
-            stats_.setup_parts = setup_parts_of(*conn);
-            stats_.setup_time_ms = static_cast<uint64_t>(total_ms(stats_.setup_parts));
+        std::lock_guard lock(core_.mutex);
+        if (conn && core_.stats.setup_parts.empty()) {
+            core_.stats.setup_parts = setup_parts_of(*conn);
+            core_.stats.setup_time_ms = static_cast<uint64_t>(total_ms(core_.stats.setup_parts));
         }
-        live_ = nullptr;
+        core_.live = nullptr;
     }
     conn.reset();
-    listener_.reset();
+    core_.listener.reset();
     {
-        std::lock_guard lock(mutex_);
-        stats_.total_time_ms = static_cast<uint64_t>(ms_since(start_));
-        stats_.error = s ? "" : s.error().message();
+        std::lock_guard lock(core_.mutex);
+        core_.stats.total_time_ms = static_cast<uint64_t>(ms_since(core_.start));
+        core_.stats.error = s ? "" : s.error().message();
     }
     if (!s && in_postcopy_) {
         // The guest runs here, and the source holds the pages it still lacks: ending now would
@@ -149,11 +129,11 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
         log::error("postcopy from the source broke: {}; the guest stays here, its vCPUs waiting for {} missing pages: "
                    "'migrate_recover URI' here, then 'migrate -r URI' on the source, resumes it",
                    s.error().message(), left.missing_pages - left.placed);
-        set_status(MigrationStatus::postcopy_paused);
+        core_.set_status(MigrationStatus::postcopy_paused);
         return;
     }
-    set_status(s ? MigrationStatus::completed : MigrationStatus::failed);
-    if (!s) on_failure_(s.error());
+    core_.set_status(s ? MigrationStatus::completed : MigrationStatus::failed);
+    if (!s) core_.on_failure(s.error());
 }
 
 Status IncomingMigration::recover(Transport& transport, Uri uri) {
@@ -169,21 +149,21 @@ Status IncomingMigration::recover(Transport& transport, Uri uri) {
     auto token = stream::CancelToken::create();
     if (!token) return token.error();
     {
-        std::lock_guard lock(mutex_);
-        if (cancel_.cancelled()) return Error("migrate_recover: this vmm is quitting");
+        std::lock_guard lock(core_.mutex);
+        if (core_.cancel.cancelled()) return Error("migrate_recover: this vmm is quitting");
         recovery_cancel_.emplace(std::move(*token));
     }
-    auto l = transport.listen(context_for(machine_, uri, settings_, *recovery_cancel_));
+    auto l = transport.listen(context_for(core_.machine, uri, settings_, *recovery_cancel_));
     if (!l) return l.error();
-    listener_ = std::move(*l);
-    set_status(MigrationStatus::postcopy_recover);
+    core_.listener = std::move(*l);
+    core_.set_status(MigrationStatus::postcopy_recover);
     thread_ = std::thread([this] { run_recovery(); });
     return {};
 }
 
 Status IncomingMigration::stop_waiting() {
-    std::lock_guard lock(mutex_);
-    if (live_ != nullptr) {
+    std::lock_guard lock(core_.mutex);
+    if (core_.live != nullptr) {
         return Error("migrate_recover: the source is resuming this postcopy already; wait for it to end "
                      "(postcopy-active, or postcopy-paused to try again)");
     }
@@ -192,29 +172,29 @@ Status IncomingMigration::stop_waiting() {
 }
 
 Status IncomingMigration::pause_link() {
-    std::lock_guard lock(mutex_);
-    if (stats_.status != MigrationStatus::postcopy_active || live_ == nullptr) {
+    std::lock_guard lock(core_.mutex);
+    if (core_.stats.status != MigrationStatus::postcopy_active || core_.live == nullptr) {
         return Error(fmt::format("migrate_pause pauses a migration in postcopy-active; this one is {}",
-                                 to_string(stats_.status)));
+                                 to_string(core_.stats.status)));
     }
-    return live_->cut();
+    return core_.live->cut();
 }
 
 void IncomingMigration::run_recovery() {
     name_this_thread("mig-incoming");
-    log::info("waiting for the source to resume postcopy ('migrate -r') on {}", listener_->describe());
-    auto conn = listener_->accept();
+    log::info("waiting for the source to resume postcopy ('migrate -r') on {}", core_.listener->describe());
+    auto conn = core_.listener->accept();
     bool superseded = false;
     {
-        std::lock_guard lock(mutex_);
-        superseded = recovery_cancel_->cancelled() && !cancel_.cancelled();
-        if (conn && !superseded) live_ = conn->get();
+        std::lock_guard lock(core_.mutex);
+        superseded = recovery_cancel_->cancelled() && !core_.cancel.cancelled();
+        if (conn && !superseded) core_.live = conn->get();
     }
     if (superseded) {  // a new migrate_recover listens elsewhere
-        log::info("migrate_recover: no longer waiting on {}", listener_->describe());
+        log::info("migrate_recover: no longer waiting on {}", core_.listener->describe());
         if (conn) (*conn)->abort("the destination listens elsewhere now (a new migrate_recover)");
-        listener_.reset();
-        set_status(MigrationStatus::postcopy_paused);
+        core_.listener.reset();
+        core_.set_status(MigrationStatus::postcopy_paused);
         return;
     }
     if (!conn) {
@@ -231,29 +211,29 @@ Status IncomingMigration::resume(Connection& conn) {
     if (auto m = read_magic(st); !m) return m.error();
     auto header = read_header_after_magic(st);
     if (!header) {
-        refuse(st, header.error());
+        core_.refuse(st, header.error());
         return header.error();
     }
-    Status ok = check_compatible(*header, header_for(machine_));
+    Status ok = check_compatible(*header, header_for(core_.machine));
     if (ok && (header->features & kFeaturePostcopyResume) == 0) {
         ok = Error("this destination waits for its paused postcopy to resume, not for a new migration: 'migrate -r URI' "
                    "on the source resumes it");
     }
     if (!ok) {
-        refuse(st, ok.error());
+        core_.refuse(st, ok.error());
         return ok;
     }
     if (auto s = st.write(encode_header_ok(0)); !s) return s;
     auto link = conn.dest_postcopy({header->blocks, (header->features & kFeatureVerifyRam) != 0});
-    if (auto s = receiver_->resume(st, std::move(link), std::chrono::milliseconds(options_.params.io_timeout_ms)); !s)
+    if (auto s = receiver_->resume(st, std::move(link), std::chrono::milliseconds(core_.options.params.io_timeout_ms)); !s)
         return s;
     log::info("postcopy resumed from {}", conn.describe());
-    set_status(MigrationStatus::postcopy_active);
+    core_.set_status(MigrationStatus::postcopy_active);
     Status s = receiver_->run();
     if (s) {
         receiver_->close();
-        machine_.control().postcopy_window(false);
-        machine_.set_incomplete("");
+        core_.machine.control().postcopy_window(false);
+        core_.machine.set_incomplete("");
     }
     return s;
 }
@@ -264,10 +244,10 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
     if (auto m = read_magic(st); !m) return m.error();  // not a vmm source: it could not read REFUSED
     auto header = read_header_after_magic(st);
     if (!header) {
-        refuse(st, header.error());
+        core_.refuse(st, header.error());
         return header.error();
     }
-    StreamHeader local = header_for(machine_);
+    StreamHeader local = header_for(core_.machine);
     Status ok = check_compatible(*header, local);
     if (ok && header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr) {
         ok = Error("the source sends RAM through a transport channel this transport lacks");
@@ -280,53 +260,34 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
         ok = Error("the source resumes a precopy whose link broke, but this destination has none (a vmm that was "
                    "restarted, or another one): the migration must start again");
     }
-    if (ok) ok = read_session(st, header->features, local.blocks);
-    if (ok && conn.preempt_stream() != nullptr && !options_.caps.postcopy_preempt) {
+    if (ok) ok = precopy_wait_.read_session(st, header->features, local.blocks);
+    if (ok && conn.preempt_stream() != nullptr && !core_.options.caps.postcopy_preempt) {
         ok = Error("the source has postcopy-preempt on, this destination does not: set it on both sides "
                    "(migrate_set_capability postcopy-preempt on, before migrate_incoming), or off on the source");
     }
-    if (ok && conn.preempt_stream() == nullptr && !conn.postcopy_channel() && options_.caps.postcopy_preempt &&
+    if (ok && conn.preempt_stream() == nullptr && !conn.postcopy_channel() && core_.options.caps.postcopy_preempt &&
         (header->features & kFeaturePostcopy) != 0) {
         ok = Error("this destination has postcopy-preempt on, the source does not: set it on both sides, or off here");
     }
-    if (ok && (header->features & kFeaturePostcopy) != 0 && !options_.caps.postcopy_ram) {
+    if (ok && (header->features & kFeaturePostcopy) != 0 && !core_.options.caps.postcopy_ram) {
         ok = Error("the source has postcopy-ram on, this destination does not: set it on both sides "
                    "(migrate_set_capability postcopy-ram on, before migrate_incoming), or off on the source");
     }
-    auto handover_us = !ok ? Result<uint32_t>(ok.error()) : rehearsal_ ? std::move(*rehearsal_) : rehearse_handover(machine_);
+    auto handover_us = !ok ? Result<uint32_t>(ok.error()) : rehearsal_ ? std::move(*rehearsal_) : rehearse_handover(core_.machine);
     rehearsal_.reset();  // a recovery's connection rehearses again
     if (!handover_us) {
-        refuse(st, handover_us.error());
+        core_.refuse(st, handover_us.error());
         return handover_us.error();
     }
     if (auto s = st.write(encode_header_ok(*handover_us)); !s) return s.error();
     if (auto s = st.flush(); !s) return s.error();
     {
-        std::lock_guard lock(mutex_);
-        header_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();  // since accepted
+        std::lock_guard lock(core_.mutex);
+        header_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();  // since accepted
     }
     header->blocks = local.blocks;
     return header;
 }
-
-void IncomingMigration::publish(const StreamLoader& loader, const DestRamChannel* channel, const RamVerifier* verifier) {
-    std::lock_guard lock(mutex_);
-    ChannelCounts lanes = channel != nullptr ? channel->counts() : ChannelCounts{};
-    stats_.ram.normal = loader.counters().pages + lanes.pages;
-    stats_.ram.duplicate = loader.counters().zero_pages + lanes.zero_pages;
-    stats_.ram.transferred = loader.counters().bytes + lanes.bytes;
-    stats_.ram.normal_bytes = stats_.ram.normal * memory::kPageSize;
-    stats_.rounds = static_cast<uint32_t>(loader.counters().rounds);
-    stats_.ram.populate_announced = loader.counters().announced;
-    stats_.ram.populated_ahead = loader.populated_ahead();
-    if (verifier != nullptr) {
-        stats_.ram.verified_bytes = verifier->checked_bytes();
-        stats_.ram.verify_mismatches = verifier->mismatches();
-        stats_.ram.verified_in_round = loader.checks_channel_sums();
-        stats_.ram.verified_after_round = loader.checked_late();
-    }
-}
-
 // How the source's sums are made: on an authenticated connection keyed MACs, and then they must
 // come with every page (a source that sends none is refused: nothing would vouch for the RAM).
 Result<PageSummer> IncomingMigration::sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums) {
@@ -351,121 +312,56 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
     bool channel_sums = (header->features & kFeatureChannelSums) != 0;
     auto summer = sums_for(conn, channel, channel_sums);
     if (!summer) {
-        refuse(st, summer.error());
+        core_.refuse(st, summer.error());
         return summer.error();
     }
     if ((header->features & kFeatureVerifyRam) != 0) {
         verifier = std::make_unique<RamVerifier>(header->blocks, *summer);
         if (channel != nullptr && !round_sums && !channel_sums) {  // a channel that checks its own records (multifd)
             if (auto s = channel->verify_with(verifier.get()); !s) {
-                refuse(st, s.error());
+                core_.refuse(st, s.error());
                 return s;
             }
         }
     }
-    StreamLoader loader(machine_.memory(), st, channel, header->blocks,
-                        [this](std::span<const uint8_t> blob) { return load_machine_state(machine_, blob); },
+    StreamLoader loader(core_.machine.memory(), st, channel, header->blocks,
+                        [this](std::span<const uint8_t> blob) { return load_machine_state(core_.machine, blob); },
                         verifier.get());
     if (verifier && round_sums) loader.expect_round_sums();
     if ((header->features & kFeaturePostcopy) != 0) loader.allow_postcopy();
     if (verifier && channel_sums) {
         if (auto s = loader.check_channel_sums(); !s) {
-            refuse(st, s.error());
+            core_.refuse(st, s.error());
             return s;
         }
     }
-    if (arrivals_) loader.track_arrivals(arrivals_.get());
-    if (auto s = load_rounds(live, loader, channel, verifier.get()); !s) return s;
-    if (session_) return switchover(live, loader, channel, verifier.get());  // a resumable precopy: inline, no postcopy, no file
+    if (ArrivalRounds* arrivals = precopy_wait_.arrivals(); arrivals != nullptr) loader.track_arrivals(arrivals);
+    if (auto s = precopy_wait_.load_rounds(live, loader, channel, verifier.get()); !s) return s;
+    // A resumable precopy's: inline, no postcopy, no file.
+    if (precopy_wait_.resumable()) return precopy_wait_.switchover(live, loader, channel, verifier.get());
+    return finish(*live, *header, loader, channel);
+}
+
+Status IncomingMigration::finish(Connection& conn, const StreamHeader& header, StreamLoader& loader,
+                                 DestRamChannel* channel) {
+    stream::ByteStream& st = conn.stream();
     if (loader.switched_to_postcopy()) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
-        return receive_postcopy(conn, *header, loader.discards());
+        return receive_postcopy(conn, header, loader.discards());
     }
     FileRamSource* file = channel != nullptr ? channel->file_ram() : nullptr;
     if (auto lazy = file != nullptr ? file->lazy() : std::nullopt) {
         loader.stop_populating();  // before userfaultfd registers guest RAM
-        return receive_lazy(st, header->blocks, std::move(*lazy));
+        return file_.receive_lazy(st, header.blocks, std::move(*lazy), [&] { return ready_and_go(st); });
     }
     if (auto mapped = file != nullptr ? file->mapped() : std::nullopt) {
-        if (auto s = map_file(std::move(*mapped)); !s) {
-            refuse(st, s.error());
+        if (auto s = file_.map(std::move(*mapped)); !s) {
+            core_.refuse(st, s.error());
             return s;
         }
     }
-    if (auto s = ready_and_go(st); !s) return s;
-    return {};
+    return ready_and_go(st);
 }
-
-Status IncomingMigration::map_file(FileRam ram) {
-    const auto& blocks = machine_.memory().blocks();
-    if (ram.offsets.size() != blocks.size()) return Error("internal: a mapped file without a place for every RAM block");
-    // Guarded first: a file that could change under the guest is not mapped.
-    auto guard = MappedFileGuard::create(machine_, ram.fd, uri_.text, on_failure_);
-    if (!guard) {
-        return guard.error().context("x-restore-mapped cannot keep the guest from seeing the file change (restore it "
-                                     "without x-restore-mapped: it is then read)");
-    }
-    guard_ = std::move(*guard);
-    for (size_t i = 0; i < blocks.size(); ++i)
-        if (auto s = blocks[i]->map_file(ram.fd, ram.offsets[i]); !s) return s;
-    auto token = stream::CancelToken::create();
-    if (!token) return token.error();
-    check_cancel_.emplace(std::move(*token));
-    checker_ = std::thread([this, check = std::move(ram.check)] {
-        name_this_thread("restore-check");
-        Status s = check(*check_cancel_);
-        if (s) {
-            guard_->check_done();
-            log::info("every page of {} matches its sum", uri_.text);
-        } else if (!check_cancel_->cancelled()) {
-            on_failure_(Error(fmt::format("the guest runs on RAM mapped from {}, whose check found it damaged: {}", uri_.text,
-                                          s.error().message())));
-        }
-    });
-    return {};
-}
-
-// A lazy restore (x-restore-lazy): the guest runs (or waits, paused) while its RAM comes in from
-// the file, the pages it touches first. A damaged page or a failed read ends the restore (and
-// the process): there is no other copy to recover from.
-Status IncomingMigration::receive_lazy(stream::ByteStream& st, const std::vector<BlockInfo>& blocks, LazyFileRam file) {
-    auto read_all = file.read_all;
-    auto lazy = std::make_unique<LazyRestore>(machine_.memory(), blocks, machine_.vcpu_tids(), std::move(file), cancel_);
-    if (auto s = lazy->prepare(); !s) {  // e.g. no userfaultfd for this process: read it all, then run
-        lazy.reset();
-        log::info("{}: read before the guest runs, not lazily: {}", uri_.text, s.error().message());
-        if (auto r = read_all(); !r) {
-            refuse(st, r.error());
-            return r;
-        }
-        return ready_and_go(st);
-    }
-    LazyRestore* l = lazy.get();
-    {
-        std::lock_guard lock(mutex_);
-        lazy_ = std::move(lazy);  // kept for its figures
-    }
-    machine_.control().postcopy_window(true);  // the guest's own view of its stalls from here
-    if (auto s = ready_and_go(st); !s) {
-        machine_.control().postcopy_window(false);
-        return s;
-    }
-    {
-        std::lock_guard lock(mutex_);
-        lazy_ready_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-    }
-    machine_.set_incomplete("the guest runs on a lazy restore whose pages are still coming in from the file");
-    set_status(MigrationStatus::postcopy_active);
-    Status s = l->run();
-    if (s) {
-        l->close();
-        machine_.control().postcopy_window(false);
-        machine_.set_incomplete("");
-        log::info("{}: every page is in (lazy restore)", uri_.text);
-    }
-    return s;
-}
-
 // READY, then the source's GO; the guest runs here from now on (or stays paused as the source
 // had it, or with -S: 'cont' runs it).
 Status IncomingMigration::ready_and_go(stream::ByteStream& st, PostcopyReceiver* postcopy) {
@@ -481,7 +377,7 @@ Status IncomingMigration::ready_and_go(stream::ByteStream& st, PostcopyReceiver*
     if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
         return Error("the source did not give the go-ahead; not running the guest");
     }
-    return machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused);
+    return core_.machine.finish_incoming(core_.stay_paused || go->type == ReplyType::go_paused);
 }
 
 // The guest runs here before every page has come: userfaultfd holds the missing ones, the
@@ -491,35 +387,35 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
     stream::ByteStream& st = conn.stream();
     if (header.ram_mode == RamMode::transport_channel && !conn.carries_postcopy()) {
         Error e("the source switched to postcopy, but this transport has no postcopy channel with it");
-        refuse(st, e);
+        core_.refuse(st, e);
         return e;
     }
     bool verify = (header.features & kFeatureVerifyRam) != 0;
-    auto receiver = std::make_unique<PostcopyReceiver>(machine_.memory(), st, conn.dest_postcopy({header.blocks, verify}),
-                                                       header.blocks, machine_.vcpu_tids(), verify,
-                                                       std::chrono::milliseconds(options_.params.io_timeout_ms));
+    auto receiver = std::make_unique<PostcopyReceiver>(core_.machine.memory(), st, conn.dest_postcopy({header.blocks, verify}),
+                                                       header.blocks, core_.machine.vcpu_tids(), verify,
+                                                       std::chrono::milliseconds(core_.options.params.io_timeout_ms));
     if (auto s = receiver->prepare(discards); !s) {
-        refuse(st, s.error());
+        core_.refuse(st, s.error());
         return s;
     }
     PostcopyReceiver* r = receiver.get();
     {
-        std::lock_guard lock(mutex_);
+        std::lock_guard lock(core_.mutex);
         receiver_ = std::move(receiver);  // kept for its figures, and for the pages it holds
     }
-    machine_.control().postcopy_window(true);  // the guest's own view of its stalls from here
+    core_.machine.control().postcopy_window(true);  // the guest's own view of its stalls from here
     if (auto s = ready_and_go(st, r); !s) {
-        machine_.control().postcopy_window(false);
+        core_.machine.control().postcopy_window(false);
         return s;
     }
     in_postcopy_ = true;
-    machine_.set_incomplete("the guest runs here in postcopy and still lacks pages only the source has");
-    set_status(MigrationStatus::postcopy_active);
+    core_.machine.set_incomplete("the guest runs here in postcopy and still lacks pages only the source has");
+    core_.set_status(MigrationStatus::postcopy_active);
     Status s = r->run();
     if (s) {
         r->close();  // every page is here: the guest no longer needs the fault thread
-        machine_.control().postcopy_window(false);
-        machine_.set_incomplete("");
+        core_.machine.control().postcopy_window(false);
+        core_.machine.set_incomplete("");
     }
     return s;
 }

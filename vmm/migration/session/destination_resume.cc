@@ -1,17 +1,17 @@
-// IncomingMigration's precopy across a broken link (destination.h): the SESSION a resumable
-// source announces, precopy-paused while it reconnects, and the check of its new connection.
+// PrecopyWait (destination_resume.h).
+#include "vmm/migration/session/destination_resume.h"
+
 #include <fmt/format.h>
 
 #include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/migration/precopy/machine_state.h"
-#include "vmm/migration/session/destination.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
 
-Status IncomingMigration::read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks) {
+Status PrecopyWait::read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks) {
     if ((features & kFeatureResumable) == 0) return {};
     auto r = read_record(st, blocks, kStreamPageSize);
     if (!r) return r.error();
@@ -22,10 +22,10 @@ Status IncomingMigration::read_session(stream::ByteStream& st, uint32_t features
     return {};
 }
 
-Status IncomingMigration::ride_out(std::unique_ptr<Connection>& conn, const Error& why) {
+Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why) {
     auto paused_at = std::chrono::steady_clock::now();
     // The source's window, and its last try's wait for an answer.
-    auto window = std::chrono::milliseconds(uint64_t{session_->window_ms} + options_.params.connect_timeout_ms);
+    auto window = std::chrono::milliseconds(uint64_t{session_->window_ms} + core_.options.params.connect_timeout_ms);
     const char* holding = phase_ == Phase::precopy ? "in precopy: {}; every page that arrived stays"
                           : phase_ == Phase::ready ? "at the switchover, the state loaded and no GO yet: {}; the state stays"
                                                    : "after GO, the guest running here: {}; it runs on";
@@ -33,16 +33,16 @@ Status IncomingMigration::ride_out(std::unique_ptr<Connection>& conn, const Erro
               "the source to resume",
               fmt::format(fmt::runtime(holding), why.message()), window.count());
     {
-        std::lock_guard lock(mutex_);
-        live_ = nullptr;
-        stats_.error = why.message();
+        std::lock_guard lock(core_.mutex);
+        core_.live = nullptr;
+        core_.stats.error = why.message();
     }
     conn.reset();
-    set_status(MigrationStatus::precopy_paused);
+    core_.set_status(MigrationStatus::precopy_paused);
     for (;;) {
-        auto next = listener_->accept_until(paused_at + window);
+        auto next = core_.listener->accept_until(paused_at + window);
         if (!next) {
-            if (cancel_.cancelled()) return next.error();
+            if (core_.cancel.cancelled()) return next.error();
             return Error(fmt::format("the link from the source broke ({}) and the source did not resume within {} ms "
                                      "(its x-resume-window)",
                                      why.message(), window.count()));
@@ -54,21 +54,21 @@ Status IncomingMigration::ride_out(std::unique_ptr<Connection>& conn, const Erro
         break;
     }
     {
-        std::lock_guard lock(mutex_);
-        live_ = conn.get();
-        ++stats_.precopy_resumes;
-        stats_.precopy_paused_ms += ms_between(paused_at, std::chrono::steady_clock::now());
-        stats_.error.clear();
+        std::lock_guard lock(core_.mutex);
+        core_.live = conn.get();
+        ++core_.stats.precopy_resumes;
+        core_.stats.precopy_paused_ms += ms_between(paused_at, std::chrono::steady_clock::now());
+        core_.stats.error.clear();
     }
     log::info("precopy resumed from {} after {:.0f} ms", conn->describe(), ms_between(paused_at, std::chrono::steady_clock::now()));
-    set_status(MigrationStatus::active);
+    core_.set_status(MigrationStatus::active);
     return {};
 }
 
 // The resuming header and SESSION; HEADER_OK and the rounds in which each page arrived. False:
 // a connection that is not this migration's resumption (refused, or broken on the way); the wait
 // goes on. An error: the source has ended the migration.
-Result<bool> IncomingMigration::take_resumption(Connection& conn) {
+Result<bool> PrecopyWait::take_resumption(Connection& conn) {
     stream::ByteStream& st = conn.stream();
     auto not_it = [&](const Error& e) {
         log::warn("while the precopy waits for its source to resume: {}", e.message());
@@ -77,10 +77,10 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
     if (auto m = read_magic(st); !m) return not_it(m.error());
     auto header = read_header_after_magic(st);
     if (!header) {
-        refuse(st, header.error());
+        core_.refuse(st, header.error());
         return not_it(header.error());
     }
-    StreamHeader local = header_for(machine_);
+    StreamHeader local = header_for(core_.machine);
     Status ok = check_compatible(*header, local);
     if (ok && (header->features & kFeaturePrecopyResume) == 0) {
         ok = Error("this destination holds a precopy whose link broke and waits for its source to resume it, not for a "
@@ -92,12 +92,13 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
         r = Error("this destination holds the pages of another migration than this source's: it cannot resume here");
     }
     if (!r) {
-        refuse(st, r.error());
+        core_.refuse(st, r.error());
         return not_it(r.error());
     }
     if (r->window_ms == 0) {
+        std::lock_guard lock(core_.mutex);
         return Error(fmt::format("the source ended the migration while its link was broken ({}); its log says why",
-                                 stats().error));
+                                 core_.stats.error));
     }
     auto answered = [&]() -> Status {
         if (auto s = st.write(encode_header_ok(0)); !s) return s;
@@ -113,38 +114,38 @@ Result<bool> IncomingMigration::take_resumption(Connection& conn) {
     // The source goes on at once with its next round. A try it gave up on before this side could
     // answer (this side was stopped, or slow) has closed by now: its end is not a resumption.
     uint8_t first = 0;
-    auto next = st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms));
+    auto next = st.await_readable(std::chrono::milliseconds(core_.options.params.connect_timeout_ms));
     if (next) next = st.read_exact(std::span<uint8_t>(&first, 1));
     if (next) next = st.unread(std::span<const uint8_t>(&first, 1));
     if (!next) return not_it(next.error().context("the source's try went before its rounds began"));
     return true;
 }
 
-void IncomingMigration::cut_at(uint64_t step) {
-    if (options_.params.switchover_cut != step || cut_done_) return;  // once a migration
+void PrecopyWait::cut_at(uint64_t step) {
+    if (core_.options.params.switchover_cut != step || cut_done_) return;  // once a migration
     cut_done_ = true;
-    std::lock_guard lock(mutex_);
-    if (live_ == nullptr) return;
+    std::lock_guard lock(core_.mutex);
+    if (core_.live == nullptr) return;
     log::warn("x-switchover-cut {}: cutting the link to the source here, as a failed network would", step);
-    (void)live_->cut();
+    (void)core_.live->cut();
 }
 
-Status IncomingMigration::load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+Status PrecopyWait::load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
                                       const RamVerifier* verifier) {
     phase_ = Phase::precopy;
     Status loaded = loader.run();
-    while (!loaded && session_ && live->stream().link_broke() && !cancel_.cancelled()) {
-        publish(loader, channel, verifier);
+    while (!loaded && session_ && live->stream().link_broke() && !core_.cancel.cancelled()) {
+        core_.publish(loader, channel, verifier);
         if (loaded = ride_out(live, loaded.error()); !loaded) return loaded;  // live is gone
         loader.rebind(live->stream());
         loaded = loader.run();
     }
-    publish(loader, channel, verifier);
-    if (!loaded) refuse(live->stream(), loaded.error());
+    core_.publish(loader, channel, verifier);
+    if (!loaded) core_.refuse(live->stream(), loaded.error());
     return loaded;
 }
 
-Status IncomingMigration::switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+Status PrecopyWait::switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
                                      const RamVerifier* verifier) {
     for (;;) {
         phase_ = Phase::ready;
@@ -152,7 +153,7 @@ Status IncomingMigration::switchover(std::unique_ptr<Connection>& live, StreamLo
         cut_at(2);
         uint8_t first = 0;
         Status next = live->stream().read_exact(std::span<uint8_t>(&first, 1));
-        while (!next && live->stream().link_broke() && !cancel_.cancelled()) {
+        while (!next && live->stream().link_broke() && !core_.cancel.cancelled()) {
             // GO may come on a resumption (it is asked for READY), or the source's rounds.
             if (auto s = ride_out(live, next.error()); !s) return s;
             next = live->stream().read_exact(std::span<uint8_t>(&first, 1));
@@ -169,8 +170,8 @@ Status IncomingMigration::switchover(std::unique_ptr<Connection>& live, StreamLo
     if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
         return Error("the source did not give the go-ahead; not running the guest");
     }
-    if (auto s = machine_.finish_incoming(stay_paused_ || go->type == ReplyType::go_paused); !s) {
-        refuse(live->stream(), s.error());
+    if (auto s = core_.machine.finish_incoming(core_.stay_paused || go->type == ReplyType::go_paused); !s) {
+        core_.refuse(live->stream(), s.error());
         return s;
     }
     phase_ = Phase::running;
@@ -182,14 +183,14 @@ Status IncomingMigration::switchover(std::unique_ptr<Connection>& live, StreamLo
 
 // The guest runs here. The source's DONE ends the migration; a link that breaks first leaves the
 // source asking, and each resumption is told RUNNING, until DONE or the source's window ends.
-Status IncomingMigration::await_done(std::unique_ptr<Connection>& live) {
+Status PrecopyWait::await_done(std::unique_ptr<Connection>& live) {
     for (;;) {
         auto done = read_reply(live->stream());
         if (done) {
             if (done->type != ReplyType::done) log::warn("the source answered RUNNING out of turn; the guest runs here");
             return {};
         }
-        if (!live->stream().link_broke() || cancel_.cancelled()) return {};
+        if (!live->stream().link_broke() || core_.cancel.cancelled()) return {};
         if (auto s = ride_out(live, done.error()); !s) {
             log::warn("the guest runs here, and the source did not confirm it knows ({})", s.error().message());
             return {};

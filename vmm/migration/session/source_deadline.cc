@@ -1,10 +1,10 @@
-// x-deadline on the source (precopy/deadline.h): the plan, re-made from what is measured now,
-// during every round and at its end; the strategy acts as soon as the plan misses the deadline.
+// DeadlineKeeper (source_deadline.h).
+#include "vmm/migration/session/source_deadline.h"
+
 #include <fmt/format.h>
 
 #include "vmm/common/log.h"
 #include "vmm/memory/guest_memory.h"
-#include "vmm/migration/session/source.h"
 
 namespace vmm::migration {
 
@@ -13,60 +13,65 @@ namespace {
 constexpr auto kLookEvery = std::chrono::milliseconds(200);
 }  // namespace
 
-DeadlineFacts MigrationSource::deadline_facts(const EtaFacts& eta, const Convergence* conv) const {
+DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy) : core_(core), postcopy_(postcopy) {
+    // Checked when it was set: "off" or a duration.
+    if (auto d = parse_deadline_ms(core_.options.params.deadline)) deadline_ms_ = *d;
+}
+
+DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv) const {
     DeadlineFacts f;
     f.deadline_ms = deadline_ms_;
-    f.strategy = deadline_strategy_named(options_.params.deadline_strategy).value_or(DeadlineStrategy::cancel);
-    f.max_downtime_ms = options_.params.deadline_max_downtime_ms;
-    f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    f.strategy = deadline_strategy_named(core_.options.params.deadline_strategy).value_or(DeadlineStrategy::cancel);
+    f.max_downtime_ms = core_.options.params.deadline_max_downtime_ms;
+    f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     f.eta = eta;
     f.throttle_at_most = conv != nullptr && conv->throttle_at_most();
     return f;
 }
 
 // During a round: the plan as the monitor shows it (predict()).
-void MigrationSource::watch_deadline() {
+void DeadlineKeeper::watch() {
     auto now = std::chrono::steady_clock::now();
-    if (deadline_ms_ == 0 || deadline_failure_ || postcopy_requested_ || now - deadline_checked_ < kLookEvery) return;
-    deadline_checked_ = now;
+    if (deadline_ms_ == 0 || failure_ || postcopy_.requested() || now - checked_ < kLookEvery) return;
+    checked_ = now;
     EtaFacts eta;
     {
-        std::lock_guard lock(mutex_);
-        eta = precopy_facts(stats_);
+        std::lock_guard lock(core_.mutex);
+        eta = core_.precopy_facts(core_.stats);
     }
-    auto a = deadline_action(deadline_facts(eta, nullptr));
+    auto a = deadline_action(facts(eta, nullptr));
     if (a.kind == DeadlineAction::Kind::cancel) {
-        deadline_failure_ = Error(a.why);
+        failure_ = Error(a.why);
     } else if (a.kind == DeadlineAction::Kind::postcopy) {
         log::info("x-deadline: the plan misses it; switching to postcopy now");
-        postcopy_requested_ = true;
+        postcopy_.switch_soon();
     }
 }
 
 // At a round's end: every strategy, with the round's measured bandwidth and what is dirty.
-Status MigrationSource::keep_deadline(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
-    if (deadline_ms_ == 0 || d.complete || postcopy_requested_) return {};
+Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
+    if (deadline_ms_ == 0 || d.complete || postcopy_.requested()) return {};
     EtaFacts eta;
     {
-        std::lock_guard lock(mutex_);
-        eta = precopy_facts(stats_);
+        std::lock_guard lock(core_.mutex);
+        eta = core_.precopy_facts(core_.stats);
     }
     eta.link_bytes_per_s = d.bandwidth;
     eta.remaining_bytes = dirty_bytes;
-    auto a = deadline_action(deadline_facts(eta, &conv));
+    auto a = deadline_action(facts(eta, &conv));
     switch (a.kind) {
         case DeadlineAction::Kind::none: return {};
         case DeadlineAction::Kind::cancel: return Error(a.why);
         case DeadlineAction::Kind::postcopy:
             log::info("x-deadline: the plan misses it; switching to postcopy now");
-            postcopy_requested_ = true;
+            postcopy_.switch_soon();
             return {};
         case DeadlineAction::Kind::downtime:
             log::info("x-deadline: downtime-limit raised from {} to {} ms, the least that meets it",
-                      options_.params.downtime_limit_ms, a.downtime_ms);
+                      core_.options.params.downtime_limit_ms, a.downtime_ms);
             {
-                std::lock_guard lock(mutex_);  // stats() reads it for the time left
-                options_.params.downtime_limit_ms = a.downtime_ms;
+                std::lock_guard lock(core_.mutex);  // stats() reads it for the time left
+                core_.options.params.downtime_limit_ms = a.downtime_ms;
             }
             conv.set_downtime_limit(a.downtime_ms);
             // The round just measured fits the new limit already, or the next will.

@@ -1,5 +1,6 @@
-// MigrationSource's postcopy phase (source.h): the switch, the request-first sender, and the
-// recovery of a link that broke (postcopy-paused, migrate -r, postcopy-recover).
+// PostcopyPhase (source_postcopy.h).
+#include "vmm/migration/session/source_postcopy.h"
+
 #include <fmt/format.h>
 
 #include "vmm/common/elapsed.h"
@@ -8,8 +9,6 @@
 #include "vmm/migration/postcopy/recovery.h"
 #include "vmm/migration/postcopy/sender.h"
 #include "vmm/migration/precopy/machine_state.h"
-#include "vmm/migration/session/source.h"
-#include "vmm/migration/session/source_run.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/stream_format.h"
 
@@ -19,11 +18,49 @@ namespace {
 using Clock = SteadyClock;
 }  // namespace
 
+Status PostcopyPhase::start() {
+    if (!core_.options.caps.postcopy_ram) {
+        return Error("this migration cannot switch to postcopy: set the postcopy-ram capability on both sides before "
+                     "'migrate'");
+    }
+    MigrationStatus st;
+    {
+        std::lock_guard lock(core_.mutex);
+        st = core_.stats.status;
+    }
+    if (st != MigrationStatus::setup && st != MigrationStatus::active) {
+        return Error(fmt::format("no precopy migration to switch to postcopy (status {})", to_string(st)));
+    }
+    requested_ = true;
+    return {};
+}
+
+bool PostcopyPhase::due_after(uint32_t round) {
+    if (!core_.options.caps.postcopy_ram) return false;
+    // `round` is the last round sent: 0 is the bulk round, so N rounds are done at round N - 1.
+    uint64_t after = core_.options.params.postcopy_after_rounds;
+    switching_ = requested_ || (after != 0 && round + 1 >= after);
+    return switching_;
+}
+
+// The postcopy's figures, and the time left: the missing pages at the push's rate since the switch.
+void PostcopyPhase::report(MigrationStats& s) const {
+    if (sender_ == nullptr) return;
+    s.postcopy = sender_->stats();
+    s.postcopy.switch_ms = s.downtime_ms;  // the switch is postcopy's whole downtime
+    s.ram.remaining = sender_->remaining_pages() * memory::kPageSize;
+    if (s.status != MigrationStatus::postcopy_active) return;
+    double since_switch = std::chrono::duration<double>(SteadyClock::now() - switched_at_).count();
+    double push = since_switch > 0 ? static_cast<double>(s.postcopy.postcopy_bytes) / since_switch : 0;
+    s.eta = postcopy_eta(s.ram.remaining, push);
+    s.eta_link_bytes_per_s = push;
+}
+
 // Runs of the pages the destination must drop and fetch again: dirty since they were sent.
-Status MigrationSource::send_discards(stream::ByteStream& st, const std::vector<std::vector<uint64_t>>& bitmaps) {
+Status PostcopyPhase::send_discards(stream::ByteStream& st, const SourceCore::Bitmaps& bitmaps) {
     std::vector<uint8_t> all;
     for (uint32_t b = 0; b < bitmaps.size(); ++b) {
-        uint64_t pages = machine_.memory().blocks()[b]->pages();
+        uint64_t pages = core_.machine.memory().blocks()[b]->pages();
         for (auto run = memory::next_run(bitmaps[b], 0, pages); run.count != 0;
              run = memory::next_run(bitmaps[b], run.first + run.count, pages)) {
             Record r;
@@ -38,12 +75,12 @@ Status MigrationSource::send_discards(stream::ByteStream& st, const std::vector<
     return st.write(all);
 }
 
-Status MigrationSource::postcopy(Run& run) {
+Status PostcopyPhase::run(SourceRun& run) {
     DowntimeParts parts;
     auto paused_at = Clock::now();
-    machine_.pause();
-    paused_by_us_ = true;
-    auto bitmaps = take_dirty();  // what changed since it was sent: the destination must not keep it
+    core_.machine.pause();
+    core_.paused_by_us = true;
+    auto bitmaps = core_.take_dirty();  // what changed since it was sent: the destination must not keep it
     if (!bitmaps) return bitmaps.error();
     if (run.saver.cut_short()) {  // ... and what the round stopped short of: the destination never had it
         const auto& unsent = run.saver.unsent();
@@ -52,31 +89,31 @@ Status MigrationSource::postcopy(Run& run) {
     }
     parts.pause = ms_between(paused_at, Clock::now());
     if (auto s = send_discards(run.conn->stream(), *bitmaps); !s) return s;
-    auto state_bytes = hand_over(run, parts, RecordType::postcopy);
+    auto state_bytes = switchover_.hand_over(run, parts, RecordType::postcopy);
     if (!state_bytes) return state_bytes.error();
-    paused_by_us_ = false;  // GO went: the destination runs the guest, this side never again
-    went_postcopy_ = true;
-    machine_.refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
+    core_.paused_by_us = false;  // GO went: the destination runs the guest, this side never again
+    went_ = true;
+    core_.machine.refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
                            "running it here too would fork it ('cont -f' forces it)");
-    machine_.set_throttle(0);
-    machine_.set_postmigrate();
-    std::vector<BlockInfo> blocks = header_for(machine_).blocks;
-    PostcopySender sender(machine_.memory(), run.conn->source_postcopy({blocks, sums_on()}), blocks,
-                          std::move(*bitmaps), cancel_, *live_, {options_.caps.zero_blocks});
+    core_.machine.set_throttle(0);
+    core_.machine.set_postmigrate();
+    std::vector<BlockInfo> blocks = header_for(core_.machine).blocks;
+    PostcopySender sender(core_.machine.memory(), run.conn->source_postcopy({blocks, core_.sums_on()}), blocks,
+                          std::move(*bitmaps), core_.cancel, *core_.live, {core_.options.caps.zero_blocks});
     uint64_t precopy_bytes = run.work.transferred;
     {
-        std::lock_guard lock(mutex_);
-        stats_.downtime_ms = ms_since(paused_at);
-        stats_.downtime_parts = parts;
-        stats_.ram.precopy_bytes = precopy_bytes;
-        stats_.ram.downtime_bytes = *state_bytes;
-        stats_.cpu_throttle_percentage = 0;
+        std::lock_guard lock(core_.mutex);
+        core_.stats.downtime_ms = ms_since(paused_at);
+        core_.stats.downtime_parts = parts;
+        core_.stats.ram.precopy_bytes = precopy_bytes;
+        core_.stats.ram.downtime_bytes = *state_bytes;
+        core_.stats.cpu_throttle_percentage = 0;
         sender_ = &sender;
         switched_at_ = Clock::now();
     }
-    set_status(MigrationStatus::postcopy_active);
+    core_.set_status(MigrationStatus::postcopy_active);
     Status s = sender.run();
-    while (!s && !cancel_.cancelled()) {  // the link broke: both sides keep their state
+    while (!s && !core_.cancel.cancelled()) {  // the link broke: both sides keep their state
         if (auto r = recover_link(sender, s.error()); !r) {
             s = r;  // given up: the guest was forced to run here
             break;
@@ -84,119 +121,74 @@ Status MigrationSource::postcopy(Run& run) {
         s = sender.run();
     }
     {
-        std::lock_guard lock(mutex_);
-        stats_.postcopy = sender.stats();
-        stats_.postcopy.switch_ms = stats_.downtime_ms;
-        stats_.ram.transferred = run.work.transferred + *state_bytes + stats_.postcopy.postcopy_bytes;
-        stats_.ram.remaining = sender.remaining_pages() * memory::kPageSize;
-        stats_.total_time_ms = ms_since(start_);
+        std::lock_guard lock(core_.mutex);
+        core_.stats.postcopy = sender.stats();
+        core_.stats.postcopy.switch_ms = core_.stats.downtime_ms;
+        core_.stats.ram.transferred = run.work.transferred + *state_bytes + core_.stats.postcopy.postcopy_bytes;
+        core_.stats.ram.remaining = sender.remaining_pages() * memory::kPageSize;
+        core_.stats.total_time_ms = ms_since(core_.start);
         sender_ = nullptr;
     }
     if (!s) return s;
-    machine_.refuse_resume(kMovedAway);  // as after precopy: the guest has moved
-    set_status(MigrationStatus::completed);
+    core_.machine.refuse_resume(kMovedAway);  // as after precopy: the guest has moved
+    core_.set_status(MigrationStatus::completed);
     return {};
 }
 
-Status MigrationSource::resume(Transport& transport, Uri uri) {
-    {
-        std::lock_guard lock(mutex_);
-        if (stats_.status == MigrationStatus::precopy_paused) {  // tried from now on, within x-resume-window
-            resume_to_ = ResumeTo{&transport, std::move(uri)};
-            resume_cv_.notify_all();
-            return {};
-        }
-        if (stats_.status != MigrationStatus::postcopy_paused) {
-            return Error(fmt::format("'migrate -r' resumes a migration whose link broke (precopy-paused or "
-                                     "postcopy-paused); this one is {}",
-                                     to_string(stats_.status)));
-        }
-        if (machine_.run_state() != machine::RunState::postmigrate) {
-            return Error("the guest has run here since postcopy paused ('cont -f'): it has forked, and cannot be resumed "
-                         "there");
-        }
-        resume_to_ = ResumeTo{&transport, std::move(uri)};
-        // postcopy-recover from the moment 'migrate -r' answers: whoever asks next (vmmd, right
-        // after it) must not read the pause being resumed as the resume's own failure.
-        stats_.status = MigrationStatus::postcopy_recover;
-    }
-    if (on_status_ && options_.caps.events) on_status_(MigrationStatus::postcopy_recover);
-    resume_cv_.notify_all();
-    return {};
-}
-
-Status MigrationSource::pause_link() {
-    std::lock_guard lock(mutex_);
-    bool resumable_precopy = stats_.status == MigrationStatus::active && session_id_ != 0 && answered_;
-    if ((stats_.status != MigrationStatus::postcopy_active && !resumable_precopy) || !conn_) {
-        return Error(fmt::format("migrate_pause pauses a migration in postcopy-active, or in precopy (active) over "
-                                 "tcp/unix with x-resume-window; this one is {}",
-                                 to_string(stats_.status)));
-    }
-    return conn_->cut();
-}
-
-Status MigrationSource::recover_link(PostcopySender& sender, Error why) {
+Status PostcopyPhase::recover_link(PostcopySender& sender, Error why) {
     sender.detach();  // nothing reads the dead link any more
     for (;;) {
         log::error("postcopy to {} broke: {}; both sides keep their state: 'migrate_recover URI' on the destination, then "
                    "'migrate -r URI' here resumes it",
-                   uri_.text, why.message());
-        {
-            std::lock_guard lock(mutex_);
-            stats_.error = why.message();
-            if (conn_) {
-                (void)conn_->cut();
-                broken_.push_back(std::move(conn_));
-            }
-        }
-        machine_.refuse_resume(fmt::format("postcopy to {} is paused ({}): the destination runs the guest and this side "
+                   core_.uri.text, why.message());
+        core_.set_link_aside(why.message());
+        core_.machine.refuse_resume(fmt::format("postcopy to {} is paused ({}): the destination runs the guest and this side "
                                            "holds pages it lacks; running the copy here would fork it ('cont -f' forces it)",
-                                           uri_.text, why.message()));
-        set_status(MigrationStatus::postcopy_paused);
+                                           core_.uri.text, why.message()));
+        core_.set_status(MigrationStatus::postcopy_paused);
         auto to = await_resume();
         if (!to) return to.error();
-        set_status(MigrationStatus::postcopy_recover);
+        core_.set_status(MigrationStatus::postcopy_recover);
         auto s = reconnect(*to, sender);
         if (s) {
-            std::lock_guard lock(mutex_);
-            stats_.error.clear();
+            std::lock_guard lock(core_.mutex);
+            core_.stats.error.clear();
             break;
         }
         why = s.error();
     }
-    set_status(MigrationStatus::postcopy_active);
+    core_.set_status(MigrationStatus::postcopy_active);
     return {};
 }
 
-Result<MigrationSource::ResumeTo> MigrationSource::await_resume() {
-    std::unique_lock lock(mutex_);
+Result<ResumeTo> PostcopyPhase::await_resume() {
+    std::unique_lock lock(core_.mutex);
     for (;;) {
-        if (resume_to_) {
-            ResumeTo to = std::move(*resume_to_);
-            resume_to_.reset();
+        if (core_.resume_to) {
+            ResumeTo to = std::move(*core_.resume_to);
+            core_.resume_to.reset();
             return to;
         }
-        if (cancel_.cancelled()) return Error("migration cancelled");
-        if (machine_.run_state() != machine::RunState::postmigrate) {
+        if (core_.cancel.cancelled()) return Error("migration cancelled");
+        if (core_.machine.run_state() != machine::RunState::postmigrate) {
             return Error("the guest was resumed here with 'cont -f' while postcopy was paused: this copy and the "
                          "destination's have forked, and the postcopy cannot be recovered");
         }
-        resume_cv_.wait_for(lock, std::chrono::milliseconds(200));
+        core_.resume_cv.wait_for(lock, std::chrono::milliseconds(200));
     }
 }
 
 // A new connection: the resuming header, the destination's answer, then which pages it holds.
-Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
+Status PostcopyPhase::reconnect(const ResumeTo& to, PostcopySender& sender) {
     log::info("resuming postcopy over {}", to.uri.text);
-    auto conn = to.transport->connect(context_for(machine_, to.uri, [o = options_] { return o; }, cancel_));
+    auto conn = to.transport->connect(context_for(core_.machine, to.uri, [o = core_.options] { return o; }, core_.cancel));
     if (!conn) return conn.error();
     stream::ByteStream& st = (*conn)->stream();
-    StreamHeader header = header_for(machine_);
-    header.features = kFeaturePostcopy | kFeaturePostcopyResume | (sums_on() ? kFeatureVerifyRam : 0);
+    StreamHeader header = header_for(core_.machine);
+    header.features = kFeaturePostcopy | kFeaturePostcopyResume | (core_.sums_on() ? kFeatureVerifyRam : 0);
     if (auto s = st.write(encode_header(header)); !s) return s;
     if (auto s = st.flush(); !s) return s;
-    if (auto w = st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms)); !w) {
+    if (auto w = st.await_readable(std::chrono::milliseconds(core_.options.params.connect_timeout_ms)); !w) {
         return w.error().context(fmt::format("{} did not answer the resumption (is 'migrate_recover' listening there?)",
                                              to.uri.text));
     }
@@ -211,13 +203,13 @@ Status MigrationSource::reconnect(const ResumeTo& to, PostcopySender& sender) {
         if (auto s = received.add(m->message, m->words); !s) return s;
     }
     {
-        std::lock_guard lock(mutex_);
-        conn_ = std::move(*conn);
-        stats_.uri = to.uri.text;
+        std::lock_guard lock(core_.mutex);
+        core_.conn = std::move(*conn);
+        core_.stats.uri = to.uri.text;
     }
-    uri_ = to.uri;
-    sender.resume(conn_->source_postcopy({header.blocks, sums_on()}), received.bits());
-    log::info("postcopy resumed over {}", conn_->describe());
+    core_.uri = to.uri;
+    sender.resume(core_.conn->source_postcopy({header.blocks, core_.sums_on()}), received.bits());
+    log::info("postcopy resumed over {}", core_.conn->describe());
     return {};
 }
 

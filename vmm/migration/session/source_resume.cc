@@ -1,6 +1,8 @@
-// MigrationSource's precopy across a broken link (source.h, x-resume-window): precopy-paused
-// while the guest runs on, a new connection to the same URI (or the one 'migrate -r' names)
-// every 100 ms, and on it only what the destination does not hold (precopy/resume.h).
+// PrecopyResumption (source_resume.h): precopy-paused while the guest runs on, a new connection
+// to the same URI (or the one 'migrate -r' names) every 100 ms, and on it only what the
+// destination does not hold (precopy/resume.h).
+#include "vmm/migration/session/source_resume.h"
+
 #include <fmt/format.h>
 
 #include "vmm/common/elapsed.h"
@@ -8,11 +10,8 @@
 #include "vmm/memory/dirty_bitmap.h"
 #include "vmm/memory/populated.h"
 #include "vmm/migration/precopy/machine_state.h"
-#include "vmm/migration/session/source.h"
-#include "vmm/migration/session/source_run.h"
 #include "vmm/migration/transport/stream_io.h"
 #include "vmm/migration/wire/multifd_wire.h"
-#include "vmm/migration/wire/stream_format.h"
 
 namespace vmm::migration {
 
@@ -37,32 +36,38 @@ std::vector<std::vector<uint64_t>> populated_pages(const memory::GuestMemory& me
 }
 }  // namespace
 
-std::vector<uint64_t> pages_per_block(const memory::GuestMemory& mem) {
-    std::vector<uint64_t> pages;
-    for (const auto& b : mem.blocks()) pages.push_back(b->pages());
-    return pages;
+Status PrecopyResumption::begin(StreamHeader& header) {
+    Connection* conn = core_.conn.get();
+    bool can = core_.options.params.resume_window_ms != 0 && conn != nullptr && conn->answers() &&
+               conn->source_ram() == nullptr && conn->save_target() == nullptr && !core_.options.caps.postcopy_ram &&
+               (core_.uri.scheme == "tcp" || core_.uri.scheme == "unix");
+    if (can) {
+        auto id = new_session_id();
+        if (!id) return id.error();
+        session_id_ = *id | 1;  // never 0 (0: not resumable)
+        sent_rounds_.emplace(pages_per_block(core_.machine.memory()));
+        header.features |= kFeatureResumable;
+    }
+    header_features_ = header.features;
+    return {};
 }
 
-// Only a socket's stream, carrying everything inline, comes back: a RAM channel (multifd's
-// lanes, RDMA) and postcopy's extra connection would have to be rebuilt as well.
-bool MigrationSource::can_resume() const {
-    if (options_.params.resume_window_ms == 0 || !conn_ || !conn_->answers()) return false;
-    if (conn_->source_ram() != nullptr || conn_->save_target() != nullptr || options_.caps.postcopy_ram) return false;
-    return uri_.scheme == "tcp" || uri_.scheme == "unix";
-}
-
-bool MigrationSource::link_broke_in_precopy(const Run& run) const {
-    if (session_id_ == 0 || !answered_ || cancel_.cancelled() || went_go_ || went_postcopy_ || switching_) return false;
+bool PrecopyResumption::link_broke(const SourceRun& run, bool in_precopy) const {
+    if (session_id_ == 0 || !answered_ || core_.cancel.cancelled() || !in_precopy) return false;
     return run.conn->stream().link_broke();
 }
 
-Result<std::vector<std::vector<uint64_t>>> MigrationSource::take_for_round(uint32_t round) {
-    auto bitmaps = take_dirty();
+Result<SourceCore::Bitmaps> PrecopyResumption::take_for_round(uint32_t round) {
+    auto bitmaps = core_.take_dirty();
     if (bitmaps && sent_rounds_) sent_rounds_->taken(round, *bitmaps);
     return bitmaps;
 }
 
-Status MigrationSource::send_session(stream::ByteStream& st, uint32_t window_ms) {
+void PrecopyResumption::resent_in(uint32_t round, const SourceCore::Bitmaps& bitmaps) {
+    if (sent_rounds_) sent_rounds_->taken(round, bitmaps);
+}
+
+Status PrecopyResumption::send_session(stream::ByteStream& st, uint32_t window_ms) {
     Record r;
     r.type = RecordType::session;
     r.session = session_id_;
@@ -71,91 +76,77 @@ Status MigrationSource::send_session(stream::ByteStream& st, uint32_t window_ms)
     return st.write(encode_record(r));
 }
 
-Status MigrationSource::send_resuming_header(stream::ByteStream& st, uint32_t window_ms) {
-    StreamHeader header = header_for(machine_);
+Status PrecopyResumption::send_resuming_header(stream::ByteStream& st, uint32_t window_ms) {
+    StreamHeader header = header_for(core_.machine);
     header.features = header_features_ | kFeaturePrecopyResume;
     if (auto s = st.write(encode_header(header)); !s) return s;
     if (auto s = send_session(st, window_ms); !s) return s;
     return st.flush();
 }
 
-MigrationSource::ResumeTo MigrationSource::next_way(bool& asked) {
-    std::lock_guard lock(mutex_);
-    asked = resume_to_.has_value();
-    return asked ? *resume_to_ : ResumeTo{&transport_, uri_};
-}
-
-Status MigrationSource::ride_out(Run& run, Error why) {
+Status PrecopyResumption::ride_out(SourceRun& run, Error why) {
     auto paused_at = Clock::now();
-    auto window = std::chrono::milliseconds(options_.params.resume_window_ms);
+    auto window = std::chrono::milliseconds(core_.options.params.resume_window_ms);
     // The guest runs on, unthrottled, while nothing can be sent (a break in the last round
     // paused it).
-    machine_.set_throttle(0);
-    if (paused_by_us_ && was_running_) (void)machine_.resume();
-    paused_by_us_ = false;
+    core_.give_guest_back();
     log::warn("the link to {} broke in precopy: {}; the guest runs on here, and this side tries to resume for {} ms "
               "(x-resume-window), sending then only what the destination lacks",
-              uri_.text, why.message(), window.count());
-    {
-        std::lock_guard lock(mutex_);
-        broke_because_ = why.message();
-        stats_.error = fmt::format("the link broke ({}); resuming within x-resume-window", why.message());
-        if (conn_) {
-            (void)conn_->cut();
-            broken_.push_back(std::move(conn_));  // run.conn refers to it until a new one works
-        }
-    }
-    set_status(MigrationStatus::precopy_paused);
+              core_.uri.text, why.message(), window.count());
+    broke_because_ = why.message();
+    core_.set_link_aside(fmt::format("the link broke ({}); resuming within x-resume-window", why.message()));
+    core_.set_status(MigrationStatus::precopy_paused);
     Error last = why;
     for (;;) {
-        if (cancel_.cancelled()) return Error("migration cancelled");
+        if (core_.cancel.cancelled()) return Error("migration cancelled");
         if (Clock::now() - paused_at >= window) {
             return Error(fmt::format("the link to {} broke ({}) and did not come back within x-resume-window ({} ms); last "
                                      "try: {}",
-                                     uri_.text, why.message(), window.count(), last.message()));
+                                     core_.uri.text, why.message(), window.count(), last.message()));
         }
         bool asked = false;
-        ResumeTo to = next_way(asked);
-        auto done = reconnect_precopy(to, run, last);
-        if (!done && asked && !cancel_.cancelled()) {
+        ResumeTo to = core_.next_way(asked);
+        auto done = reconnect(to, run, last);
+        if (!done && asked && !core_.cancel.cancelled()) {
             // A URI the user gave that leads nowhere, or to a vmm that refuses: said, and the
             // migration's own way is tried again; nothing is lost.
             log::warn("'migrate -r {}' did not resume the precopy: {}; trying {} again", to.uri.text,
-                      done.error().message(), uri_.text);
-            std::lock_guard lock(mutex_);
-            if (resume_to_ && resume_to_->uri.text == to.uri.text) resume_to_.reset();
-            stats_.error = fmt::format("the link broke ({}); 'migrate -r {}' did not resume it ({}); resuming within "
-                                       "x-resume-window",
-                                       broke_because_, to.uri.text, done.error().message());
+                      done.error().message(), core_.uri.text);
+            std::lock_guard lock(core_.mutex);
+            if (core_.resume_to && core_.resume_to->uri.text == to.uri.text) core_.resume_to.reset();
+            core_.stats.error = fmt::format("the link broke ({}); 'migrate -r {}' did not resume it ({}); resuming within "
+                                            "x-resume-window",
+                                            broke_because_, to.uri.text, done.error().message());
             last = done.error();
             continue;
         }
         if (!done) return done.error();
         if (*done) break;
-        std::unique_lock lock(mutex_);
-        resume_cv_.wait_for(lock, kReconnectEvery);
+        std::unique_lock lock(core_.mutex);
+        core_.resume_cv.wait_for(lock, kReconnectEvery);
     }
     {
-        std::lock_guard lock(mutex_);
-        ++stats_.precopy_resumes;
-        stats_.precopy_paused_ms += ms_between(paused_at, Clock::now());
-        stats_.error.clear();
-        resume_to_.reset();
-        broken_.clear();
+        std::lock_guard lock(core_.mutex);
+        ++core_.stats.precopy_resumes;
+        core_.stats.precopy_paused_ms += ms_between(paused_at, Clock::now());
+        core_.stats.error.clear();
+        core_.resume_to.reset();
+        core_.broken.clear();
     }
     // A break in the last round left the rate unpaced: the guest runs again, so it follows
     // max-bandwidth again.
-    run.limiter = RateLimiter(live_->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(cancel_));
-    log::info("precopy to {} resumed after {:.0f} ms: {} pages go again", conn_->describe(),
+    run.limiter = RateLimiter(core_.live->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(core_.cancel));
+    log::info("precopy to {} resumed after {:.0f} ms: {} pages go again", core_.conn->describe(),
               ms_between(paused_at, Clock::now()), resent_now_);
     return {};
 }
 
-Result<std::unique_ptr<Connection>> MigrationSource::open_resumption(const ResumeTo& to, Error& last) {
+Result<std::unique_ptr<Connection>> PrecopyResumption::open(const ResumeTo& to, Error& last) {
     using None = std::unique_ptr<Connection>;
-    auto conn = to.transport->connect(context_for(machine_, to.uri, [o = options_] { return o; }, cancel_));
+    const Options& o = core_.options;
+    auto conn = to.transport->connect(context_for(core_.machine, to.uri, [o] { return o; }, core_.cancel));
     if (!conn) {
-        if (cancel_.cancelled()) return conn.error();
+        if (core_.cancel.cancelled()) return conn.error();
         // A paused destination listens until its window ends: nobody there means it has ended.
         if (conn.error().sys_errno() == ECONNREFUSED) {
             return Error(fmt::format("the link to {} broke ({}), and nothing listens there any more: the destination "
@@ -166,8 +157,8 @@ Result<std::unique_ptr<Connection>> MigrationSource::open_resumption(const Resum
         return None();
     }
     stream::ByteStream& st = (*conn)->stream();
-    auto sent = send_resuming_header(st, static_cast<uint32_t>(options_.params.resume_window_ms));
-    if (sent) sent = st.await_readable(std::chrono::milliseconds(options_.params.connect_timeout_ms));
+    auto sent = send_resuming_header(st, static_cast<uint32_t>(o.params.resume_window_ms));
+    if (sent) sent = st.await_readable(std::chrono::milliseconds(o.params.connect_timeout_ms));
     if (!sent) {
         last = sent.error();
         return None();
@@ -185,67 +176,75 @@ Result<std::unique_ptr<Connection>> MigrationSource::open_resumption(const Resum
 
 // After HEADER_OK the destination says what it holds: the round each page arrived in
 // (RECEIVED_ROUNDS), or READY (the state loaded: every page sent arrived), or RUNNING.
-Result<bool> MigrationSource::reconnect_precopy(const ResumeTo& to, Run& run, Error& last) {
-    auto conn = open_resumption(to, last);
-    if (!conn) return conn.error();
-    if (!*conn) return false;
-    stream::ByteStream& st = (*conn)->stream();
+Result<std::optional<SourceCore::Bitmaps>> PrecopyResumption::what_to_resend(stream::ByteStream& st, Error& last) {
+    using None = std::optional<SourceCore::Bitmaps>;
     uint8_t first = 0;
     if (auto s = st.read_exact(std::span<uint8_t>(&first, 1)); !s) {
         last = s.error();
-        return false;
+        return None();
     }
     (void)st.unread(std::span<const uint8_t>(&first, 1));
-    std::vector<std::vector<uint64_t>> resend;
+    SourceCore::Bitmaps resend;
     if (first == static_cast<uint8_t>(ReplyType::ready)) {
         (void)read_reply(st);  // everything sent arrived; only what the guest dirtied since goes
-        for (const auto& b : machine_.memory().blocks()) resend.emplace_back((b->pages() + 63) / 64, 0);
-    } else if (first == static_cast<uint8_t>(ReplyType::running)) {
+        for (const auto& b : core_.machine.memory().blocks()) resend.emplace_back((b->pages() + 63) / 64, 0);
+        return std::optional(std::move(resend));
+    }
+    if (first == static_cast<uint8_t>(ReplyType::running)) {
         return Error("the destination says it runs the guest, and this side never sent it GO: two copies may run; "
                      "stop one");
-    } else {
-        StreamHeader header = header_for(machine_);
-        ReportedRounds arrived(pages_per_block(machine_.memory()), sent_rounds_->last());
-        while (!arrived.complete()) {
-            auto m = read_return(st, header.blocks, kStreamPageSize);
-            if (!m) {
-                if (!st.link_broke()) return m.error().context("precopy resume");
-                last = m.error();
-                return false;
-            }
-            if (auto s = arrived.add(m->message, m->rounds); !s) return s.error();
-        }
-        auto populated = populated_pages(machine_.memory());
-        resend = pages_to_resend(*sent_rounds_, arrived, [&](size_t b, uint64_t p) {
-            return ((populated[b][p / 64] >> (p % 64)) & 1) != 0;
-        });
     }
+    StreamHeader header = header_for(core_.machine);
+    ReportedRounds arrived(pages_per_block(core_.machine.memory()), sent_rounds_->last());
+    while (!arrived.complete()) {
+        auto m = read_return(st, header.blocks, kStreamPageSize);
+        if (!m) {
+            if (!st.link_broke()) return m.error().context("precopy resume");
+            last = m.error();
+            return None();
+        }
+        if (auto s = arrived.add(m->message, m->rounds); !s) return s.error();
+    }
+    auto populated = populated_pages(core_.machine.memory());
+    return std::optional(pages_to_resend(*sent_rounds_, arrived, [&](size_t b, uint64_t p) {
+        return ((populated[b][p / 64] >> (p % 64)) & 1) != 0;
+    }));
+}
+
+Result<bool> PrecopyResumption::reconnect(const ResumeTo& to, SourceRun& run, Error& last) {
+    auto conn = open(to, last);
+    if (!conn) return conn.error();
+    if (!*conn) return false;
+    auto resend = what_to_resend((*conn)->stream(), last);
+    if (!resend) return resend.error();
+    if (!*resend) return false;
     uint64_t n = 0;
-    for (const auto& words : resend) n += memory::count_bits(words.data(), words.size());
+    for (const auto& words : **resend) n += memory::count_bits(words.data(), words.size());
     {
-        std::lock_guard lock(mutex_);
-        conn_ = std::move(*conn);
-        stats_.uri = to.uri.text;
-        stats_.resent_pages += n;
+        std::lock_guard lock(core_.mutex);
+        core_.conn = std::move(*conn);
+        core_.stats.uri = to.uri.text;
+        core_.stats.resent_pages += n;
     }
     resent_now_ = n;
-    uri_ = to.uri;
-    run.conn = conn_.get();
-    run.saver.rebind(conn_->stream());
-    run.resend = std::move(resend);
-    set_status(MigrationStatus::active);
+    core_.uri = to.uri;
+    run.conn = core_.conn.get();
+    run.saver.rebind(core_.conn->stream());
+    run.resend = std::move(**resend);
+    core_.set_status(MigrationStatus::active);
     return true;
 }
 
 // Best effort, once the migration has failed or been cancelled: a destination waiting for this
 // precopy to resume hears at once that it will not, instead of at its window's end.
-void MigrationSource::say_goodbye() {
+void PrecopyResumption::say_goodbye() {
+    if (session_id_ == 0 || !answered_) return;
     auto token = stream::CancelToken::create();
     if (!token) return;
-    Options quick = options_;
+    Options quick = core_.options;
     quick.params.connect_timeout_ms = std::min<uint64_t>(quick.params.connect_timeout_ms, 2000);
     quick.params.io_timeout_ms = std::min<uint64_t>(quick.params.io_timeout_ms, 2000);
-    auto conn = transport_.connect(context_for(machine_, uri_, [quick] { return quick; }, *token));
+    auto conn = core_.transport.connect(context_for(core_.machine, core_.uri, [quick] { return quick; }, *token));
     if (!conn) return;  // gone already, or unreachable: it ends at its window
     stream::ByteStream& st = (*conn)->stream();
     if (send_resuming_header(st, 0)) {

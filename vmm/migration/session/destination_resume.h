@@ -1,0 +1,55 @@
+// PrecopyWait: an incoming precopy whose source announced it resumes (x-resume-window). It owns
+// the session (the SESSION record's id and window) and the round each page arrived in; when the
+// link breaks it keeps every page (precopy-paused) and takes the source's new connection within
+// its window. A resumable precopy's switchover is a commit: READY, GO (or the source's rounds
+// again, if it took its guest back), the guest run, RUNNING, and the source's DONE; a broken
+// link at any step waits for the source to ask what this side holds.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "vmm/migration/precopy/resume.h"
+#include "vmm/migration/session/destination_core.h"
+#include "vmm/migration/wire/stream_format.h"
+
+namespace vmm::migration {
+
+class PrecopyWait {
+public:
+    explicit PrecopyWait(DestinationCore& core) : core_(core) {}
+
+    // The SESSION record after a resumable source's header (`features`); nothing otherwise.
+    Status read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks);
+    bool resumable() const { return session_.has_value(); }
+    // Where the loader notes the round each page arrived in (with a session).
+    ArrivalRounds* arrivals() { return arrivals_.get(); }
+    // The rounds until END, resumed over new connections as the link breaks.
+    Status load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+                       const RamVerifier* verifier);
+    // The switchover as a commit (a resumable precopy's).
+    Status switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
+                      const RamVerifier* verifier);
+
+private:
+    // precopy-paused until the source's new connection, which replaces `conn`.
+    Status ride_out(std::unique_ptr<Connection>& conn, const Error& why);
+    // One connection checked: true: resumed; false: not this migration's, wait on.
+    Result<bool> take_resumption(Connection& conn);
+    Status await_done(std::unique_ptr<Connection>& live);
+    void cut_at(uint64_t step);  // x-switchover-cut
+
+    struct Session {
+        uint64_t id = 0;
+        uint32_t window_ms = 0;  // the source's x-resume-window
+    };
+    DestinationCore& core_;
+    std::optional<Session> session_;
+    // What a resumption is told this side holds: arrived pages (precopy), the loaded state (ready:
+    // waiting for GO), or the running guest (running: waiting for DONE).
+    enum class Phase { precopy, ready, running } phase_ = Phase::precopy;
+    bool cut_done_ = false;                   // x-switchover-cut has cut once
+    std::unique_ptr<ArrivalRounds> arrivals_;  // with session_: the round each page arrived in
+};
+
+}  // namespace vmm::migration

@@ -1,0 +1,92 @@
+// What every phase of an outgoing migration shares (MigrationSource and the phases it is made
+// of: PrecopyResumption, Switchover, PostcopyPhase, DeadlineKeeper): the machine, the settings
+// as they were at `migrate`, the connection and the statistics the monitors read, under one
+// mutex. Private to the session.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "vmm/machine/machine.h"
+#include "vmm/migration/core/eta.h"
+#include "vmm/migration/core/live_settings.h"
+#include "vmm/migration/core/stats.h"
+#include "vmm/migration/precopy/ram_saver.h"
+#include "vmm/migration/transport/options.h"
+#include "vmm/migration/transport/transport.h"
+#include "vmm/migration/wire/page_sums.h"
+#include "vmm/stream/cancel.h"
+
+namespace vmm::migration {
+
+// Why `cont` is refused on a source whose migration completed (postmigrate): the destination
+// runs the guest, and resuming it here would run a second copy of it (QEMU allows that; we
+// ask for `cont -f`, as in postcopy-paused).
+inline constexpr const char* kMovedAway =
+    "the migration completed: the guest runs on the destination now, and resuming it here would run a second copy "
+    "('cont -f' forces it)";
+
+// How often a source whose link broke tries again (a resumption, or asking after GO).
+inline constexpr auto kReconnectEvery = std::chrono::milliseconds(100);
+
+// Where a resumption goes: the URI 'migrate -r' named, or the migration's own.
+struct ResumeTo {
+    Transport* transport;
+    Uri uri;
+};
+
+struct SourceCore {
+    using StatusFn = std::function<void(MigrationStatus)>;
+    using Bitmaps = std::vector<std::vector<uint64_t>>;
+
+    SourceCore(machine::Machine& m, Transport& t, Uri u, Options o, std::shared_ptr<const LiveSettings> l,
+               stream::CancelToken c, StatusFn s);
+
+    machine::Machine& machine;
+    Transport& transport;
+    Uri uri;           // the migration thread's: a resumption over another URI changes it
+    Options options;   // downtime-limit under mutex (x-deadline raises it while stats() reads it)
+    std::shared_ptr<const LiveSettings> live;
+    stream::CancelToken cancel;
+    StatusFn on_status;
+    std::chrono::steady_clock::time_point start;  // when the command came
+    bool was_running = false;   // the guest ran when the migration began
+    bool paused_by_us = false;  // the migration paused the guest: a failure resumes it
+    PageSummer summer;          // the sums' function: keyed MACs when the connection is authenticated
+    RamSaver::Verify verify = RamSaver::Verify::off;  // decided once with the header
+
+    mutable std::mutex mutex;
+    MigrationStats stats;                                   // under mutex
+    std::unique_ptr<Connection> conn;                       // under mutex (the migration thread reads it freely)
+    std::vector<std::unique_ptr<Connection>> broken;        // under mutex: links that broke (a Run may refer to one)
+    std::optional<ResumeTo> resume_to;                      // under mutex: migrate -r asked
+    std::condition_variable resume_cv;                      // resume_to set, or time to look again
+    std::chrono::steady_clock::time_point active_since;     // under mutex: when the first round began
+    std::chrono::steady_clock::time_point published_at;     // under mutex: the RAM figures' last publish
+
+    // Whether pages go with their sums (the header's kFeatureVerifyRam): verify-ram, or an
+    // authenticated connection, which turns them on by itself; postcopy's too.
+    bool sums_on() const { return options.caps.verify_ram || summer.keyed(); }
+    void set_status(MigrationStatus s);
+    void publish(const RamStats& work);
+    void update_remaining(uint64_t dirty_pages);
+    Result<Bitmaps> take_dirty();
+    // The guest back to running, unthrottled, if this migration paused it.
+    void give_guest_back();
+    // The live connection cut and kept aside (a Run may still refer to it) with `why` shown.
+    void set_link_aside(std::string why);
+    // Where the next try goes: the URI 'migrate -r' named last (`asked`), else the migration's own.
+    ResumeTo next_way(bool& asked);
+    // Precopy's plan as measured now, from `s` (stats under mutex, or a copy of it).
+    EtaFacts precopy_facts(const MigrationStats& s) const;
+};
+
+// The pages of each of `mem`'s blocks.
+std::vector<uint64_t> pages_per_block(const memory::GuestMemory& mem);
+
+}  // namespace vmm::migration

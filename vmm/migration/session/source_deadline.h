@@ -1,0 +1,38 @@
+// DeadlineKeeper: x-deadline on the source (precopy/deadline.h). It re-makes the plan from what
+// is measured now during every round and at its end, and the strategy acts as soon as the plan
+// misses the deadline: a cancel, the switch to postcopy, a higher downtime-limit, a throttle step.
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+#include "vmm/migration/precopy/convergence.h"
+#include "vmm/migration/precopy/deadline.h"
+#include "vmm/migration/session/source_core.h"
+#include "vmm/migration/session/source_postcopy.h"
+
+namespace vmm::migration {
+
+class DeadlineKeeper {
+public:
+    DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy);
+
+    // During a round: a cancel (failure()) or a switch at once when the plan misses it.
+    void watch();
+    // At a round's end: every strategy, with the round's measured bandwidth and what is dirty
+    // (into `d`: a higher downtime-limit, a throttle step); an error when it cancels.
+    Status keep(Convergence& conv, Decision& d, uint64_t dirty_bytes);
+    // Why the plan missed x-deadline under its cancel strategy, once it did.
+    const std::optional<Error>& failure() const { return failure_; }
+
+private:
+    DeadlineFacts facts(const EtaFacts& eta, const Convergence* conv) const;
+
+    SourceCore& core_;
+    PostcopyPhase& postcopy_;
+    uint64_t deadline_ms_ = 0;  // x-deadline, parsed (0: none)
+    std::optional<Error> failure_;
+    std::chrono::steady_clock::time_point checked_;  // watch()'s last look
+};
+
+}  // namespace vmm::migration
