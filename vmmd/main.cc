@@ -21,7 +21,7 @@
 #include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
-#include "vmmd/daemon/migrations.h"
+#include "vmmd/migration/migrations.h"
 #include "vmmd/daemon/save_images.h"
 #include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/server/server.h"

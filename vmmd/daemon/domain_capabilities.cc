@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 #include "vmmd/domain/cpu_xml.h"
 #include "vmmd/domain/domain_xml.h"
 

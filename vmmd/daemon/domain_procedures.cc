@@ -4,7 +4,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 #include "vmmd/domain/domain_xml.h"
 
 namespace vmmd {

@@ -5,7 +5,7 @@
 #include <libvirt/virterror.h>
 
 #include "vmm/common/log.h"
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 
 namespace vmmd {
 

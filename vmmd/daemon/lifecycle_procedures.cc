@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "vmm/common/log.h"
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 #include "vmmd/domain/atomic_file.h"
 #include "vmmd/domain/domain_xml.h"
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "vmm/common/fd.h"
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 #include "vmmd/domain/atomic_file.h"
 #include "vmmd/domain/domain_xml.h"
 #include "vmmd/domain/save_image.h"

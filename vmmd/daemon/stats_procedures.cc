@@ -8,7 +8,7 @@
 #include <map>
 
 #include "vmmd/daemon/connect_procedures.h"
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 #include "vmmd/rpc/typed_params.h"
 #include "vmmd/runtime/proc_stats.h"
 

@@ -1,4 +1,4 @@
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 
 #include <fmt/format.h>
 #include <libvirt/virterror.h>

@@ -1,6 +1,7 @@
-#include "vmmd/daemon/incoming_addresses.h"
+#include "vmmd/migration/incoming_addresses.h"
 
 #include <fmt/format.h>
+#include <libvirt/libvirt.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -91,6 +92,13 @@ vmm::Result<uint16_t> IncomingAddresses::reserve(const Uuid& uuid, const std::st
 void IncomingAddresses::release(const Uuid& uuid) {
     std::lock_guard lock(mutex_);
     ports_.erase(uuid);
+}
+
+vmm::Result<IncomingAddresses::Incoming> IncomingAddresses::choose(const Uuid& uuid,
+                                                                 const std::vector<rpc::TypedParam>& params) {
+    auto given = rpc::string_param(params, VIR_MIGRATE_PARAM_URI);
+    if (!given) return given.error();
+    return choose(uuid, *given);
 }
 
 }  // namespace vmmd

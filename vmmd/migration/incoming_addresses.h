@@ -14,6 +14,7 @@
 #include "vmm/common/result.h"
 #include "vmmd/domain/domain_def.h"
 #include "vmmd/migration/migration_uri.h"
+#include "vmmd/rpc/typed_params.h"
 
 namespace vmmd {
 
@@ -31,6 +32,8 @@ public:
     // For an incoming migration of `uuid` asked with `given` (the client's migrate_uri, if any).
     // A port chosen here stays reserved for `uuid` until release().
     vmm::Result<Incoming> choose(const Uuid& uuid, const std::optional<std::string>& given);
+    // The same from a step's typed parameters (VIR_MIGRATE_PARAM_URI, the client's migrate_uri).
+    vmm::Result<Incoming> choose(const Uuid& uuid, const std::vector<rpc::TypedParam>& params);
     void release(const Uuid& uuid);
 
 private:

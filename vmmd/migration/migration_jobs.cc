@@ -1,4 +1,4 @@
-#include "vmmd/daemon/migration_jobs.h"
+#include "vmmd/migration/migration_jobs.h"
 
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
@@ -6,7 +6,7 @@
 
 #include <charconv>
 
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 
 namespace vmmd {
 

@@ -1,4 +1,4 @@
-#include "vmmd/daemon/migrations.h"
+#include "vmmd/migration/migrations.h"
 
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
@@ -10,9 +10,10 @@
 
 #include "vmm/common/fd.h"
 #include "vmm/common/log.h"
-#include "vmmd/daemon/domain_args.h"
+#include "vmmd/domain/domain_args.h"
 #include "vmmd/domain/domain_xml.h"
 #include "vmmd/migration/legacy_steps.h"
+#include "vmmd/migration/step_replies.h"
 
 namespace vmmd {
 
@@ -40,7 +41,7 @@ Reply Migrations::begin(uint64_t connection, const DomainView& v, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto flags = a.u32();
     if (!params || !flags) return undecodable("DOMAIN_MIGRATE_BEGIN3_PARAMS");
-    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return begin_resume(v, *flags);
+    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return recovery_.begin(v, *flags);
     if (!v.active()) return not_running(v);
     if (Job job = jobs_.get(v.def.uuid); job.active) {
         return refuse(VIR_ERR_OPERATION_INVALID, job.postcopy_failed ? "the domain's migration failed in post-copy and waits for "
@@ -60,13 +61,6 @@ Reply Migrations::begin(uint64_t connection, const DomainView& v, Reader& a) {
     w.string(format_domain_xml(v.def));
     return rpc::ok(std::move(w));
 }
-
-vmm::Result<IncomingAddresses::Incoming> Migrations::listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params) {
-    auto given = rpc::string_param(params, VIR_MIGRATE_PARAM_URI);
-    if (!given) return given.error();
-    return addresses_.choose(uuid, *given);
-}
-
 // The capabilities the incoming vmm needs before it listens (as QEMU): --postcopy's
 // postcopy-ram (its listener grants the postcopy channel) and, over rdma, --rdma-pin-all's
 // rdma-pin-all (as libvirt sets it at both ends; vmm's destination then pins its RAM while it
@@ -98,13 +92,13 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
     auto def = parse_domain_xml(**xml, Uuid{});
     if (!def) return refuse(VIR_ERR_XML_ERROR, def.error().message());
     if (*dname) def->name = **dname;
-    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return prepare_resume(*def, *params);
-    if (auto why = tls_refusal(*flags)) return refuse(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
+    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return recovery_.prepare(*def, *params);
+    if (auto why = driver_.tls_refusal(*flags)) return refuse(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
     auto existing = store_.by_uuid(def->uuid);
     if (existing && existing->active()) {
         return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is already running here", existing->def.name));
     }
-    auto where = listen_uri(def->uuid, *params);
+    auto where = addresses_.choose(def->uuid, *params);
     if (!where) return refuse(VIR_ERR_INVALID_ARG, where.error().message());
     const MigrationUri* uri = &where->listen;
     struct Release {  // the port is held until Finish, or given back here if Prepare fails
@@ -125,7 +119,7 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
         return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     }
     // The incoming vmm reads its settings when the source connects, after this answer.
-    Json tls{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? tls_dir_ : ""}};
+    Json tls{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? driver_.tls_dir() : ""}};
     if (auto r = sup_.qmp(def->uuid, "migrate-set-parameters", tls); !r) return refuse(VIR_ERR_OPERATION_FAILED, r.error().message());
     jobs_.set(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
     {
@@ -133,16 +127,8 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
         prepared_by_[def->uuid] = connection;
     }
     release.keep = true;
-    return prepared(*def, where->told);
+    return prepared_reply(hostname_, *def, where->told);
 }
-
-Reply Migrations::prepared(const DomainDef& def, const MigrationUri& told) const {
-    Writer w;
-    w.opaque(encode_cookie({hostname_, def.name, def.uuid, std::nullopt}));
-    w.optional_string(libvirt_uri(told));
-    return rpc::ok(std::move(w));
-}
-
 // The incoming domain a Finish3 names: by the destination XML (what the _PARAMS step sends), or
 // by name alone (the older FINISH3 has only dname).
 std::variant<DomainDef, Reply> Migrations::finishing(const std::vector<rpc::TypedParam>& params) {
@@ -175,7 +161,7 @@ Reply Migrations::finish(Reader& a) {
     auto v = store_.by_uuid(uuid);
     if (!v || !v->active()) return no_domain(fmt::format("no incoming domain '{}' (did its vmm end?)", def.name));
     addresses_.release(uuid);  // the vmm has its connection: the port may go to the next Prepare
-    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return finish_resume(*v, *cancelled);
+    if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return recovery_.finish(*v, *cancelled);
     {
         std::lock_guard lock(mutex_);
         prepared_by_.erase(uuid);  // Finish decides now, whichever connection it came on
@@ -185,7 +171,7 @@ Reply Migrations::finish(Reader& a) {
     // The source is done (or, in postcopy, has switched: the pages follow while the guest runs
     // here); the incoming vmm finishes loading the last state.
     bool postcopy = jobs_.get(uuid).postcopy;
-    auto arrived = await_end(uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN,
+    auto arrived = driver_.await_end(uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN,
                              std::chrono::steady_clock::now() + kFinishTimeout, postcopy);
     if (!arrived) return fail("incoming: " + arrived.error().message());
     bool paused = (*flags & VIR_MIGRATE_PAUSED) != 0;
@@ -215,14 +201,14 @@ Reply Migrations::finish(Reader& a) {
         completed->operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN;
     }
     jobs_.set(uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, false, false, completed, false});
-    if (postcopy) watch_postcopy(uuid);  // the pages follow: a link failure (and the end) is seen there
-    else if (completed) job_completed(uuid, *completed);
-    return finished(uuid);
+    if (postcopy) recovery_.watch(uuid);  // the pages follow: a link failure (and the end) is seen there
+    else if (completed) driver_.job_completed(uuid, *completed);
+    return finished_reply(hostname_, store_, uuid);
 }
 
 Reply Migrations::finish_failed(const Uuid& uuid, uint32_t flags, const std::string& why) {
     jobs_.set(uuid, {});
-    if (in_postcopy(uuid)) {
+    if (driver_.in_postcopy(uuid)) {
         // The guest runs here and only here has its newest state: it must never be destroyed.
         // Announced as libvirt's QEMU driver does (a link that broke before Finish looked). The
         // incoming vmm was started with -S and waits for the 'cont' this Finish would have sent:
@@ -237,16 +223,6 @@ Reply Migrations::finish_failed(const Uuid& uuid, uint32_t flags, const std::str
     }
     return refuse(VIR_ERR_OPERATION_FAILED, why);
 }
-
-Reply Migrations::finished(const Uuid& uuid) {
-    auto now = store_.by_uuid(uuid);
-    if (!now) return no_domain("the domain ended as its migration finished");
-    Writer w;
-    put_domain(w, *now);
-    w.opaque(encode_cookie({hostname_, now->def.name, now->def.uuid, std::nullopt}));
-    return rpc::ok(std::move(w));
-}
-
 Reply Migrations::confirm(const DomainView& v, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto cookie_bytes = a.opaque(kMaxCookie);
@@ -260,22 +236,22 @@ Reply Migrations::confirm(const DomainView& v, Reader& a) {
     if (job.postcopy && *cancelled == 0) {
         // Perform ended at the switch: the guest runs on the destination, and its last pages go
         // from here. Paused for a recovery, the guest is split: this copy must stay (paused).
-        auto done = await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt);
+        auto done = driver_.await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt);
         if (!done) {
-            if (in_postcopy(v.def.uuid)) postcopy_failed_here(v.def.uuid);  // kept for --postcopy-resume
+            if (driver_.in_postcopy(v.def.uuid)) recovery_.failed_here(v.def.uuid);  // kept for --postcopy-resume
             return refuse(VIR_ERR_OPERATION_FAILED, done.error().message());
         }
         job.completed = *done;
         job.active = false;
         jobs_.set(v.def.uuid, job);
     }
-    if (*cancelled != 0 && in_postcopy(v.def.uuid)) {
-        postcopy_failed_here(v.def.uuid);
+    if (*cancelled != 0 && driver_.in_postcopy(v.def.uuid)) {
+        recovery_.failed_here(v.def.uuid);
         return refuse(VIR_ERR_OPERATION_FAILED, "the migration failed in postcopy: the guest runs on the destination; "
                                                 "this copy stays paused (resuming it would fork the guest)");
     }
     if (*cancelled != 0) return confirm_cancelled(v, job);
-    if (job.completed) job_completed(v.def.uuid, *job.completed);  // before the domain stops here, as libvirt's
+    if (job.completed) driver_.job_completed(v.def.uuid, *job.completed);  // before the domain stops here, as libvirt's
     if (auto s = sup_.end_migrated(v.def.uuid); !s) return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     sup_.wait_stopped(v.def.uuid, Supervisor::kTermGrace);
     if ((*flags & VIR_MIGRATE_UNDEFINE_SOURCE) != 0 && v.persistent) {
@@ -325,7 +301,7 @@ void Migrations::connection_closed(uint64_t connection) {
     for (const Uuid& uuid : orphans) {
         addresses_.release(uuid);
         auto v = store_.by_uuid(uuid);
-        if (!v || !v->active() || jobs_.get(uuid).operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN || in_postcopy(uuid)) continue;
+        if (!v || !v->active() || jobs_.get(uuid).operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN || driver_.in_postcopy(uuid)) continue;
         vmm::log::warn("vmmd: domain '{}': the client that prepared its incoming migration closed its connection before "
                        "Finish: its vmm is ended, as libvirt's QEMU driver ends one (the source keeps the guest)",
                        v->def.name);

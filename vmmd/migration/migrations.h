@@ -4,7 +4,9 @@
 // over QMP: the destination starts 'vmm --incoming', the source runs 'migrate' and waits. Also
 // the job procedures (domjobinfo, domjobabort) and the speed and downtime settings, which go
 // straight to the vmm's migration parameters (MigrationJobs). With --p2p the source's vmmd is itself the client
-// that drives the steps (vmmd/peer).
+// that drives the steps (vmmd/peer). The vmm's side of each step is MigrationDriver's; a
+// recovery of a postcopy whose link failed, PostcopyRecovery's. Migrations itself owns who holds
+// what: the connection that prepared each incoming migration, and each change protection.
 #pragma once
 
 #include <atomic>
@@ -18,8 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "vmmd/daemon/incoming_addresses.h"
-#include "vmmd/daemon/migration_jobs.h"
+#include "vmmd/migration/incoming_addresses.h"
+#include "vmmd/migration/migration_driver.h"
+#include "vmmd/migration/migration_jobs.h"
+#include "vmmd/migration/postcopy_recovery.h"
 #include "vmmd/domain/domain_store.h"
 #include "vmmd/migration/cookie.h"
 #include "vmmd/migration/job_stats.h"
@@ -33,21 +37,14 @@ namespace vmmd {
 
 class Migrations {
 public:
-    // The events migrations raise (EventHub's).
-    struct Events {
-        // An outgoing migration's memory iteration (EventHub::migration_iteration).
-        std::function<void(const DomainDef& def, int id, int iteration)> iteration;
-        // A migration job succeeded here, with its statistics (EventHub::job_completed): the
-        // source's at Confirm, the destination's once the guest and all its pages have arrived.
-        std::function<void(const DomainDef& def, int id, const JobStats& stats)> completed;
-    };
+    using Events = MigrationEvents;
     // `self_uri`: this vmmd's own read-write socket, which a --p2p migration connects to.
     Migrations(DomainStore& store, Supervisor& supervisor, std::string hostname, std::string self_uri, Events events = {})
         : store_(store), sup_(supervisor), hostname_(std::move(hostname)), self_uri_(std::move(self_uri)),
-          events_(std::move(events)), addresses_(hostname_) {}
+          addresses_(hostname_), driver_(store_, sup_, jobs_, std::move(events)) {}
     // virsh migrate --tls: both vmm of such a migration get tls-creds DIR (QEMU's layout, as
     // libvirt's migrate_tls_x509_cert_dir); without it --tls is refused by name.
-    void use_migration_tls(std::string dir) { tls_dir_ = std::move(dir); }
+    void use_migration_tls(std::string dir) { driver_.use_tls(std::move(dir)); }
     // --migration-address: where an incoming migration listens when its URI names no host
     // (else the address the host's name resolves to; never every address).
     void use_migration_address(std::string address) { addresses_.use_migration_address(std::move(address)); }
@@ -57,7 +54,7 @@ public:
     JobTable& jobs() { return jobs_; }
     // vmmd is stopping: a step that waits for a migration's end gives up ("vmmd is stopping"); the
     // migration itself goes on in the vmm, which outlives vmmd.
-    void stop() { stopping_ = true; }
+    void stop() { driver_.stop(); }
     // A client's connection closed (the server's hook). An incoming migration that connection
     // prepared and never finished is ended, as libvirt's QEMU driver ends one (its close
     // callback): the source keeps the guest. One in postcopy is kept (the guest runs here).
@@ -88,73 +85,20 @@ private:
     std::variant<DomainDef, rpc::Reply> finishing(const std::vector<rpc::TypedParam>& params);
     rpc::Reply confirm(const DomainView& v, xdr::Reader& a);
     rpc::Reply confirm_cancelled(const DomainView& v, Job job);
-    // Runs vmm's migration to `uri` with the settings the flags and parameters ask for, and
-    // waits for its end: the completed job, or why it failed.
-    vmm::Result<JobStats> run_outgoing(const DomainView& v, const MigrationUri& uri, uint32_t flags,
-                                       const std::vector<rpc::TypedParam>& params);
-    // Polls the vmm's query-migrate until its migration ends: the completed job, or why not
-    // (failed, cancelled, postcopy paused, past `deadline`, the vmm gone). `until_postcopy`: a
-    // postcopy-active migration counts as ended too (the guest has moved; the pages follow).
-    vmm::Result<JobStats> await_end(const Uuid& uuid, int operation,
-                                    std::optional<std::chrono::steady_clock::time_point> deadline,
-                                    bool until_postcopy = false);
-    // Whether the domain's vmm is in a postcopy phase (the guest split between two hosts).
-    bool in_postcopy(const Uuid& uuid);
-    // The outgoing job's vmm has synced its dirty bitmap `count` times: one event for each
-    // sync not announced yet.
-    void announce_iterations(const Uuid& uuid, uint64_t count);
-    // The job succeeded with `stats`: kept for 'domjobinfo --completed' and announced once (a
-    // postcopy's end is seen by both the watcher and a recovery's Finish).
-    void job_completed(const Uuid& uuid, const JobStats& stats);
-    // An incoming postcopy ended: the destination vmm's own figures complete the job.
-    void incoming_postcopy_completed(const Uuid& uuid);
-    std::optional<std::string> tls_refusal(uint32_t flags) const;  // --tls without --migrate-tls-dir
-    vmm::Status apply_settings(const DomainView& v, const MigrationUri& uri, uint32_t flags,
-                               const std::vector<rpc::TypedParam>& params);
-    // Where the destination listens (incoming_addresses.h), from the client's migrate_uri.
-    vmm::Result<IncomingAddresses::Incoming> listen_uri(const Uuid& uuid, const std::vector<rpc::TypedParam>& params);
-    // The vmm's migration parameters the flags and typed parameters ask for.
-    vmm::Result<Json> migration_parameters(const DomainView& v, const MigrationUri& uri, uint32_t flags,
-                                           const std::vector<rpc::TypedParam>& params);
-    // Prepare3's reply: our cookie and the URI the source connects to.
-    rpc::Reply prepared(const DomainDef& def, const MigrationUri& told) const;
-    // Finish3's reply: the domain as it runs here, and our cookie.
-    rpc::Reply finished(const Uuid& uuid);
-
-    // Postcopy recovery through libvirt (postcopy_recovery.cc): virsh migrate --postcopy-resume
-    // runs the same five steps on a migration paused in postcopy (vmm's migrate_recover on the
-    // destination, migrate -r on the source), and domjobabort --postcopy pauses one.
-    rpc::Reply begin_resume(const DomainView& v, uint32_t flags);
-    rpc::Reply prepare_resume(const DomainDef& def, const std::vector<rpc::TypedParam>& params);
-    vmm::Result<JobStats> run_resume(const DomainView& v, const MigrationUri& uri,
-                                     const std::vector<rpc::TypedParam>& params);
-    rpc::Reply finish_resume(const DomainView& v, int32_t cancelled);
-    rpc::Reply pause_postcopy(const DomainView& v);
-    // The vmm's migration status ("postcopy-paused", …), or why it could not be read.
-    vmm::Result<std::string> migration_status(const Uuid& uuid);
-    // The incoming side after Finish in postcopy: watches the vmm until its migration ends, and
-    // says "running (post-copy failed)" if the link fails before it does.
-    void watch_postcopy(const Uuid& uuid);
-    void watch_loop(std::stop_token stop, Uuid uuid);
-    // The source in postcopy: its link failed; the domain stays paused, the job waits to resume.
-    void postcopy_failed_here(const Uuid& uuid);
+    void end_protection(const Uuid& uuid);
 
     DomainStore& store_;
     Supervisor& sup_;
     std::string hostname_;
     std::string self_uri_;
-    Events events_;
-    std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
     JobTable jobs_;
-    MigrationJobs job_procedures_{store_, sup_, jobs_, [this](const DomainView& v) { return pause_postcopy(v); }};
     IncomingAddresses addresses_;  // where incoming migrations listen; their reserved ports
-    std::mutex mutex_;             // for prepared_by_ and protected_by_
-    std::map<Uuid, uint64_t> prepared_by_;  // incoming migrations before Finish: the connection that prepared each
+    MigrationDriver driver_;
+    MigrationJobs job_procedures_{store_, sup_, jobs_, [this](const DomainView& v) { return recovery_.pause(v); }};
+    std::mutex mutex_;                       // for prepared_by_ and protected_by_
+    std::map<Uuid, uint64_t> prepared_by_;   // incoming migrations before Finish: the connection that prepared each
     std::map<Uuid, uint64_t> protected_by_;  // outgoing ones with change protection: the connection that began each
-    void end_protection(const Uuid& uuid);
-    std::atomic<bool> stopping_{false};
-    std::mutex watch_mutex_;
-    std::map<Uuid, std::jthread> watches_;  // last: stopped and joined before the rest goes
+    PostcopyRecovery recovery_{store_, sup_, jobs_, driver_, addresses_, hostname_};  // last: its watchers stop first
 };
 
 }  // namespace vmmd

@@ -1,11 +1,6 @@
-// Postcopy recovery through libvirt. A link that fails in postcopy leaves the guest split between
-// two hosts: both vmm pause the migration (postcopy-paused) and keep their state. libvirt's QEMU
-// driver keeps the migration job then, with the source "paused (post-copy failed)" and the
-// destination "running (post-copy failed)", and 'virsh migrate --postcopy --postcopy-resume'
-// runs the five steps again on it: Prepare tells the destination's vmm migrate_recover, Perform
-// the source's 'migrate -r', Finish and Confirm wait for the last page. 'virsh domjobabort
-// --postcopy' pauses a postcopy on purpose (vmm's migrate_pause), for a recovery over another
-// link.
+// PostcopyRecovery (postcopy_recovery.h).
+#include "vmmd/migration/postcopy_recovery.h"
+
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -13,8 +8,9 @@
 #include <condition_variable>
 
 #include "vmm/common/log.h"
-#include "vmmd/daemon/domain_args.h"
-#include "vmmd/daemon/migrations.h"
+#include "vmmd/domain/domain_args.h"
+#include "vmmd/migration/cookie.h"
+#include "vmmd/migration/step_replies.h"
 #include "vmmd/domain/domain_xml.h"
 
 namespace vmmd {
@@ -43,15 +39,8 @@ DomainState postcopy_state(int state, bool failed) {
 }
 
 }  // namespace
-
-vmm::Result<std::string> Migrations::migration_status(const Uuid& uuid) {
-    auto q = sup_.qmp(uuid, "query-migrate");
-    if (!q) return q.error();
-    return vmm::monitor::str(*q, "status");
-}
-
-void Migrations::postcopy_failed_here(const Uuid& uuid) {
-    Job job = jobs_.get(uuid);
+void PostcopyRecovery::failed_here(const Uuid& uuid) {
+    MigrationJob job = jobs_.get(uuid);
     job.operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT;
     job.active = job.postcopy = job.postcopy_failed = true;
     jobs_.set(uuid, job);
@@ -60,15 +49,15 @@ void Migrations::postcopy_failed_here(const Uuid& uuid) {
 }
 
 // Begin3 with VIR_MIGRATE_POSTCOPY_RESUME: the source's migration must be paused in postcopy.
-Reply Migrations::begin_resume(const DomainView& v, uint32_t flags) {
+Reply PostcopyRecovery::begin(const DomainView& v, uint32_t flags) {
     if ((flags & VIR_MIGRATE_POSTCOPY) == 0) {
         return rpc::fail(VIR_ERR_ARGUMENT_UNSUPPORTED, "resuming failed post-copy migration requires post-copy to be enabled");
     }
     if (!v.active()) return not_running(v);
-    auto status = migration_status(v.def.uuid);
+    auto status = driver_.status(v.def.uuid);
     if (!status) return rpc::fail(VIR_ERR_OPERATION_FAILED, status.error().message());
     if (*status != kPaused) return not_paused(v.def.name, *status);
-    Job job = jobs_.get(v.def.uuid);
+    MigrationJob job = jobs_.get(v.def.uuid);
     job.operation = VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT;
     job.active = job.postcopy = true;  // as it was before (a vmmd restarted since may have lost it)
     jobs_.set(v.def.uuid, job);
@@ -80,26 +69,26 @@ Reply Migrations::begin_resume(const DomainView& v, uint32_t flags) {
 
 // Prepare3 with VIR_MIGRATE_POSTCOPY_RESUME: the domain runs here already, its vmm paused in
 // postcopy; it listens again (migrate_recover) where the source will connect.
-Reply Migrations::prepare_resume(const DomainDef& def, const std::vector<rpc::TypedParam>& params) {
+Reply PostcopyRecovery::prepare(const DomainDef& def, const std::vector<rpc::TypedParam>& params) {
     auto v = store_.by_uuid(def.uuid);
     if (!v || !v->active()) return no_domain(fmt::format("no domain '{}' runs here to resume its migration", def.name));
-    auto status = migration_status(def.uuid);
+    auto status = driver_.status(def.uuid);
     if (!status) return rpc::fail(VIR_ERR_OPERATION_FAILED, status.error().message());
     if (*status != kPaused) return not_paused(def.name, *status);
-    auto where = listen_uri(def.uuid, params);
+    auto where = addresses_.choose(def.uuid, params);
     if (!where) return rpc::fail(VIR_ERR_INVALID_ARG, where.error().message());
     if (auto r = sup_.qmp(def.uuid, "migrate-recover", Json{{"uri", vmm_uri(where->listen)}}); !r) {
         return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
     }
     jobs_.set(def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
-    return prepared(v->def, where->told);
+    return prepared_reply(hostname_, v->def, where->told);
 }
 
 // Perform3 with VIR_MIGRATE_POSTCOPY_RESUME: 'migrate -r' to the listening destination, until
 // postcopy runs again (or ends). Capabilities stay as they were; the speeds may change.
-vmm::Result<JobStats> Migrations::run_resume(const DomainView& v, const MigrationUri& uri,
-                                             const std::vector<rpc::TypedParam>& params) {
-    auto settings = migration_parameters(v, uri, VIR_MIGRATE_POSTCOPY, params);
+vmm::Result<JobStats> PostcopyRecovery::perform(const DomainView& v, const MigrationUri& uri,
+                                                const std::vector<rpc::TypedParam>& params) {
+    auto settings = driver_.parameters(v, uri, VIR_MIGRATE_POSTCOPY, params);
     if (!settings) return settings.error();
     Json speeds = Json::object();
     for (const char* name : {"max-bandwidth", "max-postcopy-bandwidth"})
@@ -108,24 +97,24 @@ vmm::Result<JobStats> Migrations::run_resume(const DomainView& v, const Migratio
         if (auto r = sup_.qmp(v.def.uuid, "migrate-set-parameters", speeds); !r) return r.error();
     }
     if (auto r = sup_.qmp(v.def.uuid, "migrate", Json{{"uri", vmm_uri(uri)}, {"resume", true}}); !r) return r.error();
-    Job job = jobs_.get(v.def.uuid);
+    MigrationJob job = jobs_.get(v.def.uuid);
     job.postcopy_failed = false;
     jobs_.set(v.def.uuid, job);
-    return await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt, true);
+    return driver_.await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT, std::nullopt, true);
 }
 
 // Finish3 with VIR_MIGRATE_POSTCOPY_RESUME: the guest runs here throughout; this waits for the
 // last page, as libvirt's QEMU driver does.
-Reply Migrations::finish_resume(const DomainView& v, int32_t cancelled) {
+Reply PostcopyRecovery::finish(const DomainView& v, int32_t cancelled) {
     auto still_failed = [&](const std::string& why) {
-        if (in_postcopy(v.def.uuid)) {
+        if (driver_.in_postcopy(v.def.uuid)) {
             jobs_.set(v.def.uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, true, true});
             sup_.set_state(v.def.uuid, postcopy_state(v.state.state, true), std::nullopt);
         }
         return rpc::fail(VIR_ERR_OPERATION_FAILED, why);
     };
     if (cancelled != 0) return still_failed(fmt::format("the recovery of domain '{}' was cancelled", v.def.name));
-    auto done = await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, std::nullopt);
+    auto done = driver_.await_end(v.def.uuid, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, std::nullopt);
     if (!done) return still_failed("incoming: " + done.error().message());
     if (v.state.state == VIR_DOMAIN_RUNNING) {
         // Running as this side says it: make sure its vmm runs the guest too (a first Finish
@@ -133,17 +122,17 @@ Reply Migrations::finish_resume(const DomainView& v, int32_t cancelled) {
         if (auto c = sup_.qmp(v.def.uuid, "cont"); !c) return still_failed("incoming: " + c.error().message());
         sup_.set_state(v.def.uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);
     }
-    Job job = jobs_.get(v.def.uuid);
+    MigrationJob job = jobs_.get(v.def.uuid);
     job.postcopy = job.postcopy_failed = false;
     jobs_.set(v.def.uuid, job);
-    job_completed(v.def.uuid, *done);  // unless the watcher saw the end first
-    return finished(v.def.uuid);
+    driver_.job_completed(v.def.uuid, *done);  // unless the watcher saw the end first
+    return finished_reply(hostname_, store_, v.def.uuid);
 }
 
 // domjobabort --postcopy (VIR_DOMAIN_ABORT_JOB_POSTCOPY): pauses an outgoing postcopy.
-Reply Migrations::pause_postcopy(const DomainView& v) {
-    Job job = jobs_.get(v.def.uuid);
-    auto status = v.active() ? migration_status(v.def.uuid) : vmm::Result<std::string>(std::string("none"));
+Reply PostcopyRecovery::pause(const DomainView& v) {
+    MigrationJob job = jobs_.get(v.def.uuid);
+    auto status = v.active() ? driver_.status(v.def.uuid) : vmm::Result<std::string>(std::string("none"));
     if (!status) return rpc::fail(VIR_ERR_OPERATION_FAILED, status.error().message());
     if (!job.active || job.operation != VIR_DOMAIN_JOB_OPERATION_MIGRATION_OUT || *status != "postcopy-active") {
         return rpc::fail(VIR_ERR_OPERATION_INVALID,
@@ -152,14 +141,7 @@ Reply Migrations::pause_postcopy(const DomainView& v) {
     if (auto r = sup_.qmp(v.def.uuid, "migrate-pause"); !r) return rpc::fail(VIR_ERR_OPERATION_FAILED, r.error().message());
     return rpc::ok();
 }
-
-void Migrations::incoming_postcopy_completed(const Uuid& uuid) {
-    auto q = sup_.qmp(uuid, "query-migrate");
-    if (!q) return;  // the vmm went: nothing to report
-    job_completed(uuid, job_from_query_migrate(*q, VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN));
-}
-
-void Migrations::watch_postcopy(const Uuid& uuid) {
+void PostcopyRecovery::watch(const Uuid& uuid) {
     std::jthread old;
     {
         std::lock_guard lock(watch_mutex_);
@@ -170,21 +152,21 @@ void Migrations::watch_postcopy(const Uuid& uuid) {
     // `old` is stopped and joined here, outside the lock.
 }
 
-void Migrations::watch_loop(std::stop_token stop, Uuid uuid) {
+void PostcopyRecovery::watch_loop(std::stop_token stop, Uuid uuid) {
     std::mutex m;
     std::condition_variable_any tick;
     bool failed = false;
     for (;;) {
         std::unique_lock lock(m);
         if (tick.wait_for(lock, stop, kWatchInterval, [] { return false; }) || stop.stop_requested()) return;
-        auto status = migration_status(uuid);
+        auto status = driver_.status(uuid);
         auto v = store_.by_uuid(uuid);
         if (!status || !v || !v->active()) return;
         if (*status == "completed") {
             if (v->state.state == VIR_DOMAIN_RUNNING) {
                 sup_.set_state(uuid, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_MIGRATED}, std::nullopt);  // every page is here
             }
-            incoming_postcopy_completed(uuid);
+            driver_.incoming_completed(uuid);
         }
         if (*status == "completed" || *status == "failed" || *status == "cancelled" || *status == "none") return;
         bool paused = *status == kPaused;

@@ -1,4 +1,4 @@
-#include "vmmd/daemon/incoming_addresses.h"
+#include "vmmd/migration/incoming_addresses.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
