@@ -96,7 +96,7 @@ int run(const config::Config& cfg) {
     std::unique_ptr<machine::Machine> m;
     auto watcher = SignalWatcher::create([&m](int signo) {
         log::info("received {}, ending the VM", signo == SIGINT ? "SIGINT" : "SIGTERM");
-        if (m) m->end(0);
+        if (m) m->run().end(0);
     });
     if (!watcher) return log::error("{}", watcher.error().message()), 1;
     auto created = machine::Machine::create(*spec);
@@ -115,7 +115,7 @@ int run(const config::Config& cfg) {
     if (auto s = apply_migration_defaults(cfg, manager); !s) return log::error("{}", s.error().message()), 2;
     auto incoming_failed = [&m](const Error& e) {
         log::error("incoming migration failed: {}", e.message());
-        m->end(1);
+        m->run().end(1);
     };
     // Listen before the monitors answer: whoever sees the monitor may migrate to us at once.
     if (incoming) {
@@ -126,7 +126,7 @@ int run(const config::Config& cfg) {
     // Run before the monitors answer, as QEMU does without -S: the first 'info status' a client
     // gets says "running", never "prelaunch".
     if (!incoming && !cfg.start_paused) {
-        if (auto s = m->resume(); !s) return log::error("{}", s.error().message()), 1;
+        if (auto s = m->run().resume(); !s) return log::error("{}", s.error().message()), 1;
     }
     monitor::add_machine_commands(dispatcher.table(), *m);
     monitor::add_migration_commands(dispatcher.table(), manager, *m, incoming_failed);
@@ -139,7 +139,7 @@ int run(const config::Config& cfg) {
               incoming ? "incoming migration " + cfg.incoming : "payload " + cfg.payload, cfg.vcpus,
               format_size(m->memory().total_size()), memory::to_string(cfg.dirty_tracking), config::to_string(cfg.hmp),
               config::to_string(cfg.qmp));
-    int code = m->wait_for_end();
+    int code = m->run().wait_for_end();
     if (*hmp) (*hmp)->stop();
     if (*qmp) (*qmp)->stop();
     return code;

@@ -38,7 +38,7 @@ std::unique_ptr<Vmm> make_vmm() {
     auto payload = machine::resolve_payload("idle");
     if (!m || !payload) std::abort();  // no KVM or no payload: the ctest wrapper skips before this
     v->machine = std::move(*m);
-    if (!v->machine->boot(*payload, "tick_ms=50") || !v->machine->resume()) std::abort();
+    if (!v->machine->boot(*payload, "tick_ms=50") || !v->machine->run().resume()) std::abort();
     v->manager = std::make_unique<migration::MigrationManager>(*v->machine, [](migration::MigrationStatus) {});
     monitor::add_machine_commands(v->dispatcher.table(), *v->machine);
     monitor::add_migration_commands(v->dispatcher.table(), *v->manager, *v->machine, [](const Error&) {});
@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     auto& vmm = current();
-    if (!vmm || vmm->machine->run_state() == machine::RunState::shutdown) {
+    if (!vmm || vmm->machine->run().state() == machine::RunState::shutdown) {
         vmm.reset();
         vmm = make_vmm();
     }

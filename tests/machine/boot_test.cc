@@ -30,13 +30,13 @@ TEST_P(EachPayloadBoots, AndReportsProgress) {
     spec.serial_sink = serial.sink();
     auto m = boot(spec, GetParam().name, GetParam().params);
     ASSERT_TRUE(m);
-    EXPECT_EQ(m->run_state(), RunState::prelaunch);
-    ASSERT_TRUE(m->resume());
+    EXPECT_EQ(m->run().state(), RunState::prelaunch);
+    ASSERT_TRUE(m->run().resume());
     ASSERT_TRUE(wait_for([&] { return m->control().report().steps >= 2; }, 60s))
         << "serial output so far: " << serial.get();
     EXPECT_NE(serial.get().find(GetParam().banner), std::string::npos) << serial.get();
     EXPECT_EQ(m->control().report().errors, 0u);
-    EXPECT_EQ(m->run_state(), RunState::running);
+    EXPECT_EQ(m->run().state(), RunState::running);
 }
 
 INSTANTIATE_TEST_SUITE_P(Payloads, EachPayloadBoots,
@@ -57,10 +57,10 @@ TEST(Machine, PauseStopsEveryVcpuAndResumeRestartsThem) {
     VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(2), "stress", "bytes=1M");
     ASSERT_TRUE(m);
-    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(m->run().resume());
     ASSERT_TRUE(wait_for([&] { return m->control().report().steps >= 2; }, 60s));
-    m->pause();
-    EXPECT_EQ(m->run_state(), RunState::paused);
+    m->run().pause();
+    EXPECT_EQ(m->run().state(), RunState::paused);
     ASSERT_TRUE(m->dirty_rate().sync_now());
     uint64_t steps = m->control().report().steps;
     uint64_t dirtied = m->memory().blocks()[0]->dirtied();
@@ -70,7 +70,7 @@ TEST(Machine, PauseStopsEveryVcpuAndResumeRestartsThem) {
     ASSERT_TRUE(m->dirty_rate().sync_now());
     EXPECT_EQ(m->control().report().steps, steps);
     EXPECT_EQ(m->memory().blocks()[0]->dirtied(), dirtied) << "a paused guest dirtied memory";
-    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(m->run().resume());
     EXPECT_TRUE(wait_for([&] { return m->control().report().steps > steps + 1; }, 60s));
     ASSERT_TRUE(m->dirty_rate().sync_now());
     EXPECT_GT(m->memory().blocks()[0]->dirtied(), dirtied);
@@ -80,12 +80,12 @@ TEST(Machine, GuestExitEndsTheMachineWithItsCode) {
     VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(2), "stress", "bytes=256K passes=3");
     ASSERT_TRUE(m);
-    ASSERT_TRUE(m->resume());
-    ASSERT_TRUE(wait_for([&] { return m->has_ended(); }, 60s));
-    EXPECT_EQ(m->wait_for_end(), 0);
-    EXPECT_EQ(m->run_state(), RunState::shutdown);
+    ASSERT_TRUE(m->run().resume());
+    ASSERT_TRUE(wait_for([&] { return m->run().has_ended(); }, 60s));
+    EXPECT_EQ(m->run().wait_for_end(), 0);
+    EXPECT_EQ(m->run().state(), RunState::shutdown);
     EXPECT_EQ(m->control().report().last_message, "stress: done");
-    EXPECT_FALSE(m->resume());
+    EXPECT_FALSE(m->run().resume());
     auto saved = m->save_vcpus();
     ASSERT_FALSE(saved) << "an ended machine's vCPU state must not be saved (nor migrated)";
     EXPECT_NE(saved.error().message().find("stopped for good"), std::string::npos) << saved.error().message();
@@ -98,9 +98,9 @@ TEST(Machine, AGuestCpuExceptionIsReportedAndEndsTheMachine) {
     spec.serial_sink = serial.sink();
     auto m = boot(spec, "idle", "tick_ms=10 fault=2");
     ASSERT_TRUE(m);
-    ASSERT_TRUE(m->resume());
-    ASSERT_TRUE(wait_for([&] { return m->has_ended(); }, 60s)) << serial.get();
-    EXPECT_EQ(m->wait_for_end(), 128 + 13) << "exit code 128 + vector of #GP";
+    ASSERT_TRUE(m->run().resume());
+    ASSERT_TRUE(wait_for([&] { return m->run().has_ended(); }, 60s)) << serial.get();
+    EXPECT_EQ(m->run().wait_for_end(), 128 + 13) << "exit code 128 + vector of #GP";
     EXPECT_EQ(m->control().report().errors, 1u);
     EXPECT_EQ(m->control().report().last_error, 13u);
     EXPECT_EQ(m->control().report().last_message.rfind("payload: CPU exception #GP at rip 0x", 0), 0u)

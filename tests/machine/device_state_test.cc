@@ -13,9 +13,9 @@ TEST(DeviceState, RoundTripsBetweenMachines) {
     VMM_REQUIRE(need::kvm());
     auto a = boot(small_spec(1), "pattern", "bytes=1M check=256");
     ASSERT_TRUE(a);
-    ASSERT_TRUE(a->resume());
+    ASSERT_TRUE(a->run().resume());
     ASSERT_TRUE(wait_for([&] { return a->control().report().steps >= 1 && a->control().report().max_pause_ns > 0; }, 60s));
-    a->pause();
+    a->run().pause();
     ByteWriter w;
     a->save_devices(w);
     auto b = machine::Machine::create(small_spec(1));

@@ -19,10 +19,10 @@ constexpr uint64_t kBase = 8ull << 20, kBytes = 256ull << 10, kStride = 8192;
 
 // Runs the guest from the pause at step `from` to the pause at step `to`.
 void run_steps(machine::Machine& m, uint64_t to) {
-    m.pause_at_step(to);
-    ASSERT_TRUE(m.resume());
-    ASSERT_TRUE(wait_for([&] { return m.run_state() == machine::RunState::paused; }, 60s)) << "step " << to;
-    m.wait_until_paused();
+    m.run().pause_at_step(to);
+    ASSERT_TRUE(m.run().resume());
+    ASSERT_TRUE(wait_for([&] { return m.run().state() == machine::RunState::paused; }, 60s)) << "step " << to;
+    m.run().wait_until_paused();
 }
 
 std::vector<uint64_t> harvest(machine::Machine& m) {
@@ -79,9 +79,9 @@ TEST(DirtyTracking, NothingIsDirtyWhileStopped) {
     VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(2), "stress", "bytes=1M");
     ASSERT_TRUE(m);
-    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(m->run().resume());
     ASSERT_TRUE(wait_for([&] { return m->control().report().steps >= 2; }, 60s));
-    m->pause();
+    m->run().pause();
     harvest(*m);
     // That nothing happens can only be seen over a window, no signal marks it: 200 ms is many of
     // the stress guest's steps on KVM (it dirties pages in every one), so a vCPU left running shows.

@@ -38,9 +38,9 @@ TEST(VcpuState, RoundTripsAndResumesTheGuestOnASecondMachine) {
     auto spec = small_spec(2);
     auto a = boot(spec, "stress", "bytes=1M");
     ASSERT_TRUE(a);
-    ASSERT_TRUE(a->resume());
+    ASSERT_TRUE(a->run().resume());
     ASSERT_TRUE(wait_for([&] { return a->control().report().steps >= 3; }, 60s));
-    a->pause();
+    a->run().pause();
     auto saved = a->save_vcpus();
     ASSERT_TRUE(saved) << saved.error().message();
     auto decoded = encode_decode(*saved);
@@ -67,7 +67,7 @@ TEST(VcpuState, RoundTripsAndResumesTheGuestOnASecondMachine) {
     }
     uint64_t steps = b->control().report().steps;
     EXPECT_EQ(steps, a->control().report().steps);
-    ASSERT_TRUE(b->resume());
+    ASSERT_TRUE(b->run().resume());
     EXPECT_TRUE(wait_for([&] { return b->control().report().steps >= steps + 2; }, 60s))
         << "the guest did not carry on from the loaded state";
     EXPECT_EQ(a->control().report().steps, steps) << "the source must stay paused";
@@ -77,7 +77,7 @@ TEST(VcpuState, RefusedWhileRunning) {
     VMM_REQUIRE(need::kvm());
     auto m = boot(small_spec(1), "stress", "bytes=1M");
     ASSERT_TRUE(m);
-    ASSERT_TRUE(m->resume());
+    ASSERT_TRUE(m->run().resume());
     ASSERT_TRUE(wait_for([&] { return m->control().report().steps >= 1; }, 60s));
     auto s = m->save_vcpus();
     ASSERT_FALSE(s);

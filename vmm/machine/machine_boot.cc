@@ -37,7 +37,7 @@ Status Machine::write_boot_info(const std::string& cmdline) {
     }
     vmm_boot_info info{};
     info.magic = VMM_BOOT_MAGIC;
-    info.cpu_count = static_cast<uint32_t>(vcpus_.size());
+    info.cpu_count = static_cast<uint32_t>(vcpus_.count());
     info.ram_count = static_cast<uint32_t>(memory_->blocks().size());
     info.cmdline_addr = VMM_BOOT_CMDLINE;
     info.cmdline_len = static_cast<uint32_t>(cmdline.size());
@@ -53,16 +53,17 @@ Status Machine::write_boot_info(const std::string& cmdline) {
 }
 
 Status Machine::set_boot_registers(uint64_t entry, uint64_t cr3) {
-    for (size_t i = 0; i < vcpus_.size(); ++i) {
-        auto base = vcpus_[i]->get_sregs();
+    for (size_t i = 0; i < vcpus_.count(); ++i) {
+        kvm::Vcpu& vcpu = vcpus_.vcpu(i);
+        auto base = vcpu.get_sregs();
         if (!base) return base.error();
-        if (auto s = vcpus_[i]->set_sregs(long_mode_sregs(*base, cr3)); !s) return s;
+        if (auto s = vcpu.set_sregs(long_mode_sregs(*base, cr3)); !s) return s;
         kvm_regs regs{};
         regs.rip = entry;
         regs.rflags = 0x2;
         regs.rdi = VMM_BOOT_INFO;
         regs.rsi = i;
-        if (auto s = vcpus_[i]->set_regs(regs); !s) return s;
+        if (auto s = vcpu.set_regs(regs); !s) return s;
     }
     return {};
 }

@@ -33,10 +33,10 @@ ExitAction Machine::handle_exit(uint32_t cpu, kvm_run& run) {
             return ExitAction::resume;
         case KVM_EXIT_SHUTDOWN:
             log::error("vCPU {}: the guest triple-faulted (KVM_EXIT_SHUTDOWN)", cpu);
-            end(1, RunState::shutdown);
+            run_.end(1, RunState::shutdown);
             return ExitAction::stop;
         case KVM_EXIT_SYSTEM_EVENT:
-            end(0, RunState::shutdown);
+            run_.end(0, RunState::shutdown);
             return ExitAction::stop;
         case KVM_EXIT_FAIL_ENTRY:
             vcpu_failed(cpu, Error(fmt::format("KVM_EXIT_FAIL_ENTRY, hardware reason {:#x}",

@@ -75,11 +75,11 @@ Json registers_json(uint64_t cpu, const machine::VcpuState& s) {
 
 Result<Json> query_registers(Machine& m) {
     // vCPU registers can only be read outside KVM_RUN: pause briefly if running.
-    bool was_running = m.run_state() == RunState::running;
-    if (was_running) m.pause();
+    bool was_running = m.run().state() == RunState::running;
+    if (was_running) m.run().pause();
     auto states = m.save_vcpus();
     if (was_running) {
-        if (auto s = m.resume(); !s) return s.error();
+        if (auto s = m.run().resume(); !s) return s.error();
     }
     if (!states) return states.error();
     Json out = Json::array();
@@ -99,27 +99,27 @@ Json ramblocks_json(Machine& m) {
 void add_run_control(CommandTable& t, Machine& m) {
     t.add({"info status", "query-status", {}, "show the VM's run state",
            [&m](const Json&) -> Result<Json> {
-               auto s = m.run_state();
+               auto s = m.run().state();
                return Json{{"status", std::string(machine::to_string(s))}, {"running", s == RunState::running}};
            },
            status_text});
     t.add({"stop", "stop", {}, "pause every vCPU", [&m](const Json&) -> Result<Json> {
-               m.pause();
+               m.run().pause();
                return Json::object();
            }, {}});
     t.add({"cont", "cont", {{"force", ArgType::flag, true, "-f"}},
            "resume every vCPU; -f: even where a postcopy migration left the guest to the destination (forks it)",
            [&m](const Json& a) -> Result<Json> {
-               if (auto s = m.resume(flag(a, "force")); !s) return s.error();
+               if (auto s = m.run().resume(flag(a, "force")); !s) return s.error();
                return Json::object();
            }, {}});
     t.add({"quit", "quit", {}, "end the VM and exit vmm (status 3 if the guest's state is not whole here)",
            [&m](const Json&) -> Result<Json> {
-               std::string why = m.incomplete();
+               std::string why = m.run().incomplete();
                if (!why.empty()) {
                    log::warn("quit: {}: the guest is lost here; vmm exits with status {}", why, Machine::kIncompleteExit);
                }
-               m.end(why.empty() ? 0 : Machine::kIncompleteExit);
+               m.run().end(why.empty() ? 0 : Machine::kIncompleteExit);
                return Json::object();
            }, {}});
 }

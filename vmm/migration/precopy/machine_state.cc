@@ -20,7 +20,7 @@ Result<std::vector<uint8_t>> save_machine_state(machine::Machine& m) {
 
 StreamHeader header_for(const machine::Machine& m, RamMode mode) {
     StreamHeader h;
-    h.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
+    h.vcpu_count = static_cast<uint32_t>(m.vcpus().count());
     for (const auto& b : m.memory().blocks()) h.blocks.push_back({b->name(), b->guest_addr(), b->size()});
     h.ram_mode = mode;
     return h;
@@ -32,7 +32,7 @@ TransportContext context_for(const machine::Machine& m, const Uri& uri, std::fun
     ctx.uri = uri;
     ctx.options = std::move(options);
     ctx.cancel = &cancel;
-    ctx.vcpu_count = static_cast<uint32_t>(m.vcpu_count());
+    ctx.vcpu_count = static_cast<uint32_t>(m.vcpus().count());
     for (const auto& b : m.memory().blocks()) ctx.blocks.push_back({b->name(), b->host(), b->size(), b->guest_addr()});
     return ctx;
 }
@@ -41,7 +41,7 @@ Status load_machine_state(machine::Machine& m, std::span<const uint8_t> blob) {
     ByteReader r(blob, "migrated machine state");
     uint32_t n = 0;
     if (auto s = r.get(n); !s) return s;
-    if (n != m.vcpu_count()) return Error(fmt::format("migrated state has {} vCPUs, this machine {}", n, m.vcpu_count()));
+    if (n != m.vcpus().count()) return Error(fmt::format("migrated state has {} vCPUs, this machine {}", n, m.vcpus().count()));
     std::vector<machine::VcpuState> vcpus;
     for (uint32_t i = 0; i < n; ++i) {
         auto v = machine::decode_vcpu_state(r);

@@ -35,7 +35,7 @@ Status IncomingMigration::listen() {
     auto l = transport_.listen(context_for(core_.machine, core_.uri, settings_, core_.cancel));
     if (!l) return l.error();
     core_.listener = std::move(*l);
-    core_.machine.set_incoming();
+    core_.machine.run().set_incoming();
     return {};
 }
 
@@ -233,7 +233,7 @@ Status IncomingMigration::resume(Connection& conn) {
     if (s) {
         receiver_->close();
         core_.machine.control().postcopy_window(false);
-        core_.machine.set_incomplete("");
+        core_.machine.run().set_incomplete("");
     }
     return s;
 }
@@ -377,7 +377,7 @@ Status IncomingMigration::ready_and_go(stream::ByteStream& st, PostcopyReceiver*
     if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
         return Error("the source did not give the go-ahead; not running the guest");
     }
-    return core_.machine.finish_incoming(core_.stay_paused || go->type == ReplyType::go_paused);
+    return core_.machine.run().finish_incoming(core_.stay_paused || go->type == ReplyType::go_paused);
 }
 
 // The guest runs here before every page has come: userfaultfd holds the missing ones, the
@@ -392,7 +392,7 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
     }
     bool verify = (header.features & kFeatureVerifyRam) != 0;
     auto receiver = std::make_unique<PostcopyReceiver>(core_.machine.memory(), st, conn.dest_postcopy({header.blocks, verify}),
-                                                       header.blocks, core_.machine.vcpu_tids(), verify,
+                                                       header.blocks, core_.machine.vcpus().tids(), verify,
                                                        std::chrono::milliseconds(core_.options.params.io_timeout_ms));
     if (auto s = receiver->prepare(discards); !s) {
         core_.refuse(st, s.error());
@@ -409,13 +409,13 @@ Status IncomingMigration::receive_postcopy(Connection& conn, const StreamHeader&
         return s;
     }
     in_postcopy_ = true;
-    core_.machine.set_incomplete("the guest runs here in postcopy and still lacks pages only the source has");
+    core_.machine.run().set_incomplete("the guest runs here in postcopy and still lacks pages only the source has");
     core_.set_status(MigrationStatus::postcopy_active);
     Status s = r->run();
     if (s) {
         r->close();  // every page is here: the guest no longer needs the fault thread
         core_.machine.control().postcopy_window(false);
-        core_.machine.set_incomplete("");
+        core_.machine.run().set_incomplete("");
     }
     return s;
 }

@@ -53,7 +53,7 @@ Status FileRestore::receive_lazy(stream::ByteStream& st, const std::vector<Block
                                  const std::function<Status()>& ready_and_go) {
     machine::Machine& m = core_.machine;
     auto read_all = file.read_all;
-    auto lazy = std::make_unique<LazyRestore>(m.memory(), blocks, m.vcpu_tids(), std::move(file), core_.cancel);
+    auto lazy = std::make_unique<LazyRestore>(m.memory(), blocks, m.vcpus().tids(), std::move(file), core_.cancel);
     if (auto s = lazy->prepare(); !s) {  // e.g. no userfaultfd for this process: read it all, then run
         lazy.reset();
         log::info("{}: read before the guest runs, not lazily: {}", core_.uri.text, s.error().message());
@@ -77,13 +77,13 @@ Status FileRestore::receive_lazy(stream::ByteStream& st, const std::vector<Block
         std::lock_guard lock(core_.mutex);
         lazy_ready_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     }
-    m.set_incomplete("the guest runs on a lazy restore whose pages are still coming in from the file");
+    m.run().set_incomplete("the guest runs on a lazy restore whose pages are still coming in from the file");
     core_.set_status(MigrationStatus::postcopy_active);
     Status s = l->run();
     if (s) {
         l->close();
         m.control().postcopy_window(false);
-        m.set_incomplete("");
+        m.run().set_incomplete("");
         log::info("{}: every page is in (lazy restore)", core_.uri.text);
     }
     return s;

@@ -170,7 +170,7 @@ Status PrecopyWait::switchover(std::unique_ptr<Connection>& live, StreamLoader& 
     if (go->type != ReplyType::go && go->type != ReplyType::go_paused) {
         return Error("the source did not give the go-ahead; not running the guest");
     }
-    if (auto s = core_.machine.finish_incoming(core_.stay_paused || go->type == ReplyType::go_paused); !s) {
+    if (auto s = core_.machine.run().finish_incoming(core_.stay_paused || go->type == ReplyType::go_paused); !s) {
         core_.refuse(live->stream(), s.error());
         return s;
     }

@@ -137,7 +137,7 @@ Status MigrationManager::migrate(const std::string& text) {
     // A VM that arrived by migration may leave again, as under QEMU: the finished incoming
     // migration (its thread already done) gives way, and 'info migrate' shows the new one.
     incoming_.reset();
-    auto state = machine_.run_state();
+    auto state = machine_.run().state();
     if (state != machine::RunState::running && state != machine::RunState::paused) {
         return Error(fmt::format("cannot migrate a VM in state '{}'", machine::to_string(state)));
     }
@@ -213,13 +213,13 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
     if (!uri) return uri.error();
     std::lock_guard lock(mutex_);
     if (incoming_) return Error("an incoming migration is already set up");
-    auto state = machine_.run_state();
+    auto state = machine_.run().state();
     if (state != machine::RunState::prelaunch && state != machine::RunState::inmigrate) {
         return Error("the VM has already run: start a new vmm with --incoming");
     }
     if (uri->scheme == "defer") {
         deferred_ = true;
-        machine_.set_incoming();
+        machine_.run().set_incoming();
         return {};
     }
     auto transport = registry_.get(uri->scheme);

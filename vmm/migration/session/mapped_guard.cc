@@ -69,17 +69,17 @@ void MappedFileGuard::run() {
 
 Status MappedFileGuard::copy_out() {
     auto t = SteadyClock::now();
-    bool was_running = machine_.run_state() == machine::RunState::running;
-    machine_.refuse_resume(fmt::format("the guest's RAM is being copied out of {}, which another process is about to "
+    bool was_running = machine_.run().state() == machine::RunState::running;
+    machine_.run().refuse_resume(fmt::format("the guest's RAM is being copied out of {}, which another process is about to "
                                        "change: a moment",
                                        what_));
-    if (was_running) machine_.pause();
+    if (was_running) machine_.run().pause();
     Status s;
     for (const auto& b : machine_.memory().blocks()) {
         if (s = b->copy_out_of_file(); !s) break;
     }
-    machine_.refuse_resume("");
-    if (s && was_running) s = machine_.resume();
+    machine_.run().refuse_resume("");
+    if (s && was_running) s = machine_.run().resume();
     if (s) log::info("{}: the guest's RAM no longer maps it ({:.0f} ms, the guest paused)", what_, ms_between(t, SteadyClock::now()));
     return s;
 }

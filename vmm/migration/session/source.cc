@@ -86,7 +86,7 @@ Status MigrationSource::resume(Transport& transport, Uri uri) {
                                      "postcopy-paused); this one is {}",
                                      to_string(core_.stats.status)));
         }
-        if (core_.machine.run_state() != machine::RunState::postmigrate) {
+        if (core_.machine.run().state() != machine::RunState::postmigrate) {
             return Error("the guest has run here since postcopy paused ('cont -f'): it has forked, and cannot be resumed "
                          "there");
         }
@@ -124,7 +124,7 @@ void MigrationSource::fail(const Error& e) {
         core_.stats.cpu_throttle_percentage = 0;
     }
     const std::string& to = core_.uri.text;
-    if (postcopy_.went() && core_.machine.run_state() != machine::RunState::postmigrate) {
+    if (postcopy_.went() && core_.machine.run().state() != machine::RunState::postmigrate) {
         // Forced to run here ('cont -f') while postcopy was paused: the user took this copy back.
         log::error("postcopy to {} ended: {}", to, e.message());
         core_.set_status(MigrationStatus::failed);
@@ -136,7 +136,7 @@ void MigrationSource::fail(const Error& e) {
         log::error("postcopy to {} broke: {}; the source keeps the guest paused with all of its RAM as at the switch "
                    "('cont -f' would run it here, forking it)",
                    to, e.message());
-        core_.machine.refuse_resume(fmt::format("postcopy to {} broke after the guest ran on there ({}): running the "
+        core_.machine.run().refuse_resume(fmt::format("postcopy to {} broke after the guest ran on there ({}): running the "
                                                 "copy here would fork it; 'cont -f' forces it",
                                                 to, e.message()));
         core_.set_status(MigrationStatus::postcopy_paused);
@@ -148,7 +148,7 @@ void MigrationSource::fail(const Error& e) {
 
 void MigrationSource::run() {
     name_this_thread("migration");
-    core_.was_running = core_.machine.run_state() == machine::RunState::running;
+    core_.was_running = core_.machine.run().state() == machine::RunState::running;
     core_.machine.control().start_migration_window();  // the guest's stalls are timed from here
     Connection* conn = nullptr;
     Status s = setup(conn);
@@ -365,7 +365,7 @@ Status MigrationSource::precopy(SourceRun& run) {
                       stats().handover_estimate_ms, core_.options.params.downtime_limit_ms);
         }
         if (auto s = deadline_.keep(conv, d, dirty * memory::kPageSize); !s) return s;
-        core_.machine.set_throttle(d.throttle_percent);
+        core_.machine.vcpus().set_throttle(d.throttle_percent);
         after_round(run, d, sent, secs, dirty);
         // Asked for, postcopy comes now (the round stopped short) even if the rest would fit
         // the downtime (QEMU would finish in precopy then): the user chose when the guest moves.
@@ -399,7 +399,7 @@ Status MigrationSource::complete(SourceRun& run) {
     uint64_t precopy_bytes = run.work.transferred;
     DowntimeParts parts;
     auto paused_at = Clock::now();
-    core_.machine.pause();
+    core_.machine.run().pause();
     core_.paused_by_us = true;
     run.limiter.unpaced();  // the guest is stopped: send as fast as the link allows
     auto bitmaps = resumption_.take_for_round(run.round + 1);
@@ -422,15 +422,15 @@ Status MigrationSource::complete(SourceRun& run) {
     }
     if (!state_bytes) return state_bytes.error();
     core_.paused_by_us = false;
-    core_.machine.set_throttle(0);
+    core_.machine.vcpus().set_throttle(0);
     auto downtime = ms_since(paused_at);
     if (run.conn->answers() && resumption_.resumable() && !settled) {
         if (auto s = switchover_.confirm_running(run); !s) return s;
     }
     if (run.conn->answers()) {
         // From here on the destination runs the guest: this side must never resume it.
-        core_.machine.refuse_resume(kMovedAway);
-        core_.machine.set_postmigrate();
+        core_.machine.run().refuse_resume(kMovedAway);
+        core_.machine.run().set_postmigrate();
     } else if (auto s = saved(run); !s) {
         return s;
     }
@@ -455,7 +455,7 @@ Status MigrationSource::complete(SourceRun& run) {
 // paused) while the file is synced and named; a commit that fails leaves it running, no file.
 Status MigrationSource::saved(SourceRun& run) {
     if (core_.was_running) {
-        if (auto s = core_.machine.resume(); !s) return s;
+        if (auto s = core_.machine.run().resume(); !s) return s;
     }
     SaveTarget* save = run.conn->save_target();
     if (save == nullptr) return Error(fmt::format("internal: {} was saved to as a file, and is none", run.conn->describe()));

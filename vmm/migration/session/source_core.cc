@@ -54,8 +54,8 @@ Result<SourceCore::Bitmaps> SourceCore::take_dirty() {
 }
 
 void SourceCore::give_guest_back() {
-    machine.set_throttle(0);
-    if (paused_by_us && was_running) (void)machine.resume();
+    machine.vcpus().set_throttle(0);
+    if (paused_by_us && was_running) (void)machine.run().resume();
     paused_by_us = false;
 }
 

@@ -78,7 +78,7 @@ Status PostcopyPhase::send_discards(stream::ByteStream& st, const SourceCore::Bi
 Status PostcopyPhase::run(SourceRun& run) {
     DowntimeParts parts;
     auto paused_at = Clock::now();
-    core_.machine.pause();
+    core_.machine.run().pause();
     core_.paused_by_us = true;
     auto bitmaps = core_.take_dirty();  // what changed since it was sent: the destination must not keep it
     if (!bitmaps) return bitmaps.error();
@@ -93,10 +93,10 @@ Status PostcopyPhase::run(SourceRun& run) {
     if (!state_bytes) return state_bytes.error();
     core_.paused_by_us = false;  // GO went: the destination runs the guest, this side never again
     went_ = true;
-    core_.machine.refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
+    core_.machine.run().refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
                            "running it here too would fork it ('cont -f' forces it)");
-    core_.machine.set_throttle(0);
-    core_.machine.set_postmigrate();
+    core_.machine.vcpus().set_throttle(0);
+    core_.machine.run().set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(core_.machine).blocks;
     PostcopySender sender(core_.machine.memory(), run.conn->source_postcopy({blocks, core_.sums_on()}), blocks,
                           std::move(*bitmaps), core_.cancel, *core_.live, {core_.options.caps.zero_blocks});
@@ -130,7 +130,7 @@ Status PostcopyPhase::run(SourceRun& run) {
         sender_ = nullptr;
     }
     if (!s) return s;
-    core_.machine.refuse_resume(kMovedAway);  // as after precopy: the guest has moved
+    core_.machine.run().refuse_resume(kMovedAway);  // as after precopy: the guest has moved
     core_.set_status(MigrationStatus::completed);
     return {};
 }
@@ -142,7 +142,7 @@ Status PostcopyPhase::recover_link(PostcopySender& sender, Error why) {
                    "'migrate -r URI' here resumes it",
                    core_.uri.text, why.message());
         core_.set_link_aside(why.message());
-        core_.machine.refuse_resume(fmt::format("postcopy to {} is paused ({}): the destination runs the guest and this side "
+        core_.machine.run().refuse_resume(fmt::format("postcopy to {} is paused ({}): the destination runs the guest and this side "
                                            "holds pages it lacks; running the copy here would fork it ('cont -f' forces it)",
                                            core_.uri.text, why.message()));
         core_.set_status(MigrationStatus::postcopy_paused);
@@ -170,7 +170,7 @@ Result<ResumeTo> PostcopyPhase::await_resume() {
             return to;
         }
         if (core_.cancel.cancelled()) return Error("migration cancelled");
-        if (core_.machine.run_state() != machine::RunState::postmigrate) {
+        if (core_.machine.run().state() != machine::RunState::postmigrate) {
             return Error("the guest was resumed here with 'cont -f' while postcopy was paused: this copy and the "
                          "destination's have forked, and the postcopy cannot be recovered");
         }

@@ -81,7 +81,7 @@ Status Switchover::confirm_running(SourceRun& run) {
 Status Switchover::settle_in_doubt(SourceRun& run, Error why) {
     auto since = Clock::now();
     auto window = std::chrono::milliseconds(core_.options.params.resume_window_ms);
-    core_.machine.refuse_resume(fmt::format("the link to {} broke after GO ({}): the destination may run the guest, and this "
+    core_.machine.run().refuse_resume(fmt::format("the link to {} broke after GO ({}): the destination may run the guest, and this "
                                        "side asks it first; 'cont -f' runs it here, which forks the guest if the "
                                        "destination runs it",
                                        core_.uri.text, why.message()));
