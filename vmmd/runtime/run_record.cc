@@ -57,4 +57,8 @@ vmm::Result<RunRecord> decode_run_record(std::string_view text) {
                      {static_cast<int>(*state), static_cast<int>(*reason)}, *xml, phase};
 }
 
+std::string run_file(const std::string& state_dir, const Uuid& uuid, const char* suffix) {
+    return state_dir + "/run/" + format_uuid(uuid) + suffix;
+}
+
 }  // namespace vmmd

@@ -32,6 +32,9 @@ struct RunRecord {
     bool operator==(const RunRecord&) const = default;
 };
 
+// A running domain's files in <state>/run: its record (".json") and its vmm's QMP socket (".qmp").
+std::string run_file(const std::string& state_dir, const Uuid& uuid, const char* suffix);
+
 std::string encode_run_record(const RunRecord& r);
 vmm::Result<RunRecord> decode_run_record(std::string_view text);
 

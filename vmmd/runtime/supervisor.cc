@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,71 +25,42 @@ namespace vmmd {
 using vmm::Error;
 using vmm::monitor::QmpClient;
 
+namespace {
+
+std::string describe(const ProcessEnding& e) {
+    switch (e.kind) {
+        case ProcessEnding::Kind::exited: return fmt::format("exited with status {}", e.value);
+        case ProcessEnding::Kind::killed: return fmt::format("was killed by signal {}", e.value);
+        case ProcessEnding::Kind::unknown: break;
+    }
+    return "ended (how is unknown: it was started by an earlier vmmd)";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorPaths paths, DomainStore& store, Listener listener,
                                                        const std::function<void(const std::string&)>& warn) {
     for (const char* sub : {"", "/run", "/log"})
         if (auto made = make_private_directory(paths.state_dir + sub); !made) return made.error();
-    UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake.valid()) return Error::from_errno("eventfd");
-    std::unique_ptr<Supervisor> s(new Supervisor(std::move(paths), store, std::move(listener), std::move(wake)));
-    s->watcher_ = std::thread([p = s.get()] { p->watch_loop(); });
-    s->adopt_all(warn);
+    std::unique_ptr<Supervisor> s(new Supervisor(std::move(paths), store, std::move(listener)));
+    auto vmms = RunningVmms::create([p = s.get()](const std::shared_ptr<RunningVmm>& r) { p->ended(r); });
+    if (!vmms) return vmms.error();
+    s->vmms_ = std::move(*vmms);
+    s->adopter_ = std::make_unique<Adopter>(s->paths_.state_dir, store, *s->vmms_, *s);
+    s->adopter_->adopt_all(warn);
     return s;
 }
 
-Supervisor::Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, UniqueFd wake)
-    : paths_(std::move(paths)), store_(store), listener_(std::move(listener)), wake_(std::move(wake)) {}
+Supervisor::Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener)
+    : paths_(std::move(paths)), store_(store), listener_(std::move(listener)) {}
 
 Supervisor::~Supervisor() {
-    {
-        std::lock_guard lock(mutex_);
-        stopping_ = true;
-    }
-    stopping_cv_.notify_all();
-    for (std::thread& t : adopters_) t.join();
-    wake();
-    if (watcher_.joinable()) watcher_.join();
-}
-
-bool Supervisor::stopping() const {
-    std::lock_guard lock(mutex_);
-    return stopping_;
-}
-
-void Supervisor::wake() const {
-    uint64_t one = 1;
-    (void)!::write(wake_.get(), &one, sizeof one);
-}
-
-std::string Supervisor::run_path(const Uuid& uuid, const char* suffix) const {
-    return paths_.state_dir + "/run/" + format_uuid(uuid) + suffix;
+    if (vmms_) vmms_->stop();  // an adopter's wait ends, and the watcher
+    if (adopter_) adopter_->join();
+    vmms_.reset();  // joins the watcher, whose last act may be ended()
 }
 
 std::string Supervisor::log_path(const DomainDef& def) const { return paths_.state_dir + "/log/" + def.name + ".log"; }
-
-std::shared_ptr<Supervisor::Running> Supervisor::find(const Uuid& uuid) const {
-    std::lock_guard lock(mutex_);
-    auto it = running_.find(uuid);
-    return it == running_.end() ? nullptr : it->second;
-}
-
-Result<std::unique_ptr<QmpClient>> Supervisor::connect_qmp(const VmmProcess& p, const std::string& socket,
-                                                           const std::string& log, off_t log_from) const {
-    auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-    for (;;) {
-        if (p.ended()) {
-            return Error(fmt::format("vmm (pid {}) ended before its QMP socket answered: {} (log: {})", p.identity().pid,
-                                     last_log_line(log, log_from), log));
-        }
-        auto q = QmpClient::connect(socket, std::chrono::milliseconds(100));
-        if (q) return q;
-        if (std::chrono::steady_clock::now() > deadline) {
-            return Error(fmt::format("vmm (pid {}) did not answer on {} within {} s: {} (log: {})", p.identity().pid, socket,
-                                     kStartTimeout.count(), q.error().message(), log));
-        }
-    }
-}
-
 Status Supervisor::start(const DomainDef& def, bool paused) {
     DomainState state = paused ? DomainState{VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}
                                : DomainState{VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED};
@@ -115,51 +85,28 @@ Status Supervisor::start_restoring(const DomainDef& def, const std::string& uri)
     return {};
 }
 
-std::optional<std::string> Supervisor::reserve_start(const DomainDef& def) {
-    std::lock_guard lock(mutex_);
-    if (running_.count(def.uuid) != 0 || starting_.count(def.uuid) != 0) return fmt::format("domain '{}' is already running", def.name);
-    std::string record = run_path(def.uuid, ".json");
-    if (::access(record.c_str(), F_OK) == 0) {
-        return fmt::format("domain '{}' has a run record vmmd could not adopt ({}; its log says why): a vmm may still run "
-                           "it. End that vmm if there is one, remove the file, then start the domain",
-                           def.name, record);
-    }
-    starting_[def.uuid] = true;
-    return std::nullopt;
-}
-
 Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state,
                                MigrationPhase phase) {
-    if (auto why = reserve_start(def)) return Error(*why);
+    if (auto why = vmms_->reserve(def, run_file(paths_.state_dir, def.uuid, ".json"))) return Error(*why);
     struct Unmark {
-        Supervisor* s;
+        RunningVmms& vmms;
         Uuid u;
-        ~Unmark() {
-            std::lock_guard lock(s->mutex_);
-            s->starting_.erase(u);
-        }
-    } unmark{this, def.uuid};
-    std::string socket = run_path(def.uuid, ".qmp"), log = log_path(def);
+        ~Unmark() { vmms.unreserve(u); }
+    } unmark{*vmms_, def.uuid};
+    std::string socket = run_file(paths_.state_dir, def.uuid, ".qmp"), log = log_path(def);
     ::unlink(socket.c_str());  // a stale socket from a vmm that was killed
     off_t log_from = log_size(log);  // this run's lines start here
     auto p = VmmProcess::spawn(vmm_arguments(def, {paths_.vmm, socket, paused, incoming}), log, memlock_limit(def));
     if (!p) return p.error();
-    auto q = connect_qmp(**p, socket, log, log_from);
+    auto q = RunningVmm::connect(**p, socket, log, log_from, kStartTimeout);
     if (!q) {
         (void)(*p)->signal(SIGKILL);
         (*p)->reap();
         return q.error();
     }
-    auto r = std::make_shared<Running>();
-    r->def = def;
-    r->process = std::move(*p);
-    r->qmp = std::move(*q);
-    r->phase = phase;
-    {
-        std::lock_guard lock(mutex_);
-        r->id = next_id_++;
-    }
-    if (auto s = record(*r, state); !s) {
+    auto r = std::make_shared<RunningVmm>(def, vmms_->next_id(), std::move(*p), phase);
+    r->answered(std::move(*q));
+    if (auto s = r->record(run_file(paths_.state_dir, def.uuid, ".json"), state); !s) {
         (void)r->process->signal(SIGKILL);
         r->process->reap();
         return s.error();
@@ -173,27 +120,12 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
         vmm::log::info("vmmd: domain '{}': {} kept in its definition, not honoured: vmm has no display (the guest's "
                        "console is its serial port)", def.name, display);
     }
-    watch(std::move(r), state);
+    store_.set_running(def.uuid, id, state, def);  // before the watcher can see it end
+    vmms_->add(std::move(r));
     return id;
 }
-
-Status Supervisor::record(const Running& r, DomainState state) const {
-    RunRecord rec{r.process->identity(), r.id, state, format_domain_xml(r.def), r.phase.load()};
-    return write_file_atomically(run_path(r.def.uuid, ".json"), encode_run_record(rec));
-}
-
-void Supervisor::watch(std::shared_ptr<Running> r, DomainState state) {
-    store_.set_running(r->def.uuid, r->id, state, r->def);  // before the watcher can see it end
-    {
-        std::lock_guard lock(mutex_);
-        running_[r->def.uuid] = std::move(r);
-    }
-    wake();
-}
-
 bool Supervisor::wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mutex_);
-    return stopped_.wait_for(lock, timeout, [&] { return running_.count(uuid) == 0; });
+    return vmms_->wait_stopped(uuid, timeout);
 }
 
 Status Supervisor::destroy(const Uuid& uuid, bool graceful) { return stop_process(uuid, graceful, Intent::destroy); }
@@ -215,32 +147,17 @@ Status Supervisor::stop_process(const Uuid& uuid, bool graceful, Intent why) {
     if (wait_stopped(uuid, kTermGrace)) return {};
     return Error(fmt::format("vmm (pid {}) survived SIGKILL for {} s", pid, kTermGrace.count()));
 }
-
-Result<Json> Supervisor::call(Running& r, const std::string& command, const Json& args) {
-    std::unique_lock lock(r.qmp_mutex);
-    // Adopted a moment ago by a restarted vmmd: its first attempt to reach the vmm is under way.
-    r.qmp_settled.wait_for(lock, kAdoptAttempt + std::chrono::seconds(1), [&r] { return r.qmp || r.silent; });
-    if (!r.qmp) {
-        return Error(fmt::format("domain '{}': its vmm (pid {}) has not answered on its QMP socket since vmmd started; "
-                                 "vmmd keeps trying ('virsh destroy' ends it meanwhile)",
-                                 r.def.name, r.process->identity().pid));
-    }
-    auto a = r.qmp->execute(command, args);
-    if (!a) return Error(fmt::format("domain '{}': {}", r.def.name, a.error().message()));
-    return a;
-}
-
 Result<Json> Supervisor::qmp(const Uuid& uuid, const std::string& command, const Json& args) {
     auto r = find(uuid);
     if (!r) return Error("domain is not running");
-    return call(*r, command, args);
+    return r->call(command, args);
 }
 
 Status Supervisor::quit(const Uuid& uuid, Intent why) {
     auto r = find(uuid);
     if (!r) return Error("domain is not running");
     r->intent = why;
-    auto a = call(*r, "quit", Json::object());
+    auto a = r->call("quit");
     if (!a && !r->process->ended()) {  // a vmm that ends as it answers is what was asked
         r->intent = Intent::none;
         return a.error();
@@ -264,7 +181,7 @@ Status Supervisor::change_run_state(const Uuid& uuid, bool pause) {
                                  r->def.name));
     }
     if (pause && paused) return {};  // as libvirt's QEMU driver: suspending a paused domain does nothing
-    if (auto a = call(*r, pause ? "stop" : "cont", Json::object()); !a) return a.error();
+    if (auto a = r->call(pause ? "stop" : "cont"); !a) return a.error();
     if (pause) {
         set_state(uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER}, LifecycleEvent{VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED});
     } else {
@@ -278,7 +195,7 @@ void Supervisor::set_state(const Uuid& uuid, DomainState state, std::optional<Li
     auto r = find(uuid);
     if (!r) return;
     store_.set_state(uuid, state);
-    if (auto s = record(*r, state); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
+    if (auto s = r->record(run_file(paths_.state_dir, uuid, ".json"), state); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
     if (event) announce(r->def, r->id, *event);
 }
 
@@ -287,7 +204,7 @@ void Supervisor::set_phase(const Uuid& uuid, MigrationPhase phase) {
     if (!r || r->phase == phase) return;
     r->phase = phase;
     auto now = store_.by_uuid(uuid);
-    if (auto s = record(*r, now ? now->state : DomainState{}); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
+    if (auto s = r->record(run_file(paths_.state_dir, uuid, ".json"), now ? now->state : DomainState{}); !s) vmm::log::warn("vmmd: domain '{}': {}", r->def.name, s.error().message());
 }
 
 std::optional<pid_t> Supervisor::vmm_pid(const Uuid& uuid) const {
@@ -304,5 +221,43 @@ uint64_t Supervisor::cpu_time_ns(const Uuid& uuid) const {
 
 Status Supervisor::suspend(const Uuid& uuid) { return change_run_state(uuid, true); }
 Status Supervisor::resume(const Uuid& uuid) { return change_run_state(uuid, false); }
+
+// The watcher's (RunningVmms): the vmm ended, as vmmd expected or not.
+void Supervisor::ended(const std::shared_ptr<RunningVmm>& r) {
+    ProcessEnding how = r->process->reap();
+    Intent intent = r->intent;
+    DomainState state{VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED};
+    LifecycleEvent event{VIR_DOMAIN_EVENT_STOPPED, VIR_DOMAIN_EVENT_STOPPED_CRASHED};
+    if (intent == Intent::migrated) {
+        state.reason = VIR_DOMAIN_SHUTOFF_MIGRATED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_MIGRATED;
+    } else if (intent == Intent::saved) {
+        state.reason = VIR_DOMAIN_SHUTOFF_SAVED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_SAVED;
+    } else if (intent == Intent::failed || (intent == Intent::none && r->phase == MigrationPhase::incoming)) {
+        // An incoming migration or restore that failed, was cancelled, or whose vmm gave up.
+        state.reason = VIR_DOMAIN_SHUTOFF_FAILED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_FAILED;
+    } else if (intent == Intent::destroy) {
+        state.reason = VIR_DOMAIN_SHUTOFF_DESTROYED;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_DESTROYED;
+    } else if (intent == Intent::shutdown || (how.kind == ProcessEnding::Kind::exited && how.value == 0)) {
+        // Asked to end, or the guest powered itself off (the control device's exit, status 0).
+        state.reason = VIR_DOMAIN_SHUTOFF_SHUTDOWN;
+        event.detail = VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN;
+    }
+    const Uuid& uuid = r->def.uuid;
+    ::unlink(run_file(paths_.state_dir, uuid, ".json").c_str());
+    ::unlink(run_file(paths_.state_dir, uuid, ".qmp").c_str());
+    store_.set_stopped(uuid, state);
+    vmms_->remove(r);
+    bool crashed = state.reason == VIR_DOMAIN_SHUTOFF_CRASHED;
+    const char* why = crashed ? "crashed" : state.reason == VIR_DOMAIN_SHUTOFF_FAILED ? "failed" : "in order";
+    std::string line = fmt::format("vmmd: domain '{}' (id {}): vmm (pid {}) {}; the domain is shut off ({})", r->def.name, r->id,
+                                   r->process->identity().pid, describe(how), why);
+    if (crashed) vmm::log::warn("{}, see {}", line, log_path(r->def));
+    else vmm::log::info("{}", line);
+    announce(r->def, r->id, event);
+}
 
 }  // namespace vmmd

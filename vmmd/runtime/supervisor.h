@@ -6,12 +6,8 @@
 //
 // The processes outlive vmmd: each runs in its own session, and <state>/run/<uuid>.json records
 // it (RunRecord), with the phase of a migration it is in. A restarted vmmd adopts every recorded
-// process that still runs and marks the others crashed. Adoption does not hold up the server: each
-// vmm is put under watch at once (it cannot be started twice) and reached over QMP by a thread
-// of its own; one that does not answer is shown "paused (unknown)", its pid kept, until it does
-// (destroy works meanwhile). Then what the vmm says and the recorded phase decide what becomes
-// of it (adoption.h). A run record that cannot be read is kept, and the domain cannot be started
-// while it is there, unless the vmm behind its QMP socket is found and adopted.
+// process that still runs and marks the others crashed (Adopter). The running vmms and the
+// watcher are RunningVmms (running_vmm.h).
 #pragma once
 
 #include <atomic>
@@ -28,7 +24,9 @@
 
 #include "vmm/monitor/client/qmp_client.h"
 #include "vmmd/domain/domain_store.h"
+#include "vmmd/runtime/adopter.h"
 #include "vmmd/runtime/run_record.h"
+#include "vmmd/runtime/running_vmm.h"
 #include "vmmd/runtime/vmm_process.h"
 
 namespace vmmd {
@@ -107,73 +105,29 @@ public:
 
     static constexpr std::chrono::seconds kTermGrace{10};
     static constexpr std::chrono::seconds kStartTimeout{30};
-    // An adopted vmm's QMP socket is tried this long at a time until it answers.
-    static constexpr std::chrono::seconds kAdoptAttempt{2};
 
 private:
-    // Why vmmd expects the process to end: it decides the state the domain is left in.
-    enum class Intent { none, shutdown, destroy, migrated, saved, failed };
-    struct Running {
-        DomainDef def;
-        int id = -1;
-        std::unique_ptr<VmmProcess> process;
-        std::mutex qmp_mutex;  // one command at a time on the socket
-        std::unique_ptr<vmm::monitor::QmpClient> qmp;  // null while an adopted vmm has not answered
-        // An adopted vmm's first connection attempt: answered (qmp set) or failed (silent). A call
-        // made meanwhile waits for it, as libvirt's calls wait for its reconnection to a domain.
-        std::condition_variable qmp_settled;
-        bool silent = false;  // under qmp_mutex
-        std::atomic<Intent> intent{Intent::none};
-        std::atomic<MigrationPhase> phase{MigrationPhase::none};
-    };
+    using Intent = RunningVmm::Intent;
 
-    Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, UniqueFd wake);
+    Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener);
     // Starts a vmm for `def` (a boot, or an incoming migration or a restore on `incoming`), puts
     // it under watch in `state` and `phase`, and returns its domain id.
     Result<int> launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state,
                        MigrationPhase phase = MigrationPhase::none);
-    // Marks `def` as starting, or says why it cannot start: it runs or starts already, or a run
-    // record nobody adopted is there.
-    std::optional<std::string> reserve_start(const DomainDef& def);
-    std::string run_path(const Uuid& uuid, const char* suffix) const;
-    std::shared_ptr<Running> find(const Uuid& uuid) const;
+    std::shared_ptr<RunningVmm> find(const Uuid& uuid) const { return vmms_->find(uuid); }
     // SIGTERM, then (unless graceful) SIGKILL after kTermGrace; `why` decides the state left.
     Status stop_process(const Uuid& uuid, bool graceful, Intent why);
-    Result<std::unique_ptr<vmm::monitor::QmpClient>> connect_qmp(const VmmProcess& p, const std::string& socket,
-                                                                 const std::string& log, off_t log_from) const;
-    // Puts a started (or adopted) process under watch; the store learns that it runs.
-    void watch(std::shared_ptr<Running> r, DomainState state);
-    // Writes (or rewrites) the domain's run record.
-    Status record(const Running& r, DomainState state) const;
-    Result<Json> call(Running& r, const std::string& command, const Json& args);
     Status change_run_state(const Uuid& uuid, bool pause);
     // QMP quit, expecting the vmm to end for `why` (shutdown, or the end of a migration).
     Status quit(const Uuid& uuid, Intent why);
-    // Adoption (supervisor_adopt.cc).
-    void adopt_all(const std::function<void(const std::string&)>& warn);
-    // A record that does not read: the vmm behind the domain's QMP socket, with its stored definition.
-    Status adopt_unreadable(const std::string& record_path, const vmm::Error& why);
-    Status adopt_process(const DomainDef& def, int id, DomainState state, MigrationPhase phase, ProcessIdentity who);
-    // The adopted vmm's thread: reaches its QMP socket, then settles it.
-    void attach(const std::shared_ptr<Running>& r, DomainState recorded);
-    void settle(const std::shared_ptr<Running>& r, DomainState recorded);
-    bool stopping() const;
-    void watch_loop();
-    void ended(const std::shared_ptr<Running>& r);
-    void wake() const;
+    // The watcher saw `r` end: the domain is shut off, with the reason its intent and its end give.
+    void ended(const std::shared_ptr<RunningVmm>& r);
+
     SupervisorPaths paths_;
     DomainStore& store_;
     Listener listener_;
-    UniqueFd wake_;  // eventfd: the watcher re-reads the set of processes, or stops
-    mutable std::mutex mutex_;
-    std::condition_variable stopped_;
-    std::map<Uuid, std::shared_ptr<Running>> running_;
-    std::map<Uuid, bool> starting_;  // start() in progress: a second start is refused
-    int next_id_ = 1;
-    bool stopping_ = false;
-    std::condition_variable stopping_cv_;  // an adopter's wait between attempts ends when vmmd stops
-    std::thread watcher_;
-    std::vector<std::thread> adopters_;  // joined first, in the destructor
+    std::unique_ptr<RunningVmms> vmms_;  // the watcher's thread: stopped in ~Supervisor before the rest goes
+    std::unique_ptr<Adopter> adopter_;   // its threads: joined first
 };
 
 }  // namespace vmmd

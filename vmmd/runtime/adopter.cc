@@ -1,5 +1,6 @@
-// Adoption: the vmm processes an earlier vmmd left running, taken over by a restarted one without
-// holding up its server (supervisor.h says how, adoption.h decides what becomes of each).
+// Adopter (adopter.h; adoption.h decides what becomes of each vmm).
+#include "vmmd/runtime/adopter.h"
+
 #include <fmt/format.h>
 #include <libvirt/libvirt.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include "vmmd/domain/domain_xml.h"
 #include "vmmd/runtime/adoption.h"
 #include "vmmd/runtime/supervisor.h"
+#include "vmmd/runtime/run_record.h"
 
 namespace vmmd {
 
@@ -42,10 +44,10 @@ Result<Recorded> read_record(const std::filesystem::path& path) {
 
 }  // namespace
 
-void Supervisor::adopt_all(const std::function<void(const std::string&)>& warn) {
+void Adopter::adopt_all(const std::function<void(const std::string&)>& warn) {
     std::error_code ec;
     std::vector<std::pair<std::string, Error>> unreadable;  // adopted last: they take new domain ids
-    for (const auto& entry : std::filesystem::directory_iterator(paths_.state_dir + "/run", ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(state_dir_ + "/run", ec)) {
         if (entry.path().extension() != ".json") continue;
         std::string path = entry.path().string();
         auto rec = read_record(entry.path());
@@ -62,16 +64,16 @@ void Supervisor::adopt_all(const std::function<void(const std::string&)>& warn) 
         const RunRecord& r = rec->record;
         if (auto s = adopt_process(rec->def, r.id, r.state, r.phase, r.process); !s) warn(fmt::format("{}: {}", path, s.error().message()));
     }
-    if (ec) warn(fmt::format("read {}/run: {}", paths_.state_dir, ec.message()));
+    if (ec) warn(fmt::format("read {}/run: {}", state_dir_, ec.message()));
     for (const auto& [path, why] : unreadable)
         if (auto s = adopt_unreadable(path, why); !s) warn(fmt::format("{}: {}", path, s.error().message()));
 }
 
-Status Supervisor::adopt_unreadable(const std::string& record_path, const Error& why) {
+Status Adopter::adopt_unreadable(const std::string& record_path, const Error& why) {
     std::string problem = "not a run record vmmd can read (" + why.message() + ")";
     auto uuid = parse_uuid(std::filesystem::path(record_path).stem().string());
     if (!uuid) return Error(problem + "; left as it is");
-    std::string socket = run_path(*uuid, ".qmp");
+    std::string socket = run_file(state_dir_, *uuid, ".qmp");
     auto owner = socket_owner(socket);
     if (!owner) {
         return Error(fmt::format("{}, and no vmm answers on its QMP socket ({}): left as it is; the domain cannot "
@@ -90,81 +92,65 @@ Status Supervisor::adopt_unreadable(const std::string& record_path, const Error&
     vmm::log::warn("vmmd: {}: {}; kept as {}. The vmm behind its QMP socket (pid {}) is adopted with the stored "
                    "definition of '{}'",
                    record_path, problem, kept, owner->pid, v->def.name);
-    int id;
-    {
-        std::lock_guard lock(mutex_);
-        id = next_id_;
-    }
+    int id = vmms_.next_id();
     return adopt_process(v->def, id, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_UNKNOWN}, MigrationPhase::none, *owner);
 }
 
-Status Supervisor::adopt_process(const DomainDef& def, int id, DomainState state, MigrationPhase phase, ProcessIdentity who) {
+Status Adopter::adopt_process(const DomainDef& def, int id, DomainState state, MigrationPhase phase, ProcessIdentity who) {
     auto process = VmmProcess::adopt(who);
     if (!process) {
-        ::unlink(run_path(def.uuid, ".json").c_str());
-        ::unlink(run_path(def.uuid, ".qmp").c_str());
+        ::unlink(run_file(state_dir_, def.uuid, ".json").c_str());
+        ::unlink(run_file(state_dir_, def.uuid, ".qmp").c_str());
         store_.set_stopped(def.uuid, {VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED});
         return Error(fmt::format("domain '{}' ended while vmmd was away ({}); it is shut off (crashed)", def.name,
                                  process.error().message()));
     }
-    if (auto s = is_vmm_on(who.pid, run_path(def.uuid, ".qmp")); !s) {
+    if (auto s = is_vmm_on(who.pid, run_file(state_dir_, def.uuid, ".qmp")); !s) {
         return s.error().context("the run record names another process; left as it is, and the domain cannot start "
                                  "until it is removed");
     }
-    auto r = std::make_shared<Running>();
-    r->def = def;
-    r->id = id;
-    r->process = std::move(*process);
-    r->phase = phase;
-    {
-        std::lock_guard lock(mutex_);
-        next_id_ = std::max(next_id_, id + 1);
+    auto r = std::make_shared<RunningVmm>(def, id, std::move(*process), phase);
+    vmms_.ids_above(id);
+    if (auto s = r->record(run_file(state_dir_, def.uuid, ".json"), state); !s) {
+        vmm::log::warn("vmmd: domain '{}': {}", def.name, s.error().message());
     }
-    if (auto s = record(*r, state); !s) vmm::log::warn("vmmd: domain '{}': {}", def.name, s.error().message());
-    watch(r, state);
+    store_.set_running(def.uuid, id, state, def);  // before the watcher can see it end
+    vmms_.add(r);
     vmm::log::info("vmmd: domain '{}' (id {}, vmm pid {}) adopted{}", def.name, id, who.pid,
                    phase == MigrationPhase::none ? "" : fmt::format(" (migration phase {})", phase_name(phase)));
     std::lock_guard lock(mutex_);
-    adopters_.emplace_back([this, r, state] { attach(r, state); });
+    threads_.emplace_back([this, r, state] { attach(r, state); });
     return {};
 }
 
-void Supervisor::attach(const std::shared_ptr<Running>& r, DomainState recorded) {
+void Adopter::attach(const std::shared_ptr<RunningVmm>& r, DomainState recorded) {
     vmm::name_this_thread("vmmd-adopt");
-    std::string socket = run_path(r->def.uuid, ".qmp");
+    std::string socket = run_file(state_dir_, r->def.uuid, ".qmp");
     bool silent = false;
     for (;;) {
-        if (stopping() || r->process->ended()) return;
-        auto q = QmpClient::connect(socket, kAdoptAttempt);
+        if (vmms_.stopping() || r->process->ended()) return;
+        auto q = QmpClient::connect(socket, RunningVmm::kAdoptAttempt);
         if (q) {
-            std::lock_guard lock(r->qmp_mutex);
-            r->qmp = std::move(*q);
-            r->silent = false;
-            r->qmp_settled.notify_all();
+            r->answered(std::move(*q));
             break;
         }
         if (!silent) {
             silent = true;
-            {
-                std::lock_guard lock(r->qmp_mutex);
-                r->silent = true;
-                r->qmp_settled.notify_all();
-            }
+            r->went_silent();
             vmm::log::warn("vmmd: domain '{}' (vmm pid {}) does not answer on its QMP socket ({}): shown paused (unknown) "
                            "until it does; 'virsh destroy' ends it",
                            r->def.name, r->process->identity().pid, q.error().message());
-            set_state(r->def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_UNKNOWN}, std::nullopt);
+            sup_.set_state(r->def.uuid, {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_UNKNOWN}, std::nullopt);
         }
-        std::unique_lock lock(mutex_);
-        stopping_cv_.wait_for(lock, kAdoptAttempt, [this] { return stopping_; });
+        vmms_.wait_or_stop(RunningVmm::kAdoptAttempt);
     }
     if (silent) vmm::log::info("vmmd: domain '{}' (vmm pid {}) answers on its QMP socket now", r->def.name, r->process->identity().pid);
     settle(r, recorded);
 }
 
-void Supervisor::settle(const std::shared_ptr<Running>& r, DomainState recorded) {
-    auto status = call(*r, "query-status", Json::object());
-    auto migration = call(*r, "query-migrate", Json::object());
+void Adopter::settle(const std::shared_ptr<RunningVmm>& r, DomainState recorded) {
+    auto status = r->call("query-status");
+    auto migration = r->call("query-migrate");
     if (!status || !migration) {
         vmm::log::warn("vmmd: {}", (!status ? status : migration).error().message());
         return;
@@ -177,14 +163,14 @@ void Supervisor::settle(const std::shared_ptr<Running>& r, DomainState recorded)
         case Adoption::Action::hold: break;
         case Adoption::Action::end_incoming:
             vmm::log::warn("{}: {}", who, a.why);
-            r->intent = Intent::destroy;
+            r->intent = RunningVmm::Intent::destroy;
             if (auto s = r->process->signal(SIGKILL); !s) vmm::log::warn("{}: {}", who, s.error().message());
             return;  // the watcher sees it end and shuts the domain off
         case Adoption::Action::cancel_outgoing:
-            if (auto c = call(*r, "migrate-cancel", Json::object()); !c) vmm::log::warn("{}: {}", who, c.error().message());
+            if (auto c = r->call("migrate-cancel"); !c) vmm::log::warn("{}: {}", who, c.error().message());
             break;
         case Adoption::Action::resume_source:
-            if (auto c = call(*r, "cont", Json{{"force", true}}); !c) {
+            if (auto c = r->call("cont", Json{{"force", true}}); !c) {
                 vmm::log::warn("{}: {}", who, c.error().message());
                 a.state = {VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_MIGRATION};
             } else {
@@ -193,10 +179,19 @@ void Supervisor::settle(const std::shared_ptr<Running>& r, DomainState recorded)
             break;
     }
     r->phase = a.phase;
-    set_state(r->def.uuid, a.state, event);
+    sup_.set_state(r->def.uuid, a.state, event);
     if (a.why.empty()) return;
     if (a.action == Adoption::Action::keep) vmm::log::info("{}: {}", who, a.why);
     else vmm::log::warn("{}: {}", who, a.why);
+}
+
+void Adopter::join() {
+    std::vector<std::thread> threads;
+    {
+        std::lock_guard lock(mutex_);
+        threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
 }
 
 }  // namespace vmmd
