@@ -93,12 +93,34 @@ std::string setup_parts_text(const Json& parts) {
     }
     return out;
 }
+
+// query-migrate's "ram": QEMU's members, and ours with x-.
+Json ram_json(const migration::MigrationStats& s) {
+    const auto& r = s.ram;
+    Json ram = Json{{"transferred", r.transferred},       {"x-in-flight", r.in_flight},
+                    {"remaining", r.remaining},
+                    {"total", r.total},                   {"duplicate", r.duplicate},
+                    {"normal", r.normal},                 {"normal-bytes", r.normal_bytes},
+                    {"dirty-pages-rate", r.dirty_pages_rate}, {"mbps", r.mbps},
+                    {"dirty-sync-count", r.dirty_sync_count}, {"pages-per-second", r.pages_per_second},
+                    {"precopy-bytes", r.precopy_bytes},   {"downtime-bytes", r.downtime_bytes},
+                    // QEMU's names for what x-postcopy details (libvirt reads postcopy-requests)
+                    {"postcopy-requests", s.postcopy.requests}, {"postcopy-bytes", s.postcopy.postcopy_bytes},
+                    {"x-skipped-unpopulated", r.skipped_unpopulated},
+                    {"x-populate-announced", r.populate_announced}, {"x-populated-ahead", r.populated_ahead}};
+    if (r.verified_bytes != 0) {  // a destination under verify-ram
+        ram["x-verified"] = r.verified_bytes;
+        ram["x-verify-mismatches"] = r.verify_mismatches;
+        if (r.verified_in_round) ram["x-verified-after-round"] = r.verified_after_round;
+    }
+    return ram;
+}
+
 }  // namespace
 
 Json migration_stats_json(const migration::MigrationStats& s, const devices::GuestReport& guest) {
     Json j{{"status", migration::to_string(s.status)}};
     if (s.status == MigrationStatus::none) return j;
-    const auto& r = s.ram;
     j["total-time"] = s.total_time_ms;
     j["setup-time"] = s.setup_time_ms;
     if (!s.setup_parts.empty()) j["x-setup-parts"] = setup_parts_json(s.setup_parts);
@@ -137,23 +159,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     if (guest.switchover_pause_ns != 0) j["x-guest-switchover-pause-ms"] = ms(guest.switchover_pause_ns);
     if (guest.migration_stall_ns != 0) j["x-guest-migration-stall-ms"] = ms(guest.migration_stall_ns);
     if (guest.postcopy_stall_ns != 0) j["x-guest-postcopy-stall-ms"] = ms(guest.postcopy_stall_ns);
-    Json ram = Json{{"transferred", r.transferred},       {"x-in-flight", r.in_flight},
-                    {"remaining", r.remaining},
-                    {"total", r.total},                   {"duplicate", r.duplicate},
-                    {"normal", r.normal},                 {"normal-bytes", r.normal_bytes},
-                    {"dirty-pages-rate", r.dirty_pages_rate}, {"mbps", r.mbps},
-                    {"dirty-sync-count", r.dirty_sync_count}, {"pages-per-second", r.pages_per_second},
-                    {"precopy-bytes", r.precopy_bytes},   {"downtime-bytes", r.downtime_bytes},
-                    // QEMU's names for what x-postcopy details (libvirt reads postcopy-requests)
-                    {"postcopy-requests", s.postcopy.requests}, {"postcopy-bytes", s.postcopy.postcopy_bytes},
-                    {"x-skipped-unpopulated", r.skipped_unpopulated},
-                    {"x-populate-announced", r.populate_announced}, {"x-populated-ahead", r.populated_ahead}};
-    if (r.verified_bytes != 0) {  // a destination under verify-ram
-        ram["x-verified"] = r.verified_bytes;
-        ram["x-verify-mismatches"] = r.verify_mismatches;
-        if (r.verified_in_round) ram["x-verified-after-round"] = r.verified_after_round;
-    }
-    j["ram"] = std::move(ram);
+    j["ram"] = ram_json(s);
     if (s.postcopy.switched) j["x-postcopy"] = postcopy_json(s.postcopy);
     if (!s.postcopy.vcpu_blocktime_ms.empty()) {  // a destination: QEMU's names
         j["postcopy-blocktime"] = static_cast<uint64_t>(s.postcopy.blocktime_ms);
@@ -183,26 +189,9 @@ static std::string eta_text(const Json& j) {
                        num(j, "x-expected-remaining-ms") / 1000, u64(r, "rounds"), link, dirty);
 }
 
-std::string migration_stats_text(const Json& j) {
-    std::string out = fmt::format("Migration status: {}\n", str(j, "status"));
-    if (!j.contains("ram")) return out;
-    const Json& r = child(j, "ram");
-    auto kb = [&](const char* k) { return u64(r, k) / 1024; };
-    if (j.contains("error-desc")) out += fmt::format("error: {}\n", str(j, "error-desc"));
-    out += fmt::format("total time: {} ms\n", u64(j, "total-time"));
-    if (j.contains("downtime")) out += fmt::format("downtime: {} ms\n", u64(j, "downtime"));
-    if (j.contains("x-downtime-parts")) {
-        const Json& d = child(j, "x-downtime-parts");
-        out += fmt::format("downtime parts: pause {:.1f}, last round {:.1f}, state {:.1f}, destination {:.1f}, go {:.1f} ms\n",
-                           num(d, "pause"), num(d, "last-round"), num(d, "state"),
-                           num(d, "destination"), num(d, "go"));
-    }
-    if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", u64(j, "expected-downtime"));
-    out += eta_text(j);
-    if (j.contains("x-handover-estimate-ms")) {
-        out += fmt::format("hand-over estimate: {:.1f} ms (the destination saved and loaded its own state)\n",
-                           num(j, "x-handover-estimate-ms"));
-    }
+// What the guest saw: its pause across the switchover, its longest stalls and pause.
+static std::string guest_seen_text(const Json& j) {
+    std::string out;
     if (j.contains("x-guest-switchover-pause-ms")) {
         out += fmt::format("guest-observed pause: {:.1f} ms\n", num(j, "x-guest-switchover-pause-ms"));
     }
@@ -215,14 +204,14 @@ std::string migration_stats_text(const Json& j) {
     if (j.contains("x-guest-max-pause-ms")) {
         out += fmt::format("guest's longest pause reported: {:.1f} ms\n", num(j, "x-guest-max-pause-ms"));
     }
-    out += fmt::format("setup: {} ms\n", u64(j, "setup-time"));
-    if (j.contains("x-setup-parts")) out += fmt::format("setup parts: {} ms\n", setup_parts_text(child(j, "x-setup-parts")));
-    out += fmt::format("rounds: {}\n", u64(j, "x-rounds"));
-    if (j.contains("x-tls-key-updates")) out += fmt::format("tls key updates: {}\n", u64(j, "x-tls-key-updates"));
-    if (j.contains("x-precopy-resumes")) {
-        out += fmt::format("precopy resumes: {} (paused {:.0f} ms in all; {} pages sent again)\n", u64(j, "x-precopy-resumes"),
-                           num(j, "x-precopy-paused-ms"), u64(j, "x-precopy-resent-pages"));
-    }
+    return out;
+}
+
+// The RAM's lines of 'info migrate'.
+static std::string ram_text(const Json& j) {
+    const Json& r = child(j, "ram");
+    auto kb = [&](const char* k) { return u64(r, k) / 1024; };
+    std::string out;
     out += fmt::format("transferred ram: {} kbytes\n", kb("transferred"));
     if (u64(r, "x-in-flight") != 0) out += fmt::format("in flight ram: {} kbytes\n", kb("x-in-flight"));
     out += fmt::format("throughput: {:.2f} mbps\nremaining ram: {} kbytes\n", num(r, "mbps"), kb("remaining"));
@@ -244,6 +233,37 @@ std::string migration_stats_text(const Json& j) {
     }
     out += fmt::format("precopy ram: {} kbytes\ndowntime ram: {} kbytes\ncpu throttle percentage: {}\n", kb("precopy-bytes"),
                        kb("downtime-bytes"), u64(j, "cpu-throttle-percentage"));
+    return out;
+}
+
+std::string migration_stats_text(const Json& j) {
+    std::string out = fmt::format("Migration status: {}\n", str(j, "status"));
+    if (!j.contains("ram")) return out;
+    if (j.contains("error-desc")) out += fmt::format("error: {}\n", str(j, "error-desc"));
+    out += fmt::format("total time: {} ms\n", u64(j, "total-time"));
+    if (j.contains("downtime")) out += fmt::format("downtime: {} ms\n", u64(j, "downtime"));
+    if (j.contains("x-downtime-parts")) {
+        const Json& d = child(j, "x-downtime-parts");
+        out += fmt::format("downtime parts: pause {:.1f}, last round {:.1f}, state {:.1f}, destination {:.1f}, go {:.1f} ms\n",
+                           num(d, "pause"), num(d, "last-round"), num(d, "state"),
+                           num(d, "destination"), num(d, "go"));
+    }
+    if (!j.contains("downtime")) out += fmt::format("expected downtime: {} ms\n", u64(j, "expected-downtime"));
+    out += eta_text(j);
+    if (j.contains("x-handover-estimate-ms")) {
+        out += fmt::format("hand-over estimate: {:.1f} ms (the destination saved and loaded its own state)\n",
+                           num(j, "x-handover-estimate-ms"));
+    }
+    out += guest_seen_text(j);
+    out += fmt::format("setup: {} ms\n", u64(j, "setup-time"));
+    if (j.contains("x-setup-parts")) out += fmt::format("setup parts: {} ms\n", setup_parts_text(child(j, "x-setup-parts")));
+    out += fmt::format("rounds: {}\n", u64(j, "x-rounds"));
+    if (j.contains("x-tls-key-updates")) out += fmt::format("tls key updates: {}\n", u64(j, "x-tls-key-updates"));
+    if (j.contains("x-precopy-resumes")) {
+        out += fmt::format("precopy resumes: {} (paused {:.0f} ms in all; {} pages sent again)\n", u64(j, "x-precopy-resumes"),
+                           num(j, "x-precopy-paused-ms"), u64(j, "x-precopy-resent-pages"));
+    }
+    out += ram_text(j);
     if (j.contains("x-postcopy")) out += postcopy_text(child(j, "x-postcopy"), j.contains("postcopy-blocktime"));
     return out;
 }
@@ -282,6 +302,33 @@ std::string progress_line(const Json& j) {
 
 namespace {
 
+// A foreground migrate (or migrate -r) followed to its end, or back to postcopy-paused with the
+// reason on the last line.
+void follow_migration(const std::function<Json()>& query, const Json& args,
+                      const std::function<bool(const std::string&)>& write) {
+    // A resume in the foreground is followed as a migration is: to its end, or back to
+    // postcopy-paused with the reason on the last line.
+    if (flag(args, "detach")) return;
+    for (;;) {
+        Json j = query();
+        if (!write(progress_line(j))) return;
+        std::string st = str(j, "status");
+        if (st == "completed" || st == "failed" || st == "cancelled" || st == "none" || st == "postcopy-paused") {
+            write("\n" + migration_stats_text(j));
+            // The last line says the migration did not happen, so that a script (vmmctl's
+            // exit status) can tell, as with any failed command.
+            if (st == "failed") write("Error: migration failed: " + str(j, "error-desc", "no reason recorded") + "\n");
+            if (st == "cancelled") write("Error: migration cancelled\n");
+            if (st == "postcopy-paused") {
+                write("Error: postcopy paused: " + str(j, "error-desc", "no reason recorded") +
+                      " ('migrate_recover URI' on the destination, then 'migrate -r URI' here, resumes it)\n");
+            }
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+}
+
 void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Machine& m) {
     auto query = [&mgr, &m] { return migration_stats_json(mgr.query(), m.control().report()); };
     Command migrate{"migrate", "migrate",
@@ -296,27 +343,7 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
                     },
                     {}};
     migrate.follow = [query](const Json& args, const std::function<bool(const std::string&)>& write) {
-        // A resume in the foreground is followed as a migration is: to its end, or back to
-        // postcopy-paused with the reason on the last line.
-        if (flag(args, "detach")) return;
-        for (;;) {
-            Json j = query();
-            if (!write(progress_line(j))) return;
-            std::string st = str(j, "status");
-            if (st == "completed" || st == "failed" || st == "cancelled" || st == "none" || st == "postcopy-paused") {
-                write("\n" + migration_stats_text(j));
-                // The last line says the migration did not happen, so that a script (vmmctl's
-                // exit status) can tell, as with any failed command.
-                if (st == "failed") write("Error: migration failed: " + str(j, "error-desc", "no reason recorded") + "\n");
-                if (st == "cancelled") write("Error: migration cancelled\n");
-                if (st == "postcopy-paused") {
-                    write("Error: postcopy paused: " + str(j, "error-desc", "no reason recorded") +
-                          " ('migrate_recover URI' on the destination, then 'migrate -r URI' here, resumes it)\n");
-                }
-                return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        }
+        follow_migration(query, args, write);
     };
     t.add(std::move(migrate));
     t.add({"migrate_cancel", "migrate-cancel", {}, "cancel the migration in progress (the VM keeps running)",
@@ -347,6 +374,7 @@ void add_outgoing(CommandTable& t, migration::MigrationManager& mgr, machine::Ma
            [query](const Json&) -> Result<Json> { return query(); }, round_log_text});
 }
 
+// Setting capabilities and parameters, HMP's one at a time and QMP's several at once.
 void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
     t.add({"migrate_set_capability", "", {{"capability", ArgType::string}, {"state", ArgType::boolean}},
            "turn a migration capability on or off", [&mgr](const Json& a) -> Result<Json> {
@@ -387,6 +415,10 @@ void add_settings(CommandTable& t, migration::MigrationManager& mgr) {
                    {}};
     params.any_args = true;
     t.add(std::move(params));
+}
+
+// The settings as they are: capabilities, parameters, and every setting explained.
+void add_setting_queries(CommandTable& t, migration::MigrationManager& mgr) {
     t.add({"info migrate_capabilities", "query-migrate-capabilities", {}, "migration capabilities",
            [&mgr](const Json&) -> Result<Json> {
                Json out = Json::array();
@@ -436,6 +468,7 @@ void add_migration_commands(CommandTable& t, migration::MigrationManager& mgr, m
                             std::function<void(const Error&)> on_incoming_failure) {
     add_outgoing(t, mgr, m);
     add_settings(t, mgr);
+    add_setting_queries(t, mgr);
     t.add({"migrate_incoming", "migrate-incoming", {{"uri", ArgType::string}},
            "start listening for the migration deferred with --incoming defer",
            [&mgr, &m, fail = std::move(on_incoming_failure)](const Json& a) -> Result<Json> {

@@ -51,8 +51,11 @@ SettingRow listener(SettingRow row) {
 
 }  // namespace
 
-const std::vector<SettingRow>& setting_rows() {
-    static const std::vector<SettingRow> k = {
+namespace {
+// The capabilities' rows (on or off), then the parameters': the rounds and their timing, then
+// TLS and the deadline.
+std::vector<SettingRow> capability_rows() {
+    return {
         cap("auto-converge", &C::auto_converge, "throttle the vCPUs when dirty rounds do not converge"),
         cap("zero-blocks", &C::zero_blocks, "send zero pages as markers instead of data"),
         cap("events", &C::events, "emit MIGRATION events on the JSON monitor"),
@@ -81,6 +84,11 @@ const std::vector<SettingRow>& setting_rows() {
                      "each checked against its sum before it is placed; info migrate shows it as a postcopy (faults, "
                      "latency, blocked time). A chain of saves, or a machine without userfaultfd, is read first "
                      "instead; x-restore-mapped takes precedence")),
+    };
+}
+
+std::vector<SettingRow> parameter_rows() {
+    return {
         listener(size("max-bandwidth", &P::max_bandwidth, UINT64_MAX, Live::max_bandwidth,
                       "bandwidth cap in bytes/s (40g, 512m; 0 = unlimited)")),
         integer("downtime-limit", &P::downtime_limit_ms, 1, 2000000, "longest acceptable pause, ms"),
@@ -107,6 +115,11 @@ const std::vector<SettingRow>& setting_rows() {
         size("x-postcopy-readahead", &P::postcopy_readahead, uint64_t{1} << 30, Live::postcopy_readahead,
              "postcopy: after page requests in order, the push sends up to this many bytes past them at once, not held "
              "back by max-postcopy-bandwidth but counted against it (0 = none)"),
+    };
+}
+
+std::vector<SettingRow> tls_and_deadline_rows() {
+    return {
         credentials(text("tls-creds", &P::tls_creds,
              "tcp/unix: a directory of x509 credentials (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
              "client-cert.pem, client-key.pem): every connection of the migration is TLS 1.3, both sides authenticated; "
@@ -131,6 +144,18 @@ const std::vector<SettingRow>& setting_rows() {
         integer("x-deadline-max-downtime", &P::deadline_max_downtime_ms, 1, 2000000,
                 "x-deadline-strategy downtime: the longest pause it may raise downtime-limit to, ms"),
     };
+}
+}  // namespace
+
+const std::vector<SettingRow>& setting_rows() {
+    static const std::vector<SettingRow> k = [] {
+        std::vector<SettingRow> all = capability_rows();
+        for (auto* part : {parameter_rows, tls_and_deadline_rows}) {
+            std::vector<SettingRow> more = part();
+            all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+        }
+        return all;
+    }();
     return k;
 }
 
