@@ -38,13 +38,40 @@ struct SessionDeleter {
 };
 using Session = std::unique_ptr<gnutls_session_int, SessionDeleter>;
 
+// GnuTLS's reading transport: whole records read off the stream below (tls_record.h) and handed
+// to GnuTLS as it asks; a failure of the stream below kept for the one line the stream gives.
+class RecordPull {
+public:
+    RecordPull(ByteStream& inner, gnutls_session_t session) : inner_(inner), session_(session) {}
+    // This reader as the session's receiving transport.
+    void install() {
+        gnutls_transport_set_pull_function(session_, &RecordPull::pull);
+        gnutls_transport_set_pull_timeout_function(session_, &RecordPull::pull_timeout);
+    }
+    // Bytes of a record read and not yet handed to GnuTLS.
+    bool holds_data() const { return pos_ < record_.size(); }
+    std::optional<Error>& error() { return error_; }
+
+private:
+    static ssize_t pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept;
+    static int pull_timeout(gnutls_transport_ptr_t self, unsigned int ms) noexcept;
+    Status next_record();  // reads one record from inner_ into record_
+
+    ByteStream& inner_;
+    gnutls_session_t session_;
+    std::vector<uint8_t> record_;  // a record read from inner_, header included
+    size_t pos_ = 0;
+    std::optional<Error> error_;
+};
+
 class TlsStream final : public ByteStream {
 public:
     TlsStream(std::unique_ptr<ByteStream> inner, TlsCredentials creds, Session session, uint64_t rekey_records)
-        : inner_(std::move(inner)), creds_(std::move(creds)), session_(std::move(session)), rekey_records_(rekey_records) {
-        gnutls_transport_set_ptr(session_.get(), this);
-        gnutls_transport_set_pull_function(session_.get(), &TlsStream::pull);
-        gnutls_transport_set_pull_timeout_function(session_.get(), &TlsStream::pull_timeout);
+        : inner_(std::move(inner)), creds_(std::move(creds)), session_(std::move(session)), rekey_records_(rekey_records),
+          pull_(*inner_, session_.get()) {
+        gnutls_session_set_ptr(session_.get(), this);
+        gnutls_transport_set_ptr2(session_.get(), &pull_, this);
+        pull_.install();
         gnutls_transport_set_vec_push_function(session_.get(), &TlsStream::push);
     }
 
@@ -70,11 +97,8 @@ public:
     bool kernel_sends() const { return kernel_send_; }
 
 private:
-    // GnuTLS's transport: whole records read off the stream below, writes handed to it.
-    static ssize_t pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept;
-    static int pull_timeout(gnutls_transport_ptr_t self, unsigned int ms) noexcept;
+    // GnuTLS's sending transport: its records written to the stream below.
     static ssize_t push(gnutls_transport_ptr_t self, const giovec_t* iov, int count) noexcept;
-    Status next_record();  // reads one record from inner_ into record_
     Status send_record(std::span<const uint8_t> plaintext);
     bool key_update_due() const;
     Result<KernelTlsKeys> sending_keys() const;
@@ -95,10 +119,8 @@ private:
     Session session_;
     uint64_t rekey_records_;
     // Reading side (one thread).
-    std::vector<uint8_t> record_;  // a record read from inner_, header included
-    size_t record_pos_ = 0;
+    RecordPull pull_;              // GnuTLS reads the records through it
     std::vector<uint8_t> unread_;  // plaintext put back (unread), read first
-    std::optional<Error> pull_error_;
     // Writing side (one thread; the handshake's writes too).
     std::vector<uint8_t> staged_;  // plaintext gathered into a full record
     std::optional<Error> push_error_;
@@ -111,43 +133,43 @@ private:
     std::atomic<bool> key_update_out_{false};
 };
 
-ssize_t TlsStream::pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept {
-    auto* t = static_cast<TlsStream*>(self);
+ssize_t RecordPull::pull(gnutls_transport_ptr_t self, void* data, size_t size) noexcept {
+    auto* r = static_cast<RecordPull*>(self);
     try {
-        if (t->record_pos_ == t->record_.size()) {
-            if (auto s = t->next_record(); !s) {
-                t->pull_error_ = s.error();
-                gnutls_transport_set_errno(t->session_.get(), EIO);
+        if (r->pos_ == r->record_.size()) {
+            if (auto s = r->next_record(); !s) {
+                r->error_ = s.error();
+                gnutls_transport_set_errno(r->session_, EIO);
                 return -1;
             }
         }
-        size_t n = std::min(size, t->record_.size() - t->record_pos_);
-        std::memcpy(data, t->record_.data() + t->record_pos_, n);
-        t->record_pos_ += n;
+        size_t n = std::min(size, r->record_.size() - r->pos_);
+        std::memcpy(data, r->record_.data() + r->pos_, n);
+        r->pos_ += n;
         return static_cast<ssize_t>(n);
     } catch (...) {  // out of memory: no exception may cross GnuTLS
-        t->pull_error_ = Error("TLS: out of memory reading a record");
-        gnutls_transport_set_errno(t->session_.get(), ENOMEM);
+        r->error_ = Error("TLS: out of memory reading a record");
+        gnutls_transport_set_errno(r->session_, ENOMEM);
         return -1;
     }
 }
 
-Status TlsStream::next_record() {
+Status RecordPull::next_record() {
     std::array<uint8_t, kTlsRecordHeader> header{};
-    if (auto s = inner_->read_exact(header); !s) return s;
+    if (auto s = inner_.read_exact(header); !s) return s;
     auto length = decode_tls_record_header(header);
     if (!length) return length.error();
     record_.assign(header.begin(), header.end());
     record_.resize(kTlsRecordHeader + *length);
-    record_pos_ = 0;
-    return inner_->read_exact(std::span<uint8_t>(record_).subspan(kTlsRecordHeader));
+    pos_ = 0;
+    return inner_.read_exact(std::span<uint8_t>(record_).subspan(kTlsRecordHeader));
 }
 
-int TlsStream::pull_timeout(gnutls_transport_ptr_t self, unsigned int ms) noexcept {
-    auto* t = static_cast<TlsStream*>(self);
-    if (t->record_pos_ < t->record_.size()) return 1;
+int RecordPull::pull_timeout(gnutls_transport_ptr_t self, unsigned int ms) noexcept {
+    auto* r = static_cast<RecordPull*>(self);
+    if (r->holds_data()) return 1;
     auto within = ms == GNUTLS_INDEFINITE_TIMEOUT ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(ms);
-    return t->inner_->await_readable(within) ? 1 : 0;
+    return r->inner_.await_readable(within) ? 1 : 0;
 }
 
 ssize_t TlsStream::push(gnutls_transport_ptr_t self, const giovec_t* iov, int count) noexcept {
@@ -338,7 +360,7 @@ int TlsStream::handshake_out(gnutls_session_t session, gnutls_record_encryption_
     // kernel sends itself (install_renewed_key): GnuTLS has made it when it renews its sending
     // key, ours or the one a peer asked for.
     if (type != GNUTLS_HANDSHAKE_KEY_UPDATE) return GNUTLS_E_UNEXPECTED_HANDSHAKE_PACKET;
-    static_cast<TlsStream*>(gnutls_transport_get_ptr(session))->key_update_out_ = true;
+    static_cast<TlsStream*>(gnutls_session_get_ptr(session))->key_update_out_ = true;
     return 0;
 }
 
@@ -358,14 +380,14 @@ Status TlsStream::read_exact(std::span<uint8_t> out) {
         ssize_t n = gnutls_record_recv(session_.get(), out.data(), out.size());
         if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) continue;
         if (n == 0) return Error("the peer closed its TLS session");
-        if (n < 0) return tls_error(static_cast<int>(n), "TLS receive", pull_error_);
+        if (n < 0) return tls_error(static_cast<int>(n), "TLS receive", pull_.error());
         out = out.subspan(static_cast<size_t>(n));
     }
     return {};
 }
 
 Status TlsStream::await_readable(std::chrono::milliseconds within) {
-    if (!unread_.empty() || gnutls_record_check_pending(session_.get()) > 0 || record_pos_ < record_.size()) return {};
+    if (!unread_.empty() || gnutls_record_check_pending(session_.get()) > 0 || pull_.holds_data()) return {};
     return inner_->await_readable(within);
 }
 
@@ -402,7 +424,7 @@ Status TlsStream::handshake(const TlsSetup& setup) {
     // The peer learns why in an alert ("certificate required", "bad certificate", ...) rather
     // than from a connection closed without a word; best effort, and never in answer to its
     // own alert or over a stream that already failed.
-    if (rc < 0 && rc != GNUTLS_E_FATAL_ALERT_RECEIVED && !pull_error_ && !push_error_) {
+    if (rc < 0 && rc != GNUTLS_E_FATAL_ALERT_RECEIVED && !pull_.error() && !push_error_) {
         (void)gnutls_alert_send_appropriate(session_.get(), rc);
     }
     if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
@@ -416,7 +438,7 @@ Status TlsStream::handshake(const TlsSetup& setup) {
         return Error(fmt::format("TLS: the {}'s certificate was refused: {}", peer_word(setup), why));
     }
     if (rc < 0) {
-        std::optional<Error>& below = pull_error_ ? pull_error_ : push_error_;
+        std::optional<Error>& below = pull_.error() ? pull_.error() : push_error_;
         Error e = tls_error(rc, "TLS handshake", below);
         if (setup.role == TlsRole::client && rc != GNUTLS_E_FATAL_ALERT_RECEIVED) {
             return Error(e.message() + " (tls-creds is set here: the destination needs it too)");

@@ -161,141 +161,115 @@ struct Args {
 // At most this many setup steps are read from a plugin (a few are expected).
 constexpr uint32_t kMaxSetupParts = 64;
 
+// One connection of a plugin: its table and handle, and what it can do. The stream, the RAM
+// channels and the connection itself are each a class over it.
+struct PluginHandle {
+    Library lib;
+    const vmm_transport_ops* ops;
+    void* conn;
+    // Whether the plugin's table reaches the optional member at `offset` (read it only then).
+    bool covers(size_t offset, size_t size) const { return ops->struct_size >= offset + size; }
+    // Whether ram_features (optional) says `bit` (VMM_RAM_*) for this connection.
+    bool has_feature(uint32_t bit) const;
+};
+
 // An optional member of the plugin's table (read through covers()), or null when its table is
 // too old to have it.
-#define VMM_OPTIONAL_OP(name) (covers(offsetof(vmm_transport_ops, name), sizeof ops_->name) ? ops_->name : nullptr)
+#define VMM_OPTIONAL_OP(name) \
+    (plugin_.covers(offsetof(vmm_transport_ops, name), sizeof plugin_.ops->name) ? plugin_.ops->name : nullptr)
 
-class PluginConnection final : public Connection,
-                               stream::ByteStream,
-                               SourceRamChannel,
-                               DestRamChannel {
+bool PluginHandle::has_feature(uint32_t bit) const {
+    const PluginHandle& plugin_ = *this;
+    auto features = VMM_OPTIONAL_OP(ram_features);
+    return features != nullptr && (features(conn) & bit) != 0;
+}
+
+// The migration's byte stream, through the plugin's write, flush and read.
+class PluginStream final : public stream::ByteStream {
 public:
-    PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn) : lib_(std::move(lib)), ops_(ops), conn_(conn) {}
-    ~PluginConnection() override { ops_->close(conn_); }
-
-    stream::ByteStream& stream() override { return *this; }
-    SourceRamChannel* source_ram() override { return ops_->ram_send != nullptr ? this : nullptr; }
-    DestRamChannel* dest_ram() override { return ops_->ram_serve_round != nullptr ? this : nullptr; }
-    std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) override {
-        if (!has_postcopy()) return Connection::source_postcopy(std::move(config));
-        return std::make_unique<PluginPostcopySource>(ops_, conn_, has_feature(VMM_RAM_PC_ANSWERS),
-                                                      has_feature(VMM_RAM_PC_TAGGED), std::move(config));
-    }
-    std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
-        if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));
-        return std::make_unique<PluginPostcopyDest>(ops_, conn_, has_feature(VMM_RAM_PC_TAGGED));
-    }
-    bool postcopy_channel() const override { return has_postcopy(); }
-    std::string describe() const override { return ops_->describe ? ops_->describe(conn_) : ops_->scheme; }
-    Status cut() override {
-        auto fn = VMM_OPTIONAL_OP(cut);
-        if (fn == nullptr) return Connection::cut();
-        return call_plugin("cut", [&](vmm_err* e) { return fn(conn_, e); });
-    }
-    void abort(const std::string& reason) override {
-        if (auto fn = VMM_OPTIONAL_OP(abort)) fn(conn_, reason.c_str());
-    }
-
+    explicit PluginStream(const PluginHandle& plugin) : plugin_(plugin) {}
     using stream::ByteStream::write;
     Status write(std::span<const std::span<const uint8_t>> buffers) override {
         std::vector<vmm_buf> bufs;
         for (auto b : buffers) bufs.push_back({b.data(), b.size()});
-        return call_plugin("write", [&](vmm_err* e) { return ops_->write(conn_, bufs.data(), static_cast<uint32_t>(bufs.size()), e); });
+        return call_plugin("write", [&](vmm_err* e) {
+            return plugin_.ops->write(plugin_.conn, bufs.data(), static_cast<uint32_t>(bufs.size()), e);
+        });
     }
-    Status flush() override { return call_plugin("flush", [&](vmm_err* e) { return ops_->flush(conn_, e); }); }
+    Status flush() override {
+        return call_plugin("flush", [&](vmm_err* e) { return plugin_.ops->flush(plugin_.conn, e); });
+    }
     Status read_exact(std::span<uint8_t> out) override {
-        return call_plugin("read", [&](vmm_err* e) { return ops_->read(conn_, out.data(), out.size(), e); });
+        return call_plugin("read", [&](vmm_err* e) { return plugin_.ops->read(plugin_.conn, out.data(), out.size(), e); });
     }
-    std::vector<SetupPart> setup_parts() const override {
-        auto fn = VMM_OPTIONAL_OP(setup_parts);
-        if (fn == nullptr) return {};
-        std::vector<vmm_time_part> got(kMaxSetupParts);
-        uint32_t n = std::min<uint32_t>(fn(conn_, got.data(), kMaxSetupParts), kMaxSetupParts);
-        std::vector<SetupPart> out;
-        for (uint32_t i = 0; i < n; ++i) {
-            std::string name = got[i].name != nullptr ? got[i].name : "?";
-            out.push_back({std::move(name), static_cast<double>(got[i].us) / 1000.0, {}});
-        }
-        return out;
-    }
+
+private:
+    const PluginHandle& plugin_;
+};
+
+// The plugin's RAM channel, either side: the source's rounds (send, send_zero, the sums) and the
+// destination's (serve_round, the arrivals and the sums it is handed).
+class PluginRam final : public SourceRamChannel, public DestRamChannel {
+public:
+    explicit PluginRam(const PluginHandle& plugin) : plugin_(plugin) {}
     Status setup() override {
         auto fn = VMM_OPTIONAL_OP(ram_setup);
         if (fn == nullptr) return {};
-        return call_plugin("ram_setup", [&](vmm_err* e) { return fn(conn_, e); });
+        return call_plugin("ram_setup", [&](vmm_err* e) { return fn(plugin_.conn, e); });
     }
     Status begin_round(uint32_t round) override {
-        return call_plugin("ram_begin_round", [&](vmm_err* e) { return ops_->ram_begin_round(conn_, round, e); });
+        return call_plugin("ram_begin_round", [&](vmm_err* e) { return plugin_.ops->ram_begin_round(plugin_.conn, round, e); });
     }
     Status send(uint32_t block, uint64_t offset, uint64_t length) override {
-        return call_plugin("ram_send", [&](vmm_err* e) { return ops_->ram_send(conn_, block, offset, length, e); });
+        return call_plugin("ram_send", [&](vmm_err* e) { return plugin_.ops->ram_send(plugin_.conn, block, offset, length, e); });
     }
     Status send_zero(uint32_t block, uint64_t offset, uint64_t length) override {
-        return call_plugin("ram_send_zero", [&](vmm_err* e) { return ops_->ram_send_zero(conn_, block, offset, length, e); });
+        return call_plugin("ram_send_zero",
+                           [&](vmm_err* e) { return plugin_.ops->ram_send_zero(plugin_.conn, block, offset, length, e); });
     }
-    Status end_round() override { return call_plugin("ram_end_round", [&](vmm_err* e) { return ops_->ram_end_round(conn_, e); }); }
+    Status end_round() override {
+        return call_plugin("ram_end_round", [&](vmm_err* e) { return plugin_.ops->ram_end_round(plugin_.conn, e); });
+    }
     uint64_t in_flight() const override {
         auto fn = VMM_OPTIONAL_OP(ram_in_flight);
-        return fn != nullptr ? fn(conn_) : 0;
+        return fn != nullptr ? fn(plugin_.conn) : 0;
     }
     void on_arrival(std::function<void()> fn) override {
         arrival_ = std::move(fn);
-        if (auto set = VMM_OPTIONAL_OP(ram_on_arrival)) set(conn_, arrival_ ? &PluginConnection::arrived : nullptr, this);
+        if (auto set = VMM_OPTIONAL_OP(ram_on_arrival)) set(plugin_.conn, arrival_ ? &PluginRam::arrived : nullptr, this);
     }
     Status serve_round(uint32_t round) override {
-        return call_plugin("ram_serve_round", [&](vmm_err* e) { return ops_->ram_serve_round(conn_, round, e); });
+        return call_plugin("ram_serve_round", [&](vmm_err* e) { return plugin_.ops->ram_serve_round(plugin_.conn, round, e); });
     }
     // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
     bool carries_sums() const override {
         if (VMM_OPTIONAL_OP(ram_sums) == nullptr || VMM_OPTIONAL_OP(ram_on_sums) == nullptr) return false;
-        return has_feature(VMM_RAM_SUMS);
+        return plugin_.has_feature(VMM_RAM_SUMS);
     }
     Status sums(uint32_t block, uint64_t offset, std::span<const uint64_t> page_sums) override {
         // Called only once carries_sums() said yes (the saver's mode): the member is there.
         auto fn = VMM_OPTIONAL_OP(ram_sums);
         if (fn == nullptr) return SourceRamChannel::sums(block, offset, page_sums);
         return call_plugin("ram_sums", [&](vmm_err* e) {
-            return fn(conn_, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
+            return fn(plugin_.conn, block, offset, page_sums.data(), static_cast<uint32_t>(page_sums.size()), e);
         });
-    }
-    Result<std::optional<PageSumKey>> sums_key() override {
-        auto fn = VMM_OPTIONAL_OP(ram_sums_key);
-        if (fn == nullptr || !has_feature(VMM_RAM_SUMS_KEYED)) return std::optional<PageSumKey>{};
-        PageSumKey key{};
-        auto s = call_plugin("ram_sums_key", [&](vmm_err* e) { return fn(conn_, key.data(), static_cast<uint32_t>(key.size()), e); });
-        if (!s) return s.error();
-        return std::optional<PageSumKey>(key);
     }
     void on_sums(SumsFn fn) override {
         sums_ = std::move(fn);
-        if (carries_sums()) ops_->ram_on_sums(conn_, sums_ ? &PluginConnection::deliver_sums : nullptr, this);
+        if (carries_sums()) plugin_.ops->ram_on_sums(plugin_.conn, sums_ ? &PluginRam::deliver_sums : nullptr, this);
     }
 
 private:
-    // Whether the plugin has every pc_* member and agreed postcopy with its peer.
-    bool has_postcopy() const {
-        if (VMM_OPTIONAL_OP(pc_done) == nullptr) return false;
-        if (!ops_->pc_begin || !ops_->pc_next_request || !ops_->pc_send || !ops_->pc_end || !ops_->pc_request ||
-            !ops_->pc_next_arrival || !ops_->pc_release || !ops_->pc_done)
-            return false;
-        return has_feature(VMM_RAM_POSTCOPY);
-    }
-    // Whether ram_features (optional) says `bit` (VMM_RAM_*) for this connection.
-    bool has_feature(uint32_t bit) const {
-        auto features = VMM_OPTIONAL_OP(ram_features);
-        return features != nullptr && (features(conn_) & bit) != 0;
-    }
-    // Whether the plugin's table reaches the optional member at `offset` (read it only then).
-    bool covers(size_t offset, size_t size) const { return ops_->struct_size >= offset + size; }
     static void arrived(void* self) noexcept {  // called by the plugin: no exception may escape
         try {
-            if (auto& fn = static_cast<PluginConnection*>(self)->arrival_) fn();
+            if (auto& fn = static_cast<PluginRam*>(self)->arrival_) fn();
         } catch (...) {
         }
     }
     static int deliver_sums(void* self, uint32_t block, uint64_t offset, const uint64_t* sums, uint32_t count,
                             vmm_err* err) noexcept {  // called by the plugin: no exception may escape
         try {
-            auto& fn = static_cast<PluginConnection*>(self)->sums_;
+            auto& fn = static_cast<PluginRam*>(self)->sums_;
             Status s = fn ? fn(block, offset, {sums, count}) : Status(Error("verify-ram sums arrived unasked"));
             if (s) return 0;
             std::snprintf(err->text, sizeof err->text, "%s", s.error().message().c_str());
@@ -304,12 +278,81 @@ private:
         }
         return -1;
     }
-    Library lib_;
-    const vmm_transport_ops* ops_;
-    void* conn_;
+    const PluginHandle& plugin_;
     std::function<void()> arrival_;
     SumsFn sums_;
 };
+
+class PluginConnection final : public Connection {
+public:
+    PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn)
+        : plugin_{std::move(lib), ops, conn}, stream_(plugin_), ram_(plugin_) {}
+    ~PluginConnection() override { plugin_.ops->close(plugin_.conn); }
+
+    stream::ByteStream& stream() override { return stream_; }
+    SourceRamChannel* source_ram() override { return plugin_.ops->ram_send != nullptr ? &ram_ : nullptr; }
+    DestRamChannel* dest_ram() override { return plugin_.ops->ram_serve_round != nullptr ? &ram_ : nullptr; }
+    std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) override {
+        if (!has_postcopy()) return Connection::source_postcopy(std::move(config));
+        return std::make_unique<PluginPostcopySource>(plugin_.ops, plugin_.conn, plugin_.has_feature(VMM_RAM_PC_ANSWERS),
+                                                      plugin_.has_feature(VMM_RAM_PC_TAGGED), std::move(config));
+    }
+    std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
+        if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));
+        return std::make_unique<PluginPostcopyDest>(plugin_.ops, plugin_.conn, plugin_.has_feature(VMM_RAM_PC_TAGGED));
+    }
+    bool postcopy_channel() const override { return has_postcopy(); }
+    std::string describe() const override {
+        return plugin_.ops->describe ? plugin_.ops->describe(plugin_.conn) : plugin_.ops->scheme;
+    }
+    Status cut() override {
+        auto fn = VMM_OPTIONAL_OP(cut);
+        if (fn == nullptr) return Connection::cut();
+        return call_plugin("cut", [&](vmm_err* e) { return fn(plugin_.conn, e); });
+    }
+    void abort(const std::string& reason) override {
+        if (auto fn = VMM_OPTIONAL_OP(abort)) fn(plugin_.conn, reason.c_str());
+    }
+    std::vector<SetupPart> setup_parts() const override;
+    Result<std::optional<PageSumKey>> sums_key() override;
+
+private:
+    // Whether the plugin has every pc_* member and agreed postcopy with its peer.
+    bool has_postcopy() const {
+        const vmm_transport_ops* ops = plugin_.ops;
+        if (VMM_OPTIONAL_OP(pc_done) == nullptr) return false;
+        if (!ops->pc_begin || !ops->pc_next_request || !ops->pc_send || !ops->pc_end || !ops->pc_request ||
+            !ops->pc_next_arrival || !ops->pc_release || !ops->pc_done)
+            return false;
+        return plugin_.has_feature(VMM_RAM_POSTCOPY);
+    }
+    PluginHandle plugin_;
+    PluginStream stream_;
+    PluginRam ram_;
+};
+
+std::vector<SetupPart> PluginConnection::setup_parts() const {
+    auto fn = VMM_OPTIONAL_OP(setup_parts);
+    if (fn == nullptr) return {};
+    std::vector<vmm_time_part> got(kMaxSetupParts);
+    uint32_t n = std::min<uint32_t>(fn(plugin_.conn, got.data(), kMaxSetupParts), kMaxSetupParts);
+    std::vector<SetupPart> out;
+    for (uint32_t i = 0; i < n; ++i) {
+        std::string name = got[i].name != nullptr ? got[i].name : "?";
+        out.push_back({std::move(name), static_cast<double>(got[i].us) / 1000.0, {}});
+    }
+    return out;
+}
+
+Result<std::optional<PageSumKey>> PluginConnection::sums_key() {
+    auto fn = VMM_OPTIONAL_OP(ram_sums_key);
+    if (fn == nullptr || !plugin_.has_feature(VMM_RAM_SUMS_KEYED)) return std::optional<PageSumKey>{};
+    PageSumKey key{};
+    auto s = call_plugin("ram_sums_key",
+                         [&](vmm_err* e) { return fn(plugin_.conn, key.data(), static_cast<uint32_t>(key.size()), e); });
+    if (!s) return s.error();
+    return std::optional<PageSumKey>(key);
+}
 
 class PluginListener final : public Listener {
 public:
