@@ -4,12 +4,12 @@
 //   Negotiation: the base protocol as QEMU speaks it, plus each of our extensions (wire.h) that
 //     both sides granted in the private data; a base-protocol peer gets 1 MiB chunks, one
 //     channel, one entry per request and an ERROR without text.
-//   Channels: channel 0 carries the control channel (control_channel.h); with rdma-channels,
-//     channels 1..N-1 share its PD, so one rkey serves all of them.
+//   Channels (channel_set.h): channel 0 carries the control channel (control_channel.h); with
+//     rdma-channels, channels 1..N-1 share its PD, so one rkey serves all of them.
 //   Byte stream (spec: "QEMUFileRDMA Interface"): QEMU File messages (file_messages.h); a RAM
 //     BLOCKS REQUEST that arrives while the destination reads the stream goes to the side
 //     (blocks_requested).
-//   rdma-pin-all: each side registers its RAM blocks whole, during setup (pin_blocks).
+//   rdma-pin-all: each side registers its RAM blocks whole, during setup (whole_blocks.h).
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "channel_set.h"
 #include "control_channel.h"
 #include "endpoint.h"
 #include "file_messages.h"
+#include "whole_blocks.h"
 #include "proto/chunks.h"
 #include "proto/postcopy_auth.h"
 
@@ -64,13 +66,10 @@ public:
     Status flush() { return stream_.flush(); }
     Status read(void* out, size_t len) { return stream_.read(out, len); }
 
-    // Breaks every channel's connection (rdma_disconnect): each side's queue pairs go to the
-    // error state and flush, so every wait at both ends fails. The QPs stay until hang_up, so
-    // a thread inside a call on them is safe.
-    void cut();
-    // Stops all DMA on every channel (disconnect, destroy the QPs), so buffers and MRs may go:
-    // each session's destructor calls it before its own members unwind.
-    void hang_up();
+    // Breaks every channel's connection, and stops all DMA on every channel (channel_set.h):
+    // each session's destructor hangs up before its own members unwind.
+    void cut() { channels_.cut(); }
+    void hang_up() { channels_.hang_up(); }
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }
     // The peer and what was negotiated: "rdma 10.0.0.1:4444: dynamic registration, 1 MiB
@@ -86,11 +85,6 @@ public:
     Result<std::vector<uint8_t>> sums_key(size_t size) const;
     // The postcopy channel's keys (proto/postcopy_auth.h) when authenticated, else none.
     Result<std::optional<PcKeys>> postcopy_keys() const;
-    // What a second queue pair on this side would need to write into its RAM: the protection
-    // domain and, under rdma-pin-all, block i's rkey (0 otherwise). The hostile-peer tests play
-    // such a QP, to show that the sums of an authenticated migration catch what it writes.
-    ibv_pd* protection_domain() const { return ep_->protection_domain(); }
-    uint32_t pinned_rkey(size_t block) const { return block < pinned_.size() ? pinned_[block]->rkey : 0; }
     // Where setup's time went so far, step by step (channel 0's making first); the setup_parts
     // op reads it from another thread while the steps after connect or accept are added.
     std::vector<TimedStep> setup_steps() const;
@@ -102,34 +96,24 @@ public:
     bool agreed(uint32_t caps) const { return (agreed_ & caps) == caps; }
     // Entries per REGISTER/UNREGISTER/COMPRESS message: 4096 with kCapBatch, else 1.
     size_t max_entries() const { return max_entries_; }
-    // Channel 0, the control channel on it, and the channels added after it.
-    Endpoint& first() const { return *ep_; }
+    // The control channel, the channels (channel 0 and those added after it), and under
+    // rdma-pin-all the whole-block registrations (pin them for `use` with pin_blocks).
     ControlChannel& control() const { return *ctl_; }
-    void add_channel(std::unique_ptr<Endpoint> ep) { extra_.push_back(std::move(ep)); }
-    size_t channel_count() const { return 1 + extra_.size(); }  // lanes: without the postcopy channel
-    Endpoint& set_postcopy_channel(std::unique_ptr<Endpoint> ep);
-    bool has_postcopy_channel() const { return postcopy_ep_ != nullptr; }
-
-    // rdma-pin-all: every RAM block registered whole for `use` (or the registrations made while
-    // the destination waited, `adopt_pinned`), until unpin (postcopy's switch) or the end.
-    Status pin_blocks(Use use);
-    void adopt_pinned(std::vector<MemoryRegion> pinned) { pinned_ = std::move(pinned); }
-    void unpin() { pinned_.clear(); }
-    const ibv_mr* pinned(size_t block) const { return block < pinned_.size() ? pinned_[block].get() : nullptr; }
+    ChannelSet& channels() { return channels_; }
+    const ChannelSet& channels() const { return channels_; }
+    Endpoint& first() const { return channels_.first(); }
+    Status pin_blocks(Use use) { return pinned_.pin(first().memory(), cfg_.blocks, use, channels_.side()); }
+    WholeBlocks& pinned() { return pinned_; }
+    const WholeBlocks& pinned() const { return pinned_; }
 
 private:
-    const char* side() const { return ep_->listen_id ? "destination" : "source"; }
-    std::vector<Endpoint*> channels() const;  // ep_ first
-
-    std::unique_ptr<Endpoint> ep_;                  // first: destroyed last, after every MR
-    std::vector<std::unique_ptr<Endpoint>> extra_;  // channels 1..N-1 (on ep_'s PD)
-    std::unique_ptr<Endpoint> postcopy_ep_;         // kCapPostcopy: the postcopy channel (on ep_'s PD)
+    ChannelSet channels_;  // first: destroyed last, after every MR
     std::unique_ptr<ControlChannel> ctl_;
     SessionConfig cfg_;
     ChunkGeometry geo_;
     uint32_t agreed_;  // the flags both sides granted (wire.h: kCap*)
     size_t max_entries_;
-    std::vector<MemoryRegion> pinned_;  // rdma-pin-all: whole blocks
+    WholeBlocks pinned_;  // rdma-pin-all: whole blocks
     mutable std::mutex steps_mutex_;
     std::vector<TimedStep> steps_;  // setup_steps()
     std::string summary_;  // describe()

@@ -98,7 +98,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
         s->link_.abort(st.error().message());
         return st.error();
     }
-    if (s->link_.channel_count() > 1 || s->link_.has_postcopy_channel()) clock.mark("channels");
+    if (s->link_.channels().count() > 1 || s->link_.channels().has_postcopy()) clock.mark("channels");
     s->link_.add_steps(steps);
     std::string note = asked_pin_all && !s->link_.pin_all() ? pin_all_refusal : "";
     if (const auto& ahead = s->link_.first().ahead; ahead && !s->link_.pin_all()) {
@@ -117,14 +117,14 @@ Status DestinationSession::accept_channels() {
     for (uint32_t i = 1; i < lanes; ++i) {
         auto ep = accept_channel(first, i);
         if (!ep) return ep.error();
-        link_.add_channel(std::move(*ep));
+        link_.channels().add(std::move(*ep));
     }
     if (!link_.agreed(kCapPostcopy)) return {};
     auto keys = link_.postcopy_keys();
     if (!keys) return keys.error();
     auto ep = accept_channel(first, lanes, QpShape{true, kPcRequestSlots + kPcPushSlots + 8});
     if (!ep) return ep.error().context("the RDMA postcopy channel");
-    postcopy_ = std::make_unique<PostcopyDestination>(link_.set_postcopy_channel(std::move(*ep)), cfg_.blocks,
+    postcopy_ = std::make_unique<PostcopyDestination>(link_.channels().set_postcopy(std::move(*ep)), cfg_.blocks,
                                                       std::move(*keys));
     return postcopy_->post_receives();
 }
@@ -132,7 +132,7 @@ Status DestinationSession::accept_channels() {
 Status DestinationSession::begin_postcopy() {
     if (!postcopy_) return Error("RDMA: this connection has no postcopy channel: postcopy-ram was off at one end when it connected");
     served_regs_.clear();
-    link_.unpin();
+    link_.pinned().unpin();
     trace("destination: postcopy: the precopy rounds' registrations of guest RAM are gone");
     return postcopy_->begin();
 }
@@ -145,7 +145,7 @@ Status DestinationSession::blocks_requested() {
         auto& pinning = link_.first().ahead;
         auto ahead = pinning ? pinning->take(cfg_.blocks) : std::nullopt;
         if (ahead) {
-            link_.adopt_pinned(std::move(*ahead));  // what is left of the pinning, if it is still at work
+            link_.pinned().adopt(std::move(*ahead));  // what is left of the pinning, if it is still at work
             vmm::log::info("rdma-pin-all: this side's RAM was pinned while it waited for the source ({:.0f} ms)",
                            pinning->pin_ms());
         } else if (auto s = link_.pin_blocks(Use::pin_all_written); !s) {
@@ -156,7 +156,7 @@ Status DestinationSession::blocks_requested() {
     std::vector<BlockDesc> descs;
     for (size_t i = 0; i < cfg_.blocks.size(); ++i) {
         const LocalBlock& b = cfg_.blocks[i];
-        descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.size, cfg_.pin_all ? link_.pinned_rkey(i) : 0});
+        descs.push_back({reinterpret_cast<uint64_t>(b.host), b.offset, b.size, cfg_.pin_all ? link_.pinned().rkey(i) : 0});
     }
     blocks_known_ = true;
     Status s = ctl_.reply(encode_blocks(descs));

@@ -250,8 +250,8 @@ uint32_t ram_features(void* c) {
     // The postcopy channel's source takes answers on the return path's thread (PostcopySource::send);
     // authenticated, it tags every write, which stands in for verify-ram's sums there.
     return (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) | (C(c).authenticated() ? VMM_RAM_SUMS_KEYED : 0u) |
-           (C(c).has_postcopy_channel() ? VMM_RAM_POSTCOPY | VMM_RAM_PC_ANSWERS : 0u) |
-           (C(c).has_postcopy_channel() && C(c).authenticated() ? VMM_RAM_PC_TAGGED : 0u);
+           (C(c).channels().has_postcopy() ? VMM_RAM_POSTCOPY | VMM_RAM_PC_ANSWERS : 0u) |
+           (C(c).channels().has_postcopy() && C(c).authenticated() ? VMM_RAM_PC_TAGGED : 0u);
 }
 int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t count, vmm_err* e) {
     return source_call(c, "ram_sums", e, [&](SourceSession& s) { return s.ram_sums(b, off, {sums, count}); });

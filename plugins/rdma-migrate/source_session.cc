@@ -115,10 +115,10 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
         PrivateData ours = first;
         ours.channel = i;
         auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [](Endpoint&) { return Status{}; },
-                                   link_.protection_domain());
+                                   link_.channels().protection_domain());
         if (!ep) return ep.error().context(fmt::format("RDMA channel {} of {}", i, first.channels));
         lanes_.add_lane(**ep);
-        link_.add_channel(std::move(*ep));
+        link_.channels().add(std::move(*ep));
     }
     if (!postcopy_channel) return {};
     PrivateData ours = first;
@@ -129,9 +129,9 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
     auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [&](Endpoint& e) {
         pc = std::make_unique<PostcopySource>(e, cfg_.blocks, std::move(*keys));
         return pc->post_receives();
-    }, link_.protection_domain(), QpShape{true, kPcSourceReceives});
+    }, link_.channels().protection_domain(), QpShape{true, kPcSourceReceives});
     if (!ep) return ep.error().context("the RDMA postcopy channel");
-    link_.set_postcopy_channel(std::move(*ep));
+    link_.channels().set_postcopy(std::move(*ep));
     postcopy_ = std::move(pc);
     return {};
 }

@@ -27,7 +27,7 @@ uint64_t SourceSession::ram_chunks() const {
 Result<uint32_t> SourceSession::local_lkey(uint32_t block, uint64_t chunk) {
     const LocalBlock& b = cfg_.blocks[block];
     if (cfg_.pin_all) {  // registered whole during setup (pin_blocks)
-        const ibv_mr* mr = link_.pinned(block);
+        const ibv_mr* mr = link_.pinned().mr(block);
         if (mr == nullptr) return Error("internal: rdma-pin-all block was not registered at setup");
         return mr->lkey;
     }

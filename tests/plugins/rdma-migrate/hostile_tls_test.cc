@@ -132,7 +132,7 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
     if (!s) return "connect: " + s.error().message();
     DestinationSession* dst = accepted.get_future().get();
     std::unique_ptr<Forger> forger;
-    if (forge && dst != nullptr) forger = std::make_unique<Forger>(dst->link().protection_domain());
+    if (forge && dst != nullptr) forger = std::make_unique<Forger>(dst->link().channels().protection_domain());
     mig::PageSummer summer = summer_of((*s)->link());
     std::vector<uint64_t> sums;
     for (uint64_t p = 0; p < kChunk / kPage; ++p) sums.push_back(summer(src_ram.p + p * kPage));
@@ -141,7 +141,7 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
     if (st) st = (*s)->ram_send(0, 0, kChunk);
     // The source's write has landed (its fill is there) before the forger writes over it.
     if (st && !vmm::test::eventually([&] { return dst_ram.changed(0, kChunk) == kChunk; }, 30)) st = Error("the chunk never landed");
-    if (st && forger) st = forger->write(reinterpret_cast<uint64_t>(dst_ram.p) + kForgedPage * kPage, dst->link().pinned_rkey(0));
+    if (st && forger) st = forger->write(reinterpret_cast<uint64_t>(dst_ram.p) + kForgedPage * kPage, dst->link().pinned().rkey(0));
     if (st) st = (*s)->ram_end_round();
     forger.reset();
     forger_gone.set_value();
@@ -196,7 +196,7 @@ PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
     Status st = !s ? Status(s.error()) : dst == nullptr || (*s)->postcopy() == nullptr ? Status(Error("no postcopy channel")) : Status{};
     if (st) st = (*s)->postcopy()->begin();
     std::unique_ptr<Forger> forger;
-    if (st && forge != Forge::never) forger = std::make_unique<Forger>(dst->link().protection_domain());
+    if (st && forge != Forge::never) forger = std::make_unique<Forger>(dst->link().channels().protection_domain());
     if (st) st = (*s)->postcopy()->send(0, kForgedPage * kPage, 1, false, {}, std::nullopt);
     const uint8_t* slot = dst != nullptr && dst->postcopy() != nullptr
                               ? reinterpret_cast<const uint8_t*>(dst->postcopy()->landing_slot(kPcRequestSlots))

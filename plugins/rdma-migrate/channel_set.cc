@@ -1,0 +1,26 @@
+#include "channel_set.h"
+
+namespace rdma_migrate {
+
+Endpoint& ChannelSet::set_postcopy(std::unique_ptr<Endpoint> ep) {
+    postcopy_ = std::move(ep);
+    return *postcopy_;
+}
+
+void ChannelSet::hang_up() {
+    for (Endpoint* e : all()) e->hang_up();
+}
+
+void ChannelSet::cut() {
+    for (Endpoint* e : all())
+        if (e->id) (void)rdma_disconnect(e->id.get());
+}
+
+std::vector<Endpoint*> ChannelSet::all() const {
+    std::vector<Endpoint*> out{first_.get()};
+    for (const auto& e : extra_) out.push_back(e.get());
+    if (postcopy_) out.push_back(postcopy_.get());
+    return out;
+}
+
+}  // namespace rdma_migrate
