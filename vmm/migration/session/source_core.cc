@@ -74,6 +74,20 @@ ResumeTo SourceCore::next_way(bool& asked) {
     return asked ? *resume_to : ResumeTo{&transport, uri};
 }
 
+void SourceCore::wait_before_next_try() {
+    std::unique_lock lock(mutex);
+    resume_cv.wait_for(lock, kReconnectEvery);
+}
+
+void SourceCore::link_back(std::chrono::steady_clock::time_point since) {
+    std::lock_guard lock(mutex);
+    ++stats.precopy_resumes;
+    stats.precopy_paused_ms += ms_between(since, SteadyClock::now());
+    stats.error.clear();
+    resume_to.reset();
+    broken.clear();
+}
+
 // The link's rate measured at the last round's end (during the first round, what had arrived
 // when it was last published over the time it took: a fifth of a second at least, or the first
 // figures say little), the guest's dirtying from the dirty-rate sampler's last period, and what

@@ -82,6 +82,10 @@ struct SourceCore {
     void set_link_aside(std::string why);
     // Where the next try goes: the URI 'migrate -r' named last (`asked`), else the migration's own.
     ResumeTo next_way(bool& asked);
+    // Between two tries: kReconnectEvery, or less if 'migrate -r' names a way meanwhile.
+    void wait_before_next_try();
+    // A broken link settled (paused since `since`): counted, and what it left behind goes.
+    void link_back(std::chrono::steady_clock::time_point since);
     // Precopy's plan as measured now, from `s` (stats under mutex, or a copy of it).
     EtaFacts precopy_facts(const MigrationStats& s) const;
 };

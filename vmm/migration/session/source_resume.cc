@@ -122,17 +122,9 @@ Status PrecopyResumption::ride_out(SourceRun& run, Error why) {
         }
         if (!done) return done.error();
         if (*done) break;
-        std::unique_lock lock(core_.mutex);
-        core_.resume_cv.wait_for(lock, kReconnectEvery);
+        core_.wait_before_next_try();
     }
-    {
-        std::lock_guard lock(core_.mutex);
-        ++core_.stats.precopy_resumes;
-        core_.stats.precopy_paused_ms += ms_between(paused_at, Clock::now());
-        core_.stats.error.clear();
-        core_.resume_to.reset();
-        core_.broken.clear();
-    }
+    core_.link_back(paused_at);
     // A break in the last round left the rate unpaced: the guest runs again, so it follows
     // max-bandwidth again.
     run.limiter = RateLimiter(core_.live->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(core_.cancel));

@@ -106,14 +106,9 @@ Status Switchover::settle_in_doubt(SourceRun& run, Error why) {
         auto settled = ask_destination(to, run, last);
         if (!settled) return settled.error();
         if (*settled) break;
-        std::unique_lock lock(core_.mutex);
-        core_.resume_cv.wait_for(lock, kReconnectEvery);
+        core_.wait_before_next_try();
     }
-    std::lock_guard lock(core_.mutex);
-    ++core_.stats.precopy_resumes;
-    core_.stats.precopy_paused_ms += ms_between(since, Clock::now());
-    core_.stats.error.clear();
-    core_.broken.clear();
+    core_.link_back(since);
     return {};
 }
 
