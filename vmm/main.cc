@@ -109,9 +109,16 @@ int run(const config::Config& cfg) {
         }
         if (auto s = m->boot(*payload, cfg.payload_params); !s) return log::error("{}", s.error().message()), 1;
     }
-    migration::MigrationManager manager(*m, [&dispatcher](migration::MigrationStatus st) {
-        dispatcher.emit("MIGRATION", monitor::Json{{"status", migration::to_string(st)}});
-    });
+    migration::MigrationManager manager(
+        *m,
+        [&dispatcher](migration::MigrationStatus st) {
+            dispatcher.emit("MIGRATION", monitor::Json{{"status", migration::to_string(st)}});
+        },
+        [&dispatcher](const migration::StallReport& r) {
+            dispatcher.emit("X_MIGRATION_STALLED", monitor::Json{{"lowest-remaining", r.lowest_remaining},
+                                                                 {"what", r.what},
+                                                                 {"action", r.action}});
+        });
     if (auto s = apply_migration_defaults(cfg, manager); !s) return log::error("{}", s.error().message()), 2;
     auto incoming_failed = [&m](const Error& e) {
         log::error("incoming migration failed: {}", e.message());

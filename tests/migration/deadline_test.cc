@@ -1,10 +1,13 @@
 // x-deadline through the monitor, as a person types it: what it refuses, and each strategy acting
-// as soon as the plan misses the deadline, long before it has passed.
+// as soon as the plan misses the deadline, long before it has passed. And x-stall-timeout: a
+// precopy that makes no progress says so (X_MIGRATION_STALLED) and the same strategies act.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "tests/support/kvm_fixture.h"
+#include "tests/support/process.h"
 #include "tests/support/postcopy.h"
 #include "tests/support/require.h"
 #include "tests/support/vm_pair.h"
@@ -105,6 +108,59 @@ TEST(MigrationDeadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {
     ASSERT_TRUE(eventually([&] { return ended(*src); }, 300)) << src->cmd("info migrate") << src->log();
     EXPECT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate") << src->log();
     EXPECT_NE(src->log().find("x-deadline: downtime-limit raised from 300 to "), std::string::npos) << src->log();
+    expect_handover(*src, *dst);
+}
+
+// x-stall-timeout with the default strategy (cancel): the guest rewrites more than the link moves,
+// so the data left stays on a plateau; after the timeout the source says so on QMP and in 'info
+// migrate', ends the migration, and the guest runs on.
+TEST(MigrationStall, ANoProgressPrecopyIsToldAndCancelled) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    std::string qsock = temp_path("stall-src.qmp");
+    auto src = Vm::start("stall-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append",
+                                       "bytes=" + sized("16M", "4M"), "--qmp", "unix:" + qsock});
+    auto dst = destination("stall-dst", tcp_uri(port), "128M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 2; }, 60));
+    auto qmp = QmpClient::connect(qsock);
+    ASSERT_TRUE(qmp);
+    EXPECT_EQ(src->cmd("migrate_set_parameter x-stall-timeout -1").rfind("Error: migration parameter 'x-stall-timeout' must be ", 0),
+              0u);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth " + sized("2m", "128k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-stall-timeout 3000"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    auto ev = qmp->wait_event("X_MIGRATION_STALLED", std::chrono::seconds(240));
+    ASSERT_TRUE(ev) << src->cmd("info migrate") << src->log();
+    const Json& data = (*ev)["data"];
+    EXPECT_EQ(data["action"], "cancel") << data.dump();
+    EXPECT_GT(data["lowest-remaining"].get<uint64_t>(), 0u) << data.dump();
+    EXPECT_EQ(data["what"].get<std::string>().rfind("no progress for ", 0), 0u) << data.dump();
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 60)) << src->cmd("info migrate");
+    std::string info = src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_status(), "failed") << info;
+    EXPECT_NE(info.find("error: x-stall-timeout: no progress for "), std::string::npos) << info;
+    EXPECT_NE(info.find("stalls: 1 (x-stall-timeout passed with no progress)"), std::string::npos) << info;
+    EXPECT_EQ(src->status(), "running");
+}
+
+// x-stall-timeout with downtime: the stall raises downtime-limit as little as lets the migration
+// end, and it completes with the guest whole at the destination.
+TEST(MigrationStall, DowntimeEndsAStalledPrecopy) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = outrunning_source("stall-dt-src", sized("2M", "512K"));
+    auto dst = destination("stall-dt-dst", tcp_uri(port), "128M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth " + sized("2m", "512k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-stall-timeout 3000"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-strategy downtime"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-max-downtime 5000"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 300)) << src->cmd("info migrate") << src->log();
+    EXPECT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate") << src->log();
+    EXPECT_NE(src->log().find("x-stall-timeout: downtime-limit raised from 300 to "), std::string::npos) << src->log();
+    EXPECT_NE(src->cmd("info migrate").find("stalls: 1 "), std::string::npos) << src->cmd("info migrate");
     expect_handover(*src, *dst);
 }
 

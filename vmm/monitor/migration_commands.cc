@@ -141,6 +141,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     }
     j["x-rounds"] = s.rounds;
     if (s.tls_key_updates) j["x-tls-key-updates"] = *s.tls_key_updates;
+    if (s.stalls != 0) j["x-stalls"] = s.stalls;
     if (s.precopy_resumes != 0 || s.status == MigrationStatus::precopy_paused) {
         j["x-precopy-resumes"] = s.precopy_resumes;
         j["x-precopy-paused-ms"] = s.precopy_paused_ms;
@@ -259,6 +260,7 @@ std::string migration_stats_text(const Json& j) {
     if (j.contains("x-setup-parts")) out += fmt::format("setup parts: {} ms\n", setup_parts_text(child(j, "x-setup-parts")));
     out += fmt::format("rounds: {}\n", u64(j, "x-rounds"));
     if (j.contains("x-tls-key-updates")) out += fmt::format("tls key updates: {}\n", u64(j, "x-tls-key-updates"));
+    if (j.contains("x-stalls")) out += fmt::format("stalls: {} (x-stall-timeout passed with no progress)\n", u64(j, "x-stalls"));
     if (j.contains("x-precopy-resumes")) {
         out += fmt::format("precopy resumes: {} (paused {:.0f} ms in all; {} pages sent again)\n", u64(j, "x-precopy-resumes"),
                            num(j, "x-precopy-paused-ms"), u64(j, "x-precopy-resent-pages"));

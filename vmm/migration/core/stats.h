@@ -127,6 +127,7 @@ struct MigrationStats {
     std::vector<RoundStats> round_log;  // the first kRoundLogMax rounds
     PostcopyStats postcopy;             // once the migration switched to postcopy
     std::optional<uint64_t> tls_key_updates;  // over TLS: the main connection's key renewals so far
+    uint32_t stalls = 0;            // x-stall-timeout passed with no progress (progress_watch.h)
     uint32_t precopy_resumes = 0;   // times a broken precopy link was resumed (x-resume-window)
     double precopy_paused_ms = 0;   // time spent in precopy-paused, all pauses
     uint64_t resent_pages = 0;      // source: pages sent again at resumes (what did not arrive whole)
@@ -138,6 +139,13 @@ struct MigrationStats {
 };
 
 inline constexpr size_t kRoundLogMax = 1000;
+
+// A precopy that stalled (x-stall-timeout): what the X_MIGRATION_STALLED event says.
+struct StallReport {
+    uint64_t lowest_remaining = 0;  // bytes: the least left so far, not reached again since
+    std::string what;               // "no progress for 30.0 s: ..."
+    std::string action;             // what x-deadline-strategy does: cancel, postcopy, downtime, throttle
+};
 
 
 }  // namespace vmm::migration

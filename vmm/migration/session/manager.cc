@@ -9,8 +9,8 @@
 
 namespace vmm::migration {
 
-MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event)
-    : machine_(m), on_event_(std::move(on_event)), warm_([this] { warm_transports(); }) {}
+MigrationManager::MigrationManager(machine::Machine& m, EventFn on_event, StallFn on_stall)
+    : machine_(m), on_event_(std::move(on_event)), on_stall_(std::move(on_stall)), warm_([this] { warm_transports(); }) {}
 
 MigrationManager::~MigrationManager() {
     warm_.join();
@@ -91,7 +91,8 @@ Status MigrationManager::check_tls(const Transport& t) const {
 
 // x-deadline's strategy must be one this migration can follow: postcopy needs postcopy-ram.
 Status MigrationManager::check_deadline_strategy_usable(const Options& o) {
-    if (o.params.deadline == "off" || o.params.deadline_strategy != "postcopy" || o.caps.postcopy_ram) return {};
+    bool acts = o.params.deadline != "off" || o.params.stall_timeout_ms != 0;  // x-deadline or x-stall-timeout
+    if (!acts || o.params.deadline_strategy != "postcopy" || o.caps.postcopy_ram) return {};
     return Error("x-deadline-strategy postcopy needs postcopy-ram on both sides (migrate_set_capability postcopy-ram on; "
                  "at the destination before migrate_incoming), or another strategy");
 }
@@ -155,6 +156,7 @@ Status MigrationManager::migrate(const std::string& text) {
     outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_->get()), settings_->live(),
                                                   std::move(*token), on_event_);
     outgoing_->set_last_save(last_save_);
+    outgoing_->set_on_stall(on_stall_);
     outgoing_->start(asked);
     return {};
 }

@@ -20,9 +20,11 @@ namespace vmm::migration {
 class MigrationManager {
 public:
     using EventFn = std::function<void(MigrationStatus)>;
+    using StallFn = SourceCore::StallFn;
     using FailFn = std::function<void(const Error&)>;
 
-    MigrationManager(machine::Machine& m, EventFn on_event);
+    // `on_event`: each status change; `on_stall`: an outgoing precopy stalled (x-stall-timeout).
+    MigrationManager(machine::Machine& m, EventFn on_event, StallFn on_stall = {});
     ~MigrationManager();
 
     Status set_capability(const std::string& name, bool on);
@@ -60,6 +62,7 @@ private:
 
     machine::Machine& machine_;
     EventFn on_event_;
+    StallFn on_stall_;
     mutable std::mutex mutex_;
     std::shared_ptr<SharedSettings> settings_ = std::make_shared<SharedSettings>();
     TransportRegistry registry_;

@@ -143,6 +143,10 @@ std::vector<SettingRow> tls_and_deadline_rows() {
                 check_deadline_strategy),
         integer("x-deadline-max-downtime", &P::deadline_max_downtime_ms, 1, 2000000,
                 "x-deadline-strategy downtime: the longest pause it may raise downtime-limit to, ms"),
+        integer("x-stall-timeout", &P::stall_timeout_ms, 0, 86400000,
+                "source, precopy: when the data left has reached no new low for this long (ms; 0 = off, the "
+                "default: vmm gives up on nothing by itself), the migration has stalled: an X_MIGRATION_STALLED "
+                "event, and x-deadline-strategy acts (cancel by default, the guest running on here)"),
     };
 }
 }  // namespace

@@ -63,6 +63,8 @@ public:
     // The last file save this vmm completed, nothing having taken its dirty log since: the only
     // save an incremental one (file-base) may build on. Before start().
     void set_last_save(std::optional<uint64_t> id) { last_save_ = id; }
+    // Told when the precopy stalls (x-stall-timeout), with the events capability. Before start().
+    void set_on_stall(SourceCore::StallFn fn) { core_.on_stall = std::move(fn); }
     // This migration's save id, once it completed a save to a file.
     std::optional<uint64_t> saved_id() const {
         uint64_t id = saved_id_;

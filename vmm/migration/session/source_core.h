@@ -42,6 +42,7 @@ struct ResumeTo {
 
 struct SourceCore {
     using StatusFn = std::function<void(MigrationStatus)>;
+    using StallFn = std::function<void(const StallReport&)>;
     using Bitmaps = std::vector<std::vector<uint64_t>>;
 
     SourceCore(machine::Machine& m, Transport& t, Uri u, Options o, std::shared_ptr<const LiveSettings> l,
@@ -54,6 +55,7 @@ struct SourceCore {
     std::shared_ptr<const LiveSettings> live;
     stream::CancelToken cancel;
     StatusFn on_status;
+    StallFn on_stall;  // x-stall-timeout passed (with the events capability)
     std::chrono::steady_clock::time_point start;  // when the command came
     bool was_running = false;   // the guest ran when the migration began
     bool paused_by_us = false;  // the migration paused the guest: a failure resumes it

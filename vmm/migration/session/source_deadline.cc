@@ -13,7 +13,8 @@ namespace {
 constexpr auto kLookEvery = std::chrono::milliseconds(200);
 }  // namespace
 
-DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy) : core_(core), postcopy_(postcopy) {
+DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
+    : core_(core), postcopy_(postcopy), progress_(core.options.params.stall_timeout_ms) {
     // Checked when it was set: "off" or a duration.
     if (auto d = parse_deadline_ms(core_.options.params.deadline)) deadline_ms_ = *d;
 }
@@ -48,9 +49,10 @@ void DeadlineKeeper::watch() {
     }
 }
 
-// At a round's end: every strategy, with the round's measured bandwidth and what is dirty.
+// At a round's end: every strategy, with the round's measured bandwidth and what is dirty; and
+// x-stall-timeout, which reads what is dirty at each round's end.
 Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
-    if (deadline_ms_ == 0 || d.complete || postcopy_.requested()) return {};
+    if (d.complete || postcopy_.requested() || (deadline_ms_ == 0 && !progress_.on())) return {};
     EtaFacts eta;
     {
         std::lock_guard lock(core_.mutex);
@@ -58,17 +60,44 @@ Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes
     }
     eta.link_bytes_per_s = d.bandwidth;
     eta.remaining_bytes = dirty_bytes;
-    auto a = deadline_action(facts(eta, &conv));
+    DeadlineFacts f = facts(eta, &conv);
+    DeadlineAction a = deadline_action(f);
+    bool stall = false;
+    if (a.kind == DeadlineAction::Kind::none && progress_.stalled(dirty_bytes, f.elapsed_ms)) {
+        std::string what = progress_.describe(dirty_bytes, f.elapsed_ms);
+        a = stall_action(f, what);
+        stalled(what, a);
+        progress_.restart(f.elapsed_ms);  // what the strategy does gets its own time to show
+        stall = true;
+    }
+    return act(a, stall, conv, d);
+}
+
+void DeadlineKeeper::stalled(const std::string& what, const DeadlineAction& a) {
+    const char* action = a.kind == DeadlineAction::Kind::cancel     ? "cancel"
+                         : a.kind == DeadlineAction::Kind::postcopy ? "postcopy"
+                         : a.kind == DeadlineAction::Kind::downtime ? "downtime"
+                                                                    : "throttle";
+    log::warn("the migration to {} has stalled ({}); x-deadline-strategy: {}", core_.uri.text, what, action);
+    {
+        std::lock_guard lock(core_.mutex);
+        ++core_.stats.stalls;
+    }
+    if (core_.on_stall && core_.options.caps.events) core_.on_stall({progress_.lowest(), what, action});
+}
+
+Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& conv, Decision& d) {
+    const char* why = stall ? "x-stall-timeout: no progress" : "x-deadline: the plan misses it";
     switch (a.kind) {
         case DeadlineAction::Kind::none: return {};
         case DeadlineAction::Kind::cancel: return Error(a.why);
         case DeadlineAction::Kind::postcopy:
-            log::info("x-deadline: the plan misses it; switching to postcopy now");
+            log::info("{}; switching to postcopy now", why);
             postcopy_.switch_soon();
             return {};
         case DeadlineAction::Kind::downtime:
-            log::info("x-deadline: downtime-limit raised from {} to {} ms, the least that meets it",
-                      core_.options.params.downtime_limit_ms, a.downtime_ms);
+            log::info("{}: downtime-limit raised from {} to {} ms, the least that {}", stall ? "x-stall-timeout" : "x-deadline",
+                      core_.options.params.downtime_limit_ms, a.downtime_ms, stall ? "ends it" : "meets it");
             {
                 std::lock_guard lock(core_.mutex);  // stats() reads it for the time left
                 core_.options.params.downtime_limit_ms = a.downtime_ms;
@@ -79,7 +108,7 @@ Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes
             return {};
         case DeadlineAction::Kind::throttle:
             d.throttle_percent = conv.throttle_step();
-            log::info("x-deadline: the plan misses it; the vCPUs throttled to {} %", d.throttle_percent);
+            log::info("{}; the vCPUs throttled to {} %", why, d.throttle_percent);
             return {};
     }
     return {};

@@ -1,6 +1,8 @@
 // DeadlineKeeper: x-deadline on the source (precopy/deadline.h). It re-makes the plan from what
 // is measured now during every round and at its end, and the strategy acts as soon as the plan
 // misses the deadline: a cancel, the switch to postcopy, a higher downtime-limit, a throttle step.
+// It keeps x-stall-timeout too (precopy/progress_watch.h): a precopy whose data left reaches no
+// new low for that long has stalled, says so, and the same strategy acts.
 #pragma once
 
 #include <chrono>
@@ -8,6 +10,7 @@
 
 #include "vmm/migration/precopy/convergence.h"
 #include "vmm/migration/precopy/deadline.h"
+#include "vmm/migration/precopy/progress_watch.h"
 #include "vmm/migration/session/source_core.h"
 #include "vmm/migration/session/source_postcopy.h"
 
@@ -20,17 +23,22 @@ public:
     // During a round: a cancel (failure()) or a switch at once when the plan misses it.
     void watch();
     // At a round's end: every strategy, with the round's measured bandwidth and what is dirty
-    // (into `d`: a higher downtime-limit, a throttle step); an error when it cancels.
+    // (into `d`: a higher downtime-limit, a throttle step); an error when it cancels. A stall too.
     Status keep(Convergence& conv, Decision& d, uint64_t dirty_bytes);
     // Why the plan missed x-deadline under its cancel strategy, once it did.
     const std::optional<Error>& failure() const { return failure_; }
 
 private:
     DeadlineFacts facts(const EtaFacts& eta, const Convergence* conv) const;
+    // The strategy's action `a` (for x-deadline, or a `stall`), into `d` and `conv`.
+    Status act(const DeadlineAction& a, bool stall, Convergence& conv, Decision& d);
+    // A stall (`what`), told: the log, the statistics, the event.
+    void stalled(const std::string& what, const DeadlineAction& a);
 
     SourceCore& core_;
     PostcopyPhase& postcopy_;
     uint64_t deadline_ms_ = 0;  // x-deadline, parsed (0: none)
+    ProgressWatch progress_;    // x-stall-timeout
     std::optional<Error> failure_;
     std::chrono::steady_clock::time_point checked_;  // watch()'s last look
 };

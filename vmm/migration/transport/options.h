@@ -61,6 +61,9 @@ struct Parameters {
     std::string deadline = "off";
     std::string deadline_strategy = "cancel";
     uint64_t deadline_max_downtime_ms = 2000;
+    // x-stall-timeout (precopy/progress_watch.h): no new low of the data left for this long is a
+    // stall, and x-deadline-strategy acts (0 = off).
+    uint64_t stall_timeout_ms = 0;
     std::map<std::string, std::string> transport;  // e.g. x-rdma-chunk-size, as canonical text ("2097152")
 };
 

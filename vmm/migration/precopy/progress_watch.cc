@@ -1,0 +1,79 @@
+#include "vmm/migration/precopy/progress_watch.h"
+
+#include <fmt/format.h>
+
+namespace vmm::migration {
+
+namespace {
+
+DeadlineAction cancel_stalled(const std::string& what, std::string_view tried) {
+    return {DeadlineAction::Kind::cancel, 0,
+            fmt::format("x-stall-timeout: {}{}; the migration ends here and the guest runs on (raise x-stall-timeout, "
+                        "or choose another x-deadline-strategy)",
+                        what, tried)};
+}
+
+// The least downtime limit, up to the ceiling, at which the plan ends at all.
+std::optional<uint64_t> least_ending_downtime(const DeadlineFacts& f) {
+    uint64_t lo = static_cast<uint64_t>(f.eta.downtime_limit_ms), hi = f.max_downtime_ms;
+    auto ends = [&](uint64_t ms) {
+        EtaFacts e = f.eta;
+        e.downtime_limit_ms = static_cast<double>(ms);
+        auto eta = precopy_eta(e);
+        return eta && eta->converges;
+    };
+    if (hi <= lo || !ends(hi)) return std::nullopt;
+    while (lo + 1 < hi) {  // ends(hi), and not ends(lo)
+        uint64_t mid = lo + (hi - lo) / 2;
+        (ends(mid) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
+}  // namespace
+
+bool ProgressWatch::stalled(uint64_t remaining, double now_ms) {
+    if (timeout_ms_ == 0) return false;
+    if (remaining < lowest_) {
+        lowest_ = remaining;
+        lowest_at_ms_ = now_ms;
+        said_ = false;
+        return false;
+    }
+    if (said_ || now_ms - lowest_at_ms_ < static_cast<double>(timeout_ms_)) return false;
+    said_ = true;
+    return true;
+}
+
+void ProgressWatch::restart(double now_ms) {
+    lowest_at_ms_ = now_ms;
+    said_ = false;
+}
+
+std::string ProgressWatch::describe(uint64_t remaining, double now_ms) const {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    return fmt::format("no progress for {:.1f} s: {:.1f} MiB left, its lowest {:.1f} MiB at {:.1f} s",
+                       (now_ms - lowest_at_ms_) / 1000, static_cast<double>(remaining) / kMiB,
+                       static_cast<double>(lowest_) / kMiB, lowest_at_ms_ / 1000);
+}
+
+DeadlineAction stall_action(const DeadlineFacts& f, const std::string& what) {
+    switch (f.strategy) {
+        case DeadlineStrategy::cancel: return cancel_stalled(what, "");
+        case DeadlineStrategy::postcopy: return {DeadlineAction::Kind::postcopy, 0, {}};
+        case DeadlineStrategy::downtime: {
+            auto ms = least_ending_downtime(f);
+            if (!ms) {
+                return cancel_stalled(what, fmt::format("; not even a downtime of {} ms (x-deadline-max-downtime) would end it",
+                                                f.max_downtime_ms));
+            }
+            return {DeadlineAction::Kind::downtime, *ms, {}};
+        }
+        case DeadlineStrategy::throttle:
+            if (f.throttle_at_most) return cancel_stalled(what, "; the vCPUs are throttled as far as max-cpu-throttle allows");
+            return {DeadlineAction::Kind::throttle, 0, {}};
+    }
+    return {};
+}
+
+}  // namespace vmm::migration
