@@ -83,6 +83,7 @@ struct Options {
     size_t max_clients = 256, max_ro_clients = 512, max_ro_per_user = 16;
     unsigned ro_idle_seconds = 300;
     bool tcp_insecure = false;
+    vmmd::MigrationDeadline deadline;  // --migration-deadline and its kin, for every migration
 };
 
 void add_listening_options(CLI::App& app, Options& o) {
@@ -136,6 +137,16 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
     app.add_option("--migration-address", o.migration_address,
                    "where incoming migrations listen when their URI names no host (libvirt's migration_address); "
                    "default: the address this host's name resolves to, never every address");
+    app.add_option("--migration-deadline", o.deadline.deadline,
+                   "every migration ends within this time (vmm's x-deadline: 30s, 5m, 2h), unless its domain's XML "
+                   "(<vmm:migration-deadline>) or its parameters (vmm.deadline) say otherwise");
+    app.add_option("--migration-deadline-strategy", o.deadline.strategy,
+                   "what a migration gives up first when it would miss its deadline or stalls: cancel (vmm's default), "
+                   "postcopy, downtime, throttle")
+        ->check([](const std::string& s) { return vmmd::deadline_strategy_refusal(s).value_or(""); });
+    app.add_option("--migration-stall-timeout", o.deadline.stall_timeout_ms,
+                   "ms with no progress after which a migration has stalled (vmm's x-stall-timeout; 0 = off)")
+        ->check(CLI::Range(uint64_t{0}, uint64_t{86'400'000}));
     app.add_option("--migrate-tls-dir", o.migrate_tls_dir,
                    "credentials for 'virsh migrate --tls' (QEMU's layout: ca-cert.pem, server-cert.pem, server-key.pem, "
                    "client-cert.pem, client-key.pem; libvirt's migrate_tls_x509_cert_dir): both vmm of such a migration "
@@ -244,6 +255,7 @@ int serve(const Options& o) {
     vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, o.socket),
                                 migration_events(events));
     if (!o.migrate_tls_dir.empty()) migrations.use_migration_tls(o.migrate_tls_dir);
+    migrations.use_migration_deadline(o.deadline);
     // VIR_MIGRATE_CHANGE_PROTECTION (libvirt's client asks for it whenever vmmd offers feature 7):
     // a domain's definition stays as it is while its outgoing migration runs.
     (*store)->set_guard([&migrations](const vmmd::Uuid& uuid) { return migrations.change_refusal(uuid); });

@@ -113,6 +113,8 @@ protected:
         for (int attempt = 0;; ++attempt) {
             std::vector<std::string> argv = {vmmd, "--socket", dir_ + "/" + name + "/sock", "--state-dir", dir_ + "/" + name + "/state"};
             if (listen_tcp) argv.insert(argv.end(), {"--listen-tcp", "127.0.0.1:" + std::to_string(tcp_port_), "--listen-tcp-insecure"});
+            // vmmd's default for every migration (ADeadlineFromEachPlaceReachesTheVmm): never reached here.
+            if (name == "src") argv.insert(argv.end(), {"--migration-stall-timeout", "600000"});
             std::filesystem::remove(log);
             daemons_.push_back(VmmProcess::spawn_program(argv, log));
             Connection c;
@@ -144,8 +146,8 @@ protected:
         return q->execute("query-ramhash").dump();
     }
 
-    Domain define_and_start() {
-        Domain d(virDomainDefineXML(src_.get(), kDomainXml));
+    Domain define_and_start(const char* xml = kDomainXml) {
+        Domain d(virDomainDefineXML(src_.get(), xml));
         EXPECT_TRUE(d) << last_error();
         if (d) {
             EXPECT_EQ(virDomainCreate(d.get()), 0) << last_error();
@@ -300,6 +302,43 @@ TEST_F(TwoVmmd, ParallelConnectionsWithoutParallelAreRefusedAndTheSourceRunsOn) 
     int state = 0, reason = 0;
     ASSERT_EQ(virDomainGetState(d.get(), &state, &reason, 0), 0);
     EXPECT_EQ(state, VIR_DOMAIN_RUNNING);
+}
+
+// When a migration must end, from each place vmmd takes it: vmmd's --migration-stall-timeout,
+// the domain's <vmm:migration-deadline> and -strategy, and the migration's own vmm.* typed
+// parameters over both. A strategy the migration cannot follow (postcopy without --postcopy) is
+// refused by the vmm in one line, the guest running on; the vmm holds what each place said.
+TEST_F(TwoVmmd, ADeadlineFromEachPlaceReachesTheVmm) {
+    static const char* kXml = R"(<domain type='vmm'>
+  <name>api</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type>hvm</type><kernel>pattern</kernel></os>
+  <metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'>
+    <vmm:migration-deadline>10m</vmm:migration-deadline>
+    <vmm:migration-deadline-strategy>postcopy</vmm:migration-deadline-strategy>
+  </vmm:vmm></metadata>
+</domain>)";
+    Domain d = define_and_start(kXml);
+    ASSERT_TRUE(d);
+    Params p;
+    std::string uri = next_migrate_uri();
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, VIR_MIGRATE_PARAM_URI, uri.c_str()), 0);
+    EXPECT_EQ(virDomainMigrate3(d.get(), dst_.get(), p.list, static_cast<unsigned>(p.count), VIR_MIGRATE_LIVE), nullptr);
+    EXPECT_NE(last_error().find("x-deadline-strategy postcopy needs postcopy-ram"), std::string::npos) << last_error();
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    ASSERT_EQ(virDomainGetUUIDString(d.get(), uuid), 0);
+    auto q = QmpClient::connect(dir_ + "/src/state/run/" + uuid + ".qmp");
+    ASSERT_TRUE(q);
+    auto held = q->execute("query-migrate-parameters")["return"];
+    EXPECT_EQ(held["x-deadline"], "10m") << held.dump();
+    EXPECT_EQ(held["x-deadline-strategy"], "postcopy") << held.dump();
+    EXPECT_EQ(held["x-stall-timeout"], "600000") << held.dump();
+    // The migration's own parameters over the domain's: it completes.
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline_strategy", "cancel"), 0);
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline", "1h"), 0);
+    Domain arrived(virDomainMigrate3(d.get(), dst_.get(), p.list, static_cast<unsigned>(p.count), VIR_MIGRATE_LIVE));
+    EXPECT_TRUE(arrived) << last_error();
 }
 
 }  // namespace

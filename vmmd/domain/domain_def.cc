@@ -30,4 +30,11 @@ std::string display_devices_named(const DomainDef& d) {
     return out;
 }
 
+std::optional<std::string> deadline_strategy_refusal(const std::optional<std::string>& strategy) {
+    if (!strategy) return std::nullopt;
+    for (const char* known : {"cancel", "postcopy", "downtime", "throttle"})
+        if (*strategy == known) return std::nullopt;
+    return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime or throttle", *strategy);
+}
+
 }  // namespace vmmd

@@ -19,6 +19,17 @@ struct ForeignMetadata {
     bool operator==(const ForeignMetadata&) const = default;
 };
 
+// When a migration must end (vmm's x-deadline, x-deadline-strategy, x-stall-timeout): unset
+// parts come from elsewhere (vmmd/migration/deadline_settings.h).
+struct MigrationDeadline {
+    std::optional<std::string> deadline;  // "5m", "90s", "off": as vmm takes it
+    std::optional<std::string> strategy;  // cancel, postcopy, downtime, throttle
+    std::optional<uint64_t> stall_timeout_ms;
+    bool operator==(const MigrationDeadline&) const = default;
+};
+// Why `strategy` is not one vmm knows (nullopt: it is, or none is given).
+std::optional<std::string> deadline_strategy_refusal(const std::optional<std::string>& strategy);
+
 struct DomainDef {
     std::string name;
     Uuid uuid{};
@@ -43,6 +54,7 @@ struct DomainDef {
     // <metadata><vmm:vmm xmlns:vmm="…">: what only vmm has.
     std::string dirty_tracking = "log";  // log or ring
     bool prealloc = false;
+    MigrationDeadline migration;  // <vmm:migration-deadline>, -deadline-strategy, -stall-timeout
     std::optional<std::string> title, description;  // kept as given, change nothing
     std::vector<ForeignMetadata> metadata;           // others' elements of <metadata>, in order
     bool operator==(const DomainDef&) const = default;

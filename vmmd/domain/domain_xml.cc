@@ -4,6 +4,9 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -102,13 +105,46 @@ Status parse_devices(const xmlNode* devices, DomainDef& d) {
     return {};
 }
 
+// <vmm:migration-deadline> and its kin (vmmd/migration/deadline_settings.h): the deadline as vmm
+// takes it (vmm checks it when a migration sets it), a strategy vmm knows, a stall timeout in ms.
+bool parse_migration_deadline(const std::string& n, const std::string& t, MigrationDeadline& m, std::string& why) {
+    bool plain = !t.empty() && t.size() <= 32 &&
+                 std::all_of(t.begin(), t.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); });
+    if (n == "migration-deadline") {
+        if (!plain) why = fmt::format("<vmm:migration-deadline>{}</vmm:migration-deadline>: a time (30s, 5m, 2h) or off", t);
+        else m.deadline = t;
+    } else if (n == "migration-deadline-strategy") {
+        if (auto refusal = deadline_strategy_refusal(t)) why = "<vmm:migration-deadline-strategy>: " + *refusal;
+        else m.strategy = t;
+    } else if (n == "migration-stall-timeout") {
+        uint64_t ms = 0;
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), ms);
+        if (t.empty() || ec != std::errc() || end != t.data() + t.size() || ms > 86'400'000) {
+            why = fmt::format("<vmm:migration-stall-timeout>{}</vmm:migration-stall-timeout>: milliseconds, at most a "
+                              "day (86400000), 0 = off",
+                              t);
+        } else {
+            m.stall_timeout_ms = ms;
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
 Status parse_vmm_metadata(const xmlNode* vmm, DomainDef& d) {
     for (const xmlNode* c = vmm->children; c != nullptr; c = c->next) {
         if (c->type != XML_ELEMENT_NODE) continue;
-        std::string n = name_of(c), t = text_of(c);
+        std::string n = name_of(c), t = text_of(c), why;
         if (n == "dirty-tracking" && (t == "log" || t == "ring")) d.dirty_tracking = t;
         else if (n == "prealloc" && (t == "on" || t == "off")) d.prealloc = t == "on";
-        else return Error(fmt::format("<vmm:{}>{}</vmm:{}>: vmm knows dirty-tracking (log, ring) and prealloc (on, off)", n, t, n));
+        else if (parse_migration_deadline(n, t, d.migration, why)) {
+            if (!why.empty()) return Error(why);
+        } else {
+            return Error(fmt::format("<vmm:{}>{}</vmm:{}>: vmm knows dirty-tracking (log, ring), prealloc (on, off), "
+                                     "migration-deadline, migration-deadline-strategy and migration-stall-timeout",
+                                     n, t, n));
+        }
     }
     return {};
 }

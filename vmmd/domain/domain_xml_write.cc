@@ -26,8 +26,17 @@ std::string format_domain_xml(const DomainDef& d, std::optional<int> id) {
     if (d.title) x += fmt::format("  <title>{}</title>\n", xml_escape(*d.title));
     if (d.description) x += fmt::format("  <description>{}</description>\n", xml_escape(*d.description));
     x += fmt::format("  <metadata>\n    <vmm:vmm xmlns:vmm='{}'>\n      <vmm:dirty-tracking>{}</vmm:dirty-tracking>\n"
-                     "      <vmm:prealloc>{}</vmm:prealloc>\n    </vmm:vmm>\n",
+                     "      <vmm:prealloc>{}</vmm:prealloc>\n",
                      kVmmNamespace, d.dirty_tracking, d.prealloc ? "on" : "off");
+    const MigrationDeadline& md = d.migration;
+    if (md.deadline) x += fmt::format("      <vmm:migration-deadline>{}</vmm:migration-deadline>\n", xml_escape(*md.deadline));
+    if (md.strategy) {
+        x += fmt::format("      <vmm:migration-deadline-strategy>{}</vmm:migration-deadline-strategy>\n", xml_escape(*md.strategy));
+    }
+    if (md.stall_timeout_ms) {
+        x += fmt::format("      <vmm:migration-stall-timeout>{}</vmm:migration-stall-timeout>\n", *md.stall_timeout_ms);
+    }
+    x += "    </vmm:vmm>\n";
     for (const ForeignMetadata& m : d.metadata) x += "    " + m.xml + "\n";  // as given
     x += "  </metadata>\n";
     x += fmt::format("  <memory unit='KiB'>{}</memory>\n  <currentMemory unit='KiB'>{}</currentMemory>\n", d.memory_kib,

@@ -80,6 +80,9 @@ vmm::Result<Json> MigrationDriver::parameters(const DomainView& v, const Migrati
     p["tls-hostname"] = tls && *tls_destination ? **tls_destination : "";
     if (*initial) p["cpu-throttle-initial"] = **initial;
     if (*increment) p["cpu-throttle-increment"] = **increment;
+    auto ends = deadline_parameters(v.def, params, deadline_);
+    if (!ends) return ends.error();
+    p.update(*ends);
     if (uri.rdma() && !pin_all && v.def.hard_limit_kib) {
         auto limit = dynamic_pin_limit(v.def.memory_kib * 1024, *v.def.hard_limit_kib * 1024);
         if (!limit) return limit.error();

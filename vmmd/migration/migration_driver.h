@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vmmd/domain/domain_store.h"
+#include "vmmd/migration/deadline_settings.h"
 #include "vmmd/migration/job_stats.h"
 #include "vmmd/migration/job_table.h"
 #include "vmmd/migration/migration_uri.h"
@@ -38,6 +39,9 @@ public:
     // virsh migrate --tls: both vmm of such a migration get tls-creds DIR (QEMU's layout).
     void use_tls(std::string dir) { tls_dir_ = std::move(dir); }
     const std::string& tls_dir() const { return tls_dir_; }
+    // --migration-deadline, --migration-deadline-strategy, --migration-stall-timeout: for every
+    // migration a domain's XML and the migration's parameters leave them to (deadline_settings.h).
+    void use_deadline(DeadlineSettings d) { deadline_ = std::move(d); }
     // --tls without --migrate-tls-dir, refused by name (nullopt: nothing to refuse).
     std::optional<std::string> tls_refusal(uint32_t flags) const;
     // vmmd is stopping: a wait for a migration's end gives up (the migration goes on in the vmm).
@@ -78,6 +82,7 @@ private:
     JobTable& jobs_;
     MigrationEvents events_;
     std::string tls_dir_;  // --migrate-tls-dir: tls-creds for migrations asked with --tls
+    DeadlineSettings deadline_;  // vmmd's defaults for every migration
     std::atomic<bool> stopping_{false};
 };
 

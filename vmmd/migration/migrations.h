@@ -45,6 +45,8 @@ public:
     // virsh migrate --tls: both vmm of such a migration get tls-creds DIR (QEMU's layout, as
     // libvirt's migrate_tls_x509_cert_dir); without it --tls is refused by name.
     void use_migration_tls(std::string dir) { driver_.use_tls(std::move(dir)); }
+    // vmmd's defaults for when a migration must end (deadline_settings.h).
+    void use_migration_deadline(DeadlineSettings d) { driver_.use_deadline(std::move(d)); }
     // --migration-address: where an incoming migration listens when its URI names no host
     // (else the address the host's name resolves to; never every address).
     void use_migration_address(std::string address) { addresses_.use_migration_address(std::move(address)); }

@@ -24,6 +24,9 @@ const char* kFull = R"(<domain type='vmm'>
     <other:thing xmlns:other='urn:other'>kept out</other:thing>
     <vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'>
       <vmm:dirty-tracking>ring</vmm:dirty-tracking><vmm:prealloc>on</vmm:prealloc>
+      <vmm:migration-deadline>5m</vmm:migration-deadline>
+      <vmm:migration-deadline-strategy>postcopy</vmm:migration-deadline-strategy>
+      <vmm:migration-stall-timeout>30000</vmm:migration-stall-timeout>
     </vmm:vmm>
   </metadata>
 </domain>)";
@@ -43,6 +46,9 @@ TEST(DomainXml, ReadsEverythingTheDriverTakes) {
     EXPECT_EQ(d->serial_file, "/var/log/vmm/db-1.log");
     EXPECT_EQ(d->dirty_tracking, "ring");
     EXPECT_TRUE(d->prealloc);
+    EXPECT_EQ(d->migration.deadline, "5m");
+    EXPECT_EQ(d->migration.strategy, "postcopy");
+    EXPECT_EQ(d->migration.stall_timeout_ms, 30000u);
 }
 
 TEST(DomainXml, TheNormalizedDocumentReadsBackTheSame) {
@@ -92,6 +98,16 @@ TEST(DomainXml, RefusesWhatTheGuestWouldNotGetByName) {
          "</vmm:dirty-tracking></vmm:vmm></metadata></domain>", "dirty-tracking (log, ring)"},
         {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
          "<on_crash>preserve</on_crash></domain>", "<on_crash>preserve</on_crash>: the vmm driver only destroys"},
+        {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
+         "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:migration-deadline-strategy>warp"
+         "</vmm:migration-deadline-strategy></vmm:vmm></metadata></domain>",
+         "deadline strategy 'warp': choose cancel, postcopy, downtime or throttle"},
+        {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
+         "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:migration-stall-timeout>-5"
+         "</vmm:migration-stall-timeout></vmm:vmm></metadata></domain>", "milliseconds, at most a day"},
+        {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
+         "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:migration-deadline>in a while"
+         "</vmm:migration-deadline></vmm:vmm></metadata></domain>", "a time (30s, 5m, 2h) or off"},
     };
     for (const auto& [xml, phrase] : cases) {
         auto d = parse_domain_xml(xml, kRandom);

@@ -2,6 +2,7 @@
 #include <libvirt/libvirt.h>
 
 #include "vmmd/migration/cookie.h"
+#include "vmmd/migration/deadline_settings.h"
 #include "vmmd/migration/job_stats.h"
 #include "vmmd/migration/migration_uri.h"
 #include "vmmd/migration/pin_limit.h"
@@ -162,4 +163,29 @@ TEST(PinLimit, DynamicRegistrationIsBoundedOnlyWhereTheHardLimitIsBelowTheRam) {
 }
 
 }  // namespace
+// When a migration must end: its parameters over the domain's XML over vmmd's options, all
+// three always set (a vmm keeps its settings from one migration to the next).
+TEST(DeadlineSettings, TheMigrationsOverTheDomainsOverVmmds) {
+    DomainDef def;
+    DeadlineSettings vmmd;
+    auto p = deadline_parameters(def, {}, vmmd);
+    ASSERT_TRUE(p) << p.error().message();
+    EXPECT_EQ(*p, (vmm::monitor::Json{{"x-deadline", "off"}, {"x-deadline-strategy", "cancel"}, {"x-stall-timeout", 0}}));
+    vmmd = {"10m", "throttle", 60000};
+    def.migration.deadline = "5m";
+    def.migration.stall_timeout_ms = 30000;
+    p = deadline_parameters(def, {}, vmmd);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(*p, (vmm::monitor::Json{{"x-deadline", "5m"}, {"x-deadline-strategy", "throttle"}, {"x-stall-timeout", 30000}}));
+    std::vector<rpc::TypedParam> params = {{kParamDeadline, std::string("90s")},
+                                           {kParamDeadlineStrategy, std::string("postcopy")},
+                                           {kParamStallTimeout, uint64_t{0}}};
+    p = deadline_parameters(def, params, vmmd);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(*p, (vmm::monitor::Json{{"x-deadline", "90s"}, {"x-deadline-strategy", "postcopy"}, {"x-stall-timeout", 0}}));
+    auto bad = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("warp")}}, vmmd);
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'warp': choose cancel, postcopy, downtime or throttle");
+}
+
 }  // namespace vmmd
