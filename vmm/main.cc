@@ -85,6 +85,30 @@ Status check_incoming(const std::string& uri) {
     return {};
 }
 
+// The QMP events of the migrations: MIGRATION at each status change, X_MIGRATION_STALLED when a
+// precopy stalls (x-stall-timeout).
+migration::MigrationManager::EventFn status_events(monitor::Dispatcher& dispatcher) {
+    return [&dispatcher](migration::MigrationStatus st) {
+        dispatcher.emit("MIGRATION", monitor::Json{{"status", migration::to_string(st)}});
+    };
+}
+
+migration::MigrationManager::StallFn stall_events(monitor::Dispatcher& dispatcher) {
+    return [&dispatcher](const migration::StallReport& r) {
+        dispatcher.emit("X_MIGRATION_STALLED",
+                        monitor::Json{{"lowest-remaining", r.lowest_remaining}, {"what", r.what}, {"action", r.action}});
+    };
+}
+
+// The payload booted, RAM prefilled first if asked (boot then writes its structures and the
+// payload over the start of RAM).
+Status load_guest(const config::Config& cfg, machine::Machine& m, const std::string& payload) {
+    if (cfg.prefill != 0) {
+        if (auto s = memory::prefill_random(m.memory(), cfg.prefill, 1); !s) return s;
+    }
+    return m.boot(payload, cfg.payload_params);
+}
+
 int run(const config::Config& cfg) {
     monitor::Dispatcher dispatcher;
     auto spec = machine_spec(cfg, dispatcher);
@@ -103,22 +127,9 @@ int run(const config::Config& cfg) {
     if (!created) return log::error("{}", created.error().message()), 1;
     m = std::move(*created);
     if (!incoming) {
-        // Prefill first: boot then writes its structures and the payload over the start of RAM.
-        if (cfg.prefill != 0) {
-            if (auto s = memory::prefill_random(m->memory(), cfg.prefill, 1); !s) return log::error("{}", s.error().message()), 1;
-        }
-        if (auto s = m->boot(*payload, cfg.payload_params); !s) return log::error("{}", s.error().message()), 1;
+        if (auto s = load_guest(cfg, *m, *payload); !s) return log::error("{}", s.error().message()), 1;
     }
-    migration::MigrationManager manager(
-        *m,
-        [&dispatcher](migration::MigrationStatus st) {
-            dispatcher.emit("MIGRATION", monitor::Json{{"status", migration::to_string(st)}});
-        },
-        [&dispatcher](const migration::StallReport& r) {
-            dispatcher.emit("X_MIGRATION_STALLED", monitor::Json{{"lowest-remaining", r.lowest_remaining},
-                                                                 {"what", r.what},
-                                                                 {"action", r.action}});
-        });
+    migration::MigrationManager manager(*m, status_events(dispatcher), stall_events(dispatcher));
     if (auto s = apply_migration_defaults(cfg, manager); !s) return log::error("{}", s.error().message()), 2;
     auto incoming_failed = [&m](const Error& e) {
         log::error("incoming migration failed: {}", e.message());
