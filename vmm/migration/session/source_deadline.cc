@@ -40,7 +40,12 @@ void DeadlineKeeper::watch() {
         std::lock_guard lock(core_.mutex);
         eta = core_.precopy_facts(core_.stats);
     }
-    auto a = deadline_action(facts(eta, nullptr));
+    DeadlineFacts f = facts(eta, nullptr);
+    // downtime and throttle act at a round's end, with the round's measured bandwidth and what is
+    // dirty then: their verdict (a cancel when even their ceiling misses) waits for it too, not
+    // for a bulk round's first estimates (a slow start measured the link at a fraction of it).
+    if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::throttle) return;
+    auto a = deadline_action(f);
     if (a.kind == DeadlineAction::Kind::cancel) {
         failure_ = Error(a.why);
     } else if (a.kind == DeadlineAction::Kind::postcopy) {
