@@ -86,19 +86,6 @@ std::vector<uint8_t> resuming_header(uint64_t id, uint32_t features) {
     return bytes;
 }
 
-// Sends `bytes` to 127.0.0.1:port and returns what comes back until the peer closes.
-std::string send_and_read(uint16_t port, const std::vector<uint8_t>& bytes) {
-    UniqueFd fd = tcp_connect(port);
-    if (!fd) return "(no connection)";
-    if (::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return "(send)";
-    std::string got;
-    char buf[4096];
-    timeval tv{10, 0};
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    for (ssize_t n; (n = ::recv(fd.get(), buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
-    return got;
-}
-
 }  // namespace
 
 // Cut for a second in the bulk round: both pause, the guest runs on at the source, and when the

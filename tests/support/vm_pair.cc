@@ -136,6 +136,19 @@ UniqueFd tcp_listener(uint16_t& port) {
     return fd;
 }
 
+std::string send_and_read(uint16_t port, const std::vector<uint8_t>& bytes) {
+    UniqueFd fd = tcp_connect(port);
+    if (!fd) return "(no connection)";
+    if (::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return "(send)";
+    std::string got;
+    char buf[4096];
+    timeval tv{10, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (ssize_t n; (n = ::recv(fd.get(), buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+    return got;
+}
+
+
 UniqueFd tcp_connect(uint16_t port) {
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in a{};

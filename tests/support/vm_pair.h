@@ -39,6 +39,9 @@ uint16_t free_tcp_port();
 // A socket listening on 127.0.0.1 (any free port, written to `port`), and a client of one.
 UniqueFd tcp_listener(uint16_t& port);
 UniqueFd tcp_connect(uint16_t port);
+// Sends `bytes` to 127.0.0.1:port and returns what comes back until the peer closes (10 s at
+// most): what a vmm answers a peer that is not its source.
+std::string send_and_read(uint16_t port, const std::vector<uint8_t>& bytes);
 std::string tcp_uri(uint16_t port);  // tcp:127.0.0.1:PORT
 std::string local_uri(const std::string& scheme, uint16_t port);  // SCHEME:127.0.0.1:PORT
 // VMM_PLUGIN_DIR for the vmm processes a test starts while this lives (e.g. the loop: plugin's).

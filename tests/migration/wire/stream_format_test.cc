@@ -54,11 +54,13 @@ TEST(StreamHeader, FeatureBitsThatContradictEachOtherAreRefused) {
     EXPECT_NE(with(kFeatureChannelSums, channel), "ok");  // sums without verify-ram
     EXPECT_NE(with(kFeatureVerifyRam | kFeatureChannelSums, RamMode::inline_pages), "ok");  // no channel to carry them
     EXPECT_NE(with(1u << 7, RamMode::inline_pages), "ok");
-    // A resumable precopy is an inline one without postcopy; only it may be resumed.
+    // A resumable precopy is one without postcopy, its pages inline or on a RAM channel (multifd's
+    // lanes); only it may be resumed.
     EXPECT_EQ(with(kFeatureVerifyRam | kFeatureResumable | kFeaturePrecopyResume, RamMode::inline_pages), "ok");
+    EXPECT_EQ(with(kFeatureResumable | kFeaturePrecopyResume, channel), "ok");
     EXPECT_NE(with(kFeaturePrecopyResume, RamMode::inline_pages), "ok");
-    EXPECT_NE(with(kFeatureResumable, channel), "ok");
     EXPECT_NE(with(kFeatureResumable | kFeaturePostcopy, RamMode::inline_pages), "ok");
+    EXPECT_NE(with(kFeatureResumable | kFeaturePostcopyResume | kFeaturePostcopy, channel), "ok");
 }
 
 TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {

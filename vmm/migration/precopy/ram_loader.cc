@@ -55,11 +55,53 @@ Status StreamLoader::check_channel_sums() {
                      "deliver them: use the same vmm and plugin release on both sides");
     }
     checker_ = std::make_unique<ChannelChecker>(mem_, *verifier_);
-    channel_->on_sums([this](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
-        if (!in_round_) return Status(Error("verify-ram: the transport delivered sums outside a RAM round"));
-        return checker_->add(block, offset, sums);
-    });
+    return listen_to_channel();
+}
+
+bool StreamLoader::track_arrivals(ArrivalRounds* arrivals) {
+    arrivals_ = arrivals;
+    return listen_to_channel().ok();
+}
+
+Status StreamLoader::listen_to_channel() {
+    if (channel_ == nullptr) return {};
+    if (checker_) {
+        if (!channel_->carries_sums()) return Error("verify-ram: the new connection's RAM channel cannot deliver sums");
+        channel_->on_sums([this](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
+            if (!in_round_) return Status(Error("verify-ram: the transport delivered sums outside a RAM round"));
+            return checker_->add(block, offset, sums);
+        });
+    }
+    if (arrivals_ != nullptr) {
+        ArrivalRounds* a = arrivals_;
+        if (!channel_->on_landed([a](uint32_t block, uint64_t first, uint64_t count, uint32_t round) {
+                a->landed(block, first, count, round);
+            })) {
+            return Error("a resumable precopy: this RAM channel cannot say which pages arrived");
+        }
+    }
     return {};
+}
+
+void StreamLoader::leave_channel() {
+    if (channel_ == nullptr) return;
+    ChannelCounts c = channel_->counts();
+    carried_.pages += c.pages, carried_.zero_pages += c.zero_pages, carried_.bytes += c.bytes;
+    if (checker_) channel_->on_sums(nullptr);
+    if (arrivals_ != nullptr) channel_->on_landed(nullptr);
+    channel_ = nullptr;
+}
+
+Status StreamLoader::rebind(stream::ByteStream& stream, DestRamChannel* channel) {
+    leave_channel();
+    stream_ = &stream;
+    in_round_ = false;
+    have_state_ = false;
+    stop_populating();  // a run announced on the broken link will not come
+    channel_ = channel;
+    if (channel_ != nullptr) channel_->count_from(carried_);
+    carried_ = {};
+    return listen_to_channel();
 }
 
 // Every sum of the round is checked (SUMS records before ROUND_END, or the channel's, whose

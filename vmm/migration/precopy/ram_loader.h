@@ -52,17 +52,17 @@ public:
     bool switched_to_postcopy() const { return switched_; }
     // The DISCARD records (checked against the blocks): what postcopy must fetch.
     const std::vector<Record>& discards() const { return discards_; }
-    // A precopy resumed over a new connection (resume.h): reading goes on on its stream, from
-    // the next round's beginning (a round the broken link cut is over), the counts carry on.
-    // A source that took its guest back at the switchover sends rounds again, and a new STATE.
-    void rebind(stream::ByteStream& stream) {
-        stream_ = &stream;
-        in_round_ = false;
-        have_state_ = false;
-        stop_populating();  // a run announced on the broken link will not come
-    }
-    // Records, page by page, the round each page arrives in (a resumable precopy: resume.h).
-    void track_arrivals(ArrivalRounds* arrivals) { arrivals_ = arrivals; }
+    // The RAM channel of a connection whose link broke is let go (before that connection is),
+    // its counts kept; reading waits for rebind().
+    void leave_channel();
+    // A precopy resumed over a new connection (resume.h): reading goes on on its stream and RAM
+    // channel (the same kind as before), from the next round's beginning (a round the broken link
+    // cut is over), the counts carry on. A source that took its guest back at the switchover
+    // sends rounds again, and a new STATE.
+    Status rebind(stream::ByteStream& stream, DestRamChannel* channel);
+    // Records, page by page, the round each page arrives in (a resumable precopy: resume.h),
+    // inline and through the RAM channel. False: the channel cannot say.
+    bool track_arrivals(ArrivalRounds* arrivals);
     // The source sums its RAM channel's pages in SUMS records after each round (kFeatureRoundSums).
     void expect_round_sums() { round_sums_ = true; }
     // The RAM channel delivers the sums while its rounds run (kFeatureChannelSums): they are
@@ -92,6 +92,7 @@ private:
     Status round_begin(const Record& r);
     Status load_discard(const Record& r);
     Status finish(bool postcopy);
+    Status listen_to_channel();  // the channel's sums and arrivals reach the checker and arrivals_
 
     const memory::GuestMemory& mem_;
     stream::ByteStream* stream_;
@@ -111,6 +112,7 @@ private:
     uint64_t stopped_populated_ = 0;        // what it had populated, once stopped
     std::unique_ptr<ChannelChecker> checker_;  // kFeatureChannelSums
     ArrivalRounds* arrivals_ = nullptr;        // track_arrivals()
+    ChannelCounts carried_;                    // a left channel's, until the next one carries them
 };
 
 }  // namespace vmm::migration

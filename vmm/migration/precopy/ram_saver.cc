@@ -21,16 +21,29 @@ RamSaver::RamSaver(const memory::GuestMemory& mem, stream::ByteStream& stream, S
           std::vector<uint8_t> page(kPageSize, 0);
           return summer_(page.data());
       }()) {
-    if (channel_ != nullptr) {
-        channel_->on_arrival([this] {
-            count_arrived();
-            if (progress_) progress_();
-        });
-    }
+    listen_to_channel();
 }
 
 RamSaver::~RamSaver() {
     if (channel_ != nullptr) channel_->on_arrival(nullptr);
+}
+
+void RamSaver::listen_to_channel() {
+    if (channel_ == nullptr) return;
+    channel_->on_arrival([this] {
+        count_arrived();
+        if (progress_) progress_();
+    });
+}
+
+void RamSaver::rebind(stream::ByteStream& stream, SourceRamChannel* channel) {
+    if (channel_ != nullptr) {
+        channel_->on_arrival(nullptr);
+        bytes_ -= std::min(channel_->in_flight(), bytes_);  // it never went: it goes again, counted then
+    }
+    stream_ = &stream;
+    channel_ = channel;
+    listen_to_channel();
 }
 
 void RamSaver::count_arrived() {

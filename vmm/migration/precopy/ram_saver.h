@@ -55,11 +55,13 @@ public:
     // (never-populated pages of the bulk round are not among them: there is nothing to send).
     bool cut_short() const { return stopped_; }
     const std::vector<std::vector<uint64_t>>& unsent() const { return unsent_; }
-    // A precopy resumed over a new connection (resume.h): the rounds go on on its stream, the
-    // counts carry on. Inline streams only (a RAM channel does not resume).
-    void rebind(stream::ByteStream& stream) { stream_ = &stream; }
+    // A precopy resumed over a new connection (resume.h): the rounds go on on its stream and
+    // RAM channel (a resumable one: SourceRamChannel::resumable), the counts carry on. Called
+    // while the broken connection still exists (its channel is let go here).
+    void rebind(stream::ByteStream& stream, SourceRamChannel* channel);
 
 private:
+    void listen_to_channel();  // its arrivals move the figures
     Status begin(uint32_t round);
     Status end(uint32_t round);
     Status send_run(uint32_t block, uint64_t first_page, uint64_t count);

@@ -260,7 +260,7 @@ Result<StreamHeader> IncomingMigration::accept_header(Connection& conn) {
         ok = Error("the source resumes a precopy whose link broke, but this destination has none (a vmm that was "
                    "restarted, or another one): the migration must start again");
     }
-    if (ok) ok = precopy_wait_.read_session(st, header->features, local.blocks);
+    if (ok) ok = precopy_wait_.read_session(st, *header, local.blocks);
     if (ok && conn.preempt_stream() != nullptr && !core_.options.caps.postcopy_preempt) {
         ok = Error("the source has postcopy-preempt on, this destination does not: set it on both sides "
                    "(migrate_set_capability postcopy-preempt on, before migrate_incoming), or off on the source");
@@ -335,10 +335,13 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
             return s;
         }
     }
-    if (ArrivalRounds* arrivals = precopy_wait_.arrivals(); arrivals != nullptr) loader.track_arrivals(arrivals);
-    if (auto s = precopy_wait_.load_rounds(live, loader, channel, verifier.get()); !s) return s;
-    // A resumable precopy's: inline, no postcopy, no file.
-    if (precopy_wait_.resumable()) return precopy_wait_.switchover(live, loader, channel, verifier.get());
+    if (auto s = precopy_wait_.track_arrivals(loader); !s) {
+        core_.refuse(st, s.error());
+        return s;
+    }
+    if (auto s = precopy_wait_.load_rounds(live, loader, verifier.get()); !s) return s;
+    // A resumable precopy's: no postcopy, no file.
+    if (precopy_wait_.resumable()) return precopy_wait_.switchover(live, loader, verifier.get());
     return finish(*live, *header, loader, channel);
 }
 

@@ -11,18 +11,44 @@
 
 namespace vmm::migration {
 
-Status PrecopyWait::read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks) {
-    if ((features & kFeatureResumable) == 0) return {};
+Status PrecopyWait::read_session(stream::ByteStream& st, const StreamHeader& header, const std::vector<BlockInfo>& blocks) {
+    ram_mode_ = header.ram_mode;
+    if ((header.features & kFeatureResumable) == 0) return {};
     auto r = read_record(st, blocks, kStreamPageSize);
     if (!r) return r.error();
     if (r->type != RecordType::session) return Error("migration stream: a resumable source's header without its SESSION");
     if (r->window_ms == 0 || r->session == 0) return Error("migration stream: a SESSION with no window or no id");
-    session_ = Session{r->session, r->window_ms};
+    session_ = Session{r->session, r->window_ms, header.features};
     arrivals_ = std::make_unique<ArrivalRounds>(blocks);
     return {};
 }
 
-Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why) {
+Status PrecopyWait::track_arrivals(StreamLoader& loader) {
+    if (!session_) return {};
+    if (!loader.track_arrivals(arrivals_.get())) {
+        return Error("the source's precopy resumes after a broken link, but this side's RAM channel cannot say which "
+                     "pages arrived: use the same vmm and plugin release on both sides");
+    }
+    return {};
+}
+
+DestRamChannel* PrecopyWait::channel_of(Connection& conn) const {
+    return ram_mode_ == RamMode::transport_channel ? conn.dest_ram() : nullptr;
+}
+
+// The new connection's RAM channel checks its own records (multifd's lanes) or delivers the
+// sums the loader checks, as the first one did.
+Status PrecopyWait::rebind(Connection& conn, StreamLoader& loader, RamVerifier* verifier) {
+    DestRamChannel* channel = channel_of(conn);
+    bool sums_apart = (session_->features & (kFeatureRoundSums | kFeatureChannelSums)) != 0;
+    if (channel != nullptr && verifier != nullptr && !sums_apart) {
+        if (auto s = channel->verify_with(verifier); !s) return s;
+    }
+    return loader.rebind(conn.stream(), channel);
+}
+
+Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why, StreamLoader* loader,
+                             RamVerifier* verifier) {
     auto paused_at = std::chrono::steady_clock::now();
     // The source's window, and its last try's wait for an answer.
     auto window = std::chrono::milliseconds(uint64_t{session_->window_ms} + core_.options.params.connect_timeout_ms);
@@ -37,6 +63,7 @@ Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why
         core_.live = nullptr;
         core_.stats.error = why.message();
     }
+    if (loader != nullptr) loader->leave_channel();  // before the channel goes with its connection
     conn.reset();
     core_.set_status(MigrationStatus::precopy_paused);
     for (;;) {
@@ -52,6 +79,12 @@ Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why
         if (!*taken) continue;
         conn = std::move(*next);
         break;
+    }
+    if (loader != nullptr) {
+        if (auto s = rebind(*conn, *loader, verifier); !s) {
+            core_.refuse(conn->stream(), s.error());
+            return s;
+        }
     }
     {
         std::lock_guard lock(core_.mutex);
@@ -85,6 +118,11 @@ Result<bool> PrecopyWait::take_resumption(Connection& conn) {
     if (ok && (header->features & kFeaturePrecopyResume) == 0) {
         ok = Error("this destination holds a precopy whose link broke and waits for its source to resume it, not for a "
                    "new migration");
+    }
+    if (ok && (header->ram_mode != ram_mode_ ||
+               (header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr))) {
+        ok = Error("the resumption carries RAM otherwise than the precopy it resumes (multifd on one and not the other): "
+                   "resume with the settings the migration began with");
     }
     auto r = ok ? read_record(st, local.blocks, kStreamPageSize) : Result<Record>(ok.error());
     if (r && r->type != RecordType::session) r = Error("migration stream: a resumption without its SESSION");
@@ -130,40 +168,37 @@ void PrecopyWait::cut_at(uint64_t step) {
     (void)core_.live->cut();
 }
 
-Status PrecopyWait::load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
-                                      const RamVerifier* verifier) {
+Status PrecopyWait::load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, RamVerifier* verifier) {
     phase_ = Phase::precopy;
     Status loaded = loader.run();
-    while (!loaded && session_ && live->stream().link_broke() && !core_.cancel.cancelled()) {
-        core_.publish(loader, channel, verifier);
-        if (loaded = ride_out(live, loaded.error()); !loaded) return loaded;  // live is gone
-        loader.rebind(live->stream());
+    while (!loaded && session_ && live->link_broke() && !core_.cancel.cancelled()) {
+        core_.publish(loader, channel_of(*live), verifier);
+        if (loaded = ride_out(live, loaded.error(), &loader, verifier); !loaded) return loaded;  // live is gone
         loaded = loader.run();
     }
-    core_.publish(loader, channel, verifier);
+    core_.publish(loader, channel_of(*live), verifier);
     if (!loaded) core_.refuse(live->stream(), loaded.error());
     return loaded;
 }
 
-Status PrecopyWait::switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
-                                     const RamVerifier* verifier) {
+Status PrecopyWait::switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, RamVerifier* verifier) {
     for (;;) {
         phase_ = Phase::ready;
         if (live->stream().write(encode_reply(ReplyType::ready))) (void)live->stream().flush();  // a break shows below
         cut_at(2);
         uint8_t first = 0;
         Status next = live->stream().read_exact(std::span<uint8_t>(&first, 1));
-        while (!next && live->stream().link_broke() && !core_.cancel.cancelled()) {
+        while (!next && live->link_broke() && !core_.cancel.cancelled()) {
             // GO may come on a resumption (it is asked for READY), or the source's rounds.
-            if (auto s = ride_out(live, next.error()); !s) return s;
+            if (auto s = ride_out(live, next.error(), &loader, verifier); !s) return s;
             next = live->stream().read_exact(std::span<uint8_t>(&first, 1));
         }
         if (!next) return next.error().context("waiting for the source's go-ahead");
         (void)live->stream().unread(std::span<const uint8_t>(&first, 1));
         if (first == static_cast<uint8_t>(ReplyType::go) || first == static_cast<uint8_t>(ReplyType::go_paused)) break;
-        // The source took its guest back before GO (its link broke): its rounds go on, and a new STATE.
-        loader.rebind(live->stream());
-        if (auto s = load_rounds(live, loader, channel, verifier); !s) return s;
+        // The source took its guest back before GO (its link broke; the loader reads the new
+        // connection since): its rounds go on, and a new STATE.
+        if (auto s = load_rounds(live, loader, verifier); !s) return s;
     }
     auto go = read_reply(live->stream());
     if (!go) return go.error().context("waiting for the source's go-ahead");
@@ -190,7 +225,7 @@ Status PrecopyWait::await_done(std::unique_ptr<Connection>& live) {
             if (done->type != ReplyType::done) log::warn("the source answered RUNNING out of turn; the guest runs here");
             return {};
         }
-        if (!live->stream().link_broke() || core_.cancel.cancelled()) return {};
+        if (!live->link_broke() || core_.cancel.cancelled()) return {};
         if (auto s = ride_out(live, done.error()); !s) {
             log::warn("the guest runs here, and the source did not confirm it knows ({})", s.error().message());
             return {};

@@ -19,21 +19,26 @@ class PrecopyWait {
 public:
     explicit PrecopyWait(DestinationCore& core) : core_(core) {}
 
-    // The SESSION record after a resumable source's header (`features`); nothing otherwise.
-    Status read_session(stream::ByteStream& st, uint32_t features, const std::vector<BlockInfo>& blocks);
+    // The SESSION record after a resumable source's header; nothing otherwise (the header's RAM
+    // mode is kept either way).
+    Status read_session(stream::ByteStream& st, const StreamHeader& header, const std::vector<BlockInfo>& blocks);
     bool resumable() const { return session_.has_value(); }
-    // Where the loader notes the round each page arrived in (with a session).
-    ArrivalRounds* arrivals() { return arrivals_.get(); }
+    // The loader notes the round each page arrived in, inline and through `channel` (with a
+    // session); a channel that cannot say is refused.
+    Status track_arrivals(StreamLoader& loader);
     // The rounds until END, resumed over new connections as the link breaks.
-    Status load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
-                       const RamVerifier* verifier);
+    Status load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, RamVerifier* verifier);
     // The switchover as a commit (a resumable precopy's).
-    Status switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, DestRamChannel* channel,
-                      const RamVerifier* verifier);
+    Status switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, RamVerifier* verifier);
 
 private:
-    // precopy-paused until the source's new connection, which replaces `conn`.
-    Status ride_out(std::unique_ptr<Connection>& conn, const Error& why);
+    // precopy-paused until the source's new connection, which replaces `conn`; the loader (when
+    // given) lets go of the broken one's RAM channel and reads the new one's.
+    Status ride_out(std::unique_ptr<Connection>& conn, const Error& why, StreamLoader* loader = nullptr,
+                    RamVerifier* verifier = nullptr);
+    // The connection's RAM channel, when the session's RAM goes through one.
+    DestRamChannel* channel_of(Connection& conn) const;
+    Status rebind(Connection& conn, StreamLoader& loader, RamVerifier* verifier);
     // One connection checked: true: resumed; false: not this migration's, wait on.
     Result<bool> take_resumption(Connection& conn);
     Status await_done(std::unique_ptr<Connection>& live);
@@ -42,7 +47,9 @@ private:
     struct Session {
         uint64_t id = 0;
         uint32_t window_ms = 0;  // the source's x-resume-window
+        uint32_t features = 0;   // the first header's
     };
+    RamMode ram_mode_ = RamMode::inline_pages;  // the first header's: a resumption's RAM goes the same way
     DestinationCore& core_;
     std::optional<Session> session_;
     // What a resumption is told this side holds: arrived pages (precopy), the loaded state (ready:

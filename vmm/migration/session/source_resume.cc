@@ -38,8 +38,9 @@ std::vector<std::vector<uint64_t>> populated_pages(const memory::GuestMemory& me
 
 Status PrecopyResumption::begin(StreamHeader& header) {
     Connection* conn = core_.conn.get();
+    SourceRamChannel* ram = conn != nullptr ? conn->source_ram() : nullptr;
     bool can = core_.options.params.resume_window_ms != 0 && conn != nullptr && conn->answers() &&
-               conn->source_ram() == nullptr && conn->save_target() == nullptr && !core_.options.caps.postcopy_ram &&
+               (ram == nullptr || ram->resumable()) && conn->save_target() == nullptr && !core_.options.caps.postcopy_ram &&
                (core_.uri.scheme == "tcp" || core_.uri.scheme == "unix");
     if (can) {
         auto id = new_session_id();
@@ -49,12 +50,13 @@ Status PrecopyResumption::begin(StreamHeader& header) {
         header.features |= kFeatureResumable;
     }
     header_features_ = header.features;
+    header_mode_ = header.ram_mode;
     return {};
 }
 
 bool PrecopyResumption::link_broke(const SourceRun& run, bool in_precopy) const {
     if (session_id_ == 0 || !answered_ || core_.cancel.cancelled() || !in_precopy) return false;
-    return run.conn->stream().link_broke();
+    return run.conn->link_broke();
 }
 
 Result<SourceCore::Bitmaps> PrecopyResumption::take_for_round(uint32_t round) {
@@ -77,7 +79,7 @@ Status PrecopyResumption::send_session(stream::ByteStream& st, uint32_t window_m
 }
 
 Status PrecopyResumption::send_resuming_header(stream::ByteStream& st, uint32_t window_ms) {
-    StreamHeader header = header_for(core_.machine);
+    StreamHeader header = header_for(core_.machine, header_mode_);
     header.features = header_features_ | kFeaturePrecopyResume;
     if (auto s = st.write(encode_header(header)); !s) return s;
     if (auto s = send_session(st, window_ms); !s) return s;
@@ -94,6 +96,7 @@ Status PrecopyResumption::ride_out(SourceRun& run, Error why) {
               "(x-resume-window), sending then only what the destination lacks",
               core_.uri.text, why.message(), window.count());
     broke_because_ = why.message();
+    (void)run.conn->cut();  // the rest of its links (multifd's other lanes) end now, at both ends
     core_.set_link_aside(fmt::format("the link broke ({}); resuming within x-resume-window", why.message()));
     core_.set_status(MigrationStatus::precopy_paused);
     Error last = why;
@@ -210,6 +213,18 @@ Result<bool> PrecopyResumption::reconnect(const ResumeTo& to, SourceRun& run, Er
     auto resend = what_to_resend((*conn)->stream(), last);
     if (!resend) return resend.error();
     if (!*resend) return false;
+    // The rounds go on over the new connection's RAM channel (multifd: its new lanes), set up as
+    // the first one's was, and of the same kind.
+    SourceRamChannel* ram = (*conn)->source_ram();
+    if ((ram != nullptr) != (header_mode_ == RamMode::transport_channel) || (ram != nullptr && !ram->resumable())) {
+        return Error(fmt::format("{} carries RAM otherwise than the connection that broke: the precopy cannot resume on it",
+                                 (*conn)->describe()));
+    }
+    if (Status s = ram != nullptr ? ram->setup() : Status{}; !s) {
+        last = s.error();
+        return false;
+    }
+    run.saver.rebind((*conn)->stream(), ram);  // lets go of the broken connection's channel first
     uint64_t n = 0;
     for (const auto& words : **resend) n += memory::count_bits(words.data(), words.size());
     {
@@ -221,7 +236,6 @@ Result<bool> PrecopyResumption::reconnect(const ResumeTo& to, SourceRun& run, Er
     resent_now_ = n;
     core_.uri = to.uri;
     run.conn = core_.conn.get();
-    run.saver.rebind(core_.conn->stream());
     run.resend = std::move(**resend);
     core_.set_status(MigrationStatus::active);
     return true;

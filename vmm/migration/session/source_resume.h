@@ -22,8 +22,8 @@ public:
     explicit PrecopyResumption(SourceCore& core) : core_(core) {}
 
     // Decided once, before the header goes: a resumable migration gets a session, and `header`
-    // says so (kFeatureResumable). Only a socket's stream, carrying everything inline, comes
-    // back: a RAM channel (multifd's lanes, RDMA) would have to be rebuilt as well.
+    // says so (kFeatureResumable). A socket's connection comes back, its pages inline or on
+    // multifd's lanes (a new connection brings new lanes); not yet a plugin's (rdma).
     Status begin(StreamHeader& header);
     // SESSION after the first header: the id and the window the destination waits.
     Status send_session(stream::ByteStream& st, uint32_t window_ms);
@@ -60,6 +60,7 @@ private:
     std::optional<SentRounds> sent_rounds_;  // with session_id_
     std::atomic<bool> answered_{false};     // the destination accepted the first header
     uint32_t header_features_ = 0;          // what the first header announced
+    RamMode header_mode_ = RamMode::inline_pages;  // and how its RAM goes: a resumption's goes the same way
     std::string broke_because_;             // the last break's error
     uint64_t resent_now_ = 0;               // pages the last resumption sends again
 };

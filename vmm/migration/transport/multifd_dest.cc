@@ -30,12 +30,13 @@ public:
 
     Status serve_round(uint32_t round) override {
         first_error_.reset();
+        broke_ = false;
         {
             std::vector<std::jthread> threads;
             for (size_t i = 0; i < lanes_.size(); ++i) {
                 threads.emplace_back([this, i, round] {
                     name_this_thread(fmt::format("multifd-recv{}", i));
-                    if (auto s = serve_lane(i, round); !s) fail(s.error());
+                    if (auto s = serve_lane(i, round); !s) fail(i, s.error());
                 });
             }
         }  // joins every lane
@@ -47,6 +48,21 @@ public:
     Status verify_with(RamVerifier* verifier) override {
         verifier_ = verifier;  // before the first round: the lanes' threads do not run yet
         return {};
+    }
+    bool on_landed(LandedFn fn) override {
+        landed_ = std::move(fn);  // between rounds, as verify_with
+        return true;
+    }
+    void count_from(const ChannelCounts& before) override {
+        pages_ = before.pages;
+        zero_pages_ = before.zero_pages;
+        bytes_ = before.bytes;
+    }
+    // The first lane to fail decides: its link broke, or its peer said something wrong (the
+    // others' failures follow from its shutting them down).
+    bool link_broke() const override { return broke_.load(); }
+    void cut() override {
+        for (auto& l : lanes_) (void)l->shutdown();
     }
 
 private:
@@ -62,11 +78,13 @@ private:
                     if (!s) return s.error().context(fmt::format("multifd lane {}", lane));
                     pages_ += r->length / memory::kPageSize;
                     bytes_ += r->length;
+                    if (landed_) landed_(r->block, r->offset / memory::kPageSize, r->length / memory::kPageSize, round);
                     break;
                 }
                 case RecordType::zero:
                     land_zero(*r, views_[r->block].host + r->offset, verifier_);
                     zero_pages_ += r->length / memory::kPageSize;
+                    if (landed_) landed_(r->block, r->offset / memory::kPageSize, r->length / memory::kPageSize, round);
                     break;
                 case RecordType::round_end:
                     if (r->round != round) {
@@ -81,10 +99,11 @@ private:
         }
     }
 
-    void fail(Error e) {
+    void fail(size_t lane, Error e) {
         std::lock_guard lock(mu_);
         if (first_error_) return;  // the others fail because of this one
         first_error_ = std::move(e);
+        broke_ = lanes_[lane]->link_broke();
         for (auto& l : lanes_) (void)l->shutdown();
     }
 
@@ -92,6 +111,8 @@ private:
     std::vector<RamBlockView> views_;
     std::vector<BlockInfo> infos_;
     RamVerifier* verifier_ = nullptr;
+    LandedFn landed_;
+    std::atomic<bool> broke_{false};
     std::mutex mu_;
     std::optional<Error> first_error_;
     std::atomic<uint64_t> pages_{0}, zero_pages_{0}, bytes_{0};

@@ -4,6 +4,7 @@
 // (spliced where the kernel allows).
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -60,6 +61,14 @@ public:
         std::lock_guard lock(mu_);
         return error_;
     }
+    // Whether it failed because its connection did (not because of what it was given).
+    bool link_broke() const { return stream_->link_broke(); }
+    // RAM queued here and not yet handed to the connection.
+    uint64_t queued() {
+        std::lock_guard lock(mu_);
+        return queued_bytes_;
+    }
+    void cut() { (void)stream_->shutdown(); }
 
 private:
     static constexpr size_t kMaxQueuedBytes = 16u << 20;
@@ -153,6 +162,20 @@ public:
     }
 
     bool verifies() const override { return verify_; }
+    // A lane's records land whole or not at all, and the destination says which did.
+    bool resumable() const override { return true; }
+    // What the lanes still queue has not gone (a broken link loses it: it goes again).
+    uint64_t in_flight() const override {
+        uint64_t n = 0;
+        for (const auto& l : lanes_) n += l->queued();
+        return n;
+    }
+    bool link_broke() const override {
+        return std::any_of(lanes_.begin(), lanes_.end(), [](const auto& l) { return l->link_broke(); });
+    }
+    void cut() override {
+        for (auto& l : lanes_) l->cut();
+    }
 
     Status end_round() override {
         for (auto& l : lanes_) {

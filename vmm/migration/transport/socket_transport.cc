@@ -62,6 +62,8 @@ public:
     bool carries_postcopy() override { return true; }
     Status cut() override {
         if (preempt_) (void)preempt_->shutdown();
+        if (source_lanes_) source_lanes_->cut();
+        if (dest_lanes_) dest_lanes_->cut();
         return stream_->shutdown();
     }
 

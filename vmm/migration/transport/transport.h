@@ -69,6 +69,13 @@ public:
         (void)block, (void)offset, (void)sums;
         return Error("internal: this RAM channel does not carry page sums");
     }
+    // Whether a precopy whose link broke can go on over a new connection's channel (x-resume-
+    // window): its destination then says what arrived (DestRamChannel::on_landed).
+    virtual bool resumable() const { return false; }
+    // Whether the channel failed because its link did (as ByteStream::link_broke), not its peer's words.
+    virtual bool link_broke() const { return false; }
+    // Breaks the channel's links at once, as a failed network would (Connection::cut).
+    virtual void cut() {}
 };
 
 // What a destination's channel has written into guest RAM so far (for `info migrate`).
@@ -100,6 +107,18 @@ public:
     // A channel that leaves guest RAM in a file, to be mapped or brought in lazily rather than
     // read in the rounds (file_ram.h: the file transport's restore); none for every other.
     virtual FileRamSource* file_ram() { return nullptr; }
+    // A resumable precopy (x-resume-window): `fn` hears of every run of pages that is in guest RAM
+    // whole (checked, under verify-ram), from inside serve_round and on any of its threads (never
+    // one page on two at once), with the round it came in; the source resends the rest over a new
+    // connection. A channel that cannot tell runs apart (RDMA WRITEs land unseen) calls `fn` with
+    // every block whole once it has served a round: every page that round carried is here then,
+    // and every page it did not was already. False: the channel cannot say.
+    using LandedFn = std::function<void(uint32_t block, uint64_t first_page, uint64_t count, uint32_t round)>;
+    virtual bool on_landed(LandedFn fn) { return !fn; }
+    // The counts of the channel a broken link ended, carried on by this one (for `info migrate`).
+    virtual void count_from(const ChannelCounts& before) { (void)before; }
+    virtual bool link_broke() const { return false; }
+    virtual void cut() {}
 };
 
 class Connection {
@@ -147,6 +166,14 @@ public:
     // Breaks the link at once, as a failed network would (migrate_pause): every read and write
     // on it fails from then on, at both ends. A transport that cannot says so.
     virtual Status cut() { return Error("this transport's link cannot be cut (migrate_pause works over tcp:, unix: and rdma:)"); }
+    // Whether the connection failed because a link did (its stream's, or a RAM channel's), so a
+    // resumable precopy waits for a new one instead of failing.
+    bool link_broke() {
+        if (stream().link_broke()) return true;
+        if (SourceRamChannel* s = source_ram(); s != nullptr && s->link_broke()) return true;
+        DestRamChannel* d = dest_ram();
+        return d != nullptr && d->link_broke();
+    }
 };
 
 class Listener {
