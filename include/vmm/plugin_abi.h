@@ -73,6 +73,10 @@ struct vmm_transport_args {
     const char *tls_hostname;
     const char *tls_authz;
     uint64_t tls_rekey_records;
+    /* Appended (write it only when struct_size covers it and it is not NULL): where a failed
+     * connect puts an errno when one says what happened, ECONNREFUSED above all (the address
+     * answered that nothing listens there: a precopy's resumption then gives up at once). */
+    int32_t *connect_errno;
 };
 
 #define VMM_ARGS_POSTCOPY 1u /* postcopy-ram is on at this side: offer (source) / grant (destination) pc_* */
@@ -243,6 +247,16 @@ struct vmm_transport_ops {
      * table, ended by a row whose name is NULL. When present, vmm takes the names from here and
      * not from `capabilities` and `parameters` (which a plugin still fills, for an older vmm). */
     const struct vmm_setting *settings;
+    /* Optional, appended to ABI 1: whether this connection's last failure was its link's (the
+     * peer gone or cut off, a device removed, retries exhausted, silence past x-io-timeout, a
+     * cut) rather than a refusal or an ERROR either side sent: 1 or 0. vmm then waits for a new
+     * connection instead of failing, when the precopy resumes (VMM_RAM_RESUMABLE). The plugin
+     * does not tell the peer of such a failure (no ERROR: the migration may go on). Must not block. */
+    int (*link_broke)(void *conn);
+    /* Optional, appended to ABI 1: accept, as accept does, waiting at most wait_ms for a source;
+     * NULL with err on the timeout. The listener may accept again once a connection it gave has
+     * been closed (a precopy's resumption comes to the listener the migration began on). */
+    void *(*accept_within)(void *listener, uint32_t wait_ms, struct vmm_err *err);
 };
 
 /* features bits. */
@@ -265,6 +279,11 @@ struct vmm_transport_ops {
  * the tag stands in for verify-ram's sums there, as keyed sums do in precopy: vmm sends no sums
  * with pc_send and expects none from pc_next_arrival. */
 #define VMM_RAM_PC_TAGGED 16u
+/* The RAM channel's precopy can resume over a new connection after its link breaks
+ * (x-resume-window): a round ram_serve_round served to its end is whole in the destination's
+ * memory, a round cut short leaves what it wrote unknown (vmm sends it again), and the plugin
+ * has link_broke and accept_within. */
+#define VMM_RAM_RESUMABLE 32u
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

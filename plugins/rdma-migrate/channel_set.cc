@@ -12,8 +12,16 @@ void ChannelSet::hang_up() {
 }
 
 void ChannelSet::cut() {
-    for (Endpoint* e : all())
+    for (Endpoint* e : all()) {
         if (e->id) (void)rdma_disconnect(e->id.get());
+        e->link_lost = true;  // as a failed network would: the waits that fail now are the link's
+    }
+}
+
+bool ChannelSet::link_lost() const {
+    for (Endpoint* e : all())
+        if (e->link_lost) return true;
+    return false;
 }
 
 std::vector<Endpoint*> ChannelSet::all() const {

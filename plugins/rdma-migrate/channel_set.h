@@ -32,6 +32,8 @@ public:
     // error state and flush, so every wait at both ends fails. The QPs stay until hang_up, so
     // a thread inside a call on them is safe.
     void cut();
+    // Whether any channel's link was lost (Endpoint::link_lost).
+    bool link_lost() const;
     // Stops all DMA on every channel (disconnect, destroy the QPs), so buffers and MRs may go.
     void hang_up();
 

@@ -69,6 +69,9 @@ public:
     // Breaks every channel's connection, and stops all DMA on every channel (channel_set.h):
     // each session's destructor hangs up before its own members unwind.
     void cut() { channels_.cut(); }
+    // Whether the connection failed because a channel's link did, neither side having ended the
+    // migration with ERROR (a resumable precopy then waits for a new connection).
+    bool link_lost() const { return channels_.link_lost() && !ctl_->sent_error() && !ctl_->peer_ended(); }
     void hang_up() { channels_.hang_up(); }
     // Tells the peer why we give up (best effort).
     void abort(const std::string& reason) { ctl_->send_error(reason); }

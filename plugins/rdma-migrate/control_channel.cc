@@ -148,7 +148,7 @@ Result<std::vector<uint8_t>> ControlChannel::export_key(const std::string& label
 Status ControlChannel::exchange_send(const std::vector<uint8_t>& msg, Sent sent) {
     auto ready = next_message();
     if (!ready) return ready.error();
-    if (ready->header.type == Command::error) return Error("the peer aborted: " + decode_error(*ready));
+    if (ready->header.type == Command::error) return peer_aborted(*ready);
     if (ready->header.type != Command::ready) {
         return Error(fmt::format("RDMA control channel: expected READY, received {}", to_string(ready->header.type)));
     }
@@ -163,7 +163,7 @@ Result<Message> ControlChannel::exchange_recv(std::initializer_list<Command> exp
     if (auto s = send_now(encode_empty(Command::ready), Sent::later); !s) return s.error();
     auto m = next_message();
     if (!m) return m.error();
-    if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));
+    if (m->header.type == Command::error) return peer_aborted(*m);
     for (Command c : expected)
         if (m->header.type == c) return m;
     return Error(fmt::format("RDMA control channel: unexpected {}", to_string(m->header.type)));
@@ -177,11 +177,16 @@ Result<Message> ControlChannel::request(const std::vector<uint8_t>& msg, Command
 Result<Message> ControlChannel::answer(Command answer) {
     auto m = next_message();
     if (!m) return m.error();
-    if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));
+    if (m->header.type == Command::error) return peer_aborted(*m);
     if (m->header.type != answer) {
         return Error(fmt::format("RDMA control channel: expected {}, received {}", to_string(answer), to_string(m->header.type)));
     }
     return m;
+}
+
+Error ControlChannel::peer_aborted(const Message& m) {
+    peer_aborted_ = true;
+    return Error("the peer aborted: " + decode_error(m));
 }
 
 void ControlChannel::send_error(const std::string& reason) {

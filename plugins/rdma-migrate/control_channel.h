@@ -65,6 +65,10 @@ public:
     static constexpr int kErrorNoticeMs = 1000;
     // Whether this side has ended the migration with ERROR (or tried to).
     bool sent_error() const { return sent_error_; }
+    // The peer's ERROR, said as an error, and remembered: the peer ended the migration (its link
+    // did not break).
+    Error peer_aborted(const Message& m);
+    bool peer_ended() const { return peer_aborted_; }
 
     // Completions that are not the control channel's (RDMA WRITEs) go here.
     std::function<Status(const ibv_wc&)> on_other;
@@ -105,6 +109,7 @@ private:
     std::deque<std::pair<size_t, uint32_t>> arrived_;  // buffer index, byte length
     bool send_done_ = true;
     bool sent_error_ = false;
+    bool peer_aborted_ = false;
     bool error_text_ = true;
     uint64_t sends_ = 0;
     ControlPipe* pipe_ = nullptr;  // tls_'s stream below it

@@ -36,7 +36,7 @@ Status ControlPipe::read_exact(std::span<uint8_t> out) {
         if (in_pos_ == in_.size()) {
             auto m = ctl_.next_raw();
             if (!m) return m.error();
-            if (m->header.type == Command::error) return Error("the peer aborted: " + decode_error(*m));
+            if (m->header.type == Command::error) return ctl_.peer_aborted(*m);
             if (m->header.type != Command::tls) {
                 return Error(fmt::format("RDMA control channel: a plaintext {} where only TLS records may come",
                                          to_string(m->header.type)));

@@ -23,15 +23,24 @@ DestinationSession::DestinationSession(std::unique_ptr<Endpoint> ep, std::unique
 // gone, the wait ends once the source has hung up (at once if it has). Then all DMA stops
 // before any buffer or MR of this side goes.
 DestinationSession::~DestinationSession() {
-    if (!ctl_.sent_error()) link_.first().await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
+    // A lost link has nobody to wait for.
+    if (!ctl_.sent_error() && !link_.link_lost()) link_.first().await_peer_hang_up(std::min(cfg_.timeouts.io_ms, kHangUpWaitMs));
+    // The listening id goes back to the listener (if it is still there), which then waits for
+    // the next source: a precopy that resumes after a broken link (x-resume-window).
+    if (auto l = listener_.lock()) link_.first().give_back_listener(*l);
     link_.hang_up();
 }
 
 Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint& listener, SessionConfig cfg,
-                                                 const std::string& pin_all_refusal) {
+                                                 const std::string& pin_all_refusal, int wait_ms,
+                                                 const std::weak_ptr<Endpoint>& give_back) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(wait_ms, 0));
     for (;;) {
         bool peer_refused = false;
-        auto s = accept_one(listener, cfg, pin_all_refusal, peer_refused);
+        int left = wait_ms < 0 ? -1
+                              : static_cast<int>(std::max<int64_t>(
+                                    0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count()));
+        auto s = accept_one(listener, cfg, pin_all_refusal, peer_refused, left, give_back);
         if (s || !peer_refused) return s;
         vmm::log::warn("{}: refused a connection: {}; still waiting for the migration source", listener.describe,
                        s.error().message());
@@ -49,24 +58,31 @@ Status DestinationSession::check_chunk_size(const PrivateData& theirs, const Ses
                              vmm::format_size(source), vmm::format_size(cfg.chunk_size)));
 }
 
+// A request this side turns down before anything else: a chunk size it was told otherwise, or
+// no authentication when tls-creds is set here.
+Status DestinationSession::admissible(const PrivateData& theirs, const SessionConfig& cfg) {
+    if (auto s = check_chunk_size(theirs, cfg); !s) return s;
+    if (cfg.tls && (theirs.flags & kCapTls) == 0) {
+        return Error("the source did not offer an authenticated migration (tls-creds is set here: set it at the source "
+                     "too; QEMU cannot)");
+    }
+    return {};
+}
+
 Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpoint& listener, SessionConfig cfg,
                                                                            const std::string& pin_all_refusal,
-                                                                           bool& peer_refused) {
+                                                                           bool& peer_refused, int wait_ms,
+                                                                           const std::weak_ptr<Endpoint>& give_back) {
     std::unique_ptr<ControlChannel> ctl;
     uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~kCapTls) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
-    bool wants_tls = cfg.tls.has_value();
-    if (wants_tls) supported |= kCapTls;
-    Admit admit = [&peer_refused, wants_tls, &cfg](const PrivateData& theirs) -> Status {
-        Status s = check_chunk_size(theirs, cfg);
-        if (s && wants_tls && (theirs.flags & kCapTls) == 0) {
-            s = Error("the source did not offer an authenticated migration (tls-creds is set here: set it at the "
-                      "source too; QEMU cannot)");
-        }
+    if (cfg.tls) supported |= kCapTls;
+    Admit admit = [&peer_refused, &cfg](const PrivateData& theirs) -> Status {
+        Status s = admissible(theirs, cfg);
         if (!s) peer_refused = true;
         return s;
     };
-    auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl), admit);
+    auto ep = accept_endpoint(listener, supported, ControlChannel::make_on(ctl), admit, wait_ms);
     if (!ep) return ep.error();
     uint32_t agreed = (*ep)->peer.flags & supported;
     bool asked_pin_all = ((*ep)->peer.flags & kCapPinAll) != 0;
@@ -83,6 +99,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     if (!g) return g.error();
     std::optional<vmm::stream::TlsSetup> tls = cfg.tls;
     std::unique_ptr<DestinationSession> s(new DestinationSession(std::move(*ep), std::move(ctl), std::move(cfg), *g, agreed));
+    s->listener_ = give_back;
     std::vector<TimedStep> steps;
     StepClock clock(steps);
     if (tls) {  // before anything else: no rkey, no block, no channel for a peer not authenticated
@@ -244,7 +261,7 @@ Status DestinationSession::handle_compress(const Message& m) {
 // connection) is told to the source as ERROR, where the connection still carries it.
 Status DestinationSession::serve_round(uint32_t) {
     Status s = serve_messages();
-    if (!s) ctl_.send_error(s.error().message());
+    if (!s && !link_.link_lost()) ctl_.send_error(s.error().message());  // a lost link: the precopy may resume
     return s;
 }
 

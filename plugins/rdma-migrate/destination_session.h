@@ -23,8 +23,12 @@ public:
     // (rdma-pin-all unless `pin_all_refusal` says why not), accept its other channels. With
     // tls-creds, a peer that does not offer kCapTls, or fails the handshake, or says nothing
     // within x-connect-timeout, is refused and logged, and the wait goes on for the real source.
+    // `wait_ms`: at most this long (-1: until a source comes or vmm cancels). `give_back`: the
+    // listener (when it is held so), which gets its listening id back when the session ends, to
+    // wait for the next source (a precopy's resumption after a broken link).
     static Result<std::unique_ptr<DestinationSession>> accept(Endpoint& listener, SessionConfig cfg,
-                                                              const std::string& pin_all_refusal);
+                                                              const std::string& pin_all_refusal, int wait_ms = -1,
+                                                              const std::weak_ptr<Endpoint>& give_back = {});
     ~DestinationSession();
     DestinationSession(const DestinationSession&) = delete;
     DestinationSession& operator=(const DestinationSession&) = delete;
@@ -47,9 +51,11 @@ private:
     DestinationSession(std::unique_ptr<Endpoint> ep, std::unique_ptr<ControlChannel> ctl, SessionConfig cfg,
                        ChunkGeometry g, uint32_t agreed);
     static Status check_chunk_size(const PrivateData& theirs, const SessionConfig& cfg);
+    static Status admissible(const PrivateData& theirs, const SessionConfig& cfg);
     // One attempt; `peer_refused` says that the peer was turned away and the listener is whole.
     static Result<std::unique_ptr<DestinationSession>> accept_one(Endpoint& listener, SessionConfig cfg,
-                                                                  const std::string& pin_all_refusal, bool& peer_refused);
+                                                                  const std::string& pin_all_refusal, bool& peer_refused,
+                                                                  int wait_ms, const std::weak_ptr<Endpoint>& give_back);
     Status blocks_requested();
     Status accept_channels();
     Status serve_messages();  // serve_round's loop
@@ -70,6 +76,7 @@ private:
     RegistrationCache<MemoryRegion> served_regs_;
     SumsFn sums_fn_;
     std::unique_ptr<PostcopyDestination> postcopy_;  // its MRs go before the PD (the destructor hangs up first)
+    std::weak_ptr<Endpoint> listener_;               // accept()'s give_back
 };
 
 }  // namespace rdma_migrate

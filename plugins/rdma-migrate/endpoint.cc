@@ -3,6 +3,8 @@
 #include <cctype>
 
 #include <fcntl.h>
+
+#include <cerrno>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <poll.h>
@@ -117,7 +119,11 @@ Status expected_event(Endpoint& e, const CmEvent& ev, rdma_cm_event_type want, c
         *pd = *p;
         return {};
     }
-    if (ev.type == RDMA_CM_EVENT_REJECTED) return Error(rejection(ev, what));
+    if (ev.type == RDMA_CM_EVENT_REJECTED) {
+        constexpr int kRejInvalidServiceId = 8;  // nothing listens on that port (rejection() above)
+        return ev.status == kRejInvalidServiceId ? Error::with_errno(rejection(ev, what), ECONNREFUSED)
+                                                 : Error(rejection(ev, what));
+    }
     if (ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) e.device_removed = true;
     return ev.status < 0 ? Error::from_errno(fmt::format("{}: {}", what, rdma_event_str(ev.type)), -ev.status)
                          : Error(fmt::format("{}: {} (status {})", what, rdma_event_str(ev.type), ev.status));
@@ -130,6 +136,12 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
                rdma_cm_id** new_id = nullptr) {
     for (;;) {
         if (auto ev = take_cm_event(e.events.get())) {
+            // A listener waiting for its next source: a connection it had (a broken link's, now
+            // ended) may still report on this channel; that is no answer to the wait.
+            if (want == RDMA_CM_EVENT_CONNECT_REQUEST && ev->type != want && ev->type != RDMA_CM_EVENT_DEVICE_REMOVAL &&
+                e.listen_id && ev->id != e.listen_id.get()) {
+                continue;
+            }
             if (new_id != nullptr && ev->type == want) *new_id = ev->id;
             return expected_event(e, *ev, want, what, pd);
         }
@@ -140,8 +152,10 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
         if (r < 0) return verbs_error("poll");
         if (fds[1].revents != 0) return Error("migration cancelled");
         if (r == 0) {
-            return Error(fmt::format("{}: no answer within {} ms; is the peer up and reachable over RDMA "
-                                     "(x-connect-timeout sets the wait)?", what, timeout_ms));
+            return Error::with_errno(fmt::format("{}: no answer within {} ms; is the peer up and reachable over RDMA "
+                                                 "(x-connect-timeout sets the wait)?",
+                                                 what, timeout_ms),
+                                     ETIMEDOUT);
         }
     }
 }
@@ -213,6 +227,7 @@ void Endpoint::hang_up() {
 
 void Endpoint::give_back_listener(Endpoint& listener) {
     hang_up();  // this connection first, while its events still have a channel to go to
+    if (!listen_id) return;  // given back already
     listener.events = std::move(events);
     listener.listen_id = std::move(listen_id);
 }
@@ -260,6 +275,9 @@ Status Endpoint::cm_event_while_busy() {
     if (ev->id != id.get() && ev->type != RDMA_CM_EVENT_DEVICE_REMOVAL) return {};
     if (ev->type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
     if (ev->type == RDMA_CM_EVENT_DEVICE_REMOVAL) device_removed = true;
+    // The peer hung up or the network ended the connection: a new one may work. A device that
+    // went is not waited for (its migration fails, and the device is let go at once).
+    if (ev->type == RDMA_CM_EVENT_DISCONNECTED) link_lost = true;
     return Error(fmt::format("{}: {}", describe, rdma_event_str(ev->type)));
 }
 
@@ -300,6 +318,7 @@ Result<int> Endpoint::take_completions(const std::function<Status(const ibv_wc&)
     ibv_wc wc[32];
     int n = ibv_poll_cq(cq.get(), 32, wc);
     if (n < 0) return Error("ibv_poll_cq failed");
+    int n_real = n;  // a probe's completion is no progress
     for (int i = 0; i < n; ++i) {
         // A flushed request means tear-down has begun; the ones before it still count (the
         // peer's last message may sit just before the flush), so keep going and decide later.
@@ -307,33 +326,66 @@ Result<int> Endpoint::take_completions(const std::function<Status(const ibv_wc&)
             flushed = true;
             continue;
         }
+        if (wc[i].wr_id == kProbeWrId) {  // answered (the peer lives), or its failure says why not
+            probe_posted = false;
+            --n_real;
+            if (wc[i].status == IBV_WC_SUCCESS) continue;
+        }
         if (wc[i].status != IBV_WC_SUCCESS) {
+            // The transport's retries ran out: the peer's adapter stopped answering (a link
+            // down), unlike a request it refused; SoftRoCE errs its queue pairs so (a local QP
+            // operation error) when its network device goes down.
+            if (wc[i].status == IBV_WC_RETRY_EXC_ERR || wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR ||
+                wc[i].status == IBV_WC_LOC_QP_OP_ERR)
+                link_lost = true;
             return Error(fmt::format("{}: a work request failed: {} (vendor error {:#x})", describe,
                                      ibv_wc_status_str(wc[i].status), wc[i].vendor_err));
         }
         if (auto s = on_wc(wc[i]); !s) return s.error();
     }
-    return n;
+    return n_real;
+}
+
+void Endpoint::probe() {
+    if (probe_posted || qp.get() == nullptr) return;
+    ibv_send_wr wr{};
+    wr.wr_id = kProbeWrId;
+    wr.opcode = IBV_WR_RDMA_WRITE;  // zero bytes: no sge, and no rkey is checked
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(qp.get(), &wr, &bad) == 0) probe_posted = true;  // a QP that cannot post fails elsewhere
 }
 
 Status Endpoint::progress(const std::function<Status(const ibv_wc&)>& on_wc, const std::function<bool()>& done,
                           int timeout_ms) {
     if (timeout_ms < 0) timeout_ms = io_timeout_ms;
     bool flushed = false;
+    auto active = std::chrono::steady_clock::now();  // the last completion or event that was progress
     while (!done()) {
         auto n = take_completions(on_wc, flushed);
         if (!n) return n.error();
-        if (*n > 0) continue;
+        if (*n > 0) {
+            active = std::chrono::steady_clock::now();
+            continue;
+        }
         if (flushed) return Error(flush_reason());
         // Gone (disconnected, or its device removed): what had arrived is taken; nothing more will.
         if (device_removed) return Error(fmt::format("{}: its RDMA device was removed", describe));
-        if (disconnected) return Error(fmt::format("{}: disconnected", describe));
+        if (disconnected) return Error(fmt::format("{}: disconnected", describe));  // link_lost says whose doing
+        auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - active).count();
+        if (idle >= timeout_ms) {
+            link_lost = true;
+            return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, timeout_ms));
+        }
+        if (idle >= kProbeAfterMs) probe();
+        int64_t until = idle < kProbeAfterMs ? std::min<int64_t>(kProbeAfterMs, timeout_ms) : timeout_ms;  // the next look
+        int wait = static_cast<int>(until - idle);
         pollfd fds[3] = {{channel->fd, POLLIN, 0}, {events->fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
-        int r = ::poll(fds, 3, timeout_ms);
+        int r = ::poll(fds, 3, wait);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
         if (fds[2].revents != 0) return Error("migration cancelled");
-        if (r == 0) return Error(fmt::format("{} was silent for {} ms: the peer is gone or stuck (x-io-timeout)", describe, timeout_ms));
+        if (r == 0) continue;  // a probe's time, or the silence's end: above
         if (fds[0].revents != 0) {
             if (auto s = rearm_cq(channel.get(), cq.get()); !s) return s;
             continue;  // completions first: a disconnect may follow the peer's last message closely
@@ -455,9 +507,9 @@ Status answer(Endpoint& e, Endpoint& events_of, const PrivateData& ours, const c
 }  // namespace
 
 Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect,
-                                                  const Admit& admit) {
+                                                  const Admit& admit, int wait_ms) {
     PrivateData theirs;
-    auto raw = next_request(listener, -1, "waiting for the RDMA migration source", theirs,
+    auto raw = next_request(listener, wait_ms, "waiting for the RDMA migration source", theirs,
                             [&admit](const PrivateData& p) { return admit ? admit(p) : Status{}; });
     if (!raw) return raw.error();
     auto e = accepted(*raw, listener, "the rdma migration source", theirs);

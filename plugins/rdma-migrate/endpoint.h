@@ -44,6 +44,11 @@ struct Endpoint {
     std::string describe;    // "rdma 10.0.0.1:4444"
     bool disconnected = false;
     bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
+    // The connection failed because its link did: the peer's disconnect or a cut, retries
+    // exhausted, or silence past x-io-timeout (not this side's own hang-up, not a device removed,
+    // not a request the adapter refused).
+    bool link_lost = false;
+    bool probe_posted = false;  // a liveness probe (progress) awaits its completion
     bool grants_remote_write = false;  // a destination's: the peer may RDMA WRITE into its memory
     std::vector<TimedStep> steps;  // channel 0: how long each step of making it took
 
@@ -67,6 +72,14 @@ struct Endpoint {
                     int timeout_ms = -1);
     // Hands over what the CQ holds now, without waiting.
     Status reap(const std::function<Status(const ibv_wc&)>& on_wc);
+    // The work request id of a liveness probe (progress): no WrKind's.
+    static constexpr uint64_t kProbeWrId = 0xffull << 56;
+    // After this long without a completion or an event, a wait probes the peer: a zero-length
+    // RDMA WRITE (no rkey needed, no receive used, unseen by the peer's software), which its
+    // adapter acknowledges while its queue pair lives. A peer gone, or a link down, fails it
+    // with the transport's retries exhausted within seconds, where silence would take
+    // x-io-timeout; so both sides of a broken link learn it soon, not only the one sending.
+    static constexpr int kProbeAfterMs = 1000;
 
 private:
     // A CM event while data flows: about this connection (or a device removal) it ends the
@@ -75,6 +88,7 @@ private:
     // Polls the CQ once and hands each successful completion to on_wc; a flushed request sets
     // flushed. Returns how many completions were polled.
     Result<int> take_completions(const std::function<Status(const ibv_wc&)>& on_wc, bool& flushed);
+    void probe();  // posts a liveness probe unless one is out
     // After a device removal: lets librdmacm close the removed device once this Endpoint's
     // objects are destroyed, so the removal can complete while the process runs on.
     static void let_go_of_removed_devices();
@@ -118,8 +132,9 @@ Result<std::unique_ptr<Endpoint>> listen_endpoint(const std::string& host, uint1
 // `admit`, when set, may turn a request down by its private data (the request is rejected with
 // the reason, and the listener stays as it was).
 using Admit = std::function<Status(const PrivateData&)>;
+// `wait_ms`: how long to wait for a request (-1: until one comes or the cancel fd fires).
 Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t supported, const BeforeConnect& before_connect,
-                                                  const Admit& admit = {});
+                                                  const Admit& admit = {}, int wait_ms = -1);
 // Destination: channel `index` of the migration `primary` (an accepted channel 0) belongs to.
 // A request from another migration, or out of order, is rejected and ends the accept. The new
 // channel shares primary's PD and reports its CM events on primary's event channel.

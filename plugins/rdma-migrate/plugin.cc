@@ -10,6 +10,7 @@
 // request).
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -117,7 +118,7 @@ struct Handle {
 };
 
 struct Listener {
-    std::unique_ptr<Endpoint> ep;
+    std::shared_ptr<Endpoint> ep;  // a connection it accepted gives its listening id back here when it ends
     SessionConfig cfg;
     bool pinning_tried = false;
 };
@@ -153,7 +154,11 @@ void* do_connect(const vmm_transport_args* a, vmm_err* e) {
         if (auto s = check_source_memlock(memlock_budget(), ram_bytes(*cfg), cfg->pin_all, cfg->pin_limit); !s) return s;
         clock.mark("checks");  // the settings read, the memlock limit against what will be pinned
         auto s = SourceSession::connect(a->host, a->port, std::move(*cfg));
-        if (!s) return s.error();
+        if (!s) {
+            bool says = a->struct_size >= offsetof(vmm_transport_args, connect_errno) + sizeof a->connect_errno;
+            if (says && a->connect_errno != nullptr) *a->connect_errno = s.error().sys_errno();
+            return s.error();
+        }
         (*s)->link().add_steps(checks, true);
         out = new Handle{std::move(*s), nullptr, {}};
         return {};
@@ -168,25 +173,34 @@ void* do_listen(const vmm_transport_args* a, vmm_err* e) {
         if (!cfg) return cfg.error();
         auto ep = listen_endpoint(a->host, a->port, a->cancel_fd, cfg->timeouts);
         if (!ep) return ep.error();
-        out = new Listener{std::move(*ep), std::move(*cfg)};
+        out = new Listener{std::shared_ptr<Endpoint>(std::move(*ep)), std::move(*cfg)};
         return {};
     });
     return out;
 }
 
-void* do_accept(void* lp, vmm_err* e) {
+// `wait_ms` -1: until a source comes or vmm cancels.
+void* accept_waiting(void* lp, int wait_ms, vmm_err* e) {
     void* out = nullptr;
     guarded(e, [&]() -> Status {
         auto* l = static_cast<Listener*>(lp);
+        if (!l->ep->listen_id) {
+            return Error(fmt::format("{}: the listener is in use by a migration's connection (a second accept before it ended)",
+                                     l->ep->describe));
+        }
         // Grant rdma-pin-all only if all of this side's RAM can be pinned.
         std::string refusal = pin_all_refusal(memlock_budget(), ram_bytes(l->cfg));
         pin_while_waiting(*l, refusal);
-        auto s = DestinationSession::accept(*l->ep, l->cfg, refusal);
+        auto s = DestinationSession::accept(*l->ep, l->cfg, refusal, wait_ms, l->ep);
         if (!s) return s.error();
         out = new Handle{nullptr, std::move(*s), {}};
         return {};
     });
     return out;
+}
+void* do_accept(void* lp, vmm_err* e) { return accept_waiting(lp, -1, e); }
+void* do_accept_within(void* lp, uint32_t wait_ms, vmm_err* e) {
+    return accept_waiting(lp, static_cast<int>(std::min<uint32_t>(wait_ms, INT32_MAX)), e);
 }
 
 Handle& H(void* c) { return *static_cast<Handle*>(c); }
@@ -204,7 +218,9 @@ Result<DestinationSession*> destination(void* c, const char* call) {
 template <typename F>
 int session_call(void* c, vmm_err* e, F f) {
     int rc = guarded(e, f);
-    if (rc != 0) C(c).abort(e->text);
+    // A lost link is not the peer's to hear about (an ERROR on a channel still up would end a
+    // migration that resumes over a new connection).
+    if (rc != 0 && !C(c).link_lost()) C(c).abort(e->text);
     return rc;
 }
 // A source's call `f(SourceSession&)`, refused on a destination.
@@ -248,8 +264,10 @@ void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) {
 }
 uint32_t ram_features(void* c) {
     // The postcopy channel's source takes answers on the return path's thread (PostcopySource::send);
-    // authenticated, it tags every write, which stands in for verify-ram's sums there.
-    return (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) | (C(c).authenticated() ? VMM_RAM_SUMS_KEYED : 0u) |
+    // authenticated, it tags every write, which stands in for verify-ram's sums there. Every
+    // round served is whole in the destination's memory, and a new connection carries on
+    // (VMM_RAM_RESUMABLE: link_broke and accept_within below).
+    return VMM_RAM_RESUMABLE | (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) | (C(c).authenticated() ? VMM_RAM_SUMS_KEYED : 0u) |
            (C(c).channels().has_postcopy() ? VMM_RAM_POSTCOPY | VMM_RAM_PC_ANSWERS : 0u) |
            (C(c).channels().has_postcopy() && C(c).authenticated() ? VMM_RAM_PC_TAGGED : 0u);
 }
@@ -370,6 +388,8 @@ int ram_sums_key(void* c, uint8_t* key, uint32_t size, vmm_err* e) {
     });
 }
 
+int do_link_broke(void* c) noexcept { return C(c).link_lost() ? 1 : 0; }
+
 int do_cut(void* c, vmm_err* e) {
     return guarded(e, [&]() -> Status {
         C(c).cut();
@@ -434,7 +454,7 @@ const vmm_transport_ops kOps = {
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
     ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums, pc_begin, pc_next_request,
     pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut, VMM_TRANSPORT_TLS, ram_sums_key,
-    setup_parts, warm_up, setting_rows(),
+    setup_parts, warm_up, setting_rows(), do_link_broke, do_accept_within,
 };
 
 }  // namespace

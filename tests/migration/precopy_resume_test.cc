@@ -304,3 +304,62 @@ TEST(PrecopyResume, InDoubtAfterGoTheSourceKeepsItsCopyPausedAndSaysWhatToCheck)
 }
 
 }  // namespace vmm::test
+
+namespace vmm::test {
+
+// x-fallback-uri: the migration's own way stays down (the forwarder closes every new
+// connection), the destination listens on a second way too (migrate_recover while it runs), and
+// after two seconds the source's tries alternate and the second way takes the rest from where it
+// stopped. The statistics say how much went each way.
+TEST(PrecopyResume, AFallbackUriTakesTheRestWhenItsOwnWayStaysDown) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-fb-src");
+    auto dst = destination("pr-fb-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    std::string other = "unix:" + ::testing::TempDir() + "pr-fb-" + std::to_string(::getpid()) + ".sock";
+    TcpProxy link(port);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-fallback-uri " + other), "");
+    start_through(*src, link);
+    ASSERT_EQ(dst->cmd("migrate_recover " + other), "");  // while it runs: a second way in
+    link.cut();
+    link.refuse_new();
+    expect_completed(*src, *dst);
+    std::string ways = src->migrate_field("ways");
+    EXPECT_NE(ways.find(tcp_uri(link.port()) + " "), std::string::npos) << src->cmd("info migrate");
+    EXPECT_NE(ways.find(", then " + other + " "), std::string::npos) << src->cmd("info migrate");
+    EXPECT_NE(dst->log().find("may come on " + other + " too"), std::string::npos) << dst->log();
+    EXPECT_LT(number(*src, "transferred ram"), 110u * 1024) << src->cmd("info migrate");
+    expect_handover(*src, *dst);
+}
+
+// What cannot be a fallback is refused in one line, before anything moves; migrate_recover on a
+// precopy that does not resume says so.
+TEST(PrecopyResume, BadFallbacksAreRefusedInOneLine) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = filled_source("pr-fbbad-src");
+    auto dst = destination("pr-fbbad-dst", tcp_uri(port), "256M", "1");
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-fallback-uri file:/tmp/x"), "");
+    std::string out = src->cmd("migrate " + tcp_uri(port));
+    EXPECT_NE(out.find("a fallback is another way to the same destination"), std::string::npos) << out;
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-fallback-uri nosuch:1.2.3.4:5"), "");
+    EXPECT_NE(src->cmd("migrate " + tcp_uri(port)).find("x-fallback-uri"), std::string::npos);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-fallback-uri tcp:127.0.0.1:1"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 0"), "");
+    out = src->cmd("migrate " + tcp_uri(port));
+    EXPECT_NE(out.find("set x-resume-window above 0 too"), std::string::npos) << out;
+    EXPECT_EQ(src->status(), "running");
+    // The window off: the precopy does not resume, and its destination says so to migrate_recover.
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-fallback-uri \"\""), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 16m"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "active"; }, 60)) << dst->cmd("info migrate");
+    out = dst->cmd("migrate_recover " + tcp_uri(free_tcp_port()));
+    EXPECT_NE(out.find("does not resume"), std::string::npos) << out;
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth 0"), "");
+    expect_completed(*src, *dst);
+}
+
+}  // namespace vmm::test

@@ -17,6 +17,12 @@ Error Error::from_errno(std::string_view what, int err, std::string_view hint) {
     return e;
 }
 
+Error Error::with_errno(std::string message, int err) {
+    Error e(std::move(message));
+    e.errno_ = err;
+    return e;
+}
+
 Error Error::context(std::string_view where) const {
     std::string m(where);
     m += ": ";

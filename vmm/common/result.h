@@ -19,6 +19,8 @@ public:
 
     // "<what>: <strerror(err)>[; <hint>]"
     static Error from_errno(std::string_view what, int err = errno, std::string_view hint = {});
+    // `message` as it is, carrying `err` for a decider (e.g. ECONNREFUSED: nothing listens).
+    static Error with_errno(std::string message, int err);
 
     const std::string& message() const { return message_; }
     // The errno a from_errno error was made with (0 otherwise): for a decider that acts on what

@@ -147,6 +147,11 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
         j["x-precopy-paused-ms"] = s.precopy_paused_ms;
         j["x-precopy-resent-pages"] = s.resent_pages;
     }
+    if (s.ways.size() > 1) {
+        Json ways = Json::array();
+        for (const auto& w : s.ways) ways.push_back(Json{{"uri", w.uri}, {"bytes", w.bytes}});
+        j["x-ways"] = std::move(ways);
+    }
     if (!s.error.empty()) j["error-desc"] = s.error;
     Json rounds = Json::array();
     for (const auto& rd : s.round_log) {
@@ -264,6 +269,14 @@ std::string migration_stats_text(const Json& j) {
     if (j.contains("x-precopy-resumes")) {
         out += fmt::format("precopy resumes: {} (paused {:.0f} ms in all; {} pages sent again)\n", u64(j, "x-precopy-resumes"),
                            num(j, "x-precopy-paused-ms"), u64(j, "x-precopy-resent-pages"));
+    }
+    if (auto it = j.find("x-ways"); it != j.end() && it->is_array()) {
+        std::string ways;
+        for (const auto& w : *it) {
+            if (!w.is_object()) continue;
+            ways += fmt::format("{}{} {} kbytes", ways.empty() ? "" : ", then ", str(w, "uri"), u64(w, "bytes") >> 10);
+        }
+        out += "ways: " + ways + "\n";
     }
     out += ram_text(j);
     if (j.contains("x-postcopy")) out += postcopy_text(child(j, "x-postcopy"), j.contains("postcopy-blocktime"));

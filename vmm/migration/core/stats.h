@@ -131,6 +131,13 @@ struct MigrationStats {
     uint32_t precopy_resumes = 0;   // times a broken precopy link was resumed (x-resume-window)
     double precopy_paused_ms = 0;   // time spent in precopy-paused, all pauses
     uint64_t resent_pages = 0;      // source: pages sent again at resumes (what did not arrive whole)
+    // Source: the ways RAM went, in order, when a resumption took another (x-fallback-uri,
+    // migrate -r): each URI and the bytes that went over it.
+    struct Way {
+        std::string uri;
+        uint64_t bytes = 0;
+    };
+    std::vector<Way> ways;
     // Source, active or postcopy-active: the time left as predicted now (eta.h), none until a
     // byte has moved; and the rates the prediction came from.
     std::optional<Eta> eta;

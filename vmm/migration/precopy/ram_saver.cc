@@ -36,7 +36,9 @@ void RamSaver::listen_to_channel() {
     });
 }
 
-void RamSaver::rebind(stream::ByteStream& stream, SourceRamChannel* channel) {
+void RamSaver::rebind(stream::ByteStream& stream, SourceRamChannel* channel, Verify verify) {
+    verify_ = verify;
+    round_sums_.clear();  // a round's that the broken link cut: the round goes again
     if (channel_ != nullptr) {
         channel_->on_arrival(nullptr);
         bytes_ -= std::min(channel_->in_flight(), bytes_);  // it never went: it goes again, counted then
@@ -211,7 +213,12 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         r.length = n << kPageShift;
         std::span<const uint8_t> data{b.host() + r.offset, r.length};
         auto header = encode_record(r);
-        if (verify_ == Verify::summed) append_page_sums(header, data);
+        if (verify_ == Verify::summed && !summer_.keyed()) append_page_sums(header, data);
+        if (verify_ == Verify::summed && summer_.keyed()) {  // an authenticated link's MACs, over its fallback
+            std::vector<uint64_t> sums(n);
+            for (uint64_t i = 0; i < n; ++i) sums[i] = summer_(data.data() + (i << kPageShift));
+            append_sums(header, sums);
+        }
         if (auto s = record(header, data, {n, 0}); !s) return s;
     }
     return {};

@@ -56,9 +56,10 @@ public:
     bool cut_short() const { return stopped_; }
     const std::vector<std::vector<uint64_t>>& unsent() const { return unsent_; }
     // A precopy resumed over a new connection (resume.h): the rounds go on on its stream and
-    // RAM channel (a resumable one: SourceRamChannel::resumable), the counts carry on. Called
-    // while the broken connection still exists (its channel is let go here).
-    void rebind(stream::ByteStream& stream, SourceRamChannel* channel);
+    // RAM channel (a resumable one: SourceRamChannel::resumable, or none: inline), verified as
+    // `verify` says for it, the counts carry on. Called while the broken connection still exists
+    // (its channel is let go here).
+    void rebind(stream::ByteStream& stream, SourceRamChannel* channel, Verify verify);
 
 private:
     void listen_to_channel();  // its arrivals move the figures

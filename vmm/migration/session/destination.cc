@@ -138,12 +138,20 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
 
 Status IncomingMigration::recover(Transport& transport, Uri uri) {
     auto st = stats().status;
+    if ((st == MigrationStatus::active || st == MigrationStatus::precopy_paused) && precopy_wait_.announced()) {
+        // A resumable precopy: its resumption may come there too, beside where it began.
+        auto l = transport.listen(context_for(core_.machine, uri, settings_, core_.cancel));
+        if (!l) return l.error();
+        log::info("migrate_recover: a resumption of this precopy is taken on {} too", uri.text);
+        precopy_wait_.listen_also(std::move(*l));
+        return {};
+    }
     if (st == MigrationStatus::postcopy_recover) {
         if (auto s = stop_waiting(); !s) return s;
     } else if (st != MigrationStatus::postcopy_paused) {
-        return Error(fmt::format("migrate_recover is for an incoming postcopy whose link broke (postcopy-paused); this "
-                                 "one is {}",
-                                 to_string(st)));
+        return Error(fmt::format("migrate_recover is for an incoming postcopy whose link broke (postcopy-paused), or a "
+                                 "precopy that resumes after one (its source's x-resume-window); this one is {}{}",
+                                 to_string(st), st == MigrationStatus::active ? " and does not resume" : ""));
     }
     if (thread_.joinable()) thread_.join();  // the last link's thread has ended: its last act was the status
     auto token = stream::CancelToken::create();

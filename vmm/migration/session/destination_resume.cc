@@ -20,7 +20,45 @@ Status PrecopyWait::read_session(stream::ByteStream& st, const StreamHeader& hea
     if (r->window_ms == 0 || r->session == 0) return Error("migration stream: a SESSION with no window or no id");
     session_ = Session{r->session, r->window_ms, header.features};
     arrivals_ = std::make_unique<ArrivalRounds>(blocks);
+    announced_ = true;
     return {};
+}
+
+void PrecopyWait::listen_also(std::unique_ptr<Listener> more) {
+    std::unique_ptr<Listener> replaced;  // goes outside the lock
+    std::lock_guard lock(core_.mutex);
+    replaced = std::move(also_pending_);
+    also_pending_ = std::move(more);
+}
+
+Result<std::unique_ptr<Connection>> PrecopyWait::next_connection(std::chrono::steady_clock::time_point deadline) {
+    using Clock = std::chrono::steady_clock;
+    for (;;) {
+        {
+            std::unique_ptr<Listener> taken;
+            {
+                std::lock_guard lock(core_.mutex);
+                taken = std::move(also_pending_);
+            }
+            if (taken) {
+                log::info("the precopy's resumption may come on {} too (migrate_recover)", taken->describe());
+                also_ = std::move(taken);
+            }
+        }
+        if (!also_) return core_.listener->accept_until(deadline);
+        for (Listener* l : {core_.listener.get(), also_.get()}) {
+            auto until = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+            auto next = l->accept_until(until);
+            if (next || core_.cancel.cancelled() || Clock::now() >= deadline) return next;
+            if (Clock::now() + std::chrono::milliseconds(50) < until && l == also_.get()) {
+                // Not its second ending: the listener itself failed. The migration's own goes on.
+                log::warn("no longer waiting on {}: {}", also_->describe(), next.error().message());
+                also_.reset();
+                break;
+            }
+            if (Clock::now() + std::chrono::milliseconds(50) < until) return next;  // the migration's own listener failed
+        }
+    }
 }
 
 Status PrecopyWait::track_arrivals(StreamLoader& loader) {
@@ -67,9 +105,14 @@ Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why
     conn.reset();
     core_.set_status(MigrationStatus::precopy_paused);
     for (;;) {
-        auto next = core_.listener->accept_until(paused_at + window);
+        auto next = next_connection(paused_at + window);
         if (!next) {
             if (core_.cancel.cancelled()) return next.error();
+            if (std::chrono::steady_clock::now() + std::chrono::milliseconds(50) < paused_at + window) {
+                return next.error().context(fmt::format("the link from the source broke ({}), and waiting for its "
+                                                        "resumption failed",
+                                                        why.message()));
+            }
             return Error(fmt::format("the link from the source broke ({}) and the source did not resume within {} ms "
                                      "(its x-resume-window)",
                                      why.message(), window.count()));
@@ -119,10 +162,11 @@ Result<bool> PrecopyWait::take_resumption(Connection& conn) {
         ok = Error("this destination holds a precopy whose link broke and waits for its source to resume it, not for a "
                    "new migration");
     }
-    if (ok && (header->ram_mode != ram_mode_ ||
-               (header->ram_mode == RamMode::transport_channel && conn.dest_ram() == nullptr))) {
-        ok = Error("the resumption carries RAM otherwise than the precopy it resumes (multifd on one and not the other): "
-                   "resume with the settings the migration began with");
+    // Inline (a fallback: tcp: for rdma:), or on a RAM channel as the precopy began.
+    if (ok && header->ram_mode == RamMode::transport_channel &&
+        (ram_mode_ != RamMode::transport_channel || conn.dest_ram() == nullptr)) {
+        ok = Error("the resumption carries RAM on a channel this precopy did not begin with (multifd, rdma): resume with "
+                   "the settings the migration began with, or inline");
     }
     auto r = ok ? read_record(st, local.blocks, kStreamPageSize) : Result<Record>(ok.error());
     if (r && r->type != RecordType::session) r = Error("migration stream: a resumption without its SESSION");
@@ -156,6 +200,8 @@ Result<bool> PrecopyWait::take_resumption(Connection& conn) {
     if (next) next = st.read_exact(std::span<uint8_t>(&first, 1));
     if (next) next = st.unread(std::span<const uint8_t>(&first, 1));
     if (!next) return not_it(next.error().context("the source's try went before its rounds began"));
+    ram_mode_ = header->ram_mode;  // what this connection carries from now on, and how it is summed
+    session_->features = header->features;
     return true;
 }
 

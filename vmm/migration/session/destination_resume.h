@@ -6,6 +6,7 @@
 // link at any step waits for the source to ask what this side holds.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -23,6 +24,8 @@ public:
     // mode is kept either way).
     Status read_session(stream::ByteStream& st, const StreamHeader& header, const std::vector<BlockInfo>& blocks);
     bool resumable() const { return session_.has_value(); }
+    // The same, from any thread (the monitor's migrate_recover).
+    bool announced() const { return announced_.load(); }
     // The loader notes the round each page arrived in, inline and through `channel` (with a
     // session); a channel that cannot say is refused.
     Status track_arrivals(StreamLoader& loader);
@@ -30,6 +33,10 @@ public:
     Status load_rounds(std::unique_ptr<Connection>& live, StreamLoader& loader, RamVerifier* verifier);
     // The switchover as a commit (a resumable precopy's).
     Status switchover(std::unique_ptr<Connection>& live, StreamLoader& loader, RamVerifier* verifier);
+    // migrate_recover URI during a resumable precopy (any thread): the source's resumption may
+    // come there too, beside the listener the migration began on (e.g. tcp beside rdma, for a
+    // fabric that failed: x-fallback-uri at the source). A later one takes its place.
+    void listen_also(std::unique_ptr<Listener> more);
 
 private:
     // precopy-paused until the source's new connection, which replaces `conn`; the loader (when
@@ -38,6 +45,10 @@ private:
                     RamVerifier* verifier = nullptr);
     // The connection's RAM channel, when the session's RAM goes through one.
     DestRamChannel* channel_of(Connection& conn) const;
+    // The next connection on the migration's listener or the one listen_also() gave, until
+    // `deadline`: with two, each is waited on a second at a time (a source's try that comes as
+    // its listener's second ends is dropped, and the source tries again).
+    Result<std::unique_ptr<Connection>> next_connection(std::chrono::steady_clock::time_point deadline);
     Status rebind(Connection& conn, StreamLoader& loader, RamVerifier* verifier);
     // One connection checked: true: resumed; false: not this migration's, wait on.
     Result<bool> take_resumption(Connection& conn);
@@ -57,6 +68,9 @@ private:
     enum class Phase { precopy, ready, running } phase_ = Phase::precopy;
     bool cut_done_ = false;                   // x-switchover-cut has cut once
     std::unique_ptr<ArrivalRounds> arrivals_;  // with session_: the round each page arrived in
+    std::atomic<bool> announced_{false};       // session_ set
+    std::unique_ptr<Listener> also_pending_;   // under core_.mutex: listen_also()'s, not yet taken
+    std::unique_ptr<Listener> also_;           // the incoming thread's: taken from also_pending_
 };
 
 }  // namespace vmm::migration

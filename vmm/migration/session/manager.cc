@@ -147,6 +147,8 @@ Status MigrationManager::migrate(const std::string& text) {
     if (auto s = check_tls(**transport); !s) return s;
     if (auto s = check_deadline_strategy_usable(settings_->get()); !s) return s;
     declare_names(**transport);
+    auto fallback = fallback_way(**transport);
+    if (!fallback) return fallback.error();
     auto token = stream::CancelToken::create();
     if (!token) return token.error();
     // Whatever the last migration was, it took the dirty log: only a completed save to a file
@@ -156,9 +158,32 @@ Status MigrationManager::migrate(const std::string& text) {
     outgoing_ = std::make_unique<MigrationSource>(machine_, **transport, *uri, Options(settings_->get()), settings_->live(),
                                                   std::move(*token), on_event_);
     outgoing_->set_last_save(last_save_);
+    if (*fallback) outgoing_->set_fallback(**fallback);
     outgoing_->set_on_stall(on_stall_);
     outgoing_->start(asked);
     return {};
+}
+
+// x-fallback-uri, checked before the migration begins: a URI of a transport this vmm has, for a
+// precopy that resumes.
+Result<std::optional<ResumeTo>> MigrationManager::fallback_way(Transport& own) {
+    Options o(settings_->get());
+    if (o.params.fallback_uri.empty()) return std::optional<ResumeTo>{};
+    auto uri = parse_uri(o.params.fallback_uri);
+    if (!uri) return uri.error().context("x-fallback-uri");
+    if (uri->scheme == "defer" || uri->scheme == "file") {
+        return Error(fmt::format("x-fallback-uri {}: a fallback is another way to the same destination (tcp:, unix:, "
+                                 "rdma:), not '{}'",
+                                 uri->text, uri->scheme));
+    }
+    if (o.params.resume_window_ms == 0) {
+        return Error("x-fallback-uri is where a precopy resumes after a broken link: set x-resume-window above 0 too");
+    }
+    auto t = registry_.get(uri->scheme);
+    if (!t) return t.error().context("x-fallback-uri");
+    if (auto s = check_tls(**t); !s) return s.error().context("x-fallback-uri");
+    if (*t != &own) declare_names(**t);
+    return std::optional<ResumeTo>(ResumeTo{*t, *uri, true});
 }
 
 Status MigrationManager::cancel() {

@@ -59,6 +59,8 @@ private:
     void declare_names(const Transport& t);
     Status check_not_taken(const std::string& name) const;  // the capability and parameter names `t` reads
     Status check_tls(const Transport& t) const;  // tls-creds set: only a transport that carries TLS
+    // x-fallback-uri's way (none when unset), or why it cannot be one; `own` is the migration's.
+    Result<std::optional<ResumeTo>> fallback_way(Transport& own);
 
     machine::Machine& machine_;
     EventFn on_event_;

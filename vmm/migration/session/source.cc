@@ -178,26 +178,13 @@ void MigrationSource::run() {
     closing.reset();  // closes the connection; the destination sees the end
     finished_ = true;
 }
-// How this migration's RAM is verified: inline records carry their sums; a channel either sums
-// its own records (multifd lanes), or the saver sums what it hands it: for the channel to carry
-// as the pages land (RDMA with our extension), or else for the stream after the channel's round.
-RamSaver::Verify MigrationSource::verify_mode() const {
-    SourceRamChannel* channel = core_.conn ? core_.conn->source_ram() : nullptr;
-    // Authenticated (tls-creds over rdma:): every page goes with its MAC, verify-ram or not.
-    if (core_.summer.keyed() && channel != nullptr) return RamSaver::Verify::channel_sums;
-    if (!core_.options.caps.verify_ram) return RamSaver::Verify::off;
-    if (channel == nullptr) return RamSaver::Verify::summed;
-    if (channel->verifies()) return RamSaver::Verify::off;
-    return channel->carries_sums() ? RamSaver::Verify::channel_sums : RamSaver::Verify::round_sums;
-}
-
 // Setup, from the migrate command until the first round may begin, timed step by step (the
 // transport's own steps inside its own): the connection, the header the destination checks and
 // answers (rehearsing the hand-over), and the RAM channel's setup with its peer.
 Status MigrationSource::setup(Connection*& conn_out) {
     PartClock clock(core_.start);
     clock.mark("start");  // the command until this thread began
-    auto conn = core_.transport.connect(context_for(core_.machine, core_.uri, [o = core_.options] { return o; }, core_.cancel));
+    auto conn = core_.transport->connect(context_for(core_.machine, core_.uri, [o = core_.options] { return o; }, core_.cancel));
     if (!conn) return conn.error();
     {
         std::lock_guard lock(core_.mutex);
@@ -234,7 +221,7 @@ Result<uint32_t> MigrationSource::negotiate() {
         return Error(fmt::format("{} is authenticated but carries no RAM sums to authenticate the pages with", core_.conn->describe()));
     }
     header.features = core_.sums_on() ? kFeatureVerifyRam : 0;
-    core_.verify = verify_mode();
+    core_.verify = core_.verify_for(*core_.conn);
     if (core_.verify == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (core_.verify == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     if (auto s = check_connection(); !s) return s.error();

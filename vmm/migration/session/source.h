@@ -63,6 +63,8 @@ public:
     // The last file save this vmm completed, nothing having taken its dirty log since: the only
     // save an incremental one (file-base) may build on. Before start().
     void set_last_save(std::optional<uint64_t> id) { last_save_ = id; }
+    // x-fallback-uri's way, before start().
+    void set_fallback(ResumeTo way) { core_.fallback = std::move(way); }
     // Told when the precopy stalls (x-stall-timeout), with the events capability. Before start().
     void set_on_stall(SourceCore::StallFn fn) { core_.on_stall = std::move(fn); }
     // This migration's save id, once it completed a save to a file.
@@ -77,7 +79,6 @@ private:
     Result<uint32_t> negotiate();
     Status check_connection() const;
     Result<uint32_t> header_answer(stream::ByteStream& st);  // HEADER_OK's hand-over estimate
-    RamSaver::Verify verify_mode() const;  // how this migration's RAM is verified, from its options
     Status precopy(SourceRun& run);
     Status first_round(SourceRun& run);
     // The rounds' figures after round run.round: `sent` bytes in `secs`, `dirty` pages left.

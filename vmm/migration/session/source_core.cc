@@ -6,7 +6,7 @@ namespace vmm::migration {
 
 SourceCore::SourceCore(machine::Machine& m, Transport& t, Uri u, Options o, std::shared_ptr<const LiveSettings> l,
                        stream::CancelToken c, StatusFn s)
-    : machine(m), transport(t), uri(std::move(u)), options(std::move(o)), live(std::move(l)), cancel(std::move(c)),
+    : machine(m), transport(&t), uri(std::move(u)), options(std::move(o)), live(std::move(l)), cancel(std::move(c)),
       on_status(std::move(s)) {
     stats.uri = uri.text;
     stats.ram.total = m.memory().total_size();
@@ -34,6 +34,7 @@ void SourceCore::publish(const RamStats& work) {
     r.bulk_to_send = work.bulk_to_send;
     published_at = SteadyClock::now();
     r.remaining = work.remaining;
+    if (!stats.ways.empty()) stats.ways.back().bytes = work.transferred - way_began_at;
 }
 
 void SourceCore::update_remaining(uint64_t dirty_pages) {
@@ -68,10 +69,32 @@ void SourceCore::set_link_aside(std::string why) {
     }
 }
 
-ResumeTo SourceCore::next_way(bool& asked) {
+ResumeTo SourceCore::next_way(bool& asked, bool fallback_turn) {
     std::lock_guard lock(mutex);
     asked = resume_to.has_value();
-    return asked ? *resume_to : ResumeTo{&transport, uri};
+    if (asked) return *resume_to;
+    return fallback_turn && fallback ? *fallback : ResumeTo{transport, uri};
+}
+
+RamSaver::Verify SourceCore::verify_for(Connection& c) const {
+    SourceRamChannel* channel = c.source_ram();
+    if (summer.keyed() && channel != nullptr) return RamSaver::Verify::channel_sums;
+    if (!sums_on()) return RamSaver::Verify::off;
+    if (channel == nullptr) return RamSaver::Verify::summed;
+    if (channel->verifies()) return RamSaver::Verify::off;
+    return channel->carries_sums() ? RamSaver::Verify::channel_sums : RamSaver::Verify::round_sums;
+}
+
+void SourceCore::new_way(const std::string& way, uint64_t sent) {
+    std::lock_guard lock(mutex);
+    if (!stats.ways.empty()) stats.ways.back().bytes = sent - way_began_at;
+    stats.ways.push_back({way, 0});
+    way_began_at = sent;
+}
+
+void SourceCore::count_way(uint64_t sent) {
+    std::lock_guard lock(mutex);
+    if (!stats.ways.empty()) stats.ways.back().bytes = sent - way_began_at;
 }
 
 void SourceCore::wait_before_next_try() {

@@ -38,6 +38,7 @@ inline constexpr auto kReconnectEvery = std::chrono::milliseconds(100);
 struct ResumeTo {
     Transport* transport;
     Uri uri;
+    bool fallback = false;  // x-fallback-uri's way: a refusal there does not end the migration
 };
 
 struct SourceCore {
@@ -49,8 +50,8 @@ struct SourceCore {
                stream::CancelToken c, StatusFn s);
 
     machine::Machine& machine;
-    Transport& transport;
-    Uri uri;           // the migration thread's: a resumption over another URI changes it
+    Transport* transport;  // the migration thread's, with uri: a resumption over another way changes both
+    Uri uri;
     Options options;   // downtime-limit under mutex (x-deadline raises it while stats() reads it)
     std::shared_ptr<const LiveSettings> live;
     stream::CancelToken cancel;
@@ -60,7 +61,8 @@ struct SourceCore {
     bool was_running = false;   // the guest ran when the migration began
     bool paused_by_us = false;  // the migration paused the guest: a failure resumes it
     PageSummer summer;          // the sums' function: keyed MACs when the connection is authenticated
-    RamSaver::Verify verify = RamSaver::Verify::off;  // decided once with the header
+    RamSaver::Verify verify = RamSaver::Verify::off;  // decided with the header, again for a resumption's connection
+    std::optional<ResumeTo> fallback;                 // x-fallback-uri, resolved when the migration began
 
     mutable std::mutex mutex;
     MigrationStats stats;                                   // under mutex
@@ -70,6 +72,7 @@ struct SourceCore {
     std::condition_variable resume_cv;                      // resume_to set, or time to look again
     std::chrono::steady_clock::time_point active_since;     // under mutex: when the first round began
     std::chrono::steady_clock::time_point published_at;     // under mutex: the RAM figures' last publish
+    uint64_t way_began_at = 0;                              // under mutex: bytes sent when the current way began
 
     // Whether pages go with their sums (the header's kFeatureVerifyRam): verify-ram, or an
     // authenticated connection, which turns them on by itself; postcopy's too.
@@ -82,8 +85,17 @@ struct SourceCore {
     void give_guest_back();
     // The live connection cut and kept aside (a Run may still refer to it) with `why` shown.
     void set_link_aside(std::string why);
-    // Where the next try goes: the URI 'migrate -r' named last (`asked`), else the migration's own.
-    ResumeTo next_way(bool& asked);
+    // Where the next try goes: the URI 'migrate -r' named last (`asked`), else the migration's own,
+    // or its fallback when it is `fallback_turn`.
+    ResumeTo next_way(bool& asked, bool fallback_turn = false);
+    // How RAM is verified over `c`: inline records carry their sums; a RAM channel either sums
+    // its own records (multifd lanes), or the saver sums what it hands it: for the channel to
+    // carry as the pages land (RDMA with our extension), or else for the stream after the
+    // channel's round. Authenticated (tls-creds over rdma:), every page goes with its MAC.
+    RamSaver::Verify verify_for(Connection& c) const;
+    // The ways RAM went (stats.ways): `uri` from now on, `sent` bytes sent so far in all.
+    void new_way(const std::string& uri, uint64_t sent);
+    void count_way(uint64_t sent);  // the current way's bytes, `sent` so far in all
     // Between two tries: kReconnectEvery, or less if 'migrate -r' names a way meanwhile.
     void wait_before_next_try();
     // A broken link settled (paused since `since`): counted, and what it left behind goes.

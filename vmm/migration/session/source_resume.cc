@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+
 #include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/memory/dirty_bitmap.h"
@@ -17,6 +19,8 @@ namespace vmm::migration {
 
 namespace {
 using Clock = SteadyClock;
+// After a break, how long the migration's own way is tried alone before x-fallback-uri's turns.
+constexpr auto kOwnWayFirst = std::chrono::seconds(2);
 
 // Per block, the pages the host has populated (all of them when pagemap cannot be read).
 std::vector<std::vector<uint64_t>> populated_pages(const memory::GuestMemory& mem) {
@@ -39,15 +43,18 @@ std::vector<std::vector<uint64_t>> populated_pages(const memory::GuestMemory& me
 Status PrecopyResumption::begin(StreamHeader& header) {
     Connection* conn = core_.conn.get();
     SourceRamChannel* ram = conn != nullptr ? conn->source_ram() : nullptr;
-    bool can = core_.options.params.resume_window_ms != 0 && conn != nullptr && conn->answers() &&
-               (ram == nullptr || ram->resumable()) && conn->save_target() == nullptr && !core_.options.caps.postcopy_ram &&
-               (core_.uri.scheme == "tcp" || core_.uri.scheme == "unix");
+    // Pages inline come back over a socket's new connection; a RAM channel (multifd's lanes, a
+    // plugin's such as rdma) when it says it can.
+    bool way_back = ram != nullptr ? ram->resumable() : core_.uri.scheme == "tcp" || core_.uri.scheme == "unix";
+    bool can = core_.options.params.resume_window_ms != 0 && conn != nullptr && conn->answers() && way_back &&
+               conn->save_target() == nullptr && !core_.options.caps.postcopy_ram;
     if (can) {
         auto id = new_session_id();
         if (!id) return id.error();
         session_id_ = *id | 1;  // never 0 (0: not resumable)
         sent_rounds_.emplace(pages_per_block(core_.machine.memory()));
         header.features |= kFeatureResumable;
+        core_.new_way(core_.uri.text, 0);
     }
     header_features_ = header.features;
     header_mode_ = header.ram_mode;
@@ -78,9 +85,15 @@ Status PrecopyResumption::send_session(stream::ByteStream& st, uint32_t window_m
     return st.write(encode_record(r));
 }
 
-Status PrecopyResumption::send_resuming_header(stream::ByteStream& st, uint32_t window_ms) {
-    StreamHeader header = header_for(core_.machine, header_mode_);
-    header.features = header_features_ | kFeaturePrecopyResume;
+Status PrecopyResumption::send_resuming_header(Connection& c, uint32_t window_ms) {
+    stream::ByteStream& st = c.stream();
+    // As the first header, for this connection: its RAM inline or on its channel, and the sums
+    // as they go on it (a fallback's inline records carry theirs).
+    StreamHeader header = header_for(core_.machine, c.source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages);
+    header.features = (header_features_ & ~(kFeatureRoundSums | kFeatureChannelSums)) | kFeaturePrecopyResume;
+    RamSaver::Verify v = core_.verify_for(c);
+    if (v == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
+    if (v == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     if (auto s = st.write(encode_header(header)); !s) return s;
     if (auto s = send_session(st, window_ms); !s) return s;
     return st.flush();
@@ -96,19 +109,17 @@ Status PrecopyResumption::ride_out(SourceRun& run, Error why) {
               "(x-resume-window), sending then only what the destination lacks",
               core_.uri.text, why.message(), window.count());
     broke_because_ = why.message();
-    (void)run.conn->cut();  // the rest of its links (multifd's other lanes) end now, at both ends
     core_.set_link_aside(fmt::format("the link broke ({}); resuming within x-resume-window", why.message()));
     core_.set_status(MigrationStatus::precopy_paused);
     Error last = why;
+    uint64_t tries = 0;
     for (;;) {
         if (core_.cancel.cancelled()) return Error("migration cancelled");
-        if (Clock::now() - paused_at >= window) {
-            return Error(fmt::format("the link to {} broke ({}) and did not come back within x-resume-window ({} ms); last "
-                                     "try: {}",
-                                     core_.uri.text, why.message(), window.count(), last.message()));
-        }
+        if (auto late = past_window(paused_at, why, last)) return *late;
         bool asked = false;
-        ResumeTo to = core_.next_way(asked);
+        // Its own way alone at first (most breaks are flaps); then each try alternates.
+        bool fallback_turn = Clock::now() - paused_at >= kOwnWayFirst && (++tries % 2 == 0);
+        ResumeTo to = core_.next_way(asked, fallback_turn);
         auto done = reconnect(to, run, last);
         if (!done && asked && !core_.cancel.cancelled()) {
             // A URI the user gave that leads nowhere, or to a vmm that refuses: said, and the
@@ -136,14 +147,22 @@ Status PrecopyResumption::ride_out(SourceRun& run, Error why) {
     return {};
 }
 
+std::optional<Error> PrecopyResumption::past_window(SteadyClock::time_point paused_at, const Error& why, const Error& last) const {
+    auto window = std::chrono::milliseconds(core_.options.params.resume_window_ms);
+    if (Clock::now() - paused_at < window) return std::nullopt;
+    return Error(fmt::format("the link to {} broke ({}) and did not come back within x-resume-window ({} ms); last try: {}",
+                             core_.uri.text, why.message(), window.count(), last.message()));
+}
+
 Result<std::unique_ptr<Connection>> PrecopyResumption::open(const ResumeTo& to, Error& last) {
     using None = std::unique_ptr<Connection>;
     const Options& o = core_.options;
     auto conn = to.transport->connect(context_for(core_.machine, to.uri, [o] { return o; }, core_.cancel));
     if (!conn) {
         if (core_.cancel.cancelled()) return conn.error();
-        // A paused destination listens until its window ends: nobody there means it has ended.
-        if (conn.error().sys_errno() == ECONNREFUSED) {
+        // A paused destination listens until its window ends: nobody there means it has ended
+        // (on its fallback way, that it does not listen there: not yet, or not at all).
+        if (conn.error().sys_errno() == ECONNREFUSED && !to.fallback) {
             return Error(fmt::format("the link to {} broke ({}), and nothing listens there any more: the destination "
                                      "has ended (its log says why)",
                                      to.uri.text, broke_because_));
@@ -152,7 +171,7 @@ Result<std::unique_ptr<Connection>> PrecopyResumption::open(const ResumeTo& to, 
         return None();
     }
     stream::ByteStream& st = (*conn)->stream();
-    auto sent = send_resuming_header(st, static_cast<uint32_t>(o.params.resume_window_ms));
+    auto sent = send_resuming_header(**conn, static_cast<uint32_t>(o.params.resume_window_ms));
     if (sent) sent = st.await_readable(std::chrono::milliseconds(o.params.connect_timeout_ms));
     if (!sent) {
         last = sent.error();
@@ -213,18 +232,25 @@ Result<bool> PrecopyResumption::reconnect(const ResumeTo& to, SourceRun& run, Er
     auto resend = what_to_resend((*conn)->stream(), last);
     if (!resend) return resend.error();
     if (!*resend) return false;
-    // The rounds go on over the new connection's RAM channel (multifd: its new lanes), set up as
-    // the first one's was, and of the same kind.
+    // The rounds go on inline (a fallback such as tcp: for rdma:), or over the new connection's
+    // RAM channel (multifd: its new lanes) of the kind the first had, set up as the first was.
     SourceRamChannel* ram = (*conn)->source_ram();
-    if ((ram != nullptr) != (header_mode_ == RamMode::transport_channel) || (ram != nullptr && !ram->resumable())) {
-        return Error(fmt::format("{} carries RAM otherwise than the connection that broke: the precopy cannot resume on it",
+    if (ram != nullptr && (header_mode_ != RamMode::transport_channel || !ram->resumable())) {
+        return Error(fmt::format("{} carries RAM on a channel of its own, and this precopy began without one: it cannot "
+                                 "resume on it",
                                  (*conn)->describe()));
     }
     if (Status s = ram != nullptr ? ram->setup() : Status{}; !s) {
         last = s.error();
         return false;
     }
-    run.saver.rebind((*conn)->stream(), ram);  // lets go of the broken connection's channel first
+    core_.verify = core_.verify_for(**conn);
+    run.saver.rebind((*conn)->stream(), ram, core_.verify);  // lets go of the broken connection's channel first
+    if (to.uri.text != core_.uri.text) {
+        core_.new_way(to.uri.text, run.work.transferred);
+        // The way it broke on becomes the other: a later break may go back to it.
+        if (to.fallback) core_.fallback = ResumeTo{core_.transport, core_.uri, true};
+    }
     uint64_t n = 0;
     for (const auto& words : **resend) n += memory::count_bits(words.data(), words.size());
     {
@@ -235,6 +261,7 @@ Result<bool> PrecopyResumption::reconnect(const ResumeTo& to, SourceRun& run, Er
     }
     resent_now_ = n;
     core_.uri = to.uri;
+    core_.transport = to.transport;
     run.conn = core_.conn.get();
     run.resend = std::move(**resend);
     core_.set_status(MigrationStatus::active);
@@ -250,10 +277,10 @@ void PrecopyResumption::say_goodbye() {
     Options quick = core_.options;
     quick.params.connect_timeout_ms = std::min<uint64_t>(quick.params.connect_timeout_ms, 2000);
     quick.params.io_timeout_ms = std::min<uint64_t>(quick.params.io_timeout_ms, 2000);
-    auto conn = core_.transport.connect(context_for(core_.machine, core_.uri, [quick] { return quick; }, *token));
+    auto conn = core_.transport->connect(context_for(core_.machine, core_.uri, [quick] { return quick; }, *token));
     if (!conn) return;  // gone already, or unreachable: it ends at its window
     stream::ByteStream& st = (*conn)->stream();
-    if (send_resuming_header(st, 0)) {
+    if (send_resuming_header(**conn, 0)) {
         (void)st.await_readable(std::chrono::milliseconds(quick.params.connect_timeout_ms));  // its answer, or its close
     }
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "vmm/common/elapsed.h"
 #include "vmm/migration/precopy/resume.h"
 #include "vmm/migration/session/source_core.h"
 #include "vmm/migration/session/source_run.h"
@@ -23,7 +24,8 @@ public:
 
     // Decided once, before the header goes: a resumable migration gets a session, and `header`
     // says so (kFeatureResumable). A socket's connection comes back, its pages inline or on
-    // multifd's lanes (a new connection brings new lanes); not yet a plugin's (rdma).
+    // multifd's lanes (a new connection brings new lanes), and a plugin's whose RAM channel says
+    // it can (rdma: VMM_RAM_RESUMABLE).
     Status begin(StreamHeader& header);
     // SESSION after the first header: the id and the window the destination waits.
     Status send_session(stream::ByteStream& st, uint32_t window_ms);
@@ -50,8 +52,10 @@ public:
 private:
     // One try: the destination's rounds, what to send again. False: worth trying again.
     Result<bool> reconnect(const ResumeTo& to, SourceRun& run, Error& last);
-    // A resumption's first words: the header with kFeaturePrecopyResume, then SESSION.
-    Status send_resuming_header(stream::ByteStream& st, uint32_t window_ms);
+    // A resumption's first words on `c`: the header with kFeaturePrecopyResume, then SESSION.
+    Status send_resuming_header(Connection& c, uint32_t window_ms);
+    // The failure when the tries since the break (at `paused_at`) have run out of x-resume-window.
+    std::optional<Error> past_window(SteadyClock::time_point paused_at, const Error& why, const Error& last) const;
     // The pages to send again from the destination's report on `st`; none when the link broke.
     Result<std::optional<SourceCore::Bitmaps>> what_to_resend(stream::ByteStream& st, Error& last);
 

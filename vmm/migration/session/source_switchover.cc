@@ -144,7 +144,7 @@ Result<bool> Switchover::ask_destination(const ResumeTo& to, SourceRun& run, Err
     }
     if (st.write(encode_reply(ReplyType::done))) (void)st.flush();
     log::info("the destination runs the guest (told over {})", (*conn)->describe());
-    run.saver.rebind(st, (*conn)->source_ram());  // lets go of the broken connection's channel before it goes
+    run.saver.rebind(st, (*conn)->source_ram(), core_.verify_for(**conn));  // lets go of the broken connection's channel before it goes
     std::lock_guard lock(core_.mutex);
     core_.conn = std::move(*conn);
     run.conn = core_.conn.get();

@@ -42,9 +42,12 @@ struct Parameters {
     uint64_t throttle_after_rounds = 2;  // dirty rounds that failed to converge before throttling
     uint64_t connect_timeout_ms = 10000;
     uint64_t io_timeout_ms = 30000;      // silence from the peer longer than this fails the migration
-    // tcp/unix precopy: how long a broken link may take to come back; the source reconnects by
+    // tcp/unix/rdma precopy: how long a broken link may take to come back; the source reconnects by
     // itself meanwhile (precopy-paused), and sends only what the destination lacks (0: fail at once)
     uint64_t resume_window_ms = 30000;
+    // A resumable precopy's other way to its destination (e.g. tcp: beside rdma:), tried after a
+    // break once its own has not come back for a while (source_resume.cc); empty: none
+    std::string fallback_uri;
     // Fault injection for the switchover's tests (resumable precopy): this side cuts its own link
     // at step N of the hand-over: 1 after STATE, 2 after READY, 3 after GO, 4 after RUNNING (0: never)
     uint64_t switchover_cut = 0;

@@ -150,7 +150,9 @@ struct Args {
         a.tls_hostname = options.params.tls_hostname.c_str();
         a.tls_authz = options.params.tls_authz.c_str();
         a.tls_rekey_records = options.params.tls_rekey_records;
+        a.connect_errno = &connect_errno;
     }
+    int32_t connect_errno = 0;
     Options options;
     vmm_transport_args a{};
     std::string rest;
@@ -171,6 +173,9 @@ struct PluginHandle {
     bool covers(size_t offset, size_t size) const { return ops->struct_size >= offset + size; }
     // Whether ram_features (optional) says `bit` (VMM_RAM_*) for this connection.
     bool has_feature(uint32_t bit) const;
+    // link_broke (optional): whether the last failure was the link's.
+    bool link_broke() const;
+    std::vector<uint64_t> block_pages;  // the guest's RAM blocks, in pages
 };
 
 // An optional member of the plugin's table (read through covers()), or null when its table is
@@ -182,6 +187,12 @@ bool PluginHandle::has_feature(uint32_t bit) const {
     const PluginHandle& plugin_ = *this;
     auto features = VMM_OPTIONAL_OP(ram_features);
     return features != nullptr && (features(conn) & bit) != 0;
+}
+
+bool PluginHandle::link_broke() const {
+    const PluginHandle& plugin_ = *this;
+    auto fn = VMM_OPTIONAL_OP(link_broke);
+    return fn != nullptr && fn(conn) != 0;
 }
 
 // The migration's byte stream, through the plugin's write, flush and read.
@@ -200,11 +211,22 @@ public:
         return call_plugin("flush", [&](vmm_err* e) { return plugin_.ops->flush(plugin_.conn, e); });
     }
     Status read_exact(std::span<uint8_t> out) override {
+        size_t n = std::min(out.size(), back_.size());  // what unread() put back comes first
+        std::copy_n(back_.begin(), n, out.begin());
+        back_.erase(back_.begin(), back_.begin() + static_cast<long>(n));
+        out = out.subspan(n);
+        if (out.empty()) return {};
         return call_plugin("read", [&](vmm_err* e) { return plugin_.ops->read(plugin_.conn, out.data(), out.size(), e); });
     }
+    Status unread(std::span<const uint8_t> bytes) override {
+        back_.insert(back_.begin(), bytes.begin(), bytes.end());
+        return {};
+    }
+    bool link_broke() const override { return plugin_.link_broke(); }
 
 private:
     const PluginHandle& plugin_;
+    std::vector<uint8_t> back_;
 };
 
 // The plugin's RAM channel, either side: the source's rounds (send, send_zero, the sums) and the
@@ -239,8 +261,26 @@ public:
         if (auto set = VMM_OPTIONAL_OP(ram_on_arrival)) set(plugin_.conn, arrival_ ? &PluginRam::arrived : nullptr, this);
     }
     Status serve_round(uint32_t round) override {
-        return call_plugin("ram_serve_round", [&](vmm_err* e) { return plugin_.ops->ram_serve_round(plugin_.conn, round, e); });
+        Status s = call_plugin("ram_serve_round", [&](vmm_err* e) { return plugin_.ops->ram_serve_round(plugin_.conn, round, e); });
+        // A round served to its end is whole here (VMM_RAM_RESUMABLE): its pages, and every
+        // page it did not carry, which was whole already.
+        if (s && landed_) {
+            for (uint32_t b = 0; b < plugin_.block_pages.size(); ++b) landed_(b, 0, plugin_.block_pages[b], round);
+        }
+        return s;
     }
+    // The plugin says it can resume, and has what that takes.
+    bool resumable() const override {
+        return VMM_OPTIONAL_OP(link_broke) != nullptr && VMM_OPTIONAL_OP(accept_within) != nullptr &&
+               plugin_.has_feature(VMM_RAM_RESUMABLE);
+    }
+    bool on_landed(LandedFn fn) override {
+        if (fn && !resumable()) return false;
+        landed_ = std::move(fn);
+        return true;
+    }
+    // Both sides': the connection's (its stream and its RAM channel are one connection).
+    bool link_broke() const override { return plugin_.link_broke(); }
     // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
     bool carries_sums() const override {
         if (VMM_OPTIONAL_OP(ram_sums) == nullptr || VMM_OPTIONAL_OP(ram_on_sums) == nullptr) return false;
@@ -281,12 +321,13 @@ private:
     const PluginHandle& plugin_;
     std::function<void()> arrival_;
     SumsFn sums_;
+    LandedFn landed_;
 };
 
 class PluginConnection final : public Connection {
 public:
-    PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn)
-        : plugin_{std::move(lib), ops, conn}, stream_(plugin_), ram_(plugin_) {}
+    PluginConnection(Library lib, const vmm_transport_ops* ops, void* conn, std::vector<uint64_t> block_pages)
+        : plugin_{std::move(lib), ops, conn, std::move(block_pages)}, stream_(plugin_), ram_(plugin_) {}
     ~PluginConnection() override { plugin_.ops->close(plugin_.conn); }
 
     stream::ByteStream& stream() override { return stream_; }
@@ -356,14 +397,23 @@ Result<std::optional<PageSumKey>> PluginConnection::sums_key() {
 
 class PluginListener final : public Listener {
 public:
-    PluginListener(Library lib, const vmm_transport_ops* ops, void* l, std::string what)
-        : lib_(std::move(lib)), ops_(ops), l_(l), what_(std::move(what)) {}
+    PluginListener(Library lib, const vmm_transport_ops* ops, void* l, std::string what, std::vector<uint64_t> block_pages)
+        : lib_(std::move(lib)), ops_(ops), l_(l), what_(std::move(what)), block_pages_(std::move(block_pages)) {}
     ~PluginListener() override { ops_->close_listener(l_); }
     Result<std::unique_ptr<Connection>> accept() override {
         vmm_err e{};
         void* c = ops_->accept(l_, &e);
         if (c == nullptr) return plugin_error(e, "accept");
-        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c));
+        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c, block_pages_));
+    }
+    Result<std::unique_ptr<Connection>> accept_until(std::chrono::steady_clock::time_point deadline) override {
+        bool has = ops_->struct_size >= offsetof(vmm_transport_ops, accept_within) + sizeof ops_->accept_within;
+        if (!has || ops_->accept_within == nullptr) return Listener::accept_until(deadline);
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        vmm_err e{};
+        void* c = ops_->accept_within(l_, static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 0, UINT32_MAX)), &e);
+        if (c == nullptr) return plugin_error(e, "accept");
+        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c, block_pages_));
     }
     std::string describe() const override { return what_; }
 
@@ -372,7 +422,14 @@ private:
     const vmm_transport_ops* ops_;
     void* l_;
     std::string what_;
+    std::vector<uint64_t> block_pages_;
 };
+
+std::vector<uint64_t> pages_of(const std::vector<RamBlockView>& blocks) {
+    std::vector<uint64_t> out;
+    for (const auto& b : blocks) out.push_back(b.size / kStreamPageSize);
+    return out;
+}
 
 class PluginTransport final : public Transport {
 public:
@@ -390,8 +447,11 @@ public:
         Args args(ctx);
         vmm_err e{};
         void* c = ops_->connect(&args.a, &e);
-        if (c == nullptr) return plugin_error(e, "connect");
-        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c));
+        if (c == nullptr) {
+            Error err = plugin_error(e, "connect");
+            return args.connect_errno != 0 ? Error::with_errno(err.message(), args.connect_errno) : err;
+        }
+        return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c, pages_of(ctx.blocks)));
     }
     void warm_up() override {
         bool has = ops_->struct_size >= offsetof(vmm_transport_ops, warm_up) + sizeof ops_->warm_up;
@@ -402,7 +462,7 @@ public:
         vmm_err e{};
         void* l = ops_->listen(&args.a, &e);
         if (l == nullptr) return plugin_error(e, "listen");
-        return std::unique_ptr<Listener>(new PluginListener(lib_, ops_, l, ctx.uri.text));
+        return std::unique_ptr<Listener>(new PluginListener(lib_, ops_, l, ctx.uri.text, pages_of(ctx.blocks)));
     }
 
 private:

@@ -89,7 +89,7 @@ Status wait_fd(int fd, short events, const stream::CancelToken& cancel, int time
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return Error::from_errno("poll " + what);
         if (fds[1].revents != 0) return Error("migration cancelled");
-        if (r == 0) return Error(fmt::format("{}: no answer within {} ms (x-connect-timeout)", what, timeout_ms));
+        if (r == 0) return Error::with_errno(fmt::format("{}: no answer within {} ms (x-connect-timeout)", what, timeout_ms), ETIMEDOUT);
         return {};
     }
 }
