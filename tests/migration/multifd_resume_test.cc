@@ -10,6 +10,7 @@
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/postcopy.h"
 #include "tests/support/require.h"
+#include "tests/support/switchover_cut.h"
 #include "tests/support/tcp_proxy.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/vm_pair.h"
@@ -152,25 +153,7 @@ TEST(MultifdResume, TheSwitchoverCutWithLanesEndsWithOneCopy) {
     VMM_REQUIRE(need::kvm());
     const std::vector<std::pair<std::string, int>> cuts = {{"src", 1}, {"src", 3}, {"dst", 2}};
     for (const auto& [side, step] : cuts) {
-        SCOPED_TRACE(side + " cuts after step " + std::to_string(step));
-        uint16_t port = free_tcp_port();
-        auto src = Vm::start("mfr-sw-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--prefill", "32M",
-                                            "--append", "bytes=" + sized("2M", "512K")});
-        auto dst = destination("mfr-sw-dst", tcp_uri(port), "128M", "1");
-        ASSERT_TRUE(src && dst);
-        ASSERT_EQ(src->cmd("migrate_set_capability multifd on"), "");
-        Vm& cutter = side == "src" ? *src : *dst;
-        ASSERT_EQ(cutter.cmd("migrate_set_parameter x-switchover-cut " + std::to_string(step)), "");
-        ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 3000"), "");
-        ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
-        std::string out = src->cmd("migrate " + tcp_uri(port));
-        EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
-        EXPECT_NE(cutter.log().find("x-switchover-cut " + std::to_string(step) + ": cutting"), std::string::npos)
-            << cutter.log();
-        ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate")
-                                                                                          << dst->log();
-        EXPECT_NE(dst->log().find("multifd lanes"), std::string::npos) << dst->log();
-        expect_handover(*src, *dst);
+        ASSERT_NO_FATAL_FAILURE(expect_one_copy_after_a_cut(side, step, {"migrate_set_capability multifd on"}, "multifd lanes"));
     }
 }
 

@@ -11,6 +11,7 @@
 #include "tests/support/kvm_fixture.h"
 #include "tests/support/postcopy.h"
 #include "tests/support/require.h"
+#include "tests/support/switchover_cut.h"
 #include "tests/support/tcp_proxy.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/vm_pair.h"
@@ -249,27 +250,7 @@ TEST(PrecopyResume, TheSwitchoverCutAtEachStepEndsWithOneCopy) {
     VMM_REQUIRE(need::kvm());
     const std::vector<std::pair<std::string, int>> cuts = {{"src", 1}, {"src", 2}, {"src", 3}, {"src", 4},
                                                            {"dst", 2}, {"dst", 3}, {"dst", 4}};
-    for (const auto& [side, step] : cuts) {
-        SCOPED_TRACE(side + " cuts after step " + std::to_string(step));
-        uint16_t port = free_tcp_port();
-        auto src = Vm::start("pr-sw-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--prefill", "32M",
-                                           "--append", "bytes=" + sized("2M", "512K")});
-        auto dst = destination("pr-sw-dst", tcp_uri(port), "128M", "1");
-        ASSERT_TRUE(src && dst);
-        Vm& cutter = side == "src" ? *src : *dst;
-        ASSERT_EQ(cutter.cmd("migrate_set_parameter x-switchover-cut " + std::to_string(step)), "");
-        // A destination whose source's DONE was lost waits out the window: a short one here.
-        ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 3000"), "");
-        ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
-        std::string out = src->cmd("migrate " + tcp_uri(port));
-        EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
-        EXPECT_NE(cutter.log().find("x-switchover-cut " + std::to_string(step) + ": cutting"), std::string::npos)
-            << cutter.log();
-        ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "completed"; }, 60)) << dst->cmd("info migrate")
-                                                                                          << dst->log();
-        EXPECT_NE(src->cmd("cont").find("the guest runs on the destination now"), std::string::npos);
-        expect_handover(*src, *dst);
-    }
+    for (const auto& [side, step] : cuts) ASSERT_NO_FATAL_FAILURE(expect_one_copy_after_a_cut(side, step));
 }
 
 // In doubt past the window: GO went and the link broke before the destination's RUNNING came,
