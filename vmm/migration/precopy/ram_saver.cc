@@ -213,12 +213,8 @@ Status RamSaver::send_data(uint32_t block, uint64_t first_page, uint64_t count) 
         r.length = n << kPageShift;
         std::span<const uint8_t> data{b.host() + r.offset, r.length};
         auto header = encode_record(r);
-        if (verify_ == Verify::summed && !summer_.keyed()) append_page_sums(header, data);
-        if (verify_ == Verify::summed && summer_.keyed()) {  // an authenticated link's MACs, over its fallback
-            std::vector<uint64_t> sums(n);
-            for (uint64_t i = 0; i < n; ++i) sums[i] = summer_(data.data() + (i << kPageShift));
-            append_sums(header, sums);
-        }
+        // XXH3, or an authenticated link's MACs (kept over its fallback).
+        if (verify_ == Verify::summed) append_page_sums(header, data, summer_);
         if (auto s = record(header, data, {n, 0}); !s) return s;
     }
     return {};

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+
 #include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
 #include "vmm/migration/precopy/machine_state.h"
@@ -47,16 +49,13 @@ Result<std::unique_ptr<Connection>> PrecopyWait::next_connection(std::chrono::st
         }
         if (!also_) return core_.listener->accept_until(deadline);
         for (Listener* l : {core_.listener.get(), also_.get()}) {
-            auto until = std::min(deadline, Clock::now() + std::chrono::seconds(1));
-            auto next = l->accept_until(until);
+            auto next = l->accept_until(std::min(deadline, Clock::now() + std::chrono::seconds(1)));
             if (next || core_.cancel.cancelled() || Clock::now() >= deadline) return next;
-            if (Clock::now() + std::chrono::milliseconds(50) < until && l == also_.get()) {
-                // Not its second ending: the listener itself failed. The migration's own goes on.
-                log::warn("no longer waiting on {}: {}", also_->describe(), next.error().message());
-                also_.reset();
-                break;
-            }
-            if (Clock::now() + std::chrono::milliseconds(50) < until) return next;  // the migration's own listener failed
+            if (next.error().sys_errno() == ETIMEDOUT) continue;  // its second ended: the other's turn
+            if (l == core_.listener.get()) return next;           // the migration's own listener failed
+            log::warn("no longer waiting on {}: {}", also_->describe(), next.error().message());  // it goes on
+            also_.reset();
+            break;
         }
     }
 }
@@ -108,7 +107,7 @@ Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why
         auto next = next_connection(paused_at + window);
         if (!next) {
             if (core_.cancel.cancelled()) return next.error();
-            if (std::chrono::steady_clock::now() + std::chrono::milliseconds(50) < paused_at + window) {
+            if (next.error().sys_errno() != ETIMEDOUT) {
                 return next.error().context(fmt::format("the link from the source broke ({}), and waiting for its "
                                                         "resumption failed",
                                                         why.message()));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -412,7 +413,12 @@ public:
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         vmm_err e{};
         void* c = ops_->accept_within(l_, static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 0, UINT32_MAX)), &e);
-        if (c == nullptr) return plugin_error(e, "accept");
+        if (c == nullptr) {
+            // The ABI's error is text: one at the deadline is the wait's end (ETIMEDOUT, as a
+            // socket listener's), one before it the listener's failure.
+            Error err = plugin_error(e, "accept");
+            return std::chrono::steady_clock::now() >= deadline ? Error::with_errno(err.message(), ETIMEDOUT) : err;
+        }
         return std::unique_ptr<Connection>(new PluginConnection(lib_, ops_, c, block_pages_));
     }
     std::string describe() const override { return what_; }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 
 #include "vmm/common/log.h"
@@ -220,7 +221,10 @@ private:
             auto wait = candidates.next_deadline();
             if (timeout_ms >= 0) {
                 auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-                if (left.count() <= 0) return Error(fmt::format("accept on {}: no answer within {} ms (x-connect-timeout)", what_, timeout_ms));
+                if (left.count() <= 0) {
+                    return Error::with_errno(fmt::format("accept on {}: no answer within {} ms (x-connect-timeout)", what_, timeout_ms),
+                                             ETIMEDOUT);
+                }
                 wait = std::min(wait, left);
             }
             int poll_ms = wait == std::chrono::milliseconds::max() ? -1 : static_cast<int>(wait.count()) + 1;

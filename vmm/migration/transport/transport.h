@@ -181,7 +181,8 @@ public:
     virtual ~Listener() = default;
     // Waits for the source; returns early with an error when the token is cancelled.
     virtual Result<std::unique_ptr<Connection>> accept() = 0;
-    // The same, until `deadline` (a paused precopy waiting for its source to resume): an error then.
+    // The same, until `deadline` (a paused precopy waiting for its source to resume): an error
+    // with ETIMEDOUT then (sys_errno), any other error a failure of the listener.
     virtual Result<std::unique_ptr<Connection>> accept_until(std::chrono::steady_clock::time_point deadline) {
         (void)deadline;
         return Error("this transport cannot wait for a migration to resume");

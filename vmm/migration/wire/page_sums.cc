@@ -39,9 +39,9 @@ void append_sums(std::vector<uint8_t>& out, std::span<const uint64_t> sums) {
     out.insert(out.end(), w.bytes().begin(), w.bytes().end());
 }
 
-void append_page_sums(std::vector<uint8_t>& out, std::span<const uint8_t> data) {
+void append_page_sums(std::vector<uint8_t>& out, std::span<const uint8_t> data, const PageSummer& summer) {
     std::vector<uint64_t> sums(data.size() / kStreamPageSize);
-    for (size_t i = 0; i < sums.size(); ++i) sums[i] = page_checksum(data.data() + i * kStreamPageSize);
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] = summer(data.data() + i * kStreamPageSize);
     append_sums(out, sums);
 }
 

@@ -40,8 +40,8 @@ private:
 
 // Appends `sums`, little-endian u64 each.
 void append_sums(std::vector<uint8_t>& out, std::span<const uint64_t> sums);
-// Appends the sums of every page of `data` (whole pages).
-void append_page_sums(std::vector<uint8_t>& out, std::span<const uint8_t> data);
+// Appends the sums of every page of `data` (whole pages), made by `summer` (XXH3 by default).
+void append_page_sums(std::vector<uint8_t>& out, std::span<const uint8_t> data, const PageSummer& summer = {});
 // How many bytes of sums a PAGES_SUMMED record of `length` bytes carries (one u64 per page);
 // refused unless `length` is whole pages of one record.
 Result<size_t> page_sums_size(uint64_t length);
