@@ -254,9 +254,19 @@ struct vmm_transport_ops {
      * does not tell the peer of such a failure (no ERROR: the migration may go on). Must not block. */
     int (*link_broke)(void *conn);
     /* Optional, appended to ABI 1: accept, as accept does, waiting at most wait_ms for a source;
-     * NULL with err on the timeout. The listener may accept again once a connection it gave has
-     * been closed (a precopy's resumption comes to the listener the migration began on). */
+     * on the timeout NULL with err's text empty (NULL with a text: the listener failed). The
+     * listener may accept again once a connection it gave has been closed (a precopy's
+     * resumption comes to the listener the migration began on). */
     void *(*accept_within)(void *listener, uint32_t wait_ms, struct vmm_err *err);
+    /* Optional, appended to ABI 1: source: vmm registers `fn` (NULL to unregister), which the
+     * plugin calls, from inside any call on this connection, with each run of RAM handed to
+     * ram_send once the transport's own delivery says every byte of it is in the destination's
+     * memory (rdma: its RDMA WRITEs completed on a reliable connection). After a broken link vmm
+     * then sends again only what neither these reports nor the destination vouch for, instead of
+     * the whole round the link broke in. Runs are page-aligned; a run may be part of a ram_send's
+     * range, and ram_send_zero's ranges are never reported (only the destination vouches for them). */
+    void (*ram_on_landed)(void *conn, void (*fn)(void *ctx, uint32_t block, uint64_t offset, uint64_t length),
+                          void *ctx);
 };
 
 /* features bits. */

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "trace.h"
@@ -28,6 +29,8 @@ DestinationSession::~DestinationSession() {
     // The listening id goes back to the listener (if it is still there), which then waits for
     // the next source: a precopy that resumes after a broken link (x-resume-window).
     if (auto l = listener_.lock()) link_.first().give_back_listener(*l);
+    trace("{}: session ended (link lost: {}); the listening id is back with the listener", link_.first().describe,
+          link_.link_lost());
     link_.hang_up();
 }
 
@@ -41,9 +44,16 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept(Endpoint&
                               : static_cast<int>(std::max<int64_t>(
                                     0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count()));
         auto s = accept_one(listener, cfg, pin_all_refusal, peer_refused, left, give_back);
-        if (s || !peer_refused) return s;
-        vmm::log::warn("{}: refused a connection: {}; still waiting for the migration source", listener.describe,
-                       s.error().message());
+        if (s) return s;
+        if (peer_refused) {
+            vmm::log::warn("{}: refused a connection: {}; still waiting for the migration source", listener.describe,
+                           s.error().message());
+        } else if (s.error().sys_errno() == ECONNABORTED) {
+            vmm::log::warn("{}: a connection from the source was not made: {}; still waiting for the migration source",
+                           listener.describe, s.error().message());
+        } else {
+            return s;
+        }
     }
 }
 
@@ -113,7 +123,9 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     }
     if (Status st = s->accept_channels(); !st) {
         s->link_.abort(st.error().message());
-        return st.error();
+        // A source that gave up midway, or a network that lost it (a flap): the next may come.
+        bool went = s->link_.first().device_removed || st.error().sys_errno() == ECANCELED;
+        return went ? st.error() : Error::with_errno(st.error().message(), ECONNABORTED);
     }
     if (s->link_.channels().count() > 1 || s->link_.channels().has_postcopy()) clock.mark("channels");
     s->link_.add_steps(steps);

@@ -136,6 +136,8 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
                rdma_cm_id** new_id = nullptr) {
     for (;;) {
         if (auto ev = take_cm_event(e.events.get())) {
+            trace("{}: cm event {} (status {}) while waiting for {}{}", e.describe, rdma_event_str(ev->type), ev->status,
+                  rdma_event_str(want), e.listen_id && ev->id == e.listen_id.get() ? " (the listening id)" : "");
             // A listener waiting for its next source: a connection it had (a broken link's, now
             // ended) may still report on this channel; that is no answer to the wait.
             if (want == RDMA_CM_EVENT_CONNECT_REQUEST && ev->type != want && ev->type != RDMA_CM_EVENT_DEVICE_REMOVAL &&
@@ -150,7 +152,7 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
         int r = ::poll(fds, 2, timeout_ms);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
-        if (fds[1].revents != 0) return Error("migration cancelled");
+        if (fds[1].revents != 0) return Error::with_errno("migration cancelled", ECANCELED);
         if (r == 0) {
             return Error::with_errno(fmt::format("{}: no answer within {} ms; is the peer up and reachable over RDMA "
                                                  "(x-connect-timeout sets the wait)?",
@@ -304,6 +306,9 @@ std::string Endpoint::flush_reason() {
         if (Status s = cm_event_while_busy(); !s) return s.error().message();
     std::string event = async_qp_event(id ? id->verbs : nullptr, qp.get());
     std::string adapter = event.empty() ? "" : " (the adapter reported: " + event + ")";
+    // Flushed after this side disconnected (a cut: migrate_pause) or the link was found lost:
+    // nobody broke a rule.
+    if (link_lost) return fmt::format("{}: the link was cut, and the adapter flushed what was in flight{}", describe, adapter);
     if (grants_remote_write) {
         return fmt::format("{}: the source wrote where it was not allowed (remote access error): the adapter refused a "
                            "request outside the memory this side registered for it, and ended the connection{}",
@@ -516,14 +521,23 @@ Result<std::unique_ptr<Endpoint>> accept_endpoint(Endpoint& listener, uint32_t s
     StepClock clock(e->steps);  // from the source's request on
     e->events = std::move(listener.events);  // the accepted id reports its events on the listener's channel
     e->listen_id = std::move(listener.listen_id);
+    // A connection that is not made leaves the listener as it was, listening: the source gave
+    // up on its request (a request taken late, after the source's wait ended, cannot even have
+    // its queue pair made), or the network lost the answer (a flap). Its next request may work,
+    // unless the device went or vmm is ending.
+    auto not_made = [&](const Error& err) {
+        bool went = e->device_removed || err.sys_errno() == ECANCELED;
+        e->give_back_listener(listener);
+        return went ? err : Error::with_errno(err.message(), ECONNABORTED);
+    };
     if (listener.ahead && listener.ahead->pd()->context == e->id->verbs) e->ahead = listener.ahead;
-    if (auto r = create_resources(*e, nullptr, {}); !r) return r.error();
+    if (auto r = create_resources(*e, nullptr, {}); !r) return not_made(r.error());
     clock.mark("queue-pair");
-    if (auto r = before_connect(*e); !r) return r.error();
+    if (auto r = before_connect(*e); !r) return not_made(r.error());
     clock.mark("buffers");
     PrivateData ours = theirs;
     ours.flags = theirs.flags & supported;  // the spec: answer with what this side supports
-    if (auto r = answer(*e, *e, ours, "accepting the RDMA connection"); !r) return r.error();
+    if (auto r = answer(*e, *e, ours, "accepting the RDMA connection"); !r) return not_made(r.error());
     clock.mark("connection");
     return e;
 }

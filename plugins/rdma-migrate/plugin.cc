@@ -179,8 +179,8 @@ void* do_listen(const vmm_transport_args* a, vmm_err* e) {
     return out;
 }
 
-// `wait_ms` -1: until a source comes or vmm cancels.
-void* accept_waiting(void* lp, int wait_ms, vmm_err* e) {
+// `wait_ms` -1: until a source comes or vmm cancels. `timed_out`: set when the wait ended.
+void* accept_waiting(void* lp, int wait_ms, vmm_err* e, bool* timed_out = nullptr) {
     void* out = nullptr;
     guarded(e, [&]() -> Status {
         auto* l = static_cast<Listener*>(lp);
@@ -191,7 +191,10 @@ void* accept_waiting(void* lp, int wait_ms, vmm_err* e) {
         // Grant rdma-pin-all only if all of this side's RAM can be pinned.
         std::string refusal = pin_all_refusal(memlock_budget(), ram_bytes(l->cfg));
         pin_while_waiting(*l, refusal);
+        trace("{}: accepting (up to {} ms)", l->ep->describe, wait_ms);
         auto s = DestinationSession::accept(*l->ep, l->cfg, refusal, wait_ms, l->ep);
+        if (!s) trace("{}: accept: {}", l->ep->describe, s.error().message());
+        if (!s && timed_out != nullptr) *timed_out = wait_ms >= 0 && s.error().sys_errno() == ETIMEDOUT;
         if (!s) return s.error();
         out = new Handle{nullptr, std::move(*s), {}};
         return {};
@@ -199,8 +202,12 @@ void* accept_waiting(void* lp, int wait_ms, vmm_err* e) {
     return out;
 }
 void* do_accept(void* lp, vmm_err* e) { return accept_waiting(lp, -1, e); }
+// The wait's end with no source leaves err's text empty (the ABI's way of saying ETIMEDOUT).
 void* do_accept_within(void* lp, uint32_t wait_ms, vmm_err* e) {
-    return accept_waiting(lp, static_cast<int>(std::min<uint32_t>(wait_ms, INT32_MAX)), e);
+    bool timed_out = false;
+    void* out = accept_waiting(lp, static_cast<int>(std::min<uint32_t>(wait_ms, INT32_MAX)), e, &timed_out);
+    if (out == nullptr && timed_out) e->text[0] = '\0';
+    return out;
 }
 
 Handle& H(void* c) { return *static_cast<Handle*>(c); }
@@ -259,6 +266,11 @@ int ram_serve(void* c, uint32_t round, vmm_err* e) {
     });
 }
 uint64_t ram_in_flight(void* c) { return H(c).source ? H(c).source->ram_in_flight() : 0; }
+void ram_on_landed(void* c, void (*fn)(void*, uint32_t, uint64_t, uint64_t), void* ctx) {
+    if (!H(c).source) return;
+    if (fn == nullptr) return H(c).source->on_landed({});
+    H(c).source->on_landed([fn, ctx](uint32_t block, uint64_t offset, uint64_t length) { fn(ctx, block, offset, length); });
+}
 void ram_on_arrival(void* c, void (*fn)(void*), void* ctx) {
     if (H(c).source) H(c).source->on_arrival(fn, ctx);
 }
@@ -454,7 +466,7 @@ const vmm_transport_ops kOps = {
     ram_begin, ram_send, ram_zero, ram_end, ram_serve, do_describe, do_close, ram_in_flight,
     ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums, pc_begin, pc_next_request,
     pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut, VMM_TRANSPORT_TLS, ram_sums_key,
-    setup_parts, warm_up, setting_rows(), do_link_broke, do_accept_within,
+    setup_parts, warm_up, setting_rows(), do_link_broke, do_accept_within, ram_on_landed,
 };
 
 }  // namespace

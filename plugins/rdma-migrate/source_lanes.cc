@@ -38,6 +38,11 @@ void LaneWriter::completed(Lane& lane, uint64_t index) {
         hooks_.landed(lane.tags.front().second);
         lane.tags.pop_front();
     }
+    while (!lane.landings.empty() && lane.landings.front().index <= lane.ledger.done()) {
+        const auto& l = lane.landings.front();
+        if (landed_fn_) landed_fn_(l.at.block, l.at.offset, l.length);
+        lane.landings.pop_front();
+    }
     if (arrival_fn_ != nullptr && lane.ledger.delivered() != before) arrival_fn_(arrival_ctx_);
 }
 
@@ -134,10 +139,11 @@ Status LaneWriter::post(Lane& lane) {
     return s;
 }
 
-Status LaneWriter::write(uint64_t chunk, ibv_send_wr wr, ibv_sge sge, uint64_t sums) {
+Status LaneWriter::write(uint64_t chunk, ibv_send_wr wr, ibv_sge sge, uint64_t sums, RamAt at) {
     Lane& lane = lanes_[chunk % lanes_.size()];
     uint64_t index = lane.ledger.post(sge.length);
     if (sums != 0) lane.tags.emplace_back(index, sums);  // its landing counts for those sums
+    if (landed_fn_) lane.landings.push_back({index, at, sge.length});
     wr.wr_id = make_wr_id(WrKind::write, index);
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.num_sge = 1;

@@ -36,9 +36,14 @@ public:
     void add_lane(Endpoint& ep) { lanes_.emplace_back(&ep); }
     size_t size() const { return lanes_.size(); }
 
+    // Where a write's bytes are in the guest's RAM (block, offset), for on_landed.
+    struct RamAt {
+        uint32_t block = 0;
+        uint64_t offset = 0;
+    };
     // Queues one RDMA WRITE (its remote address, rkey and local buffer set) on chunk `chunk`'s
-    // lane; `sums` (0: none) is the verify-ram range whose sums count on it.
-    Status write(uint64_t chunk, ibv_send_wr wr, ibv_sge sge, uint64_t sums);
+    // lane, of the guest RAM at `at`; `sums` (0: none) is the verify-ram range whose sums count on it.
+    Status write(uint64_t chunk, ibv_send_wr wr, ibv_sge sge, uint64_t sums, RamAt at);
     // Batches left short go to the HCA now rather than when later writes fill them.
     Status post_short_batches();
     // Every write posted and known complete.
@@ -54,6 +59,10 @@ public:
         arrival_fn_ = fn;
         arrival_ctx_ = ctx;
     }
+    // `fn` hears of each write, once it is known complete, with its guest RAM (block, offset,
+    // length); empty: none (the writes from then on are not remembered).
+    using LandedFn = std::function<void(uint32_t block, uint64_t offset, uint64_t length)>;
+    void on_landed(LandedFn fn) { landed_fn_ = std::move(fn); }
 
 private:
     // One queue pair's RDMA WRITEs: the writes posted and known complete (and their bytes),
@@ -70,6 +79,12 @@ private:
         std::vector<ibv_send_wr> wrs;
         std::vector<ibv_sge> sges;
         std::deque<std::pair<uint64_t, uint64_t>> tags;  // write index, the sums range counting on it
+        struct Landing {
+            uint64_t index;
+            RamAt at;
+            uint64_t length;
+        };
+        std::deque<Landing> landings;  // writes on_landed's callback has yet to hear of
     };
 
     Status post(Lane& lane);
@@ -87,6 +102,7 @@ private:
     uint64_t accepted_ = 0;
     void (*arrival_fn_)(void*) = nullptr;
     void* arrival_ctx_ = nullptr;
+    LandedFn landed_fn_;
 };
 
 }  // namespace rdma_migrate

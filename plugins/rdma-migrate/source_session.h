@@ -50,6 +50,8 @@ public:
     uint64_t ram_in_flight() const { return lanes_.in_flight(); }
     // `fn(ctx)` is called whenever more of what ram_in_flight() counts has arrived (NULL: never).
     void on_arrival(void (*fn)(void*), void* ctx) { lanes_.on_arrival(fn, ctx); }
+    // `fn` hears of each write of guest RAM once it is known complete (plugin ABI ram_on_landed).
+    void on_landed(LaneWriter::LandedFn fn) { lanes_.on_landed(std::move(fn)); }
     // verify-ram: the sums of the range the next ram_send or ram_send_zero hands over; they go
     // to the destination once those pages are known to be there.
     Status ram_sums(uint32_t block, uint64_t offset, std::span<const uint64_t> sums);

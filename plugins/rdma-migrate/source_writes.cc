@@ -112,7 +112,7 @@ Status SourceSession::write_piece(uint32_t block, const Piece& p) {
     trace("source: write {}:{:#x}+{:#x} (chunk {}) lane {} -> rkey {:#x} at {:#x}, lkey {:#x}", block, p.offset, p.length,
           p.chunk, p.chunk % lanes_.size(), wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, *lkey);
     ++work_.pieces;
-    return lanes_.write(p.chunk, wr, sge, p.sums);
+    return lanes_.write(p.chunk, wr, sge, p.sums, {block, p.offset});
 }
 
 Status SourceSession::flush_compress() {

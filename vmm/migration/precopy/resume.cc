@@ -76,6 +76,20 @@ Status ReportedRounds::add(const ReturnMessage& m, std::span<const uint32_t> rou
     return {};
 }
 
+uint64_t ReportedRounds::also_arrived(const ArrivalRounds& delivered) {
+    uint64_t moved = 0;
+    for (size_t b = 0; b < rounds_.size() && b < delivered.rounds().size(); ++b) {
+        const auto& d = delivered.rounds()[b];
+        auto& r = rounds_[b];
+        for (size_t p = 0; p < r.size() && p < d.size(); ++p) {
+            if (d[p] == kNeverArrived || (r[p] != kNeverArrived && r[p] >= d[p])) continue;
+            r[p] = d[p];
+            ++moved;
+        }
+    }
+    return moved;
+}
+
 bool ReportedRounds::complete() const {
     for (size_t b = 0; b < next_.size(); ++b)
         if (next_[b] != rounds_[b].size()) return false;

@@ -57,6 +57,11 @@ public:
     ReportedRounds(const std::vector<uint64_t>& pages_per_block, uint32_t last_round);
     Status add(const ReturnMessage& m, std::span<const uint32_t> rounds);
     bool complete() const;
+    // What the source's own transport vouches for beside the destination's report (an RDMA
+    // WRITE completed on a reliable connection is in the destination's memory, though the
+    // destination never saw it land): each page's later round of the two. Returns how many
+    // pages it moved on (for the log).
+    uint64_t also_arrived(const ArrivalRounds& delivered);
     const std::vector<std::vector<uint32_t>>& rounds() const { return rounds_; }
 
 private:

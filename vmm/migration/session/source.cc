@@ -192,6 +192,7 @@ Status MigrationSource::setup(Connection*& conn_out) {
     }
     std::vector<SetupPart> connect_steps = core_.conn->setup_parts();
     clock.mark("connect", connect_steps);
+    resumption_.first_connect_took(clock.parts.back().ms);
     log::info("migrating to {}", core_.conn->describe());
     auto handover_us = negotiate();
     if (!handover_us) return handover_us.error();

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "vmm/common/elapsed.h"
@@ -55,6 +56,7 @@ Status PrecopyResumption::begin(StreamHeader& header) {
         sent_rounds_.emplace(pages_per_block(core_.machine.memory()));
         header.features |= kFeatureResumable;
         core_.new_way(core_.uri.text, 0);
+        listen_for_deliveries(*conn);
     }
     header_features_ = header.features;
     header_mode_ = header.ram_mode;
@@ -66,7 +68,19 @@ bool PrecopyResumption::link_broke(const SourceRun& run, bool in_precopy) const 
     return run.conn->link_broke();
 }
 
+void PrecopyResumption::listen_for_deliveries(Connection& c) {
+    SourceRamChannel* ram = c.source_ram();
+    if (ram == nullptr || session_id_ == 0 || core_.verify_for(c) != RamSaver::Verify::off) return;
+    bool hears = ram->on_delivered([this](uint32_t block, uint64_t first_page, uint64_t count) {
+        std::lock_guard lock(delivered_mutex_);
+        if (delivered_) delivered_->landed(block, first_page, count, round_now_.load());
+    });
+    std::lock_guard lock(delivered_mutex_);
+    if (hears && !delivered_) delivered_.emplace(header_for(core_.machine).blocks);
+}
+
 Result<SourceCore::Bitmaps> PrecopyResumption::take_for_round(uint32_t round) {
+    round_now_ = round;
     auto bitmaps = core_.take_dirty();
     if (bitmaps && sent_rounds_) sent_rounds_->taken(round, *bitmaps);
     return bitmaps;
@@ -154,10 +168,17 @@ std::optional<Error> PrecopyResumption::past_window(SteadyClock::time_point paus
                              core_.uri.text, why.message(), window.count(), last.message()));
 }
 
+uint64_t PrecopyResumption::try_wait_ms() const {
+    auto eightfold = static_cast<uint64_t>(8 * first_connect_ms_);
+    return std::min<uint64_t>(core_.options.params.connect_timeout_ms, std::max<uint64_t>(eightfold, 1000));
+}
+
 Result<std::unique_ptr<Connection>> PrecopyResumption::open(const ResumeTo& to, Error& last) {
     using None = std::unique_ptr<Connection>;
     const Options& o = core_.options;
-    auto conn = to.transport->connect(context_for(core_.machine, to.uri, [o] { return o; }, core_.cancel));
+    Options one_try = o;
+    one_try.params.connect_timeout_ms = try_wait_ms();
+    auto conn = to.transport->connect(context_for(core_.machine, to.uri, [one_try] { return one_try; }, core_.cancel));
     if (!conn) {
         if (core_.cancel.cancelled()) return conn.error();
         // A paused destination listens until its window ends: nobody there means it has ended
@@ -219,6 +240,12 @@ Result<std::optional<SourceCore::Bitmaps>> PrecopyResumption::what_to_resend(str
         }
         if (auto s = arrived.add(m->message, m->rounds); !s) return s.error();
     }
+    uint64_t vouched = 0;
+    {
+        std::lock_guard lock(delivered_mutex_);
+        if (delivered_) vouched = arrived.also_arrived(*delivered_);
+    }
+    if (vouched != 0) log::info("precopy resume: {} pages this side's transport delivered do not go again", vouched);
     auto populated = populated_pages(core_.machine.memory());
     return std::optional(pages_to_resend(*sent_rounds_, arrived, [&](size_t b, uint64_t p) {
         return ((populated[b][p / 64] >> (p % 64)) & 1) != 0;
@@ -246,6 +273,7 @@ Result<bool> PrecopyResumption::reconnect(const ResumeTo& to, SourceRun& run, Er
     }
     core_.verify = core_.verify_for(**conn);
     run.saver.rebind((*conn)->stream(), ram, core_.verify);  // lets go of the broken connection's channel first
+    listen_for_deliveries(**conn);
     if (to.uri.text != core_.uri.text) {
         core_.new_way(to.uri.text, run.work.transferred);
         // The way it broke on becomes the other: a later break may go back to it.

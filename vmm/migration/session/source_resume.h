@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -48,6 +49,15 @@ public:
     void broke(std::string why) { broke_because_ = std::move(why); }
     // SESSION with window 0, best effort: a destination waiting for this precopy stops waiting.
     void say_goodbye();
+    // How long the first connection took to make: a try after a break waits as long for its
+    // answer as 8 times that (at least 1 s, at most x-connect-timeout), and then tries anew, so a
+    // link that comes back is used within about a second (a connection request lost in the outage
+    // is otherwise sent again only after the network's own retry, seconds over RDMA's CM).
+    void first_connect_took(double ms) { first_connect_ms_ = ms; }
+    // Hears from `c`'s RAM channel what its transport delivered (SourceRamChannel::on_delivered),
+    // where nothing else must vouch for a page (no verify-ram, no authenticated link): a resumption
+    // then sends again only what neither that nor the destination's report covers.
+    void listen_for_deliveries(Connection& c);
 
 private:
     // One try: the destination's rounds, what to send again. False: worth trying again.
@@ -56,6 +66,8 @@ private:
     Status send_resuming_header(Connection& c, uint32_t window_ms);
     // The failure when the tries since the break (at `paused_at`) have run out of x-resume-window.
     std::optional<Error> past_window(SteadyClock::time_point paused_at, const Error& why, const Error& last) const;
+    // first_connect_took's limit for one try's connection, ms.
+    uint64_t try_wait_ms() const;
     // The pages to send again from the destination's report on `st`; none when the link broke.
     Result<std::optional<SourceCore::Bitmaps>> what_to_resend(stream::ByteStream& st, Error& last);
 
@@ -67,6 +79,10 @@ private:
     RamMode header_mode_ = RamMode::inline_pages;  // and how its RAM goes: a resumption's goes the same way
     std::string broke_because_;             // the last break's error
     uint64_t resent_now_ = 0;               // pages the last resumption sends again
+    double first_connect_ms_ = 0;           // first_connect_took
+    std::mutex delivered_mutex_;            // the channel reports from inside its calls, on any thread
+    std::optional<ArrivalRounds> delivered_;  // listen_for_deliveries': per page, the round its write landed in
+    std::atomic<uint32_t> round_now_{0};    // the round being sent (what a delivery belongs to)
 };
 
 }  // namespace vmm::migration

@@ -280,6 +280,13 @@ public:
         landed_ = std::move(fn);
         return true;
     }
+    bool on_delivered(DeliveredFn fn) override {
+        auto set = VMM_OPTIONAL_OP(ram_on_landed);
+        if (set == nullptr) return !fn;
+        delivered_ = std::move(fn);
+        set(plugin_.conn, delivered_ ? &PluginRam::delivered : nullptr, this);
+        return true;
+    }
     // Both sides': the connection's (its stream and its RAM channel are one connection).
     bool link_broke() const override { return plugin_.link_broke(); }
     // Both SourceRamChannel's and DestRamChannel's: the connection's features, either side.
@@ -307,6 +314,18 @@ private:
         } catch (...) {
         }
     }
+    // Called by the plugin: no exception may escape. Only whole pages of a block count.
+    static void delivered(void* self, uint32_t block, uint64_t offset, uint64_t length) noexcept {
+        try {
+            auto* me = static_cast<PluginRam*>(self);
+            const auto& pages = me->plugin_.block_pages;
+            uint64_t first = (offset + kStreamPageSize - 1) / kStreamPageSize;
+            uint64_t end = length > UINT64_MAX - offset ? 0 : (offset + length) / kStreamPageSize;
+            if (!me->delivered_ || block >= pages.size() || end > pages[block] || end <= first) return;
+            me->delivered_(block, first, end - first);
+        } catch (...) {
+        }
+    }
     static int deliver_sums(void* self, uint32_t block, uint64_t offset, const uint64_t* sums, uint32_t count,
                             vmm_err* err) noexcept {  // called by the plugin: no exception may escape
         try {
@@ -323,6 +342,7 @@ private:
     std::function<void()> arrival_;
     SumsFn sums_;
     LandedFn landed_;
+    DeliveredFn delivered_;
 };
 
 class PluginConnection final : public Connection {
@@ -414,8 +434,11 @@ public:
         vmm_err e{};
         void* c = ops_->accept_within(l_, static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 0, UINT32_MAX)), &e);
         if (c == nullptr) {
-            // The ABI's error is text: one at the deadline is the wait's end (ETIMEDOUT, as a
-            // socket listener's), one before it the listener's failure.
+            // The wait's end is ETIMEDOUT, as a socket listener's: no text (an older plugin's
+            // text, at the deadline); a text before it is the listener's failure.
+            if (e.text[0] == '\0') {
+                return Error::with_errno(fmt::format("{}: no source came within {} ms", what_, left.count()), ETIMEDOUT);
+            }
             Error err = plugin_error(e, "accept");
             return std::chrono::steady_clock::now() >= deadline ? Error::with_errno(err.message(), ETIMEDOUT) : err;
         }

@@ -72,6 +72,12 @@ public:
     // Whether a precopy whose link broke can go on over a new connection's channel (x-resume-
     // window): its destination then says what arrived (DestRamChannel::on_landed).
     virtual bool resumable() const { return false; }
+    // A resumable precopy: `fn` hears of each run of pages handed to send() that the transport's
+    // own delivery says is in the destination's memory (an RDMA WRITE completed on a reliable
+    // connection), from inside this channel's calls; a break then costs only what neither this
+    // nor the destination vouches for. False: the channel cannot tell.
+    using DeliveredFn = std::function<void(uint32_t block, uint64_t first_page, uint64_t count)>;
+    virtual bool on_delivered(DeliveredFn fn) { return !fn; }
     // Whether the channel failed because its link did (as ByteStream::link_broke), not its peer's words.
     virtual bool link_broke() const { return false; }
     // Breaks the channel's links at once, as a failed network would (Connection::cut).
