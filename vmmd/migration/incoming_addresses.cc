@@ -50,7 +50,7 @@ vmm::Result<std::string> numeric_address(const std::string& name) {
 }  // namespace
 
 vmm::Result<IncomingAddresses::Incoming> IncomingAddresses::choose(const Uuid& uuid, const std::optional<std::string>& given) {
-    MigrationUri u{"tcp", "", 0};
+    MigrationUri u{"tcp", "", 0, {}};
     if (given) {
         auto parsed = parse_migration_uri(*given);
         if (!parsed) return parsed.error();

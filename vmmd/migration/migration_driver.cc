@@ -78,6 +78,7 @@ vmm::Result<Json> MigrationDriver::parameters(const DomainView& v, const Migrati
     if (!tls_destination) return tls_destination.error();
     p["tls-creds"] = tls ? tls_dir_ : "";
     p["tls-hostname"] = tls && *tls_destination ? **tls_destination : "";
+    p["x-fallback-uri"] = vmm_fallback_uri(uri);  // where a broken link's precopy may go on (rdma://A,tcp://B)
     if (*initial) p["cpu-throttle-initial"] = **initial;
     if (*increment) p["cpu-throttle-increment"] = **increment;
     auto ends = deadline_parameters(v.def, params, deadline_);

@@ -36,7 +36,8 @@ vmm::Result<HostPort> parse_host_port(const std::string& text, const std::string
     return hp;
 }
 
-vmm::Result<MigrationUri> parse_migration_uri(const std::string& text) {
+namespace {
+vmm::Result<MigrationUri> parse_one(const std::string& text) {
     MigrationUri u;
     size_t colon = text.find(':');
     if (colon == std::string::npos) return Error(fmt::format("migration URI '{}' has no scheme: use tcp://HOST:PORT or rdma://HOST:PORT", text));
@@ -58,6 +59,45 @@ vmm::Result<MigrationUri> parse_migration_uri(const std::string& text) {
     u.port = hp->port;
     return u;
 }
+}  // namespace
+
+namespace {
+// %XX escapes decoded (a client may escape the fallback's ':' and '/'); an escape that is not
+// two hex digits is kept as it is, and parse_one refuses what it makes.
+std::string percent_decoded(const std::string& in) {
+    std::string out;
+    for (size_t i = 0; i < in.size(); ++i) {
+        unsigned value = 0;
+        if (in[i] == '%' && i + 2 < in.size() &&
+            std::from_chars(in.data() + i + 1, in.data() + i + 3, value, 16).ptr == in.data() + i + 3) {
+            out += static_cast<char>(value);
+            i += 2;
+        } else {
+            out += in[i];
+        }
+    }
+    return out;
+}
+}  // namespace
+
+vmm::Result<MigrationUri> parse_migration_uri(const std::string& text) {
+    size_t q = text.find('?');
+    auto u = parse_one(text.substr(0, q));
+    if (!u || q == std::string::npos) return u;
+    constexpr std::string_view kKey = "fallback=";
+    std::string query = text.substr(q + 1);
+    if (query.rfind(kKey, 0) != 0 || query.find_first_of("&?", kKey.size()) != std::string::npos) {
+        return Error(fmt::format("migration URI '{}': its one query is a fallback way, ?fallback=tcp://HOST:PORT", text));
+    }
+    auto f = parse_one(percent_decoded(query.substr(kKey.size())));
+    if (!f) return f.error().context("its fallback");
+    if (f->port == 0) return Error(fmt::format("migration URI '{}': the fallback needs its port (tcp://HOST:PORT)", text));
+    if (f->scheme == u->scheme && f->host == u->host && f->port == u->port) {
+        return Error(fmt::format("migration URI '{}': the fallback is the same way as the first", text));
+    }
+    u->fallback.push_back(std::move(*f));
+    return u;
+}
 
 namespace {
 std::string host_part(const MigrationUri& u) { return u.host.find(':') != std::string::npos ? "[" + u.host + "]" : u.host; }
@@ -65,6 +105,15 @@ std::string host_part(const MigrationUri& u) { return u.host.find(':') != std::s
 
 std::string vmm_uri(const MigrationUri& u) { return fmt::format("{}:{}:{}", u.scheme, host_part(u), u.port); }
 
-std::string libvirt_uri(const MigrationUri& u) { return fmt::format("{}://{}:{}", u.scheme, host_part(u), u.port); }
+std::string vmm_fallback_uri(const MigrationUri& u) { return u.fallback.empty() ? "" : vmm_uri(u.fallback[0]); }
+
+std::string libvirt_uri(const MigrationUri& u) {
+    std::string out = fmt::format("{}://{}:{}", u.scheme, host_part(u), u.port);
+    for (const auto& f : u.fallback) {
+        out += "?fallback=";
+        for (char c : libvirt_uri(f)) out += c == '%' ? std::string("%25") : std::string(1, c);  // read back decoded
+    }
+    return out;
+}
 
 }  // namespace vmmd

@@ -119,8 +119,12 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
         return refuse(VIR_ERR_OPERATION_FAILED, s.error().message());
     }
     // The incoming vmm reads its settings when the source connects, after this answer.
-    Json tls{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? driver_.tls_dir() : ""}};
-    if (auto r = sup_.qmp(def->uuid, "migrate-set-parameters", tls); !r) return refuse(VIR_ERR_OPERATION_FAILED, r.error().message());
+    // A fallback way (the URI's ?fallback=): listened on too once the precopy began.
+    Json settings{{"tls-creds", (*flags & VIR_MIGRATE_TLS) != 0 ? driver_.tls_dir() : ""},
+                  {"x-fallback-uri", vmm_fallback_uri(*uri)}};
+    if (auto r = sup_.qmp(def->uuid, "migrate-set-parameters", settings); !r) {
+        return refuse(VIR_ERR_OPERATION_FAILED, r.error().message());
+    }
     jobs_.set(def->uuid, {VIR_DOMAIN_JOB_OPERATION_MIGRATION_IN, true, false, std::nullopt, postcopy});
     {
         std::lock_guard lock(mutex_);

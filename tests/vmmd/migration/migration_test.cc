@@ -36,6 +36,31 @@ TEST(MigrationUri, WhatIsNotOneIsRefusedSayingWhy) {
     EXPECT_NE(u.error().message().find("not unix://"), std::string::npos) << u.error().message();
 }
 
+// A second way as the URI's query (libvirt's clients parse the URI, so a list would not pass):
+// vmm's x-fallback-uri at both ends, told back to the client whole.
+TEST(MigrationUri, AFallbackInTheQueryIsVmmsFallbackUri) {
+    auto u = parse_migration_uri("rdma://10.0.0.2:4444?fallback=tcp://10.0.1.2:49153");
+    ASSERT_TRUE(u) << u.error().message();
+    EXPECT_EQ(vmm_uri(*u), "rdma:10.0.0.2:4444");
+    EXPECT_EQ(vmm_fallback_uri(*u), "tcp:10.0.1.2:49153");
+    EXPECT_EQ(libvirt_uri(*u), "rdma://10.0.0.2:4444?fallback=tcp://10.0.1.2:49153");
+    auto escaped = parse_migration_uri("rdma://h:1?fallback=tcp%3A%2F%2F%5Bfe80%3A%3A1%5D%3A2");
+    ASSERT_TRUE(escaped) << escaped.error().message();
+    EXPECT_EQ(vmm_fallback_uri(*escaped), "tcp:[fe80::1]:2");
+    auto none = parse_migration_uri("tcp://h:1");
+    ASSERT_TRUE(none);
+    EXPECT_EQ(vmm_fallback_uri(*none), "");
+    for (const char* bad : {"rdma://h:1?fallback=tcp://h", "rdma://h:1?fallback=tcp://h:2&x=1", "rdma://h:1?fallback=unix:/x",
+                            "rdma://h:1?", "rdma://h:1?other=tcp://h:2", "tcp://h:1?fallback=tcp://h:1",
+                            "rdma://h:1?fallback=tcp://h:2?fallback=tcp://h:3", "rdma://h:1?fallback=%zz"}) {
+        auto r = parse_migration_uri(bad);
+        EXPECT_FALSE(r) << bad;
+    }
+    auto portless = parse_migration_uri("rdma://h:1?fallback=tcp://h");
+    ASSERT_FALSE(portless);
+    EXPECT_NE(portless.error().message().find("the fallback needs its port"), std::string::npos) << portless.error().message();
+}
+
 TEST(TypedParams, RoundTripEveryType) {
     std::vector<rpc::TypedParam> ps = {{"i", int32_t{-3}}, {"u", uint32_t{7}}, {"l", int64_t{-9}}, {"ul", uint64_t{1} << 40},
                                        {"d", 2.5}, {"b", true}, {"s", std::string("tcp://h:1")}};

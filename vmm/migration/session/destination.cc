@@ -136,6 +136,35 @@ void IncomingMigration::end_connection(Status s, std::unique_ptr<Connection> con
     if (!s) core_.on_failure(s.error());
 }
 
+// As 'migrate_recover URI' while it runs, set before: a fabric that fails can hand the rest of
+// the precopy to another way (the source's x-fallback-uri). Not listening there is said and
+// harms nothing: the resumption may still come where the migration began.
+void IncomingMigration::listen_on_fallback() {
+    const std::string& text = core_.options.params.fallback_uri;
+    if (text.empty() || !find_transport_) return;
+    if (!precopy_wait_.announced()) {
+        log::warn("x-fallback-uri {} is not used: this migration does not resume after a broken link (the source's "
+                  "x-resume-window is 0, or postcopy-ram is on)",
+                  text);
+        return;
+    }
+    auto listener = [&]() -> Result<std::unique_ptr<Listener>> {
+        auto uri = parse_uri(text);
+        if (!uri) return uri.error();
+        auto t = find_transport_(uri->scheme);
+        if (!t) return t.error();
+        if (!(*t)->has_peer()) return Error(fmt::format("{}: is no way for a source to come", uri->scheme));
+        return (*t)->listen(context_for(core_.machine, *uri, settings_, core_.cancel));
+    }();
+    if (!listener) {
+        log::warn("x-fallback-uri {}: not listening there ({}); a resumption of this precopy comes only on {}", text,
+                  listener.error().message(), core_.uri.text);
+        return;
+    }
+    log::info("a resumption of this precopy is taken on {} too (x-fallback-uri)", text);
+    precopy_wait_.listen_also(std::move(*listener));
+}
+
 Status IncomingMigration::recover(Transport& transport, Uri uri) {
     auto st = stats().status;
     if ((st == MigrationStatus::active || st == MigrationStatus::precopy_paused) && precopy_wait_.announced()) {
@@ -314,6 +343,7 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
     stream::ByteStream& st = conn.stream();
     auto header = accept_header(conn);
     if (!header) return header.error();
+    listen_on_fallback();
     DestRamChannel* channel = header->ram_mode == RamMode::transport_channel ? conn.dest_ram() : nullptr;
     std::unique_ptr<RamVerifier> verifier;
     bool round_sums = (header->features & kFeatureRoundSums) != 0;

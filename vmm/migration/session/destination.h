@@ -53,6 +53,9 @@ public:
     Status recover(Transport& transport, Uri uri);
     // migrate_pause: cut the link of the postcopy under way, as a failed network would.
     Status pause_link();
+    // How x-fallback-uri's transport is found (the manager's registry), before start().
+    using FindTransport = std::function<Result<Transport*>(const std::string& scheme)>;
+    void find_transports_with(FindTransport fn) { find_transport_ = std::move(fn); }
 
 private:
     void run();
@@ -67,12 +70,15 @@ private:
     Status finish(Connection& conn, const StreamHeader& header, StreamLoader& loader, DestRamChannel* channel);
     static Result<PageSummer> sums_for(Connection& conn, DestRamChannel* channel, bool channel_sums);
     Result<StreamHeader> accept_header(Connection& conn);
+    // x-fallback-uri here, once a resumable precopy began: its resumption may come there too.
+    void listen_on_fallback();
     Status ready_and_go(stream::ByteStream& st, PostcopyReceiver* postcopy = nullptr);
     Status receive_postcopy(Connection& conn, const StreamHeader& header, const std::vector<Record>& discards);
 
     DestinationCore core_;
     Transport& transport_;
     SettingsFn settings_;
+    FindTransport find_transport_;
     // Under core_.mutex: the recovery's listener and connection (core_.cancel too cancels it); a
     // migrate_recover while it waits cancels it alone.
     std::optional<stream::CancelToken> recovery_cancel_;

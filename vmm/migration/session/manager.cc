@@ -260,6 +260,12 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
     auto settings = [shared = settings_] { return Options(shared->get()); };
     auto in = std::make_unique<IncomingMigration>(machine_, **transport, *uri, std::move(settings), std::move(*token),
                                                   stay_paused, on_event_, std::move(on_failure));
+    in->find_transports_with([this](const std::string& scheme) -> Result<Transport*> {
+        auto t = registry_.get(scheme);
+        if (!t) return t.error();
+        if (auto s = check_tls(**t); !s) return s.error();
+        return t;
+    });
     if (auto s = in->listen(); !s) return s;
     in->start();
     incoming_ = std::move(in);

@@ -104,10 +104,10 @@ std::vector<SettingRow> parameter_rows() {
                 "the source reconnects by itself (or 'migrate -r URI' / 'migrate_recover URI' name another way), then "
                 "go on from where they were; 0 = the migration fails at once"),
         text("x-fallback-uri", &P::fallback_uri,
-             "source, a precopy that resumes (x-resume-window): another way to the same destination (e.g. "
-             "tcp:HOST:PORT beside rdma:), where it listens too ('migrate_recover URI' there). When the link breaks "
-             "and its own way has not come back within 2 s, each try alternates between the two; the rest of the "
-             "migration goes the way that worked (empty = none)"),
+             "a precopy that resumes (x-resume-window): another way to the same destination (e.g. tcp:HOST:PORT "
+             "beside rdma:). Source: when the link breaks and its own way has not come back within 2 s, each try "
+             "alternates between the two; the rest of the migration goes the way that worked. Destination: it "
+             "listens there too once such a precopy began (as 'migrate_recover URI' while it runs) (empty = none)"),
         integer("x-switchover-cut", &P::switchover_cut, 0, 4,
                 "fault injection, for tests: in a resumable precopy's hand-over this side cuts its own link after step "
                 "N (1 STATE, 2 READY, 3 GO, 4 RUNNING; 0 = never), as a network failing there would"),

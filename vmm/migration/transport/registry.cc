@@ -20,6 +20,7 @@ TransportRegistry::~TransportRegistry() = default;
 
 void TransportRegistry::add(std::unique_ptr<Transport> t) {
     std::string s = t->scheme();
+    std::lock_guard lock(mutex_);
     transports_[s] = std::move(t);
 }
 
@@ -49,6 +50,7 @@ std::vector<std::string> TransportRegistry::plugin_schemes() {
 }
 
 Result<Transport*> TransportRegistry::get(const std::string& scheme) {
+    std::lock_guard lock(mutex_);
     if (auto it = transports_.find(scheme); it != transports_.end()) return it->second.get();
     auto path = find_plugin(scheme);
     if (!path) return path.error();

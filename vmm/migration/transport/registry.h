@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ public:
     TransportRegistry();
     ~TransportRegistry();
 
-    // A missing plugin is one line naming the scheme and the paths searched.
+    // A missing plugin is one line naming the scheme and the paths searched. Any thread (an
+    // incoming migration's finds its x-fallback-uri's transport); a transport stays for good.
     Result<Transport*> get(const std::string& scheme);
     void add(std::unique_ptr<Transport> t);
     // $VMM_PLUGIN_DIR, then <prefix of vmm>/lib/vmm, then <prefix>/lib.
@@ -30,6 +32,7 @@ public:
     static std::vector<std::string> plugin_schemes();
 
 private:
+    std::mutex mutex_;
     std::map<std::string, std::unique_ptr<Transport>> transports_;
 };
 
