@@ -116,16 +116,17 @@ link_close() { if [ "$transport" = tcp ]; then echo quit >&7; exec 7>&-; fi; }
 one_run() {
     local name=$1 cut=$2 port=$(( 22000 + RANDOM % 300 ))
     link_open "$name" "$port"
-    "$VMM" -m "$size" --smp 1 -S --incoming "$DEST" --monitor "unix:$work/$name-d.sock" --serial none \
+    "$VMM" -m "$size" --smp 1 -S --incoming defer --monitor "unix:$work/$name-d.sock" --serial none \
         >"$work/$name-d.log" 2>&1 & pids+=($!)
     "$VMM" -m "$size" --smp 1 "${guest_args[@]}" --monitor "unix:$work/$name-s.sock" --serial none \
         >"$work/$name-s.log" 2>&1 & pids+=($!)
     "$CTL" --wait 30 "unix:$work/$name-s.sock" "info status" >/dev/null
     "$CTL" --wait 30 "unix:$work/$name-d.sock" "info status" >/dev/null
     "$CTL" "unix:$work/$name-s.sock" "migrate_set_parameter max-bandwidth $bandwidth" >/dev/null
-    if [ -n "$io_timeout" ]; then
+    if [ -n "$io_timeout" ]; then  # the destination's before it listens (rdma takes it then)
         for side in s d; do "$CTL" "unix:$work/$name-$side.sock" "migrate_set_parameter x-io-timeout $io_timeout" >/dev/null; done
     fi
+    "$CTL" "unix:$work/$name-d.sock" "migrate_incoming $DEST" >/dev/null
     "$CTL" "unix:$work/$name-s.sock" "migrate -d $SRC_URI" >/dev/null
     FLOW=-
     if [ "$cut" != 0 ]; then
