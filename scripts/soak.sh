@@ -74,6 +74,11 @@ v a define "$work/soak.xml" >/dev/null || die "define failed"
 v a start soak >/dev/null || die "start failed"
 host=a
 declare -A first last
+# What each vmmd holds at the start, once it is steady (a connection virsh has just closed may
+# still be open): two samples 0.2 s apart that agree, within 10 s.
+fds() { local n=0 h f; for h in a b; do read -r f _ <<<"$(sample "$h")"; n=$((n + f)); done; echo "$n"; }
+prev=-1
+for _ in $(seq 1 50); do now=$(fds); [ "$now" = "$prev" ] && break; prev=$now; sleep 0.2; done
 for h in a b; do first[$h]=$(sample "$h"); done
 faults=(none none flap flap kill cancel vmmd)
 declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0)
@@ -135,7 +140,6 @@ done
 # The daemons settle first: a connection virsh has just closed, or the vmm the last fault ended,
 # is let go within moments, and a leak stays. Sampled until both vmmd hold no more descriptors
 # than at the start, or for 10 s.
-fds() { local n=0 h f; for h in a b; do read -r f _ <<<"$(sample "$h")"; n=$((n + f)); done; echo "$n"; }
 start_fds=0
 for h in a b; do read -r f _ <<<"${first[$h]}"; start_fds=$((start_fds + f)); done
 for _ in $(seq 1 100); do [ "$(fds)" -le "$start_fds" ] && break; sleep 0.1; done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scratch-wire.sh up|cut|mend|down: a wire of two SoftRoCE devices whose outage drops packets
+# scratch-wire.sh up|cut|mend|down|carried|explain: a wire of two SoftRoCE devices whose outage drops packets
 # the way a switch port that goes dark does, for a flap that must come back (the rdma tests'
 # ScratchWire, bench-flap.sh --transport rdma). Root only, on a machine whose network and RDMA
 # devices are the caller's to change (the SoftRoCE nested VM: VMM_RDMA_HOTPLUG=1).
@@ -34,7 +34,9 @@ up() {
     ip route add 10.99.7.1 dev veth7b src 10.99.7.2 table 71
     ip rule add pref 72 iif lo to 10.99.7.2 lookup 72
     ip rule add pref 71 iif lo to 10.99.7.1 lookup 71
-    if ! ip rule show pref 1000 | grep -q local; then
+    local rules
+    rules=$(ip rule show pref 1000)  # not piped into grep -q: its early exit fails the pipe
+    if [[ $rules != *local* ]]; then
         ip rule add pref 1000 lookup local
         ip rule del pref 0 lookup local
     fi
@@ -42,7 +44,22 @@ up() {
     ip neigh add 10.99.7.1 lladdr "$(cat /sys/class/net/veth7a/address)" dev veth7b nud permanent
     rdma link add rxe7a type rxe netdev veth7a
     rdma link add rxe7b type rxe netdev veth7b
+    # The devices' GID tables fill in the background: a connection made before its address is
+    # there would not go over the wire. And what this host sends each way must leave by the wire.
+    local i
+    for i in $(seq 1 100); do
+        grep -qs 'ffff:0a63:0701' /sys/class/infiniband/rxe7a/ports/1/gids/* &&
+            grep -qs 'ffff:0a63:0702' /sys/class/infiniband/rxe7b/ports/1/gids/* && break
+        sleep 0.1
+    done
+    [ "$i" != 100 ] || { echo "scratch-wire: the devices' GIDs did not appear" >&2; return 1; }
+    ip route get 10.99.7.2 | grep -q 'dev veth7a' || { echo "scratch-wire: 10.99.7.2 is not routed over the wire: $(ip route get 10.99.7.2)" >&2; return 1; }
+    ip route get 10.99.7.1 | grep -q 'dev veth7b' || { echo "scratch-wire: 10.99.7.1 is not routed over the wire: $(ip route get 10.99.7.1)" >&2; return 1; }
 }
+
+# What has gone over the wire from the source's side, in packets (and what routes and rules say).
+carried() { cat /sys/class/net/veth7a/statistics/tx_packets; }
+explain() { ip rule; ip route get 10.99.7.2; ip route get 10.99.7.1; rdma link; rdma res show cm_id 2>/dev/null; }
 
 down() {
     rdma link delete rxe7a 2>/dev/null || true
@@ -52,7 +69,9 @@ down() {
     ip rule del pref 71 2>/dev/null || true
     ip route flush table 71 2>/dev/null || true
     ip route flush table 72 2>/dev/null || true
-    if ip rule show pref 1000 | grep -q local; then
+    local rules
+    rules=$(ip rule show pref 1000)
+    if [[ $rules == *local* ]]; then
         ip rule add pref 0 lookup local
         ip rule del pref 1000 lookup local
     fi
@@ -63,5 +82,7 @@ case "${1:-}" in
     down) down ;;
     cut) tc qdisc add dev veth7a root netem loss 100% && tc qdisc add dev veth7b root netem loss 100% ;;
     mend) tc qdisc del dev veth7a root && tc qdisc del dev veth7b root ;;
-    *) echo "usage: $0 up|cut|mend|down" >&2; exit 64 ;;
+    carried) carried ;;
+    explain) explain ;;
+    *) echo "usage: $0 up|cut|mend|down|carried|explain" >&2; exit 64 ;;
 esac

@@ -88,62 +88,60 @@ TEST(PrecopyResume, RoundsPastTheBlockOrOfNoPagesDoNotDecode) {
     EXPECT_FALSE(read_return(short_one, kResumeBlocks, 4096));
 }
 
-// Round 0 sent everything; round 2 took pages 1-3 and round 3 page 2. The destination got the
-// bulk round's pages 0-3 and 5, round 2's page 1 (page 3's was in flight) and nothing of round 3.
-TEST(PrecopyResume, OnlyPagesWhoseCurrentContentsDidNotArriveGoAgain) {
+// One block of 8 pages: round 0 sent everything; round 2 took pages 1-3 and round 3 page 2.
+const std::vector<BlockInfo> kEightPages = {{"pc.ram", 0, 8 * 4096}};
+SentRounds eight_pages_sent() {
     SentRounds sent({8});
     std::vector<std::vector<uint64_t>> round2 = {{0b1110}}, round3 = {{0b0100}};
     sent.taken(2, round2);
     sent.taken(3, round3);
+    return sent;
+}
+
+// What the destination's `arrived` tells a source that began rounds 0 to `last`, as it reads it.
+ReportedRounds reported_by(const ArrivalRounds& arrived, uint32_t last) {
+    stream::MemoryStream in(arrived.encode()[0]);
+    auto m = read_return(in, kEightPages, 4096);
+    ReportedRounds reported({8}, last);
+    EXPECT_TRUE(m && reported.add(m->message, m->rounds) && reported.complete());
+    return reported;
+}
+
+// The destination got the bulk round's pages 0-3 and 5, round 2's page 1 (page 3's was in
+// flight) and nothing of round 3.
+TEST(PrecopyResume, OnlyPagesWhoseCurrentContentsDidNotArriveGoAgain) {
+    SentRounds sent = eight_pages_sent();
     EXPECT_EQ(sent.last(), 3u);
-    std::vector<BlockInfo> blocks = {{"pc.ram", 0, 8 * 4096}};
-    ArrivalRounds arrived(blocks);
+    ArrivalRounds arrived(kEightPages);
     arrived.landed(0, 0, 4, 0);
     arrived.landed(0, 5, 1, 0);
     arrived.landed(0, 1, 1, 2);
-    stream::MemoryStream in(arrived.encode()[0]);
-    auto m = read_return(in, blocks, 4096);
-    ASSERT_TRUE(m);
-    ReportedRounds reported({8}, 3);
-    ASSERT_TRUE(reported.add(m->message, m->rounds));
-    ASSERT_TRUE(reported.complete());
+    ReportedRounds reported = reported_by(arrived, 3);
     // Pages 4, 6 and 7 never arrived: 4 and 6 hold data at the source, 7 was never populated.
     auto resend = pages_to_resend(sent, reported, [](size_t, uint64_t p) { return p != 7; });
     std::vector<bool> want = {false, false, true, true, true, false, true, false};
     for (uint64_t p = 0; p < 8; ++p) EXPECT_EQ(resend_bit(resend, 0, p), want[p]) << "page " << p;
 }
 
-// Over rdma the destination vouches per round: round 3 was cut short, so it reports nothing of
-// it. The source's transport saw page 2's write of round 3 complete (and page 6's of the bulk
-// round): page 2 does not go again, page 3's round-2 contents (reported as never) neither once
-// delivered; a delivery in an earlier round than the report's changes nothing.
+// Over rdma the destination vouches per round: round 3 was cut short, and the destination has
+// the bulk round and round 2's pages 1 and 2 only. The source's transport saw page 2's write of
+// round 3 and page 3's of round 2 complete: neither goes again; a delivery in an earlier round
+// than the destination reported changes nothing; without deliveries both go again.
 TEST(PrecopyResume, WhatTheSourcesTransportDeliveredDoesNotGoAgain) {
-    SentRounds sent({8});
-    std::vector<std::vector<uint64_t>> round2 = {{0b1110}}, round3 = {{0b0100}};
-    sent.taken(2, round2);
-    sent.taken(3, round3);
-    std::vector<BlockInfo> blocks = {{"pc.ram", 0, 8 * 4096}};
-    ArrivalRounds arrived(blocks);
+    SentRounds sent = eight_pages_sent();
+    ArrivalRounds arrived(kEightPages);
     arrived.landed(0, 0, 8, 0);
     arrived.landed(0, 1, 2, 2);
-    stream::MemoryStream in(arrived.encode()[0]);
-    auto m = read_return(in, blocks, 4096);
-    ASSERT_TRUE(m);
-    ReportedRounds reported({8}, 3);
-    ASSERT_TRUE(reported.add(m->message, m->rounds));
-    ArrivalRounds delivered(blocks);
+    ReportedRounds reported = reported_by(arrived, 3);
+    ArrivalRounds delivered(kEightPages);
     delivered.landed(0, 2, 1, 3);
     delivered.landed(0, 3, 1, 2);
     delivered.landed(0, 1, 1, 0);  // older than what the destination reported: ignored
     EXPECT_EQ(reported.also_arrived(delivered), 2u);
     auto resend = pages_to_resend(sent, reported, [](size_t, uint64_t) { return true; });
     for (uint64_t p = 0; p < 8; ++p) EXPECT_FALSE(resend_bit(resend, 0, p)) << "page " << p;
-    ArrivalRounds none(blocks);
-    ReportedRounds again({8}, 3);
-    stream::MemoryStream in2(arrived.encode()[0]);
-    auto m2 = read_return(in2, blocks, 4096);
-    ASSERT_TRUE(m2 && again.add(m2->message, m2->rounds));
-    EXPECT_EQ(again.also_arrived(none), 0u);
+    ReportedRounds again = reported_by(arrived, 3);
+    EXPECT_EQ(again.also_arrived(ArrivalRounds(kEightPages)), 0u);
     auto without = pages_to_resend(sent, again, [](size_t, uint64_t) { return true; });
     EXPECT_TRUE(resend_bit(without, 0, 2));  // round 3's page, unvouched
     EXPECT_TRUE(resend_bit(without, 0, 3));  // round 2's page, unreported

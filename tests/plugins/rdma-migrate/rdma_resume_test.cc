@@ -181,10 +181,16 @@ TEST(RdmaResume, AWireDarkUntilBothPauseResumesWhenItComesBack) {
     ScratchWire wire;
     if (!wire.missing.empty()) GTEST_SKIP() << "needs " << wire.missing;
     ASSERT_TRUE(wire.made);
+    uint64_t before = ScratchWire::carried();
     auto p = start("rres-dark", {}, ScratchWire::uri());
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p));
+    // Slower, so that the cut lands in the bulk round however long the commands to make it take
+    // (seconds under a loaded TCG); the rest goes at full speed once the wire is back.
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 1m"), "");
+    ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
     ASSERT_TRUE(wire.cut());
+    ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
     ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "precopy-paused" && p.dst->migrate_status() == "precopy-paused"; },
                            120))
         << p.src->cmd("info migrate") << p.dst->cmd("info migrate");
@@ -201,10 +207,16 @@ TEST(RdmaResume, AWireDarkForTwoSecondsCostsOnlyTime) {
     ScratchWire wire;
     if (!wire.missing.empty()) GTEST_SKIP() << "needs " << wire.missing;
     ASSERT_TRUE(wire.made);
+    uint64_t before = ScratchWire::carried();
     auto p = start("rres-flap", {}, ScratchWire::uri());
     ASSERT_TRUE(p.src && p.dst);
     ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p));
+    // Slower, so that the cut lands in the bulk round however long the commands to make it take
+    // (seconds under a loaded TCG); the rest goes at full speed once the wire is back.
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 1m"), "");
+    ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
     ASSERT_TRUE(wire.cut());
+    ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
     std::this_thread::sleep_for(std::chrono::seconds(2));  // the outage itself
     ASSERT_TRUE(wire.mend());
     ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 0"), "");

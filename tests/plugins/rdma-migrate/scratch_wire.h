@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -31,6 +32,16 @@ struct ScratchWire {
 
     // One wire at a time on the machine: tests that use it may run side by side (ctest -j), and
     // each waits here for the one before to take its wire down.
+    static std::string output(const std::string& what) {
+        std::string out;
+        FILE* f = ::popen((std::string(VMM_SOURCE_DIR "/scripts/lib/scratch-wire.sh ") + what + " 2>&1").c_str(), "r");
+        if (f == nullptr) return out;
+        char buf[512];
+        while (std::fgets(buf, sizeof buf, f) != nullptr) out += buf;
+        ::pclose(f);
+        return out;
+    }
+
     ScratchWire() : lock_(::open("/run/vmm-scratch-wire.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600)) {
         if (!lock_.valid() || ::flock(lock_.get(), LOCK_EX) != 0) return;
         int rc = wire("up");
@@ -41,6 +52,10 @@ struct ScratchWire {
         if (lock_.valid()) wire("down");
     }
     static std::string uri() { return std::string("rdma:") + kDestination + ":" + std::to_string(free_tcp_port()); }
+    // Packets the source's side has put on the wire so far, and the routes, rules and RDMA ids
+    // (for a failure's message: a migration that does not cross the wire is no test of it).
+    static uint64_t carried() { return std::strtoull(output("carried").c_str(), nullptr, 10); }
+    static std::string explain() { return output("explain"); }
     bool cut() { return wire("cut") == 0; }
     bool mend() { return wire("mend") == 0; }
 
