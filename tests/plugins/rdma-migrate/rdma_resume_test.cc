@@ -46,11 +46,12 @@ RdmaPair start(const std::string& name, const std::vector<std::string>& settings
     return p;
 }
 
-// Migrates at 8 MB/s (seconds of bulk round under SoftRoCE) and returns once 12 MiB arrived.
-void migrate_into_the_bulk_round(RdmaPair& p) {
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 8m"), "");
+// Migrates at `rate` (8 MB/s: seconds of bulk round under SoftRoCE) and returns once `kib`
+// arrived (12 MiB).
+void migrate_into_the_bulk_round(RdmaPair& p, const std::string& rate = "8m", uint64_t kib = 12 * 1024) {
+    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth " + rate), "");
     ASSERT_EQ(p.src->cmd("migrate -d " + p.uri), "");
-    ASSERT_TRUE(eventually([&] { return number(*p.src, "transferred ram") > 12 * 1024 || p.src->migrate_status() == "failed"; },
+    ASSERT_TRUE(eventually([&] { return number(*p.src, "transferred ram") > kib || p.src->migrate_status() == "failed"; },
                            300));
     ASSERT_EQ(p.src->migrate_status(), "active") << p.src->cmd("info migrate") << p.src->log();
 }
@@ -184,10 +185,10 @@ TEST(RdmaResume, AWireDarkUntilBothPauseResumesWhenItComesBack) {
     uint64_t before = ScratchWire::carried();
     auto p = start("rres-dark", {}, ScratchWire::uri());
     ASSERT_TRUE(p.src && p.dst);
-    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p));
-    // Slower, so that the cut lands in the bulk round however long the commands to make it take
-    // (seconds under a loaded TCG); the rest goes at full speed once the wire is back.
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 1m"), "");
+    // At 1 MB/s from the start, so that the cut lands in the bulk round however long the
+    // commands to make it take (seconds under a loaded TCG); the rest goes at full speed once
+    // the wire is back.
+    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p, "1m", 4 * 1024));
     ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
     ASSERT_TRUE(wire.cut());
     ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
@@ -210,10 +211,10 @@ TEST(RdmaResume, AWireDarkForTwoSecondsCostsOnlyTime) {
     uint64_t before = ScratchWire::carried();
     auto p = start("rres-flap", {}, ScratchWire::uri());
     ASSERT_TRUE(p.src && p.dst);
-    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p));
-    // Slower, so that the cut lands in the bulk round however long the commands to make it take
-    // (seconds under a loaded TCG); the rest goes at full speed once the wire is back.
-    ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 1m"), "");
+    // At 1 MB/s from the start, so that the cut lands in the bulk round however long the
+    // commands to make it take (seconds under a loaded TCG); the rest goes at full speed once
+    // the wire is back.
+    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p, "1m", 4 * 1024));
     ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
     ASSERT_TRUE(wire.cut());
     ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
