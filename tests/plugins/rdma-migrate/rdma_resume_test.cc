@@ -172,6 +172,17 @@ TEST(RdmaResume, AFabricThatStaysDownHandsTheRestToTcp) {
     EXPECT_NE(ways.find(", then " + tcp + " "), std::string::npos) << p.src->cmd("info migrate");
 }
 
+// Migrates over `wire` (which had carried `before` packets) at 1 MB/s from the start, so that
+// the cut lands in the bulk round however long the commands to make it take (seconds under a
+// loaded TCG), and cuts it there: the migration must have crossed the wire, and not ended.
+void cut_in_the_bulk_round(RdmaPair& p, ScratchWire& wire, uint64_t before) {
+    ASSERT_TRUE(p.src && p.dst);
+    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p, "1m", 4 * 1024));
+    ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
+    ASSERT_TRUE(wire.cut());
+    ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
+}
+
 // The wire goes dark in the bulk round (every packet dropped, both ways) until both sides have
 // paused, and 2 s more: when it comes back, the source's next connection request (it keeps
 // trying within x-resume-window) reaches the destination still listening, and the migration
@@ -184,14 +195,7 @@ TEST(RdmaResume, AWireDarkUntilBothPauseResumesWhenItComesBack) {
     ASSERT_TRUE(wire.made);
     uint64_t before = ScratchWire::carried();
     auto p = start("rres-dark", {}, ScratchWire::uri());
-    ASSERT_TRUE(p.src && p.dst);
-    // At 1 MB/s from the start, so that the cut lands in the bulk round however long the
-    // commands to make it take (seconds under a loaded TCG); the rest goes at full speed once
-    // the wire is back.
-    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p, "1m", 4 * 1024));
-    ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
-    ASSERT_TRUE(wire.cut());
-    ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
+    ASSERT_NO_FATAL_FAILURE(cut_in_the_bulk_round(p, wire, before));
     ASSERT_TRUE(eventually([&] { return p.src->migrate_status() == "precopy-paused" && p.dst->migrate_status() == "precopy-paused"; },
                            120))
         << p.src->cmd("info migrate") << p.dst->cmd("info migrate");
@@ -210,14 +214,7 @@ TEST(RdmaResume, AWireDarkForTwoSecondsCostsOnlyTime) {
     ASSERT_TRUE(wire.made);
     uint64_t before = ScratchWire::carried();
     auto p = start("rres-flap", {}, ScratchWire::uri());
-    ASSERT_TRUE(p.src && p.dst);
-    // At 1 MB/s from the start, so that the cut lands in the bulk round however long the
-    // commands to make it take (seconds under a loaded TCG); the rest goes at full speed once
-    // the wire is back.
-    ASSERT_NO_FATAL_FAILURE(migrate_into_the_bulk_round(p, "1m", 4 * 1024));
-    ASSERT_GT(ScratchWire::carried(), before + 1000) << "the migration does not cross the wire:\n" << ScratchWire::explain();
-    ASSERT_TRUE(wire.cut());
-    ASSERT_NE(p.src->migrate_status(), "completed") << "the cut came too late to test anything";
+    ASSERT_NO_FATAL_FAILURE(cut_in_the_bulk_round(p, wire, before));
     std::this_thread::sleep_for(std::chrono::seconds(2));  // the outage itself
     ASSERT_TRUE(wire.mend());
     ASSERT_EQ(p.src->cmd("migrate_set_parameter max-bandwidth 0"), "");
