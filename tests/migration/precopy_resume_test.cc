@@ -146,7 +146,7 @@ TEST(PrecopyResume, PastTheWindowItFailsAndTheGuestRunsOnAtTheSource) {
     auto src = filled_source("pr-long-src");
     auto dst = destination("pr-long-dst", tcp_uri(port), "256M", "1");
     ASSERT_TRUE(src && dst);
-    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout " + short_connect_timeout()), "");
     TcpProxy link(port);
     start_through(*src, link, "1500");
     link.cut();
@@ -264,9 +264,9 @@ TEST(PrecopyResume, InDoubtAfterGoTheSourceKeepsItsCopyPausedAndSaysWhatToCheck)
     auto dst = Vm::start("pr-doubt-dst", {"-m", "256M", "--smp", "1", "--incoming", tcp_uri(port)});  // runs at GO
     ASSERT_TRUE(src && dst);
     ASSERT_EQ(dst->cmd("migrate_set_parameter x-switchover-cut 3"), "");  // GO read, the guest run, then cut
-    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout " + short_connect_timeout()), "");
     ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 1500"), "");
-    ASSERT_EQ(src->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-connect-timeout " + short_connect_timeout()), "");
     TcpProxy link(port);
     ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(link.port())), "");
     ASSERT_TRUE(eventually([&] { return link.connections() == 1; }, 30));

@@ -27,6 +27,10 @@ bool nested_tcg();
 inline std::string sized(const std::string& on_kvm, const std::string& nested) {
     return nested_tcg() ? nested : on_kvm;
 }
+// A short x-connect-timeout (ms) for a test that waits out a dead link: half a second under KVM;
+// under nested TCG a loaded source's first bytes may come later than that, and its destination
+// would drop it as a silent client.
+inline std::string short_connect_timeout() { return sized("500", "5000"); }
 
 // Serial output collected in memory.
 struct SerialLog {

@@ -21,7 +21,7 @@ void expect_one_copy_after_a_cut(const std::string& side, int step, const std::v
     ASSERT_EQ(cutter.cmd("migrate_set_parameter x-switchover-cut " + std::to_string(step)), "");
     // A destination whose source's DONE was lost waits out the window: a short one here.
     ASSERT_EQ(src->cmd("migrate_set_parameter x-resume-window 3000"), "");
-    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout 500"), "");
+    ASSERT_EQ(dst->cmd("migrate_set_parameter x-connect-timeout " + short_connect_timeout()), "");
     std::string out = src->cmd("migrate " + tcp_uri(port));
     EXPECT_NE(out.find("Migration status: completed"), std::string::npos) << out << src->log() << dst->log();
     EXPECT_NE(cutter.log().find("x-switchover-cut " + std::to_string(step) + ": cutting"), std::string::npos) << cutter.log();
