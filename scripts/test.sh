@@ -32,6 +32,9 @@ if kvm_usable; then
 else
     log "$(why_no_kvm): the tests that need KVM (label kvm) run in the nested VM"
     host_exclude+=(kvm) nested_labels+=(kvm)
+    # Then each nested VM runs ~125 tests under TCG: 2,100-2,600 s (a6de11e, 2026-12-05), past
+    # softroce-run.sh's default limit of 1,800 s for one VM.
+    export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-3600}
 fi
 wanted=("${VMM_PACKAGES[@]}")
 if [ $# = 0 ] && [ -z "${VMM_SKIP_NESTED:-}" ] && { [ ${#nested_labels[@]} -gt 0 ] || [ -n "$nested_extra" ]; }; then

@@ -28,7 +28,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec) {
     if (auto s = m->init_devices(); !s) return s.error();
     if (auto s = m->vcpus_.create(*m->kvm_, *m->vm_, *m->tracker_, spec.vcpus, *m); !s) return s.error();
     m->sampler_ = std::make_unique<memory::DirtyRateSampler>(
-        *m->tracker_, std::chrono::milliseconds(spec.dirty_sample_ms ? spec.dirty_sample_ms : 1000));
+        *m->tracker_, m->memory(), std::chrono::milliseconds(spec.dirty_sample_ms ? spec.dirty_sample_ms : 1000));
     return m;
 }
 

@@ -36,6 +36,7 @@ public:
                 return s.error();
             }
             b->dirty().merge(scratch_.data());
+            b->recent().merge(scratch_.data());
             b->add_dirtied(n);
             total += n;
         }
@@ -61,8 +62,15 @@ public:
         auto m = vcpu.map_dirty_ring(kRingEntries * sizeof(kvm_dirty_gfn));
         if (!m) return m.error();
         std::lock_guard lock(mutex_);
-        rings_.push_back(Ring{std::move(*m), 0});
+        rings_.push_back(Ring{std::move(*m), 0, 0});
         return {};
+    }
+
+    std::vector<uint64_t> dirtied_by_vcpu() const override {
+        std::lock_guard lock(mutex_);
+        std::vector<uint64_t> out;
+        for (const auto& ring : rings_) out.push_back(ring.dirtied);
+        return out;
     }
 
     Result<uint64_t> sync() override {
@@ -79,6 +87,7 @@ private:
     struct Ring {
         Mapping map;
         uint32_t fetch;
+        uint64_t dirtied;  // harvested from this vCPU's ring since it was attached
     };
 
     uint64_t harvest(Ring& ring) {
@@ -90,18 +99,20 @@ private:
             // slot is (address space << 16 | slot id); we use address space 0 only.
             if (RamBlock* b = memory_.find_by_slot(e.slot & 0xffff)) {
                 b->dirty().set(e.offset);
+                b->recent().set(e.offset);
                 b->add_dirtied(1);
             }
             __atomic_store_n(&e.flags, KVM_DIRTY_GFN_F_RESET, __ATOMIC_RELEASE);
             ++ring.fetch;
             ++n;
         }
+        ring.dirtied += n;
         return n;
     }
 
     kvm::Vm& vm_;
     const GuestMemory& memory_;
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::vector<Ring> rings_;
 };
 

@@ -33,6 +33,9 @@ public:
     // Moves what KVM logged since the last call into the blocks' bitmaps and re-arms tracking.
     // Returns the number of page-dirtying events harvested.
     virtual Result<uint64_t> sync() = 0;
+    // Pages each vCPU dirtied since it was attached, in attach order: only the ring backend
+    // knows who wrote a page (one ring per vCPU); the log backend returns nothing.
+    virtual std::vector<uint64_t> dirtied_by_vcpu() const { return {}; }
 };
 
 // Enables the backend on `vm` (before any vCPU exists, as KVM requires) and returns it.

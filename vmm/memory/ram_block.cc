@@ -34,7 +34,8 @@ RamBlock::RamBlock(std::string name, uint64_t gpa, Mapping host, uint32_t slot)
       guest_addr_(gpa),
       host_(std::move(host)),
       slot_(slot),
-      dirty_(host_.size() >> kPageShift) {}
+      dirty_(host_.size() >> kPageShift),
+      recent_(host_.size() >> kPageShift) {}
 
 RamBlock::RamBlock(RamBlock&& o) noexcept
     : name_(std::move(o.name_)),
@@ -42,6 +43,7 @@ RamBlock::RamBlock(RamBlock&& o) noexcept
       host_(std::move(o.host_)),
       slot_(o.slot_),
       dirty_(std::move(o.dirty_)),
+      recent_(std::move(o.recent_)),
       dirtied_(o.dirtied_.load()),
       file_backed_(o.file_backed_) {}
 

@@ -59,6 +59,9 @@ public:
     // unlike dirty().count(), this keeps growing while the guest rewrites the same pages.
     void add_dirtied(uint64_t pages) { dirtied_.fetch_add(pages, std::memory_order_relaxed); }
     uint64_t dirtied() const { return dirtied_.load(std::memory_order_relaxed); }
+    // The pages KVM saw written since the dirty-rate sampler last took them: the guest's working
+    // set over the sampler's window (dirty_rate.h), apart from what a migration takes.
+    DirtyBitmap& recent() { return recent_; }
 
 private:
     RamBlock(std::string name, uint64_t gpa, Mapping host, uint32_t slot);
@@ -72,6 +75,7 @@ private:
     Mapping host_;
     uint32_t slot_;
     DirtyBitmap dirty_;
+    DirtyBitmap recent_;
     std::atomic<uint64_t> dirtied_{0};
     bool file_backed_ = false;
 };

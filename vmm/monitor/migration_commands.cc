@@ -6,6 +6,7 @@
 
 #include "vmm/common/units.h"
 #include "vmm/monitor/client/json_access.h"
+#include "vmm/monitor/plan_command.h"
 
 namespace vmm::monitor {
 
@@ -500,6 +501,7 @@ void add_migration_commands(CommandTable& t, migration::MigrationManager& mgr, m
                return Json::object();
            },
            {}});
+    add_plan_command(t, mgr, m);
 }
 
 }  // namespace vmm::monitor

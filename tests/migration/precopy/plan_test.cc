@@ -1,0 +1,121 @@
+// The plan before a migration (precopy/plan.h): each strategy's end, downtime, bytes and cost,
+// worked out from rates alone.
+#include "vmm/migration/precopy/plan.h"
+
+#include <gtest/gtest.h>
+
+namespace vmm::migration {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+PlanFacts facts(double populated_mib, double dirty_mib_s, double link_mib_s, double hot_mib = 0) {
+    PlanFacts f;
+    f.populated_bytes = static_cast<uint64_t>(populated_mib * kMiB);
+    f.dirty = {dirty_mib_s * kMiB, hot_mib * kMiB, 1024 * kMiB, 0};
+    f.link_bytes_per_s = link_mib_s * kMiB;
+    f.handover_ms = 5;
+    f.params.downtime_limit_ms = 300;
+    return f;
+}
+
+const PlanRow& row(const std::vector<PlanRow>& rows, PlanStrategy s) {
+    for (const auto& r : rows)
+        if (r.strategy == s) return r;
+    throw std::logic_error("no such row");
+}
+
+TEST(Plan, AnIdleGuestTakesItsPopulatedBytesAtTheLinksRate) {
+    auto rows = plan_migration(facts(100, 0, 100));
+    ASSERT_EQ(rows.size(), 4u);
+    const PlanRow& p = row(rows, PlanStrategy::precopy);
+    EXPECT_TRUE(p.converges);
+    EXPECT_EQ(p.rounds, 1u);
+    EXPECT_NEAR(p.total_ms, 1000 + 5, 1);
+    EXPECT_NEAR(p.downtime_ms, 5, 0.01);
+    EXPECT_NEAR(p.sent_bytes, 100 * kMiB, 1);
+    EXPECT_EQ(p.throttled_ms, 0);
+}
+
+TEST(Plan, RoundsShrinkByTheDirtyRateOverTheLink) {
+    // 100 MiB at 100 MiB/s while 10 MiB/s are dirtied: rounds of 100 and 10 MiB; the 1 MiB
+    // left fits a downtime-limit of 50 ms less the hand-over, the 10 MiB before it did not.
+    PlanFacts f = facts(100, 10, 100);
+    f.params.downtime_limit_ms = 50;
+    const PlanRow p = row(plan_migration(f), PlanStrategy::precopy);
+    EXPECT_TRUE(p.converges);
+    EXPECT_EQ(p.rounds, 2u);
+    EXPECT_NEAR(p.downtime_ms, 5 + 10, 0.5);
+    EXPECT_NEAR(p.total_ms, 1000 + 100 + 15, 1);
+    EXPECT_NEAR(p.sent_bytes, (100 + 10 + 1) * kMiB, 1);
+}
+
+TEST(Plan, AGuestOutrunningTheLinkHasNoEndWithoutAutoConvergeAndOneWithIt) {
+    auto rows = plan_migration(facts(100, 150, 100));
+    const PlanRow& p = row(rows, PlanStrategy::precopy);
+    EXPECT_FALSE(p.converges);
+    EXPECT_NE(p.why_no_end.find("never fit downtime-limit 300 ms"), std::string::npos) << p.why_no_end;
+    const PlanRow& a = row(rows, PlanStrategy::auto_converge);
+    EXPECT_TRUE(a.converges) << a.why_no_end;
+    EXPECT_GT(a.throttle_percent, 33u) << "150 MiB/s must be throttled below 100 MiB/s";
+    EXPECT_GT(a.throttled_ms, 0);
+}
+
+TEST(Plan, AHotSetBiggerThanTheDowntimeMovesEndsNoPrecopyAndSaysWhatWould) {
+    // 20 MiB rewritten all the time at 10 MiB/s: every round leaves the 20 MiB dirty, 2 s of
+    // link; only a throttle past 95 % makes a round of 2 s leave less than the hot set.
+    auto rows = plan_migration(facts(100, 200, 10, 20));
+    const PlanRow& p = row(rows, PlanStrategy::precopy);
+    EXPECT_FALSE(p.converges);
+    EXPECT_NE(p.why_no_end.find("rounds stay at 20 MiB"), std::string::npos) << p.why_no_end;
+    EXPECT_NE(p.why_no_end.find("a downtime-limit of 2005 ms would end it"), std::string::npos) << p.why_no_end;
+    const PlanRow& a = row(rows, PlanStrategy::auto_converge);
+    EXPECT_TRUE(a.converges) << a.why_no_end;
+    EXPECT_GE(a.throttle_percent, 96u);
+    const PlanRow& after = row(rows, PlanStrategy::postcopy_after_round);
+    EXPECT_TRUE(after.converges);
+    EXPECT_NEAR(after.sent_bytes, 120 * kMiB, 1);
+    EXPECT_NEAR(after.total_ms, 10000 + 5 + 2000, 1);
+    EXPECT_NEAR(after.blocked_ms_at_most, 2000, 1);
+    const PlanRow& now = row(rows, PlanStrategy::postcopy_now);
+    EXPECT_NEAR(now.total_ms, 5 + 10000, 1);
+    EXPECT_NEAR(now.downtime_ms, 5, 0.01);
+    EXPECT_NEAR(now.blocked_ms_at_most, 10000, 1);
+}
+
+TEST(Plan, ThePushHeldToMaxPostcopyBandwidthTakesLongerButFaultsDoNot) {
+    PlanFacts f = facts(100, 0, 100);
+    f.postcopy_bytes_per_s = 50 * kMiB;
+    const PlanRow now = row(plan_migration(f), PlanStrategy::postcopy_now);
+    EXPECT_NEAR(now.total_ms, 5 + 2000, 1);
+    EXPECT_NEAR(now.blocked_ms_at_most, 1000, 1);
+}
+
+TEST(Plan, AHotSetIsWhatAWindowDirtiedWellUnderTheRateTimesTheWindow) {
+    EXPECT_EQ(hot_set_bytes(10 * kMiB, 40 * kMiB, 4), 0) << "new pages all the time: no hot set";
+    EXPECT_EQ(hot_set_bytes(10 * kMiB, 12 * kMiB, 4), 12 * kMiB);
+    EXPECT_EQ(hot_set_bytes(0, 0, 4), 0);
+    EXPECT_EQ(hot_set_bytes(10 * kMiB, 12 * kMiB, 0), 0) << "no window yet";
+    DirtyModel m{10 * kMiB, 12 * kMiB, 1024 * kMiB, 0};
+    EXPECT_NEAR(m.after(0.5), 5 * kMiB, 1);
+    EXPECT_NEAR(m.after(10), 12 * kMiB, 1);
+    EXPECT_NEAR(m.after(0.5, 50), 2.5 * kMiB, 1);
+}
+
+TEST(Plan, AHotSetRewrittenWithinAPeriodIsAllDirtyAfterAShortRound) {
+    // 4 MiB rewritten three times a second: a period counts 4 MiB/s, its first tenth 12 MiB/s.
+    // A round of 0.4 s at 10 MiB/s leaves all 4 MiB dirty (0.4 s more): no end under 300 ms.
+    PlanFacts f = facts(64, 4, 10, 4);
+    f.dirty.fast_bytes_per_s = 12 * kMiB;
+    EXPECT_NEAR(f.dirty.after(0.4), 4 * kMiB, 1);
+    EXPECT_FALSE(row(plan_migration(f), PlanStrategy::precopy).converges);
+    f.dirty.fast_bytes_per_s = 0;  // what the period alone would have said: 1.6 MiB, 160 ms
+    EXPECT_TRUE(row(plan_migration(f), PlanStrategy::precopy).converges);
+}
+
+TEST(Plan, NoLinkRateNoPlan) {
+    EXPECT_TRUE(plan_migration(facts(100, 0, 0)).empty());
+}
+
+}  // namespace
+}  // namespace vmm::migration

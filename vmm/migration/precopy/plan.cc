@@ -1,0 +1,122 @@
+#include "vmm/migration/precopy/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "vmm/common/units.h"
+#include "vmm/migration/precopy/convergence.h"
+
+namespace vmm::migration {
+
+namespace {
+// Rounds followed before it says "no end" (as the ETA's model: q just under 1 takes many).
+constexpr uint32_t kPlanMaxRounds = 1000;
+// A window that dirtied at least this share of rate × window streams: no hot set.
+constexpr double kPlanStreaming = 0.9;
+
+std::string no_end(const PlanFacts& f, double round_bytes, uint32_t throttle) {
+    double ends_ms = f.handover_ms + round_bytes / f.link_bytes_per_s * 1000.0;
+    double fastest = std::max(f.dirty.bytes_per_s, f.dirty.fast_bytes_per_s);
+    std::string rate = fmt::format("{}/s", format_size(static_cast<uint64_t>(fastest)));
+    if (throttle > 0) rate += fmt::format(" ({} % throttled at most)", throttle);
+    return fmt::format("the guest dirties {} against a link of {}/s: rounds stay at {} and never fit downtime-limit "
+                       "{} ms; a downtime-limit of {:.0f} ms would end it",
+                       rate, format_size(static_cast<uint64_t>(f.link_bytes_per_s)),
+                       format_size(static_cast<uint64_t>(round_bytes)), f.params.downtime_limit_ms, std::ceil(ends_ms));
+}
+
+// Precopy's rounds on paper, decided by the Convergence the round loop uses: each round sends
+// what the one before left dirty at the link's rate, while the guest (throttled as decided)
+// dirties more.
+PlanRow precopy_row(const PlanFacts& f, bool auto_converge) {
+    PlanRow row;
+    row.strategy = auto_converge ? PlanStrategy::auto_converge : PlanStrategy::precopy;
+    Convergence conv(f.params, auto_converge, f.handover_ms);
+    const double link = f.link_bytes_per_s;
+    // Convergence times rounds of 64 KiB or more: a bulk round smaller than that is sent as one.
+    double r = std::max(static_cast<double>(f.populated_bytes), 64.0 * 1024);
+    uint32_t throttle = 0;
+    double elapsed_ms = 0;
+    for (uint32_t k = 0; k < kPlanMaxRounds; ++k) {
+        double secs = r / link;
+        double dirty = f.dirty.after(secs, throttle);
+        elapsed_ms += secs * 1000.0;
+        row.sent_bytes += r;
+        row.throttled_ms += secs * 1000.0 * throttle / 100.0;
+        row.rounds = k + 1;
+        Decision d = conv.after_round({static_cast<uint64_t>(r), secs, static_cast<uint64_t>(dirty)});
+        if (d.complete) {
+            row.converges = true;
+            row.downtime_ms = d.expected_downtime_ms;
+            row.total_ms = elapsed_ms + row.downtime_ms;
+            row.sent_bytes += dirty;
+            return row;
+        }
+        bool rose = d.throttle_percent > throttle;  // the next round runs slower: see what it leaves
+        throttle = d.throttle_percent;
+        row.throttle_percent = std::max(row.throttle_percent, throttle);
+        bool shrinks = k == 0 || dirty < r * 0.999;
+        bool more_throttle = auto_converge && (rose || throttle < f.params.max_cpu_throttle);
+        if (!shrinks && !more_throttle) {
+            row.why_no_end = no_end(f, dirty, throttle);
+            row.total_ms = elapsed_ms;
+            return row;
+        }
+        r = dirty;
+    }
+    row.why_no_end = no_end(f, r, throttle);
+    row.total_ms = elapsed_ms;
+    return row;
+}
+
+// Postcopy after `bulk_bytes` went in precopy: the switch (the hand-over), then the push of
+// what is missing. A vCPU waits for a page it touches at most until the last has arrived; the
+// pages it asks for go at the link's rate whatever max-postcopy-bandwidth holds the push to.
+PlanRow postcopy_row(const PlanFacts& f, PlanStrategy s, double bulk_bytes) {
+    PlanRow row;
+    row.strategy = s;
+    row.converges = true;
+    double secs = bulk_bytes / f.link_bytes_per_s;
+    double missing = bulk_bytes > 0 ? f.dirty.after(secs) : static_cast<double>(f.populated_bytes);
+    double push = f.postcopy_bytes_per_s > 0 ? std::min(f.postcopy_bytes_per_s, f.link_bytes_per_s) : f.link_bytes_per_s;
+    row.rounds = bulk_bytes > 0 ? 1 : 0;
+    row.downtime_ms = f.handover_ms;
+    row.total_ms = secs * 1000.0 + f.handover_ms + missing / push * 1000.0;
+    row.sent_bytes = bulk_bytes + missing;
+    row.blocked_ms_at_most = missing / f.link_bytes_per_s * 1000.0;
+    return row;
+}
+}  // namespace
+
+double DirtyModel::after(double seconds, uint32_t throttle_percent) const {
+    double rate = std::max(bytes_per_s, fast_bytes_per_s) * (1.0 - std::min<uint32_t>(throttle_percent, 100) / 100.0);
+    double v = std::max(0.0, rate * seconds);
+    double cap = hot_bytes > 0 ? hot_bytes : ram_bytes;
+    return cap > 0 ? std::min(v, cap) : v;
+}
+
+double hot_set_bytes(double bytes_per_s, double window_bytes, double window_s) {
+    if (bytes_per_s <= 0 || window_s <= 0 || window_bytes <= 0) return 0;
+    return window_bytes >= kPlanStreaming * bytes_per_s * window_s ? 0 : window_bytes;
+}
+
+const char* to_string(PlanStrategy s) {
+    switch (s) {
+        case PlanStrategy::precopy: return "precopy";
+        case PlanStrategy::auto_converge: return "precopy + auto-converge";
+        case PlanStrategy::postcopy_after_round: return "postcopy after one round";
+        case PlanStrategy::postcopy_now: return "postcopy at once";
+    }
+    return "?";
+}
+
+std::vector<PlanRow> plan_migration(const PlanFacts& f) {
+    if (f.link_bytes_per_s <= 0) return {};
+    return {precopy_row(f, false), precopy_row(f, true),
+            postcopy_row(f, PlanStrategy::postcopy_after_round, std::max(static_cast<double>(f.populated_bytes), 1.0)),
+            postcopy_row(f, PlanStrategy::postcopy_now, 0)};
+}
+
+}  // namespace vmm::migration

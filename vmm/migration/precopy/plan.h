@@ -1,0 +1,63 @@
+// The plan before a migration (`info migrate-plan`): for each way vmm can migrate this guest now,
+// whether it ends, when, with what downtime, what it sends and what it costs the guest, from the
+// rates measured here (the guest's dirtying over the last seconds, the link's rate given or known).
+// Pure: the rounds are followed on paper with the same Convergence the round loop decides with.
+//
+// The guest's dirtying: `bytes_per_s` distinct bytes a second (the sampler's periods), the same
+// over a tenth of a period (`fast_bytes_per_s`: a hot set rewritten several times a period is all
+// dirty again after a short round, which a period's count cannot show), and a hot set when there
+// is one: what it dirtied over a longer window, when that is well under the rate times the window,
+// is what it keeps rewriting, and no round's dirt exceeds it. A guest that writes new pages all
+// the time has none (each round's dirt grows with its length, up to the RAM).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vmm/migration/transport/options.h"
+
+namespace vmm::migration {
+
+struct DirtyModel {
+    double bytes_per_s = 0;
+    double hot_bytes = 0;   // 0: no hot set (streaming writes); bounded by the RAM then
+    double ram_bytes = 0;
+    double fast_bytes_per_s = 0;  // over short rounds; the faster of the two rates counts
+    // What a round of `seconds` leaves dirty with the vCPUs throttled by `throttle_percent`.
+    double after(double seconds, uint32_t throttle_percent = 0) const;
+};
+
+// The hot set from the two measurements: `window_bytes` distinct bytes dirtied over
+// `window_s` against `bytes_per_s` (distinct over shorter periods). 0 when it streams.
+double hot_set_bytes(double bytes_per_s, double window_bytes, double window_s);
+
+struct PlanFacts {
+    uint64_t populated_bytes = 0;  // the bulk round's (pages never touched cost nothing)
+    DirtyModel dirty;
+    double link_bytes_per_s = 0;
+    double postcopy_bytes_per_s = 0;  // the push after the switch (max-postcopy-bandwidth), 0: the link's
+    double handover_ms = 0;           // saving and loading the state
+    Parameters params;                // downtime-limit, the throttle's steps
+};
+
+enum class PlanStrategy { precopy, auto_converge, postcopy_after_round, postcopy_now };
+const char* to_string(PlanStrategy s);  // "precopy", "precopy + auto-converge", …
+
+struct PlanRow {
+    PlanStrategy strategy = PlanStrategy::precopy;
+    bool converges = false;
+    double total_ms = 0;           // from migrate to the guest running there (when it ends)
+    double downtime_ms = 0;
+    double sent_bytes = 0;         // until the end; until it gave up when it does not end
+    uint32_t rounds = 0;           // precopy's rounds, the bulk round included
+    double throttled_ms = 0;       // the time each vCPU is made to sleep (auto-converge)
+    uint32_t throttle_percent = 0; // its highest step
+    double blocked_ms_at_most = 0; // postcopy: until the last missing page has arrived
+    std::string why_no_end;        // when it does not end: at what rates, and what would end it
+};
+
+// One row a strategy, in PlanStrategy's order. The link's rate must be above 0.
+std::vector<PlanRow> plan_migration(const PlanFacts& f);
+
+}  // namespace vmm::migration
