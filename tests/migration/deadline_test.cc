@@ -170,3 +170,31 @@ TEST(MigrationStall, DowntimeEndsAStalledPrecopy) {
 }
 
 }  // namespace vmm::test
+
+namespace vmm::test {
+
+// throttle: a hot set the link cannot carry in a pause; each round whose plan still misses the
+// deadline takes one of auto-converge's throttle steps (auto-converge itself off), until the
+// rounds fit, and the migration completes with the guest whole.
+TEST(MigrationDeadline, ThrottleSlowsTheVcpusUntilThePlanMeetsIt) {
+    VMM_REQUIRE(need::kvm());
+    uint16_t port = free_tcp_port();
+    auto src = outrunning_source("dl-thr-src", sized("4M", "1M"));
+    auto dst = destination("dl-thr-dst", tcp_uri(port), "128M", "1");
+    ASSERT_TRUE(src && dst);
+    for (const std::string& set : {"max-bandwidth " + sized("10m", "512k"), std::string("x-deadline 10m"),
+                                   std::string("x-deadline-strategy throttle")}) {
+        ASSERT_EQ(src->cmd("migrate_set_parameter " + set), "") << set;
+    }
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 300)) << src->cmd("info migrate") << src->log();
+    EXPECT_EQ(src->migrate_status(), "completed") << src->cmd("info migrate") << src->log();
+    EXPECT_NE(src->log().find("x-deadline: the plan misses it; the vCPUs throttled to 20 %"), std::string::npos)
+        << "the first step is cpu-throttle-initial: " << src->log();
+    EXPECT_NE(src->cmd("info migrate_capabilities").find("auto-converge: off"), std::string::npos);
+    expect_handover(*src, *dst);
+    EXPECT_EQ(src->cmd("info migrate").find("cpu throttle percentage: 0\n") != std::string::npos, true)
+        << "the guest is no longer throttled once it has left";
+}
+
+}  // namespace vmm::test

@@ -41,6 +41,10 @@ private:
     ProgressWatch progress_;    // x-stall-timeout
     std::optional<Error> failure_;
     std::chrono::steady_clock::time_point checked_;  // watch()'s last look
+    // The last throttle step: the dirty rate the plan reads is measured over the sampler's
+    // periods, so a step shows only in a whole period after it; the next waits for that.
+    std::optional<std::chrono::steady_clock::time_point> throttled_at_;
+    bool throttle_settling() const;
 };
 
 }  // namespace vmm::migration
