@@ -45,8 +45,11 @@ flap() {
     local dpid; dpid=$(dest_vmm)
     kill -STOP "$dpid"
     out=$(qmp state demo migrate-pause) || { kill -CONT "$dpid"; fail "migrate-pause: $out"; }
-    wait_until 30 status_is state precopy-paused || { kill -CONT "$dpid"; fail "the source did not pause: $(qmp state demo query-migrate)"; }
-    echo "ok: the source's vmm is precopy-paused"
+    # Past a short window the pause may be over before a poll (a vmmctl run, seconds under a
+    # loaded TCG: d5c1d37's CI) sees it: its end then names the window.
+    paused_or_past() { status_is state precopy-paused || qmp state demo query-migrate 2>/dev/null | grep -q "did not come back within x-resume-window"; }
+    wait_until 30 paused_or_past || { kill -CONT "$dpid"; fail "the source did not pause: $(qmp state demo query-migrate)"; }
+    echo "ok: the source's vmm paused"
     if [ "${2:-}" = check ]; then
         local job; job=$(v domjobinfo demo)
         expect "domjobinfo answers during the pause" "$job" "Job type: +Unbounded"
