@@ -71,14 +71,7 @@ Status DirtyRateSampler::sample(Sample kind) {
     if (!n) return n.error();
     bool count_as_period = kind == Sample::period;
     std::optional<uint64_t> working_set;
-    if (count_as_period) {
-        uint64_t samples = 0;
-        {
-            std::lock_guard lock(mutex_);
-            samples = rate_.samples;
-        }
-        if ((samples + 1) % kWorkingSetPeriods == 0) working_set = take_working_set();  // the window's end
-    }
+    if (count_as_period && ++periods_ % kWorkingSetPeriods == 0) working_set = take_working_set();  // the window's end
     std::lock_guard lock(mutex_);
     rate_.total_pages += *n;
     pages_since_sample_ += *n;

@@ -88,6 +88,7 @@ private:
     std::deque<Snapshot> history_;  // one a period, the newest last
     std::chrono::steady_clock::time_point working_set_since_;
     std::vector<uint64_t> scratch_;  // take_working_set()'s, on the sampler's thread only
+    uint64_t periods_ = 0;           // periods ended, counted on the sampler's thread only
     std::thread thread_;
 };
 

@@ -51,4 +51,10 @@ Result<uint64_t> PagemapReader::populated_pages(const RamBlock& block) {
     return n;
 }
 
+uint64_t pages_to_send(PagemapReader* pagemap, const RamBlock& block) {
+    if (pagemap == nullptr || block.file_backed()) return block.pages();
+    auto n = pagemap->populated_pages(block);
+    return n ? *n : block.pages();
+}
+
 }  // namespace vmm::memory

@@ -30,4 +30,8 @@ private:
     std::vector<uint64_t> entries_;
 };
 
+// The pages of `block` a bulk round sends: the populated ones, or every one where pagemap cannot
+// tell (no reader, a failed read, a block mapped from a file).
+uint64_t pages_to_send(PagemapReader* pagemap, const RamBlock& block);
+
 }  // namespace vmm::memory

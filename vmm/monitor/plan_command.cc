@@ -43,13 +43,7 @@ Result<double> link_rate(const Json& args, const migration::Settings& s, const m
 uint64_t populated_bytes(machine::Machine& m) {
     auto reader = memory::PagemapReader::open();
     uint64_t pages = 0;
-    for (const auto& b : m.memory().blocks()) {
-        std::optional<uint64_t> n;
-        if (reader && !b->file_backed()) {
-            if (auto p = reader->populated_pages(*b)) n = *p;
-        }
-        pages += n.value_or(b->pages());
-    }
+    for (const auto& b : m.memory().blocks()) pages += memory::pages_to_send(reader ? &*reader : nullptr, *b);
     return pages * memory::kPageSize;
 }
 

@@ -274,8 +274,7 @@ Status RamSaver::bulk_round(memory::PagemapReader* pagemap) {
     stats_.bulk_to_send = 0;  // ... of which these bytes cost the link (the time left follows them)
     for (const auto& b : mem_.blocks()) {
         stats_.remaining += b->size();
-        auto populated = pagemap != nullptr && !b->file_backed() ? pagemap->populated_pages(*b) : Result<uint64_t>(b->pages());
-        stats_.bulk_to_send += (populated ? *populated : b->pages()) << kPageShift;
+        stats_.bulk_to_send += memory::pages_to_send(pagemap, *b) << kPageShift;
     }
     if (auto s = begin(0); !s) return s;
     for (uint32_t i = 0; i < mem_.blocks().size(); ++i) {
