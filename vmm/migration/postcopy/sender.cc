@@ -1,5 +1,7 @@
 #include "vmm/migration/postcopy/sender.h"
 
+#include <time.h>
+
 #include "vmm/common/thread_name.h"
 #include "vmm/memory/dirty_bitmap.h"
 #include "vmm/common/zero_page.h"
@@ -64,8 +66,21 @@ void PostcopySender::resume(std::unique_ptr<SourcePostcopyLink> link, const std:
     ++stats_.recoveries;
 }
 
+namespace {
+double thread_cpu_ms() {
+    timespec t{};
+    if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+}  // namespace
+
 void PostcopySender::read_requests() {
     name_this_thread("postcopy-return");
+    double before = 0;  // what earlier threads (before a recovery) used
+    {
+        std::lock_guard lock(mutex_);
+        before = stats_.return_cpu_ms;
+    }
     for (;;) {
         {
             std::lock_guard lock(mutex_);
@@ -85,6 +100,7 @@ void PostcopySender::read_requests() {
             if (answers_.beside_push) answered = answer(r);
         }
         std::lock_guard lock(mutex_);
+        stats_.return_cpu_ms = before + thread_cpu_ms();
         if (!m) {
             if (!done_ && !stop_reader_) failure_ = m.error().context("the postcopy return path");
         } else if (!answered) {
