@@ -80,6 +80,7 @@ struct vmm_transport_args {
 };
 
 #define VMM_ARGS_POSTCOPY 1u /* postcopy-ram is on at this side: offer (source) / grant (destination) pc_* */
+#define VMM_ARGS_VERIFY 2u   /* verify-ram is on at this side: every postcopy page must come with its sum */
 
 /* Postcopy (pc_*): pages after the switch, as the transport carries them. */
 #define VMM_PC_DATA 1u

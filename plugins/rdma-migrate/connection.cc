@@ -55,7 +55,7 @@ void Connection::summarize(const std::string& note) {
     size_t n = channels_.count();
     summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", first().describe, mode, vmm::format_size(geo_.size()), n,
                            n == 1 ? "" : "s");
-    if (channels_.has_postcopy()) summary_ += " and a postcopy channel";
+    if (channels_.has_postcopy()) summary_ += (agreed_ & kCapPostcopyRead) != 0 ? " and a postcopy channel (faults by RDMA READ)" : " and a postcopy channel";
     if (authenticated()) {
         summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it";
         summary_ += channels_.has_postcopy() ? ", the postcopy channel's messages and writes tagged)" : ")";

@@ -42,6 +42,8 @@ struct SessionConfig {
     uint32_t announce_version = kProtocolVersion;  // what the source puts in its private data
     bool base_protocol = false;  // offer (source) / grant (destination) no extension: for tests
     bool postcopy = false;  // postcopy-ram on: offer (source) / grant (destination) a postcopy channel
+    bool postcopy_read = false;  // x-rdma-postcopy-read: offer / grant kCapPostcopyRead (with postcopy)
+    bool verify = false;         // verify-ram on at this side: no READ, whose pages come without sums
     // tls-creds set: offer (source) / require (destination) kCapTls, authenticate with these (the
     // role is the side's: the source is the TLS client).
     std::optional<vmm::stream::TlsSetup> tls;

@@ -16,6 +16,7 @@ int access_for(Use use) {
         case Use::chunk_written:
         case Use::pin_all_written:
         case Use::postcopy_landing: return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        case Use::postcopy_read: return IBV_ACCESS_REMOTE_READ;
     }
     return 0;
 }
@@ -25,7 +26,8 @@ const char* advice_for(Use use) {
         case Use::pin_all_read:
         case Use::pin_all_written: return "raise the locked-memory limit (ulimit -l) or turn rdma-pin-all off";
         case Use::chunk_read:
-        case Use::chunk_written: return "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit";
+        case Use::chunk_written:
+        case Use::postcopy_read: return "raise the locked-memory limit (ulimit -l) or set rdma-pin-limit";
         case Use::control_send:
         case Use::control_receive:
         case Use::postcopy_staging:

@@ -25,6 +25,7 @@ enum class Use {
     pin_all_written,  // destination, rdma-pin-all: a whole RAM block, remote write
     postcopy_staging, // source, postcopy: slots the pages are copied into for a write (local read)
     postcopy_landing, // destination, postcopy: the slots the source writes into (remote write)
+    postcopy_read,    // source, kCapPostcopyRead: guest RAM the destination reads (remote read)
 };
 
 class MemoryRegistry {

@@ -92,7 +92,11 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     if (const char* v = std::getenv("VMM_RDMA_ANNOUNCE_VERSION"); v != nullptr && *v != '\0') {
         c.announce_version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     }
-    if (a->struct_size >= offsetof(vmm_transport_args, flags) + sizeof a->flags) c.postcopy = (a->flags & VMM_ARGS_POSTCOPY) != 0;
+    if (a->struct_size >= offsetof(vmm_transport_args, flags) + sizeof a->flags) {
+        c.postcopy = (a->flags & VMM_ARGS_POSTCOPY) != 0;
+        c.verify = (a->flags & VMM_ARGS_VERIFY) != 0;
+    }
+    c.postcopy_read = settings->postcopy_read;
     if (const char* v = std::getenv("VMM_RDMA_BASE_PROTOCOL"); v != nullptr && std::strcmp(v, "1") == 0) c.base_protocol = true;
     if (auto s = tls_from(a, c); !s) return s.error();
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();

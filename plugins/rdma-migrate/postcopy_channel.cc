@@ -62,6 +62,25 @@ Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clo
     }
 }
 
+Result<bool> await_either_cq(Endpoint& ep, std::chrono::steady_clock::time_point deadline) {
+    if (!ep.recv_cq || !ep.cq) return Error("internal: the postcopy channel has no split CQ");
+    for (;;) {
+        int left = ms_left(deadline);
+        if (left == 0) return false;
+        pollfd fds[3] = {{ep.recv_channel->fd, POLLIN, 0}, {ep.channel->fd, POLLIN, 0}, {ep.cancel_fd, POLLIN, 0}};
+        int r = ::poll(fds, 3, left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return verbs_error("poll");
+        if (fds[2].revents != 0) return Error("migration cancelled");
+        if (fds[0].revents == 0 && fds[1].revents == 0) continue;
+        if (fds[0].revents != 0)
+            if (auto s = rearm_cq(ep.recv_channel.get(), ep.recv_cq.get()); !s) return s.error();
+        if (fds[1].revents != 0)
+            if (auto s = rearm_cq(ep.channel.get(), ep.cq.get()); !s) return s.error();
+        return true;
+    }
+}
+
 Error silent(const Endpoint& ep) {
     return Error(fmt::format("{} was silent for {} ms in postcopy: the peer is gone or stuck (x-io-timeout)", ep.describe,
                              ep.io_timeout_ms));

@@ -6,16 +6,22 @@
 //     into the destination's request slot (send() with an answer, VMM_RAM_PC_ANSWERS); the
 //     migration thread writes the push into its push slots (send(), end());
 //   destination: the fault thread asks for pages (request()); the receiving thread takes what
-//     landed (next()), and once the page is placed gives its slot back (release()).
+//     landed (next()), and once the page is placed gives its slot back (release()). With
+//     kCapPostcopyRead the fault thread reads a page whose region the source told (KEYS) by
+//     RDMA READ into a request slot instead of asking, and next() hands it over once read: the
+//     receiving thread then waits on both CQs (a READ completes in the send CQ) and is the
+//     only one to wait for the send CQ's events; others take what completed, under cq_mutex_.
 // Every slot, block, offset and count from the peer is checked before it is used. On an
 // authenticated connection (kCapTls) every message and write also carries its tag
 // (proto/postcopy_auth.h), checked before anything is done with it; the destination checks a
 // write's tag on a private copy of its slot, and that copy is what is placed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -47,6 +53,9 @@ Result<bool> wait_cq(Endpoint& ep, bool receives, const std::function<Status(con
 Result<bool> take_completions(Endpoint& ep, bool receives, const std::function<Status(const ibv_wc&)>& on_wc,
                               const std::function<bool()>& done);
 Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clock::time_point deadline);
+// Waits for an event on either CQ of `ep`'s split shape, and arms what fired again (true), or
+// `deadline` passes (false).
+Result<bool> await_either_cq(Endpoint& ep, std::chrono::steady_clock::time_point deadline);
 // What a wait that hears nothing for x-io-timeout says.
 Error silent(const Endpoint& ep);
 
@@ -71,6 +80,15 @@ constexpr uint32_t kPcRequestSlots = 32;  // a destination's requests in flight 
 constexpr uint32_t kPcPushSlots = 32;     // the background push's ring
 constexpr uint32_t kPcSourceReceives = kPcRequestSlots + 32;  // requests, credit and DONE
 
+// kCapPostcopyRead: how the source exposes its RAM to the destination's READs. It registers it
+// a region at a time, each before a push write, and tells the destination in a KEYS write, so
+// the switch waits for none of it and a fault in a region not yet told is asked for as before.
+struct ReadExposure {
+    bool on = false;
+    uint64_t pin_limit = 0;  // rdma-pin-limit: regions stop there (the rest is asked for); 0: all
+};
+constexpr uint64_t kPcReadRegion = 64ull << 20;
+
 class PostcopySource {
 public:
     struct Request {
@@ -79,8 +97,8 @@ public:
         uint64_t offset = 0;
     };
     // `keys`: an authenticated connection's (Connection::postcopy_keys), else none.
-    PostcopySource(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys)
-        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)) {}
+    PostcopySource(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys, ReadExposure reads = {})
+        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)), reads_(reads), exposing_(reads.on) {}
     // Before connecting: the receives for the destination's messages.
     Status post_receives();
     // Once, after the switch: the destination's HELLO, and this side's staging slots.
@@ -101,7 +119,10 @@ private:
     Status wait_staging(std::unique_lock<std::mutex>& writer, uint32_t slot);
     Status write_done(const ibv_wc& wc);
     Status await_push_credit();
+    Result<uint32_t> take_push_slot();
     Status post_write(uint32_t slot, uint32_t length, uint32_t imm);
+    Status expose_next_region();  // the migration thread's, before a push: kCapPostcopyRead
+    Status write_keys(const PcRegion& r);
 
     Endpoint& ep_;
     std::vector<LocalBlock> blocks_;
@@ -124,6 +145,13 @@ private:
     uint64_t credit_ = 0;  // push slots the destination has consumed (under mutex_)
     bool failed_ = false;  // the return path ended: no more credit will come (under mutex_)
     std::map<uint32_t, std::pair<uint32_t, uint64_t>> asked_;  // request slot -> block, offset (under mutex_)
+    // kCapPostcopyRead (the migration thread's): the regions registered for the destination's
+    // READs, and where the next one begins.
+    ReadExposure reads_;
+    bool exposing_ = false;
+    std::vector<MemoryRegion> read_mrs_;
+    size_t expose_block_ = 0;
+    uint64_t expose_offset_ = 0, exposed_ = 0;
 };
 
 class PostcopyDestination {
@@ -137,15 +165,16 @@ public:
         const uint8_t* data = nullptr;
         std::vector<uint64_t> sums;     // verify-ram's, when the source sent them
     };
-    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys)
-        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)) {}
+    // `reads`: kCapPostcopyRead was agreed.
+    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys, bool reads = false)
+        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)), reads_(reads) {}
     // Before accepting: the receives the source's writes complete.
     Status post_receives();
     // Before the guest runs: registers the landing area and sends HELLO.
     Status begin();
     // The fault thread: asks for the page at `offset` in `block`.
     Status request(uint32_t block, uint64_t offset);
-    // The receiving thread: the next write that landed, checked.
+    // The receiving thread: the next write that landed, checked, or READ that completed.
     Result<Arrival> next();
     // The receiving thread, once the arrival's pages are placed: its slot is free again (and so
     // is any request slot that waited for one of these pages).
@@ -155,11 +184,34 @@ public:
     // address, and the area's rkey (the hostile-peer tests play such a forger).
     uint64_t landing_slot(uint32_t slot) const { return reinterpret_cast<uint64_t>(landing_.data()) + slot * kPcSlotSize; }
     uint32_t landing_rkey() const { return landing_mr_ ? landing_mr_->rkey : 0; }
+    // kCapPostcopyRead: where the source told the page at `offset` of `block` may be read, if it
+    // did; and the channel's endpoint (the hostile-peer tests aim READs of their own by them).
+    struct Remote {
+        uint64_t address = 0;
+        uint32_t rkey = 0;
+        uint64_t room = 0;  // bytes of the region from there on
+    };
+    std::optional<Remote> readable(uint32_t block, uint64_t offset);
+    Endpoint& endpoint() { return ep_; }
+
+    // How many faults were read by RDMA READ (READs posted: with readahead's), and how many asked for.
+    uint64_t reads() const { return faults_read_; }
+    uint64_t reads_posted() const { return reads_posted_; }
+    uint64_t asks() const { return asks_; }
 
 private:
     Status send_message(const PcMessage& m);
     Status await_sends(uint64_t in_flight);
+    Status await_sends_beside_reads(uint64_t in_flight);
+    Result<Arrival> next_with_reads();
     Result<Arrival> arrival(const ibv_wc& wc);
+    Status take_keys(const PcImmediate& imm, const uint8_t* slot);
+    Status post_read(uint32_t slot, const Remote& from, uint32_t pages);
+    Status read(std::unique_lock<std::mutex>& lock, uint32_t block, uint64_t offset, const Remote& from);
+    bool read_under_way(uint32_t block, uint64_t offset) const;
+    uint32_t readahead(uint32_t block, uint64_t offset, const Remote& from);  // under slots_mutex_
+    Result<std::optional<uint32_t>> take_sends();  // under cq_mutex_
+    Result<Arrival> read_arrival(uint32_t slot);
     const uint8_t* slot_contents(const PcImmediate& imm);
     Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot, uint64_t at);
     Status check_answer(const Arrival& a);
@@ -178,10 +230,26 @@ private:
     std::mutex send_mutex_;      // the fault thread's requests and the receiving thread's messages
     MessageBuffers sends_;
     size_t next_send_ = 0;
-    uint64_t sends_posted_ = 0, sends_done_ = 0;
+    uint64_t sends_posted_ = 0;
+    std::atomic<uint64_t> sends_done_ = 0;  // the fault thread's, or under cq_mutex_ with reads
     std::mutex slots_mutex_;
     std::condition_variable slots_cv_;
     std::vector<std::optional<std::pair<uint32_t, uint64_t>>> asked_;  // request slot -> block, offset
+    std::vector<bool> reading_;  // request slot: its page comes by READ, and only that frees it
+    std::vector<uint32_t> read_pages_;  // request slot: how many pages its READ reads
+    // READ's readahead (under slots_mutex_): a fault just past the last READs' pages reads twice
+    // as many as they did (up to a slot's kPcMaxPages in all), any other one page.
+    uint32_t last_block_ = 0, run_ = 1;
+    uint64_t last_end_ = UINT64_MAX;
+    // kCapPostcopyRead.
+    bool reads_ = false;
+    std::mutex regions_mutex_;  // the receiving thread adds (KEYS), the fault thread looks up
+    std::vector<std::map<uint64_t, PcRegion>> regions_;  // per block, by offset
+    uint64_t region_count_ = 0;
+    std::mutex cq_mutex_;  // the send CQ's completions are taken under it, by any thread
+    std::condition_variable cq_cv_;
+    std::deque<uint32_t> read_done_;  // request slots whose READ completed (under cq_mutex_)
+    std::atomic<uint64_t> faults_read_ = 0, reads_posted_ = 0, asks_ = 0;
 };
 
 }  // namespace rdma_migrate

@@ -9,10 +9,12 @@
 
 #include "postcopy_channel.h"
 #include "trace.h"
+#include "vmm/common/log.h"
 
 namespace rdma_migrate {
 
 namespace {
+constexpr uint64_t kReadWrId = 1ull << 32;  // a READ's work request: this, or'd with its request slot
 constexpr size_t kSendBuffers = 64;
 constexpr uint64_t kCreditEvery = kPcPushSlots / 4;  // push slots placed before the source hears of them
 }  // namespace
@@ -44,6 +46,9 @@ Status PostcopyDestination::begin() {
     }
     if (auto s = sends_.init(ep_.memory(), kSendBuffers, Use::control_send, "the postcopy send buffers"); !s) return s;
     asked_.assign(kPcRequestSlots, std::nullopt);
+    reading_.assign(kPcRequestSlots, false);
+    read_pages_.assign(kPcRequestSlots, 1);
+    regions_.assign(blocks_.size(), {});
     PcMessage hello{PcType::hello, landing_mr_->rkey, kPcRequestSlots, kPcPushSlots,
                     reinterpret_cast<uint64_t>(landing_.data()), kPcSlotSize};
     trace("destination: postcopy channel open: {} request slots, {} push slots", kPcRequestSlots, kPcPushSlots);
@@ -83,16 +88,175 @@ Status PostcopyDestination::request(uint32_t block, uint64_t offset) {
                                      "answers nothing",
                                      kPcRequestSlots, ep_.io_timeout_ms));
         }
+        if (auto from = readable(block, offset)) return read(lock, block, offset, *from);
         slot = static_cast<uint32_t>(std::find(asked_.begin(), asked_.end(), std::nullopt) - asked_.begin());
         asked_[slot] = std::pair{block, offset};
     }
     PcMessage m;
     m.type = PcType::request, m.slot = slot, m.block = block, m.pages = 1, m.offset = offset;
     trace("destination: REQUEST slot {} block {} offset {:#x}", slot, block, offset);
+    ++asks_;
     return send_message(m);
 }
 
+// Where the source has the page at `offset` of `block` for RDMA READ, if a KEYS told it.
+std::optional<PostcopyDestination::Remote> PostcopyDestination::readable(uint32_t block, uint64_t offset) {
+    if (!reads_) return std::nullopt;
+    std::lock_guard lock(regions_mutex_);
+    const auto& in = regions_[block];
+    auto it = in.upper_bound(offset);
+    if (it == in.begin()) return std::nullopt;
+    const PcRegion& r = std::prev(it)->second;
+    if (offset - r.offset >= r.length) return std::nullopt;
+    return Remote{r.address + (offset - r.offset), r.rkey, r.length - (offset - r.offset)};
+}
+
+// Under slots_mutex_, a free slot held: a READ of the page into it, and a readahead READ of
+// the pages after it into another, when one is free. A page a READ under way already brings
+// is read again by none: the vCPU waits for that READ (a guest faulting on a readahead's next
+// page before it lands).
+Status PostcopyDestination::read(std::unique_lock<std::mutex>& lock, uint32_t block, uint64_t offset, const Remote& from) {
+    ++faults_read_;
+    if (read_under_way(block, offset)) {
+        trace("destination: block {} offset {:#x} comes with a READ under way", block, offset);
+        return {};
+    }
+    uint32_t ahead = readahead(block, offset, from);
+    auto take = [&](uint64_t at, uint32_t pages) {
+        auto slot = static_cast<uint32_t>(std::find(asked_.begin(), asked_.end(), std::nullopt) - asked_.begin());
+        asked_[slot] = std::pair{block, at};
+        reading_[slot] = true;
+        read_pages_[slot] = pages;
+        return slot;
+    };
+    uint32_t slot = take(offset, 1);
+    bool free_one = std::find(asked_.begin(), asked_.end(), std::nullopt) != asked_.end();
+    std::optional<uint32_t> more = ahead > 0 && free_one ? std::optional(take(offset + kPcPage, ahead)) : std::nullopt;
+    lock.unlock();
+    trace("destination: READ into slot {}: block {} offset {:#x}{}", slot, block, offset,
+          more ? fmt::format(", and {} pages after it into slot {}", ahead, *more) : "");
+    if (auto s = post_read(slot, from, 1); !s) return s;
+    if (!more) return {};
+    return post_read(*more, {from.address + kPcPage, from.rkey, from.room - kPcPage}, ahead);
+}
+
+// Under slots_mutex_: whether a READ not yet handed over brings that page.
+bool PostcopyDestination::read_under_way(uint32_t block, uint64_t offset) const {
+    for (size_t i = 0; i < asked_.size(); ++i) {
+        const auto& a = asked_[i];
+        if (reading_[i] && a && a->first == block && offset >= a->second && offset < a->second + read_pages_[i] * kPcPage)
+            return true;
+    }
+    return false;
+}
+
+// How many pages after a fault a READ brings along. A guest working through its memory in
+// order faults just past what the last READs brought: each such fault reads twice as far as
+// the last (up to a slot's 16 pages in all), any other none, so a sequential sweep costs a
+// fault per 64 KiB, not per page, as the source's readahead does when it hears of faults.
+// Inside the region told, never past it; pages already placed are left as they are.
+uint32_t PostcopyDestination::readahead(uint32_t block, uint64_t offset, const Remote& from) {
+    run_ = block == last_block_ && offset == last_end_ ? std::min(run_ * 2, kPcMaxPages) : 1;
+    auto ahead = static_cast<uint32_t>(std::min<uint64_t>(run_ - 1, from.room / kPcPage - 1));
+    last_block_ = block;
+    last_end_ = offset + uint64_t{1 + ahead} * kPcPage;
+    return ahead;
+}
+
+Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_t pages) {
+    ibv_sge sge{landing_slot(slot), static_cast<uint32_t>(pages * kPcPage), landing_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = kReadWrId | slot;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = from.address;
+    wr.wr.rdma.rkey = from.rkey;
+    ibv_send_wr* bad = nullptr;
+    std::lock_guard lock(send_mutex_);
+    if (auto s = posted(ibv_post_send(ep_.qp.get(), &wr, &bad), "ibv_post_send (postcopy READ)"); !s) return s;
+    ++reads_posted_;
+    return {};
+}
+
+// KEYS: regions of the source's RAM this side may read from now on, each inside a block.
+Status PostcopyDestination::take_keys(const PcImmediate& imm, const uint8_t* slot) {
+    if (!reads_) return Error("RDMA postcopy: KEYS from a source that did not agree to RDMA READ");
+    auto regions = decode_pc_regions({slot, kPcSlotSize}, imm.pages);
+    if (!regions) return regions.error();
+    std::lock_guard lock(regions_mutex_);
+    for (const PcRegion& r : *regions) {
+        if (auto s = check_pc_range(blocks_, r.block, r.offset, r.length / kPcPage); !s) return s;
+        if (++region_count_ > (1u << 20)) return Error("RDMA postcopy: more than a million KEYS regions");
+        regions_[r.block][r.offset] = r;
+        trace("destination: KEYS: block {} offset {:#x}, {} bytes readable", r.block, r.offset, r.length);
+    }
+    return {};
+}
+
+// Under cq_mutex_: takes what the send CQ holds (a SEND done, or a READ, kept for next()),
+// without waiting; returns the first READ done, if any.
+Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
+    auto taken = take_completions(ep_, false, [this](const ibv_wc& wc) -> Status {
+        if ((wc.wr_id & kReadWrId) == 0) {
+            ++sends_done_;
+            return {};
+        }
+        uint64_t slot = wc.wr_id & ~kReadWrId;
+        if (wc.opcode != IBV_WC_RDMA_READ || slot >= kPcRequestSlots) return Error("internal: a READ completion for no request slot");
+        read_done_.push_back(static_cast<uint32_t>(slot));
+        return {};
+    }, [] { return false; });
+    if (!taken) return taken.error();
+    cq_cv_.notify_all();
+    if (read_done_.empty()) return std::optional<uint32_t>{};
+    uint32_t slot = read_done_.front();
+    read_done_.pop_front();
+    return std::optional<uint32_t>{slot};
+}
+
+Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t slot) {
+    Arrival a;
+    a.kind = PcKind::data, a.slot = slot;
+    std::lock_guard lock(slots_mutex_);
+    if (!asked_[slot] || !reading_[slot]) return Error(fmt::format("internal: a READ done into request slot {}, which reads nothing", slot));
+    a.pages = read_pages_[slot];
+    a.block = asked_[slot]->first, a.offset = asked_[slot]->second;
+    a.data = landing_.data() + uint64_t{slot} * kPcSlotSize;
+    trace("destination: READ into slot {} done: block {} offset {:#x}, {} pages", slot, a.block, a.offset, a.pages);
+    return a;
+}
+
+// kCapPostcopyRead: a READ done, a write landed (KEYS taken here), or a wait on both CQs.
+Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
+    for (;;) {
+        {
+            std::lock_guard lock(cq_mutex_);
+            auto read = take_sends();
+            if (!read) return read.error();
+            if (*read) return read_arrival(**read);
+        }
+        std::optional<Result<Arrival>> got;
+        auto landed = take_completions(ep_, true, [&](const ibv_wc& wc) {
+            got = arrival(wc);
+            return Status{};
+        }, [&] { return got.has_value(); });
+        if (!landed) return landed.error();
+        if (got && (!*got || (*got)->kind != PcKind::keys)) return std::move(*got);
+        if (got) {
+            if (auto s = release(**got); !s) return s.error();  // KEYS: its slot is the ring's again
+            continue;
+        }
+        auto signalled = await_either_cq(ep_, deadline);
+        if (!signalled) return signalled.error();
+        if (!*signalled) return silent(ep_);
+    }
+}
+
 Result<PostcopyDestination::Arrival> PostcopyDestination::next() {
+    if (reads_) return next_with_reads();
     std::optional<Result<Arrival>> got;
     auto r = wait_cq(ep_, true, [&](const ibv_wc& wc) {
         got = arrival(wc);
@@ -118,6 +282,11 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::arrival(const ibv_wc& 
     if (imm->kind == PcKind::end) return a;
     a.slot = imm->slot;
     const uint8_t* slot = slot_contents(*imm);
+    if (imm->kind == PcKind::keys) {
+        if (auto s = check_answer(a); !s) return s.error();
+        if (auto s = take_keys(*imm, slot); !s) return s.error();
+        return a;
+    }
     uint64_t at = pc_trailer_offset(*imm);
     auto t = decode_pc_trailer({slot + at, kPcSlotSize - at});
     if (!t) return t.error();
@@ -174,9 +343,21 @@ Status PostcopyDestination::check_answer(const Arrival& a) {
 // page already, never answers it.
 void PostcopyDestination::free_request_slots(const Arrival& a) {
     std::lock_guard lock(slots_mutex_);
-    for (auto& asked : asked_) {
-        if (asked && asked->first == a.block && asked->second >= a.offset && asked->second < a.offset + a.pages * kPcPage)
+    if (a.slot < kPcRequestSlots && reading_[a.slot]) {
+        // A READ frees its own slot only: the source, knowing nothing of it, still answers any
+        // request for these pages, into the slot that asked.
+        asked_[a.slot].reset();
+        reading_[a.slot] = false;
+        slots_cv_.notify_all();
+        return;
+    }
+    for (size_t i = 0; i < asked_.size(); ++i) {
+        auto& asked = asked_[i];
+        // A READ's slot is its own until that READ is done: the adapter may still write into it.
+        if (reading_[i]) continue;
+        if (asked && asked->first == a.block && asked->second >= a.offset && asked->second < a.offset + a.pages * kPcPage) {
             asked.reset();
+        }
     }
     slots_cv_.notify_all();
 }
@@ -195,6 +376,11 @@ Status PostcopyDestination::release(const Arrival& a) {
 }
 
 Status PostcopyDestination::done() {
+    if (reads_) {
+        vmm::log::info("rdma postcopy: {} faults read by RDMA READ ({} READs, readahead's among them), {} asked for "
+                       "(before their region's KEYS came)",
+                       reads(), reads_posted(), asks());
+    }
     PcMessage m;
     m.type = PcType::done;
     if (auto s = send_message(m); !s) return s;
@@ -205,11 +391,28 @@ Status PostcopyDestination::done() {
 
 // Under send_mutex_: waits until at most `in_flight` SENDs are still to complete.
 Status PostcopyDestination::await_sends(uint64_t in_flight) {
+    if (reads_) return await_sends_beside_reads(in_flight);
     auto r = wait_cq(ep_, false, [this](const ibv_wc&) {
         ++sends_done_;
         return Status{};
     }, [&] { return sends_posted_ - sends_done_ <= in_flight; });
     return r ? Status{} : Status(r.error());
+}
+
+// With reads the receiving thread waits for the send CQ's events (next_with_reads): this takes
+// what completed and waits for its word (cq_cv_), looking again every few milliseconds for a
+// caller that is the receiving thread itself (DONE, after the last arrival).
+Status PostcopyDestination::await_sends_beside_reads(uint64_t in_flight) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
+    std::unique_lock lock(cq_mutex_);
+    for (;;) {
+        auto read = take_sends();
+        if (!read) return read.error();
+        if (*read) read_done_.push_front(**read);  // next() hands it over
+        if (sends_posted_ - sends_done_ <= in_flight) return {};
+        if (std::chrono::steady_clock::now() >= deadline) return silent(ep_);
+        cq_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    }
 }
 
 }  // namespace rdma_migrate

@@ -9,6 +9,8 @@
 
 #include "postcopy_channel.h"
 #include "trace.h"
+#include "vmm/common/log.h"
+#include "vmm/common/units.h"
 
 namespace rdma_migrate {
 
@@ -129,6 +131,61 @@ Status PostcopySource::await_push_credit() {
     return {};
 }
 
+// A push slot, once the destination has credited enough of the ring; counted before it is
+// posted: its credit may come back before post_write returns.
+Result<uint32_t> PostcopySource::take_push_slot() {
+    if (auto s = await_push_credit(); !s) return s.error();
+    std::lock_guard lock(mutex_);
+    auto slot = static_cast<uint32_t>(hello_.request_slots + pushed_ % hello_.push_slots);
+    ++pushed_;
+    return slot;
+}
+
+// The next region of RAM registered for remote read and told to the destination. A failure to
+// register is not the migration's: the faults in what is left are asked for, as without READ.
+Status PostcopySource::expose_next_region() {
+    while (expose_block_ < blocks_.size() && expose_offset_ >= blocks_[expose_block_].size) ++expose_block_, expose_offset_ = 0;
+    if (expose_block_ == blocks_.size()) {
+        exposing_ = false;
+        trace("source: postcopy: all {} of RAM told to the destination for RDMA READ", vmm::format_size(exposed_));
+        return {};
+    }
+    const LocalBlock& b = blocks_[expose_block_];
+    uint64_t length = std::min(kPcReadRegion, b.size - expose_offset_);
+    if (reads_.pin_limit != 0 && exposed_ + length > reads_.pin_limit) {
+        exposing_ = false;
+        vmm::log::info("x-rdma-postcopy-read: {} of RAM exposed for RDMA READ, as much as rdma-pin-limit allows; the "
+                       "destination asks for the pages of the rest",
+                       vmm::format_size(exposed_));
+        return {};
+    }
+    auto mr = ep_.memory().register_memory(b.host + expose_offset_, length, Use::postcopy_read,
+                                           fmt::format("{} of '{}' for RDMA READ", vmm::format_size(length), b.name));
+    if (!mr) {
+        exposing_ = false;
+        vmm::log::warn("x-rdma-postcopy-read: {}; the destination asks for the pages of the rest", mr.error().message());
+        return {};
+    }
+    PcRegion r{static_cast<uint32_t>(expose_block_), (*mr)->rkey, expose_offset_, length,
+               reinterpret_cast<uint64_t>(b.host + expose_offset_)};
+    read_mrs_.push_back(std::move(*mr));
+    expose_offset_ += length;
+    exposed_ += length;
+    return write_keys(r);
+}
+
+Status PostcopySource::write_keys(const PcRegion& r) {
+    auto slot = take_push_slot();
+    if (!slot) return slot.error();
+    std::unique_lock writer(write_mutex_);
+    if (auto s = wait_staging(writer, *slot); !s) return s;
+    PcRegion one[] = {r};
+    auto bytes = encode_pc_regions(one);
+    std::memcpy(staging_.data() + uint64_t{*slot} * kPcSlotSize, bytes.data(), bytes.size());
+    trace("source: KEYS into slot {}: block {} offset {:#x}, {} bytes", *slot, r.block, r.offset, r.length);
+    return post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(*slot), 1}));
+}
+
 Status PostcopySource::write_done(const ibv_wc& wc) {
     if (wc.wr_id >= writing_.size()) return Error(fmt::format("RDMA postcopy: a completion for slot {}", wc.wr_id));
     writing_[wc.wr_id] = false;
@@ -194,11 +251,11 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
         asked_.erase(it);
         slot = *answer;
     } else {
-        if (auto s = await_push_credit(); !s) return s;
-        // Counted before it is posted: its credit may come back before post_write returns.
-        std::lock_guard lock(mutex_);
-        slot = static_cast<uint32_t>(hello_.request_slots + pushed_ % hello_.push_slots);
-        ++pushed_;
+        if (exposing_)
+            if (auto s = expose_next_region(); !s) return s;
+        auto pushed = take_push_slot();
+        if (!pushed) return pushed.error();
+        slot = *pushed;
     }
     std::unique_lock writer(write_mutex_);  // after the wait for credit, which an answer never waits on
     if (auto s = wait_staging(writer, slot); !s) return s;

@@ -17,13 +17,17 @@ uint64_t new_session_id() {
     return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
+// x-rdma-postcopy-read: pages read by the destination come without sums or tags, so not under
+// verify-ram or tls-creds (docs/rdma-protocol.md, "Postcopy by RDMA READ").
+bool reads_offered(const SessionConfig& cfg) { return cfg.postcopy && cfg.postcopy_read && !cfg.verify && !cfg.tls; }
+
 // What a source offers beyond pin-all.
 uint32_t extensions(const SessionConfig& cfg) {
     if (cfg.base_protocol) return 0;
     // The postcopy channel is one more connection, counted among the channels after the lanes.
     bool more = cfg.channels > 1 || cfg.postcopy;
     return kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | (more ? kCapChannels : 0u) |
-           (cfg.postcopy ? kCapPostcopy : 0u);
+           (cfg.postcopy ? kCapPostcopy : 0u) | (reads_offered(cfg) ? kCapPostcopyRead : 0u);
 }
 }  // namespace
 
@@ -78,6 +82,11 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     if ((agreed & kCapChunkSize) == 0 && g.size() != ChunkGeometry::kDefault) note(chunk_note.c_str());
     if (cfg.channels > lanes) note("the destination takes only one channel");
     if (cfg.postcopy && !postcopy_channel) note("the destination has no postcopy channel: postcopy-ram is off there");
+    if (cfg.postcopy_read && cfg.postcopy && (cfg.verify || cfg.tls))
+        note("x-rdma-postcopy-read is not used with verify-ram or tls-creds: missing pages are asked for");
+    else if (reads_offered(cfg) && postcopy_channel && (agreed & kCapPostcopyRead) == 0)
+        note("the destination does not read pages by RDMA READ (x-rdma-postcopy-read off there, or verify-ram or "
+             "tls-creds on there): missing pages are asked for");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
     std::vector<TimedStep> steps;
     StepClock clock(steps);
@@ -127,7 +136,8 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
     if (!keys) return keys.error();
     std::unique_ptr<PostcopySource> pc;
     auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [&](Endpoint& e) {
-        pc = std::make_unique<PostcopySource>(e, cfg_.blocks, std::move(*keys));
+        pc = std::make_unique<PostcopySource>(e, cfg_.blocks, std::move(*keys),
+                                              ReadExposure{link_.agreed(kCapPostcopyRead), cfg_.pin_limit});
         return pc->post_receives();
     }, link_.channels().protection_domain(), QpShape{true, kPcSourceReceives});
     if (!ep) return ep.error().context("the RDMA postcopy channel");

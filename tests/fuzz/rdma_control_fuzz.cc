@@ -71,7 +71,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (pm && pm->type == PcType::request) (void)check_pc_range(blocks, pm->block, pm->offset, pm->pages);
         if (rest.size() >= 4) {
             uint32_t v = (uint32_t{rest[0]} << 24) | (uint32_t{rest[1]} << 16) | (uint32_t{rest[2]} << 8) | rest[3];
-            if (auto imm = decode_pc_immediate(v, 64); imm && imm->kind != PcKind::end) {
+            auto imm = decode_pc_immediate(v, 64);
+            if (imm && imm->kind == PcKind::keys) {  // KEYS: regions of the source's RAM to READ
+                if (auto regions = decode_pc_regions(rest.subspan(4), imm->pages))
+                    for (const PcRegion& r : *regions) (void)check_pc_range(blocks, r.block, r.offset, r.length / kPcPage);
+            } else if (imm && imm->kind != PcKind::end) {
                 // The pages, then the trailer, as in a slot.
                 size_t at = std::min<size_t>(rest.size() - 4, imm->kind == PcKind::data ? imm->pages * kPcPage : 0);
                 auto slot = rest.subspan(4);

@@ -83,15 +83,47 @@ Result<PcImmediate> decode_pc_immediate(uint32_t value, uint32_t slots) {
         imm.kind = PcKind::end;
         return imm;
     }
-    if (kind != static_cast<uint32_t>(PcKind::data) && kind != static_cast<uint32_t>(PcKind::zero)) {
+    if (kind != static_cast<uint32_t>(PcKind::data) && kind != static_cast<uint32_t>(PcKind::zero) &&
+        kind != static_cast<uint32_t>(PcKind::keys)) {
         return Error(fmt::format("RDMA postcopy: a write with immediate {:#x} of unknown kind {}", value, kind));
     }
     imm.kind = static_cast<PcKind>(kind);
     if (imm.slot >= slots) return Error(fmt::format("RDMA postcopy: a write into slot {}, of {}", imm.slot, slots));
+    if (imm.kind == PcKind::keys) {
+        if (imm.pages == 0) return Error("RDMA postcopy: KEYS with no region");
+        return imm;
+    }
     if (imm.pages == 0 || imm.pages > kPcMaxPages) {
         return Error(fmt::format("RDMA postcopy: a write of {} pages (1..{})", imm.pages, kPcMaxPages));
     }
     return imm;
+}
+
+std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions) {
+    Out o;
+    for (const PcRegion& r : regions) o.u32(r.block), o.u32(r.rkey), o.u64(r.offset), o.u64(r.length), o.u64(r.address);
+    return std::move(o.b);
+}
+
+Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count) {
+    if (count == 0 || count > kPcMaxRegions || bytes.size() < count * kPcRegionSize) {
+        return Error(fmt::format("RDMA postcopy KEYS: {} regions ({} bytes of room; 1..{} regions)", count, bytes.size(),
+                                 kPcMaxRegions));
+    }
+    In in(bytes);
+    std::vector<PcRegion> out;
+    for (uint32_t i = 0; i < count; ++i) {
+        PcRegion r;
+        r.block = in.u32(), r.rkey = in.u32(), r.offset = in.u64(), r.length = in.u64(), r.address = in.u64();
+        bool aligned = r.offset % kPcPage == 0 && r.length % kPcPage == 0 && r.address % kPcPage == 0;
+        if (!aligned || r.length == 0 || r.address == 0 || r.address + r.length < r.address) {
+            return Error(fmt::format("RDMA postcopy KEYS: region {} ({} bytes at offset {:#x}, address {:#x}) is not whole, "
+                                     "aligned pages",
+                                     i, r.length, r.offset, r.address));
+        }
+        out.push_back(r);
+    }
+    return out;
 }
 
 std::vector<uint8_t> encode_pc_trailer(const PcTrailer& t) {

@@ -16,6 +16,11 @@
 // trailer; a zero write only the trailer (at the slot's start). END carries nothing.
 //   trailer {block u32, pages u16, flags u16, offset u64} [+ pages u64 XXH3-64 sums if kPcSummed]
 //           [+ u64 tag if kPcTagged: an authenticated channel's, proto/postcopy_auth.h]
+// With kCapPostcopyRead the source also writes KEYS into push slots (the immediate's `pages` is
+// how many regions): its RAM registered for remote read, region by region, each
+//   region {block u32, rkey u32, offset u64, length u64, address u64}
+// and the destination reads a missing page straight from that address with an RDMA READ into
+// one of its request slots, instead of asking: the source's CPU never hears of that fault.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +64,7 @@ std::vector<uint8_t> encode_pc_message(const PcMessage& m);
 // request's block and range are the receiver's to check against its blocks.
 Result<PcMessage> decode_pc_message(std::span<const uint8_t> bytes);
 
-enum class PcKind : uint8_t { data = 1, zero = 2, end = 3 };
+enum class PcKind : uint8_t { data = 1, zero = 2, end = 3, keys = 4 };
 struct PcImmediate {
     PcKind kind = PcKind::end;
     uint16_t slot = 0;
@@ -97,6 +102,20 @@ Result<PcTrailer> decode_pc_trailer(std::span<const uint8_t> bytes);
 struct LocalBlock;
 // Whether `pages` pages from `offset` lie inside `blocks[block]` (a peer's word, checked).
 Status check_pc_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64_t offset, uint64_t pages);
+
+// kCapPostcopyRead: a range of the source's RAM the destination may read (KEYS).
+struct PcRegion {
+    uint32_t block = 0, rkey = 0;
+    uint64_t offset = 0, length = 0;  // in the block: whole pages
+    uint64_t address = 0;             // where the source has offset 0 of it
+    bool operator==(const PcRegion&) const = default;
+};
+constexpr size_t kPcRegionSize = 32;
+constexpr uint32_t kPcMaxRegions = 255;  // a KEYS write's (the immediate's count is a byte)
+std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions);
+// `bytes`: the slot's contents; `count`: the immediate's. Checks the count, each region's
+// alignment, length and address; block and range are the caller's to check (check_pc_range).
+Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count);
 
 // Where a write of `imm` puts its trailer in its slot.
 inline uint64_t pc_trailer_offset(const PcImmediate& imm) { return imm.kind == PcKind::data ? imm.pages * kPcPage : 0; }

@@ -46,6 +46,12 @@ const Row kRows[] = {
     {{"rdma-channels", "rdma: queue pairs the chunks are striped over (chunk c on channel c mod N), 1 to 16",
       VMM_SETTING_INTEGER, 0, 1, 16, 1},
      [](TransportSettings& s, uint64_t v) { s.channels = static_cast<uint32_t>(v); }},
+    {{"x-rdma-postcopy-read",
+      "rdma, both sides, with postcopy-ram: after the switch the destination reads each missing page from the "
+      "source's RAM by RDMA READ, and the source's CPU never hears of the fault (else the destination asks with a "
+      "SEND and the source answers with a WRITE); not with verify-ram or tls-creds, whose pages must be checked",
+      VMM_SETTING_CAPABILITY, 0, 0, 1, 0},
+     [](TransportSettings& s, uint64_t v) { s.postcopy_read = v != 0; }},
 };
 
 constexpr size_t kCount = sizeof kRows / sizeof kRows[0];

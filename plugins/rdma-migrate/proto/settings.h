@@ -21,6 +21,7 @@ struct TransportSettings {
     bool chunk_size_set = false;      // ... set by the user (a destination then takes only that size)
     uint64_t pin_limit = 0;           // rdma-pin-limit, bytes (0 = unlimited)
     uint32_t channels = 1;            // rdma-channels
+    bool postcopy_read = false;       // x-rdma-postcopy-read
 };
 
 // The rows, ended by a row whose name is null (vmm_transport_ops.settings).

@@ -39,8 +39,11 @@ constexpr uint32_t kCapPostcopy = 1u << 6;   // ours: a postcopy channel (postco
 // (docs/rdma-protocol.md, "Authenticated migrations"). A destination with tls-creds refuses a
 // source that does not offer it; a source with tls-creds, a destination that does not grant it.
 constexpr uint32_t kCapTls = 1u << 7;
+// ours, with kCapPostcopy (x-rdma-postcopy-read at both ends): the destination reads missing
+// pages from the source's RAM with RDMA READ (postcopy_wire.h, KEYS).
+constexpr uint32_t kCapPostcopyRead = 1u << 8;
 constexpr uint32_t kExtensionCaps =
-    kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy | kCapTls;
+    kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy | kCapTls | kCapPostcopyRead;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {

@@ -21,7 +21,8 @@ namespace {
 // `result` is "" and `arrival` filled when it was accepted, else the reason it was refused.
 class DestinationUnderTest {
 public:
-    explicit DestinationUnderTest(Ram& ram) : port_(some_port()) {
+    // `reads`: x-rdma-postcopy-read on (granted when the rogue offers it).
+    explicit DestinationUnderTest(Ram& ram, bool reads = false) : port_(some_port()) {
         auto l = listen_endpoint(rdma_addr(), port_, -1, kTimeouts);
         if (!l) throw std::runtime_error(l.error().message());
         listener_ = std::move(*l);
@@ -29,6 +30,7 @@ public:
         cfg.blocks = {{"pc.ram", ram.p, kRam, 0}};
         cfg.timeouts = kTimeouts;
         cfg.postcopy = true;
+        cfg.postcopy_read = reads;
         serving_.start([this, cfg]() -> std::string {
             auto s = DestinationSession::accept(*listener_, cfg, "");
             if (!s) return "accept: " + s.error().message();
@@ -62,9 +64,9 @@ struct PostcopyRogue {
     MemoryRegion buf_mr;
     PcMessage hello;
 
-    explicit PostcopyRogue(uint16_t port) {
+    explicit PostcopyRogue(uint16_t port, bool reads = false) {
         PrivateData ours;
-        ours.flags = kCapChannels | kCapPostcopy | kCapErrorText;
+        ours.flags = kCapChannels | kCapPostcopy | kCapErrorText | (reads ? kCapPostcopyRead : 0u);
         ours.channels = 2;
         ours.session = 0x5eed;
         auto e = connect_endpoint(rdma_addr(), port, ours, -1, kTimeouts, ControlChannel::make_on(ctl));
@@ -185,6 +187,36 @@ TEST(RdmaPostcopyDestination, ImmediatesOutsideTheProtocolAreRefused) {
         ASSERT_TRUE(rogue.write(rogue.push_slot(), imm, 1, encode_pc_trailer({0, 1, 0, 0, {}})));
         std::string why = dst.result();
         EXPECT_NE(why.find(reason), std::string::npos) << why;
+        EXPECT_EQ(ram.changed(), 0u);
+    }
+}
+
+// KEYS (kCapPostcopyRead) no honest source writes: regions outside guest RAM, not whole pages,
+// or KEYS on a channel that did not agree to READ. Each is refused before any region is kept,
+// so no READ could be aimed by it.
+TEST(RdmaPostcopyDestination, KeysOutsideTheProtocolAreRefused) {
+    VMM_REQUIRE(need::rdma());
+    struct Case {
+        bool reads;
+        PcRegion region;
+        const char* reason;
+    };
+    const Case cases[] = {
+        {true, {0, 7, 0, kRam + kPcPage, 0x7f0000000000}, "fall outside RAM block 'pc.ram'"},
+        {true, {1, 7, 0, kPcPage, 0x7f0000000000}, "block 1 does not exist"},
+        {true, {0, 7, 0, 100, 0x7f0000000000}, "not whole, aligned pages"},
+        {false, {0, 7, 0, kPcPage, 0x7f0000000000}, "did not agree to RDMA READ"},
+    };
+    for (const Case& c : cases) {
+        Ram ram;
+        DestinationUnderTest dst(ram, c.reads);
+        PostcopyRogue rogue(dst.port(), c.reads);
+        uint32_t slot = rogue.push_slot();
+        PcRegion one[] = {c.region};
+        ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(slot), 1}), 0,
+                                encode_pc_regions(one)));
+        std::string why = dst.result();
+        EXPECT_NE(why.find(c.reason), std::string::npos) << why;
         EXPECT_EQ(ram.changed(), 0u);
     }
 }

@@ -1,6 +1,7 @@
 // Postcopy over the rdma: plugin (label rdma): after the switch a missing page is one SEND from
-// the destination and one RDMA WRITE WITH IMMEDIATE back into a landing slot, and the push
-// writes the rest into slots of its own. Needs an RDMA device and userfaultfd:
+// the destination and one RDMA WRITE WITH IMMEDIATE back into a landing slot (or, with
+// x-rdma-postcopy-read, one RDMA READ the source's CPU never sees), and the push writes the
+// rest into slots of its own. Needs an RDMA device and userfaultfd:
 //     scripts/softroce-run.sh ctest --test-dir build -R RdmaPostcopy
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -57,6 +58,58 @@ TEST(RdmaPostcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
     std::cout << "rdma postcopy: " << missing << " missing pages, " << requests << " requested; "
               << text_field(dst->cmd("info migrate"), "postcopy fault latency") << "\n";
     expect_handover(*src, *dst);
+}
+
+// x-rdma-postcopy-read at both ends: the source tells its RAM's regions (KEYS) as the push
+// begins, and the destination reads each missing page from there by RDMA READ, so the source's
+// CPU hears of almost no fault (only those before their region's KEYS came); RAM ends equal.
+TEST(RdmaPostcopy, FaultsAreReadByRdmaReadAndTheSourceHearsOfFew) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
+    std::string uri = rdma_uri();
+    auto src = stressed_source("rpc-read-src");
+    auto dst = postcopy_destination("rpc-read-dst", uri, "128M", "1", true, {"x-rdma-postcopy-read on"});
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
+    migrate_switching_after_bulk(*src, uri, "0", "1m");
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    EXPECT_NE(src->log().find("faults by RDMA READ"), std::string::npos) << "the source's log names no READ faults\n"
+                                                                       << src->log();
+    std::string source_ram = src->ramhash();
+    EXPECT_EQ(dst->ramhash(), source_ram) << "the destination's RAM, read over RDMA, differs" << src->log() << dst->log();
+    ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
+    uint64_t faults = number(*dst, "postcopy requests");
+    uint64_t heard = number(*src, "postcopy requests");
+    EXPECT_GT(faults, 0u) << dst->cmd("info migrate");
+    EXPECT_LT(heard, faults) << "every fault reached the source: none was read\n" << dst->log();
+    std::string line = dst->log().substr(std::min(dst->log().size(), dst->log().find("rdma postcopy: ")));
+    EXPECT_EQ(line.find("rdma postcopy: 0 faults read"), std::string::npos) << line;
+    EXPECT_EQ(dst->ramhash(), source_ram);
+    std::cout << "rdma postcopy by READ: " << faults << " faults, " << heard << " heard by the source; "
+              << text_field(dst->cmd("info migrate"), "postcopy fault latency") << "\n";
+    expect_handover(*src, *dst);
+}
+
+// A link cut while faults are read: both sides pause as without READ, and the new connection
+// tells its regions again (the old rkeys died with the old queue pair's registrations).
+TEST(RdmaPostcopy, ReadFaultsGoOnAfterAPausedLinkIsRecovered) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
+    std::string uri = rdma_uri();
+    auto src = stressed_source("rpc-readrec-src");
+    auto dst = postcopy_destination("rpc-readrec-dst", uri, "128M", "1", true, {"x-rdma-postcopy-read on"});
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
+    migrate_switching_after_bulk(*src, uri, "0", "256k");
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log();
+    ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate");
+    std::string at_switch = src->ramhash();
+    ASSERT_NO_FATAL_FAILURE(pause_and_recover(*src, *dst, rdma_uri()));
+    EXPECT_EQ(dst->ramhash(), at_switch) << "the destination's RAM, read after the recovery, differs" << dst->log();
+    ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
+    EXPECT_LT(number(*src, "postcopy requests"), number(*dst, "postcopy requests")) << dst->log();
+    EXPECT_EQ(dst->ramhash(), at_switch);
 }
 
 // The pattern guest runs at the destination from the switch on, under verify-ram: every page's

@@ -146,7 +146,7 @@ struct Args {
         a.connect_timeout_ms = options.params.connect_timeout_ms;
         a.io_timeout_ms = options.params.io_timeout_ms;
         a.max_bandwidth = options.params.max_bandwidth;
-        a.flags = options.caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u;
+        a.flags = (options.caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u) | (options.caps.verify_ram ? VMM_ARGS_VERIFY : 0u);
         a.tls_creds = options.params.tls_creds.c_str();
         a.tls_hostname = options.params.tls_hostname.c_str();
         a.tls_authz = options.params.tls_authz.c_str();

@@ -104,4 +104,31 @@ TEST(PostcopyWire, PagesOutsideGuestRamAreRefused) {
     EXPECT_NE(e.error().message().find("'high'"), std::string::npos) << e.error().message();
 }
 
+// KEYS (kCapPostcopyRead): regions of the source's RAM round-trip, and a region that is not
+// whole aligned pages, has no address, wraps, or lies outside a block is refused.
+TEST(PostcopyWire, KeysNameWholePagesInsideABlock) {
+    std::vector<PcRegion> regions{{0, 0x77, 0, 64ull << 20, 0x7f0000000000}, {1, 0x78, 1ull << 20, 2ull << 20, 0x7e0000100000}};
+    auto bytes = encode_pc_regions(regions);
+    ASSERT_EQ(bytes.size(), 2 * kPcRegionSize);
+    auto back = decode_pc_regions(bytes, 2);
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, regions);
+    auto imm = decode_pc_immediate(encode_pc_immediate({PcKind::keys, 40, 2}), 64);
+    ASSERT_TRUE(imm);
+    EXPECT_EQ(imm->kind, PcKind::keys);
+    EXPECT_FALSE(decode_pc_immediate(encode_pc_immediate({PcKind::keys, 40, 0}), 64));  // no region
+    EXPECT_FALSE(decode_pc_regions(bytes, 3)) << "more regions than bytes";
+    EXPECT_FALSE(decode_pc_regions(bytes, 0));
+    auto refused = [](PcRegion r) { return !decode_pc_regions(encode_pc_regions(std::vector<PcRegion>{r}), 1); };
+    EXPECT_TRUE(refused({0, 1, 0x800, 4096, 0x7f0000000000}));          // offset not a page
+    EXPECT_TRUE(refused({0, 1, 0, 100, 0x7f0000000000}));               // length not pages
+    EXPECT_TRUE(refused({0, 1, 0, 0, 0x7f0000000000}));                 // empty
+    EXPECT_TRUE(refused({0, 1, 0, 4096, 0}));                           // no address
+    EXPECT_TRUE(refused({0, 1, 0, 8192, 0xfffffffffffff000}));          // wraps
+    auto blocks = two_blocks();
+    EXPECT_FALSE(check_pc_range(blocks, 1, 2ull << 20, (2ull << 20) / kPcPage)) << "past block 'high'";
+    EXPECT_FALSE(check_pc_range(blocks, 2, 0, 1)) << "no block 2";
+    EXPECT_TRUE(check_pc_range(blocks, 0, 0, (64ull << 20) / kPcPage));
+}
+
 }  // namespace rdma_migrate

@@ -1,5 +1,6 @@
 // The rdma: transport's settings table: the rows vmm is given, and reading values back by them.
 #include "proto/settings.h"
+#include "vmm/migration/transport/plugin_settings.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +17,8 @@ std::vector<std::string> names() {
 }
 
 TEST(RdmaSettings, TheRowsAreTheTransportsOnlyListOfNames) {
-    EXPECT_EQ(names(), (std::vector<std::string>{"rdma-pin-all", "x-rdma-chunk-size", "rdma-pin-limit", "rdma-channels"}));
+    EXPECT_EQ(names(), (std::vector<std::string>{"rdma-pin-all", "x-rdma-chunk-size", "rdma-pin-limit", "rdma-channels",
+                                                "x-rdma-postcopy-read"}));
     const vmm_setting& chunk = setting_rows()[1];
     EXPECT_EQ(chunk.kind, VMM_SETTING_SIZE);
     EXPECT_EQ(chunk.flags, VMM_SETTING_F_POWER_OF_TWO);
@@ -35,12 +37,26 @@ TEST(RdmaSettings, NothingSetGivesTheFallbacksAndAChunkSizeNotTold) {
     EXPECT_EQ(s->channels, 1u);
 }
 
+// vmm's own check of a plugin's rows, as it loads the plugin (a row it refuses keeps the whole
+// transport out: every rdma: migration would fail), passes every row.
+TEST(RdmaSettings, VmmTakesEveryRowWhenItLoadsThePlugin) {
+    vmm_transport_ops ops{};
+    ops.abi_version = VMM_TRANSPORT_ABI_VERSION;
+    ops.struct_size = sizeof ops;
+    ops.scheme = "rdma";
+    ops.settings = setting_rows();
+    auto rows = vmm::migration::plugin_settings(ops, "vmm-transport-rdma.so");
+    ASSERT_TRUE(rows) << rows.error().message();
+    EXPECT_EQ(rows->size(), names().size());
+}
+
 TEST(RdmaSettings, ValuesAsVmmPassesThemAndAsAnOlderVmmDid) {
-    vmm_kv caps[] = {{"rdma-pin-all", "on"}};
+    vmm_kv caps[] = {{"rdma-pin-all", "on"}, {"x-rdma-postcopy-read", "on"}};
     vmm_kv params[] = {{"x-rdma-chunk-size", "2097152"}, {"rdma-pin-limit", "64M"}, {"rdma-channels", "4"}};
-    auto s = read_settings(caps, 1, params, 3);
+    auto s = read_settings(caps, 2, params, 3);
     ASSERT_TRUE(s) << s.error().message();
     EXPECT_TRUE(s->pin_all);
+    EXPECT_TRUE(s->postcopy_read);
     EXPECT_EQ(s->chunk_size, 2u << 20);
     EXPECT_TRUE(s->chunk_size_set);
     EXPECT_EQ(s->pin_limit, 64u << 20);
