@@ -34,17 +34,23 @@
 # --vs-qemu: in the nested VM, only the runs beside QEMU 7.2 (ours with and without readahead,
 # QEMU's), a few minutes: writes bench-postcopy-vs-qemu.json.
 #
+# --read: in the nested VM, postcopy over rdma with faults asked for (a SEND, an RDMA WRITE back)
+# and with faults read (x-rdma-postcopy-read: one RDMA READ, the source's CPU not woken), in
+# turn, --runs times (3), between ib_read_lat (4 KiB) and ib_write_lat + ib_send_lat measured
+# before and after: fault latency p50 against each floor, the source's return-path CPU time per
+# fault, blocked and total time side by side; writes bench-postcopy-rdma-read.json.
+#
 # --auth: in the nested VM, postcopy over rdma plain, with verify-ram (every page summed), and
 # authenticated (tls-creds at both ends: the pages summed as with verify-ram, and every request
 # and write tagged, each write's tag checked on a private copy of its slot), in turn, --runs
 # times (3): fault latency, blocked time, setup and total time side by side; writes
 # bench-postcopy-rdma-auth.json.
 #
-#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu | --auth [--runs N]]
+#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu | --auth | --read [--runs N]]
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-mem= fill= hot= out= rdma=0 vs_qemu=0 auth=0 runs=3
+mem= fill= hot= out= rdma=0 vs_qemu=0 auth=0 read=0 runs=3
 ctl=1  # the stress guest uses the control device (ctl=0: as under QEMU, which has none)
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
         --rdma) rdma=1; shift ;;
         --vs-qemu) rdma=1 vs_qemu=1; shift ;;
         --auth) rdma=1 auth=1; shift ;;
+        --read) rdma=1 read=1; shift ;;
         --runs) runs=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
@@ -70,6 +77,7 @@ if [ "$rdma" = 1 ]; then
         mode=--rdma
         [ "$vs_qemu" = 1 ] && mode=--vs-qemu
         [ "$auth" = 1 ] && mode=--auth
+        [ "$read" = 1 ] && mode=--read
         exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" \
             "$mode" --runs "$runs" --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
     fi
@@ -179,6 +187,7 @@ log "the guest counts a gap of $stall_us us or more between two pages as a stall
 bw=$cap pcbw=$cap preempt=1 readahead=  # run()'s max-bandwidth, max-postcopy-bandwidth, postcopy-preempt (the
                                         # default), x-postcopy-readahead (empty: the default)
 creds= verify=  # run()'s tls-creds at both ends (empty: none); verify-ram at both ends (1: on)
+reads=          # run()'s x-rdma-postcopy-read at both ends (1: on)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
@@ -186,6 +195,7 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     [ "$rdma" = 1 ] && [ -z "${3:-}" ] && name=$mode-$tp
     local uri=$tp:$addr:$port
     local caps=("postcopy-ram on" "postcopy-preempt $([ "$preempt" = 1 ] && echo on || echo off)")
+    [ -z "$reads" ] || caps+=("x-rdma-postcopy-read on")
     start_vm "$mode-d" --incoming defer
     case "$mode" in postcopy*) for c in "${caps[@]}"; do h "$mode-d" "migrate_set_capability $c"; done ;; esac
     [ -z "$creds" ] || h "$mode-d" "migrate_set_parameter tls-creds $creds"

@@ -15,7 +15,8 @@
 #     switch within a moment, before their bulk pass ends; and ours once more without readahead
 #     (postcopy-tcp-bare-nora). Each guest counts its own stalls (guest/stress.c, stall_us)
 # With --auth only plain-N, verify-N and auth-N: postcopy over rdma as it is, with verify-ram,
-# and with tls-creds, in turn.
+# and with tls-creds, in turn. With --read only write-N and read-N: faults asked for, and faults
+# read by RDMA READ (x-rdma-postcopy-read), in turn, between the floors of each.
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -40,6 +41,14 @@ latencies() {  # latencies WHEN: writes $work/lat-WHEN.json
     [ -n "$w" ] && [ -n "$s" ] || die "no latency in the perftest output: $(tail -5 "$work/lat-client.log")"
     log "ib_write_lat 4096 B: $w us, ib_send_lat 32 B: $s us ($1)"
     jq -n --argjson w "$w" --argjson s "$s" '{write_4k_us: $w, send_32_us: $s, sum_us: ($w + $s)}' >"$work/lat-$1.json"
+}
+
+read_latencies() {  # read_latencies WHEN: writes $work/lat-WHEN.json (a READ's floor and a SEND+WRITE's)
+    local r w s
+    r=$(lat_once ib_read_lat 4096) w=$(lat_once ib_write_lat 4096) s=$(lat_once ib_send_lat 32)
+    [ -n "$r" ] && [ -n "$w" ] && [ -n "$s" ] || die "no latency in the perftest output: $(tail -5 "$work/lat-client.log")"
+    log "ib_read_lat 4096 B: $r us, ib_write_lat 4096 B: $w us, ib_send_lat 32 B: $s us ($1)"
+    jq -n --argjson r "$r" --argjson w "$w" --argjson s "$s" '{read_4k_us: $r, write_4k_us: $w, send_32_us: $s}' >"$work/lat-$1.json"
 }
 
 run_qemu_postcopy() {  # writes $work/postcopy-qemu.json: both sides' last query-migrate (QEMU's)
@@ -116,6 +125,30 @@ if [ "$auth" = 1 ]; then  # plain, verify-ram and authenticated postcopy over rd
         -f "$ROOT/scripts/lib/bench-postcopy-auth.jq" >"$out/bench-postcopy-rdma-auth.json"
     jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-rdma-auth.json"
     log "wrote $out/bench-postcopy-rdma-auth.json"
+    report_failures
+    exit 0
+fi
+if [ "$read" = 1 ]; then  # faults asked for, and faults read, in turn
+    kept lat-before lat- read_latencies before
+    for i in $(seq 1 "$runs"); do
+        reads= attempt postcopy rdma "write-$i"
+        reads=1 attempt postcopy rdma "read-$i"
+        # What the source logged of its connection says whether its faults were read.
+        if ! jq -e .failed "$work/read-$i.json" >/dev/null; then
+            grep -q "postcopy channel (faults by RDMA READ)" "$work/postcopy-s.log" ||
+                die "read-$i: the source's log does not say its faults were read: $(grep -m1 'rdma ' "$work/postcopy-s.log")"
+        fi
+    done
+    kept lat-after lat- read_latencies after
+    for i in $(seq 1 "$runs"); do
+        for m in write read; do cat "$work/$m-$i.json" >>"$work/$m.all"; done
+    done
+    jq -n --argjson cap "$cap" --arg hot "$hot" --arg fill "$fill" --arg dev "$dev" \
+        --slurpfile write "$work/write.all" --slurpfile read "$work/read.all" \
+        --slurpfile lb "$work/lat-before.json" --slurpfile la "$work/lat-after.json" \
+        -f "$ROOT/scripts/lib/bench-postcopy-read.jq" >"$out/bench-postcopy-rdma-read.json"
+    jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-rdma-read.json"
+    log "wrote $out/bench-postcopy-rdma-read.json"
     report_failures
     exit 0
 fi

@@ -1,0 +1,46 @@
+# bench-postcopy.sh --read's report: postcopy over rdma with faults asked for ($write: a SEND,
+# an RDMA WRITE back) and read ($read: x-rdma-postcopy-read, one RDMA READ), run in turn; the
+# floors measured before and after ($lb, $la: ib_read_lat 4 KiB; ib_write_lat 4 KiB +
+# ib_send_lat 32 B); per run the READ figure over the WRITE one beside it, and the medians
+# (docs/performance.md, "Postcopy faults by RDMA READ").
+def num: (. | type) == "number";
+def r2: . * 100 | round / 100;
+def ratio(a; b): if (a | num) and (b | num) and b > 0 then (a / b) | r2 else null end;
+def median: map(select(num)) | sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+            else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+def lat(r): r.destination."x-postcopy"."fault-latency";
+def figures(r): if r.failed then {failed: r.failed} else {
+    total_ms: r.source."total-time",
+    fault_p50_us: lat(r)."p50-us", fault_p99_us: lat(r)."p99-us", faults: lat(r).count,
+    heard_by_source: r.source."x-postcopy".requests,
+    return_cpu_ms: r.source."x-postcopy"."x-return-path-cpu-ms",
+    return_cpu_us_per_fault: (if (lat(r).count // 0) > 0 then
+        (r.source."x-postcopy"."x-return-path-cpu-ms" * 1000 / lat(r).count) | r2 else null end),
+    blocked_ms: r.destination."postcopy-blocktime"
+  } end;
+($write | map(figures(.))) as $w | ($read | map(figures(.))) as $r |
+[range(0; [($w | length), ($r | length)] | min)] as $runs |
+def col(xs; k): xs | map(.[k]) | median;
+def per_run(k): [$runs[] | ratio($r[.][k]; $w[.][k])];
+(([$lb[0].read_4k_us, $la[0].read_4k_us] | median)) as $read_floor |
+(([$lb[0].write_4k_us + $lb[0].send_32_us, $la[0].write_4k_us + $la[0].send_32_us] | median)) as $write_floor |
+{
+  guest: {fill: $fill, hot: $hot, cap_mib_s: ($cap / 1048576), device: $dev},
+  floors: {before: $lb[0], after: $la[0], read_us: $read_floor, send_plus_write_us: $write_floor},
+  write: $w, read: $r,
+  summary: {
+    "runs of each (faults asked for, faults read, in turn)": ($runs | length),
+    "floors, us: ib_read_lat 4 KiB / ib_write_lat 4 KiB + ib_send_lat 32 B (medians of before and after)": "\($read_floor) / \($write_floor)",
+    "fault latency p50, us: asked / read (medians)": "\(col($w; "fault_p50_us")) / \(col($r; "fault_p50_us"))",
+    "fault latency p99, us: asked / read (medians)": "\(col($w; "fault_p99_us")) / \(col($r; "fault_p99_us"))",
+    "read p50 / ib_read_lat (target <= 1.5)": ratio(col($r; "fault_p50_us"); $read_floor),
+    "asked p50 / (ib_write_lat + ib_send_lat)": ratio(col($w; "fault_p50_us"); $write_floor),
+    "fault p50, read / asked, per run (target <= 0.5)": per_run("fault_p50_us"),
+    "faults the source heard of: asked / read (medians)": "\(col($w; "heard_by_source")) / \(col($r; "heard_by_source"))",
+    "source return-path CPU per fault, us: asked / read (medians)": "\(col($w; "return_cpu_us_per_fault")) / \(col($r; "return_cpu_us_per_fault"))",
+    "source CPU per fault, read / asked, per run (target <= 0.05)": per_run("return_cpu_us_per_fault"),
+    "guest blocked, ms: asked / read (medians)": "\(col($w; "blocked_ms")) / \(col($r; "blocked_ms"))",
+    "total, ms: asked / read (medians)": "\(col($w; "total_ms")) / \(col($r; "total_ms"))",
+    "total, read / asked, per run": per_run("total_ms")
+  }
+}
