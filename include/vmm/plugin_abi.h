@@ -99,12 +99,15 @@ struct vmm_pc_pages {
     const uint64_t *sums; /* verify-ram's XXH3-64 sums, one per page, or NULL */
 };
 
+#define VMM_PC_HELD 0xfffffffeu /* pc_next_request's token: not a request; the destination holds
+                                  `pages` pages from `offset` (it read them itself): send none of them */
+
 struct vmm_pc_request {
     uint32_t done;   /* 1: the destination has every page (no request) */
     uint32_t block;
-    uint64_t offset; /* in the block: one page */
-    uint32_t token;  /* give it back to pc_send with the answer */
-    uint32_t reserved;
+    uint64_t offset; /* in the block: one page (a request), or the first of `pages` (VMM_PC_HELD) */
+    uint32_t token;  /* give it back to pc_send with the answer; or VMM_PC_HELD */
+    uint32_t pages;  /* VMM_PC_HELD's count (was reserved, 0: older plugins never send it) */
 };
 
 struct vmm_buf {

@@ -334,7 +334,8 @@ int pc_next_request(void* c, uint32_t wait_ms, vmm_pc_request* out, vmm_err* e) 
         auto r = (*s)->next(static_cast<int>(std::min<uint32_t>(wait_ms, 60000)));
         if (!r) return r.error();
         if (!*r) return {};
-        *out = vmm_pc_request{(*r)->done ? 1u : 0u, (*r)->block, (*r)->offset, (*r)->slot, 0};
+        const auto& q = **r;
+        *out = vmm_pc_request{q.done ? 1u : 0u, q.block, q.offset, q.held != 0 ? VMM_PC_HELD : q.slot, q.held};
         got = 1;
         return {};
     });

@@ -95,6 +95,7 @@ public:
         bool done = false;  // DONE: every page is placed at the destination
         uint32_t block = 0, slot = 0;
         uint64_t offset = 0;
+        uint32_t held = 0;  // HAVE: not a request; the destination holds this many pages from offset
     };
     // `keys`: an authenticated connection's (Connection::postcopy_keys), else none.
     PostcopySource(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys, ReadExposure reads = {})
@@ -103,7 +104,7 @@ public:
     Status post_receives();
     // Once, after the switch: the destination's HELLO, and this side's staging slots.
     Status begin();
-    // The return-path thread: the next request (or DONE), or nullopt after `wait_ms` without one.
+    // The return-path thread: the next request (or DONE, or HAVE), or nullopt after `wait_ms` without one.
     Result<std::optional<Request>> next(int wait_ms);
     // `pages` pages of `block` from `offset` (zero: a zero run), with their sums under
     // verify-ram; `answer` is the slot of the request they answer (the return-path thread's, or
@@ -215,7 +216,9 @@ private:
     const uint8_t* slot_contents(const PcImmediate& imm);
     Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot, uint64_t at);
     Status check_answer(const Arrival& a);
-    void free_request_slots(const Arrival& a);
+    bool free_request_slots(const Arrival& a);  // whether `a` was a READ's
+    Status note_held(const Arrival& a);
+    Status flush_held();
 
     Endpoint& ep_;
     std::vector<LocalBlock> blocks_;
@@ -241,6 +244,11 @@ private:
     // as many as they did (up to a slot's kPcMaxPages in all), any other one page.
     uint32_t last_block_ = 0, run_ = 1;
     uint64_t last_end_ = UINT64_MAX;
+    // The run of pages read and placed not yet told to the source (HAVE; the receiving thread's).
+    struct Held {
+        uint32_t block = 0, pages = 0;
+        uint64_t offset = 0;
+    } held_;
     // kCapPostcopyRead.
     bool reads_ = false;
     std::mutex regions_mutex_;  // the receiving thread adds (KEYS), the fault thread looks up

@@ -17,6 +17,11 @@ namespace {
 constexpr uint64_t kReadWrId = 1ull << 32;  // a READ's work request: this, or'd with its request slot
 constexpr size_t kSendBuffers = 64;
 constexpr uint64_t kCreditEvery = kPcPushSlots / 4;  // push slots placed before the source hears of them
+// HAVE: a run of pages read is told once it is this long (1 MiB), or when a READ elsewhere ends
+// it, if it reached kHaveAtLeast (64 KiB): shorter runs cost the push less than the message
+// costs the source's CPU.
+constexpr uint32_t kHaveEvery = 256;
+constexpr uint32_t kHaveAtLeast = 16;
 }  // namespace
 
 // Writes WITH IMMEDIATE consume a receive and land nowhere else: receives without a buffer.
@@ -341,7 +346,7 @@ Status PostcopyDestination::check_answer(const Arrival& a) {
 
 // A request slot whose page came with the push is free again: the source, having sent the
 // page already, never answers it.
-void PostcopyDestination::free_request_slots(const Arrival& a) {
+bool PostcopyDestination::free_request_slots(const Arrival& a) {
     std::lock_guard lock(slots_mutex_);
     if (a.slot < kPcRequestSlots && reading_[a.slot]) {
         // A READ frees its own slot only: the source, knowing nothing of it, still answers any
@@ -349,7 +354,7 @@ void PostcopyDestination::free_request_slots(const Arrival& a) {
         asked_[a.slot].reset();
         reading_[a.slot] = false;
         slots_cv_.notify_all();
-        return;
+        return true;
     }
     for (size_t i = 0; i < asked_.size(); ++i) {
         auto& asked = asked_[i];
@@ -360,11 +365,34 @@ void PostcopyDestination::free_request_slots(const Arrival& a) {
         }
     }
     slots_cv_.notify_all();
+    return false;
+}
+
+// kCapPostcopyRead: pages read and placed join the run to tell the source (HAVE), so that its
+// push, which knows nothing of READs, does not send them again.
+Status PostcopyDestination::note_held(const Arrival& a) {
+    bool joins = held_.pages != 0 && held_.block == a.block && held_.offset + uint64_t{held_.pages} * kPcPage == a.offset;
+    if (joins) {
+        held_.pages += a.pages;
+    } else {
+        if (auto s = flush_held(); !s) return s;
+        held_ = {a.block, a.pages, a.offset};
+    }
+    return held_.pages >= kHaveEvery ? flush_held() : Status{};
+}
+
+Status PostcopyDestination::flush_held() {
+    Held run = std::exchange(held_, {});
+    if (run.pages < kHaveAtLeast) return {};
+    PcMessage m;
+    m.type = PcType::have, m.block = run.block, m.pages = run.pages, m.offset = run.offset;
+    trace("destination: HAVE block {} offset {:#x}, {} pages", run.block, run.offset, run.pages);
+    return send_message(m);
 }
 
 Status PostcopyDestination::release(const Arrival& a) {
     if (a.kind == PcKind::end) return {};
-    free_request_slots(a);
+    if (free_request_slots(a)) return note_held(a);
     if (a.slot < kPcRequestSlots) return {};
     ++consumed_;
     if (consumed_ - credited_ < kCreditEvery) return {};

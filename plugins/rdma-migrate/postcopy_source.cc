@@ -94,6 +94,12 @@ Status PostcopySource::take_message(const ibv_wc& wc, std::optional<Request>& ou
             cv_.notify_all();
             return {};
         case PcType::done: out = Request{true}; return {};
+        case PcType::have:
+            if (!reads_.on) return Error("RDMA postcopy: HAVE from a destination that did not agree to RDMA READ");
+            if (auto s = check_pc_range(blocks_, m->block, m->offset, m->pages); !s) return s;
+            trace("source: HAVE block {} offset {:#x}, {} pages", m->block, m->offset, m->pages);
+            out = Request{false, m->block, 0, m->offset, m->pages};
+            return {};
     }
     return Error("RDMA postcopy: unknown message");
 }

@@ -17,6 +17,7 @@ std::vector<uint8_t> encode_pc_message(const PcMessage& m) {
         case PcType::request: o.u32(m.slot), o.u32(m.block), o.u32(m.pages), o.u64(m.offset), o.u64(0); break;
         case PcType::credit: o.u32(0), o.u32(0), o.u32(0), o.u64(0), o.u64(m.consumed); break;
         case PcType::done: o.zeros(kPcMessageSize - 4); break;
+        case PcType::have: o.u32(0), o.u32(m.block), o.u32(m.pages), o.u64(m.offset), o.u64(0); break;
     }
     return std::move(o.b);
 }
@@ -65,6 +66,13 @@ Result<PcMessage> decode_pc_message(std::span<const uint8_t> bytes) {
             return m;
         case static_cast<uint32_t>(PcType::credit): m.type = PcType::credit, m.consumed = e; return m;
         case static_cast<uint32_t>(PcType::done): m.type = PcType::done; return m;
+        case static_cast<uint32_t>(PcType::have):
+            m.type = PcType::have, m.block = b, m.pages = c, m.offset = d;
+            if (m.pages == 0 || m.pages > kPcMaxHave || m.offset % kPcPage != 0) {
+                return Error(fmt::format("RDMA postcopy HAVE: {} pages at offset {:#x} (1..{} whole pages)", m.pages, m.offset,
+                                         kPcMaxHave));
+            }
+            return m;
         default: return Error(fmt::format("RDMA postcopy channel: unknown message type {}", type));
     }
 }

@@ -11,6 +11,8 @@
 //   REQUEST {type, slot, block, pages, offset u64, 0}     answer into request slot `slot`
 //   CREDIT  {type, 0, 0, 0, 0, push slots consumed u64}   cumulative
 //   DONE    {type, 0, ...}                                 every page is placed
+//   HAVE    {type, 0, block, pages, offset u64, 0}         kCapPostcopyRead: pages this side
+//                                                           read and placed; push none of them
 // Source → destination: RDMA WRITE WITH IMMEDIATE into slot `slot` of the landing area; the
 // immediate is {kind u8, slot u16, pages u8}. A data write carries `pages` pages and then the
 // trailer; a zero write only the trailer (at the slot's start). END carries nothing.
@@ -43,7 +45,8 @@ constexpr uint32_t kPcMaxPages = 16;  // pages one write carries (64 KiB: the pu
 constexpr uint64_t kPcSlotSize = (kPcMaxPages + 1) * kPcPage;
 constexpr uint32_t kPcMaxSlots = 256;  // request or push slots a destination may offer
 
-enum class PcType : uint32_t { hello = 1, request = 2, credit = 3, done = 4 };
+enum class PcType : uint32_t { hello = 1, request = 2, credit = 3, done = 4, have = 5 };
+constexpr uint32_t kPcMaxHave = 1u << 20;  // pages one HAVE names (4 GiB)
 constexpr size_t kPcMessageSize = 32;
 
 struct PcMessage {

@@ -89,6 +89,16 @@ void PostcopySender::read_requests() {
         if (cancel_.cancelled()) return;
         auto m = link_->next_request(kReturnPoll);
         if (m && !*m) continue;  // a destination whose guest touches nothing missing says nothing
+        if (m && (*m)->held) {
+            std::lock_guard lock(mutex_);
+            stats_.return_cpu_ms = before + thread_cpu_ms();
+            if (auto s = hold(**m); !s) {
+                failure_ = s.error().context("the postcopy return path");
+                cv_.notify_all();
+                return;
+            }
+            continue;
+        }
         Status answered;
         if (m && !(*m)->done) {
             Request r{(*m)->block, (*m)->first_page, (*m)->count, (*m)->token, std::chrono::steady_clock::now()};
@@ -147,6 +157,19 @@ void PostcopySender::take(uint32_t block, uint64_t first, uint64_t count) {
         missing_[block][p / 64] &= ~bit;
         --remaining_;
     }
+}
+
+// Under mutex_: pages the destination read itself and holds, checked, and pushed no more.
+Status PostcopySender::hold(const PostcopyRequest& r) {
+    if (r.block >= missing_.size() || r.count == 0 || r.first_page > blocks_[r.block].size / kStreamPageSize ||
+        r.count > blocks_[r.block].size / kStreamPageSize - r.first_page) {
+        return Error(fmt::format("the destination says it holds {} pages from page {} of block {}, outside guest RAM",
+                                 r.count, r.first_page, r.block));
+    }
+    uint64_t before = remaining_;
+    take(r.block, r.first_page, r.count);
+    stats_.held_pages += before - remaining_;
+    return {};
 }
 
 // [first, first + count) are all missing (or, `again`, all sent already): runs of data pages and

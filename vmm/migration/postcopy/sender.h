@@ -91,6 +91,7 @@ private:
     // (On a stream, a second copy is placed or found present: pages are taken once they have gone.)
     bool claims() const { return answers_.once; }
     void take(uint32_t block, uint64_t first, uint64_t count);  // under mutex_: missing no more
+    Status hold(const PostcopyRequest& r);                      // under mutex_: a HAVE's pages
     // Sends [first, first + count) of `block` on `path`: runs of data pages and of zero pages;
     // returns the bytes sent. `again`: pages sent already, sent once more; nothing about what
     // is missing changes.

@@ -51,6 +51,11 @@ public:
         if (got < 0) return plugin_error(e, "pc_next_request");
         if (got == 0) return std::optional<PostcopyRequest>{};
         if (r.done != 0) return std::optional<PostcopyRequest>{PostcopyRequest::all_placed()};
+        if (r.token == VMM_PC_HELD) {
+            PostcopyRequest held{false, r.block, r.offset / kStreamPageSize, r.pages, std::nullopt};
+            held.held = true;
+            return std::optional<PostcopyRequest>{held};
+        }
         return std::optional<PostcopyRequest>{PostcopyRequest{false, r.block, r.offset / kStreamPageSize, 1, r.token}};
     }
     Result<uint64_t> send(Path path, const PageRun& run, std::optional<uint32_t> token) override {

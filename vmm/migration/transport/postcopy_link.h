@@ -49,6 +49,9 @@ struct PostcopyRequest {
     uint32_t block = 0;
     uint64_t first_page = 0, count = 0;
     std::optional<uint32_t> token;  // a channel's: given back with the answer
+    // Not a request: the destination holds [first_page, first_page + count) already (it read
+    // them itself, by RDMA READ): push none of them.
+    bool held = false;
     static PostcopyRequest all_placed() {  // the destination's word: every page is there
         PostcopyRequest r;
         r.done = true;

@@ -26,7 +26,9 @@ TEST(PostcopyWire, MessagesRoundTripAtTheirFixedSize) {
     PcMessage credit;
     credit.type = PcType::credit, credit.consumed = 1ull << 40;
     PcMessage done;
-    for (const PcMessage& m : {hello, request, credit, done}) {
+    PcMessage have;
+    have.type = PcType::have, have.block = 1, have.pages = 256, have.offset = 0x100000;
+    for (const PcMessage& m : {hello, request, credit, done, have}) {
         auto bytes = encode_pc_message(m);
         ASSERT_EQ(bytes.size(), kPcMessageSize);
         auto back = decode_pc_message(bytes);
@@ -56,6 +58,13 @@ TEST(PostcopyWire, BadMessagesAreRefusedWithAReason) {
     EXPECT_NE(refusal(decode_pc_message(encode_pc_message(request))).find("pages"), std::string::npos);
     request.pages = 1, request.offset = 100;
     EXPECT_NE(refusal(decode_pc_message(encode_pc_message(request))).find("offset"), std::string::npos);
+    PcMessage have;
+    have.type = PcType::have, have.pages = 0;
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message(have))).find("HAVE: 0 pages"), std::string::npos);
+    have.pages = kPcMaxHave + 1;
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message(have))).find("HAVE"), std::string::npos);
+    have.pages = 1, have.offset = 100;
+    EXPECT_NE(refusal(decode_pc_message(encode_pc_message(have))).find("whole pages"), std::string::npos);
     auto unknown = encode_pc_message({});
     unknown[3] = 9;
     EXPECT_NE(refusal(decode_pc_message(unknown)).find("type 9"), std::string::npos);
