@@ -257,6 +257,13 @@ private:
     std::mutex cq_mutex_;  // the send CQ's completions are taken under it, by any thread
     std::condition_variable cq_cv_;
     std::deque<uint32_t> read_done_;  // request slots whose READ completed (under cq_mutex_)
+    // A READ's time from post to completion, smoothed (under cq_mutex_), and when each slot's
+    // was posted: the receiving thread polls for an expected READ about that long before it
+    // sleeps (a wake-up costs more than a READ takes).
+    std::vector<std::chrono::steady_clock::time_point> read_posted_at_;
+    double read_us_ = 0;
+    std::atomic<uint32_t> reads_in_flight_ = 0;
+    std::chrono::microseconds spin_budget();
     std::atomic<uint64_t> faults_read_ = 0, reads_posted_ = 0, asks_ = 0;
 };
 

@@ -53,6 +53,7 @@ Status PostcopyDestination::begin() {
     asked_.assign(kPcRequestSlots, std::nullopt);
     reading_.assign(kPcRequestSlots, false);
     read_pages_.assign(kPcRequestSlots, 1);
+    read_posted_at_.assign(kPcRequestSlots, {});
     regions_.assign(blocks_.size(), {});
     PcMessage hello{PcType::hello, landing_mr_->rkey, kPcRequestSlots, kPcPushSlots,
                     reinterpret_cast<uint64_t>(landing_.data()), kPcSlotSize};
@@ -179,6 +180,11 @@ Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_
     wr.wr.rdma.remote_addr = from.address;
     wr.wr.rdma.rkey = from.rkey;
     ibv_send_wr* bad = nullptr;
+    {
+        std::lock_guard cq(cq_mutex_);
+        read_posted_at_[slot] = std::chrono::steady_clock::now();
+    }
+    ++reads_in_flight_;
     std::lock_guard lock(send_mutex_);
     if (auto s = posted(ibv_post_send(ep_.qp.get(), &wr, &bad), "ibv_post_send (postcopy READ)"); !s) return s;
     ++reads_posted_;
@@ -211,6 +217,9 @@ Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
         uint64_t slot = wc.wr_id & ~kReadWrId;
         if (wc.opcode != IBV_WC_RDMA_READ || slot >= kPcRequestSlots) return Error("internal: a READ completion for no request slot");
         read_done_.push_back(static_cast<uint32_t>(slot));
+        --reads_in_flight_;
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - read_posted_at_[slot]).count();
+        read_us_ = read_us_ == 0 ? us : read_us_ + (us - read_us_) / 8;
         return {};
     }, [] { return false; });
     if (!taken) return taken.error();
@@ -233,9 +242,19 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t 
     return a;
 }
 
-// kCapPostcopyRead: a READ done, a write landed (KEYS taken here), or a wait on both CQs.
+// How long the receiving thread polls for a READ under way before it sleeps: twice what READs
+// have been taking, at most a millisecond (none before the first READ is done).
+std::chrono::microseconds PostcopyDestination::spin_budget() {
+    std::lock_guard lock(cq_mutex_);
+    return std::chrono::microseconds(static_cast<int64_t>(std::min(2 * read_us_, 1000.0)));
+}
+
+// kCapPostcopyRead: a READ done, a write landed (KEYS taken here), or a wait on both CQs; with
+// a READ under way, the CQs are polled for spin_budget() first.
 Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
+    using Clock = std::chrono::steady_clock;
+    auto deadline = Clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
+    Clock::time_point spin_until{};  // while a READ is under way; the epoch: not polling
     for (;;) {
         {
             std::lock_guard lock(cq_mutex_);
@@ -254,6 +273,11 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
             if (auto s = release(**got); !s) return s.error();  // KEYS: its slot is the ring's again
             continue;
         }
+        if (reads_in_flight_ > 0) {
+            if (spin_until == Clock::time_point{}) spin_until = Clock::now() + spin_budget();
+            if (Clock::now() < spin_until) continue;
+        }
+        spin_until = {};
         auto signalled = await_either_cq(ep_, deadline);
         if (!signalled) return signalled.error();
         if (!*signalled) return silent(ep_);
