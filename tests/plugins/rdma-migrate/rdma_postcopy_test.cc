@@ -27,6 +27,16 @@ std::unique_ptr<Vm> stressed_source(const std::string& name) {
     return vm;
 }
 
+// A stressed source and a paused postcopy destination, x-rdma-postcopy-read on at both.
+std::pair<std::unique_ptr<Vm>, std::unique_ptr<Vm>> reading_pair(const std::string& name, const std::string& uri) {
+    auto src = stressed_source(name + "-src");
+    auto dst = postcopy_destination(name + "-dst", uri, "128M", "1", true, {"x-rdma-postcopy-read on"});
+    if (src) {
+        EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
+    }
+    return {std::move(src), std::move(dst)};
+}
+
 bool reaches(Vm& vm, const std::string& status, int seconds) {
     return eventually([&] { return vm.migrate_status() == status; }, seconds);
 }
@@ -66,10 +76,8 @@ TEST(RdmaPostcopy, DigestsMatchAndOnlyMissingPagesAreRequested) {
 TEST(RdmaPostcopy, FaultsAreReadByRdmaReadAndTheSourceHearsOfFew) {
     VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
-    auto src = stressed_source("rpc-read-src");
-    auto dst = postcopy_destination("rpc-read-dst", uri, "128M", "1", true, {"x-rdma-postcopy-read on"});
+    auto [src, dst] = reading_pair("rpc-read", uri);
     ASSERT_TRUE(src && dst);
-    EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
     migrate_switching_after_bulk(*src, uri, "0", "1m");
     ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log() << dst->log();
     EXPECT_NE(src->log().find("faults by RDMA READ"), std::string::npos) << "the source's log names no READ faults\n"
@@ -98,10 +106,8 @@ TEST(RdmaPostcopy, FaultsAreReadByRdmaReadAndTheSourceHearsOfFew) {
 TEST(RdmaPostcopy, ReadFaultsGoOnAfterAPausedLinkIsRecovered) {
     VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
     std::string uri = rdma_uri();
-    auto src = stressed_source("rpc-readrec-src");
-    auto dst = postcopy_destination("rpc-readrec-dst", uri, "128M", "1", true, {"x-rdma-postcopy-read on"});
+    auto [src, dst] = reading_pair("rpc-readrec", uri);
     ASSERT_TRUE(src && dst);
-    EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
     migrate_switching_after_bulk(*src, uri, "0", "256k");
     ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log();
     ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate");
