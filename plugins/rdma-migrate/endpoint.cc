@@ -68,6 +68,9 @@ struct CmEvent {
     int status = 0;
     rdma_cm_id* id = nullptr;  // for a connection request: a new id, ours to accept or refuse
     std::vector<uint8_t> private_data;
+    // A connection request's READs that this side may issue at once: the requester's
+    // responder_resources, which the kernel reports from this side's view, as initiator_depth.
+    uint8_t reads_to_issue = 0;
 };
 
 // The next event waiting on `ch` (non-blocking), or nullopt: none waiting (errno EAGAIN), or
@@ -75,7 +78,7 @@ struct CmEvent {
 std::optional<CmEvent> take_cm_event(rdma_event_channel* ch) {
     rdma_cm_event* ev = nullptr;
     if (rdma_get_cm_event(ch, &ev) != 0) return std::nullopt;
-    CmEvent out{ev->event, ev->status, ev->id, {}};
+    CmEvent out{ev->event, ev->status, ev->id, {}, ev->param.conn.initiator_depth};
     const auto* data = static_cast<const uint8_t*>(ev->param.conn.private_data);
     if (data != nullptr) out.private_data.assign(data, data + ev->param.conn.private_data_len);
     rdma_ack_cm_event(ev);
@@ -133,7 +136,7 @@ Status expected_event(Endpoint& e, const CmEvent& ev, rdma_cm_event_type want, c
 // event, a cancel or silence for `timeout_ms` ends the wait with an error. `new_id` receives
 // the wanted event's id (a connection request's, ours to own even when its data is refused).
 Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char* what, PrivateData* pd = nullptr,
-               rdma_cm_id** new_id = nullptr) {
+               rdma_cm_id** new_id = nullptr, uint8_t* peer_reads = nullptr) {
     for (;;) {
         if (auto ev = take_cm_event(e.events.get())) {
             trace("{}: cm event {} (status {}) while waiting for {}{}", e.describe, rdma_event_str(ev->type), ev->status,
@@ -145,6 +148,7 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
                 continue;
             }
             if (new_id != nullptr && ev->type == want) *new_id = ev->id;
+            if (peer_reads != nullptr && ev->type == want) *peer_reads = ev->reads_to_issue;
             return expected_event(e, *ev, want, what, pd);
         }
         if (errno != EAGAIN) return verbs_error(std::string(what) + ": rdma_get_cm_event");
@@ -171,6 +175,15 @@ Status make_cq(ibv_context* ctx, int depth, CompletionChannel& channel, Completi
     cq.reset(ibv_create_cq(ctx, depth, nullptr, channel.get(), 0));
     if (!cq) return verbs_error("ibv_create_cq");
     return posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq");
+}
+
+// READs at once on `e`'s queue pair, at most `wanted` and what its adapter allows: issued
+// (max_qp_init_rd_atom) or taken (max_qp_rd_atom); at least 1, the lanes' and QEMU's.
+uint8_t read_depth(const Endpoint& e, bool issued, uint8_t wanted) {
+    ibv_device_attr attr{};
+    if (e.id->verbs == nullptr || ibv_query_device(e.id->verbs, &attr) != 0) return 1;
+    int most = issued ? attr.max_qp_init_rd_atom : attr.max_qp_rd_atom;
+    return static_cast<uint8_t>(std::clamp<int>(std::min<int>(most, wanted), 1, 255));
 }
 
 Status create_resources(Endpoint& e, ibv_pd* shared_pd, QpShape shape) {
@@ -200,12 +213,13 @@ Status create_resources(Endpoint& e, ibv_pd* shared_pd, QpShape shape) {
     return {};
 }
 
-rdma_conn_param conn_param(const std::vector<uint8_t>& pd) {
+// `e`'s READs at once: those it takes (responder_resources) and those it issues (initiator_depth).
+rdma_conn_param conn_param(const std::vector<uint8_t>& pd, const Endpoint& e) {
     rdma_conn_param p{};
     p.private_data = pd.data();
     p.private_data_len = static_cast<uint8_t>(pd.size());
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
+    p.responder_resources = e.reads_taken;
+    p.initiator_depth = e.reads_issued;
     p.retry_count = 7;
     p.rnr_retry_count = 7;
     return p;
@@ -447,8 +461,13 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
     step("queue-pair", "protection domain, completion queue and queue pair made");
     if (auto s = before_connect(*e); !s) return s.error();
     step("buffers", "control buffers registered and receives posted");
+    // The postcopy channel's source serves the destination's READs (x-rdma-postcopy-read).
+    if (shape.split) {
+        e->reads_taken = read_depth(*e, false, kPcReadsAtOnce);
+        trace("{}: takes {} READs at once", name, e->reads_taken);
+    }
     auto pd = encode_private_data(ours);
-    auto param = conn_param(pd);
+    auto param = conn_param(pd, *e);
     if (rdma_connect(e->id.get(), &param) != 0) return verbs_error("rdma_connect");
     if (auto s = wait_cm(*e, RDMA_CM_EVENT_ESTABLISHED, t.connect_ms, fmt::format("connecting to {}:{}", host, port).c_str(), &e->peer); !s) {
         return s.error();
@@ -477,9 +496,9 @@ namespace {
 // The next connection request on `on`'s event channel. `check` may turn it down: the request
 // is then rejected with the reason and its id destroyed.
 Result<rdma_cm_id*> next_request(Endpoint& on, int timeout_ms, const std::string& what, PrivateData& theirs,
-                                 const std::function<Status(const PrivateData&)>& check) {
+                                 const std::function<Status(const PrivateData&)>& check, uint8_t* peer_reads = nullptr) {
     rdma_cm_id* raw = nullptr;
-    auto s = wait_cm(on, RDMA_CM_EVENT_CONNECT_REQUEST, timeout_ms, what.c_str(), &theirs, &raw);
+    auto s = wait_cm(on, RDMA_CM_EVENT_CONNECT_REQUEST, timeout_ms, what.c_str(), &theirs, &raw, peer_reads);
     if (s) s = check(theirs);
     if (!s) {
         if (raw != nullptr) refuse(raw, s.error().message());
@@ -504,7 +523,7 @@ std::unique_ptr<Endpoint> accepted(rdma_cm_id* raw, const Endpoint& from, std::s
 // long as x-io-timeout allows (the source has asked: its answer is the peer's next word).
 Status answer(Endpoint& e, Endpoint& events_of, const PrivateData& ours, const char* what) {
     auto pd = encode_private_data(ours);
-    auto param = conn_param(pd);
+    auto param = conn_param(pd, e);
     if (rdma_accept(e.id.get(), &param) != 0) return verbs_error(fmt::format("rdma_accept ({})", what));
     return wait_cm(events_of, RDMA_CM_EVENT_ESTABLISHED, e.io_timeout_ms, what);
 }
@@ -546,16 +565,23 @@ Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t ind
     const PrivateData& first = primary.peer;
     std::string what = fmt::format("waiting for RDMA channel {} of {}", index, first.channels);
     PrivateData theirs;
+    uint8_t peer_reads = 1;
     auto raw = next_request(primary, primary.io_timeout_ms, what, theirs, [&](const PrivateData& t) -> Status {
         if (t.session == first.session && t.channel == index && t.channels == first.channels &&
             t.chunk_shift == first.chunk_shift)
             return {};
         return Error(fmt::format("{}: a request for channel {} of {} of another migration (session {:#x}, expected {:#x})",
                                  what, t.channel, t.channels, t.session, first.session));
-    });
+    }, &peer_reads);
     if (!raw) return raw.error();
     auto e = accepted(*raw, primary, fmt::format("{} (channel {})", primary.describe, index), theirs);
     if (auto r = create_resources(*e, primary.protection_domain(), shape); !r) return r.error();
+    // The postcopy channel's destination issues READs (x-rdma-postcopy-read): as many at once as
+    // its adapter and the source's take.
+    if (shape.split) {
+        e->reads_issued = read_depth(*e, true, std::min(kPcReadsAtOnce, peer_reads));
+        trace("{}: {} READs at once (the source takes {})", e->describe, e->reads_issued, peer_reads);
+    }
     PrivateData ours = theirs;
     ours.flags = theirs.flags & first.flags;  // what channel 0 agreed
     if (auto r = answer(*e, primary, ours, "accepting an RDMA channel"); !r) return r.error();

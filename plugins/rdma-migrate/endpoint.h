@@ -50,6 +50,10 @@ struct Endpoint {
     bool link_lost = false;
     bool probe_posted = false;  // a liveness probe (progress) awaits its completion
     bool grants_remote_write = false;  // a destination's: the peer may RDMA WRITE into its memory
+    // RDMA READs at once, as agreed when connecting: those this side takes from the peer and
+    // those it issues. 1 and 1 on every queue pair but the postcopy channel's (whose destination
+    // reads missing pages with x-rdma-postcopy-read).
+    uint8_t reads_taken = 1, reads_issued = 1;
     std::vector<TimedStep> steps;  // channel 0: how long each step of making it took
 
     ~Endpoint();
@@ -109,6 +113,7 @@ struct Timeouts {
 };
 
 constexpr uint32_t kSendQueueDepth = 512;
+constexpr uint8_t kPcReadsAtOnce = 16;  // the postcopy channel's READs at once, where the adapters allow
 constexpr uint32_t kRecvQueueDepth = 4;
 
 using BeforeConnect = std::function<Status(Endpoint&)>;
