@@ -210,6 +210,7 @@ private:
     Status post_read(uint32_t slot, const Remote& from, uint32_t pages);
     Status read(std::unique_lock<std::mutex>& lock, uint32_t block, uint64_t offset, const Remote& from);
     bool read_under_way(uint32_t block, uint64_t offset) const;
+    std::optional<uint32_t> free_request_slot() const;  // under slots_mutex_
     uint32_t readahead(uint32_t block, uint64_t offset, const Remote& from);  // under slots_mutex_
     Result<std::optional<uint32_t>> take_sends();  // under cq_mutex_
     Result<Arrival> read_arrival(uint32_t slot);

@@ -88,14 +88,14 @@ Status PostcopyDestination::request(uint32_t block, uint64_t offset) {
     uint32_t slot = 0;
     {
         std::unique_lock lock(slots_mutex_);
-        auto free_slot = [&] { return std::find(asked_.begin(), asked_.end(), std::nullopt) != asked_.end(); };
+        auto free_slot = [&] { return free_request_slot().has_value(); };
         if (!slots_cv_.wait_for(lock, std::chrono::milliseconds(ep_.io_timeout_ms), free_slot)) {
             return Error(fmt::format("RDMA postcopy: all {} request slots stayed taken for {} ms (x-io-timeout): the source "
                                      "answers nothing",
                                      kPcRequestSlots, ep_.io_timeout_ms));
         }
         if (auto from = readable(block, offset)) return read(lock, block, offset, *from);
-        slot = static_cast<uint32_t>(std::find(asked_.begin(), asked_.end(), std::nullopt) - asked_.begin());
+        slot = *free_request_slot();
         asked_[slot] = std::pair{block, offset};
     }
     PcMessage m;
@@ -129,21 +129,27 @@ Status PostcopyDestination::read(std::unique_lock<std::mutex>& lock, uint32_t bl
     }
     uint32_t ahead = readahead(block, offset, from);
     auto take = [&](uint64_t at, uint32_t pages) {
-        auto slot = static_cast<uint32_t>(std::find(asked_.begin(), asked_.end(), std::nullopt) - asked_.begin());
+        uint32_t slot = *free_request_slot();  // request() waited for one; the readahead's is looked for first
         asked_[slot] = std::pair{block, at};
         reading_[slot] = true;
         read_pages_[slot] = pages;
         return slot;
     };
     uint32_t slot = take(offset, 1);
-    bool free_one = std::find(asked_.begin(), asked_.end(), std::nullopt) != asked_.end();
-    std::optional<uint32_t> more = ahead > 0 && free_one ? std::optional(take(offset + kPcPage, ahead)) : std::nullopt;
+    std::optional<uint32_t> more = ahead > 0 && free_request_slot() ? std::optional(take(offset + kPcPage, ahead)) : std::nullopt;
     lock.unlock();
     trace("destination: READ into slot {}: block {} offset {:#x}{}", slot, block, offset,
           more ? fmt::format(", and {} pages after it into slot {}", ahead, *more) : "");
     if (auto s = post_read(slot, from, 1); !s) return s;
     if (!more) return {};
     return post_read(*more, {from.address + kPcPage, from.rkey, from.room - kPcPage}, ahead);
+}
+
+// Under slots_mutex_: the first request slot nothing asks for, if any.
+std::optional<uint32_t> PostcopyDestination::free_request_slot() const {
+    auto it = std::find(asked_.begin(), asked_.end(), std::nullopt);
+    if (it == asked_.end()) return std::nullopt;
+    return static_cast<uint32_t>(it - asked_.begin());
 }
 
 // Under slots_mutex_: whether a READ not yet handed over brings that page.
