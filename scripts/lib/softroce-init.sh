@@ -11,12 +11,15 @@ say() { echo "softroce-init: $*"; }
 for m in virtio_pci 9pnet_virtio 9p; do modprobe "$m" || say "modprobe $m failed"; done
 opts=trans=virtio,version=9p2000.L,msize=524288
 mkdir -p /newroot
-if ! mount -t 9p -o "$opts,ro" hostroot /newroot; then
+if ! mount -t 9p -o "$opts,ro,cache=loose" hostroot /newroot; then
     say "cannot mount the host root over 9p"
     echo "VMM-SOFTROCE-EXIT: 125"
     poweroff -f
 fi
 for d in proc sys dev; do mount --bind "/$d" "/newroot/$d"; done
+# What udev makes on a real system and devtmpfs lacks (bash's <(…) needs /dev/fd).
+ln -sf /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -sf "/proc/self/fd/${i%%:*}" "/dev/${i##*:}"; done
 mount -t tmpfs -o size=1g tmpfs /newroot/tmp
 mount -t tmpfs tmpfs /newroot/run
 mkdir -p /newroot/dev/pts /newroot/dev/shm 2>/dev/null
