@@ -13,6 +13,7 @@
 
 #include "tests/support/pipe_stream.h"
 #include "tests/support/require.h"
+#include "tests/support/test_pki.h"
 
 namespace vmm::stream {
 namespace {
@@ -22,11 +23,12 @@ using vmm::test::pipe_stream_pair;
 class TlsStreamTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = std::filesystem::temp_directory_path() / ("vmm-tls-unit." + std::to_string(::getpid()));
-        std::string cmd = std::string(VMM_SOURCE_DIR) + "/scripts/make-test-pki.sh " + dir_ + " >/dev/null 2>&1";
-        made_ = std::system("command -v certtool >/dev/null") == 0 && std::system(cmd.c_str()) == 0;
+        root_ = std::filesystem::temp_directory_path() / ("vmm-tls-unit." + std::to_string(::getpid()));
+        dir_ = root_ + "/pki";  // a directory of its own: make-test-pki.sh counts the pool's keys in its parent
+        made_ = std::system("command -v certtool >/dev/null") == 0 &&
+                std::system(vmm::test::make_test_pki_command(dir_).c_str()) == 0;
     }
-    static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+    static void TearDownTestSuite() { std::filesystem::remove_all(root_); }
     void SetUp() override {
         VMM_REQUIRE(need::certtool());
         ASSERT_TRUE(made_) << "make-test-pki.sh failed";
@@ -46,7 +48,7 @@ protected:
         auto c = tls_handshake(std::move(client), setup(TlsRole::client, rekey));
         return {std::move(c), s.get()};
     }
-    static inline std::string dir_;
+    static inline std::string root_, dir_;
     static inline bool made_ = false;
 };
 

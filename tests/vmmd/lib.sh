@@ -13,6 +13,8 @@
 # virsh_postcopy_recover 16200-16599, virsh_migrate 16600-16999, virsh_evacuate 17000-17399,
 # tshark_dissector 17400-18199. vmmctl_qmp 18200-18599; scripts/demo.sh 28000-31999. The C++ tests
 # (libvirt_api_test.cc and the rest) take free ports from the kernel (free_tcp_port).
+# RSA keys the build made ahead (scripts/make-test-pki.sh takes them instead of making its own).
+[ -d "${build:-}/tests/key-pool" ] && export VMM_TEST_KEY_POOL="$build/tests/key-pool"
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
