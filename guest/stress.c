@@ -17,6 +17,9 @@
  *             passes=N (default 0: forever; then exits the machine with code 0)
  *             zero=1 (write zeros: memory populated but all zero, for zero-page paths)
  *             rest_us=N: microseconds every CPU sleeps (in the VMM) after each pass, default 0.
+ *             slow=MASK slow_rest_us=N: the CPUs in MASK (bit c: CPU c) also sleep N us after every
+ *             `clock` pages they write: a guest with quiet and busy vCPUs, the quiet ones dirtying
+ *             at a steady low rate (a per-vCPU dirty limit's case).
  *             Where vCPUs are emulated (nested KVM in TCG) a guest that never rests takes the
  *             CPU every other program there needs. The sleep is not counted as a stall. */
 #include "lib/runtime.h"
@@ -109,6 +112,7 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
     uint64_t span = param_u64("clock", 64) * 4096; /* bytes between clock reads */
     uint64_t stall_us = param_u64("stall_us", 0);
     uint64_t rest_ns = param_u64("rest_us", 0) * 1000;
+    uint64_t chunk_rest_ns = cpu < 64 && ((param_u64("slow", 0) >> cpu) & 1) != 0 ? param_u64("slow_rest_us", 0) * 1000 : 0;
     uint64_t floor = ns_tsc(stall_us * 1000);
     int timed = span != 0 && ctl_present();
     struct stalls *mine = g_tsc_ok && stall_us != 0 && cpu < MAX_TIMED_CPUS ? &g_stalls[cpu] : 0;
@@ -132,6 +136,10 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
             if (timed) {
                 (void)ctl_clock_ns();
                 last_tsc = tsc_read(); /* the exit is ours, not a stall */
+            }
+            if (chunk_rest_ns) {
+                ctl_sleep_ns(chunk_rest_ns);
+                last_tsc = tsc_read();
             }
         }
         if (rest_ns) {

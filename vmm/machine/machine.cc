@@ -14,6 +14,7 @@ constexpr uint64_t kIdentityMapAddr = 0xfffbc000;
 Machine::Machine(MachineSpec spec) : spec_(std::move(spec)), run_(vcpus_, spec_.state_changed) {}
 
 Machine::~Machine() {
+    limiter_.reset();
     vcpus_.stop();  // joins the vCPU threads while devices and memory still exist
     sampler_.reset();
 }
@@ -27,9 +28,18 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec) {
     if (auto s = m->init_kvm(); !s) return s.error();
     if (auto s = m->init_devices(); !s) return s.error();
     if (auto s = m->vcpus_.create(*m->kvm_, *m->vm_, *m->tracker_, spec.vcpus, *m); !s) return s.error();
-    m->sampler_ = std::make_unique<memory::DirtyRateSampler>(
-        *m->tracker_, m->memory(), std::chrono::milliseconds(spec.dirty_sample_ms ? spec.dirty_sample_ms : 1000));
+    auto period = std::chrono::milliseconds(spec.dirty_sample_ms ? spec.dirty_sample_ms : 1000);
+    m->sampler_ = std::make_unique<memory::DirtyRateSampler>(*m->tracker_, m->memory(), period);
+    m->limiter_ = std::make_unique<DirtyLimiter>(m->vcpus_, *m->sampler_, period);
     return m;
+}
+
+Result<DirtyLimiter*> Machine::dirty_limiter() {
+    if (tracker_->dirtied_by_vcpu().empty()) {
+        return Error("a dirty limit per vCPU needs the dirty ring, which says which vCPU wrote each page: start vmm "
+                     "with --dirty-tracking ring (this one tracks with the dirty log)");
+    }
+    return limiter_.get();
 }
 
 Status Machine::init_kvm() {

@@ -18,6 +18,7 @@
 #include "vmm/devices/pio_bus.h"
 #include "vmm/devices/serial.h"
 #include "vmm/kvm/system.h"
+#include "vmm/machine/dirty_limit.h"
 #include "vmm/machine/payload.h"
 #include "vmm/machine/run_control.h"
 #include "vmm/machine/vcpu_runner.h"
@@ -74,6 +75,9 @@ public:
     const memory::GuestMemory& memory() const { return *memory_; }
     memory::DirtyTracker& dirty_tracker() { return *tracker_; }
     memory::DirtyRateSampler& dirty_rate() { return *sampler_; }
+    // The per-vCPU dirty limits (dirty_limit.h): only where the tracker knows which vCPU wrote a
+    // page (the dirty ring); otherwise one line saying so.
+    Result<DirtyLimiter*> dirty_limiter();
     devices::ControlDevice& control() { return *control_; }
     devices::Serial& serial() { return *serial_; }
     // Where boot() put the payload (empty before boot, or on a migration destination).
@@ -100,6 +104,7 @@ private:
     devices::PioBus bus_;
     Vcpus vcpus_;  // stopped first in ~Machine, while devices and memory still exist
     std::unique_ptr<memory::DirtyRateSampler> sampler_;
+    std::unique_ptr<DirtyLimiter> limiter_;  // throttles vcpus_ from sampler_'s counts: goes first
     LoadedPayload payload_;
     RunControl run_;  // drives vcpus_
 };

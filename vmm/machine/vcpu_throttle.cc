@@ -21,13 +21,9 @@ VcpuThrottle::~VcpuThrottle() {
 }
 
 void VcpuThrottle::set(uint32_t percent) {
-    percent = std::min<uint32_t>(percent, 99);
-    uint64_t sleep_ns = percent == 0 ? 0 : kSliceNs * percent / (100 - percent);
-    for (const auto& r : runners_) r->set_throttle_sleep(sleep_ns);
     std::lock_guard lock(mutex_);
-    percent_ = percent;
-    if (percent != 0 && !thread_.joinable()) thread_ = std::thread([this] { kick_loop(); });
-    cv_.notify_all();
+    percent_ = std::min<uint32_t>(percent, 99);
+    apply_locked();
 }
 
 uint32_t VcpuThrottle::percent() const {
@@ -35,18 +31,51 @@ uint32_t VcpuThrottle::percent() const {
     return percent_;
 }
 
+void VcpuThrottle::set_vcpu(size_t cpu, uint32_t percent) {
+    std::lock_guard lock(mutex_);
+    if (own_.size() <= cpu) own_.resize(cpu + 1, 0);
+    own_[cpu] = std::min<uint32_t>(percent, 99);
+    apply_locked();
+}
+
+std::vector<uint32_t> VcpuThrottle::vcpu_percents() const {
+    std::lock_guard lock(mutex_);
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < runners_.size(); ++i) out.push_back(effective_locked(i));
+    return out;
+}
+
+uint32_t VcpuThrottle::effective_locked(size_t cpu) const {
+    return std::max(percent_, cpu < own_.size() ? own_[cpu] : 0);
+}
+
+void VcpuThrottle::apply_locked() {
+    bool any = false;
+    for (size_t i = 0; i < runners_.size(); ++i) {
+        uint32_t p = effective_locked(i);
+        runners_[i]->set_throttle_sleep(p == 0 ? 0 : kSliceNs * p / (100 - p));
+        any = any || p != 0;
+    }
+    if (any && !thread_.joinable()) thread_ = std::thread([this] { kick_loop(); });
+    cv_.notify_all();
+}
+
 void VcpuThrottle::kick_loop() {
     name_this_thread("vcpu-throttle");
     std::unique_lock lock(mutex_);
+    std::vector<size_t> kicked;
     while (!stop_) {
-        if (percent_ == 0) {
+        kicked.clear();
+        for (size_t i = 0; i < runners_.size(); ++i)
+            if (effective_locked(i) != 0) kicked.push_back(i);
+        if (kicked.empty()) {
             cv_.wait(lock);
             continue;
         }
         cv_.wait_for(lock, std::chrono::nanoseconds(kSliceNs));
-        if (percent_ == 0 || stop_) continue;
+        if (stop_) continue;
         lock.unlock();
-        for (const auto& r : runners_) r->kick();
+        for (size_t i : kicked) runners_[i]->kick();
         lock.lock();
     }
 }

@@ -45,6 +45,11 @@ public:
         if (throttle_) throttle_->set(percent);
     }
     uint32_t throttle() const { return throttle_ ? throttle_->percent() : 0; }
+    // A dirty limit's: one vCPU sleeps `percent` of the time (the higher of this and set_throttle's).
+    void set_vcpu_throttle(size_t cpu, uint32_t percent) {
+        if (throttle_) throttle_->set_vcpu(cpu, percent);
+    }
+    std::vector<uint32_t> vcpu_throttles() const { return throttle_ ? throttle_->vcpu_percents() : std::vector<uint32_t>{}; }
 
     // VcpuGroup, for the machine's RunControl: every runner at once.
     void request_run() override;

@@ -34,6 +34,17 @@ std::string dirty_rate_text(const Json& r) {
                        num(r, "period-ms") / 1000.0, u64(r, "total-dirty-pages"), u64(r, "samples"));
 }
 
+// As QEMU's 'info vcpu_dirty_limit' (its MB is a MiB).
+std::string dirty_limit_text(const Json& r) {
+    if (r.empty()) return "Dirty page limit not enabled!\n";
+    std::string out;
+    for (const auto& v : r) {
+        out += fmt::format("vcpu[{}], limit rate {} (MB/s), current rate {} (MB/s), throttled {} %\n", u64(v, "cpu-index"),
+                           u64(v, "limit-rate"), u64(v, "current-rate"), u64(v, "x-throttle-percent"));
+    }
+    return out;
+}
+
 std::string ramhash_text(const Json& r) {
     std::string out;
     for (const auto& b : r) out += fmt::format("{:<16} {}\n", str(b, "name"), str(b, "digest"));
@@ -161,11 +172,66 @@ void add_inspection(CommandTable& t, Machine& m) {
            guest_text});
 }
 
+constexpr uint64_t kPagesPerMiB = (1024 * 1024) / memory::kPageSize;
+
+// The vCPU a command names, if it names one (QMP's cpu-index is a signed int).
+Result<std::optional<uint32_t>> cpu_index(const Json& a) {
+    const Json* cpu = member(a, "cpu-index");
+    if (cpu == nullptr) return std::optional<uint32_t>{};
+    auto v = int_member(a, "cpu-index");
+    if (!v || *v < 0 || *v > UINT32_MAX) return Error("cpu-index: a vCPU's number, from 0");
+    return std::optional<uint32_t>(static_cast<uint32_t>(*v));
+}
+
+// QEMU's per-vCPU dirty page rate limit (dirty_limit.h), in MB/s as QEMU has it.
+void add_dirty_limits(CommandTable& t, Machine& m) {
+    t.add({"set_vcpu_dirty_limit", "set-vcpu-dirty-limit",
+           {{"dirty-rate", ArgType::integer}, {"cpu-index", ArgType::integer, true}},
+           "limit how fast a vCPU (or every vCPU) dirties memory, MB/s: it is throttled to that (needs the dirty ring)",
+           [&m](const Json& a) -> Result<Json> {
+               auto cpu = cpu_index(a);
+               auto rate = int_member(a, "dirty-rate");
+               if (!cpu) return cpu.error();
+               if (!rate || *rate <= 0 || static_cast<uint64_t>(*rate) > UINT64_MAX / kPagesPerMiB)
+                   return Error("dirty-rate: MB/s, more than 0 (cancel_vcpu_dirty_limit lifts a limit)");
+               auto limiter = m.dirty_limiter();
+               if (!limiter) return limiter.error();
+               if (auto s = (*limiter)->set(*cpu, static_cast<uint64_t>(*rate) * kPagesPerMiB); !s) return s.error();
+               return Json::object();
+           },
+           {}});
+    t.add({"cancel_vcpu_dirty_limit", "cancel-vcpu-dirty-limit", {{"cpu-index", ArgType::integer, true}},
+           "lift a vCPU's dirty limit (or every vCPU's)",
+           [&m](const Json& a) -> Result<Json> {
+               auto cpu = cpu_index(a);
+               if (!cpu) return cpu.error();
+               auto limiter = m.dirty_limiter();
+               if (!limiter) return limiter.error();
+               if (auto s = (*limiter)->set(*cpu, 0); !s) return s.error();
+               return Json::object();
+           },
+           {}});
+    t.add({"info vcpu_dirty_limit", "query-vcpu-dirty-limit", {}, "the vCPUs' dirty limits, their rates and throttles",
+           [&m](const Json&) -> Result<Json> {
+               auto limiter = m.dirty_limiter();
+               if (!limiter) return limiter.error();
+               Json out = Json::array();
+               for (const auto& r : (*limiter)->rows()) {
+                   out.push_back({{"cpu-index", r.cpu}, {"limit-rate", r.limit / kPagesPerMiB},
+                                  {"current-rate", static_cast<uint64_t>(r.current / kPagesPerMiB)},
+                                  {"x-throttle-percent", r.throttle}});
+               }
+               return out;
+           },
+           dirty_limit_text});
+}
+
 }  // namespace
 
 void add_machine_commands(CommandTable& table, Machine& machine) {
     add_run_control(table, machine);
     add_inspection(table, machine);
+    add_dirty_limits(table, machine);
 }
 
 void add_help_command(CommandTable& table) {

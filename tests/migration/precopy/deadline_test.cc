@@ -30,7 +30,8 @@ TEST(Deadline, StrategiesByName) {
     EXPECT_STREQ(to_string(DeadlineStrategy::downtime), "downtime");
     EXPECT_TRUE(check_deadline_strategy("throttle"));
     EXPECT_EQ(check_deadline_strategy("warp").error().message(),
-              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime or throttle");
+              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit");
+    EXPECT_EQ(deadline_strategy_named("dirty-limit"), DeadlineStrategy::dirty_limit);
 }
 
 // 100 MB left at 10 MB/s, the guest dirtying 20 MB/s: no end at the 300 ms limit.
@@ -90,6 +91,33 @@ TEST(Deadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {
     a = deadline_action(f);
     EXPECT_EQ(a.kind, DeadlineAction::Kind::cancel);
     EXPECT_NE(a.why.find("not even a downtime of 399 ms (x-deadline-max-downtime) would meet it"), std::string::npos);
+}
+
+// dirty-limit: the guest held to a rate at which the plan meets the deadline, with a margin: the
+// plan at that rate meets it, at the rate the strategy found (without the margin) it just does.
+TEST(Deadline, DirtyLimitHoldsTheGuestToARateThatMeetsIt) {
+    DeadlineFacts f = missing(DeadlineStrategy::dirty_limit);
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::dirty_limit) << a.why;
+    EXPECT_GT(a.dirty_bytes_per_s, 0.0);
+    EXPECT_LT(a.dirty_bytes_per_s, 10 * MB) << "under the link's rate, or it never converges";
+    f.eta.dirty_bytes_per_s = a.dirty_bytes_per_s;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none) << "at the rate it chose the plan meets it";
+    f.eta.dirty_bytes_per_s = a.dirty_bytes_per_s / kDirtyLimitMargin * 1.05;
+    EXPECT_NE(deadline_action(f).kind, DeadlineAction::Kind::none) << "it chose close to the highest such rate";
+}
+
+TEST(Deadline, DirtyLimitCancelsWhenNothingCouldMeetIt) {
+    DeadlineFacts f = missing(DeadlineStrategy::dirty_limit);
+    f.eta.remaining_bytes = 1000 * 1000 * 1000;  // 1 GB at 10 MB/s: 100 s even if the guest dirtied nothing
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("; not even a guest that dirtied nothing would meet it;"), std::string::npos) << a.why;
+    f = missing(DeadlineStrategy::dirty_limit);
+    f.dirty_limit_at_most = true;
+    a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("the vCPUs over their dirty limit are throttled as far as they go"), std::string::npos) << a.why;
 }
 
 }  // namespace

@@ -12,11 +12,12 @@ namespace vmm::migration {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, DeadlineStrategy>, 4> kStrategies{{
+constexpr std::array<std::pair<std::string_view, DeadlineStrategy>, 5> kStrategies{{
     {"cancel", DeadlineStrategy::cancel},
     {"postcopy", DeadlineStrategy::postcopy},
     {"downtime", DeadlineStrategy::downtime},
     {"throttle", DeadlineStrategy::throttle},
+    {"dirty-limit", DeadlineStrategy::dirty_limit},
 }};
 
 constexpr uint64_t kTenYearsMs = uint64_t{10} * 366 * 24 * 3600 * 1000;
@@ -59,6 +60,21 @@ std::optional<uint64_t> least_downtime(const DeadlineFacts& f) {
 
 }  // namespace
 
+std::optional<double> highest_dirty_rate(const DeadlineFacts& f) {
+    auto at = [&](double rate) {
+        EtaFacts e = f.eta;
+        e.dirty_bytes_per_s = rate;
+        return precopy_eta(e);
+    };
+    if (!meets(f, at(0))) return std::nullopt;
+    double lo = 0, hi = std::max(f.eta.dirty_bytes_per_s, 1.0);  // meets(at(lo)); at(hi) is what misses
+    for (int i = 0; i < 40 && hi - lo > 1.0; ++i) {
+        double mid = lo + (hi - lo) / 2;
+        (meets(f, at(mid)) ? lo : hi) = mid;
+    }
+    return lo * kDirtyLimitMargin;
+}
+
 std::optional<DeadlineStrategy> deadline_strategy_named(std::string_view name) {
     for (auto [n, s] : kStrategies)
         if (n == name) return s;
@@ -73,7 +89,7 @@ const char* to_string(DeadlineStrategy s) {
 
 Status check_deadline_strategy(std::string_view name) {
     if (deadline_strategy_named(name)) return {};
-    return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime or throttle", name));
+    return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit", name));
 }
 
 Result<uint64_t> parse_deadline_ms(std::string_view text) {
@@ -117,6 +133,12 @@ DeadlineAction deadline_action(const DeadlineFacts& f) {
         case DeadlineStrategy::throttle:
             if (f.throttle_at_most) return cancel(f, eta, "; the vCPUs are throttled as far as max-cpu-throttle allows");
             return {DeadlineAction::Kind::throttle, 0, {}};
+        case DeadlineStrategy::dirty_limit: {
+            if (f.dirty_limit_at_most) return cancel(f, eta, "; the vCPUs over their dirty limit are throttled as far as they go");
+            auto rate = highest_dirty_rate(f);
+            if (!rate) return cancel(f, eta, "; not even a guest that dirtied nothing would meet it");
+            return {DeadlineAction::Kind::dirty_limit, 0, {}, *rate};
+        }
     }
     return {};
 }

@@ -5,6 +5,9 @@
 //   postcopy  switch to postcopy now (postcopy-ram on both sides): its end is the push's
 //   downtime  raise downtime-limit, as little as meets the deadline, up to x-deadline-max-downtime
 //   throttle  slow the vCPUs (auto-converge's steps at once) until the plan meets it
+//   dirty-limit  hold the guest to the dirty rate that meets it, by a limit per vCPU (machine/
+//             dirty_limit.h, the dirty ring): the vCPUs dirtying more than their share are
+//             throttled, the others run free
 // A strategy that cannot meet it (the downtime ceiling too low, the throttle at its ceiling)
 // cancels, saying so.
 #pragma once
@@ -19,7 +22,7 @@
 
 namespace vmm::migration {
 
-enum class DeadlineStrategy { cancel, postcopy, downtime, throttle };
+enum class DeadlineStrategy { cancel, postcopy, downtime, throttle, dirty_limit };
 std::optional<DeadlineStrategy> deadline_strategy_named(std::string_view name);
 const char* to_string(DeadlineStrategy s);
 // The strategy's row check (params.cc): one of the names, or one line saying which there are.
@@ -31,10 +34,11 @@ Result<uint64_t> parse_deadline_ms(std::string_view text);
 Status check_deadline(std::string_view text);
 
 struct DeadlineAction {
-    enum class Kind { none, cancel, postcopy, downtime, throttle };
+    enum class Kind { none, cancel, postcopy, downtime, throttle, dirty_limit };
     Kind kind = Kind::none;
     uint64_t downtime_ms = 0;  // downtime: the limit that meets the deadline
     std::string why;           // cancel: the line the migration fails with
+    double dirty_bytes_per_s = 0;  // dirty_limit: what the whole guest may dirty
 };
 
 struct DeadlineFacts {
@@ -44,7 +48,15 @@ struct DeadlineFacts {
     double elapsed_ms = 0;         // since 'migrate'
     EtaFacts eta;                  // as measured now, at the downtime limit in force
     bool throttle_at_most = false; // the vCPUs already throttled as far as max-cpu-throttle allows
+    bool dirty_limit_at_most = false;  // the limited vCPUs already throttled as far as they go
 };
+
+// dirty-limit's margin: the guest is held to this share of the highest dirty rate whose plan
+// meets the deadline (the rates it is measured at move from period to period).
+inline constexpr double kDirtyLimitMargin = 0.8;
+// The highest dirty rate (bytes/s) at which the plan meets the deadline, times the margin; none
+// when not even a guest that dirties nothing would meet it.
+std::optional<double> highest_dirty_rate(const DeadlineFacts& f);
 
 // None while the prediction meets the deadline (or there is none yet).
 DeadlineAction deadline_action(const DeadlineFacts& f);

@@ -72,6 +72,9 @@ DeadlineAction stall_action(const DeadlineFacts& f, const std::string& what) {
         case DeadlineStrategy::throttle:
             if (f.throttle_at_most) return cancel_stalled(what, "; the vCPUs are throttled as far as max-cpu-throttle allows");
             return {DeadlineAction::Kind::throttle, 0, {}};
+        case DeadlineStrategy::dirty_limit:  // no deadline to aim at: half the rate that stalled
+            if (f.dirty_limit_at_most) return cancel_stalled(what, "; the vCPUs over their dirty limit are throttled as far as they go");
+            return {DeadlineAction::Kind::dirty_limit, 0, {}, f.eta.dirty_bytes_per_s / 2};
     }
     return {};
 }

@@ -89,9 +89,14 @@ Status MigrationManager::check_tls(const Transport& t) const {
                              t.scheme(), t.scheme()));
 }
 
-// x-deadline's strategy must be one this migration can follow: postcopy needs postcopy-ram.
+// x-deadline's strategy must be one this migration can follow: postcopy needs postcopy-ram,
+// dirty-limit the dirty ring.
 Status MigrationManager::check_deadline_strategy_usable(const Options& o) {
     bool acts = o.params.deadline != "off" || o.params.stall_timeout_ms != 0;  // x-deadline or x-stall-timeout
+    if (acts && o.params.deadline_strategy == "dirty-limit") {
+        if (auto l = machine_.dirty_limiter(); !l) return Error("x-deadline-strategy dirty-limit: " + l.error().message());
+        return {};
+    }
     if (!acts || o.params.deadline_strategy != "postcopy" || o.caps.postcopy_ram) return {};
     return Error("x-deadline-strategy postcopy needs postcopy-ram on both sides (migrate_set_capability postcopy-ram on; "
                  "at the destination before migrate_incoming), or another strategy");

@@ -53,7 +53,7 @@ private:
     // The rows of the transport a name belongs to (SCHEME-... or x-SCHEME-...): true once declared,
     // false when no transport has that scheme, an error when its plugin is there but cannot load.
     Result<bool> declare_plugin_names(const std::string& name);
-    static Status check_deadline_strategy_usable(const Options& o);
+    Status check_deadline_strategy_usable(const Options& o);
     // `set()` again once the name's transport has declared its rows; else what `first` said.
     Status retry_with_plugin_names(const std::string& name, Status first, const std::function<Status()>& set);
     void declare_names(const Transport& t);

@@ -410,7 +410,7 @@ Status MigrationSource::complete(SourceRun& run) {
     }
     if (!state_bytes) return state_bytes.error();
     core_.paused_by_us = false;
-    core_.machine.vcpus().set_throttle(0);
+    core_.release_throttles();
     auto downtime = ms_since(paused_at);
     if (run.conn->answers() && resumption_.resumable() && !settled) {
         if (auto s = switchover_.confirm_running(run); !s) return s;

@@ -1,6 +1,7 @@
 #include "vmm/migration/session/source_core.h"
 
 #include "vmm/common/elapsed.h"
+#include "vmm/common/log.h"
 
 namespace vmm::migration {
 
@@ -54,8 +55,18 @@ Result<SourceCore::Bitmaps> SourceCore::take_dirty() {
     return out;
 }
 
-void SourceCore::give_guest_back() {
+void SourceCore::release_throttles() {
     machine.vcpus().set_throttle(0);
+    if (!dirty_limited) return;
+    dirty_limited = false;
+    if (auto limiter = machine.dirty_limiter()) {
+        (void)(*limiter)->set(std::nullopt, 0);
+        log::info("x-deadline: the vCPUs' dirty limits lifted");
+    }
+}
+
+void SourceCore::give_guest_back() {
+    release_throttles();
     if (paused_by_us && was_running) (void)machine.run().resume();
     paused_by_us = false;
 }

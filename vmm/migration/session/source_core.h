@@ -60,6 +60,7 @@ struct SourceCore {
     std::chrono::steady_clock::time_point start;  // when the command came
     bool was_running = false;   // the guest ran when the migration began
     bool paused_by_us = false;  // the migration paused the guest: a failure resumes it
+    bool dirty_limited = false;  // x-deadline-strategy dirty-limit limited the vCPUs (migration thread only)
     PageSummer summer;          // the sums' function: keyed MACs when the connection is authenticated
     RamSaver::Verify verify = RamSaver::Verify::off;  // decided with the header, again for a resumption's connection
     std::optional<ResumeTo> fallback;                 // x-fallback-uri, resolved when the migration began
@@ -83,6 +84,8 @@ struct SourceCore {
     Result<Bitmaps> take_dirty();
     // The guest back to running, unthrottled, if this migration paused it.
     void give_guest_back();
+    // Auto-converge's throttle off, and the vCPU dirty limits x-deadline set lifted.
+    void release_throttles();
     // The live connection cut and kept aside (a Run may still refer to it) with `why` shown.
     void set_link_aside(std::string why);
     // Where the next try goes: the URI 'migrate -r' named last (`asked`), else the migration's own,

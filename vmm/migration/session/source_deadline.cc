@@ -3,7 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include "vmm/common/log.h"
+#include "vmm/machine/dirty_limit.h"
 #include "vmm/memory/guest_memory.h"
 
 namespace vmm::migration {
@@ -11,6 +15,11 @@ namespace vmm::migration {
 namespace {
 // How often a round looks at its plan (the rates it reads move once a second or so).
 constexpr auto kLookEvery = std::chrono::milliseconds(200);
+// dirty-limit's lowest limit per vCPU, pages/s (64 KiB/s: below QEMU's 1 MB/s, which a link of
+// a few MB/s shared by several vCPUs needs); and how much tighter each further step is than the
+// last when the plan still misses.
+constexpr uint64_t kDirtyLimitFloor = 16;
+constexpr double kDirtyLimitStep = 0.75;
 }  // namespace
 
 DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
@@ -27,6 +36,7 @@ DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv
     f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     f.eta = eta;
     f.throttle_at_most = conv != nullptr && conv->throttle_at_most();
+    f.dirty_limit_at_most = core_.dirty_limited && dirty_cap_ && *dirty_cap_ <= kDirtyLimitFloor;
     return f;
 }
 
@@ -44,7 +54,10 @@ void DeadlineKeeper::watch() {
     // downtime and throttle act at a round's end, with the round's measured bandwidth and what is
     // dirty then: their verdict (a cancel when even their ceiling misses) waits for it too, not
     // for a bulk round's first estimates (a slow start measured the link at a fraction of it).
-    if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::throttle) return;
+    if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::throttle ||
+        f.strategy == DeadlineStrategy::dirty_limit) {
+        return;
+    }
     auto a = deadline_action(f);
     if (a.kind == DeadlineAction::Kind::cancel) {
         failure_ = Error(a.why);
@@ -76,6 +89,7 @@ Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes
     eta.link_bytes_per_s = d.bandwidth;
     eta.remaining_bytes = dirty_bytes;
     DeadlineFacts f = facts(eta, &conv);
+    planned_dirty_ = f.eta.dirty_bytes_per_s;
     DeadlineAction a = deadline_action(f);
     bool stall = false;
     if (a.kind == DeadlineAction::Kind::none && progress_.stalled(dirty_bytes, f.elapsed_ms)) {
@@ -89,10 +103,11 @@ Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes
 }
 
 void DeadlineKeeper::stalled(const std::string& what, const DeadlineAction& a) {
-    const char* action = a.kind == DeadlineAction::Kind::cancel     ? "cancel"
-                         : a.kind == DeadlineAction::Kind::postcopy ? "postcopy"
-                         : a.kind == DeadlineAction::Kind::downtime ? "downtime"
-                                                                    : "throttle";
+    const char* action = a.kind == DeadlineAction::Kind::cancel        ? "cancel"
+                         : a.kind == DeadlineAction::Kind::postcopy    ? "postcopy"
+                         : a.kind == DeadlineAction::Kind::downtime    ? "downtime"
+                         : a.kind == DeadlineAction::Kind::dirty_limit ? "dirty-limit"
+                                                                       : "throttle";
     log::warn("the migration to {} has stalled ({}); x-deadline-strategy: {}", core_.uri.text, what, action);
     {
         std::lock_guard lock(core_.mutex);
@@ -126,7 +141,34 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             throttled_at_ = std::chrono::steady_clock::now();
             log::info("{}; the vCPUs throttled to {} %", why, d.throttle_percent);
             return {};
+        case DeadlineAction::Kind::dirty_limit: return limit_dirty(a, why);
     }
+    return {};
+}
+
+Status DeadlineKeeper::limit_dirty(const DeadlineAction& a, const char* why) {
+    auto limiter = core_.machine.dirty_limiter();
+    if (!limiter) return limiter.error();  // refused at 'migrate' already (MigrationManager)
+    // The plan's rate and the vCPUs' are measured over different windows: the guest is held to
+    // the plan's share of what its vCPUs would dirty unthrottled.
+    std::vector<double> rates = (*limiter)->unthrottled_rates();
+    double sum = std::accumulate(rates.begin(), rates.end(), 0.0);
+    double share = planned_dirty_ > 0 ? std::clamp(a.dirty_bytes_per_s / planned_dirty_, 0.0, 1.0) : 0.5;
+    auto cap = machine::common_cap(rates, share * sum);
+    double per_vcpu = cap ? *cap : a.dirty_bytes_per_s / memory::kPageSize / static_cast<double>(std::max<size_t>(rates.size(), 1));
+    auto pages = std::max(kDirtyLimitFloor, static_cast<uint64_t>(per_vcpu));
+    // Missed again: tighter than the last step, whatever the rates read, until the floor.
+    if (dirty_cap_) pages = std::max(kDirtyLimitFloor, std::min(pages, static_cast<uint64_t>(*dirty_cap_ * kDirtyLimitStep)));
+    if (auto s = (*limiter)->set(std::nullopt, pages); !s) return s;
+    core_.dirty_limited = true;
+    dirty_cap_ = pages;
+    throttled_at_ = std::chrono::steady_clock::now();  // its effect shows a period later
+    double dirtiest = rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
+    constexpr double kMiB = 1024.0 * 1024.0;
+    log::info("{}; every vCPU's dirty rate limited to {:.2f} MB/s (the guest held to {:.2f} MB/s in all; unthrottled, "
+              "its dirtiest vCPU would dirty {:.1f} MB/s)",
+              why, static_cast<double>(pages * memory::kPageSize) / kMiB, a.dirty_bytes_per_s / kMiB,
+              dirtiest * memory::kPageSize / kMiB);
     return {};
 }
 

@@ -1,6 +1,7 @@
 // DeadlineKeeper: x-deadline on the source (precopy/deadline.h). It re-makes the plan from what
 // is measured now during every round and at its end, and the strategy acts as soon as the plan
-// misses the deadline: a cancel, the switch to postcopy, a higher downtime-limit, a throttle step.
+// misses the deadline: a cancel, the switch to postcopy, a higher downtime-limit, a throttle step,
+// a dirty limit on the vCPUs.
 // It keeps x-stall-timeout too (precopy/progress_watch.h): a precopy whose data left reaches no
 // new low for that long has stalled, says so, and the same strategy acts.
 #pragma once
@@ -34,6 +35,8 @@ private:
     Status act(const DeadlineAction& a, bool stall, Convergence& conv, Decision& d);
     // A stall (`what`), told: the log, the statistics, the event.
     void stalled(const std::string& what, const DeadlineAction& a);
+    // dirty-limit: every vCPU limited so that the guest dirties a.dirty_bytes_per_s in all.
+    Status limit_dirty(const DeadlineAction& a, const char* why);
 
     SourceCore& core_;
     PostcopyPhase& postcopy_;
@@ -45,6 +48,8 @@ private:
     // periods, so a step shows only in a whole period after it; the next waits for that.
     std::optional<std::chrono::steady_clock::time_point> throttled_at_;
     bool throttle_settling() const;
+    double planned_dirty_ = 0;            // the dirty rate (bytes/s) the last plan read
+    std::optional<uint64_t> dirty_cap_;   // the vCPUs' dirty limit this set last, pages/s
 };
 
 }  // namespace vmm::migration

@@ -95,7 +95,7 @@ Status PostcopyPhase::run(SourceRun& run) {
     went_ = true;
     core_.machine.run().refuse_resume("the guest runs on the destination in postcopy, which still lacks pages only this side has: "
                            "running it here too would fork it ('cont -f' forces it)");
-    core_.machine.vcpus().set_throttle(0);
+    core_.release_throttles();
     core_.machine.run().set_postmigrate();
     std::vector<BlockInfo> blocks = header_for(core_.machine).blocks;
     PostcopySender sender(core_.machine.memory(), run.conn->source_postcopy({blocks, core_.sums_on()}), blocks,

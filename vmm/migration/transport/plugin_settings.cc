@@ -10,7 +10,7 @@ namespace vmm::migration {
 
 namespace {
 
-using Kind = TransportSetting::Kind;
+using PluginKind = TransportSetting::Kind;
 
 // The longest name and help a row may have (a name is typed; a help is one line).
 constexpr size_t kMaxName = 64;
@@ -20,12 +20,12 @@ bool covers_settings(const vmm_transport_ops& ops) {
     return ops.struct_size >= offsetof(vmm_transport_ops, settings) + sizeof ops.settings && ops.settings != nullptr;
 }
 
-Result<Kind> kind_of(uint32_t k) {
+Result<PluginKind> kind_of(uint32_t k) {
     switch (k) {
-        case VMM_SETTING_CAPABILITY: return Kind::capability;
-        case VMM_SETTING_INTEGER: return Kind::integer;
-        case VMM_SETTING_SIZE: return Kind::size;
-        case VMM_SETTING_TEXT: return Kind::text;
+        case VMM_SETTING_CAPABILITY: return PluginKind::capability;
+        case VMM_SETTING_INTEGER: return PluginKind::integer;
+        case VMM_SETTING_SIZE: return PluginKind::size;
+        case VMM_SETTING_TEXT: return PluginKind::text;
         default: return Error(fmt::format("kind {} is none of VMM_SETTING_*", k));
     }
 }
@@ -43,8 +43,8 @@ Result<TransportSetting> row_from(const vmm_setting& s, const std::string& schem
     if (!kind) return fail(kind.error().message());
     if ((s.flags & ~VMM_SETTING_F_POWER_OF_TWO) != 0) return fail(fmt::format("unknown flags {:#x}", s.flags));
     TransportSetting row{name, s.help, *kind, s.min, s.max, (s.flags & VMM_SETTING_F_POWER_OF_TWO) != 0, s.fallback};
-    bool number = *kind == Kind::integer || *kind == Kind::size;
-    if (*kind == Kind::capability && s.fallback > 1) return fail("a capability's fallback must be 0 or 1");
+    bool number = *kind == PluginKind::integer || *kind == PluginKind::size;
+    if (*kind == PluginKind::capability && s.fallback > 1) return fail("a capability's fallback must be 0 or 1");
     if (number && (s.min > s.max || s.fallback < s.min || s.fallback > s.max)) {
         return fail(fmt::format("its fallback {} is outside {}..{}", s.fallback, s.min, s.max));
     }
@@ -55,12 +55,12 @@ Result<TransportSetting> row_from(const vmm_setting& s, const std::string& schem
 // A plugin built before `settings`: its name lists, as rows vmm knows nothing more of.
 std::vector<TransportSetting> rows_from_names(const vmm_transport_ops& ops) {
     std::vector<TransportSetting> out;
-    auto add = [&](const char* const* list, Kind kind) {
+    auto add = [&](const char* const* list, PluginKind kind) {
         for (size_t i = 0; list != nullptr && list[i] != nullptr && i < VMM_MAX_SETTINGS; ++i)
             out.push_back({list[i], "(the plugin gives no help: built before vmm_setting)", kind});
     };
-    add(ops.capabilities, Kind::capability);
-    add(ops.parameters, Kind::text);
+    add(ops.capabilities, PluginKind::capability);
+    add(ops.parameters, PluginKind::text);
     return out;
 }
 
