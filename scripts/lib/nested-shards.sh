@@ -5,7 +5,8 @@
 # tree (so each ctest keeps its own Testing/ and report), ids.txt (ctest -I: its tests by number)
 # and tests.txt (their names). Costs measured in an earlier run ($BUILD/nested-costs.txt, written
 # by test-summary.py; tests/nested-costs.txt in a new tree) balance the shares; a test with no
-# measured cost counts as the mean.
+# measured cost counts as the mean. tests/nested-costs.txt holds the rdma and ktls tests' costs from
+# a run with KVM and the kvm tests' from one without (2026-12-06: under TCG, where they run then).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 vms=$1 dir=$2 labels=$3 extra=$4
