@@ -32,9 +32,9 @@ std::string display_devices_named(const DomainDef& d) {
 
 std::optional<std::string> deadline_strategy_refusal(const std::optional<std::string>& strategy) {
     if (!strategy) return std::nullopt;
-    for (const char* known : {"cancel", "postcopy", "downtime", "throttle"})
+    for (const char* known : {"cancel", "postcopy", "downtime", "throttle", "dirty-limit"})
         if (*strategy == known) return std::nullopt;
-    return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime or throttle", *strategy);
+    return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit", *strategy);
 }
 
 }  // namespace vmmd

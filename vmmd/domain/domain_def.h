@@ -23,7 +23,7 @@ struct ForeignMetadata {
 // parts come from elsewhere (vmmd/migration/deadline_settings.h).
 struct MigrationDeadline {
     std::optional<std::string> deadline;  // "5m", "90s", "off": as vmm takes it
-    std::optional<std::string> strategy;  // cancel, postcopy, downtime, throttle
+    std::optional<std::string> strategy;  // cancel, postcopy, downtime, throttle, dirty-limit
     std::optional<uint64_t> stall_timeout_ms;
     bool operator==(const MigrationDeadline&) const = default;
 };

@@ -210,7 +210,7 @@ TEST(DeadlineSettings, TheMigrationsOverTheDomainsOverVmmds) {
     EXPECT_EQ(*p, (vmm::monitor::Json{{"x-deadline", "90s"}, {"x-deadline-strategy", "postcopy"}, {"x-stall-timeout", 0}}));
     auto bad = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("warp")}}, vmmd);
     ASSERT_FALSE(bad);
-    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'warp': choose cancel, postcopy, downtime or throttle");
+    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit");
 }
 
 }  // namespace vmmd
