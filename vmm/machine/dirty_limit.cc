@@ -77,11 +77,6 @@ std::vector<DirtyLimiter::Row> DirtyLimiter::rows() const {
     return out;
 }
 
-bool DirtyLimiter::any() const {
-    std::lock_guard lock(mutex_);
-    return std::any_of(limit_.begin(), limit_.end(), [](uint64_t l) { return l != 0; });
-}
-
 std::vector<double> DirtyLimiter::vcpu_rates() const {
     memory::DirtyWindow w = sampler_.window(period_);
     std::vector<double> out;

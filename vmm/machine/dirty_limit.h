@@ -48,14 +48,13 @@ public:
         uint32_t throttle = 0;  // percent
     };
     std::vector<Row> rows() const;  // the limited vCPUs, in order
-    bool any() const;
 
-    // What each vCPU dirtied over the last period, pages/s (empty before two samples).
-    std::vector<double> vcpu_rates() const;
     // Each vCPU's rate were it not throttled: the measured rate over (1 - its throttle).
     std::vector<double> unthrottled_rates() const;
 
 private:
+    // What each vCPU dirtied over the last period, pages/s (empty before two samples).
+    std::vector<double> vcpu_rates() const;
     void loop();
     void adjust_locked(const std::vector<double>& rates);
 

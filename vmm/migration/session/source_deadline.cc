@@ -36,7 +36,7 @@ DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv
     f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     f.eta = eta;
     f.throttle_at_most = conv != nullptr && conv->throttle_at_most();
-    f.dirty_limit_at_most = core_.dirty_limited && dirty_cap_ && *dirty_cap_ <= kDirtyLimitFloor;
+    f.dirty_limit_at_most = dirty_cap_ && *dirty_cap_ <= kDirtyLimitFloor;
     return f;
 }
 
