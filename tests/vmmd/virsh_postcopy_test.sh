@@ -89,15 +89,20 @@ expect "the aborted migration leaves the guest running where it is" "$(d domstat
 # hears them too (it registers in well under the seconds the first pass takes at 8 MiB/s).
 d event demo --event migration-iteration --loop --timeout 200 >"$dir/events.out" 2>&1 &
 events=$!
+# The source's vmm asked directly while it migrates: its domain goes at the end, and a virsh call
+# per question (seconds each under TCG) once found it gone before the second question.
+back_uuid=$(virsh -c "$duri" domuuid demo) || fail "virsh domuuid demo"
+back_qmp() { "$build/bin/vmmctl" --qmp "unix:$dir/dstate/run/$back_uuid.qmp" "$1"; }
+back_migrating() { back_qmp query-migrate 2>/dev/null | grep -q '"status":"active"'; }
 # With --parallel too (QEMU 10.1's multifd with postcopy, as Nova and KubeVirt now ask): the
 # first pass goes over the lanes, postcopy over the main connection after the switch.
 timeout 240 virsh -c "$duri" migrate --live --postcopy --postcopy-after-precopy --postcopy-bandwidth 2 --bandwidth 8 \
     --parallel --parallel-connections 2 demo "$uri" --migrateuri "tcp://127.0.0.1:$((port + 2))" >"$dir/after.out" 2>&1 &
 after=$!
-wait_until 60 migrating dstate || fail "the migration back with --parallel --postcopy did not start"
-expect "--parallel turns multifd on beside postcopy-ram" "$(qmp dstate demo query-migrate-capabilities)" \
+wait_until 60 back_migrating || fail "the migration back with --parallel --postcopy did not start"
+expect "--parallel turns multifd on beside postcopy-ram" "$(back_qmp query-migrate-capabilities)" \
     '"capability":"multifd","state":true'
-expect "with two lanes" "$(qmp dstate demo query-migrate-parameters)" '"multifd-channels":"2"'
+expect "with two lanes" "$(back_qmp query-migrate-parameters)" '"multifd-channels":"2"'
 wait "$after" || fail "virsh migrate --parallel --postcopy-after-precopy: $(cat "$dir/after.out")"
 echo "ok: virsh migrate --parallel --postcopy --postcopy-after-precopy returned"
 kill "$events" 2>/dev/null
