@@ -170,4 +170,44 @@ TEST(ControlDevice, TimesPostcopyStallsOnlyWhileItsWindowIsOpen) {
     EXPECT_EQ(src.report().postcopy_stall_ns, 0u);
 }
 
+// A guest that sleeps (VMMC_CMD_SLEEP) asked for that much of the gap to its next read: only what
+// the sleep overran counts, e.g. a switchover that landed in it, as guest/pattern.c counts it (the
+// nested VM's pattern guests rest 20 ms a step; the device once counted the whole rest and the
+// guest none of it, and their two figures for one switchover disagreed).
+TEST(ControlDevice, CountsOnlyWhatASleepOverran) {
+    uint64_t now = 0;
+    ControlHooks h;
+    h.clock_ns = [&now] { return now; };
+    std::vector<uint64_t> slept;
+    h.sleep = [&slept](uint32_t, uint64_t ns) { slept.push_back(ns); };
+    auto read_at = [&](ControlDevice& d, uint64_t t) {
+        now = t;
+        (void)in32(d, 0, VMMC_REG_ARG_LO_CLOCK_LO);
+    };
+    ControlDevice src(h);
+    src.start_migration_window();
+    read_at(src, 10'000'000);
+    command(src, 0, VMMC_CMD_SLEEP, 20'000'000);
+    read_at(src, 30'500'000);  // woke 0.5 ms late
+    EXPECT_EQ(src.report().migration_stall_ns, 500'000u);
+    command(src, 0, VMMC_CMD_SLEEP, 20'000'000);  // the switchover lands in this one
+    EXPECT_EQ(slept, (std::vector<uint64_t>{20'000'000, 20'000'000}));
+    ByteWriter w;
+    src.save(w);
+    ControlDevice dst(h);
+    ByteReader r(w.bytes(), "control");
+    ASSERT_TRUE(dst.load(r));
+    read_at(dst, 95'500'000);  // due at 50.5 ms: 45 ms overran
+    EXPECT_EQ(dst.report().switchover_pause_ns, 45'000'000u);
+    // A sleep cut short (a pause) leaves the next read before it was due: no gap, no wrap.
+    command(dst, 0, VMMC_CMD_SLEEP, 20'000'000);
+    dst.start_migration_window();
+    read_at(dst, 96'000'000);
+    EXPECT_EQ(dst.report().migration_stall_ns, 0u);
+    // A guest's absurd sleep saturates instead of wrapping to a gap.
+    command(dst, 0, VMMC_CMD_SLEEP, UINT64_MAX);
+    read_at(dst, 97'000'000);
+    EXPECT_EQ(dst.report().migration_stall_ns, 0u);
+}
+
 }  // namespace vmm::devices

@@ -29,7 +29,7 @@ void rest_pattern_guest_in_nested_vm(std::vector<std::string>& args) {
     if (!nested_tcg()) return;
     auto guest = std::find(args.begin(), args.end(), "--guest");
     if (guest == args.end() || guest + 1 == args.end() || guest[1] != "pattern") return;
-    const char* rest = "rest_us=20000";
+    const std::string rest = "rest_us=" + std::to_string(static_cast<int>(pattern_rest_ms() * 1000));
     auto append = std::find(args.begin(), args.end(), "--append");
     if (append == args.end() || append + 1 == args.end()) {
         args.insert(args.end(), {"--append", rest});
@@ -39,6 +39,8 @@ void rest_pattern_guest_in_nested_vm(std::vector<std::string>& args) {
 }
 
 }  // namespace
+
+double pattern_rest_ms() { return nested_tcg() ? 20 : 0; }
 
 std::unique_ptr<Vm> Vm::start(const std::string& name, std::vector<std::string> args,
                               const std::vector<std::string>& wrapper) {

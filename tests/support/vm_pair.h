@@ -72,5 +72,8 @@ void expect_handover(Vm& src, Vm& dst);
 std::string text_field(const std::string& text, const std::string& label);
 // A duration line of 'info migrate' ("label: 12.5 ms") in ms; -1 when the line is missing.
 double ms_field(Vm& vm, const std::string& label);
+// The rest (ms) Vm::start gives a pattern guest after each step: 20 in the nested VM, where a
+// spinning guest starves everything else, 0 elsewhere.
+double pattern_rest_ms();
 
 }  // namespace vmm::test

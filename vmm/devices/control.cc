@@ -104,10 +104,15 @@ void ControlDevice::command(uint32_t cpu, uint32_t cmd) {
         case VMMC_CMD_MAX_PAUSE:
             if (arg > report_.max_pause_ns) report_.max_pause_ns = arg;
             return;
-        case VMMC_CMD_SLEEP:
+        case VMMC_CMD_SLEEP: {
+            // The guest asked for this much of the gap to its next clock read (guest/pattern.c
+            // counts only what a sleep overran); saturating, as ARG is the guest's.
+            Latch& l = latches_[cpu % kMaxCpus];
+            if (l.clock != 0) l.clock = arg > UINT64_MAX - l.clock ? UINT64_MAX : l.clock + arg;
             lock.unlock();
             if (hooks_.sleep) hooks_.sleep(cpu, arg);
             return;
+        }
         case VMMC_CMD_EXIT:
             lock.unlock();
             if (hooks_.exit) hooks_.exit(static_cast<uint32_t>(arg));

@@ -27,7 +27,10 @@
 #define VMMC_CMD_RESULT 3    /* ARG: a result value; the payload's check passed */
 #define VMMC_CMD_ERROR 4     /* ARG: an error code; details went out as a MESSAGE line */
 #define VMMC_CMD_MAX_PAUSE 5 /* ARG: the longest pause (ns) the guest has observed so far */
-#define VMMC_CMD_SLEEP 6     /* ARG: ns to wait; the vCPU sleeps in the VMM, interruptible */
+#define VMMC_CMD_SLEEP 6     /* ARG: ns to wait; the vCPU sleeps in the VMM, interruptible. The
+                              * gap the VMM times to the next clock read starts where the sleep
+                              * was due to end (the last read + ARG): only an overrun, e.g. a
+                              * pause that landed in the sleep, counts, as a guest counts it */
 #define VMMC_CMD_EXIT 7      /* ARG: exit code; the VMM stops the machine with it */
 
 #endif
