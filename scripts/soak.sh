@@ -5,11 +5,13 @@
 # the destination's vmm killed; a cancel (virsh domjobabort); the destination's vmmd killed and
 # started again (its vmm carries on and is adopted). After each it counts where the guest runs:
 # exactly one running copy is right; none is a lost guest, two a duplicated one. The guest is the
-# pattern payload, which checks its own memory: an error it finds is counted too. At the end:
+# pattern payload over 3/4 of its memory (the migration has that much to move while the fault
+# lands), which checks its own memory: an error it finds is counted too. At the end:
 # completed / failed cleanly / lost / duplicated / guest errors, and each vmmd's descriptors,
 # threads and resident memory at the start and the end. Exits non-zero on a lost or duplicated
 # guest, a guest error, or a migration that left the domain in neither state.
 #   scripts/soak.sh [--migrations 20] [--seed N] [--mem 64] [--speed 32]
+# VMM_SOAK_KEEP_LOGS=DIR keeps both vmmd's logs and their domains' vmm logs there.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
@@ -39,6 +41,13 @@ cleanup() {
     pkill -CONT -f -- "--qmp unix:$work/" 2>/dev/null || true
     pkill -KILL -f -- "--qmp unix:$work/" 2>/dev/null || true  # domains' vmm outlive vmmd by design
     wait 2>/dev/null || true
+    if [ -n "${VMM_SOAK_KEEP_LOGS:-}" ]; then  # each vmmd's log, and its domains' vmm logs
+        mkdir -p "$VMM_SOAK_KEEP_LOGS"
+        for h in a b; do
+            cp "$work/$h/log" "$VMM_SOAK_KEEP_LOGS/vmmd-$h.log" 2>/dev/null || true
+            for f in "$work/$h"/state/log/*.log; do [ -f "$f" ] && cp "$f" "$VMM_SOAK_KEEP_LOGS/$h-${f##*/}"; done
+        done
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,7 +76,7 @@ cat >"$work/soak.xml" <<XML
   <name>soak</name>
   <memory unit='MiB'>$mem</memory>
   <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>pattern</kernel></os>
+  <os><type>hvm</type><kernel>pattern</kernel><cmdline>bytes=$((mem * 3 / 4))M</cmdline></os>
 </domain>
 XML
 v a define "$work/soak.xml" >/dev/null || die "define failed"
@@ -83,16 +92,27 @@ for h in a b; do first[$h]=$(sample "$h"); done
 faults=(none none flap flap kill cancel vmmd)
 declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0)
 declare -A by_fault
+late_faults=0
 log "soak: $migrations migrations of a $mem MiB pattern guest between two vmmd at $speed MiB/s, seed $seed"
 for i in $(seq 1 "$migrations"); do
     to=$(other "$host")
     fault=${faults[$((RANDOM % ${#faults[@]}))]}
     port=$(( 28000 + RANDOM % 3000 ))
+    began=$(date +%s%N)
     v "$host" migrate-setspeed soak "$speed" >/dev/null || true
     virsh -c "$(uri "$host")" migrate --live --persistent --undefinesource soak "$(uri "$to")" \
         --migrateuri "tcp://127.0.0.1:$port" >"$work/migrate.out" 2>&1 &
     mig=$!
-    for _ in $(seq 1 100); do qmp "$host" query-migrate | grep -q '"status":"active"' && break; sleep 0.05; done
+    # The fault goes in once the migration is active; one that ended first (a small guest is
+    # quick) gets its fault after, and says so ("late"). Its end is seen by virsh ending: the
+    # source's vmm leaves with its guest, and one that stays shows the last migration's status.
+    late=late
+    for _ in $(seq 1 200); do
+        st=$(qmp "$host" query-migrate) || st=  # no answer yet: not active
+        grep -q '"status":"active"' <<<"$st" && { late=; break; }
+        kill -0 "$mig" 2>/dev/null || break
+        sleep 0.05
+    done
     case $fault in
         flap)
             dpid=$(vmm_of "$to")
@@ -129,10 +149,12 @@ for i in $(seq 1 "$migrations"); do
         outcome=failed-cleanly
     fi
     count[$outcome]=$((count[$outcome] + 1))
+    [ -z "$late" ] || [ "$fault" = none ] || late_faults=$((late_faults + 1))
     by_fault[$fault]="${by_fault[$fault]:-} $outcome"
     errors=$(qmp "$host" query-guest | sed -n 's/.*"errors":\([0-9]*\).*/\1/p')
     [ "${errors:-0}" = 0 ] || count[guest-errors]=$((count[guest-errors] + 1))
-    printf '%3d  %-6s %s -> %s  %-15s virsh rc %d%s\n' "$i" "$fault" "$(other "$to")" "$to" "$outcome" "$rc" \
+    printf '%3d  %-6s%-5s %s -> %s  %-15s virsh rc %d  %5.1f s%s\n' "$i" "$fault" "${late:+ late}" "$(other "$to")" "$to" "$outcome" "$rc" \
+        "$(awk -v a="$began" -v b="$(date +%s%N)" 'BEGIN{print (b - a) / 1e9}')" \
         "$([ "${errors:-0}" = 0 ] || echo "  guest errors $errors")"
     [ "$outcome" = lost ] || [ "$outcome" = duplicated ] && { tail -5 "$work/migrate.out"; break; }
     [ -n "$settled" ] || true
@@ -149,6 +171,7 @@ printf '\n\033[1msoak, seed %s\033[0m  %s  %s, %s cores\n' "$seed" "$(date -u +%
     "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)"
 printf 'migrations %d: completed %d, failed cleanly %d, lost %d, duplicated %d, guest errors %d\n' "$i" \
     "${count[completed]}" "${count[failed-cleanly]}" "${count[lost]}" "${count[duplicated]}" "${count[guest-errors]}"
+[ "$late_faults" = 0 ] || printf '  %d of the faults came after their migration had ended ("late")\n' "$late_faults"
 for f in "${!by_fault[@]}"; do
     printf '  %-6s %s\n' "$f" "$(tr ' ' '\n' <<<"${by_fault[$f]}" | grep . | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')"
 done
