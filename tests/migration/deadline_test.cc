@@ -265,6 +265,17 @@ TEST(DirtyLimitRing, OnlyTheBusyVcpuIsThrottledAndTheDeadlineIsMet) {
                                    std::string("x-deadline-strategy dirty-limit")}) {
         ASSERT_EQ(src->cmd("migrate_set_parameter " + set), "") << set;
     }
+    // The plan says so before: only the busy vCPU is held, and the migration ends.
+    std::string plan;
+    ASSERT_TRUE(eventually([&] {
+        plan = src->cmd("info migrate-plan");
+        return plan.find("\nprecopy + dirty limit") != std::string::npos;
+    }, 60)) << plan;
+    std::string limit_row = plan.substr(plan.find("\nprecopy + dirty limit"));
+    EXPECT_EQ(limit_row.find("\nprecopy + dirty limit     yes"), 0u) << plan;
+    EXPECT_NE(limit_row.find("(1 vCPU held to "), std::string::npos) << plan;
+    size_t next_row = limit_row.find("\npostcopy");
+    EXPECT_EQ(limit_row.substr(0, next_row).find("needs:"), std::string::npos) << "it needs nothing more: " << plan;
     ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
     int busy = -1, quiet = 0;
     ASSERT_TRUE(eventually(

@@ -66,12 +66,16 @@ TEST(MigrationPlan, AnIdleGuestsPlanIsItsPopulatedBytesInOneRound) {
     ASSERT_EQ(plan["dirty"]["blocks"].size(), 1u) << plan.dump();
     EXPECT_EQ(plan["dirty"]["tracking"], "log");
     EXPECT_TRUE(plan["dirty"]["vcpus"].empty()) << "the dirty log cannot tell which vCPU wrote";
-    ASSERT_EQ(plan["strategies"].size(), 4u) << plan.dump();
+    ASSERT_EQ(plan["strategies"].size(), 5u) << plan.dump();
     for (const Json& r : plan["strategies"]) EXPECT_TRUE(r["converges"].get<bool>()) << r.dump();
     const Json* p = strategy(plan, "precopy");
     ASSERT_NE(p, nullptr);
     EXPECT_LE((*p)["rounds"].get<uint32_t>(), 2u) << p->dump();
     EXPECT_EQ((*p)["needs"], "");
+    const Json* limit = strategy(plan, "precopy + dirty limit");
+    ASSERT_NE(limit, nullptr);
+    EXPECT_EQ((*limit)["limited-vcpus"], 0u) << "an idle guest is held to nothing: " << limit->dump();
+    EXPECT_EQ((*limit)["throttled-ms"], 0.0);
     EXPECT_EQ((*strategy(plan, "postcopy at once"))["needs"].get<std::string>().rfind("the capability postcopy-ram on both sides", 0), 0u);
 }
 
@@ -102,6 +106,12 @@ TEST(MigrationPlan, WhatThePlanSaysEndsEndsAndWhatOutrunsTheLinkDoesNot) {
     std::string converge = plan.substr(plan.find("\nprecopy + auto-converge"));
     ASSERT_EQ(converge.find("\nprecopy + auto-converge   yes"), 0u) << plan;
     EXPECT_NE(converge.find("    needs: the capability auto-converge"), std::string::npos) << plan;
+    // The dirty limit holds only the vCPUs that dirty more than their share; it needs what this
+    // guest has not: the dirty ring, and the deadline's strategy to set it during a migration.
+    std::string limit = plan.substr(plan.find("\nprecopy + dirty limit"));
+    EXPECT_NE(limit.find("    needs: the dirty ring (start vmm with --dirty-tracking ring); an x-deadline with "
+                         "x-deadline-strategy dirty-limit (or set_vcpu_dirty_limit by hand)"),
+              std::string::npos) << plan;
     ASSERT_EQ(src->cmd("migrate_set_capability auto-converge on"), "");
     EXPECT_EQ(src->cmd("info migrate-plan").find("needs: the capability auto-converge"), std::string::npos);
     std::string out = src->cmd("migrate " + tcp_uri(port));

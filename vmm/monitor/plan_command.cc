@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "vmm/common/units.h"
 #include "vmm/memory/populated.h"
+#include "vmm/migration/precopy/deadline.h"
 #include "vmm/migration/precopy/plan.h"
 #include "vmm/monitor/client/json_access.h"
 
@@ -62,7 +65,10 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
     const auto& all = m.memory().blocks();
     for (size_t i = 0; i < all.size() && i < w.block_pages.size(); ++i)
         blocks.push_back({{"name", all[i]->name()}, {"bytes-per-second", per_s(w.block_pages[i])}});
-    for (size_t i = 0; i < w.vcpu_pages.size(); ++i) vcpus.push_back({{"cpu-index", i}, {"bytes-per-second", per_s(w.vcpu_pages[i])}});
+    for (size_t i = 0; i < w.vcpu_pages.size(); ++i) {
+        vcpus.push_back({{"cpu-index", i}, {"bytes-per-second", per_s(w.vcpu_pages[i])}});
+        f.vcpu_bytes_per_s.push_back(per_s(w.vcpu_pages[i]));
+    }
     return Json{{"bytes-per-second", f.dirty.bytes_per_s}, {"window-ms", w.seconds * 1000.0},
                 {"short-round-bytes-per-second", f.dirty.fast_bytes_per_s},
                 {"working-set-bytes", working}, {"working-set-window-ms", r.working_set_seconds * 1000.0},
@@ -71,8 +77,13 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
 }
 
 // What a strategy needs that is not set now (empty: it runs as things are).
-std::string needs(PlanStrategy s, const migration::Settings& set) {
+std::string needs(PlanStrategy s, const migration::Settings& set, bool ring) {
     std::vector<std::string> n;
+    if (s == PlanStrategy::dirty_limit) {
+        if (!ring) n.push_back("the dirty ring (start vmm with --dirty-tracking ring)");
+        if (set.params.deadline == "off" || set.params.deadline_strategy != "dirty-limit")
+            n.push_back("an x-deadline with x-deadline-strategy dirty-limit (or set_vcpu_dirty_limit by hand)");
+    }
     bool postcopy = s == PlanStrategy::postcopy_after_round || s == PlanStrategy::postcopy_now;
     if (s == PlanStrategy::auto_converge && !set.caps.auto_converge) n.push_back("the capability auto-converge");
     if (postcopy && !set.caps.postcopy_ram) n.push_back("the capability postcopy-ram on both sides");
@@ -82,13 +93,18 @@ std::string needs(PlanStrategy s, const migration::Settings& set) {
     return fmt::format("{}", fmt::join(n, "; "));
 }
 
-Json row_json(const PlanRow& r, const migration::Settings& set) {
-    return Json{{"strategy", migration::to_string(r.strategy)}, {"converges", r.converges},
-                {"total-ms", r.total_ms},           {"downtime-ms", r.downtime_ms},
-                {"sent-bytes", r.sent_bytes},       {"rounds", r.rounds},
-                {"throttled-ms", r.throttled_ms},   {"throttle-percent", r.throttle_percent},
-                {"blocked-ms-at-most", r.blocked_ms_at_most}, {"why-no-end", r.why_no_end},
-                {"needs", needs(r.strategy, set)}};
+Json row_json(const PlanRow& r, const migration::Settings& set, bool ring) {
+    Json j{{"strategy", migration::to_string(r.strategy)}, {"converges", r.converges},
+           {"total-ms", r.total_ms},           {"downtime-ms", r.downtime_ms},
+           {"sent-bytes", r.sent_bytes},       {"rounds", r.rounds},
+           {"throttled-ms", r.throttled_ms},   {"throttle-percent", r.throttle_percent},
+           {"blocked-ms-at-most", r.blocked_ms_at_most}, {"why-no-end", r.why_no_end},
+           {"needs", needs(r.strategy, set, ring)}};
+    if (r.strategy == PlanStrategy::dirty_limit) {
+        j["vcpu-limit-bytes-per-second"] = r.vcpu_limit_bytes_per_s;
+        j["limited-vcpus"] = r.limited_vcpus;
+    }
+    return j;
 }
 
 Result<Json> plan(const Json& args, migration::MigrationManager& mgr, machine::Machine& m) {
@@ -105,8 +121,15 @@ Result<Json> plan(const Json& args, migration::MigrationManager& mgr, machine::M
     f.postcopy_bytes_per_s = static_cast<double>(set.params.max_postcopy_bandwidth);
     f.handover_ms = last.handover_estimate_ms;
     f.params = set.params;
+    if (auto d = migration::parse_deadline_ms(set.params.deadline); d) f.deadline_ms = *d;  // "off": none
+    bool ring = m.spec().dirty_backend == memory::DirtyBackend::ring;
+    if (f.vcpu_bytes_per_s.empty()) {  // the dirty log cannot tell who wrote: taken as even
+        size_t n = std::max<size_t>(m.vcpus().count(), 1);
+        f.vcpu_bytes_per_s.assign(n, f.dirty.bytes_per_s / static_cast<double>(n));
+    }
     Json rows = Json::array();
-    for (const PlanRow& r : migration::plan_migration(f)) rows.push_back(row_json(r, set));
+    for (const PlanRow& r : migration::plan_migration(f)) rows.push_back(row_json(r, set, ring));
+    (*dirty)["vcpu-rates"] = ring ? "measured (the dirty ring)" : "taken as even (the dirty log cannot tell which vCPU wrote)";
     return Json{{"link-bytes-per-second", f.link_bytes_per_s}, {"link-from", link_from},
                 {"ram-bytes", m.memory().total_size()}, {"populated-bytes", f.populated_bytes},
                 {"dirty", std::move(*dirty)}, {"downtime-limit-ms", set.params.downtime_limit_ms},
@@ -140,7 +163,11 @@ std::string dirty_text(const Json& d) {
 
 std::string row_text(const Json& r) {
     std::string cost = "none";
-    if (num(r, "throttled-ms") > 0) {
+    if (num(r, "throttled-ms") > 0 && r.contains("limited-vcpus")) {
+        cost = fmt::format("throttled {} ({} held to {} each, up to {} %)", secs(num(r, "throttled-ms")),
+                           u64(r, "limited-vcpus") == 1 ? "1 vCPU" : fmt::format("{} vCPUs", u64(r, "limited-vcpus")),
+                           rate(num(r, "vcpu-limit-bytes-per-second")), u64(r, "throttle-percent"));
+    } else if (num(r, "throttled-ms") > 0) {
         cost = fmt::format("throttled {} (up to {} %)", secs(num(r, "throttled-ms")), u64(r, "throttle-percent"));
     } else if (num(r, "blocked-ms-at-most") > 0) {
         cost = fmt::format("blocked {} at most", secs(num(r, "blocked-ms-at-most")));

@@ -2,6 +2,8 @@
 // worked out from rates alone.
 #include "vmm/migration/precopy/plan.h"
 
+#include "vmm/migration/precopy/deadline.h"
+
 #include <gtest/gtest.h>
 
 namespace vmm::migration {
@@ -27,7 +29,7 @@ const PlanRow& row(const std::vector<PlanRow>& rows, PlanStrategy s) {
 
 TEST(Plan, AnIdleGuestTakesItsPopulatedBytesAtTheLinksRate) {
     auto rows = plan_migration(facts(100, 0, 100));
-    ASSERT_EQ(rows.size(), 4u);
+    ASSERT_EQ(rows.size(), 5u);
     const PlanRow& p = row(rows, PlanStrategy::precopy);
     EXPECT_TRUE(p.converges);
     EXPECT_EQ(p.rounds, 1u);
@@ -111,6 +113,51 @@ TEST(Plan, AHotSetRewrittenWithinAPeriodIsAllDirtyAfterAShortRound) {
     EXPECT_FALSE(row(plan_migration(f), PlanStrategy::precopy).converges);
     f.dirty.fast_bytes_per_s = 0;  // what the period alone would have said: 1.6 MiB, 160 ms
     EXPECT_TRUE(row(plan_migration(f), PlanStrategy::precopy).converges);
+}
+
+// Two vCPUs, one dirtying 150 MiB/s and one 10, over a 100 MiB/s link: the limit holds the busy
+// one alone, to what leaves half the link in all (40 MiB/s with the quiet one's 10), and precopy
+// ends; the quiet vCPU is never slowed, so the guest's cost is half the busy one's throttle.
+TEST(Plan, ADirtyLimitHoldsOnlyTheBusyVcpuToHalfTheLink) {
+    PlanFacts f = facts(100, 160, 100);
+    f.vcpu_bytes_per_s = {150 * kMiB, 10 * kMiB};
+    auto rows = plan_migration(f);
+    EXPECT_FALSE(row(rows, PlanStrategy::precopy).converges);
+    const PlanRow& d = row(rows, PlanStrategy::dirty_limit);
+    EXPECT_TRUE(d.converges) << d.why_no_end;
+    EXPECT_EQ(d.limited_vcpus, 1u);
+    EXPECT_NEAR(d.vcpu_limit_bytes_per_s, 40 * kMiB, 1);
+    EXPECT_EQ(d.throttle_percent, 74u) << "150 MiB/s held to 40: 73.3 % of its time asleep";
+    // Rounds of 100, 50, 25 ... MiB at 100 MiB/s: 2 s at most before the switch.
+    double rounds_ms = d.total_ms - d.downtime_ms;
+    EXPECT_GT(rounds_ms, 1000);
+    EXPECT_LT(rounds_ms, 2000);
+    EXPECT_NEAR(d.throttled_ms, rounds_ms * (1 - 40.0 / 150) / 2, 1);
+    EXPECT_LT(d.throttled_ms, row(rows, PlanStrategy::auto_converge).throttled_ms)
+        << "auto-converge slows both vCPUs, the limit only the busy one";
+}
+
+// With x-deadline the limit is what the strategy would set: the highest rate whose precopy meets
+// the deadline, times its margin; a guest already under it is not held at all, and a deadline no
+// guest could meet is said so.
+TEST(Plan, ADirtyLimitUnderADeadlineAimsAtTheRateThatMeetsIt) {
+    PlanFacts f = facts(100, 80, 100);
+    f.vcpu_bytes_per_s = {80 * kMiB};
+    f.deadline_ms = 3000;
+    const PlanRow d = row(plan_migration(f), PlanStrategy::dirty_limit);
+    ASSERT_TRUE(d.converges) << d.why_no_end;
+    EXPECT_LE(d.total_ms, 3000);
+    EXPECT_EQ(d.limited_vcpus, 1u);
+    EXPECT_GT(d.vcpu_limit_bytes_per_s, 30 * kMiB) << "a 3 s deadline leaves room for more than a third of the link";
+    EXPECT_LT(d.vcpu_limit_bytes_per_s, 80 * kMiB * kDirtyLimitMargin);
+    f.deadline_ms = 60'000;
+    const PlanRow unheld = row(plan_migration(f), PlanStrategy::dirty_limit);
+    EXPECT_EQ(unheld.limited_vcpus, 0u) << "80 MiB/s meets a minute's deadline unheld";
+    EXPECT_EQ(unheld.throttled_ms, 0);
+    f.deadline_ms = 500;  // 100 MiB take a second at 100 MiB/s
+    const PlanRow never = row(plan_migration(f), PlanStrategy::dirty_limit);
+    EXPECT_FALSE(never.converges);
+    EXPECT_NE(never.why_no_end.find("x-deadline 0.5 s is too short"), std::string::npos) << never.why_no_end;
 }
 
 TEST(Plan, NoLinkRateNoPlan) {

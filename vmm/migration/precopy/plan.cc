@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "vmm/common/units.h"
+#include "vmm/machine/dirty_limit.h"
 #include "vmm/migration/precopy/convergence.h"
+#include "vmm/migration/precopy/deadline.h"
 
 namespace vmm::migration {
 
@@ -71,6 +73,69 @@ PlanRow precopy_row(const PlanFacts& f, bool auto_converge) {
     return row;
 }
 
+// The guest's dirtying scaled to `share` of it (a limit holds every rate, short rounds' too:
+// the shares are of the faster of the two, which is what a round meets).
+PlanFacts held_to(const PlanFacts& f, double share) {
+    PlanFacts g = f;
+    g.dirty.bytes_per_s *= share;
+    g.dirty.fast_bytes_per_s *= share;
+    return g;
+}
+
+// The highest rate at which plain precopy ends within the deadline (bisected on the plan's own
+// rounds), times the strategy's margin; none when even a guest that dirties nothing misses it.
+std::optional<double> rate_for_deadline(const PlanFacts& f) {
+    double whole = std::max({f.dirty.bytes_per_s, f.dirty.fast_bytes_per_s, 1.0});
+    auto meets = [&](double rate) {
+        PlanRow r = precopy_row(held_to(f, rate / whole), false);
+        return r.converges && r.total_ms <= static_cast<double>(f.deadline_ms);
+    };
+    if (!meets(0)) return std::nullopt;
+    if (meets(whole)) return whole;
+    double lo = 0, hi = whole;
+    for (int i = 0; i < 40 && hi - lo > 1.0; ++i) {
+        double mid = lo + (hi - lo) / 2;
+        (meets(mid) ? lo : hi) = mid;
+    }
+    return lo * kDirtyLimitMargin;
+}
+
+// Precopy with the guest held to a dirty rate by one limit per vCPU (plan.h).
+PlanRow dirty_limit_row(const PlanFacts& f) {
+    double whole = std::max(f.dirty.bytes_per_s, f.dirty.fast_bytes_per_s);  // the rate rounds see
+    std::optional<double> target = f.deadline_ms > 0 ? rate_for_deadline(f) : f.link_bytes_per_s / 2;
+    if (!target) {
+        PlanRow row = precopy_row(held_to(f, 0), false);
+        row.strategy = PlanStrategy::dirty_limit;
+        row.converges = false;
+        row.why_no_end = fmt::format("x-deadline {:.1f} s is too short even for a guest that dirties nothing",
+                                     static_cast<double>(f.deadline_ms) / 1000);
+        return row;
+    }
+    double share = whole > *target ? *target / whole : 1.0;
+    PlanRow row = precopy_row(held_to(f, share), false);
+    row.strategy = PlanStrategy::dirty_limit;
+    if (share >= 1.0) return row;  // it dirties less already: nothing is held
+    // The vCPUs' rates, or the guest as one; held so that they add up to the share of theirs.
+    std::vector<double> rates = f.vcpu_bytes_per_s.empty() ? std::vector<double>{whole} : f.vcpu_bytes_per_s;
+    double sum = 0;
+    for (double r : rates) sum += r;
+    auto cap = machine::common_cap(rates, share * sum);
+    if (!cap) return row;
+    row.vcpu_limit_bytes_per_s = *cap;
+    double held = 0, most = 0;
+    for (double r : rates) {
+        if (r <= *cap) continue;
+        double fraction = r > 0 ? 1.0 - *cap / r : 0;
+        held += fraction, most = std::max(most, fraction);
+        ++row.limited_vcpus;
+    }
+    double busy_ms = row.total_ms - row.downtime_ms;  // the rounds, while the guest runs here
+    row.throttled_ms = busy_ms * held / static_cast<double>(rates.size());
+    row.throttle_percent = static_cast<uint32_t>(std::ceil(most * 100));
+    return row;
+}
+
 // Postcopy after `bulk_bytes` went in precopy: the switch (the hand-over), then the push of
 // what is missing. A vCPU waits for a page it touches at most until the last has arrived; the
 // pages it asks for go at the link's rate whatever max-postcopy-bandwidth holds the push to.
@@ -106,6 +171,7 @@ const char* to_string(PlanStrategy s) {
     switch (s) {
         case PlanStrategy::precopy: return "precopy";
         case PlanStrategy::auto_converge: return "precopy + auto-converge";
+        case PlanStrategy::dirty_limit: return "precopy + dirty limit";
         case PlanStrategy::postcopy_after_round: return "postcopy after one round";
         case PlanStrategy::postcopy_now: return "postcopy at once";
     }
@@ -114,7 +180,7 @@ const char* to_string(PlanStrategy s) {
 
 std::vector<PlanRow> plan_migration(const PlanFacts& f) {
     if (f.link_bytes_per_s <= 0) return {};
-    return {precopy_row(f, false), precopy_row(f, true),
+    return {precopy_row(f, false), precopy_row(f, true), dirty_limit_row(f),
             postcopy_row(f, PlanStrategy::postcopy_after_round, std::max(static_cast<double>(f.populated_bytes), 1.0)),
             postcopy_row(f, PlanStrategy::postcopy_now, 0)};
 }

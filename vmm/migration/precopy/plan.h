@@ -39,9 +39,13 @@ struct PlanFacts {
     double postcopy_bytes_per_s = 0;  // the push after the switch (max-postcopy-bandwidth), 0: the link's
     double handover_ms = 0;           // saving and loading the state
     Parameters params;                // downtime-limit, the throttle's steps
+    // Each vCPU's dirty rate over the window, bytes/s (the dirty ring counts them; empty with the
+    // dirty log, where the guest counts as one whole): which vCPUs a dirty limit holds.
+    std::vector<double> vcpu_bytes_per_s;
+    uint64_t deadline_ms = 0;         // x-deadline, 0: none (the dirty limit then aims at half the link)
 };
 
-enum class PlanStrategy { precopy, auto_converge, postcopy_after_round, postcopy_now };
+enum class PlanStrategy { precopy, auto_converge, dirty_limit, postcopy_after_round, postcopy_now };
 const char* to_string(PlanStrategy s);  // "precopy", "precopy + auto-converge", …
 
 struct PlanRow {
@@ -52,11 +56,20 @@ struct PlanRow {
     double sent_bytes = 0;         // until the end; until it gave up when it does not end
     uint32_t rounds = 0;           // precopy's rounds, the bulk round included
     double throttled_ms = 0;       // the time each vCPU is made to sleep (auto-converge)
-    uint32_t throttle_percent = 0; // its highest step
+    uint32_t throttle_percent = 0; // its highest step (dirty limit: the most held vCPU's)
     double blocked_ms_at_most = 0; // postcopy: until the last missing page has arrived
+    // dirty limit: each vCPU's limit (bytes/s; 0 when none is needed) and how many it holds back
+    double vcpu_limit_bytes_per_s = 0;
+    uint32_t limited_vcpus = 0;
     std::string why_no_end;        // when it does not end: at what rates, and what would end it
 };
 
+// The dirty limit (x-deadline-strategy dirty-limit, or set_vcpu_dirty_limit by hand) holds the
+// guest from the start to a dirty rate: with x-deadline the highest at which precopy meets it,
+// times kDirtyLimitMargin, as the strategy does; without one, half the link's rate (each round
+// then at most half the one before). One limit for every vCPU: those under it run free, those
+// over it are held to it (machine::common_cap). Its cost is each held vCPU's throttle, averaged
+// over the vCPUs as auto-converge's is (every vCPU sleeps there).
 // One row a strategy, in PlanStrategy's order. The link's rate must be above 0.
 std::vector<PlanRow> plan_migration(const PlanFacts& f);
 
