@@ -343,4 +343,39 @@ TEST(PrecopyResume, BadFallbacksAreRefusedInOneLine) {
     expect_completed(*src, *dst);
 }
 
+// With postcopy-ram on, the precopy before the switch resumes as any other: cut in the bulk
+// round, over one connection and over multifd's lanes, both sides pause, the source's guest
+// runs on; once the link is back and the rounds go on, migrate_start_postcopy switches over the
+// new connection, and the guest arrives whole (the destination held paused: its RAM read whole
+// is the source's).
+TEST(PrecopyResume, APostcopyMigrationsPrecopyResumesAndThenSwitches) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
+    for (bool lanes : {false, true}) {
+        SCOPED_TRACE(lanes ? "multifd" : "one connection");
+        std::vector<std::string> more;
+        if (lanes) more.push_back("multifd on");
+        uint16_t port = free_tcp_port();
+        std::string name = lanes ? "pr-pclanes" : "pr-pc";
+        auto src = filled_source(name + "-src");
+        auto dst = postcopy_destination(name + "-dst", tcp_uri(port), "256M", "1", true, more);
+        ASSERT_TRUE(src && dst);
+        ASSERT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+        for (const auto& c : more) ASSERT_EQ(src->cmd("migrate_set_capability " + c), "");
+        ASSERT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth 16m"), "");
+        TcpProxy link(port);
+        ASSERT_NO_FATAL_FAILURE(start_through(*src, link));
+        link.cut();
+        ASSERT_NO_FATAL_FAILURE(expect_both_paused(*src, *dst));
+        EXPECT_EQ(src->status(), "running");
+        link.mend();
+        ASSERT_TRUE(eventually([&] { return src->migrate_status() == "active"; }, 60)) << src->cmd("info migrate");
+        EXPECT_EQ(src->cmd("migrate_start_postcopy"), "");
+        expect_completed(*src, *dst);
+        EXPECT_EQ(src->migrate_field("precopy resumes").substr(0, 2), "1 ") << src->cmd("info migrate");
+        EXPECT_EQ(dst->migrate_field("precopy resumes").substr(0, 2), "1 ") << dst->cmd("info migrate");
+        EXPECT_NE(src->migrate_field("postcopy missing pages"), "") << "it did not switch: " << src->cmd("info migrate");
+        expect_handover(*src, *dst);
+    }
+}
+
 }  // namespace vmm::test

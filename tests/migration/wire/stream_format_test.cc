@@ -54,13 +54,16 @@ TEST(StreamHeader, FeatureBitsThatContradictEachOtherAreRefused) {
     EXPECT_NE(with(kFeatureChannelSums, channel), "ok");  // sums without verify-ram
     EXPECT_NE(with(kFeatureVerifyRam | kFeatureChannelSums, RamMode::inline_pages), "ok");  // no channel to carry them
     EXPECT_NE(with(1u << 7, RamMode::inline_pages), "ok");
-    // A resumable precopy is one without postcopy, its pages inline or on a RAM channel (multifd's
-    // lanes); only it may be resumed.
+    // A resumable precopy, its pages inline or on a RAM channel (multifd's lanes), postcopy-ram's
+    // precopy too; only it may be resumed, and never as a postcopy's resumption at once.
     EXPECT_EQ(with(kFeatureVerifyRam | kFeatureResumable | kFeaturePrecopyResume, RamMode::inline_pages), "ok");
     EXPECT_EQ(with(kFeatureResumable | kFeaturePrecopyResume, channel), "ok");
+    EXPECT_EQ(with(kFeatureResumable | kFeaturePostcopy, RamMode::inline_pages), "ok");
+    EXPECT_EQ(with(kFeatureResumable | kFeaturePrecopyResume | kFeaturePostcopy, channel), "ok");
     EXPECT_NE(with(kFeaturePrecopyResume, RamMode::inline_pages), "ok");
-    EXPECT_NE(with(kFeatureResumable | kFeaturePostcopy, RamMode::inline_pages), "ok");
-    EXPECT_NE(with(kFeatureResumable | kFeaturePostcopyResume | kFeaturePostcopy, channel), "ok");
+    EXPECT_EQ(with(kFeatureResumable | kFeaturePostcopyResume | kFeaturePostcopy, channel),
+              "migration header: a precopy's resumption and a postcopy's at once");
+    EXPECT_NE(with(kFeaturePrecopyResume | kFeatureResumable | kFeaturePostcopyResume | kFeaturePostcopy, channel), "ok");
 }
 
 TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {

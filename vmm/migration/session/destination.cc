@@ -144,7 +144,7 @@ void IncomingMigration::listen_on_fallback() {
     if (text.empty() || !find_transport_) return;
     if (!precopy_wait_.announced()) {
         log::warn("x-fallback-uri {} is not used: this migration does not resume after a broken link (the source's "
-                  "x-resume-window is 0, or postcopy-ram is on)",
+                  "x-resume-window is 0)",
                   text);
         return;
     }
@@ -378,9 +378,11 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
         return s;
     }
     if (auto s = precopy_wait_.load_rounds(live, loader, verifier.get()); !s) return s;
-    // A resumable precopy's: no postcopy, no file.
-    if (precopy_wait_.resumable()) return precopy_wait_.switchover(live, loader, verifier.get());
-    return finish(*live, *header, loader, channel);
+    // A resumable precopy's own switchover (never a file's); one that switched to postcopy goes
+    // on as any postcopy, over the connection it resumed on, its RAM carried as that one carries it.
+    if (precopy_wait_.resumable() && !loader.switched_to_postcopy()) return precopy_wait_.switchover(live, loader, verifier.get());
+    header->ram_mode = precopy_wait_.ram_mode();
+    return finish(*live, *header, loader, precopy_wait_.channel_of(*live));
 }
 
 Status IncomingMigration::finish(Connection& conn, const StreamHeader& header, StreamLoader& loader,

@@ -37,14 +37,16 @@ public:
     // come there too, beside the listener the migration began on (e.g. tcp beside rdma, for a
     // fabric that failed: x-fallback-uri at the source). A later one takes its place.
     void listen_also(std::unique_ptr<Listener> more);
+    // How the connection now carries RAM (a resumption may come another way: tcp: for rdma:),
+    // and `conn`'s RAM channel when it does so on one.
+    RamMode ram_mode() const { return ram_mode_; }
+    DestRamChannel* channel_of(Connection& conn) const;
 
 private:
     // precopy-paused until the source's new connection, which replaces `conn`; the loader (when
     // given) lets go of the broken one's RAM channel and reads the new one's.
     Status ride_out(std::unique_ptr<Connection>& conn, const Error& why, StreamLoader* loader = nullptr,
                     RamVerifier* verifier = nullptr);
-    // The connection's RAM channel, when the session's RAM goes through one.
-    DestRamChannel* channel_of(Connection& conn) const;
     // The next connection on the migration's listener or the one listen_also() gave, until
     // `deadline`: with two, each is waited on a second at a time (a source's try that comes as
     // its listener's second ends is dropped, and the source tries again).
@@ -60,7 +62,7 @@ private:
         uint32_t window_ms = 0;  // the source's x-resume-window
         uint32_t features = 0;   // the first header's
     };
-    RamMode ram_mode_ = RamMode::inline_pages;  // the first header's: a resumption's RAM goes the same way
+    RamMode ram_mode_ = RamMode::inline_pages;  // the first header's, then the last resumption's
     DestinationCore& core_;
     std::optional<Session> session_;
     // What a resumption is told this side holds: arrived pages (precopy), the loaded state (ready:

@@ -47,8 +47,10 @@ Status PrecopyResumption::begin(StreamHeader& header) {
     // Pages inline come back over a socket's new connection; a RAM channel (multifd's lanes, a
     // plugin's such as rdma) when it says it can.
     bool way_back = ram != nullptr ? ram->resumable() : core_.uri.scheme == "tcp" || core_.uri.scheme == "unix";
+    // With postcopy-ram the precopy before the switch resumes so too; once the switch has begun
+    // a broken link is postcopy's to recover (link_broke's `in_precopy`).
     bool can = core_.options.params.resume_window_ms != 0 && conn != nullptr && conn->answers() && way_back &&
-               conn->save_target() == nullptr && !core_.options.caps.postcopy_ram;
+               conn->save_target() == nullptr;
     if (can) {
         auto id = new_session_id();
         if (!id) return id.error();

@@ -72,8 +72,8 @@ Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
     if ((h.features & kFeaturePrecopyResume) != 0 && (h.features & kFeatureResumable) == 0) {
         return Error("migration header: a precopy resumption from a source that did not say it resumes");
     }
-    if ((h.features & kFeatureResumable) != 0 && (h.features & (kFeaturePostcopy | kFeaturePostcopyResume)) != 0) {
-        return Error("migration header: a resumable precopy goes without postcopy");
+    if ((h.features & (kFeatureResumable | kFeaturePrecopyResume)) != 0 && (h.features & kFeaturePostcopyResume) != 0) {
+        return Error("migration header: a precopy's resumption and a postcopy's at once");
     }
     if (auto s = r.expect_end(); !s) return s.error();
     return h;

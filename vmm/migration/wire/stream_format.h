@@ -57,6 +57,8 @@ constexpr uint32_t kFeaturePostcopy = 1u << 3;
 constexpr uint32_t kFeaturePostcopyResume = 1u << 4;
 // The source resumes this migration's precopy over a new connection when the link breaks
 // (x-resume-window): a SESSION record (its id and window) follows the header, before HEADER_OK.
+// With kFeaturePostcopy too, the precopy before the switch resumes so; after the switch a
+// broken link is a postcopy's to recover (kFeaturePostcopyResume), never both on one header.
 constexpr uint32_t kFeatureResumable = 1u << 5;
 // This connection resumes the precopy of the session its SESSION record names: after HEADER_OK
 // the destination tells the round in which each page last arrived (RECEIVED_ROUNDS,
