@@ -20,6 +20,8 @@ grep -q "migrations $n: " <<<"$out" || fail "the soak stopped before its $n migr
 # "  a  FD0 -> FD1  T0 -> T1  R0 -> R1": the domain's own descriptors move with it, so the sums count.
 sums=$(awk '$1 == "a" || $1 == "b" { f0 += $2; f1 += $4; t0 += $5; t1 += $7 } END { print f0, f1, t0, t1 }' <<<"$out")
 read -r f0 f1 t0 t1 <<<"$sums"
-[ "$f0" = "$f1" ] || fail "the vmmd hold $f1 descriptors after the soak, $f0 before"
-[ "$t0" = "$t1" ] || fail "the vmmd run $t1 threads after the soak, $t0 before"
+# A leak grows them; fewer at the end is a client's connection that was still closing when the
+# start was sampled (seen in CI under load: 27 before, 26 after).
+[ "$f1" -le "$f0" ] || fail "the vmmd hold $f1 descriptors after the soak, $f0 before"
+[ "$t1" -le "$t0" ] || fail "the vmmd run $t1 threads after the soak, $t0 before"
 echo "ok: descriptors $f0 -> $f1, threads $t0 -> $t1 (both vmmd)"
