@@ -82,28 +82,24 @@ PlanFacts held_to(const PlanFacts& f, double share) {
     return g;
 }
 
-// The highest rate at which plain precopy ends within the deadline (bisected on the plan's own
-// rounds), times the strategy's margin; none when even a guest that dirties nothing misses it.
-std::optional<double> rate_for_deadline(const PlanFacts& f) {
-    double whole = std::max({f.dirty.bytes_per_s, f.dirty.fast_bytes_per_s, 1.0});
-    auto meets = [&](double rate) {
-        PlanRow r = precopy_row(held_to(f, rate / whole), false);
-        return r.converges && r.total_ms <= static_cast<double>(f.deadline_ms);
-    };
-    if (!meets(0)) return std::nullopt;
-    if (meets(whole)) return whole;
-    double lo = 0, hi = whole;
-    for (int i = 0; i < 40 && hi - lo > 1.0; ++i) {
-        double mid = lo + (hi - lo) / 2;
-        (meets(mid) ? lo : hi) = mid;
-    }
-    return lo * kDirtyLimitMargin;
+// The rate the strategy would hold the guest to under x-deadline: none held when precopy meets
+// the deadline as it is; else the strategy's own choice (deadline.h's highest_dirty_rate, on the
+// time-left model it decides with, from the start: the populated bytes still to send); none when
+// even a guest that dirties nothing misses it.
+std::optional<double> rate_for_deadline(const PlanFacts& f, double whole) {
+    PlanRow unheld = precopy_row(f, false);
+    if (unheld.converges && unheld.total_ms <= static_cast<double>(f.deadline_ms)) return whole;
+    DeadlineFacts d;
+    d.deadline_ms = f.deadline_ms;
+    d.strategy = DeadlineStrategy::dirty_limit;
+    d.eta = {f.populated_bytes, f.link_bytes_per_s, whole, static_cast<double>(f.params.downtime_limit_ms), f.handover_ms};
+    return highest_dirty_rate(d);
 }
 
 // Precopy with the guest held to a dirty rate by one limit per vCPU (plan.h).
 PlanRow dirty_limit_row(const PlanFacts& f) {
     double whole = std::max(f.dirty.bytes_per_s, f.dirty.fast_bytes_per_s);  // the rate rounds see
-    std::optional<double> target = f.deadline_ms > 0 ? rate_for_deadline(f) : f.link_bytes_per_s / 2;
+    std::optional<double> target = f.deadline_ms > 0 ? rate_for_deadline(f, whole) : f.link_bytes_per_s / 2;
     if (!target) {
         PlanRow row = precopy_row(held_to(f, 0), false);
         row.strategy = PlanStrategy::dirty_limit;

@@ -65,8 +65,9 @@ struct PlanRow {
 };
 
 // The dirty limit (x-deadline-strategy dirty-limit, or set_vcpu_dirty_limit by hand) holds the
-// guest from the start to a dirty rate: with x-deadline the highest at which precopy meets it,
-// times kDirtyLimitMargin, as the strategy does; without one, half the link's rate (each round
+// guest from the start to a dirty rate: with x-deadline none when precopy meets it as it is, else
+// the strategy's own choice (highest_dirty_rate: the highest rate whose precopy meets it, times
+// kDirtyLimitMargin); without one, half the link's rate (each round
 // then at most half the one before). One limit for every vCPU: those under it run free, those
 // over it are held to it (machine::common_cap). Its cost is each held vCPU's throttle, averaged
 // over the vCPUs as auto-converge's is (every vCPU sleeps there).
