@@ -149,6 +149,7 @@ int run(const config::Config& cfg) {
     monitor::add_machine_commands(dispatcher.table(), *m);
     monitor::add_migration_commands(dispatcher.table(), manager, *m, incoming_failed);
     monitor::add_help_command(dispatcher.table());
+    monitor::add_human_monitor_command(dispatcher.table());
     auto hmp = start_monitor(dispatcher, monitor::Protocol::hmp, cfg.hmp);
     if (!hmp) return log::error("{}", hmp.error().message()), 1;
     auto qmp = start_monitor(dispatcher, monitor::Protocol::qmp, cfg.qmp);

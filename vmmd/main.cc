@@ -21,6 +21,7 @@
 #include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
+#include "vmmd/daemon/qemu_procedures.h"
 #include "vmmd/migration/migrations.h"
 #include "vmmd/daemon/save_images.h"
 #include "vmmd/daemon/stats_procedures.h"
@@ -206,7 +207,8 @@ struct Parts {
     vmmd::Supervisor::Listener lifecycle;
 };
 
-// The procedures that act on domains: definitions, lifecycle, configuration, statistics.
+// The procedures that act on domains: definitions, lifecycle, configuration, statistics, and the
+// QEMU program's monitor command.
 void add_domain_procedures(std::vector<vmmd::rpc::Procedure>& table, const vmmd::DriverIdentity& id, Parts& p) {
     vmmd::ManagedSaves managed_save{[&images = p.images](const vmmd::DomainDef& def) { return images.has_managed(def); },
                                     [&images = p.images](const vmmd::DomainDef& def, bool remove) { return images.undefining(def, remove); },
@@ -216,6 +218,10 @@ void add_domain_procedures(std::vector<vmmd::rpc::Procedure>& table, const vmmd:
     for (auto& f : vmmd::config_procedures(p.store)) table.push_back(std::move(f));
     for (auto& f : vmmd::stats_procedures(p.store, [&sup = p.supervisor](const vmmd::Uuid& uuid) { return sup.vmm_pid(uuid); }))
         table.push_back(std::move(f));
+    auto monitor = [&sup = p.supervisor](const vmmd::Uuid& uuid, const std::string& command, const vmm::monitor::Json& args) {
+        return sup.qmp(uuid, command, args);
+    };
+    for (auto& f : vmmd::qemu_procedures(p.store, monitor)) table.push_back(std::move(f));
 }
 
 vmmd::Migrations::Events migration_events(vmmd::EventHub& events) {

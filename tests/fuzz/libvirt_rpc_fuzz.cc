@@ -1,7 +1,9 @@
 // libFuzzer target for vmmd's side of libvirt's RPC: the input is what a client sends on one
 // connection, read as vmmd reads it (length word, then header and payload), each call answered
-// by the connection-level procedures, the statistics ones and those that change a definition in
-// part (over a store that holds one domain, "fz", whose UUID the seeds use; no vmm runs it). Any crash, sanitizer report or reply of ours that does not
+// by the connection-level procedures, the statistics ones, those that change a definition in
+// part, and the QEMU program's monitor command (over a store that holds two domains whose UUIDs
+// the seeds use: "fz", defined, and "fr", transient and marked running, whose "vmm" is a stand-in
+// that answers every command but "fail"). Any crash, sanitizer report or reply of ours that does not
 // decode is a bug; an input that does not frame ends the connection, as it does in vmmd.
 #include <cstddef>
 #include <cstdint>
@@ -9,9 +11,12 @@
 #include <filesystem>
 #include <span>
 
+#include <libvirt/libvirt.h>
+
 #include "vmmd/daemon/config_procedures.h"
 #include "vmmd/daemon/connect_procedures.h"
 #include "vmmd/daemon/domain_capabilities.h"
+#include "vmmd/daemon/qemu_procedures.h"
 #include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/domain/domain_xml.h"
 #include "vmmd/migration/legacy_steps.h"
@@ -23,6 +28,7 @@ using namespace vmmd;
 namespace {
 
 constexpr Uuid kFuzzUuid = {0x0d, 0x9a, 0x3b, 0x2e, 0x2f, 0x7c, 0x4c, 0x59, 0x9e, 0x7e, 0x7a, 0x3c, 0x1a, 0x5b, 0x9f, 0x10};
+constexpr Uuid kRunningUuid = {0x0d, 0x9a, 0x3b, 0x2e, 0x2f, 0x7c, 0x4c, 0x59, 0x9e, 0x7e, 0x7a, 0x3c, 0x1a, 0x5b, 0x9f, 0x11};
 
 // A state directory of its own, removed when the fuzzer ends, holding the domain "fz".
 struct FuzzStore {
@@ -39,6 +45,11 @@ struct FuzzStore {
                                     "<os><kernel>idle</kernel></os></domain>",
                                     kFuzzUuid);
         if (!def || !store->define(*def)) std::abort();
+        auto running = parse_domain_xml("<domain type='vmm'><name>fr</name><memory>4096</memory><vcpu>1</vcpu>"
+                                        "<os><kernel>idle</kernel></os></domain>",
+                                        kRunningUuid);
+        if (!running || !store->add_transient(*running)) std::abort();
+        store->set_running(kRunningUuid, 1, {VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED}, *running);
     }
     ~FuzzStore() {
         std::error_code ec;
@@ -79,6 +90,12 @@ rpc::Dispatcher make_dispatcher(DomainStore& store) {
     for (auto& p : capability_procedures(id)) table.push_back(std::move(p));
     for (auto& p : config_procedures(store)) table.push_back(std::move(p));
     for (auto& p : stats_procedures(store, [](const Uuid&) { return std::optional<pid_t>(); })) table.push_back(std::move(p));
+    MonitorCall vmm = [](const Uuid&, const std::string& command, const vmm::monitor::Json& args) -> vmm::Result<vmm::monitor::Json> {
+        if (command == "fail") return vmm::Error("the stand-in vmm refuses 'fail'");
+        if (command == "human-monitor-command") return vmm::monitor::Json("text");
+        return vmm::monitor::Json{{"command", command}, {"args", args}};
+    };
+    for (auto& p : qemu_procedures(store, vmm)) table.push_back(std::move(p));
     return rpc::Dispatcher(std::move(table));
 }
 
@@ -97,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto m = rpc::decode_message(body);
         if (!m) return 0;
         (void)rpc::decode_error(m->payload);  // what a client's error reply would go through
-        if (m->header.program != rpc::kRemoteProgram || m->header.type != rpc::Type::call) continue;
+        if (!dispatcher.serves(m->header.program) || m->header.type != rpc::Type::call) continue;
         legacy_step(*m);
         auto reply = dispatcher.call(caller, *m);
         auto back = rpc::decode_message(std::span(reply).subspan(rpc::kLengthSize));

@@ -239,6 +239,30 @@ static int libvirt_seeds(const std::string& dir) {
     stats_session(call);
     std::ofstream(dir + "/stats", std::ios::binary)
         .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
+    // The QEMU program's monitor command (virsh qemu-monitor-command) to "fr", the fuzzer's running
+    // domain: QMP with an id, a refused command, text that is not JSON, and an HMP line.
+    session.clear();
+    xdr::Writer open_again;
+    open_again.optional_string(std::string("vmm:///system"));
+    open_again.u32(0);
+    call(1, open_again.take());
+    const uint8_t running[16] = {0x0d, 0x9a, 0x3b, 0x2e, 0x2f, 0x7c, 0x4c, 0x59, 0x9e, 0x7e, 0x7a, 0x3c, 0x1a, 0x5b, 0x9f, 0x11};
+    auto monitor = [&](const std::string& cmd, uint32_t flags) {
+        xdr::Writer w;
+        w.string("fr");
+        w.fixed_opaque(running);
+        w.i32(1);
+        w.string(cmd);
+        w.u32(flags);
+        add(rpc::kQemuProgram, 1, rpc::Type::call, w.take());
+    };
+    monitor(R"({"execute":"query-status","arguments":{},"id":"libvirt-1"})", 0);
+    monitor(R"({"execute":"fail","arguments":[1]})", 0);
+    monitor("info status", 0);
+    monitor("info migrate-plan", 1);
+    add(rpc::kQemuProgram, 4, rpc::Type::call, {});
+    std::ofstream(dir + "/qemu-monitor", std::ios::binary)
+        .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
     return 0;
 }
 

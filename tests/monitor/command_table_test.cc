@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "vmm/monitor/machine_commands.h"
+
 namespace vmm::monitor {
 
 namespace {
@@ -79,6 +81,26 @@ TEST(Qmp, ExecutesChecksArgumentsAndEchoesId) {
     EXPECT_EQ(r["error"]["desc"], "it broke: do X");
     r = execute_qmp(t, Json::array());
     EXPECT_TRUE(r.contains("error"));
+}
+
+// QEMU's human-monitor-command: a line of the text monitor through QMP, its text (an error line
+// included, as QEMU's) the return value; not itself a text command.
+TEST(Qmp, HumanMonitorCommandRunsOneTextLine) {
+    Json args;
+    CommandTable t = sample_table(&args);
+    add_human_monitor_command(t);
+    auto hmp = [&](const std::string& line) {
+        return execute_qmp(t, Json{{"execute", "human-monitor-command"}, {"arguments", {{"command-line", line}}}, {"id", 1}});
+    };
+    EXPECT_EQ(hmp("info status"), (Json{{"return", "VM status: running\n"}, {"id", 1}}));
+    EXPECT_EQ(hmp("migrate_set_parameter downtime-limit 50"), (Json{{"return", ""}, {"id", 1}}));
+    EXPECT_EQ(args["name"], "downtime-limit");
+    EXPECT_EQ(hmp("fail"), (Json{{"return", "Error: it broke: do X\n"}, {"id", 1}}));
+    Json r = execute_qmp(t, Json{{"execute", "human-monitor-command"}});
+    EXPECT_EQ(r["error"]["desc"], "parameter 'command-line' is missing");
+    EXPECT_EQ(execute_hmp(t, "human-monitor-command info"),
+              "Error: unknown command: 'human-monitor-command'; type 'help' for the list\n");
+    EXPECT_EQ(t.help_text().find("human-monitor-command"), std::string::npos);
 }
 
 TEST(Help, ListsEveryCommandWithItsArguments) {

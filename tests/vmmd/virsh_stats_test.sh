@@ -5,7 +5,8 @@
 # memory (libvirt-python's maxMemory) and vCPU count, then a running two-vCPU domain's vCPU threads (vcpuinfo: each with its CPU
 # time, growing, the CPU it last ran on and its affinity), its memory (dommemstat: the vmm's
 # resident set), domstats in every group, a stopped domain's vCPU affinity (vcpuinfo, vcpupin) and with its filters, and the refusals: a stopped domain's
-# live figures, a stat group vmm does not serve when enforced, a CPU or cell this host lacks.
+# live figures, a stat group vmm does not serve when enforced, a CPU or cell this host lacks; and
+# the domain's vmm monitor through `virsh qemu-monitor-command` (libvirt's QEMU program).
 #   virsh_stats_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -99,6 +100,25 @@ grep -q "demo" <<<"$out" && fail "domstats --list-shutoff lists a running domain
 echo "ok: domstats --list-shutoff leaves it out"
 out=$(v domstats --block --enforce demo) && fail "domstats --block --enforce: $out"
 expect "an unserved group, enforced, is refused by name" "$out" "not served by the vmm driver"
+
+# vmm's own monitor through libvirt's QEMU program, as `virsh qemu-monitor-command` reaches QEMU's:
+# a text line, a QMP request answered with the vmm's reply (an error as QEMU words one), the
+# migration plan (which libvirt has no call for), and a read-only client refused.
+out=$(v qemu-monitor-command demo --hmp 'info status') || fail "qemu-monitor-command --hmp: $out"
+expect "qemu-monitor-command --hmp: a line of the text monitor" "$out" "^VM status: running"
+out=$(v qemu-monitor-command demo '{"execute":"query-status","id":"t1"}') || fail "qemu-monitor-command: $out"
+expect "qemu-monitor-command: the QMP reply" "$out" '"return": ?\{.*"status": ?"running"'
+expect "qemu-monitor-command: the request's id echoed" "$out" '"id": ?"t1"'
+out=$(v qemu-monitor-command demo --pretty '{"execute":"no-such-command"}') || fail "an unknown QMP command: $out"
+expect "a command the vmm lacks: its QMP error" "$out" '"class": "GenericError"'
+planned() { out=$(v qemu-monitor-command demo --hmp 'info migrate-plan 16m') && ! grep -q "no measurement yet" <<<"$out"; }
+wait_until 30 planned || fail "info migrate-plan through virsh: $out"
+expect "the migration plan through virsh" "$out" "over a link of 16 MiB/s \(given\)"
+expect "the plan's lines" "$out" "postcopy"
+out=$(virsh -r -c "$uri" qemu-monitor-command demo --hmp 'info status' 2>&1) && fail "a read-only client ran a monitor command: $out"
+expect "a read-only connection may not" "$out" "read.only|forbidden"
+grep -q "custom monitor command from a client (HMP): info status" "$dir/log" || fail "vmmd's log names no monitor command"
+echo "ok: vmmd's log names each monitor command"
 
 if /usr/bin/python3 -c 'import libvirt' 2>/dev/null; then
     out=$(/usr/bin/python3 - "$uri" <<'PY' 2>&1

@@ -244,4 +244,11 @@ void add_help_command(CommandTable& table) {
                [&table](const Json&) { return table.help_text(); }});
 }
 
+void add_human_monitor_command(CommandTable& table) {
+    // Runs under the command lock QMP's caller holds already (Dispatcher::run_qmp), as any command.
+    table.add({"", "human-monitor-command", {{"command-line", ArgType::string}}, "run one line of the text monitor",
+               [&table](const Json& args) -> Result<Json> { return Json(execute_hmp(table, str(args, "command-line"))); },
+               {}});
+}
+
 }  // namespace vmm::monitor

@@ -9,5 +9,8 @@ namespace vmm::monitor {
 void add_machine_commands(CommandTable& table, machine::Machine& machine);
 // `help`, which lists the table itself (added last so it sees every command).
 void add_help_command(CommandTable& table);
+// QEMU's human-monitor-command: one line of the text monitor through QMP, answered with its text
+// (libvirt's `qemu-monitor-command --hmp` sends it; vmmd passes it on).
+void add_human_monitor_command(CommandTable& table);
 
 }  // namespace vmm::monitor

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <libvirt/virterror.h>
 
+#include <algorithm>
+
 namespace vmmd::rpc {
 
 Reply ok(xdr::Writer&& w) { return Reply{w.take(), std::nullopt}; }
@@ -47,14 +49,19 @@ Reply fail(int32_t code, std::string message) {
     return Reply{{}, std::move(e)};
 }
 
-const Procedure* Dispatcher::find(int32_t number) const {
+const Procedure* Dispatcher::find(uint32_t program, int32_t number) const {
     for (const Procedure& p : table_)
-        if (p.number == number) return &p;
+        if (p.program == program && p.number == number) return &p;
     return nullptr;
 }
 
-std::string Dispatcher::name_of(int32_t number) const {
-    if (const Procedure* p = find(number)) return p->name;
+bool Dispatcher::serves(uint32_t program) const {
+    return program == kRemoteProgram || std::any_of(table_.begin(), table_.end(), [program](const Procedure& p) { return p.program == program; });
+}
+
+std::string Dispatcher::name_of(uint32_t program, int32_t number) const {
+    if (const Procedure* p = find(program, number)) return p->name;
+    if (program != kRemoteProgram) return fmt::format("procedure {} of program {:#x}", number, program);
     if (const char* n = remote_procedure_name(number)) return n;
     return fmt::format("procedure {}", number);
 }
@@ -87,12 +94,15 @@ std::vector<uint8_t> Dispatcher::call(Caller& caller, const Message& m) const {
     h.type = Type::reply;
     h.status = ReplyStatus::ok;
     Reply r;
+    // Both programs vmmd serves are at version 1 (kRemoteVersion, kQemuVersion).
+    const char* program = m.header.program == kQemuProgram ? "QEMU" : "remote";
     if (m.header.version != kRemoteVersion) {
-        r = fail(VIR_ERR_RPC, fmt::format("version {} of the remote program: vmmd speaks version {}", m.header.version, kRemoteVersion));
-    } else if (const Procedure* p = find(m.header.procedure)) {
+        r = fail(VIR_ERR_RPC, fmt::format("version {} of the {} program: vmmd speaks version {}", m.header.version, program, kRemoteVersion));
+    } else if (const Procedure* p = find(m.header.program, m.header.procedure)) {
         r = run(caller, *p, m);
     } else {
-        r = fail(VIR_ERR_NO_SUPPORT, fmt::format("this function is not supported by the vmm driver: {}", name_of(m.header.procedure)));
+        r = fail(VIR_ERR_NO_SUPPORT, fmt::format("this function is not supported by the vmm driver: {}",
+                                                 name_of(m.header.program, m.header.procedure)));
     }
     if (!r.error) return encode_message(h, r.payload);
     h.status = ReplyStatus::error;

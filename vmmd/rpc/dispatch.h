@@ -54,6 +54,10 @@ struct Procedure {
     // One of libvirt's procedures (procedures.h): its number and name from the table.
     Procedure(Proc p, Access a, Handler h) : Procedure(number_of(p), name_of(p), a, std::move(h)) {}
     Procedure(int32_t n, const char* nm, Access a, Handler h) : number(n), name(nm), access(a), handler(std::move(h)) {}
+    // A procedure of another of libvirt's programs (the QEMU program's, qemu_protocol.x).
+    Procedure(uint32_t prog, int32_t n, const char* nm, Access a, Handler h)
+        : program(prog), number(n), name(nm), access(a), handler(std::move(h)) {}
+    uint32_t program = kRemoteProgram;
     int32_t number = 0;
     const char* name = "";
     Access access = Access::write;
@@ -63,13 +67,16 @@ struct Procedure {
 class Dispatcher {
 public:
     explicit Dispatcher(std::vector<Procedure> table) : table_(std::move(table)) {}
-    // Answers one call of the remote program: the reply message, length word included.
+    // Whether a procedure of `program` is in the table (libvirt's remote program always is).
+    bool serves(uint32_t program) const;
+    // Answers one call of a program it serves: the reply message, length word included.
     std::vector<uint8_t> call(Caller& caller, const Message& m) const;
-    // The procedure's name in the table, or "procedure N".
-    std::string name_of(int32_t number) const;
+    // The remote program's procedure's name in the table, or "procedure N".
+    std::string name_of(int32_t number) const { return name_of(kRemoteProgram, number); }
+    std::string name_of(uint32_t program, int32_t number) const;
 
 private:
-    const Procedure* find(int32_t number) const;
+    const Procedure* find(uint32_t program, int32_t number) const;
     std::vector<Procedure> table_;
 };
 

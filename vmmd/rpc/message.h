@@ -20,6 +20,8 @@ using vmm::Status;
 
 constexpr uint32_t kRemoteProgram = 0x20008086;     // REMOTE_PROGRAM
 constexpr uint32_t kRemoteVersion = 1;
+constexpr uint32_t kQemuProgram = 0x20008087;       // QEMU_PROGRAM (src/remote/qemu_protocol.x)
+constexpr uint32_t kQemuVersion = 1;
 constexpr uint32_t kKeepaliveProgram = 0x6b656570;  // KEEPALIVE_PROGRAM ("keep")
 constexpr uint32_t kKeepaliveVersion = 1;
 constexpr int32_t kKeepalivePing = 1, kKeepalivePong = 2;

@@ -206,7 +206,9 @@ std::optional<std::vector<uint8_t>> answer(const rpc::Dispatcher& d, rpc::Caller
     // A call with descriptors: answered, so that the client does not wait for ever.
     if (h.type == rpc::Type::call_with_fds) return refuse("vmmd takes no file descriptors over its socket");
     if (h.type != rpc::Type::call) return std::nullopt;  // replies, events and streams are not answered
-    if (h.program != rpc::kRemoteProgram) return refuse(fmt::format("vmmd serves libvirt's remote program, not program {:#x}", h.program));
+    if (!d.serves(h.program)) {
+        return refuse(fmt::format("vmmd serves libvirt's remote and QEMU programs, not program {:#x}", h.program));
+    }
     return d.call(caller, m);
 }
 
@@ -392,8 +394,9 @@ void Server::serve(Client& c) {
         }
         if (!*m) return;  // hung up
         const rpc::Header& h = (*m)->header;
-        if (h.program == rpc::kRemoteProgram && h.type == rpc::Type::call && caller.opened &&
-            h.procedure != kConnectOpen && h.procedure != kConnectClose) {
+        bool remote = h.program == rpc::kRemoteProgram;
+        if (dispatcher_.serves(h.program) && h.type == rpc::Type::call && caller.opened &&
+            !(remote && (h.procedure == kConnectOpen || h.procedure == kConnectClose))) {
             // A call on an open connection runs beside the reader, with the caller as it is now
             // (only CONNECT_OPEN and CONNECT_CLOSE change it, and they run here).
             workers.run([this, &c, snapshot = caller, message = std::move(**m)]() mutable {
@@ -401,7 +404,7 @@ void Server::serve(Client& c) {
             });
             continue;
         }
-        if (h.procedure == kConnectClose) workers.wait_all();  // its reply is the last
+        if (remote && h.procedure == kConnectClose) workers.wait_all();  // its reply is the last
         auto reply = answer(dispatcher_, caller, **m);
         if (reply && !c.outbox->send(*reply)) return;
         if (caller.closed) return;  // CONNECT_CLOSE was answered
