@@ -133,7 +133,7 @@ Json migration_stats_json(const migration::MigrationStats& s, const devices::Gue
     j["expected-downtime"] = s.expected_downtime_ms;
     if (s.handover_estimate_ms > 0) j["x-handover-estimate-ms"] = s.handover_estimate_ms;
     if (s.status == MigrationStatus::completed) j["downtime"] = s.downtime_ms;
-    if (const auto& d = s.downtime_parts; s.status == MigrationStatus::completed && d.last_round > 0) {  // the source's
+    if (const auto& d = s.downtime_parts; s.status == MigrationStatus::completed && (d.last_round > 0 || d.state > 0)) {  // the source's
         j["x-downtime-parts"] = Json{{"pause", d.pause}, {"last-round", d.last_round}, {"state", d.state},
                                      {"destination", d.destination}, {"go", d.go}};
     }

@@ -64,6 +64,11 @@ TEST(StreamHeader, FeatureBitsThatContradictEachOtherAreRefused) {
     EXPECT_EQ(with(kFeatureResumable | kFeaturePostcopyResume | kFeaturePostcopy, channel),
               "migration header: a precopy's resumption and a postcopy's at once");
     EXPECT_NE(with(kFeaturePrecopyResume | kFeatureResumable | kFeaturePostcopyResume | kFeaturePostcopy, channel), "ok");
+    // Rounds answered once landed: on a RAM channel only, with sums or without.
+    EXPECT_EQ(with(kFeatureRoundLanded, channel), "ok");
+    EXPECT_EQ(with(kFeatureRoundLanded | kFeatureVerifyRam | kFeatureRoundSums | kFeatureResumable, channel), "ok");
+    EXPECT_EQ(with(kFeatureRoundLanded, RamMode::inline_pages),
+              "migration header: rounds landed on a RAM channel, but the RAM comes inline");
 }
 
 TEST(StreamHeader, RefusesBadMagicVersionLengthAndTruncation) {

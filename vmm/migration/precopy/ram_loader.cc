@@ -170,7 +170,7 @@ Status StreamLoader::run() {
                     return Error(fmt::format("migration stream: end of round {} without its beginning", r->round));
                 }
                 in_round_ = false;
-                if ((round_sums_ || checker_) && channel_ != nullptr) s = answer_checked();
+                if ((round_sums_ || checker_ || landed_rounds_) && channel_ != nullptr) s = answer_checked();
                 break;
             case RecordType::state: s = load_state(*r); break;
             case RecordType::sums: s = load_sums(*r); break;

@@ -65,6 +65,8 @@ public:
     bool track_arrivals(ArrivalRounds* arrivals);
     // The source sums its RAM channel's pages in SUMS records after each round (kFeatureRoundSums).
     void expect_round_sums() { round_sums_ = true; }
+    // Each channel round is answered once it has landed (kFeatureRoundLanded).
+    void answer_landed_rounds() { landed_rounds_ = true; }
     // The RAM channel delivers the sums while its rounds run (kFeatureChannelSums): they are
     // checked on a thread of their own as they come; a round's end waits for the last of them.
     // Fails when the channel cannot deliver them.
@@ -105,6 +107,7 @@ private:
     uint32_t round_ = 0;
     bool have_state_ = false;
     bool round_sums_ = false;
+    bool landed_rounds_ = false;
     bool postcopy_allowed_ = false;
     bool switched_ = false;
     std::vector<Record> discards_;

@@ -60,6 +60,9 @@ public:
     // `verify` says for it, the counts carry on. Called while the broken connection still exists
     // (its channel is let go here).
     void rebind(stream::ByteStream& stream, SourceRamChannel* channel, Verify verify);
+    // A channel round ends when the destination says it landed (ROUND_CHECKED,
+    // kFeatureRoundLanded), with sums or without; set as the header said it.
+    void wait_for_landing(bool on) { wait_landed_ = on; }
 
 private:
     void listen_to_channel();  // its arrivals move the figures
@@ -89,6 +92,7 @@ private:
     bool zero_markers_;
     RamStats& stats_;
     Verify verify_;
+    bool wait_landed_ = false;
     PageSummer summer_;  // the channel's sums: XXH3, or keyed MACs on an authenticated connection
     uint64_t zero_sum_;  // summer_ of a zero page
     struct Sums {

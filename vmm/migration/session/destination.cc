@@ -366,6 +366,7 @@ Status IncomingMigration::receive(std::unique_ptr<Connection>& live) {
                         [this](std::span<const uint8_t> blob) { return load_machine_state(core_.machine, blob); },
                         verifier.get());
     if (verifier && round_sums) loader.expect_round_sums();
+    if ((header->features & kFeatureRoundLanded) != 0) loader.answer_landed_rounds();
     if ((header->features & kFeaturePostcopy) != 0) loader.allow_postcopy();
     if (verifier && channel_sums) {
         if (auto s = loader.check_channel_sums(); !s) {

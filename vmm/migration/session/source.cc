@@ -227,6 +227,8 @@ Result<uint32_t> MigrationSource::negotiate() {
     if (core_.verify == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;
     if (auto s = check_connection(); !s) return s.error();
     if (core_.options.caps.postcopy_ram) header.features |= kFeaturePostcopy;
+    core_.round_landed = mode == RamMode::transport_channel && core_.conn->answers();
+    if (core_.round_landed) header.features |= kFeatureRoundLanded;
     if (auto s = resumption_.begin(header); !s) return s.error();
     stream::ByteStream& st = core_.conn->stream();
     if (auto w = st.write(encode_header(header)); !w) return w.error();

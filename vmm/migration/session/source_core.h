@@ -63,6 +63,8 @@ struct SourceCore {
     bool dirty_limited = false;  // x-deadline-strategy dirty-limit limited the vCPUs (migration thread only)
     PageSummer summer;          // the sums' function: keyed MACs when the connection is authenticated
     RamSaver::Verify verify = RamSaver::Verify::off;  // decided with the header, again for a resumption's connection
+    // The header asked the destination to answer each channel round once it landed (kFeatureRoundLanded).
+    bool round_landed = false;
     std::optional<ResumeTo> fallback;                 // x-fallback-uri, resolved when the migration began
 
     mutable std::mutex mutex;

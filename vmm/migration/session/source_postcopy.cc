@@ -87,8 +87,10 @@ Status PostcopyPhase::run(SourceRun& run) {
         for (size_t b = 0; b < bitmaps->size() && b < unsent.size(); ++b)
             for (size_t w = 0; w < (*bitmaps)[b].size() && w < unsent[b].size(); ++w) (*bitmaps)[b][w] |= unsent[b][w];
     }
-    parts.pause = ms_between(paused_at, Clock::now());
+    auto discards_at = Clock::now();
+    parts.pause = ms_between(paused_at, discards_at);
     if (auto s = send_discards(run.conn->stream(), *bitmaps); !s) return s;
+    parts.last_round = ms_between(discards_at, Clock::now());  // postcopy's last round: what to drop
     auto state_bytes = switchover_.hand_over(run, parts, RecordType::postcopy);
     if (!state_bytes) return state_bytes.error();
     core_.paused_by_us = false;  // GO went: the destination runs the guest, this side never again

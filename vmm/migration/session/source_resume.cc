@@ -107,6 +107,7 @@ Status PrecopyResumption::send_resuming_header(Connection& c, uint32_t window_ms
     // as they go on it (a fallback's inline records carry theirs).
     StreamHeader header = header_for(core_.machine, c.source_ram() != nullptr ? RamMode::transport_channel : RamMode::inline_pages);
     header.features = (header_features_ & ~(kFeatureRoundSums | kFeatureChannelSums)) | kFeaturePrecopyResume;
+    if (c.source_ram() == nullptr) header.features &= ~kFeatureRoundLanded;  // a fallback's RAM comes inline
     RamSaver::Verify v = core_.verify_for(c);
     if (v == RamSaver::Verify::round_sums) header.features |= kFeatureRoundSums;
     if (v == RamSaver::Verify::channel_sums) header.features |= kFeatureChannelSums;

@@ -16,7 +16,9 @@ struct SourceRun {
         : conn(&c),
           limiter(core.live->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(core.cancel)),
           saver(core.machine.memory(), c.stream(), c.source_ram(), limiter, core.options.caps.zero_blocks, work,
-                core.verify, core.summer) {}
+                core.verify, core.summer) {
+        saver.wait_for_landing(core.round_landed);
+    }
     Connection* conn;  // the live one: a resumed precopy's replaces the broken one's
     RamStats work;
     RateLimiter limiter;

@@ -66,6 +66,9 @@ Result<StreamHeader> decode_header_body(std::span<const uint8_t> body) {
                                  "way, and only under verify-ram)",
                                  h.features));
     }
+    if ((h.features & kFeatureRoundLanded) != 0 && !channel) {
+        return Error("migration header: rounds landed on a RAM channel, but the RAM comes inline");
+    }
     if ((h.features & kFeaturePostcopyResume) != 0 && (h.features & kFeaturePostcopy) == 0) {
         return Error("migration header: a postcopy resumption without postcopy-ram");
     }

@@ -65,8 +65,14 @@ constexpr uint32_t kFeatureResumable = 1u << 5;
 // return_path.h), and the rounds go on. A SESSION with window 0 instead says the source has
 // ended that migration: the destination stops waiting for it.
 constexpr uint32_t kFeaturePrecopyResume = 1u << 6;
+// A RAM channel's round (multifd's lanes, a plugin's) is answered ROUND_CHECKED once every page of
+// it has landed at the destination, sums or not: the source's round ends when its pages are in
+// guest RAM, not when they left, so what the lanes still carried never runs into the pause that
+// follows (a switch to postcopy, the last round). Only on a channel to a destination that answers.
+constexpr uint32_t kFeatureRoundLanded = 1u << 7;
 constexpr uint32_t kKnownFeatures = kFeatureVerifyRam | kFeatureRoundSums | kFeatureChannelSums | kFeaturePostcopy |
-                                    kFeaturePostcopyResume | kFeatureResumable | kFeaturePrecopyResume;
+                                    kFeaturePostcopyResume | kFeatureResumable | kFeaturePrecopyResume |
+                                    kFeatureRoundLanded;
 constexpr uint32_t kMaxSumsRecord = 1024;  // pages one SUMS record covers
 
 struct StreamHeader {
@@ -94,8 +100,9 @@ enum class RecordType : uint8_t {
 
 // GO_PAUSED: go, but the source's guest was paused when the migration began (as QEMU carries
 // the run state): the destination takes over and leaves it paused.
-// ROUND_CHECKED (kFeatureRoundSums, kFeatureChannelSums): the destination has checked a channel round's sums, so the
-// source learns what checking costs before it pauses the guest, not after.
+// ROUND_CHECKED (kFeatureRoundSums, kFeatureChannelSums, kFeatureRoundLanded): the destination has
+// landed (and checked the sums of) a channel round, so the source learns what landing and checking
+// cost before it pauses the guest, not after.
 // RUNNING and DONE (a resumable precopy's switchover, kFeatureResumable): after GO the destination
 // says the guest runs there (or is held as GO_PAUSED asked), and the source that heard it says
 // the migration is over; until then a broken link leaves each side knowing what the other may
