@@ -132,6 +132,7 @@ void Adopter::attach(const std::shared_ptr<RunningVmm>& r, DomainState recorded)
         auto q = QmpClient::connect(socket, RunningVmm::kAdoptAttempt);
         if (q) {
             r->answered(std::move(*q));
+            sup_.relay_events(r);
             break;
         }
         if (!silent) {

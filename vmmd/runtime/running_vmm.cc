@@ -61,6 +61,11 @@ void RunningVmm::went_silent() {
     qmp_settled_.notify_all();
 }
 
+void RunningVmm::relay_events(std::unique_ptr<VmmEvents> events) {
+    std::lock_guard lock(events_mutex_);
+    events_ = std::move(events);
+}
+
 Status RunningVmm::record(const std::string& path, DomainState state) const {
     RunRecord rec{process->identity(), id, state, format_domain_xml(def), phase.load()};
     return write_file_atomically(path, encode_run_record(rec));

@@ -19,6 +19,7 @@
 #include "vmm/monitor/client/qmp_client.h"
 #include "vmmd/domain/domain_store.h"
 #include "vmmd/runtime/run_record.h"
+#include "vmmd/runtime/vmm_events.h"
 #include "vmmd/runtime/vmm_process.h"
 
 namespace vmmd {
@@ -46,6 +47,8 @@ public:
     // An adopted vmm answered on its QMP socket (`client`), or has not yet (silent).
     void answered(std::unique_ptr<vmm::monitor::QmpClient> client);
     void went_silent();
+    // Its events, relayed from now on for as long as it runs (or this object lives).
+    void relay_events(std::unique_ptr<VmmEvents> events);
     // Writes (or rewrites) its run record at `path`.
     Status record(const std::string& path, DomainState state) const;
 
@@ -62,6 +65,8 @@ private:
     // made meanwhile waits for it, as libvirt's calls wait for its reconnection to a domain.
     std::condition_variable qmp_settled_;
     bool silent_ = false;  // under qmp_mutex_
+    std::mutex events_mutex_;
+    std::unique_ptr<VmmEvents> events_;  // under events_mutex_; joined with this object
 };
 
 class RunningVmms {

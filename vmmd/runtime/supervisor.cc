@@ -39,10 +39,11 @@ std::string describe(const ProcessEnding& e) {
 }  // namespace
 
 Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorPaths paths, DomainStore& store, Listener listener,
+                                                       MonitorListener monitor,
                                                        const std::function<void(const std::string&)>& warn) {
     for (const char* sub : {"", "/run", "/log"})
         if (auto made = make_private_directory(paths.state_dir + sub); !made) return made.error();
-    std::unique_ptr<Supervisor> s(new Supervisor(std::move(paths), store, std::move(listener)));
+    std::unique_ptr<Supervisor> s(new Supervisor(std::move(paths), store, std::move(listener), std::move(monitor)));
     auto vmms = RunningVmms::create([p = s.get()](const std::shared_ptr<RunningVmm>& r) { p->ended(r); });
     if (!vmms) return vmms.error();
     s->vmms_ = std::move(*vmms);
@@ -51,8 +52,20 @@ Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorPaths paths, Do
     return s;
 }
 
-Supervisor::Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener)
-    : paths_(std::move(paths)), store_(store), listener_(std::move(listener)) {}
+Supervisor::Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, MonitorListener monitor)
+    : paths_(std::move(paths)), store_(store), listener_(std::move(listener)), monitor_(std::move(monitor)) {}
+
+void Supervisor::relay_events(const std::shared_ptr<RunningVmm>& r) const {
+    if (!monitor_) return;
+    auto events = VmmEvents::open(run_file(paths_.state_dir, r->def.uuid, ".qmp"),
+                                  [listener = monitor_, def = r->def, id = r->id](const Json& e) { listener(def, id, e); });
+    if (!events) {
+        vmm::log::warn("vmmd: domain '{}': its vmm's events will not reach qemu-monitor-event clients: {}", r->def.name,
+                       events.error().message());
+        return;
+    }
+    r->relay_events(std::move(*events));
+}
 
 Supervisor::~Supervisor() {
     if (vmms_) vmms_->stop();  // an adopter's wait ends, and the watcher
@@ -106,6 +119,7 @@ Result<int> Supervisor::launch(const DomainDef& def, bool paused, const std::str
     }
     auto r = std::make_shared<RunningVmm>(def, vmms_->next_id(), std::move(*p), phase);
     r->answered(std::move(*q));
+    relay_events(r);
     if (auto s = r->record(run_file(paths_.state_dir, def.uuid, ".json"), state); !s) {
         (void)r->process->signal(SIGKILL);
         r->process->reap();

@@ -47,10 +47,14 @@ struct SupervisorPaths {
 class Supervisor {
 public:
     using Listener = std::function<void(const DomainDef& def, int id, LifecycleEvent e)>;
+    // Each QMP event of a running domain's vmm ({"event", "data", "timestamp"}, as the vmm wrote
+    // it: untrusted), on a thread of that vmm's own (VmmEvents).
+    using MonitorListener = std::function<void(const DomainDef& def, int id, const Json& event)>;
 
     // Makes run/ and log/, adopts what an earlier vmmd left running (`warn` hears about records
     // that could not be adopted), and starts the watcher.
     static Result<std::unique_ptr<Supervisor>> create(SupervisorPaths paths, DomainStore& store, Listener listener,
+                                                      MonitorListener monitor,
                                                       const std::function<void(const std::string&)>& warn);
     ~Supervisor();  // stops the watcher; the vmm processes run on for the next vmmd
     Supervisor(const Supervisor&) = delete;
@@ -98,6 +102,10 @@ public:
     // Waits until the domain does not run (true) or `timeout` passes (false).
     bool wait_stopped(const Uuid& uuid, std::chrono::milliseconds timeout);
 
+    // From now on `r`'s QMP events go to the monitor listener (a vmm that answers on its socket);
+    // one that cannot be reached for them is said in the log, and runs on unrelayed.
+    void relay_events(const std::shared_ptr<RunningVmm>& r) const;
+
     // Tells the listener of an event that changes no run state (a migration's define or undefine).
     void announce(const DomainDef& def, int id, LifecycleEvent e) const {
         if (listener_) listener_(def, id, e);
@@ -109,7 +117,7 @@ public:
 private:
     using Intent = RunningVmm::Intent;
 
-    Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener);
+    Supervisor(SupervisorPaths paths, DomainStore& store, Listener listener, MonitorListener monitor);
     // Starts a vmm for `def` (a boot, or an incoming migration or a restore on `incoming`), puts
     // it under watch in `state` and `phase`, and returns its domain id.
     Result<int> launch(const DomainDef& def, bool paused, const std::string& incoming, DomainState state,
@@ -126,6 +134,7 @@ private:
     SupervisorPaths paths_;
     DomainStore& store_;
     Listener listener_;
+    MonitorListener monitor_;
     std::unique_ptr<RunningVmms> vmms_;  // the watcher's thread: stopped in ~Supervisor before the rest goes
     std::unique_ptr<Adopter> adopter_;   // its threads: joined first
 };

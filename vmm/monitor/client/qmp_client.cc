@@ -1,6 +1,7 @@
 #include "vmm/monitor/client/qmp_client.h"
 
 #include <fmt/format.h>
+#include <sys/socket.h>
 
 #include "vmm/monitor/client/hmp_client.h"
 #include "vmm/monitor/client/json_access.h"
@@ -93,10 +94,18 @@ Result<Json> QmpClient::execute(const std::string& name, const Json& args) {
 }
 
 Result<std::optional<Json>> QmpClient::wait_event(const std::string& name, std::chrono::milliseconds timeout) {
+    return take_event(name, timeout);
+}
+
+Result<std::optional<Json>> QmpClient::next_event(std::chrono::milliseconds timeout) { return take_event("", timeout); }
+
+void QmpClient::interrupt() { ::shutdown(fd_.get(), SHUT_RDWR); }
+
+Result<std::optional<Json>> QmpClient::take_event(std::string_view wanted, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
         for (auto it = events_.begin(); it != events_.end(); ++it) {
-            if (str(*it, "event", "") != name) continue;
+            if (!wanted.empty() && str(*it, "event", "") != wanted) continue;
             Json e = std::move(*it);
             events_.erase(it);
             return std::optional<Json>(std::move(e));

@@ -36,6 +36,11 @@ public:
     // The oldest kept event named `name`, or the next to arrive within `timeout`; nullopt if
     // none came.
     Result<std::optional<Json>> wait_event(const std::string& name, std::chrono::milliseconds timeout);
+    // The oldest kept event of any name, or the next to arrive within `timeout`.
+    Result<std::optional<Json>> next_event(std::chrono::milliseconds timeout);
+    // Wakes a wait under way in another thread (it ends as if the peer had closed) and ends the
+    // connection: for a reader that is being stopped. The descriptor is closed with the object.
+    void interrupt();
 
     static constexpr size_t kMaxKeptEvents = 1024;
 
@@ -46,6 +51,8 @@ private:
     // The next message that is not an event (events are kept), within the reply timeout.
     Result<Json> read_answer();
     void keep_event(Json event);
+    // The oldest kept event whose name `wanted` accepts ("" accepts any), or the next within `timeout`.
+    Result<std::optional<Json>> take_event(std::string_view wanted, std::chrono::milliseconds timeout);
     UniqueFd fd_;
     std::string buffer_;
     Json greeting_;
