@@ -20,6 +20,7 @@
 #include "vmmd/daemon/domain_capabilities.h"
 #include "vmmd/daemon/domain_procedures.h"
 #include "vmmd/daemon/events.h"
+#include "vmmd/daemon/monitor_events.h"
 #include "vmmd/daemon/lifecycle_procedures.h"
 #include "vmmd/daemon/qemu_procedures.h"
 #include "vmmd/migration/migrations.h"
@@ -231,6 +232,21 @@ vmmd::Migrations::Events migration_events(vmmd::EventHub& events) {
             }};
 }
 
+// Events reach a client connection through both hubs; its end also ends what it held of a
+// migration, unless vmmd is stopping (connections close then too: that ends no migration).
+vmmd::ConnectionHooks connection_hooks(vmmd::EventHub& events, vmmd::MonitorEventHub& monitor, vmmd::Migrations& migrations,
+                                       const std::atomic<bool>& stopping) {
+    return {[&events, &monitor](uint64_t c, std::shared_ptr<vmmd::Outbox> out) {
+                events.connected(c, out);
+                monitor.connected(c, std::move(out));
+            },
+            [&events, &monitor, &migrations, &stopping](uint64_t c) {
+                events.disconnected(c);
+                monitor.disconnected(c);
+                if (!stopping) migrations.connection_closed(c);
+            }};
+}
+
 // Serves until a signal stops it. The signal watcher comes before any other thread (the vmm
 // supervisor's), so that every thread has the signals blocked and none dies of them; the server
 // is declared first so that it outlives the watcher's thread, and the clients' threads end before
@@ -253,11 +269,16 @@ int serve(const Options& o) {
     vmmd::Supervisor::Listener lifecycle = [&events](const vmmd::DomainDef& def, int dom_id, vmmd::LifecycleEvent e) {
         events.lifecycle(def, dom_id, e);
     };
-    auto supervisor = vmmd::Supervisor::create({o.vmm_binary, o.state_dir}, **store, lifecycle, warn);
+    vmmd::MonitorEventHub monitor_events;  // before the supervisor: its vmms' readers call into it
+    vmmd::Supervisor::MonitorListener relay = [&monitor_events](const vmmd::DomainDef& def, int dom_id, const vmm::monitor::Json& e) {
+        monitor_events.relay(def, dom_id, e);
+    };
+    auto supervisor = vmmd::Supervisor::create({o.vmm_binary, o.state_dir}, **store, lifecycle, relay, warn);
     if (!supervisor) return failed(supervisor.error());
     std::vector<vmmd::rpc::Procedure> table = vmmd::connect_procedures(id);
     for (auto& p : vmmd::capability_procedures(id)) table.push_back(std::move(p));
     for (auto& p : events.procedures()) table.push_back(std::move(p));
+    for (auto& p : monitor_events.procedures()) table.push_back(std::move(p));
     vmmd::Migrations migrations(**store, **supervisor, vmmd::local_hostname(), vmmd::peer::self_uri(id.default_uri, o.socket),
                                 migration_events(events));
     if (!o.migrate_tls_dir.empty()) migrations.use_migration_tls(o.migrate_tls_dir);
@@ -274,12 +295,7 @@ int serve(const Options& o) {
     Parts parts{**store, **supervisor, migrations, images, lifecycle};
     add_domain_procedures(table, id, parts);
     vmmd::rpc::Dispatcher dispatcher(std::move(table));
-    vmmd::ConnectionHooks hooks{[&events](uint64_t c, std::shared_ptr<vmmd::Outbox> out) { events.connected(c, std::move(out)); },
-                                [&events, &migrations, &stopping](uint64_t c) {
-                                    events.disconnected(c);
-                                    // Connections close as vmmd stops, too: that ends no migration.
-                                    if (!stopping) migrations.connection_closed(c);
-                                }};
+    vmmd::ConnectionHooks hooks = connection_hooks(events, monitor_events, migrations, stopping);
     auto s = vmmd::Server::listen(socket_specs(o), dispatcher, hooks);
     if (!s) return failed(s.error());
     server = std::move(*s);

@@ -1,13 +1,16 @@
 // libFuzzer target for vmmd's side of libvirt's RPC: the input is what a client sends on one
 // connection, read as vmmd reads it (length word, then header and payload), each call answered
 // by the connection-level procedures, the statistics ones, those that change a definition in
-// part, and the QEMU program's monitor command (over a store that holds two domains whose UUIDs
+// part, and the QEMU program's monitor command and monitor event registrations (over a store that holds two domains whose UUIDs
 // the seeds use: "fz", defined, and "fr", transient and marked running, whose "vmm" is a stand-in
 // that answers every command but "fail"). Any crash, sanitizer report or reply of ours that does not
-// decode is a bug; an input that does not frame ends the connection, as it does in vmmd.
+// decode is a bug; an input that does not frame ends the connection, as it does in vmmd. After
+// each call, "fr"'s vmm emits an event, matched against whatever the input registered (names,
+// expressions) and sent (to /dev/null).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <span>
 
@@ -16,6 +19,8 @@
 #include "vmmd/daemon/config_procedures.h"
 #include "vmmd/daemon/connect_procedures.h"
 #include "vmmd/daemon/domain_capabilities.h"
+#include "vmm/common/fd.h"
+#include "vmmd/daemon/monitor_events.h"
 #include "vmmd/daemon/qemu_procedures.h"
 #include "vmmd/daemon/stats_procedures.h"
 #include "vmmd/domain/domain_xml.h"
@@ -84,7 +89,7 @@ void legacy_step(const rpc::Message& m) {
     if (!rpc::decode_typed_params(twin)) __builtin_trap();
 }
 
-rpc::Dispatcher make_dispatcher(DomainStore& store) {
+rpc::Dispatcher make_dispatcher(DomainStore& store, MonitorEventHub& hub) {
     const DriverIdentity id{"vmm:///system", 1000, "/usr/bin/vmm"};
     std::vector<rpc::Procedure> table = connect_procedures(id);
     for (auto& p : capability_procedures(id)) table.push_back(std::move(p));
@@ -96,6 +101,7 @@ rpc::Dispatcher make_dispatcher(DomainStore& store) {
         return vmm::monitor::Json{{"command", command}, {"args", args}};
     };
     for (auto& p : qemu_procedures(store, vmm)) table.push_back(std::move(p));
+    for (auto& p : hub.procedures()) table.push_back(std::move(p));
     return rpc::Dispatcher(std::move(table));
 }
 
@@ -103,8 +109,18 @@ rpc::Dispatcher make_dispatcher(DomainStore& store) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static FuzzStore fuzz_store;
-    static const rpc::Dispatcher dispatcher = make_dispatcher(*fuzz_store.store);
+    static MonitorEventHub hub;
+    static const rpc::Dispatcher dispatcher = make_dispatcher(*fuzz_store.store, hub);
+    static const vmm::UniqueFd nowhere(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    static const auto running = fuzz_store.store->by_uuid(kRunningUuid);
+    static const vmm::monitor::Json event = {{"event", "MIGRATION"}, {"data", {{"status", "precopy-paused"}}},
+                                             {"timestamp", {{"seconds", 1}, {"microseconds", 2}}}};
     rpc::Caller caller;
+    hub.connected(caller.connection, std::make_shared<Outbox>(nowhere.get()));
+    struct Gone {
+        uint64_t c;
+        ~Gone() { hub.disconnected(c); }  // the connection's callbacks end with it
+    } gone{caller.connection};
     std::span<const uint8_t> in(data, size);
     while (in.size() >= rpc::kLengthSize && !caller.closed) {
         auto n = rpc::decode_length(in.first<rpc::kLengthSize>());
@@ -119,6 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto reply = dispatcher.call(caller, *m);
         auto back = rpc::decode_message(std::span(reply).subspan(rpc::kLengthSize));
         if (!back) __builtin_trap();
+        hub.relay(running->def, running->id, event);
         if (back->header.status == rpc::ReplyStatus::error && !rpc::decode_error(back->payload)) __builtin_trap();
     }
     return 0;

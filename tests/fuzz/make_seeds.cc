@@ -263,6 +263,34 @@ static int libvirt_seeds(const std::string& dir) {
     add(rpc::kQemuProgram, 4, rpc::Type::call, {});
     std::ofstream(dir + "/qemu-monitor", std::ios::binary)
         .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
+    // Monitor event registrations (virsh qemu-monitor-event): "fr" and an expression, every
+    // domain and one name without case, an expression that does not compile, a deregistration.
+    session.clear();
+    xdr::Writer open_third;
+    open_third.optional_string(std::string("vmm:///system"));
+    open_third.u32(0);
+    call(1, open_third.take());
+    auto watch = [&](bool one, std::optional<std::string> event, uint32_t flags) {
+        xdr::Writer w;
+        w.boolean(one);
+        if (one) {
+            w.string("fr");
+            w.fixed_opaque(running);
+            w.i32(1);
+        }
+        w.optional_string(event);
+        w.u32(flags);
+        add(rpc::kQemuProgram, 4, rpc::Type::call, w.take());
+    };
+    watch(true, "^MIG(RATION)?$", 1);
+    watch(false, "migration", 2);
+    watch(false, "([", 1);
+    watch(false, std::nullopt, 0);
+    xdr::Writer drop;
+    drop.i32(1);
+    add(rpc::kQemuProgram, 5, rpc::Type::call, drop.take());
+    std::ofstream(dir + "/qemu-monitor-events", std::ios::binary)
+        .write(reinterpret_cast<const char*>(session.data()), static_cast<std::streamsize>(session.size()));
     return 0;
 }
 

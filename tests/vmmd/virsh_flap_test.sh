@@ -7,7 +7,8 @@
 # guest runs on at the destination without errors. Past the window (set to 2 s on the source's
 # vmm) the job fails and the domain runs on at the source, nothing left at the destination.
 # Shown: domjobinfo answers during the pause (the job runs on) and says why it waits (its error
-# message); the destination's vmm counts the resumption. With `rdma`, the same over RDMA
+# message); the destination's vmm counts the resumption; a client of the source's vmm events
+# (virsh qemu-monitor-event) sees precopy-paused and then active again as they happen. With `rdma`, the same over RDMA
 # (--migrateuri rdma://; label rdma: scripts/test.sh runs it in the SoftRoCE nested VM).
 #   virsh_flap_test.sh BUILD_DIR [tcp|rdma]
 set -uo pipefail
@@ -74,8 +75,14 @@ wait_until 60 no_dest_vmm || fail "a destination vmm is left: $(d list --all)"
 guest_runs_clean "$build/bin/vmmctl" state
 echo "ok: a flap past the window fails the job, the domain running on at the source"
 
-# Inside the window (30 s, vmm's default): the flap costs only time.
+# Inside the window (30 s, vmm's default): the flap costs only time. A client watching the
+# source's vmm events through vmmd (stock virsh qemu-monitor-event, libvirt's QEMU program) sees
+# the pause and the resumption as they happen.
 out=$(qmp state demo 'migrate-set-parameters {"x-resume-window":30000}') || fail "set: $out"
+virsh -c "$uri" qemu-monitor-event --domain demo --event MIGRATION --loop --timeout 300 >"$dir/events.out" 2>&1 &
+watching=$!
+also_kill+=("$watching")
+wait_until 30 grep -q "registered monitor event callback" "$dir/log" || fail "qemu-monitor-event did not register: $(cat "$dir/events.out")"
 port=$((port + 1))
 v migrate --live --bandwidth 1 demo "$duri" --migrateuri "$(migrateuri "$port")" >"$dir/migrate2.out" 2>&1 &
 migrating=$!
@@ -85,5 +92,10 @@ echo "ok: virsh migrate --live completed through a flap"
 expect "the source is shut off (migrated)" "$(v domstate demo --reason)" "shut off \(migrated\)"
 expect "the destination runs it" "$(d domstate demo)" "^running"
 expect "the destination's vmm resumed once" "$(qmp dstate demo query-migrate)" '"x-precopy-resumes":1'
+kill "$watching" 2>/dev/null
+# In order: active, precopy-paused, active again (the resumption), completed.
+seen=$(grep -o '"status":"[a-z-]*"' "$dir/events.out" | tr '\n' ' ')
+expect "qemu-monitor-event showed the pause and the resumption" "$seen" '"active" .*"precopy-paused" .*"active" .*"completed"'
+expect "each event names the domain" "$(head -1 "$dir/events.out")" "^event MIGRATION at [0-9]+\.[0-9]{6} for domain 'demo': "
 guest_runs_clean "$build/bin/vmmctl" dstate
 echo "ok: the guest runs on at the destination without errors"
