@@ -16,6 +16,9 @@
  *             stall_us=N the shortest gap counted as a stall (default 0: stalls not timed)
  *             passes=N (default 0: forever; then exits the machine with code 0)
  *             zero=1 (write zeros: memory populated but all zero, for zero-page paths)
+ *             fill=SIZE: before the passes, CPU 0 writes one word into every page of SIZE
+ *             after the hot set, once (as far as RAM goes): memory the guest holds but no longer
+ *             writes, as an idle guest's, under any VMM (a VMM-side --prefill is ours alone).
  *             rest_us=N: microseconds every CPU sleeps (in the VMM) after each pass, default 0.
  *             slow=MASK slow_rest_us=N: the CPUs in MASK (bit c: CPU c) also sleep N us after every
  *             `clock` pages they write: a guest with quiet and busy vCPUs, the quiet ones dirtying
@@ -33,6 +36,7 @@ struct stalls {
 } __attribute__((aligned(64)));
 
 static volatile uint64_t g_done_cpus;
+static volatile int g_filled; /* fill= done (CPU 0), before any CPU's first pass */
 static volatile int g_tsc_ok = -1; /* set by CPU 0 */
 static struct stalls g_stalls[MAX_TIMED_CPUS];
 static int g_timed; /* stalls are timed: the report line carries them */
@@ -98,6 +102,23 @@ static void print_pass(uint64_t pass, uint32_t cpus) {
     put_str("\n");
 }
 
+/* fill=SIZE: one word into every page of [from, from + size), clamped to the RAM range `from`
+ * is in; says how much. */
+static void fill_once(const struct vmm_boot_info *info, uint64_t from, uint64_t size) {
+    for (uint32_t i = 0; i < info->ram_count && i < VMM_BOOT_MAX_RAM; ++i) {
+        const struct vmm_boot_ram *r = &info->ram[i];
+        if (from < r->addr || from - r->addr >= r->size) continue;
+        uint64_t room = r->size - (from - r->addr);
+        if (size > room) size = room;
+        size &= ~(uint64_t)4095;
+        for (uint64_t a = from; a < from + size; a += 4096) *(volatile uint64_t *)(uintptr_t)a = a | 1;
+        put_str("stress: filled ");
+        put_size(size);
+        put_str("\n");
+        return;
+    }
+}
+
 /* Now in ns by whichever clock there is (0: none). */
 static uint64_t now_ns(void) { return g_tsc_ok ? tsc_ns(tsc_read()) : ctl_clock_ns(); }
 
@@ -121,6 +142,12 @@ void payload_main(const struct vmm_boot_info *info, uint32_t cpu) {
     uint64_t share = (bytes / info->cpu_count) & ~(uint64_t)4095;
     uint64_t start = base + share * cpu;
     uint64_t end = cpu + 1 == info->cpu_count ? base + bytes : start + share;
+    if (cpu == 0) {
+        uint64_t fill = param_u64("fill", 0);
+        if (fill) fill_once(info, base + bytes, fill);
+        g_filled = 1;
+    }
+    while (!g_filled) cpu_relax();
     if (cpu == 0) announce(info, base, bytes, stride, stall_us != 0);
     uint64_t last_print = now_ns();
     uint64_t last_tsc = tsc_read();
