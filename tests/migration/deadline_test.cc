@@ -119,6 +119,31 @@ TEST(MigrationDeadline, PostcopySwitchesWhenThePlanMissesIt) {
     EXPECT_EQ(dst->ramhash(), src->ramhash());
 }
 
+// postcopy, when even the push of what is left would end past the deadline: a switch cannot be
+// taken back, so the migration is not begun in postcopy but ends at once, saying what would
+// meet the deadline, the guest running on here.
+TEST(MigrationDeadline, APostcopyThatWouldMissItTooIsNotBegun) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
+    uint16_t port = free_tcp_port();
+    auto src = outrunning_source("dl-pcx-src", sized("16M", "4M"));
+    auto dst = postcopy_destination("dl-pcx-dst", tcp_uri(port), "128M", "1", true);
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_capability postcopy-ram on"), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-bandwidth " + sized("2m", "128k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter max-postcopy-bandwidth " + sized("2m", "128k")), "");
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline 2s"), "");  // 16 MiB at 2 MiB/s: 8 s at least
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-deadline-strategy postcopy"), "");
+    ASSERT_EQ(src->cmd("migrate -d " + tcp_uri(port)), "");
+    ASSERT_TRUE(eventually([&] { return ended(*src); }, 60)) << src->cmd("info migrate") << src->log();
+    std::string info = src->cmd("info migrate");
+    EXPECT_EQ(src->migrate_status(), "failed") << info;
+    EXPECT_NE(info.find("x-deadline 2.0 s cannot be met"), std::string::npos) << info;
+    EXPECT_NE(info.find("not even postcopy now would: its push of "), std::string::npos) << info;
+    EXPECT_NE(info.find("(max-postcopy-bandwidth)"), std::string::npos) << info;
+    EXPECT_EQ(src->log().find("switching to postcopy"), std::string::npos) << src->log();
+    EXPECT_EQ(src->status(), "running");
+}
+
 // downtime: a hot set rewritten faster than the link moves it never fits 300 ms; the source
 // raises the limit as little as carries it in one pause, and completes.
 TEST(MigrationDeadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {

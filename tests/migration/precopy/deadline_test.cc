@@ -79,6 +79,26 @@ TEST(Deadline, PostcopyAndThrottleAct) {
     EXPECT_NE(a.why.find("the vCPUs are throttled as far as max-cpu-throttle allows"), std::string::npos);
 }
 
+// A switch cannot be taken back: a postcopy whose push of what is left would itself end past the
+// deadline is not begun; the migration ends at once, saying what would meet it.
+TEST(Deadline, PostcopyThatWouldMissItTooCancelsAtOnce) {
+    DeadlineFacts f = missing(DeadlineStrategy::postcopy);
+    f.deadline_ms = 12'000;  // 5 s in, 100 MB at the link's 10 MB/s: 10 s more
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("x-deadline 12.0 s cannot be met: 5.0 s in, and no end at these rates"), std::string::npos) << a.why;
+    EXPECT_NE(a.why.find("; not even postcopy now would: its push of 95.4 MiB at 9.5 MiB/s (the link's rate) takes 10.0 s; "
+                         "x-deadline 15 s would meet it, or a push of 13.6 MiB/s"),
+              std::string::npos)
+        << a.why;
+    f.postcopy_bytes_per_s = 25 * MB;  // max-postcopy-bandwidth: 4 s more
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::postcopy);
+    f.postcopy_bytes_per_s = 5 * MB;  // 20 s more, said so
+    EXPECT_NE(deadline_action(f).why.find("at 4.8 MiB/s (max-postcopy-bandwidth) takes 20.0 s; x-deadline 25 s"),
+              std::string::npos)
+        << deadline_action(f).why;
+}
+
 // 4 MB dirty, rewritten faster than the link moves it: only a pause that carries all of it ends
 // the migration; the least such limit is 400 ms (4 MB at 10 MB/s).
 TEST(Deadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {

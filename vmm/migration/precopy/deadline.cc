@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "vmm/common/units.h"
@@ -56,6 +57,23 @@ std::optional<uint64_t> least_downtime(const DeadlineFacts& f) {
         (meets(f, at(mid)) ? hi : lo) = mid;
     }
     return hi;
+}
+
+// Whether the postcopy push of what is left, switched to now, would itself end past the deadline:
+// then what it would take ("; not even postcopy now would: ..."), else nothing.
+std::optional<std::string> postcopy_misses(const DeadlineFacts& f) {
+    double rate = f.postcopy_bytes_per_s > 0 ? f.postcopy_bytes_per_s : f.eta.link_bytes_per_s;
+    auto push = postcopy_eta(f.eta.remaining_bytes, rate);
+    if (!push || f.elapsed_ms + push->remaining_ms <= static_cast<double>(f.deadline_ms)) return std::nullopt;
+    double left_ms = static_cast<double>(f.deadline_ms) - f.elapsed_ms;
+    std::string faster = left_ms > 0 ? fmt::format(", or a push of {}/s", format_size(static_cast<uint64_t>(
+                                                                               f.eta.remaining_bytes / (left_ms / 1000))))
+                                     : std::string();
+    return fmt::format("; not even postcopy now would: its push of {} at {}/s ({}) takes {:.1f} s; x-deadline {:.0f} s "
+                       "would meet it{}",
+                       format_size(f.eta.remaining_bytes), format_size(static_cast<uint64_t>(rate)),
+                       f.postcopy_bytes_per_s > 0 ? "max-postcopy-bandwidth" : "the link's rate", push->remaining_ms / 1000,
+                       std::ceil((f.elapsed_ms + push->remaining_ms) / 1000), faster);
 }
 
 }  // namespace
@@ -121,7 +139,9 @@ DeadlineAction deadline_action(const DeadlineFacts& f) {
     if (!eta || meets(f, eta)) return {};  // nothing measured yet, or on time
     switch (f.strategy) {
         case DeadlineStrategy::cancel: return cancel(f, eta, "");
-        case DeadlineStrategy::postcopy: return {DeadlineAction::Kind::postcopy, 0, {}};
+        case DeadlineStrategy::postcopy:
+            if (auto late = postcopy_misses(f)) return cancel(f, eta, *late);
+            return {DeadlineAction::Kind::postcopy, 0, {}};
         case DeadlineStrategy::downtime: {
             auto ms = least_downtime(f);
             if (!ms) {

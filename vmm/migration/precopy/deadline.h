@@ -2,7 +2,9 @@
 // the prediction (core/eta.h) says it will not: nothing is waited for, the source acts as soon as
 // the plan misses the deadline. Pure decisions, apart from any I/O, so they are tested alone.
 //   cancel    end the migration now, the guest running on here, saying why (the default)
-//   postcopy  switch to postcopy now (postcopy-ram on both sides): its end is the push's
+//   postcopy  switch to postcopy now (postcopy-ram on both sides): its end is the push's; one
+//             whose push of what is left would itself miss the deadline cancels instead, at
+//             once, saying what would meet it (a switch cannot be taken back)
 //   downtime  raise downtime-limit, as little as meets the deadline, up to x-deadline-max-downtime
 //   throttle  slow the vCPUs (auto-converge's steps at once) until the plan meets it
 //   dirty-limit  hold the guest to the dirty rate that meets it, by a limit per vCPU (machine/
@@ -49,6 +51,7 @@ struct DeadlineFacts {
     EtaFacts eta;                  // as measured now, at the downtime limit in force
     bool throttle_at_most = false; // the vCPUs already throttled as far as max-cpu-throttle allows
     bool dirty_limit_at_most = false;  // the limited vCPUs already throttled as far as they go
+    double postcopy_bytes_per_s = 0;   // the push after a switch (max-postcopy-bandwidth; 0: the link's, as the plan takes it)
 };
 
 // dirty-limit's margin: the guest is held to this share of the highest dirty rate whose plan

@@ -37,6 +37,8 @@ DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv
     f.eta = eta;
     f.throttle_at_most = conv != nullptr && conv->throttle_at_most();
     f.dirty_limit_at_most = dirty_cap_ && *dirty_cap_ <= kDirtyLimitFloor;
+    f.postcopy_bytes_per_s = static_cast<double>(core_.live ? core_.live->get(Live::max_postcopy_bandwidth)
+                                                            : core_.options.params.max_postcopy_bandwidth);
     return f;
 }
 
