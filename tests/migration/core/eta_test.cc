@@ -48,6 +48,27 @@ TEST(Eta, NoEndWhenTheGuestDirtiesAsFastAsTheLinkMoves) {
     EXPECT_TRUE(small->converges);
 }
 
+TEST(Eta, AHotSetCapsWhatARoundLeavesDirty) {
+    // 100 MB at 10 MB/s while the guest dirties 8 MB/s, but only ever the same 2 MB: the bulk
+    // round (10 s) leaves 2 MB, which fits a 300 ms pause (3 MB): 10.2 s, where the rate alone
+    // would take 13 rounds.
+    EtaFacts f{100 * 1000 * 1000, 10 * MB, 8 * MB, 300, 0};
+    f.hot_set_bytes = 2 * MB;
+    auto e = precopy_eta(f);
+    ASSERT_TRUE(e);
+    EXPECT_TRUE(e->converges);
+    EXPECT_EQ(e->rounds, 1u);
+    EXPECT_NEAR(e->remaining_ms, 10000 + 200, 1e-6);
+    // Even a guest dirtying faster than the link ends, when its set fits the pause...
+    f.dirty_bytes_per_s = 40 * MB;
+    ASSERT_TRUE(precopy_eta(f));
+    EXPECT_TRUE(precopy_eta(f)->converges);
+    // ... and not when it does not: the rounds stay at the set.
+    f.hot_set_bytes = 5 * MB;
+    ASSERT_TRUE(precopy_eta(f));
+    EXPECT_FALSE(precopy_eta(f)->converges);
+}
+
 TEST(Eta, AHandOverLongerThanTheLimitLeavesNothingForRam) {
     auto e = precopy_eta({4096, 100 * MB, 0, 300, 500});
     ASSERT_TRUE(e);

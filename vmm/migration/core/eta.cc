@@ -18,9 +18,11 @@ std::optional<Eta> precopy_eta(const EtaFacts& f) {
     Eta eta;
     double r = static_cast<double>(f.remaining_bytes);
     while (r > fits) {
-        if (q >= 1.0 || eta.rounds == kMaxRounds) return eta;  // converges stays false
+        double next = r * q;
+        if (f.hot_set_bytes > 0) next = std::min(next, f.hot_set_bytes);
+        if (next >= r || eta.rounds == kMaxRounds) return eta;  // the rounds do not shrink: converges stays false
         eta.remaining_ms += r / per_ms;
-        r *= q;
+        r = next;
         ++eta.rounds;
     }
     eta.converges = true;

@@ -6,7 +6,9 @@
 // own, so round k+1 carries q = dirty rate / link rate of round k; once a round fits in what
 // downtime-limit leaves after the hand-over, the vCPUs pause and the rest goes. With q >= 1 the
 // rounds never shrink: no end is promised (auto-converge, postcopy or a higher downtime-limit
-// would give one). Postcopy: the pages still missing at the push's rate.
+// would give one). A guest that rewrites a hot set dirties no more than that set in a round,
+// however long: each round then carries at most the hot set, and the rounds end when it fits
+// the pause (or never, when it does not). Postcopy: the pages still missing at the push's rate.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct EtaFacts {
     double dirty_bytes_per_s = 0;  // what the guest dirties
     double downtime_limit_ms = 300;
     double handover_ms = 0;        // saving and loading the state, as the destination rehearsed it
+    double hot_set_bytes = 0;      // what the guest keeps rewriting, when it keeps to a set (0: none seen)
 };
 
 struct Eta {

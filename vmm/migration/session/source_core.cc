@@ -2,6 +2,7 @@
 
 #include "vmm/common/elapsed.h"
 #include "vmm/common/log.h"
+#include "vmm/migration/precopy/plan.h"
 
 namespace vmm::migration {
 
@@ -131,9 +132,14 @@ void SourceCore::link_back(std::chrono::steady_clock::time_point since) {
 EtaFacts SourceCore::precopy_facts(const MigrationStats& s) const {
     double active_s = std::chrono::duration<double>(published_at - active_since).count();
     double link = s.ram.mbps > 0 ? s.ram.mbps * 1e6 / 8 : (active_s >= 0.2 ? s.ram.transferred / active_s : 0);
-    double dirty = machine.dirty_rate().rate().pages_per_second * memory::kPageSize;
+    memory::DirtyRate rate = machine.dirty_rate().rate();
+    double dirty = rate.pages_per_second * memory::kPageSize;
     uint64_t left = s.rounds == 0 ? s.ram.bulk_to_send : s.ram.remaining;
-    return {left, link, dirty, static_cast<double>(options.params.downtime_limit_ms), s.handover_estimate_ms};
+    EtaFacts f{left, link, dirty, static_cast<double>(options.params.downtime_limit_ms), s.handover_estimate_ms};
+    // A guest keeping to a hot set leaves no more than that dirty after a round (as the plan takes it).
+    f.hot_set_bytes = hot_set_bytes(dirty, static_cast<double>(rate.working_set_pages * memory::kPageSize),
+                                    rate.working_set_seconds);
+    return f;
 }
 
 std::vector<uint64_t> pages_per_block(const memory::GuestMemory& mem) {
