@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Deadline benchmark (issue 63): how well vmm's plan predicts a migration, whether its ETA gets
+# better as it goes, and whether a deadline is kept; beside QEMU 7.2 driven as fleets drive it
+# (OpenStack Nova's policy), the same guests and caps, in this one run. No figure is compared
+# with one from elsewhere.
+#
+# Guests: the stress payload, 1 vCPU, 256 MiB, --fill (32M) written once and then held, and:
+#   idle     a 4 KiB hot set
+#   1/8 1/2 1 4   --stream (32M) rewritten at that many times the link's rate (the stride slowed to
+#            it from the guest's pace measured first; the rate measured is what the table shows)
+#   hotset   a hot set of 2 x what the link moves in downtime-limit (300 ms), rewritten at half
+#            the link's rate
+# Caps (--caps, MiB/s): max-bandwidth and max-postcopy-bandwidth both, the link as migrations see it.
+# Per guest and cap:
+#   plan     vmm's x-query-migrate-plan before migrating: precopy's predicted total, or "never"
+#   precopy  vmm, no deadline (cancelled at 4 x its plan, or 2 x the floor when the plan says it
+#            never ends: such a verdict is checked too): query-migrate every 100 ms; the total
+#            predicted (elapsed + x-expected-remaining-ms) 1 s in (the link measured for a
+#            second), once the first round has ended, and at the last round's start, against the
+#            total measured
+#   vmm      x-deadline D = 1.5 x what the populated RAM takes at the cap, x-deadline-strategy
+#            postcopy (postcopy-ram on both sides): feasible when the plan's precopy or
+#            postcopy-at-once total fits D
+#   qemu     QEMU 7.2, the same guest, cap and D as Nova's completion timeout: downtime-limit
+#            50 -> 500 ms in 10 steps over 0.94 D, then migrate-start-postcopy at D
+#            (scripts/lib/bench-deadline-drive.py)
+#   tight    vmm with D = 0.5 x the populated RAM's time at the cap, strategy postcopy: it cannot be
+#            met, and vmm must say so at once (the migration fails within a second, saying what
+#            would meet it, the guest running on)
+# Blocked time: the destination's postcopy-blocktime (both VMMs measure it the same way);
+# throttled time: cpu-throttle-percentage integrated over the samples.
+#
+#   scripts/bench-deadline.sh [--quick] [--caps 4,16] [--fill 32M] [--stream 32M] [--guests idle,1/8,...]
+#                             [--no-qemu] [--out DIR]
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+
+caps=4,16 fill=32M stream=32M guests="idle 1/8 1/2 1 4 hotset" out=$PWD qemu=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --caps) caps=$2; shift 2 ;;
+        --fill) fill=$2; shift 2 ;;
+        --stream) stream=$2; shift 2 ;;
+        --guests) guests=${2//,/ }; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --no-qemu) qemu=0; shift ;;
+        --quick) caps=8 fill=16M stream=16M guests="idle 1/2 4 hotset"; shift ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+kvm_usable || die "needs /dev/kvm (both VMMs run the guests under KVM)"
+ensure_packages jq qemu-system-x86
+build
+VMM="$BUILD/bin/vmm" CTL="$BUILD/bin/vmmctl" PAYLOAD="$BUILD/guest/stress.elf"
+DRIVE="$ROOT/scripts/lib/bench-deadline-drive.py"
+PY=$(command -v python3)
+work=$(mktemp -d /tmp/vmm-bench-deadline.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+mem=256M
+results=$work/results.jsonl
+: >"$results"
+
+q() { "$CTL" --qmp "unix:$work/$1.qmp" "${@:2}"; }   # q VM COMMAND [ARGS-JSON]
+h() { "$CTL" "unix:$work/$1.hmp" "$2"; }              # h VM HMP-LINE
+port() { echo $((20000 + RANDOM % 20000)); }
+bytes_of() { numfmt --from=iec "$1"; }
+
+# vmm_start NAME ARGS...: a vmm with QMP and HMP sockets in $work.
+vmm_start() {
+    local name=$1; shift
+    rm -f "$work/$name.ser" "$work/$name.qmp" "$work/$name.hmp"
+    "$VMM" -m "$mem" --smp 1 --qmp "unix:$work/$name.qmp" --monitor "unix:$work/$name.hmp" \
+        --serial "file:$work/$name.ser" "$@" >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && [ -S "$work/$name.hmp" ] && return 0; sleep 0.1; done
+    die "vmm $name did not start: $(tail -3 "$work/$name.log")"
+}
+qemu_start() {  # qemu_start NAME ARGS...
+    local name=$1; shift
+    rm -f "$work/$name.ser" "$work/$name.qmp"
+    qemu-system-x86_64 -accel kvm -cpu host,-arch-capabilities -m "$mem" -smp 1 -nodefaults -no-user-config \
+        -display none -qmp "unix:$work/$name.qmp,server=on,wait=off" -serial "file:$work/$name.ser" "$@" \
+        >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && return 0; sleep 0.1; done
+    die "QEMU $name did not start: $(tail -3 "$work/$name.log")"
+}
+# warm NAME: the guest filled its RAM and has rewritten its hot set for 10 s since: vmm measures
+# what a guest dirtied in 4 s windows one after another, and the plan reads the last whole one,
+# which must not hold the fill. (Its pass lines are no clock: without a TSC scale the guest
+# prints one every 1024 passes.)
+warm() {
+    for _ in $(seq 1 600); do
+        grep -q '^stress: pass' "$work/$1.ser" 2>/dev/null && { sleep 10; return 0; }
+        sleep 0.1
+    done
+    die "the stress guest on $1 did not get going: $(tail -2 "$work/$1.ser" 2>/dev/null)"
+}
+stop() { for vm in "$@"; do q "$vm" quit >/dev/null 2>&1 || true; done; }
+guest_args() { echo "fill=$fill bytes=$1 stride=$2 ctl=0"; }
+
+# The guest's pace: the rate it dirties a 64 MiB stream at a few strides (a page costs a fixed
+# part and a part per word written, neither steady enough here to model), for the strides that
+# give the rates asked.
+pace="[]"
+for st in 16 128 1024 4096; do
+    vmm_start probe --guest stress --append "$(guest_args 64M "$st")"
+    warm probe
+    pace=$(jq -c --argjson s "$st" --argjson r "$(q probe query-dirty-rate | jq '."dirty-rate" * 1048576')" '. + [[$s, $r]]' <<<"$pace")
+    stop probe
+done
+log "the stress guest's pace (stride, bytes/s): $pace"
+
+# hot_and_stride GUEST CAP_MIB: "HOT_BYTES STRIDE". The rates are streams: the guest rewrites
+# --stream bytes at that rate, its stride slowed to it from its measured pace, so a round leaves
+# less dirty the shorter it was.
+stride_for() {  # stride_for BYTES_PER_S: interpolated (log-log) between the strides measured
+    jq -rn --argjson r "$1" --argjson p "$pace" '
+        def between($a; $b): ((($r | log) - ($a[1] | log)) / (($b[1] | log) - ($a[1] | log))) as $f |
+                             (($a[0] | log) + $f * (($b[0] | log) - ($a[0] | log))) | exp;
+        ($p | sort_by(.[1])) as $q |
+        (if $r <= $q[0][1] then $q[0][0] elif $r >= $q[-1][1] then $q[-1][0]
+         else ([range(1; $q | length) as $i | select($q[$i][1] >= $r and $q[$i - 1][1] < $r) | between($q[$i - 1]; $q[$i])] | .[0])
+         end) | ((. / 8 | round) * 8) | if . < 8 then 8 elif . > 4096 then 4096 else . end'
+}
+hot_and_stride() {
+    local cap=$2 mib=1048576
+    case "$1" in
+        idle) echo "4096 4096" ;;
+        1/8) echo "$(bytes_of "$stream") $(stride_for $((cap * mib / 8)))" ;;
+        1/2) echo "$(bytes_of "$stream") $(stride_for $((cap * mib / 2)))" ;;
+        1) echo "$(bytes_of "$stream") $(stride_for $((cap * mib)))" ;;
+        4) echo "$(bytes_of "$stream") $(stride_for $((cap * mib * 4)))" ;;
+        hotset) echo "$(( (cap * mib * 6 / 10) / 4096 * 4096 )) $(stride_for $((cap * mib / 2)))" ;;
+        *) die "unknown guest $1" ;;
+    esac
+}
+
+# drive SRC DST_URI POLICY DEADLINE_MS OUT: the driver's samples into OUT.
+drive() { "$PY" "$DRIVE" "$work/$1.qmp" "$2" "$3" "$4" >"$5"; }
+
+# summary_of SAMPLES: the run's facts from its samples: total, downtime, status, error, the
+# prediction after the first round and at the last round's start, throttled ms.
+summary_of() {
+    jq -s '
+        [.[] | select(.q)] as $s | ($s | last | .q) as $fin |
+        def pred: .q["total-time"] + .q["x-expected-remaining-ms"];
+        def first_pred(f): [$s[] | select(.q.status == "active" and .q["x-expected-remaining-ms"] != null) | select(f)] |
+                           if length == 0 then null else .[0] | pred end;
+        ($s | map(.q["x-rounds"] // 0) | max) as $rounds |
+        first_pred(.t >= 1) as $early |
+        first_pred(.q["x-rounds"] >= 1) as $first |
+        (if $rounds >= 3 then first_pred(.q["x-rounds"] == $rounds - 2) else null end) as $last |
+        {status: $fin.status, total_ms: $fin["total-time"], downtime_ms: $fin.downtime,
+         error: ($fin["error-desc"] // null), rounds: $rounds,
+         first_s: ($s | map(select(.q.status == "failed" or .q.status == "cancelled")) | if length == 0 then null else .[0].t end),
+         pred_early_ms: $early, pred_first_ms: $first, pred_last_ms: $last,
+         postcopy: ([$s[] | select(.q.status == "postcopy-active")] | length > 0),
+         throttled_ms: ([range(1; $s | length) as $i | ($s[$i].t - $s[$i - 1].t) * 1000 * (($s[$i].q["cpu-throttle-percentage"] // 0) / 100)] | add // 0 | round),
+         policy: (.[-1].policy // [])}' "$1"
+}
+
+record() {  # record JSON: one result line
+    echo "$1" >>"$results"
+}
+
+# plan_of VM: vmm's x-query-migrate-plan (at the cap set as max-bandwidth).
+plan_of() { q "$1" x-query-migrate-plan; }
+strategy() { jq -c --arg n "$2" '.strategies[] | select(.strategy == $n)' <<<"$1"; }  # strategy PLAN NAME
+
+# vmm_pair_settings SRC DST CAP POSTCOPY: the cap on the source, postcopy-ram on both if asked.
+vmm_settings() {
+    local src=$1 dst=$2 cap=$3 pc=$4
+    h "$src" "migrate_set_parameter max-bandwidth ${cap}m" >/dev/null
+    h "$src" "migrate_set_parameter max-postcopy-bandwidth ${cap}m" >/dev/null
+    if [ "$pc" = 1 ]; then
+        h "$src" "migrate_set_capability postcopy-ram on" >/dev/null
+        h "$dst" "migrate_set_capability postcopy-ram on" >/dev/null
+    fi
+}
+blocked_ms() { q "$1" query-migrate | jq '."postcopy-blocktime" // 0'; }  # the destination's
+
+run_guest() {  # run_guest GUEST CAP
+    local g=$1 cap=$2 hot stride p uri name
+    read -r hot stride <<<"$(hot_and_stride "$g" "$cap")"
+    name="$cap-$(tr / _ <<<"$g")"
+    local populated floor_ms d_ms
+    # 1. vmm: the plan, then precopy alone when the plan says it ends.
+    vmm_start "$name-a" --guest stress --append "$(guest_args "$hot" "$stride")"
+    warm "$name-a"
+    vmm_start "$name-b" --incoming defer
+    vmm_settings "$name-a" "$name-b" "$cap" 0
+    local rate plan pre
+    rate=$(q "$name-a" query-dirty-rate | jq '."dirty-rate"')
+    plan=$(plan_of "$name-a")
+    populated=$(jq '."populated-bytes"' <<<"$plan")
+    floor_ms=$(jq -n --argjson p "$populated" --argjson c "$cap" '$p / ($c * 1048576) * 1000 | ceil')
+    d_ms=$((floor_ms * 3 / 2))
+    pre=$(strategy "$plan" precopy)
+    p=$(port) uri=tcp:127.0.0.1:$p
+    h "$name-b" "migrate_incoming $uri" >/dev/null
+    local src_next=$name-a bound r
+    # Run even when the plan says it never ends (bounded): a "never" that ends is a plan missed too.
+    bound=$(jq -n --argjson t "$(jq 'if .converges then ."total-ms" else 0 end' <<<"$pre")" --argjson f "$floor_ms" \
+        '[$t * 4, $f * 2, 20000] | max | ceil')
+    drive "$name-a" "$uri" none "$bound" "$work/$name-precopy.jsonl"
+    r=$(summary_of "$work/$name-precopy.jsonl")
+    record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson rate "$rate" --argjson hot "$hot" --argjson stride "$stride" \
+        --argjson plan "$pre" --argjson r "$r" --argjson bound "$bound" --argjson seen "$(jq -c '{dirty, "populated-bytes", "link-bytes-per-second"}' <<<"$plan")" \
+        '{kind: "precopy", guest: $g, cap: $cap, dirty_rate: $rate, hot: $hot, stride: $stride, plan: $plan, plan_facts: $seen, bound_ms: $bound} + $r')"
+    if [ "$(jq -r .status <<<"$r")" = completed ]; then src_next=$name-b; else stop "$name-b"; fi
+    [ "$src_next" = "$name-a" ] || stop "$name-a"
+    # 2. vmm with x-deadline D, strategy postcopy (the guest goes on from where it runs now).
+    vmm_start "$name-c" --incoming defer
+    vmm_settings "$src_next" "$name-c" "$cap" 1
+    h "$src_next" "migrate_set_parameter x-deadline ${d_ms}ms" >/dev/null
+    h "$src_next" "migrate_set_parameter x-deadline-strategy postcopy" >/dev/null
+    plan=$(plan_of "$src_next")
+    p=$(port) uri=tcp:127.0.0.1:$p
+    h "$name-c" "migrate_incoming $uri" >/dev/null
+    drive "$src_next" "$uri" none $((d_ms * 4)) "$work/$name-vmm.jsonl"
+    record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" --argjson plan "$plan" \
+        --argjson r "$(summary_of "$work/$name-vmm.jsonl")" --argjson b "$(blocked_ms "$name-c")" \
+        '{kind: "vmm", guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor,
+          feasible: ([$plan.strategies[] | select((.strategy == "precopy" or .strategy == "postcopy at once") and .converges and ."total-ms" <= $d)] | length > 0),
+          blocked_ms: $b} + $r')"
+    stop "$src_next"
+    # 3. tight: D = half the floor, on the guest now at name-c; it must say so at once.
+    vmm_start "$name-e" --incoming defer
+    vmm_settings "$name-c" "$name-e" "$cap" 1
+    h "$name-c" "migrate_set_parameter x-deadline $((floor_ms / 2))ms" >/dev/null
+    h "$name-c" "migrate_set_parameter x-deadline-strategy postcopy" >/dev/null
+    p=$(port) uri=tcp:127.0.0.1:$p
+    h "$name-e" "migrate_incoming $uri" >/dev/null
+    drive "$name-c" "$uri" none $((floor_ms * 4)) "$work/$name-tight.jsonl"
+    record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson d $((floor_ms / 2)) --argjson floor "$floor_ms" \
+        --argjson r "$(summary_of "$work/$name-tight.jsonl")" --arg running "$(q "$name-c" query-status | jq -r .status)" \
+        '{kind: "tight", guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor, source_after: $running} + $r')"
+    stop "$name-c" "$name-e"
+    # 4. QEMU 7.2 under Nova's policy, D its completion timeout.
+    [ "$qemu" = 1 ] || return 0
+    qemu_start "$name-qa" -kernel "$PAYLOAD" -append "$(guest_args "$hot" "$stride")"
+    warm "$name-qa"
+    qemu_start "$name-qb" -incoming defer
+    q "$name-qb" 'migrate-set-capabilities {"capabilities":[{"capability":"postcopy-ram","state":true},{"capability":"postcopy-blocktime","state":true}]}' >/dev/null
+    q "$name-qa" 'migrate-set-capabilities {"capabilities":[{"capability":"postcopy-ram","state":true}]}' >/dev/null
+    q "$name-qa" "migrate-set-parameters {\"max-bandwidth\": $((cap * 1048576)), \"max-postcopy-bandwidth\": $((cap * 1048576)), \"downtime-limit\": 50}" >/dev/null
+    p=$(port) uri=tcp:127.0.0.1:$p
+    q "$name-qb" "migrate-incoming {\"uri\": \"$uri\"}" >/dev/null
+    drive "$name-qa" "$uri" nova "$d_ms" "$work/$name-qemu.jsonl"
+    local qb=0
+    for _ in $(seq 1 100); do
+        [ "$(q "$name-qb" query-migrate | jq -r .status)" = completed ] && break
+        sleep 0.1
+    done
+    qb=$(blocked_ms "$name-qb")
+    record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
+        --argjson r "$(summary_of "$work/$name-qemu.jsonl")" --argjson b "$qb" \
+        '{kind: "qemu", guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor, blocked_ms: $b} + $r')"
+    stop "$name-qa" "$name-qb"
+}
+
+for cap in ${caps//,/ }; do
+    for g in $guests; do
+        log "cap $cap MiB/s, guest $g"
+        run_guest "$g" "$cap"
+    done
+done
+mkdir -p "$out"
+stamp=$(date +%Y%m%d-%H%M%S)
+cp "$results" "$out/bench-deadline-$stamp.jsonl"
+tar -C "$work" -cJf "$out/bench-deadline-$stamp-samples.tar.xz" $(cd "$work" && ls ./*.jsonl)  # every run's query-migrate samples
+jq -s -r -f "$ROOT/scripts/lib/bench-deadline.jq" "$results" | tee "$out/bench-deadline-$stamp.txt"
+log "results: $out/bench-deadline-$stamp.{jsonl,txt}"

@@ -1,0 +1,73 @@
+# bench-deadline.sh's tables from its results (one JSON object per run, slurped). jq 1.6: no
+# string interpolation inside another; strings are joined with +.
+def pad($n): tostring | if length >= $n then . else . + (" " * ($n - length)) end;
+def rpad($n): tostring | if length >= $n then . else (" " * ($n - length)) + . end;
+def s: if . == null then "-" else ((. / 100 | round) / 10 | tostring) + " s" end;
+def pct: if . == null then "-" else ((. * 100 | round) | tostring) + " %" end;
+def err($pred; $real): if $pred == null or $real == null or $real == 0 then null else (($pred - $real) / $real) end;
+def abs: if . < 0 then -. else . end;
+def r1: . * 10 | round / 10;
+def yn: if . then "yes" else "no" end;
+def met: .status == "completed" and .total_ms <= .deadline_ms;
+def ms: if . == null then "-" else (tostring + " ms") end;
+def with_errors: if .status != "completed" then . + {err_early: null, err_first: null, err_last: null} else
+                 . + {err_early: err(.pred_early_ms; .total_ms), err_first: err(.pred_first_ms; .total_ms),
+                      err_last: err(.pred_last_ms; .total_ms)} end;
+def measured: if .status == "completed" then (.total_ms | s) else .status end;
+def planned: if .plan.converges then (.plan["total-ms"] | s) else "never" end;
+# A plan's verdict held: it said "ends" and the run completed, or "never" and it did not.
+def verdict_held: (.plan.converges and .status == "completed") or ((.plan.converges | not) and .status != "completed");
+
+[.[] | select(.kind == "precopy") | with_errors] as $pre |
+[.[] | select(.kind == "vmm")] as $vmm |
+[.[] | select(.kind == "qemu")] as $qemu |
+[.[] | select(.kind == "tight")] as $tight |
+([$pre[] | select(.status == "completed" and .plan.converges)]) as $done |
+
+"Plans and ETAs: vmm, precopy alone (run up to its bound even when the plan says it never ends)",
+"cap MiB/s  guest   dirty MiB/s (x link)  plan     measured   1 s in (error)        after round 1 (error)  last round (error)  rounds",
+($pre[] |
+  (.cap | rpad(9)) + "  " + (.guest | pad(6)) + "  " + ((.dirty_rate | r1 | tostring) + " (" + ((.dirty_rate / .cap * 100 | round) / 100 | tostring) + ")" | pad(20)) +
+  "  " + (planned | pad(7)) + "  " + (measured | pad(9)) + "  " +
+  ((.pred_early_ms | s) + " (" + (.err_early | pct) + ")" | pad(20)) + "  " +
+  ((.pred_first_ms | s) + " (" + (.err_first | pct) + ")" | pad(21)) + "  " + ((.pred_last_ms | s) + " (" + (.err_last | pct) + ")" | pad(18)) +
+  "  " + (.rounds // "-" | tostring)),
+"",
+"Deadlines: vmm (x-deadline D, x-deadline-strategy postcopy) beside QEMU 7.2 under Nova's policy (downtime-limit 50 -> 500 ms in steps, post-copy at D)",
+"cap  guest   D       floor   plan      | vmm: total  met  postcopy blocked  throttled downtime | QEMU: total  met  postcopy blocked  throttled downtime",
+($vmm[] | . as $v | ([$qemu[] | select(.cap == $v.cap and .guest == $v.guest)] | .[0]) as $q |
+  (.cap | rpad(3)) + "  " + (.guest | pad(6)) + "  " + (.deadline_ms | s | pad(6)) + "  " + (.floor_ms | s | pad(6)) + "  " +
+  (if .feasible then "feasible" else "not" end | pad(8)) + "  | " + (.total_ms | s | rpad(10)) + "  " + (met | yn | pad(3)) + "  " +
+  (.postcopy | yn | pad(8)) + " " + (.blocked_ms | ms | pad(8)) + " " + (.throttled_ms | ms | pad(9)) + " " + (.downtime_ms | ms | pad(8)) + " | " +
+  (if $q == null then "-" else
+    ($q.total_ms | s | rpad(11)) + "  " + ($q | met | yn | pad(3)) + "  " + ($q.postcopy | yn | pad(8)) + " " +
+    ($q.blocked_ms | ms | pad(8)) + " " + ($q.throttled_ms | ms | pad(9)) + " " + ($q.downtime_ms | ms) end)),
+"",
+"Deadlines no migration could meet (D = half what the populated RAM takes at the cap): vmm must say so at once",
+($tight[] | "cap " + (.cap | tostring) + " " + (.guest | pad(6)) + " D " + (.deadline_ms | s | pad(6)) + ": " + .status +
+  " after " + (.first_s // "-" | tostring) + " s, source " + .source_after + ": " + (.error // "(no error)")),
+"",
+"Summary",
+(($done | map(select(.err_first != null))) as $p | ($p | map(select((.err_first | abs) <= 0.2)) | length) as $k |
+  "  the prediction once the first round ended, within +-20 % of the measured total: " + ($k | tostring) + " of " +
+  ($p | length | tostring) + " precopy runs with a round after the first (the issue asks >= 80 %)"),
+(($done | map(select(.err_early != null))) as $p | ($p | map(select((.err_early | abs) <= 0.2)) | length) as $k |
+  "  the prediction 1 s in, within +-20 %: " + ($k | tostring) + " of " + ($p | length | tostring) + " precopy runs that ended"),
+(($pre | map(select(verdict_held)) | length) as $k |
+  "  the plan's verdict before migrating (ends / never) held: " + ($k | tostring) + " of " + ($pre | length | tostring)),
+(($done | map(select(.err_early != null and .err_last != null))) as $p |
+  ($p | map(select((.err_last | abs) <= (.err_early | abs) / 2 or (.err_last | abs) <= 0.02)) | length) as $k |
+  "  the ETA's error at the last round's start at most half its error 1 s in (or within 2 %): " + ($k | tostring) + " of " +
+  ($p | length | tostring) + " runs with 3 rounds or more"),
+(($vmm | map(select(.feasible))) as $f |
+  "  vmm, feasible by its plan: " + ($f | map(select(met)) | length | tostring) + " of " + ($f | length | tostring) +
+  " met the deadline; not feasible by its plan: " + ($vmm | map(select(.feasible | not)) | length | tostring)),
+("  deadlines missed: vmm " + ($vmm | map(select(met | not)) | length | tostring) + " of " + ($vmm | length | tostring) +
+  ", QEMU 7.2 " + ($qemu | map(select(met | not)) | length | tostring) + " of " + ($qemu | length | tostring)),
+(([$vmm[] | . as $v | ([$qemu[] | select(.cap == $v.cap and .guest == $v.guest and .status == "completed")] | .[0]) as $q |
+   select($v.status == "completed" and $q != null) | {v: ($v.blocked_ms + $v.throttled_ms), q: ($q.blocked_ms + $q.throttled_ms)}]) as $both |
+  "  guest throttled + blocked, the runs both completed (" + ($both | length | tostring) + "): vmm " + ($both | map(.v) | add // 0 | tostring) +
+  " ms, QEMU 7.2 " + ($both | map(.q) | add // 0 | tostring) + " ms"),
+("  said at once that the deadline cannot be met (failed within 1 s saying so): " +
+  ($tight | map(select(.status == "failed" and (.first_s // 99) <= 1 and ((.error // "") | test("cannot be met")))) | length | tostring) +
+  " of " + ($tight | length | tostring) + "; the source running on after: " + ($tight | map(select(.source_after == "running")) | length | tostring))
