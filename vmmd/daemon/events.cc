@@ -11,29 +11,12 @@ namespace vmmd {
 
 using rpc::Proc;
 
-namespace {
+void EventHub::connected(uint64_t connection, std::shared_ptr<Outbox> outbox) { callbacks_.connected(connection, std::move(outbox)); }
 
-
-}  // namespace
-
-void EventHub::connected(uint64_t connection, std::shared_ptr<Outbox> outbox) {
-    std::lock_guard lock(mutex_);
-    connections_[connection].outbox = std::move(outbox);
-}
-
-void EventHub::disconnected(uint64_t connection) {
-    std::lock_guard lock(mutex_);
-    connections_.erase(connection);
-}
+void EventHub::disconnected(uint64_t connection) { callbacks_.disconnected(connection); }
 
 void EventHub::send(int32_t event_id, const Uuid& domain, Proc proc, const std::vector<uint8_t>& body) {
-    std::vector<std::pair<std::shared_ptr<Outbox>, int32_t>> to;
-    {
-        std::lock_guard lock(mutex_);
-        for (const auto& [conn, c] : connections_)
-            for (const Callback& cb : c.callbacks)
-                if (cb.event_id == event_id && (!cb.domain || *cb.domain == domain)) to.emplace_back(c.outbox, cb.id);
-    }
+    auto to = callbacks_.targets([&](const Callback& cb) { return cb.event_id == event_id && (!cb.domain || *cb.domain == domain); });
     for (const auto& [outbox, callback] : to) {
         xdr::Writer w;
         w.i32(callback);
@@ -83,33 +66,16 @@ rpc::Reply EventHub::register_any(rpc::Caller& caller, xdr::Reader& args) {
     if (*event_id < 0 || *event_id > VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE) {  // the last one this libvirt knows
         return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("unsupported event ID {}", *event_id));
     }
-    std::lock_guard lock(mutex_);
-    auto it = connections_.find(caller.connection);
-    if (it == connections_.end()) return rpc::fail(VIR_ERR_INTERNAL_ERROR, "this connection cannot receive events");
-    if (it->second.callbacks.size() >= kMaxCallbacksPerConnection) {
-        return rpc::fail(VIR_ERR_OPERATION_FAILED, fmt::format("a connection may hold at most {} event callbacks",
-                                                               kMaxCallbacksPerConnection));
-    }
-    cb.id = next_callback_++;
-    it->second.callbacks.push_back(cb);
-    vmm::log::info("vmmd: connection {} registered event callback {} (event {})", caller.connection, cb.id, *event_id);
-    return rpc::ok_i32(cb.id);
+    int32_t id = 0;
+    rpc::Reply r = callbacks_.add(caller.connection, cb, "event callbacks", &id);
+    if (!r.error) vmm::log::info("vmmd: connection {} registered event callback {} (event {})", caller.connection, id, *event_id);
+    return r;
 }
 
 rpc::Reply EventHub::deregister_any(rpc::Caller& caller, xdr::Reader& args) {
     auto callback = args.i32();
     if (!callback) return undecodable("CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY");
-    std::lock_guard lock(mutex_);
-    auto it = connections_.find(caller.connection);
-    if (it != connections_.end()) {
-        auto& cbs = it->second.callbacks;
-        for (auto c = cbs.begin(); c != cbs.end(); ++c) {
-            if (c->id != *callback) continue;
-            cbs.erase(c);
-            return rpc::ok();
-        }
-    }
-    return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("callback {} is not registered on this connection", *callback));
+    return callbacks_.remove(caller.connection, *callback);
 }
 
 std::vector<rpc::Procedure> EventHub::procedures() {

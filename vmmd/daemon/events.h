@@ -6,12 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "vmmd/daemon/callback_registry.h"
 #include "vmmd/server/outbox.h"
 #include "vmmd/domain/domain_def.h"
 #include "vmmd/rpc/dispatch.h"
@@ -47,19 +46,13 @@ private:
         int32_t event_id = 0;
         std::optional<Uuid> domain;  // nullopt: every domain
     };
-    struct Connection {
-        std::shared_ptr<Outbox> outbox;
-        std::vector<Callback> callbacks;
-    };
     rpc::Reply register_any(rpc::Caller& caller, xdr::Reader& args);
     // Sends event message `proc` to every callback for `event_id` on `domain`: each body is the
     // callback's id followed by `body`.
     void send(int32_t event_id, const Uuid& domain, rpc::Proc proc, const std::vector<uint8_t>& body);
     rpc::Reply deregister_any(rpc::Caller& caller, xdr::Reader& args);
 
-    std::mutex mutex_;
-    std::map<uint64_t, Connection> connections_;
-    int32_t next_callback_ = 1;
+    CallbackRegistry<Callback> callbacks_{kMaxCallbacksPerConnection};
 };
 
 }  // namespace vmmd

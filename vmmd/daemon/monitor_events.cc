@@ -60,25 +60,15 @@ bool MonitorEventHub::Callback::matches(const Uuid& uuid, const std::string& nam
 }
 
 void MonitorEventHub::connected(uint64_t connection, std::shared_ptr<Outbox> outbox) {
-    std::lock_guard lock(mutex_);
-    connections_[connection].outbox = std::move(outbox);
+    callbacks_.connected(connection, std::move(outbox));
 }
 
-void MonitorEventHub::disconnected(uint64_t connection) {
-    std::lock_guard lock(mutex_);
-    connections_.erase(connection);
-}
+void MonitorEventHub::disconnected(uint64_t connection) { callbacks_.disconnected(connection); }
 
 void MonitorEventHub::relay(const DomainDef& def, int id, const Json& event) {
     auto name = vmm::monitor::string_member(event, "event");
     if (!name || name->empty() || name->size() > kMaxEventName || name->find('\0') != std::string::npos) return;
-    std::vector<std::pair<std::shared_ptr<Outbox>, int32_t>> to;
-    {
-        std::lock_guard lock(mutex_);
-        for (const auto& [conn, c] : connections_)
-            for (const Callback& cb : c.callbacks)
-                if (cb.matches(def.uuid, *name)) to.emplace_back(c.outbox, cb.id);
-    }
+    auto to = callbacks_.targets([&](const Callback& cb) { return cb.matches(def.uuid, *name); });
     if (to.empty()) return;
     auto body = event_body(def, id, *name, event);
     if (!body) {
@@ -130,34 +120,17 @@ rpc::Reply MonitorEventHub::register_callback(rpc::Caller& caller, xdr::Reader& 
         }
         cb.pattern->compiled = true;
     }
-    std::lock_guard lock(mutex_);
-    auto it = connections_.find(caller.connection);
-    if (it == connections_.end()) return rpc::fail(VIR_ERR_INTERNAL_ERROR, "this connection cannot receive events");
-    if (it->second.callbacks.size() >= kMaxCallbacksPerConnection) {
-        return rpc::fail(VIR_ERR_OPERATION_FAILED, fmt::format("a connection may hold at most {} monitor event callbacks",
-                                                               kMaxCallbacksPerConnection));
-    }
-    cb.id = next_callback_++;
-    vmm::log::info("vmmd: connection {} registered monitor event callback {} ({})", caller.connection, cb.id,
-                   cb.event ? "event " + *cb.event : "every event");
-    it->second.callbacks.push_back(std::move(cb));
-    return rpc::ok_i32(it->second.callbacks.back().id);
+    std::string what = cb.event ? "event " + *cb.event : "every event";
+    int32_t id = 0;
+    rpc::Reply r = callbacks_.add(caller.connection, std::move(cb), "monitor event callbacks", &id);
+    if (!r.error) vmm::log::info("vmmd: connection {} registered monitor event callback {} ({})", caller.connection, id, what);
+    return r;
 }
 
 rpc::Reply MonitorEventHub::deregister_callback(rpc::Caller& caller, xdr::Reader& args) {
     auto callback = args.i32();
     if (!callback) return undecodable(kDeregister);
-    std::lock_guard lock(mutex_);
-    auto it = connections_.find(caller.connection);
-    if (it != connections_.end()) {
-        auto& cbs = it->second.callbacks;
-        for (auto c = cbs.begin(); c != cbs.end(); ++c) {
-            if (c->id != *callback) continue;
-            cbs.erase(c);
-            return rpc::ok();
-        }
-    }
-    return rpc::fail(VIR_ERR_INVALID_ARG, fmt::format("callback {} is not registered on this connection", *callback));
+    return callbacks_.remove(caller.connection, *callback);
 }
 
 std::vector<rpc::Procedure> MonitorEventHub::procedures() {

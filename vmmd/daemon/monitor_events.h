@@ -14,14 +14,13 @@
 #include <regex.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "vmm/monitor/client/json_access.h"
+#include "vmmd/daemon/callback_registry.h"
 #include "vmmd/domain/domain_def.h"
 #include "vmmd/rpc/dispatch.h"
 #include "vmmd/server/outbox.h"
@@ -63,16 +62,10 @@ private:
         std::shared_ptr<Pattern> pattern; // set with _REGEX
         bool matches(const Uuid& uuid, const std::string& name) const;
     };
-    struct Connection {
-        std::shared_ptr<Outbox> outbox;
-        std::vector<Callback> callbacks;
-    };
     rpc::Reply register_callback(rpc::Caller& caller, xdr::Reader& args);
     rpc::Reply deregister_callback(rpc::Caller& caller, xdr::Reader& args);
 
-    std::mutex mutex_;
-    std::map<uint64_t, Connection> connections_;
-    int32_t next_callback_ = 1;
+    CallbackRegistry<Callback> callbacks_{kMaxCallbacksPerConnection};
 };
 
 }  // namespace vmmd

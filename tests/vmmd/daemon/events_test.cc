@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/vmmd/daemon/event_client.h"
+
 namespace vmmd {
 namespace {
 
@@ -44,20 +46,7 @@ protected:
         }
         return call(316, w);
     }
-    // The next event message on the client's end, or nullopt when none is waiting.
-    std::optional<rpc::Message> next_message() {
-        pollfd p{theirs_.get(), POLLIN, 0};
-        if (::poll(&p, 1, 0) != 1) return std::nullopt;
-        uint8_t word[4];
-        EXPECT_EQ(::read(theirs_.get(), word, 4), 4);
-        auto n = rpc::decode_length(std::span<const uint8_t, 4>(word, 4));
-        EXPECT_TRUE(n);
-        std::vector<uint8_t> body(*n);
-        EXPECT_EQ(::read(theirs_.get(), body.data(), body.size()), static_cast<ssize_t>(body.size()));
-        auto m = rpc::decode_message(body);
-        EXPECT_TRUE(m);
-        return *m;
-    }
+    std::optional<rpc::Message> next_message() { return test::next_event_message(theirs_.get()); }
     // Registers a callback for `event_id` (all domains) and returns its id.
     int32_t registered(int32_t event_id) {
         rpc::Reply r = register_lifecycle(std::nullopt, event_id);

@@ -9,6 +9,8 @@
 
 #include <variant>
 
+#include "tests/vmmd/daemon/event_client.h"
+
 namespace vmmd {
 namespace {
 
@@ -63,21 +65,7 @@ protected:
         if (auto* why = std::get_if<std::string>(&r)) ADD_FAILURE() << *why;
         return std::holds_alternative<int32_t>(r) ? std::get<int32_t>(r) : -1;
     }
-    // The next event message on the client's end, or nullopt when none is waiting.
-    std::optional<rpc::Message> next_message() {
-        pollfd p{theirs_.get(), POLLIN, 0};
-        if (::poll(&p, 1, 0) != 1) return std::nullopt;
-        uint8_t word[4];
-        EXPECT_EQ(::read(theirs_.get(), word, 4), 4);
-        auto n = rpc::decode_length(std::span<const uint8_t, 4>(word, 4));
-        EXPECT_TRUE(n);
-        std::vector<uint8_t> body(*n);
-        EXPECT_EQ(::read(theirs_.get(), body.data(), body.size()), static_cast<ssize_t>(body.size()));
-        auto m = rpc::decode_message(body);
-        EXPECT_TRUE(m);
-        if (!m) return std::nullopt;
-        return *m;
-    }
+    std::optional<rpc::Message> next_message() { return test::next_event_message(theirs_.get()); }
     // The callbacks the next messages went to, until none is waiting.
     std::vector<int32_t> heard() {
         std::vector<int32_t> ids;
