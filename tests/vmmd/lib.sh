@@ -9,7 +9,7 @@
 # virsh_migrate 22400-22799, virsh_postcopy 22900-23299, virsh_postcopy_recover 23400-23799,
 # virsh_rdma 23900-24299, packaging/install 24400-24799, virsh_tls 25000-25399, virsh_migrate_tls
 # 25400-25799, virsh_crash 25800-26199, golibvirt 26200-26599, tshark_dissector 26600-26999,
-# virt_manager 27000-27399, virsh_flap 27400-27599 (rdma: 27600-27799), virsh_fallback 27800-27999, virsh_switchover 18600-18799, each plus the few it counts up. A vmmd's TCP listener:
+# virt_manager 27000-27399, virsh_flap 27400-27599 (rdma: 27600-27799), virsh_fallback 27800-27999, virsh_switchover 18600-18799, virsh_stall 18800-18999, each plus the few it counts up. A vmmd's TCP listener:
 # virsh_postcopy_recover 16200-16599, virsh_migrate 16600-16999, virsh_evacuate 17000-17399,
 # tshark_dissector 17400-18199. vmmctl_qmp 18200-18599; scripts/demo.sh 28000-31999. The C++ tests
 # (libvirt_api_test.cc and the rest) take free ports from the kernel (free_tcp_port).
