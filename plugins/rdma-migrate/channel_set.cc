@@ -12,9 +12,12 @@ void ChannelSet::hang_up() {
 }
 
 void ChannelSet::cut() {
+    // As a failed network would: the waits that fail now are the link's. Said before the
+    // disconnect, whose flush the migration's thread may see at once: otherwise it could take
+    // the flush for the peer's fault and end the migration instead of pausing it.
     for (Endpoint* e : all()) {
+        e->link_lost = true;
         if (e->id) (void)rdma_disconnect(e->id.get());
-        e->link_lost = true;  // as a failed network would: the waits that fail now are the link's
     }
 }
 

@@ -7,6 +7,7 @@
 // disconnect, a device removal, a cancel or silence longer than the I/O timeout ends it at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,8 +47,9 @@ struct Endpoint {
     bool device_removed = false;  // RDMA_CM_EVENT_DEVICE_REMOVAL seen: nothing more will come
     // The connection failed because its link did: the peer's disconnect or a cut, retries
     // exhausted, or silence past x-io-timeout (not this side's own hang-up, not a device removed,
-    // not a request the adapter refused).
-    bool link_lost = false;
+    // not a request the adapter refused). Atomic: a cut (migrate_pause) sets it from the
+    // monitor's thread while the migration's thread reads it.
+    std::atomic<bool> link_lost = false;
     bool probe_posted = false;  // a liveness probe (progress) awaits its completion
     bool grants_remote_write = false;  // a destination's: the peer may RDMA WRITE into its memory
     // RDMA READs at once, as agreed when connecting: those this side takes from the peer and
