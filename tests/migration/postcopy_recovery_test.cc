@@ -143,4 +143,52 @@ TEST(PostcopyRecovery, AForcedContEndsThePausedPostcopy) {
     EXPECT_EQ(dst->process().wait(std::chrono::seconds(30)), std::optional<int>(3)) << dst->log();  // Machine::kIncompleteExit
 }
 
+// The switch to postcopy as a commit (x-switchover-cut on the source). Cut just after GO went
+// (3): the destination runs the guest, both sides wait in postcopy-paused, and the recovery
+// completes it. Cut just before (2), so that GO's write fails: the source cannot know whether
+// GO arrived (over RDMA a send can land while its acknowledgement is lost), so it keeps its copy
+// paused in postcopy-paused, saying how to tell which side to run; here the destination never
+// had GO and ends, and 'cont -f' runs the one copy. Never two running, never none without a line.
+TEST(PostcopyRecovery, TheSwitchCutAtGoEndsWithOneCopy) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd());
+    {
+        SCOPED_TRACE("cut after GO");
+        uint16_t port = free_tcp_port();
+        auto src = stress_source("pcr-go3-src");
+        auto dst = postcopy_destination("pcr-go3-dst", tcp_uri(port), "128M", "1", false);
+        ASSERT_TRUE(src && dst);
+        keep_the_push_slow(*src);
+        ASSERT_EQ(src->cmd("migrate_set_parameter x-switchover-cut 3"), "");
+        migrate_switching_after_bulk(*src, tcp_uri(port));
+        ASSERT_TRUE(eventually([&] { return dst->migrate_status() == "postcopy-paused"; }, 120))
+            << dst->cmd("info migrate") << dst->log();
+        EXPECT_EQ(dst->status(), "running") << "the guest runs at the destination, which had GO";
+        recover_and_complete(*src, *dst);
+        if (HasFatalFailure()) return;
+        EXPECT_EQ(src->status(), "postmigrate");  // it moved
+        EXPECT_EQ(dst->guest_value("errors"), 0u) << dst->cmd("info guest");
+    }
+    SCOPED_TRACE("cut before GO, whose write then fails");
+    uint16_t port = free_tcp_port();
+    auto src = stress_source("pcr-go2-src");
+    auto dst = postcopy_destination("pcr-go2-dst", tcp_uri(port), "128M", "1", false);
+    ASSERT_TRUE(src && dst);
+    ASSERT_EQ(src->cmd("migrate_set_parameter x-switchover-cut 2"), "");
+    migrate_switching_after_bulk(*src, tcp_uri(port));
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "postcopy-paused"; }, 120))
+        << src->cmd("info migrate") << src->log();
+    EXPECT_EQ(src->status(), "postmigrate");  // paused, and 'cont' refused
+    std::string error = src->migrate_field("error");
+    EXPECT_NE(error.find("the destination may run the guest"), std::string::npos) << error;
+    EXPECT_NE(error.find("if it does not, 'cont -f' here runs it"), std::string::npos) << error;
+    EXPECT_NE(src->cmd("cont").find("would fork it"), std::string::npos);
+    dst->forget_monitor();
+    EXPECT_EQ(dst->process().wait(std::chrono::seconds(30)), std::optional<int>(1)) << "it never had GO: " << dst->log();
+    EXPECT_EQ(src->cmd("cont -f"), "");
+    ASSERT_TRUE(eventually([&] { return src->migrate_status() == "failed"; }, 30)) << src->cmd("info migrate");
+    EXPECT_EQ(src->status(), "running");
+    uint64_t steps = src->guest_value("steps");
+    EXPECT_TRUE(eventually([&] { return src->guest_value("steps") > steps + 1; }, 60)) << "the guest does not run here";
+}
+
 }  // namespace vmm::test

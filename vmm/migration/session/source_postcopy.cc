@@ -1,6 +1,8 @@
 // PostcopyPhase (source_postcopy.h).
 #include "vmm/migration/session/source_postcopy.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "vmm/common/elapsed.h"
@@ -92,6 +94,16 @@ Status PostcopyPhase::run(SourceRun& run) {
     if (auto s = send_discards(run.conn->stream(), *bitmaps); !s) return s;
     parts.last_round = ms_between(discards_at, Clock::now());  // postcopy's last round: what to drop
     auto state_bytes = switchover_.hand_over(run, parts, RecordType::postcopy);
+    // A break while GO went (its write failed, yet it may have arrived: an RDMA send whose
+    // acknowledgement was lost) leaves it in doubt whether the destination runs the guest. Then
+    // as after GO: this side keeps its copy paused, and postcopy's recovery settles it.
+    std::optional<Error> in_doubt;
+    if (!state_bytes && switchover_.went_go() && !core_.cancel.cancelled()) {
+        in_doubt = Error(fmt::format("the link broke as GO went ({}), so the destination may run the guest: if it does "
+                                     "('info status' there), recover the postcopy; if it does not, 'cont -f' here runs it",
+                                     state_bytes.error().message()));
+        state_bytes = uint64_t{0};
+    }
     if (!state_bytes) return state_bytes.error();
     core_.paused_by_us = false;  // GO went: the destination runs the guest, this side never again
     went_ = true;
@@ -114,7 +126,7 @@ Status PostcopyPhase::run(SourceRun& run) {
         switched_at_ = Clock::now();
     }
     core_.set_status(MigrationStatus::postcopy_active);
-    Status s = sender.run();
+    Status s = in_doubt ? Status(*in_doubt) : sender.run();
     while (!s && !core_.cancel.cancelled()) {  // the link broke: both sides keep their state
         if (auto r = recover_link(sender, s.error()); !r) {
             s = r;  // given up: the guest was forced to run here
