@@ -27,27 +27,37 @@
 #   tight    vmm with D = 0.5 x the populated RAM's time at the cap, strategy postcopy: it cannot be
 #            met, and vmm must say so at once (the migration fails within a second, saying what
 #            would meet it, the guest running on)
-# Blocked time: the destination's postcopy-blocktime (both VMMs measure it the same way);
-# throttled time: cpu-throttle-percentage integrated over the samples.
+#   vmm-ac   where post-copy is not permitted: vmm with the same D, x-deadline-strategy throttle,
+#            postcopy-ram off; feasible when the plan's precopy or precopy + auto-converge fits D
+#   qemu-ac  QEMU 7.2 under Nova's policy without post-copy: auto-converge on from the start, the
+#            same downtime steps, and at D the guest paused (force_complete), the destination
+#            resumed once the stop-and-copy ends
+# Blocked time: the destination's postcopy-blocktime (both VMMs measure it the same way), and for
+# qemu-ac the time the guest stood paused (from the stop to the migration's end); throttled time:
+# cpu-throttle-percentage integrated over the samples.
 #
 #   scripts/bench-deadline.sh [--quick] [--caps 4,16] [--fill 32M] [--stream 32M] [--guests idle,1/8,...]
-#                             [--no-qemu] [--out DIR]
+#                             [--variants postcopy,auto-converge] [--no-qemu] [--out DIR]
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-caps=4,16 fill=32M stream=32M guests="idle 1/8 1/2 1 4 hotset" out=$PWD qemu=1
+caps=4,16 fill=32M stream=32M guests="idle 1/8 1/2 1 4 hotset" out=$PWD qemu=1 variants="postcopy auto-converge"
 while [ $# -gt 0 ]; do
     case "$1" in
         --caps) caps=$2; shift 2 ;;
         --fill) fill=$2; shift 2 ;;
         --stream) stream=$2; shift 2 ;;
         --guests) guests=${2//,/ }; shift 2 ;;
+        --variants) variants=${2//,/ }; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --quick) caps=8 fill=16M stream=16M guests="idle 1/2 4 hotset"; shift ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
+done
+for v in $variants; do
+    case "$v" in postcopy|auto-converge) ;; *) die "unknown variant $v (postcopy, auto-converge)" ;; esac
 done
 kvm_usable || die "needs /dev/kvm (both VMMs run the guests under KVM)"
 ensure_packages jq qemu-system-x86
@@ -182,6 +192,7 @@ vmm_settings() {
     fi
 }
 blocked_ms() { q "$1" query-migrate | jq '."postcopy-blocktime" // 0'; }  # the destination's
+wants() { [[ " $variants " == *" $1 "* ]]; }  # wants VARIANT
 
 run_guest() {  # run_guest GUEST CAP
     local g=$1 cap=$2 hot stride p uri name
@@ -213,54 +224,92 @@ run_guest() {  # run_guest GUEST CAP
         '{kind: "precopy", guest: $g, cap: $cap, dirty_rate: $rate, hot: $hot, stride: $stride, plan: $plan, plan_facts: $seen, bound_ms: $bound} + $r')"
     if [ "$(jq -r .status <<<"$r")" = completed ]; then src_next=$name-b; else stop "$name-b"; fi
     [ "$src_next" = "$name-a" ] || stop "$name-a"
-    # 2. vmm with x-deadline D, strategy postcopy (the guest goes on from where it runs now).
-    vmm_start "$name-c" --incoming defer
-    vmm_settings "$src_next" "$name-c" "$cap" 1
-    h "$src_next" "migrate_set_parameter x-deadline ${d_ms}ms" >/dev/null
-    h "$src_next" "migrate_set_parameter x-deadline-strategy postcopy" >/dev/null
-    plan=$(plan_of "$src_next")
-    p=$(port) uri=tcp:127.0.0.1:$p
-    h "$name-c" "migrate_incoming $uri" >/dev/null
-    drive "$src_next" "$uri" none $((d_ms * 4)) "$work/$name-vmm.jsonl"
-    record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" --argjson plan "$plan" \
-        --argjson r "$(summary_of "$work/$name-vmm.jsonl")" --argjson b "$(blocked_ms "$name-c")" \
-        '{kind: "vmm", guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor,
-          feasible: ([$plan.strategies[] | select((.strategy == "precopy" or .strategy == "postcopy at once") and .converges and ."total-ms" <= $d)] | length > 0),
-          blocked_ms: $b} + $r')"
-    stop "$src_next"
-    # 3. tight: D = half the floor, on the guest now at name-c; it must say so at once.
+    # 2. vmm with x-deadline D, each variant's strategy (the guest goes on from where it runs now).
+    if wants postcopy; then
+        vmm_deadline "$src_next" "$name-c" postcopy "$d_ms" "$floor_ms" "$g" "$cap"
+        src_next=$moved_to
+    fi
+    if wants auto-converge; then
+        vmm_deadline "$src_next" "$name-f" throttle "$d_ms" "$floor_ms" "$g" "$cap"
+        src_next=$moved_to
+    fi
+    # 3. tight: D = half the floor, on the guest where it runs now; it must say so at once.
     vmm_start "$name-e" --incoming defer
-    vmm_settings "$name-c" "$name-e" "$cap" 1
-    h "$name-c" "migrate_set_parameter x-deadline $((floor_ms / 2))ms" >/dev/null
-    h "$name-c" "migrate_set_parameter x-deadline-strategy postcopy" >/dev/null
+    vmm_settings "$src_next" "$name-e" "$cap" 1
+    h "$src_next" "migrate_set_parameter x-deadline $((floor_ms / 2))ms" >/dev/null
+    h "$src_next" "migrate_set_parameter x-deadline-strategy postcopy" >/dev/null
     p=$(port) uri=tcp:127.0.0.1:$p
     h "$name-e" "migrate_incoming $uri" >/dev/null
-    drive "$name-c" "$uri" none $((floor_ms * 4)) "$work/$name-tight.jsonl"
+    drive "$src_next" "$uri" none $((floor_ms * 4)) "$work/$name-tight.jsonl"
     record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson d $((floor_ms / 2)) --argjson floor "$floor_ms" \
-        --argjson r "$(summary_of "$work/$name-tight.jsonl")" --arg running "$(q "$name-c" query-status | jq -r .status)" \
+        --argjson r "$(summary_of "$work/$name-tight.jsonl")" --arg running "$(q "$src_next" query-status | jq -r .status)" \
         '{kind: "tight", guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor, source_after: $running} + $r')"
-    stop "$name-c" "$name-e"
-    # 4. QEMU 7.2 under Nova's policy, D its completion timeout.
+    stop "$src_next" "$name-e"
+    # 4. QEMU 7.2 under Nova's policy, D its completion timeout: each variant from a guest of its own.
     [ "$qemu" = 1 ] || return 0
-    qemu_start "$name-qa" -kernel "$PAYLOAD" -append "$(guest_args "$hot" "$stride")"
-    warm "$name-qa"
-    qemu_start "$name-qb" -incoming defer
-    q "$name-qb" 'migrate-set-capabilities {"capabilities":[{"capability":"postcopy-ram","state":true},{"capability":"postcopy-blocktime","state":true}]}' >/dev/null
-    q "$name-qa" 'migrate-set-capabilities {"capabilities":[{"capability":"postcopy-ram","state":true}]}' >/dev/null
-    q "$name-qa" "migrate-set-parameters {\"max-bandwidth\": $((cap * 1048576)), \"max-postcopy-bandwidth\": $((cap * 1048576)), \"downtime-limit\": 50}" >/dev/null
+    if wants postcopy; then qemu_deadline "$name-q" nova "$hot" "$stride" "$d_ms" "$floor_ms" "$g" "$cap"; fi
+    if wants auto-converge; then qemu_deadline "$name-qac" nova-ac "$hot" "$stride" "$d_ms" "$floor_ms" "$g" "$cap"; fi
+}
+
+# vmm_deadline SRC DST STRATEGY D_MS FLOOR_MS GUEST CAP: SRC's guest migrated to a new vmm DST with
+# x-deadline D_MS and that strategy (postcopy-ram on both sides for postcopy, off otherwise); the
+# run recorded as kind "vmm" (postcopy) or "vmm-ac" (throttle). Sets moved_to: where the guest
+# runs after (DST if it completed; SRC, which is then still running, if not).
+vmm_deadline() {
+    local src=$1 dst=$2 strat=$3 d_ms=$4 floor_ms=$5 g=$6 cap=$7 pc=0 kind=vmm-ac plan p uri r
+    [ "$strat" = postcopy ] && pc=1 kind=vmm
+    vmm_start "$dst" --incoming defer
+    vmm_settings "$src" "$dst" "$cap" "$pc"
+    [ "$pc" = 1 ] || h "$src" "migrate_set_capability postcopy-ram off" >/dev/null
+    h "$src" "migrate_set_parameter x-deadline ${d_ms}ms" >/dev/null
+    h "$src" "migrate_set_parameter x-deadline-strategy $strat" >/dev/null
+    plan=$(plan_of "$src")
     p=$(port) uri=tcp:127.0.0.1:$p
-    q "$name-qb" "migrate-incoming {\"uri\": \"$uri\"}" >/dev/null
-    drive "$name-qa" "$uri" nova "$d_ms" "$work/$name-qemu.jsonl"
-    local qb=0
+    h "$dst" "migrate_incoming $uri" >/dev/null
+    drive "$src" "$uri" none $((d_ms * 4)) "$work/$dst.jsonl"
+    r=$(summary_of "$work/$dst.jsonl")
+    record "$(jq -nc --arg k "$kind" --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
+        --argjson plan "$plan" --argjson r "$r" --argjson b "$(blocked_ms "$dst")" \
+        --arg ok "$(if [ "$pc" = 1 ]; then echo "postcopy at once"; else echo "precopy + auto-converge"; fi)" \
+        '{kind: $k, guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor,
+          feasible: ([$plan.strategies[] | select((.strategy == "precopy" or .strategy == $ok) and .converges and ."total-ms" <= $d)] | length > 0),
+          blocked_ms: $b} + $r')"
+    if [ "$(jq -r .status <<<"$r")" = completed ]; then stop "$src"; moved_to=$dst; else stop "$dst"; moved_to=$src; fi
+}
+
+# qemu_deadline NAME POLICY HOT STRIDE D_MS FLOOR_MS GUEST CAP: a QEMU 7.2 pair NAME-a -> NAME-b
+# with the guest, cap and D, driven under POLICY (nova: post-copy permitted; nova-ac: auto-converge
+# and a pause at D); recorded as kind "qemu" or "qemu-ac".
+qemu_deadline() {
+    local n=$1 policy=$2 hot=$3 stride=$4 d_ms=$5 floor_ms=$6 g=$7 cap=$8 kind=qemu caps p uri qb=0 paused
+    [ "$policy" = nova-ac ] && kind=qemu-ac
+    qemu_start "$n-a" -kernel "$PAYLOAD" -append "$(guest_args "$hot" "$stride")"
+    warm "$n-a"
+    qemu_start "$n-b" -incoming defer
+    if [ "$kind" = qemu ]; then
+        q "$n-b" 'migrate-set-capabilities {"capabilities":[{"capability":"postcopy-ram","state":true},{"capability":"postcopy-blocktime","state":true}]}' >/dev/null
+        caps='[{"capability":"postcopy-ram","state":true}]'
+    else
+        caps='[{"capability":"auto-converge","state":true}]'
+    fi
+    q "$n-a" "migrate-set-capabilities {\"capabilities\":$caps}" >/dev/null
+    q "$n-a" "migrate-set-parameters {\"max-bandwidth\": $((cap * 1048576)), \"max-postcopy-bandwidth\": $((cap * 1048576)), \"downtime-limit\": 50}" >/dev/null
+    p=$(port) uri=tcp:127.0.0.1:$p
+    q "$n-b" "migrate-incoming {\"uri\": \"$uri\"}" >/dev/null
+    "$PY" "$DRIVE" "$work/$n-a.qmp" "$uri" "$policy" "$d_ms" "$work/$n-b.qmp" >"$work/$n.jsonl"
     for _ in $(seq 1 100); do
-        [ "$(q "$name-qb" query-migrate | jq -r .status)" = completed ] && break
+        [ "$(q "$n-b" query-migrate | jq -r .status)" = completed ] && break
         sleep 0.1
     done
-    qb=$(blocked_ms "$name-qb")
-    record "$(jq -nc --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
-        --argjson r "$(summary_of "$work/$name-qemu.jsonl")" --argjson b "$qb" \
-        '{kind: "qemu", guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor, blocked_ms: $b} + $r')"
-    stop "$name-qa" "$name-qb"
+    if [ "$kind" = qemu ]; then qb=$(blocked_ms "$n-b"); fi
+    # Paused by the policy: from its stop to the migration's end (the destination resumed then).
+    paused=$(jq -s '([.[] | select(.policy) | .policy[] | select(.[1] == "stop") | .[0]] | .[0]) as $t |
+                    ([.[] | select(.q)] | last | .q) as $f |
+                    if $t == null or $f.status != "completed" then 0 else ([$f["total-time"] - $t * 1000, 0] | max | round) end' "$work/$n.jsonl")
+    record "$(jq -nc --arg k "$kind" --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
+        --argjson r "$(summary_of "$work/$n.jsonl")" --argjson b $((qb + paused)) --argjson paused "$paused" \
+        '{kind: $k, guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor, blocked_ms: $b, paused_ms: $paused} + $r')"
+    stop "$n-a" "$n-b"
 }
 
 for cap in ${caps//,/ }; do

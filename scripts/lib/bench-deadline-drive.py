@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench-deadline-drive.py SOCKET URI POLICY DEADLINE_MS: starts a migration on the QMP socket
+"""bench-deadline-drive.py SOCKET URI POLICY DEADLINE_MS [DEST_SOCKET]: starts a migration on the QMP socket
 SOCKET (vmm's or QEMU's: the same commands) to URI, samples its query-migrate every 100 ms until
 it ends, and prints one JSON line per sample ({"t": seconds since migrate, "q": the answer}).
 
@@ -12,6 +12,11 @@ POLICY:
         800 s-per-GiB completion timeout: step i at i * 75/800 of it), then at the timeout
         migrate-start-postcopy (live_migration_timeout_action force_complete with
         live_migration_permit_post_copy).
+  nova-ac  the same when post-copy is not permitted (live_migration_permit_auto_converge): the
+        caller turned auto-converge on before; at the timeout the guest is paused (`stop`, as
+        Nova's force_complete without post-copy pauses the instance) so the migration ends as a
+        stop-and-copy; once it has, the destination is resumed (`cont` on DEST_SOCKET) as
+        libvirt resumes it.
 Also printed, last: {"policy": [[t, what], ...]} (what the policy did, when)."""
 import json
 import socket
@@ -56,10 +61,10 @@ def nova_steps(deadline_s):
     return [(delay * i, int(base + offset * i)) for i in range(steps + 1)]
 
 
-def main(path, uri, policy, deadline_ms):
+def main(path, uri, policy, deadline_ms, dest=None):
     q = Qmp(path)
     deadline_s = deadline_ms / 1000.0
-    steps = nova_steps(deadline_s) if policy == "nova" else []
+    steps = nova_steps(deadline_s) if policy in ("nova", "nova-ac") else []
     done = []
     switched = False
     t0 = time.monotonic()
@@ -87,11 +92,23 @@ def main(path, uri, policy, deadline_ms):
             q.call("migrate-start-postcopy")
             switched = True
             done.append([round(t, 3), "migrate-start-postcopy"])
+        if policy == "nova-ac" and not switched and t >= deadline_s and status == "active":
+            q.call("stop")
+            switched = True
+            done.append([round(t, 3), "stop"])
         time.sleep(0.1)
+    if policy == "nova-ac" and switched and dest and status == "completed":
+        d = Qmp(dest)
+        for _ in range(100):  # the destination's side ends a little after the source's
+            if (d.call("query-migrate") or {}).get("status") == "completed":
+                break
+            time.sleep(0.1)
+        d.call("cont")
+        done.append([round(time.monotonic() - t0, 3), "cont (destination)"])
     print(json.dumps({"policy": done}), flush=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5 or sys.argv[3] not in ("none", "nova"):
+    if len(sys.argv) not in (5, 6) or sys.argv[3] not in ("none", "nova", "nova-ac"):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) == 6 else None)

@@ -19,8 +19,11 @@ def planned: if .plan.converges then (.plan["total-ms"] | s) else "never" end;
 def verdict_held: (.plan.converges and .status == "completed") or ((.plan.converges | not) and .status != "completed");
 
 [.[] | select(.kind == "precopy") | with_errors] as $pre |
-[.[] | select(.kind == "vmm")] as $vmm |
-[.[] | select(.kind == "qemu")] as $qemu |
+. as $all |
+[{name: "post-copy permitted", vmm: "vmm", qemu: "qemu",
+  title: "Deadlines, post-copy permitted: vmm (x-deadline D, x-deadline-strategy postcopy) beside QEMU 7.2 under Nova's policy (downtime-limit 50 -> 500 ms in steps, post-copy at D)"},
+ {name: "auto-converge", vmm: "vmm-ac", qemu: "qemu-ac",
+  title: "Deadlines, post-copy not permitted: vmm (x-deadline D, x-deadline-strategy throttle) beside QEMU 7.2 under Nova's policy (auto-converge, downtime-limit 50 -> 500 ms in steps, the guest paused at D; blocked = paused)"}] as $variants |
 [.[] | select(.kind == "tight")] as $tight |
 ([$pre[] | select(.status == "completed" and .plan.converges)]) as $done |
 
@@ -33,16 +36,18 @@ def verdict_held: (.plan.converges and .status == "completed") or ((.plan.conver
   ((.pred_first_ms | s) + " (" + (.err_first | pct) + ")" | pad(21)) + "  " + ((.pred_last_ms | s) + " (" + (.err_last | pct) + ")" | pad(18)) +
   "  " + (.rounds // "-" | tostring)),
 "",
-"Deadlines: vmm (x-deadline D, x-deadline-strategy postcopy) beside QEMU 7.2 under Nova's policy (downtime-limit 50 -> 500 ms in steps, post-copy at D)",
-"cap  guest   D       floor   plan      | vmm: total  met  postcopy blocked  throttled downtime | QEMU: total  met  postcopy blocked  throttled downtime",
-($vmm[] | . as $v | ([$qemu[] | select(.cap == $v.cap and .guest == $v.guest)] | .[0]) as $q |
-  (.cap | rpad(3)) + "  " + (.guest | pad(6)) + "  " + (.deadline_ms | s | pad(6)) + "  " + (.floor_ms | s | pad(6)) + "  " +
-  (if .feasible then "feasible" else "not" end | pad(8)) + "  | " + (.total_ms | s | rpad(10)) + "  " + (met | yn | pad(3)) + "  " +
-  (.postcopy | yn | pad(8)) + " " + (.blocked_ms | ms | pad(8)) + " " + (.throttled_ms | ms | pad(9)) + " " + (.downtime_ms | ms | pad(8)) + " | " +
-  (if $q == null then "-" else
-    ($q.total_ms | s | rpad(11)) + "  " + ($q | met | yn | pad(3)) + "  " + ($q.postcopy | yn | pad(8)) + " " +
-    ($q.blocked_ms | ms | pad(8)) + " " + ($q.throttled_ms | ms | pad(9)) + " " + ($q.downtime_ms | ms) end)),
-"",
+($variants[] | . as $var | ([$all[] | select(.kind == $var.vmm)]) as $vmm | ([$all[] | select(.kind == $var.qemu)]) as $qemu |
+  select($vmm | length > 0) |
+  ($var.title,
+   "cap  guest   D       floor   plan      | vmm: total  met  postcopy blocked  throttled downtime | QEMU: total  met  postcopy blocked  throttled downtime",
+   ($vmm[] | . as $v | ([$qemu[] | select(.cap == $v.cap and .guest == $v.guest)] | .[0]) as $q |
+     (.cap | rpad(3)) + "  " + (.guest | pad(6)) + "  " + (.deadline_ms | s | pad(6)) + "  " + (.floor_ms | s | pad(6)) + "  " +
+     (if .feasible then "feasible" else "not" end | pad(8)) + "  | " + (measured | rpad(10)) + "  " + (met | yn | pad(3)) + "  " +
+     (.postcopy | yn | pad(8)) + " " + (.blocked_ms | ms | pad(8)) + " " + (.throttled_ms | ms | pad(9)) + " " + (.downtime_ms | ms | pad(8)) + " | " +
+     (if $q == null then "-" else
+       ($q | measured | rpad(11)) + "  " + ($q | met | yn | pad(3)) + "  " + ($q.postcopy | yn | pad(8)) + " " +
+       ($q.blocked_ms | ms | pad(8)) + " " + ($q.throttled_ms | ms | pad(9)) + " " + ($q.downtime_ms | ms) end)),
+   "")),
 "Deadlines no migration could meet (D = half what the populated RAM takes at the cap): vmm must say so at once",
 ($tight[] | "cap " + (.cap | tostring) + " " + (.guest | pad(6)) + " D " + (.deadline_ms | s | pad(6)) + ": " + .status +
   " after " + (.first_s // "-" | tostring) + " s, source " + .source_after + ": " + (.error // "(no error)")),
@@ -59,15 +64,17 @@ def verdict_held: (.plan.converges and .status == "completed") or ((.plan.conver
   ($p | map(select((.err_last | abs) <= (.err_early | abs) / 2 or (.err_last | abs) <= 0.02)) | length) as $k |
   "  the ETA's error at the last round's start at most half its error 1 s in (or within 2 %): " + ($k | tostring) + " of " +
   ($p | length | tostring) + " runs with 3 rounds or more"),
-(($vmm | map(select(.feasible))) as $f |
-  "  vmm, feasible by its plan: " + ($f | map(select(met)) | length | tostring) + " of " + ($f | length | tostring) +
-  " met the deadline; not feasible by its plan: " + ($vmm | map(select(.feasible | not)) | length | tostring)),
-("  deadlines missed: vmm " + ($vmm | map(select(met | not)) | length | tostring) + " of " + ($vmm | length | tostring) +
-  ", QEMU 7.2 " + ($qemu | map(select(met | not)) | length | tostring) + " of " + ($qemu | length | tostring)),
-(([$vmm[] | . as $v | ([$qemu[] | select(.cap == $v.cap and .guest == $v.guest and .status == "completed")] | .[0]) as $q |
-   select($v.status == "completed" and $q != null) | {v: ($v.blocked_ms + $v.throttled_ms), q: ($q.blocked_ms + $q.throttled_ms)}]) as $both |
-  "  guest throttled + blocked, the runs both completed (" + ($both | length | tostring) + "): vmm " + ($both | map(.v) | add // 0 | tostring) +
-  " ms, QEMU 7.2 " + ($both | map(.q) | add // 0 | tostring) + " ms"),
+($variants[] | . as $var | ([$all[] | select(.kind == $var.vmm)]) as $vmm | ([$all[] | select(.kind == $var.qemu)]) as $qemu |
+  select($vmm | length > 0) |
+  (($vmm | map(select(.feasible))) as $f |
+    "  " + $var.name + ": vmm, feasible by its plan: " + ($f | map(select(met)) | length | tostring) + " of " + ($f | length | tostring) +
+    " met the deadline; not feasible by its plan: " + ($vmm | map(select(.feasible | not)) | length | tostring)),
+  ("  " + $var.name + ": deadlines missed: vmm " + ($vmm | map(select(met | not)) | length | tostring) + " of " + ($vmm | length | tostring) +
+    ", QEMU 7.2 " + ($qemu | map(select(met | not)) | length | tostring) + " of " + ($qemu | length | tostring)),
+  (([$vmm[] | . as $v | ([$qemu[] | select(.cap == $v.cap and .guest == $v.guest and .status == "completed")] | .[0]) as $q |
+     select($v.status == "completed" and $q != null) | {v: ($v.blocked_ms + $v.throttled_ms), q: ($q.blocked_ms + $q.throttled_ms)}]) as $both |
+    "  " + $var.name + ": guest throttled + blocked, the runs both completed (" + ($both | length | tostring) + "): vmm " +
+    ($both | map(.v) | add // 0 | tostring) + " ms, QEMU 7.2 " + ($both | map(.q) | add // 0 | tostring) + " ms")),
 ("  said at once that the deadline cannot be met (failed within 1 s saying so): " +
   ($tight | map(select(.status == "failed" and (.first_s // 99) <= 1 and ((.error // "") | test("cannot be met")))) | length | tostring) +
   " of " + ($tight | length | tostring) + "; the source running on after: " + ($tight | map(select(.source_after == "running")) | length | tostring))

@@ -34,6 +34,8 @@ out=$({
     deadline vmm a 900 1000 10; deadline qemu a 1200 1000 300          # QEMU misses
     deadline vmm b 1100 1000 20; deadline qemu b 800 1000 40           # vmm misses
     deadline vmm c 0 1000 0 failed                                     # failed: missed, not a "both completed" pair
+    deadline vmm-ac a 950 1000 0; deadline qemu-ac a 1400 1000 600     # post-copy not permitted: QEMU paused 600 ms
+    deadline vmm-ac b 0 1000 0 cancelled; deadline qemu-ac b 1300 1000 250
     tight a failed 0.3 "x-deadline 0.5 s cannot be met: ..."
     tight b failed 2.5 "x-deadline 0.5 s cannot be met: ..."
 } | jq -s -r -f "$jqf")
@@ -41,7 +43,11 @@ expect "within +-20 % of the measured total: 1 of 2 precopy runs"
 expect "the prediction 1 s in, within +-20 %: 1 of 2"
 expect "the plan's verdict before migrating (ends / never) held: 3 of 4"
 expect "at most half its error 1 s in (or within 2 %): 1 of 2 runs"
-expect "vmm, feasible by its plan: 1 of 3 met the deadline"
-expect "deadlines missed: vmm 2 of 3, QEMU 7.2 1 of 2"
-expect "the runs both completed (2): vmm 30 ms, QEMU 7.2 340 ms"
+expect "post-copy permitted: vmm, feasible by its plan: 1 of 3 met the deadline"
+expect "post-copy permitted: deadlines missed: vmm 2 of 3, QEMU 7.2 1 of 2"
+expect "post-copy permitted: guest throttled + blocked, the runs both completed (2): vmm 30 ms, QEMU 7.2 340 ms"
+expect "auto-converge: vmm, feasible by its plan: 1 of 2 met the deadline"
+expect "auto-converge: deadlines missed: vmm 1 of 2, QEMU 7.2 2 of 2"
+expect "auto-converge: guest throttled + blocked, the runs both completed (1): vmm 0 ms, QEMU 7.2 600 ms"
+expect "Deadlines, post-copy not permitted"
 expect "said at once that the deadline cannot be met (failed within 1 s saying so): 1 of 2"
