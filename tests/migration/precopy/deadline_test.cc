@@ -2,6 +2,7 @@
 // plan misses the deadline.
 #include "vmm/migration/precopy/deadline.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace vmm::migration {
@@ -77,6 +78,30 @@ TEST(Deadline, PostcopyAndThrottleAct) {
     auto a = deadline_action(at_most);
     EXPECT_EQ(a.kind, DeadlineAction::Kind::cancel);
     EXPECT_NE(a.why.find("the vCPUs are throttled as far as max-cpu-throttle allows"), std::string::npos);
+}
+
+// Past the deadline every strategy cancels: what it gave up (a throttle, a longer pause, a dirty
+// limit) did not meet it, and a deadline is kept by ending the migration, the guest running on.
+TEST(Deadline, APassedDeadlineCancelsWhateverTheStrategy) {
+    for (auto s : {DeadlineStrategy::cancel, DeadlineStrategy::postcopy, DeadlineStrategy::downtime,
+                   DeadlineStrategy::throttle, DeadlineStrategy::dirty_limit}) {
+        SCOPED_TRACE(to_string(s));
+        DeadlineFacts f = missing(s);
+        f.eta.dirty_bytes_per_s = 0;  // 10 s more
+        f.elapsed_ms = 59'000;        // not passed: the strategy acts
+        EXPECT_EQ(deadline_passed(f).kind, DeadlineAction::Kind::none);
+        f.elapsed_ms = 61'000;
+        auto a = deadline_action(f);
+        ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+        EXPECT_EQ(a.why, fmt::format("x-deadline 60.0 s passed before the migration ended (61.0 s in, 10.0 s more "
+                                     "predicted; x-deadline-strategy {} did not meet it); the migration ends here and "
+                                     "the guest runs on (raise x-deadline, or choose another x-deadline-strategy)",
+                                     to_string(s)));
+    }
+    DeadlineFacts unmeasured = missing(DeadlineStrategy::throttle);
+    unmeasured.eta.link_bytes_per_s = 0;
+    unmeasured.elapsed_ms = 61'000;
+    EXPECT_NE(deadline_action(unmeasured).why.find("61.0 s in, nothing measured yet"), std::string::npos);
 }
 
 // A switch cannot be taken back: a postcopy whose push of what is left would itself end past the

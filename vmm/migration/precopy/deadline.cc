@@ -133,8 +133,22 @@ Status check_deadline(std::string_view text) {
     return {};
 }
 
+DeadlineAction deadline_passed(const DeadlineFacts& f) {
+    if (f.deadline_ms == 0 || f.elapsed_ms < static_cast<double>(f.deadline_ms)) return {};
+    auto eta = precopy_eta(f.eta);
+    std::string more = eta && eta->converges ? fmt::format("{:.1f} s more predicted", eta->remaining_ms / 1000)
+                       : eta                 ? std::string("no end at these rates")
+                                             : std::string("nothing measured yet");
+    return {DeadlineAction::Kind::cancel, 0,
+            fmt::format("x-deadline {:.1f} s passed before the migration ended ({:.1f} s in, {}; x-deadline-strategy {} "
+                        "did not meet it); the migration ends here and the guest runs on (raise x-deadline, or choose "
+                        "another x-deadline-strategy)",
+                        static_cast<double>(f.deadline_ms) / 1000, f.elapsed_ms / 1000, more, to_string(f.strategy))};
+}
+
 DeadlineAction deadline_action(const DeadlineFacts& f) {
     if (f.deadline_ms == 0) return {};
+    if (auto passed = deadline_passed(f); passed.kind != DeadlineAction::Kind::none) return passed;
     auto eta = precopy_eta(f.eta);
     if (!eta || meets(f, eta)) return {};  // nothing measured yet, or on time
     switch (f.strategy) {

@@ -61,7 +61,10 @@ inline constexpr double kDirtyLimitMargin = 0.8;
 // when not even a guest that dirties nothing would meet it.
 std::optional<double> highest_dirty_rate(const DeadlineFacts& f);
 
-// None while the prediction meets the deadline (or there is none yet).
+// A cancel once the deadline has passed, whatever the strategy (a deadline is kept by ending
+// the migration, the guest running on, when what the strategy gave up did not meet it); else none.
+DeadlineAction deadline_passed(const DeadlineFacts& f);
+// None while the prediction meets the deadline (or there is none yet); a cancel once it has passed.
 DeadlineAction deadline_action(const DeadlineFacts& f);
 
 }  // namespace vmm::migration

@@ -53,6 +53,10 @@ void DeadlineKeeper::watch() {
         eta = core_.precopy_facts(core_.stats);
     }
     DeadlineFacts f = facts(eta, nullptr);
+    if (auto passed = deadline_passed(f); passed.kind == DeadlineAction::Kind::cancel) {
+        failure_ = Error(passed.why);
+        return;
+    }
     // downtime and throttle act at a round's end, with the round's measured bandwidth and what is
     // dirty then: their verdict (a cancel when even their ceiling misses) waits for it too, not
     // for a bulk round's first estimates (a slow start measured the link at a fraction of it).
@@ -79,10 +83,6 @@ bool DeadlineKeeper::throttle_settling() const {
 
 Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
     if (d.complete || postcopy_.requested() || (deadline_ms_ == 0 && !progress_.on())) return {};
-    // A throttle step's effect is not measured yet: neither another step nor a verdict on it
-    // (every round stepped at once, a guest went from 20 to 99 % in 4.8 s, cancelled on the rate
-    // it had before the first).
-    if (throttle_settling()) return {};
     EtaFacts eta;
     {
         std::lock_guard lock(core_.mutex);
@@ -91,6 +91,11 @@ Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes
     eta.link_bytes_per_s = d.bandwidth;
     eta.remaining_bytes = dirty_bytes;
     DeadlineFacts f = facts(eta, &conv);
+    if (auto passed = deadline_passed(f); passed.kind == DeadlineAction::Kind::cancel) return Error(passed.why);
+    // A throttle step's effect is not measured yet: neither another step nor a verdict on it
+    // (every round stepped at once, a guest went from 20 to 99 % in 4.8 s, cancelled on the rate
+    // it had before the first).
+    if (throttle_settling()) return {};
     planned_dirty_ = f.eta.dirty_bytes_per_s;
     DeadlineAction a = deadline_action(f);
     bool stall = false;
