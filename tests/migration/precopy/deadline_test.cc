@@ -3,6 +3,7 @@
 #include "vmm/migration/precopy/deadline.h"
 
 #include <fmt/format.h>
+#include <cmath>
 #include <gtest/gtest.h>
 
 namespace vmm::migration {
@@ -102,6 +103,37 @@ TEST(Deadline, APassedDeadlineCancelsWhateverTheStrategy) {
     unmeasured.eta.link_bytes_per_s = 0;
     unmeasured.elapsed_ms = 61'000;
     EXPECT_NE(deadline_action(unmeasured).why.find("61.0 s in, nothing measured yet"), std::string::npos);
+}
+
+// throttle aims at the deadline: the throttle whose dirty rate is the highest that meets it, read
+// against what the vCPUs would dirty unthrottled, not auto-converge's one step a round.
+TEST(Deadline, ThrottleTakesTheThrottleThatMeetsIt) {
+    DeadlineFacts f = missing(DeadlineStrategy::throttle);  // 20 MB/s dirty, 10 MB/s link
+    auto rate = highest_dirty_rate(f);
+    ASSERT_TRUE(rate);
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle);
+    EXPECT_EQ(a.throttle_percent, static_cast<uint32_t>(std::ceil(100 * (1 - *rate / (20 * MB)))));
+    EXPECT_GT(a.throttle_percent, 20u);  // more than one step
+    // The same rate read under a 50 % throttle: the vCPUs would dirty twice that unthrottled.
+    f.throttle_percent = 50;
+    f.eta.dirty_bytes_per_s = 10 * MB;
+    EXPECT_EQ(deadline_action(f).throttle_percent, a.throttle_percent);
+    // Never below cpu-throttle-initial: just over what meets it wants about 21 %.
+    f.throttle_percent = 0;
+    f.eta.dirty_bytes_per_s = *rate / kDirtyLimitMargin * 1.01;
+    EXPECT_EQ(deadline_action(f).throttle_percent, 21u);
+    f.min_throttle_percent = 30;
+    EXPECT_EQ(deadline_action(f).throttle_percent, 30u);
+    // Beyond max-cpu-throttle: cancelled at once, saying what it would take.
+    f.max_throttle_percent = 60;
+    f.throttle_percent = 0;
+    f.eta.dirty_bytes_per_s = 100 * MB;
+    auto c = deadline_action(f);
+    ASSERT_EQ(c.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(c.why.find("; not even max-cpu-throttle 60 % would: the guest would still dirty 40.0 MB/s, and at most "),
+              std::string::npos)
+        << c.why;
 }
 
 // A switch cannot be taken back: a postcopy whose push of what is left would itself end past the

@@ -3,6 +3,7 @@
 // whether to stop and copy the rest with the vCPUs paused, and how hard to throttle the vCPUs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "vmm/migration/transport/options.h"
@@ -35,6 +36,11 @@ public:
     // (auto-converge's, whether or not it is on), returning the new percentage.
     void set_downtime_limit(uint64_t ms) { params_.downtime_limit_ms = ms; }
     uint32_t throttle_step();
+    // x-deadline's throttle, set during a round or at its end: from now on at least `percent`
+    // (at most max-cpu-throttle).
+    void raise_throttle(uint32_t percent) {
+        throttle_ = std::max(throttle_, std::min<uint32_t>(percent, static_cast<uint32_t>(params_.max_cpu_throttle)));
+    }
     bool throttle_at_most() const { return throttle_ >= params_.max_cpu_throttle; }
 
 private:

@@ -93,6 +93,29 @@ std::optional<double> highest_dirty_rate(const DeadlineFacts& f) {
     return lo * kDirtyLimitMargin;
 }
 
+std::optional<uint32_t> throttle_that_meets(const DeadlineFacts& f, std::string& why) {
+    if (f.throttle_at_most) {
+        why = "; the vCPUs are throttled as far as max-cpu-throttle allows";
+        return std::nullopt;
+    }
+    auto rate = highest_dirty_rate(f);
+    if (!rate) {
+        why = "; not even a guest that dirtied nothing would meet it";
+        return std::nullopt;
+    }
+    double running = 1.0 - std::min(f.throttle_percent, 99u) / 100.0;
+    double unthrottled = f.eta.dirty_bytes_per_s / running;
+    double wanted = unthrottled > 0 ? std::ceil(100.0 * (1.0 - *rate / unthrottled)) : 0.0;
+    uint32_t t = std::max({static_cast<uint32_t>(std::max(wanted, 0.0)), f.min_throttle_percent, f.throttle_percent + 1});
+    if (t > f.max_throttle_percent) {
+        why = fmt::format("; not even max-cpu-throttle {} % would: the guest would still dirty {:.1f} MB/s, and at most "
+                          "{:.1f} MB/s meets it",
+                          f.max_throttle_percent, unthrottled * (1.0 - f.max_throttle_percent / 100.0) / 1e6, *rate / 1e6);
+        return std::nullopt;
+    }
+    return t;
+}
+
 std::optional<DeadlineStrategy> deadline_strategy_named(std::string_view name) {
     for (auto [n, s] : kStrategies)
         if (n == name) return s;
@@ -164,9 +187,12 @@ DeadlineAction deadline_action(const DeadlineFacts& f) {
             }
             return {DeadlineAction::Kind::downtime, *ms, {}};
         }
-        case DeadlineStrategy::throttle:
-            if (f.throttle_at_most) return cancel(f, eta, "; the vCPUs are throttled as far as max-cpu-throttle allows");
-            return {DeadlineAction::Kind::throttle, 0, {}};
+        case DeadlineStrategy::throttle: {
+            std::string why;
+            auto t = throttle_that_meets(f, why);
+            if (!t) return cancel(f, eta, why);
+            return {DeadlineAction::Kind::throttle, 0, {}, 0, *t};
+        }
         case DeadlineStrategy::dirty_limit: {
             if (f.dirty_limit_at_most) return cancel(f, eta, "; the vCPUs over their dirty limit are throttled as far as they go");
             auto rate = highest_dirty_rate(f);

@@ -41,6 +41,7 @@ struct DeadlineAction {
     uint64_t downtime_ms = 0;  // downtime: the limit that meets the deadline
     std::string why;           // cancel: the line the migration fails with
     double dirty_bytes_per_s = 0;  // dirty_limit: what the whole guest may dirty
+    uint32_t throttle_percent = 0; // throttle: the vCPUs' throttle that meets it (0: one step)
 };
 
 struct DeadlineFacts {
@@ -50,6 +51,9 @@ struct DeadlineFacts {
     double elapsed_ms = 0;         // since 'migrate'
     EtaFacts eta;                  // as measured now, at the downtime limit in force
     bool throttle_at_most = false; // the vCPUs already throttled as far as max-cpu-throttle allows
+    uint32_t throttle_percent = 0;     // the vCPUs' throttle now (the dirty rate read was under it)
+    uint32_t min_throttle_percent = 20;  // cpu-throttle-initial: the least a throttle starts at
+    uint32_t max_throttle_percent = 99;  // max-cpu-throttle
     bool dirty_limit_at_most = false;  // the limited vCPUs already throttled as far as they go
     double postcopy_bytes_per_s = 0;   // the push after a switch (max-postcopy-bandwidth; 0: the link's, as the plan takes it)
 };
@@ -64,6 +68,11 @@ std::optional<double> highest_dirty_rate(const DeadlineFacts& f);
 // A cancel once the deadline has passed, whatever the strategy (a deadline is kept by ending
 // the migration, the guest running on, when what the strategy gave up did not meet it); else none.
 DeadlineAction deadline_passed(const DeadlineFacts& f);
+// throttle: the vCPUs' throttle whose dirty rate (the rate read, scaled to the share of time the
+// vCPUs would run) is the highest that meets the deadline (highest_dirty_rate), above the throttle
+// now and at least cpu-throttle-initial; none when not even max-cpu-throttle would meet it, with
+// `why` saying so.
+std::optional<uint32_t> throttle_that_meets(const DeadlineFacts& f, std::string& why);
 // None while the prediction meets the deadline (or there is none yet); a cancel once it has passed.
 DeadlineAction deadline_action(const DeadlineFacts& f);
 

@@ -20,6 +20,8 @@ constexpr auto kLookEvery = std::chrono::milliseconds(200);
 // last when the plan still misses.
 constexpr uint64_t kDirtyLimitFloor = 16;
 constexpr double kDirtyLimitStep = 0.75;
+// How long the precopy runs before watch() trusts its measured link rate enough to throttle.
+constexpr auto kMeasuredFor = std::chrono::seconds(2);
 }  // namespace
 
 DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
@@ -35,7 +37,10 @@ DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv
     f.max_downtime_ms = core_.options.params.deadline_max_downtime_ms;
     f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     f.eta = eta;
-    f.throttle_at_most = conv != nullptr && conv->throttle_at_most();
+    f.throttle_percent = std::max(throttle_, conv != nullptr ? conv->throttle() : 0u);
+    f.min_throttle_percent = static_cast<uint32_t>(core_.options.params.cpu_throttle_initial);
+    f.max_throttle_percent = static_cast<uint32_t>(core_.options.params.max_cpu_throttle);
+    f.throttle_at_most = f.throttle_percent >= f.max_throttle_percent;
     f.dirty_limit_at_most = dirty_cap_ && *dirty_cap_ <= kDirtyLimitFloor;
     f.postcopy_bytes_per_s = static_cast<double>(core_.live ? core_.live->get(Live::max_postcopy_bandwidth)
                                                             : core_.options.params.max_postcopy_bandwidth);
@@ -48,22 +53,29 @@ void DeadlineKeeper::watch() {
     if (deadline_ms_ == 0 || failure_ || postcopy_.requested() || now - checked_ < kLookEvery) return;
     checked_ = now;
     EtaFacts eta;
+    std::chrono::steady_clock::time_point active_since;
     {
         std::lock_guard lock(core_.mutex);
         eta = core_.precopy_facts(core_.stats);
+        active_since = core_.active_since;
     }
     DeadlineFacts f = facts(eta, nullptr);
     if (auto passed = deadline_passed(f); passed.kind == DeadlineAction::Kind::cancel) {
         failure_ = Error(passed.why);
         return;
     }
-    // downtime and throttle act at a round's end, with the round's measured bandwidth and what is
-    // dirty then: their verdict (a cancel when even their ceiling misses) waits for it too, not
-    // for a bulk round's first estimates (a slow start measured the link at a fraction of it).
-    if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::throttle ||
-        f.strategy == DeadlineStrategy::dirty_limit) {
+    // throttle acts during a round too (a bulk round may be most of the time there is), once the
+    // link has been measured for a while (a slow start measures it at a fraction) and the last
+    // step has shown in the dirty rate. downtime and dirty-limit act at a round's end, with the
+    // round's measured bandwidth and what is dirty then; their verdict waits for it too.
+    if (f.strategy == DeadlineStrategy::throttle) {
+        if (throttle_settling() || now - active_since < kMeasuredFor) return;
+        auto a = deadline_action(f);
+        if (a.kind == DeadlineAction::Kind::cancel) failure_ = Error(a.why);
+        if (a.kind == DeadlineAction::Kind::throttle) throttle_now(a.throttle_percent, "x-deadline: the plan misses it");
         return;
     }
+    if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::dirty_limit) return;
     auto a = deadline_action(f);
     if (a.kind == DeadlineAction::Kind::cancel) {
         failure_ = Error(a.why);
@@ -81,7 +93,20 @@ bool DeadlineKeeper::throttle_settling() const {
     return std::chrono::steady_clock::now() - *throttled_at_ < 2 * period;
 }
 
+void DeadlineKeeper::throttle_now(uint32_t percent, const char* why) {
+    throttle_ = std::max(throttle_, percent);
+    core_.machine.vcpus().set_throttle(throttle_);
+    throttled_at_ = std::chrono::steady_clock::now();
+    {
+        std::lock_guard lock(core_.mutex);
+        core_.stats.cpu_throttle_percentage = throttle_;
+    }
+    log::info("{}; the vCPUs throttled to {} %", why, throttle_);
+}
+
 Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
+    conv.raise_throttle(throttle_);  // what a round's watch() set holds from now on
+    d.throttle_percent = std::max(d.throttle_percent, conv.throttle());
     if (d.complete || postcopy_.requested() || (deadline_ms_ == 0 && !progress_.on())) return {};
     EtaFacts eta;
     {
@@ -144,7 +169,13 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             d.complete = d.expected_downtime_ms <= static_cast<double>(a.downtime_ms);
             return {};
         case DeadlineAction::Kind::throttle:
-            d.throttle_percent = conv.throttle_step();
+            if (a.throttle_percent == 0) {
+                (void)conv.throttle_step();  // a stall: no deadline to aim at, one step
+            } else {
+                conv.raise_throttle(a.throttle_percent);
+            }
+            d.throttle_percent = conv.throttle();
+            throttle_ = d.throttle_percent;
             throttled_at_ = std::chrono::steady_clock::now();
             log::info("{}; the vCPUs throttled to {} %", why, d.throttle_percent);
             return {};

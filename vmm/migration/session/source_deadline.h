@@ -1,7 +1,7 @@
 // DeadlineKeeper: x-deadline on the source (precopy/deadline.h). It re-makes the plan from what
 // is measured now during every round and at its end, and the strategy acts as soon as the plan
-// misses the deadline: a cancel, the switch to postcopy, a higher downtime-limit, a throttle step,
-// a dirty limit on the vCPUs.
+// misses the deadline: a cancel, the switch to postcopy, a higher downtime-limit, the throttle
+// whose dirty rate meets it (during a round too), a dirty limit on the vCPUs.
 // It keeps x-stall-timeout too (precopy/progress_watch.h): a precopy whose data left reaches no
 // new low for that long has stalled, says so, and the same strategy acts.
 #pragma once
@@ -48,6 +48,9 @@ private:
     // periods, so a step shows only in a whole period after it; the next waits for that.
     std::optional<std::chrono::steady_clock::time_point> throttled_at_;
     bool throttle_settling() const;
+    // throttle, during a round: the vCPUs throttled to `percent` now (never lower than before).
+    void throttle_now(uint32_t percent, const char* why);
+    uint32_t throttle_ = 0;               // the throttle this set last, percent
     double planned_dirty_ = 0;            // the dirty rate (bytes/s) the last plan read
     std::optional<uint64_t> dirty_cap_;   // the vCPUs' dirty limit this set last, pages/s
 };
