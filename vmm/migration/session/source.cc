@@ -385,6 +385,10 @@ void MigrationSource::after_round(const SourceRun& run, const Decision& d, uint6
 }
 
 Status MigrationSource::complete(SourceRun& run) {
+    // The last round runs with the guest paused, and nothing may cut it short: a postcopy asked
+    // for, or a deadline passing, now would hand over a guest without the pages left unsent.
+    run.saver.stop_when({});
+    run.saver.on_progress([this, &run] { core_.publish(run.work); });
     core_.set_status(MigrationStatus::device);
     uint64_t precopy_bytes = run.work.transferred;
     DowntimeParts parts;
