@@ -9,15 +9,23 @@
 # lands), which checks its own memory: an error it finds is counted too. At the end:
 # completed / failed cleanly / lost / duplicated / guest errors, and each vmmd's descriptors,
 # threads and resident memory at the start and the end. Exits non-zero on a lost or duplicated
-# guest, a guest error, or a migration that left the domain in neither state.
-#   scripts/soak.sh [--migrations 20] [--seed N] [--mem 64] [--speed 32]
+# guest, a guest error, a migration without a fault that did not complete, or a migration that
+# left the domain in neither state.
+#   scripts/soak.sh [--migrations 20] [--seed N] [--mem 64] [--speed 32] [--flap 0.5-3]
+#                   [--transport tcp|rdma]
+# --flap MIN-MAX: the outage a flap holds, seconds (the issue's soak asks 0.5-20; below the
+# 30 s x-resume-window either way). --transport rdma: each migration over rdma://$VMM_RDMA_ADDR
+# (this machine's RDMA device, e.g. in scripts/softroce-run.sh's nested VM), with --rdma-pin-all
+# for half of them, drawn as the faults are.
 # VMM_SOAK_KEEP_LOGS=DIR keeps both vmmd's logs and their domains' vmm logs there.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-migrations=20 seed=$RANDOM mem=64 speed=32
+migrations=20 seed=$RANDOM mem=64 speed=32 flap=0.5-3 transport=tcp
 while [ $# -gt 0 ]; do
     case "$1" in
+        --flap) flap=$2; shift 2 ;;
+        --transport) transport=$2; shift 2 ;;
         --migrations) migrations=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
         --mem) mem=$2; shift 2 ;;
@@ -31,6 +39,17 @@ if [ -z "${VMM_SOAK_NO_BUILD:-}" ]; then  # the test of the soak runs it on the 
     build_only pkgs vmm vmmctl guest_payloads vmmd
 fi
 kvm_usable || die "$(why_no_kvm); the soak runs guests"
+[[ "$flap" =~ ^([0-9]+(\.[0-9]+)?)-([0-9]+(\.[0-9]+)?)$ ]] || die "--flap MIN-MAX in seconds, e.g. 0.5-20 (not $flap)"
+flap_min=${BASH_REMATCH[1]} flap_max=${BASH_REMATCH[3]}
+awk -v a="$flap_min" -v b="$flap_max" 'BEGIN { exit !(a <= b && b < 30) }' ||
+    die "--flap $flap: MIN at most MAX, and MAX under the 30 s x-resume-window"
+case $transport in
+    tcp) ;;
+    rdma)
+        [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ] || die "--transport rdma needs an RDMA device (scripts/softroce-run.sh gives one)"
+        [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device" ;;
+    *) die "--transport tcp or rdma (not $transport)" ;;
+esac
 command -v virsh >/dev/null || die "virsh is missing: apt-get install libvirt-clients"
 RANDOM=$seed
 
@@ -43,6 +62,7 @@ cleanup() {
     wait 2>/dev/null || true
     if [ -n "${VMM_SOAK_KEEP_LOGS:-}" ]; then  # each vmmd's log, and its domains' vmm logs
         mkdir -p "$VMM_SOAK_KEEP_LOGS"
+        cp "$work/migrate.out" "$VMM_SOAK_KEEP_LOGS/virsh-migrate-last.out" 2>/dev/null || true
         for h in a b; do
             cp "$work/$h/log" "$VMM_SOAK_KEEP_LOGS/vmmd-$h.log" 2>/dev/null || true
             for f in "$work/$h"/state/log/*.log; do [ -f "$f" ] && cp "$f" "$VMM_SOAK_KEEP_LOGS/$h-${f##*/}"; done
@@ -71,10 +91,14 @@ sample() {  # sample HOST: descriptors threads RSS-KiB of its vmmd
 
 start_vmmd a
 start_vmmd b
+# Over rdma libvirt asks a memory hard limit (pinned RAM counts against it): the RAM and 256 MiB.
+memtune=
+[ "$transport" = rdma ] && memtune="<memtune><hard_limit unit='MiB'>$((mem + 256))</hard_limit></memtune>"
 cat >"$work/soak.xml" <<XML
 <domain type='vmm'>
   <name>soak</name>
   <memory unit='MiB'>$mem</memory>
+  $memtune
   <vcpu>1</vcpu>
   <os><type>hvm</type><kernel>pattern</kernel><cmdline>bytes=$((mem * 3 / 4))M</cmdline></os>
 </domain>
@@ -90,18 +114,23 @@ prev=-1
 for _ in $(seq 1 50); do now=$(fds); [ "$now" = "$prev" ] && break; prev=$now; sleep 0.2; done
 for h in a b; do first[$h]=$(sample "$h"); done
 faults=(none none flap flap kill cancel vmmd)
-declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0)
+declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0 [unfaulted-failed]=0)
 declare -A by_fault
 late_faults=0
-log "soak: $migrations migrations of a $mem MiB pattern guest between two vmmd at $speed MiB/s, seed $seed"
+log "soak: $migrations migrations over $transport of a $mem MiB pattern guest between two vmmd at $speed MiB/s, flaps of $flap s, seed $seed"
 for i in $(seq 1 "$migrations"); do
     to=$(other "$host")
     fault=${faults[$((RANDOM % ${#faults[@]}))]}
     port=$(( 28000 + RANDOM % 3000 ))
     began=$(date +%s%N)
     v "$host" migrate-setspeed soak "$speed" >/dev/null || true
+    how=(--migrateuri "tcp://127.0.0.1:$port") mode=
+    if [ "$transport" = rdma ]; then
+        how=(--migrateuri "rdma://$VMM_RDMA_ADDR:$port") mode=dyn
+        [ $((RANDOM % 2)) = 0 ] || { how+=(--rdma-pin-all); mode=pin; }
+    fi
     virsh -c "$(uri "$host")" migrate --live --persistent --undefinesource soak "$(uri "$to")" \
-        --migrateuri "tcp://127.0.0.1:$port" >"$work/migrate.out" 2>&1 &
+        "${how[@]}" >"$work/migrate.out" 2>&1 &
     mig=$!
     # The fault goes in once the migration is active; one that ended first (a small guest is
     # quick) gets its fault after, and says so ("late"). Its end is seen by virsh ending: the
@@ -119,7 +148,7 @@ for i in $(seq 1 "$migrations"); do
             if [ -n "$dpid" ]; then
                 kill -STOP $dpid
                 qmp "$host" migrate-pause >/dev/null || true
-                sleep "$(awk -v r=$RANDOM 'BEGIN{printf "%.1f", 0.5 + 2.5 * r / 32767}')"
+                sleep "$(awk -v r=$RANDOM -v a="$flap_min" -v b="$flap_max" 'BEGIN{printf "%.1f", a + (b - a) * r / 32767}')"
                 kill -CONT $dpid
             fi ;;
         kill) dpid=$(vmm_of "$to"); [ -n "$dpid" ] && kill -KILL $dpid ;;
@@ -149,11 +178,16 @@ for i in $(seq 1 "$migrations"); do
         outcome=failed-cleanly
     fi
     count[$outcome]=$((count[$outcome] + 1))
+    # Without a fault a migration must complete: one that did not is a failure of its own.
+    if [ "$fault" = none ] && [ "$outcome" != completed ]; then
+        count[unfaulted-failed]=$((count[unfaulted-failed] + 1))
+        echo "     without a fault, it did not complete: $(tail -3 "$work/migrate.out" | tr '\n' ' ')"
+    fi
     [ -z "$late" ] || [ "$fault" = none ] || late_faults=$((late_faults + 1))
     by_fault[$fault]="${by_fault[$fault]:-} $outcome"
     errors=$(qmp "$host" query-guest | sed -n 's/.*"errors":\([0-9]*\).*/\1/p')
     [ "${errors:-0}" = 0 ] || count[guest-errors]=$((count[guest-errors] + 1))
-    printf '%3d  %-6s%-5s %s -> %s  %-15s virsh rc %d  %5.1f s%s\n' "$i" "$fault" "${late:+ late}" "$(other "$to")" "$to" "$outcome" "$rc" \
+    printf '%3d  %-6s%-5s %s -> %s %-3s  %-15s virsh rc %d  %5.1f s%s\n' "$i" "$fault" "${late:+ late}" "$(other "$to")" "$to" "$mode" "$outcome" "$rc" \
         "$(awk -v a="$began" -v b="$(date +%s%N)" 'BEGIN{print (b - a) / 1e9}')" \
         "$([ "${errors:-0}" = 0 ] || echo "  guest errors $errors")"
     [ "$outcome" = lost ] || [ "$outcome" = duplicated ] && { tail -5 "$work/migrate.out"; break; }
@@ -167,10 +201,11 @@ for h in a b; do read -r f _ <<<"${first[$h]}"; start_fds=$((start_fds + f)); do
 for _ in $(seq 1 100); do [ "$(fds)" -le "$start_fds" ] && break; sleep 0.1; done
 for h in a b; do last[$h]=$(sample "$h"); done
 
-printf '\n\033[1msoak, seed %s\033[0m  %s  %s, %s cores\n' "$seed" "$(date -u +%FT%TZ)" \
+printf '\n\033[1msoak over %s, seed %s\033[0m  %s  %s, %s cores\n' "$transport" "$seed" "$(date -u +%FT%TZ)" \
     "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)"
-printf 'migrations %d: completed %d, failed cleanly %d, lost %d, duplicated %d, guest errors %d\n' "$i" \
-    "${count[completed]}" "${count[failed-cleanly]}" "${count[lost]}" "${count[duplicated]}" "${count[guest-errors]}"
+printf 'migrations %d: completed %d, failed cleanly %d, lost %d, duplicated %d, guest errors %d, failed without a fault %d\n' "$i" \
+    "${count[completed]}" "${count[failed-cleanly]}" "${count[lost]}" "${count[duplicated]}" "${count[guest-errors]}" \
+    "${count[unfaulted-failed]}"
 [ "$late_faults" = 0 ] || printf '  %d of the faults came after their migration had ended ("late")\n' "$late_faults"
 for f in "${!by_fault[@]}"; do
     printf '  %-6s %s\n' "$f" "$(tr ' ' '\n' <<<"${by_fault[$f]}" | grep . | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')"
@@ -180,4 +215,4 @@ for h in a b; do
     read -r f0 t0 r0 <<<"${first[$h]}"; read -r f1 t1 r1 <<<"${last[$h]}"
     printf '  %s        %4d -> %-4d  %3d -> %-3d  %6d -> %d\n' "$h" "$f0" "$f1" "$t0" "$t1" "$r0" "$r1"
 done
-[ "${count[lost]}" = 0 ] && [ "${count[duplicated]}" = 0 ] && [ "${count[guest-errors]}" = 0 ]
+[ "${count[lost]}" = 0 ] && [ "${count[duplicated]}" = 0 ] && [ "${count[guest-errors]}" = 0 ] && [ "${count[unfaulted-failed]}" = 0 ]
