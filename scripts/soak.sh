@@ -151,7 +151,22 @@ for i in $(seq 1 "$migrations"); do
                 sleep "$(awk -v r=$RANDOM -v a="$flap_min" -v b="$flap_max" 'BEGIN{printf "%.1f", a + (b - a) * r / 32767}')"
                 kill -CONT $dpid
             fi ;;
-        kill) dpid=$(vmm_of "$to"); [ -n "$dpid" ] && kill -KILL $dpid ;;
+        kill)
+            # Frozen first: a stopped destination cannot take the guest. Killed only if the
+            # migration is still in its rounds then; one that went on to the switchover or past it
+            # while the fault was being aimed (a slow machine's monitor calls take seconds) may
+            # have the guest running there already, and killing that is the soak's doing: late.
+            dpid=$(vmm_of "$to")
+            if [ -n "$dpid" ]; then
+                kill -STOP $dpid
+                st=$(qmp "$host" query-migrate) || st=
+                if kill -0 "$mig" 2>/dev/null && grep -q '"status":"active"' <<<"$st"; then
+                    kill -KILL $dpid
+                else
+                    kill -CONT $dpid
+                    late=late
+                fi
+            fi ;;
         cancel) v "$host" domjobabort soak >/dev/null || true ;;
         vmmd)
             kill -KILL "${vmmd_pid[$to]}"; wait "${vmmd_pid[$to]}" 2>/dev/null || true
