@@ -16,6 +16,7 @@
 # RSA keys the build made ahead (scripts/make-test-pki.sh takes them instead of making its own).
 [ -d "${build:-}/tests/key-pool" ] && export VMM_TEST_KEY_POOL="$build/tests/key-pool"
 command -v virsh >/dev/null || { echo "SKIP: needs virsh (apt-get install libvirt-clients)"; exit 77; }
+. "$(dirname "${BASH_SOURCE[0]}")/virsh_shell.sh"  # v and d keep a virsh shell open
 
 dir=$(mktemp -d /tmp/vmmd-virsh.XXXXXX)
 sock=$dir/sock
@@ -24,6 +25,7 @@ pid=
 also_kill=()  # more daemons a test started
 cleanup() {
     stop_vmmd
+    vsh_close d
     for p in "${also_kill[@]}"; do kill "$p" 2>/dev/null; done
     pkill -KILL -f -- "--qmp unix:$dir/" 2>/dev/null  # vmm processes outlive vmmd by design
     rm -rf "$dir"
@@ -34,9 +36,11 @@ start_vmmd() {  # start_vmmd BUILD_DIR [VMMD-ARGS...]
     "$1/bin/vmmd" --socket "$sock" --state-dir "$dir/state" "${@:2}" >>"$dir/log" 2>&1 &
     pid=$!
     wait_until 60 answers "$uri" || fail "vmmd did not listen within 60 s"  # seconds in the nested VM
+    vsh_open v "$uri"
 }
 answers() { virsh -c "$1" uri >/dev/null 2>&1; }  # answers URI: a vmmd serves URI
 stop_vmmd() {
+    vsh_close v
     [ -n "$pid" ] || return 0
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
@@ -67,7 +71,7 @@ expect() {  # expect WHAT OUTPUT PATTERN
     grep -qE -- "$3" <<<"$2" || fail "$1: '$3' not in: $2"
     echo "ok: $1"
 }
-v() { virsh -c "$uri" "$@" 2>&1; }
+v() { vsh_call v "$uri" "$@"; }
 # start_destination PREFIX [VMMD-ARGS...]: a second vmmd (PREFIX/bin/vmmd, socket $dir/dsock,
 # state $dir/dstate) for migrations; sets duri, and d runs virsh on it.
 start_destination() {
@@ -77,14 +81,16 @@ start_destination() {
     also_kill+=($!)
     duri="vmm+unix:///system?socket=$dir/dsock"
     wait_until 60 answers "$duri" || fail "the destination vmmd did not listen within 60 s"
+    vsh_open d "$duri"
 }
-d() { virsh -c "$duri" "$@" 2>&1; }
+d() { vsh_call d "$duri" "$@"; }
 # domain_qmp VMMCTL STATE DOMAIN COMMAND: one QMP command to DOMAIN's vmm, on this vmmd (STATE
 # 'state'), the destination ('dstate') or a third ('tstate', reached at $turi).
 domain_qmp() {
     local on u
     case "$2" in state) on=$uri ;; dstate) on=$duri ;; *) on=${turi:?a third vmmd: set turi} ;; esac
-    u=$(virsh -c "$on" domuuid "$3") || return 1  # $(): no trailing blank line
+    case "$2" in state) u=$(v domuuid "$3") ;; dstate) u=$(d domuuid "$3") ;; *) u=$(virsh -c "$on" domuuid "$3") ;; esac ||
+        return 1  # $(): no trailing blank line
     "$1" --qmp "unix:$dir/$2/run/$u.qmp" "$4"
 }
 # demo_domain FILE MIB KERNEL [CMDLINE]: a one-vCPU 'demo' of MIB MiB running the KERNEL payload.
