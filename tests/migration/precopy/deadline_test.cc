@@ -136,6 +136,43 @@ TEST(Deadline, ThrottleTakesTheThrottleThatMeetsIt) {
         << c.why;
 }
 
+// A throttle the plan no longer needs is eased to the one that meets it, when that is at least
+// kThrottleEaseStep points lower; a plan that only just meets it keeps the throttle it has.
+TEST(Deadline, ThrottleEasesWhenThePlanIsWellAhead) {
+    DeadlineFacts f = missing(DeadlineStrategy::throttle);
+    f.throttle_percent = 80;
+    f.eta.dirty_bytes_per_s = 1 * MB;  // 5 MB/s unthrottled: on time, with room
+    auto rate = highest_dirty_rate(f);
+    ASSERT_TRUE(rate);
+    EXPECT_GT(*rate, 1 * MB) << "a plan that meets it has a higher rate that still does";
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::ease);
+    uint32_t want = *rate >= 5 * MB ? 0u : static_cast<uint32_t>(std::ceil(100 * (1 - *rate / (5 * MB))));
+    EXPECT_EQ(a.throttle_percent, want);
+    EXPECT_LE(a.throttle_percent + kThrottleEaseStep, 80u);
+    // Eased there, the rate read under it is the one the plan allows: nothing more to take back.
+    f.throttle_percent = a.throttle_percent;
+    f.eta.dirty_bytes_per_s = 5 * MB * (1 - a.throttle_percent / 100.0);
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    // Under the ease step: kept.
+    f.throttle_percent = want + kThrottleEaseStep - 1;
+    f.eta.dirty_bytes_per_s = 5 * MB * (1 - f.throttle_percent / 100.0);
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    // No throttle in force, or another strategy: nothing to ease.
+    f.throttle_percent = 0;
+    f.eta.dirty_bytes_per_s = 1 * MB;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    f.throttle_percent = 80;
+    f.strategy = DeadlineStrategy::dirty_limit;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    // A guest that has gone quiet: the throttle comes off.
+    f.strategy = DeadlineStrategy::throttle;
+    f.eta.dirty_bytes_per_s = 0.01 * MB;
+    a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::ease);
+    EXPECT_EQ(a.throttle_percent, 0u);
+}
+
 // A switch cannot be taken back: a postcopy whose push of what is left would itself end past the
 // deadline is not begun; the migration ends at once, saying what would meet it.
 TEST(Deadline, PostcopyThatWouldMissItTooCancelsAtOnce) {

@@ -41,6 +41,10 @@ public:
     void raise_throttle(uint32_t percent) {
         throttle_ = std::max(throttle_, std::min<uint32_t>(percent, static_cast<uint32_t>(params_.max_cpu_throttle)));
     }
+    // x-deadline's throttle eased (deadline.h: throttle_to_ease), or held to the keeper's.
+    void set_throttle(uint32_t percent) {
+        throttle_ = std::min<uint32_t>(percent, static_cast<uint32_t>(params_.max_cpu_throttle));
+    }
     bool throttle_at_most() const { return throttle_ >= params_.max_cpu_throttle; }
 
 private:

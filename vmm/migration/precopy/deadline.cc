@@ -76,6 +76,17 @@ std::optional<std::string> postcopy_misses(const DeadlineFacts& f) {
                        std::ceil((f.elapsed_ms + push->remaining_ms) / 1000), faster);
 }
 
+// What the vCPUs would dirty unthrottled: the rate read, over the share of time they ran.
+double unthrottled_rate(const DeadlineFacts& f) {
+    return f.eta.dirty_bytes_per_s / (1.0 - std::min(f.throttle_percent, 99u) / 100.0);
+}
+
+// The throttle, percent, at which vCPUs that dirty `unthrottled` bytes/s dirty at most `rate`.
+uint32_t throttle_for(double unthrottled, double rate) {
+    if (unthrottled <= rate) return 0;
+    return static_cast<uint32_t>(std::ceil(100.0 * (1.0 - rate / unthrottled)));
+}
+
 }  // namespace
 
 std::optional<double> highest_dirty_rate(const DeadlineFacts& f) {
@@ -85,7 +96,10 @@ std::optional<double> highest_dirty_rate(const DeadlineFacts& f) {
         return precopy_eta(e);
     };
     if (!meets(f, at(0))) return std::nullopt;
-    double lo = 0, hi = std::max(f.eta.dirty_bytes_per_s, 1.0);  // meets(at(lo)); at(hi) is what misses
+    // meets(at(lo)); at(hi) misses, unless even the link's rate meets it (a tail the downtime
+    // limit takes at once).
+    double lo = 0, hi = std::max({f.eta.dirty_bytes_per_s, f.eta.link_bytes_per_s, 1.0});
+    if (meets(f, at(hi))) return hi * kDirtyLimitMargin;
     for (int i = 0; i < 40 && hi - lo > 1.0; ++i) {
         double mid = lo + (hi - lo) / 2;
         (meets(f, at(mid)) ? lo : hi) = mid;
@@ -103,16 +117,23 @@ std::optional<uint32_t> throttle_that_meets(const DeadlineFacts& f, std::string&
         why = "; not even a guest that dirtied nothing would meet it";
         return std::nullopt;
     }
-    double running = 1.0 - std::min(f.throttle_percent, 99u) / 100.0;
-    double unthrottled = f.eta.dirty_bytes_per_s / running;
-    double wanted = unthrottled > 0 ? std::ceil(100.0 * (1.0 - *rate / unthrottled)) : 0.0;
-    uint32_t t = std::max({static_cast<uint32_t>(std::max(wanted, 0.0)), f.min_throttle_percent, f.throttle_percent + 1});
+    double unthrottled = unthrottled_rate(f);
+    uint32_t t = std::max({throttle_for(unthrottled, *rate), f.min_throttle_percent, f.throttle_percent + 1});
     if (t > f.max_throttle_percent) {
         why = fmt::format("; not even max-cpu-throttle {} % would: the guest would still dirty {:.1f} MB/s, and at most "
                           "{:.1f} MB/s meets it",
                           f.max_throttle_percent, unthrottled * (1.0 - f.max_throttle_percent / 100.0) / 1e6, *rate / 1e6);
         return std::nullopt;
     }
+    return t;
+}
+
+std::optional<uint32_t> throttle_to_ease(const DeadlineFacts& f) {
+    if (f.strategy != DeadlineStrategy::throttle || f.throttle_percent == 0) return std::nullopt;
+    auto rate = highest_dirty_rate(f);
+    if (!rate) return std::nullopt;
+    uint32_t t = throttle_for(unthrottled_rate(f), *rate);
+    if (t + kThrottleEaseStep > f.throttle_percent) return std::nullopt;
     return t;
 }
 
@@ -173,7 +194,11 @@ DeadlineAction deadline_action(const DeadlineFacts& f) {
     if (f.deadline_ms == 0) return {};
     if (auto passed = deadline_passed(f); passed.kind != DeadlineAction::Kind::none) return passed;
     auto eta = precopy_eta(f.eta);
-    if (!eta || meets(f, eta)) return {};  // nothing measured yet, or on time
+    if (!eta) return {};  // nothing measured yet
+    if (meets(f, eta)) {  // on time; a throttle well above what meets it eases
+        if (auto t = throttle_to_ease(f)) return {DeadlineAction::Kind::ease, 0, {}, 0, *t};
+        return {};
+    }
     switch (f.strategy) {
         case DeadlineStrategy::cancel: return cancel(f, eta, "");
         case DeadlineStrategy::postcopy:

@@ -6,7 +6,8 @@
 //             whose push of what is left would itself miss the deadline cancels instead, at
 //             once, saying what would meet it (a switch cannot be taken back)
 //   downtime  raise downtime-limit, as little as meets the deadline, up to x-deadline-max-downtime
-//   throttle  slow the vCPUs (auto-converge's steps at once) until the plan meets it
+//   throttle  slow the vCPUs to the throttle whose dirty rate meets it, and ease it when the
+//             plan is well ahead
 //   dirty-limit  hold the guest to the dirty rate that meets it, by a limit per vCPU (machine/
 //             dirty_limit.h, the dirty ring): the vCPUs dirtying more than their share are
 //             throttled, the others run free
@@ -36,12 +37,13 @@ Result<uint64_t> parse_deadline_ms(std::string_view text);
 Status check_deadline(std::string_view text);
 
 struct DeadlineAction {
-    enum class Kind { none, cancel, postcopy, downtime, throttle, dirty_limit };
+    enum class Kind { none, cancel, postcopy, downtime, throttle, dirty_limit, ease };
     Kind kind = Kind::none;
     uint64_t downtime_ms = 0;  // downtime: the limit that meets the deadline
     std::string why;           // cancel: the line the migration fails with
     double dirty_bytes_per_s = 0;  // dirty_limit: what the whole guest may dirty
-    uint32_t throttle_percent = 0; // throttle: the vCPUs' throttle that meets it (0: one step)
+    uint32_t throttle_percent = 0; // throttle: the vCPUs' throttle that meets it (0: one step);
+                                   // ease: the lower throttle that still meets it (0: none)
 };
 
 struct DeadlineFacts {
@@ -73,7 +75,14 @@ DeadlineAction deadline_passed(const DeadlineFacts& f);
 // now and at least cpu-throttle-initial; none when not even max-cpu-throttle would meet it, with
 // `why` saying so.
 std::optional<uint32_t> throttle_that_meets(const DeadlineFacts& f, std::string& why);
-// None while the prediction meets the deadline (or there is none yet); a cancel once it has passed.
+// throttle, on time: a throttle set earlier that the plan no longer needs costs the guest for
+// nothing (the first aim is made on a rate read while the link was still being measured, and a
+// guest's rate falls): the throttle that meets it now, when at least kThrottleEaseStep points
+// lower than the throttle in force (less moves it back and forth on the rates' noise); else none.
+inline constexpr uint32_t kThrottleEaseStep = 10;
+std::optional<uint32_t> throttle_to_ease(const DeadlineFacts& f);
+// None while the prediction meets the deadline (or there is none yet), but a throttle that
+// eases; a cancel once it has passed.
 DeadlineAction deadline_action(const DeadlineFacts& f);
 
 }  // namespace vmm::migration

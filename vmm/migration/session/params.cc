@@ -143,8 +143,8 @@ std::vector<SettingRow> tls_and_deadline_rows() {
         checked(text("x-deadline-strategy", &P::deadline_strategy,
                      "what x-deadline gives up first: cancel (end the migration now, the guest running on here; the "
                      "default), postcopy (switch now; needs postcopy-ram), downtime (raise downtime-limit as little as "
-                     "meets it, up to x-deadline-max-downtime), throttle (slow the vCPUs, auto-converge's steps at "
-                     "once), dirty-limit (limit each vCPU's dirty rate so the guest dirties what meets it: only the "
+                     "meets it, up to x-deadline-max-downtime), throttle (slow the vCPUs to the throttle that meets "
+                     "it, and ease it when the plan is well ahead), dirty-limit (limit each vCPU's dirty rate so the guest dirties what meets it: only the "
                      "vCPUs over the limit slow down; needs --dirty-tracking ring); one that cannot meet it cancels, "
                      "saying why"),
                 check_deadline_strategy),

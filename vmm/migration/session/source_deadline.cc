@@ -22,6 +22,7 @@ constexpr uint64_t kDirtyLimitFloor = 16;
 constexpr double kDirtyLimitStep = 0.75;
 // How long the precopy runs before watch() trusts its measured link rate enough to throttle.
 constexpr auto kMeasuredFor = std::chrono::seconds(2);
+constexpr const char* kEased = "x-deadline: the plan meets it with a lower throttle";
 }  // namespace
 
 DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
@@ -73,6 +74,7 @@ void DeadlineKeeper::watch() {
         auto a = deadline_action(f);
         if (a.kind == DeadlineAction::Kind::cancel) failure_ = Error(a.why);
         if (a.kind == DeadlineAction::Kind::throttle) throttle_now(a.throttle_percent, "x-deadline: the plan misses it");
+        if (a.kind == DeadlineAction::Kind::ease) throttle_now(a.throttle_percent, kEased);
         return;
     }
     if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::dirty_limit) return;
@@ -94,7 +96,7 @@ bool DeadlineKeeper::throttle_settling() const {
 }
 
 void DeadlineKeeper::throttle_now(uint32_t percent, const char* why) {
-    throttle_ = std::max(throttle_, percent);
+    throttle_ = percent;
     core_.machine.vcpus().set_throttle(throttle_);
     throttled_at_ = std::chrono::steady_clock::now();
     {
@@ -105,8 +107,14 @@ void DeadlineKeeper::throttle_now(uint32_t percent, const char* why) {
 }
 
 Status DeadlineKeeper::keep(Convergence& conv, Decision& d, uint64_t dirty_bytes) {
-    conv.raise_throttle(throttle_);  // what a round's watch() set holds from now on
-    d.throttle_percent = std::max(d.throttle_percent, conv.throttle());
+    // What a round's watch() set holds from now on: the throttle is this keeper's alone, unless
+    // auto-converge steps it too (then it is never lower than either asks).
+    if (core_.options.caps.auto_converge) {
+        conv.raise_throttle(throttle_);
+    } else {
+        conv.set_throttle(throttle_);
+    }
+    d.throttle_percent = conv.throttle();
     if (d.complete || postcopy_.requested() || (deadline_ms_ == 0 && !progress_.on())) return {};
     EtaFacts eta;
     {
@@ -178,6 +186,14 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             throttle_ = d.throttle_percent;
             throttled_at_ = std::chrono::steady_clock::now();
             log::info("{}; the vCPUs throttled to {} %", why, d.throttle_percent);
+            return {};
+        case DeadlineAction::Kind::ease:
+            if (core_.options.caps.auto_converge) return {};  // auto-converge's steps are not ours to take back
+            conv.set_throttle(a.throttle_percent);
+            d.throttle_percent = conv.throttle();
+            throttle_ = d.throttle_percent;
+            throttled_at_ = std::chrono::steady_clock::now();
+            log::info("{}; the vCPUs eased to {} %", kEased, d.throttle_percent);
             return {};
         case DeadlineAction::Kind::dirty_limit: return limit_dirty(a, why);
     }
