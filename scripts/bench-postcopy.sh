@@ -38,7 +38,10 @@
 # and with faults read (x-rdma-postcopy-read: one RDMA READ, the source's CPU not woken), in
 # turn, --runs times (3), between ib_read_lat (4 KiB) and ib_write_lat + ib_send_lat measured
 # before and after: fault latency p50 against each floor, the source's return-path CPU time per
-# fault, blocked and total time side by side; writes bench-postcopy-rdma-read.json.
+# fault, blocked and total time side by side; writes bench-postcopy-rdma-read.json. With --tls
+# both arms are authenticated (tls-creds at both ends: tagged writes against READs whose pages are
+# checked against the tags the source made when it exposed them); writes
+# bench-postcopy-rdma-read-tls.json.
 #
 # --auth: in the nested VM, postcopy over rdma plain, with verify-ram (every page summed), and
 # authenticated (tls-creds at both ends: the pages summed as with verify-ram, and every request
@@ -46,11 +49,11 @@
 # times (3): fault latency, blocked time, setup and total time side by side; writes
 # bench-postcopy-rdma-auth.json.
 #
-#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu | --auth | --read [--runs N]]
+#   scripts/bench-postcopy.sh [--mem 512M] [--fill 256M] [--hot 64M] [--out DIR] [--quick] [--rdma | --vs-qemu | --auth | --read [--tls] [--runs N]]
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-mem= fill= hot= out= rdma=0 vs_qemu=0 auth=0 read=0 runs=3
+mem= fill= hot= out= rdma=0 vs_qemu=0 auth=0 read=0 tls=0 runs=3
 ctl=1  # the stress guest uses the control device (ctl=0: as under QEMU, which has none)
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -63,6 +66,7 @@ while [ $# -gt 0 ]; do
         --vs-qemu) rdma=1 vs_qemu=1; shift ;;
         --auth) rdma=1 auth=1; shift ;;
         --read) rdma=1 read=1; shift ;;
+        --tls) tls=1; shift ;;
         --runs) runs=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
@@ -78,8 +82,10 @@ if [ "$rdma" = 1 ]; then
         [ "$vs_qemu" = 1 ] && mode=--vs-qemu
         [ "$auth" = 1 ] && mode=--auth
         [ "$read" = 1 ] && mode=--read
+        [ "$tls" = 1 ] && mode="$mode --tls"
+        # shellcheck disable=SC2086  # $mode: one option, or --read --tls
         exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 "$ROOT/scripts/bench-postcopy.sh" \
-            "$mode" --runs "$runs" --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
+            $mode --runs "$runs" --mem "$mem" --fill "$fill" --hot "$hot" --out "$out"
     fi
     [ -n "${VMM_RDMA_ADDR:-}" ] || die "set VMM_RDMA_ADDR to an IPv4 address of this machine's RDMA device"
     addr=$VMM_RDMA_ADDR dev=$(ls /sys/class/infiniband | head -1)

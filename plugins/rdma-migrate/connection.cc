@@ -46,6 +46,12 @@ Result<std::optional<PcKeys>> Connection::postcopy_keys() const {
     if (!k) return k.error();
     auto keys = PcKeys::from(*k);
     if (!keys) return keys.error();
+    if ((agreed_ & kCapPostcopyRead) != 0) {  // pages read by RDMA READ come with tags of their own
+        auto r = ctl_->export_key(kPcReadLabel, kPcReadKeySize);
+        if (!r) return r.error();
+        if (r->size() != kPcReadKeySize) return Error("internal: a postcopy read key of the wrong size");
+        keys->reads.emplace(std::span<const uint8_t, 16>(r->data(), 16));
+    }
     return std::optional<PcKeys>{std::move(*keys)};
 }
 
@@ -58,7 +64,10 @@ void Connection::summarize(const std::string& note) {
     if (channels_.has_postcopy()) summary_ += (agreed_ & kCapPostcopyRead) != 0 ? " and a postcopy channel (faults by RDMA READ)" : " and a postcopy channel";
     if (authenticated()) {
         summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it";
-        summary_ += channels_.has_postcopy() ? ", the postcopy channel's messages and writes tagged)" : ")";
+        const char* postcopy = (agreed_ & kCapPostcopyRead) != 0
+                                   ? ", the postcopy channel's messages, writes and pages read by RDMA READ tagged)"
+                                   : ", the postcopy channel's messages and writes tagged)";
+        summary_ += channels_.has_postcopy() ? postcopy : ")";
     }
     if ((agreed_ & kExtensionCaps) == 0) summary_ += ", base protocol (no vmm extension agreed)";
     if (!note.empty()) summary_ += " (" + note + ")";

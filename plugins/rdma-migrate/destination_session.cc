@@ -86,7 +86,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     std::unique_ptr<ControlChannel> ctl;
     uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~kCapTls) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
-    if (!cfg.postcopy || !cfg.postcopy_read || cfg.verify || cfg.tls) supported &= ~kCapPostcopyRead;
+    if (!cfg.postcopy || !cfg.postcopy_read || cfg.verify) supported &= ~kCapPostcopyRead;
     if (cfg.tls) supported |= kCapTls;
     Admit admit = [&peer_refused, &cfg](const PrivateData& theirs) -> Status {
         Status s = admissible(theirs, cfg);

@@ -124,6 +124,7 @@ private:
     Status post_write(uint32_t slot, uint32_t length, uint32_t imm);
     Status expose_next_region();  // the migration thread's, before a push: kCapPostcopyRead
     Status write_keys(const PcRegion& r);
+    Status tag_region(PcRegion& r);  // authenticated: the region's page tags, exposed
 
     Endpoint& ep_;
     std::vector<LocalBlock> blocks_;
@@ -150,7 +151,8 @@ private:
     // READs, and where the next one begins.
     ReadExposure reads_;
     bool exposing_ = false;
-    std::vector<MemoryRegion> read_mrs_;
+    std::vector<vmm::Mapping> tag_tables_;  // authenticated: each region's page tags
+    std::vector<MemoryRegion> read_mrs_;    // the regions' (and their tag tables'): deregistered first
     size_t expose_block_ = 0;
     uint64_t expose_offset_ = 0, exposed_ = 0;
 };
@@ -191,6 +193,12 @@ public:
         uint64_t address = 0;
         uint32_t rkey = 0;
         uint64_t room = 0;  // bytes of the region from there on
+        uint64_t tags = 0;  // authenticated: where the page's tag is (0: none)
+        uint32_t tag_rkey = 0;
+        Remote after(uint64_t pages) const {  // the same region, `pages` pages on
+            return {address + pages * kPcPage, rkey, room - pages * kPcPage, tags == 0 ? 0 : tags + pages * kPcTagSize,
+                    tag_rkey};
+        }
     };
     std::optional<Remote> readable(uint32_t block, uint64_t offset);
     Endpoint& endpoint() { return ep_; }

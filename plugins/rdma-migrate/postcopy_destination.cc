@@ -15,6 +15,7 @@ namespace rdma_migrate {
 
 namespace {
 constexpr uint64_t kReadWrId = 1ull << 32;  // a READ's work request: this, or'd with its request slot
+constexpr uint64_t kTagReadWrId = 1ull << 33;  // its tags' READ (authenticated), unsignalled
 constexpr size_t kSendBuffers = 64;
 constexpr uint64_t kCreditEvery = kPcPushSlots / 4;  // push slots placed before the source hears of them
 // HAVE: a run of pages read is told once it is this long (1 MiB), or when a READ elsewhere ends
@@ -114,7 +115,7 @@ std::optional<PostcopyDestination::Remote> PostcopyDestination::readable(uint32_
     if (it == in.begin()) return std::nullopt;
     const PcRegion& r = std::prev(it)->second;
     if (offset - r.offset >= r.length) return std::nullopt;
-    return Remote{r.address + (offset - r.offset), r.rkey, r.length - (offset - r.offset)};
+    return Remote{r.address, r.rkey, r.length, r.tags, r.tag_rkey}.after((offset - r.offset) / kPcPage);
 }
 
 // Under slots_mutex_, a free slot held: a READ of the page into it, and a readahead READ of
@@ -142,7 +143,7 @@ Status PostcopyDestination::read(std::unique_lock<std::mutex>& lock, uint32_t bl
           more ? fmt::format(", and {} pages after it into slot {}", ahead, *more) : "");
     if (auto s = post_read(slot, from, 1); !s) return s;
     if (!more) return {};
-    return post_read(*more, {from.address + kPcPage, from.rkey, from.room - kPcPage}, ahead);
+    return post_read(*more, from.after(1), ahead);
 }
 
 // Under slots_mutex_: the first request slot nothing asks for, if any.
@@ -175,6 +176,9 @@ uint32_t PostcopyDestination::readahead(uint32_t block, uint64_t offset, const R
     return ahead;
 }
 
+// A READ of `pages` pages into the slot; on an authenticated channel their tags are read first,
+// into the slot's trailer page, by an unsignalled READ: completions come in order on one queue
+// pair, so the pages' READ done means the tags' is too.
 Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_t pages) {
     ibv_sge sge{landing_slot(slot), static_cast<uint32_t>(pages * kPcPage), landing_mr_->lkey};
     ibv_send_wr wr{};
@@ -185,6 +189,18 @@ Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = from.address;
     wr.wr.rdma.rkey = from.rkey;
+    ibv_sge tag_sge{landing_slot(slot) + pages * kPcPage, static_cast<uint32_t>(pages * kPcTagSize), landing_mr_->lkey};
+    ibv_send_wr tags{};
+    if (keys_) {
+        if (from.tags == 0) return Error("RDMA postcopy: a region with no page tags on an authenticated channel");
+        tags.wr_id = kTagReadWrId | slot;
+        tags.opcode = IBV_WR_RDMA_READ;
+        tags.sg_list = &tag_sge;
+        tags.num_sge = 1;
+        tags.wr.rdma.remote_addr = from.tags;
+        tags.wr.rdma.rkey = from.tag_rkey;
+        tags.next = &wr;
+    }
     ibv_send_wr* bad = nullptr;
     {
         std::lock_guard cq(cq_mutex_);
@@ -192,7 +208,7 @@ Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_
     }
     ++reads_in_flight_;
     std::lock_guard lock(send_mutex_);
-    if (auto s = posted(ibv_post_send(ep_.qp.get(), &wr, &bad), "ibv_post_send (postcopy READ)"); !s) return s;
+    if (auto s = posted(ibv_post_send(ep_.qp.get(), keys_ ? &tags : &wr, &bad), "ibv_post_send (postcopy READ)"); !s) return s;
     ++reads_posted_;
     return {};
 }
@@ -200,8 +216,10 @@ Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_
 // KEYS: regions of the source's RAM this side may read from now on, each inside a block.
 Status PostcopyDestination::take_keys(const PcImmediate& imm, const uint8_t* slot) {
     if (!reads_) return Error("RDMA postcopy: KEYS from a source that did not agree to RDMA READ");
-    auto regions = decode_pc_regions({slot, kPcSlotSize}, imm.pages);
+    auto regions = decode_pc_regions({slot, kPcSlotSize}, imm.pages, keys_.has_value());
     if (!regions) return regions.error();
+    if (keys_)  // the slot's private copy: what is checked is what is kept
+        if (auto s = open_pc_keys({slot, kPcSlotSize}, imm.pages * kPcTaggedRegionSize, keys_->writes); !s) return s;
     std::lock_guard lock(regions_mutex_);
     for (const PcRegion& r : *regions) {
         if (auto s = check_pc_range(blocks_, r.block, r.offset, r.length / kPcPage); !s) return s;
@@ -216,6 +234,7 @@ Status PostcopyDestination::take_keys(const PcImmediate& imm, const uint8_t* slo
 // without waiting; returns the first READ done, if any.
 Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
     auto taken = take_completions(ep_, false, [this](const ibv_wc& wc) -> Status {
+        if ((wc.wr_id & kTagReadWrId) != 0) return {};  // unsignalled: only a failure comes, and ends it before this
         if ((wc.wr_id & kReadWrId) == 0) {
             ++sends_done_;
             return {};
@@ -239,12 +258,26 @@ Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
 Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t slot) {
     Arrival a;
     a.kind = PcKind::data, a.slot = slot;
-    std::lock_guard lock(slots_mutex_);
-    if (!asked_[slot] || !reading_[slot]) return Error(fmt::format("internal: a READ done into request slot {}, which reads nothing", slot));
-    a.pages = read_pages_[slot];
-    a.block = asked_[slot]->first, a.offset = asked_[slot]->second;
+    {
+        std::lock_guard lock(slots_mutex_);
+        if (!asked_[slot] || !reading_[slot]) return Error(fmt::format("internal: a READ done into request slot {}, which reads nothing", slot));
+        a.pages = read_pages_[slot];
+        a.block = asked_[slot]->first, a.offset = asked_[slot]->second;
+    }
     a.data = landing_.data() + uint64_t{slot} * kPcSlotSize;
     trace("destination: READ into slot {} done: block {} offset {:#x}, {} pages", slot, a.block, a.offset, a.pages);
+    if (!keys_) return a;
+    // Authenticated: the pages and their tags into the slot's private copy, checked there, and
+    // that copy is what is placed.
+    uint8_t* copy = copies_.data() + uint64_t{slot} * kPcSlotSize;
+    uint64_t bytes = uint64_t{a.pages} * kPcPage;
+    std::memcpy(copy, a.data, bytes + a.pages * kPcTagSize);
+    if (!keys_->reads) return Error("internal: a READ on an authenticated channel without its page key");
+    if (auto s = keys_->reads->check(a.block, a.offset, {copy, bytes}, {copy + bytes, a.pages * kPcTagSize},
+                                     blocks_[a.block].name);
+        !s)
+        return s.error();
+    a.data = copy;
     return a;
 }
 
@@ -345,7 +378,9 @@ const uint8_t* PostcopyDestination::slot_contents(const PcImmediate& imm) {
     const uint8_t* slot = landing_.data() + uint64_t{imm.slot} * kPcSlotSize;
     if (!keys_) return slot;
     uint8_t* copy = copies_.data() + uint64_t{imm.slot} * kPcSlotSize;
-    std::memcpy(copy, slot, pc_trailer_offset(imm) + kPcMaxTrailerSize);
+    uint64_t n = imm.kind == PcKind::keys ? std::min<uint64_t>(kPcSlotSize, imm.pages * kPcTaggedRegionSize + kPcTagSize)
+                                          : pc_trailer_offset(imm) + kPcMaxTrailerSize;
+    std::memcpy(copy, slot, n);
     return copy;
 }
 

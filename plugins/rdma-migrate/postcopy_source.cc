@@ -175,9 +175,33 @@ Status PostcopySource::expose_next_region() {
     PcRegion r{static_cast<uint32_t>(expose_block_), (*mr)->rkey, expose_offset_, length,
                reinterpret_cast<uint64_t>(b.host + expose_offset_)};
     read_mrs_.push_back(std::move(*mr));
+    if (keys_ && keys_->reads)
+        if (auto s = tag_region(r); !s) return s;
     expose_offset_ += length;
     exposed_ += length;
     return write_keys(r);
+}
+
+// An authenticated channel's region: each page's tag (postcopy_auth.h, PcPageTags) into a
+// table registered for remote read, whose place the region then names.
+Status PostcopySource::tag_region(PcRegion& r) {
+    uint64_t pages = r.length / kPcPage;
+    auto table = vmm::Mapping::map("the postcopy page tags", pages * kPcTagSize, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS);
+    if (!table) return table.error();
+    const uint8_t* ram = blocks_[r.block].host + r.offset;
+    uint8_t* out = table->data();
+    for (uint64_t i = 0; i < pages; ++i) {
+        uint64_t tag = keys_->reads->tag(r.block, r.offset + i * kPcPage, {ram + i * kPcPage, kPcPage});
+        for (size_t j = 0; j < kPcTagSize; ++j) out[i * kPcTagSize + j] = static_cast<uint8_t>(tag >> (56 - 8 * j));
+    }
+    auto mr = ep_.memory().register_memory(out, pages * kPcTagSize, Use::postcopy_read, "the postcopy page tags");
+    if (!mr) return mr.error();
+    r.tag_rkey = (*mr)->rkey;
+    r.tags = reinterpret_cast<uint64_t>(out);
+    tag_tables_.push_back(std::move(*table));
+    read_mrs_.push_back(std::move(*mr));
+    return {};
 }
 
 Status PostcopySource::write_keys(const PcRegion& r) {
@@ -186,7 +210,8 @@ Status PostcopySource::write_keys(const PcRegion& r) {
     std::unique_lock writer(write_mutex_);
     if (auto s = wait_staging(writer, *slot); !s) return s;
     PcRegion one[] = {r};
-    auto bytes = encode_pc_regions(one);
+    auto bytes = encode_pc_regions(one, keys_.has_value());
+    if (keys_) seal_pc_keys(bytes, keys_->writes);  // under write_mutex_: in the writes' order
     std::memcpy(staging_.data() + uint64_t{*slot} * kPcSlotSize, bytes.data(), bytes.size());
     trace("source: KEYS into slot {}: block {} offset {:#x}, {} bytes", *slot, r.block, r.offset, r.length);
     return post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(*slot), 1}));

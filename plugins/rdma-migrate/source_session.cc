@@ -17,9 +17,10 @@ uint64_t new_session_id() {
     return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
-// x-rdma-postcopy-read: pages read by the destination come without sums or tags, so not under
-// verify-ram or tls-creds (docs/rdma-protocol.md, "Postcopy by RDMA READ").
-bool reads_offered(const SessionConfig& cfg) { return cfg.postcopy && cfg.postcopy_read && !cfg.verify && !cfg.tls; }
+// x-rdma-postcopy-read: pages read by the destination come without verify-ram's sums, so not
+// under verify-ram; on an authenticated link they come with tags (docs/rdma-protocol.md, "Faults
+// by RDMA READ").
+bool reads_offered(const SessionConfig& cfg) { return cfg.postcopy && cfg.postcopy_read && !cfg.verify; }
 
 // What a source offers beyond pin-all.
 uint32_t extensions(const SessionConfig& cfg) {
@@ -82,11 +83,11 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     if ((agreed & kCapChunkSize) == 0 && g.size() != ChunkGeometry::kDefault) note(chunk_note.c_str());
     if (cfg.channels > lanes) note("the destination takes only one channel");
     if (cfg.postcopy && !postcopy_channel) note("the destination has no postcopy channel: postcopy-ram is off there");
-    if (cfg.postcopy_read && cfg.postcopy && (cfg.verify || cfg.tls))
-        note("x-rdma-postcopy-read is not used with verify-ram or tls-creds: missing pages are asked for");
+    if (cfg.postcopy_read && cfg.postcopy && cfg.verify)
+        note("x-rdma-postcopy-read is not used with verify-ram: missing pages are asked for");
     else if (reads_offered(cfg) && postcopy_channel && (agreed & kCapPostcopyRead) == 0)
-        note("the destination does not read pages by RDMA READ (x-rdma-postcopy-read off there, or verify-ram or "
-             "tls-creds on there): missing pages are asked for");
+        note("the destination does not read pages by RDMA READ (x-rdma-postcopy-read off there, or verify-ram on "
+             "there): missing pages are asked for");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
     std::vector<TimedStep> steps;
     StepClock clock(steps);

@@ -16,7 +16,8 @@
 #     (postcopy-tcp-bare-nora). Each guest counts its own stalls (guest/stress.c, stall_us)
 # With --auth only plain-N, verify-N and auth-N: postcopy over rdma as it is, with verify-ram,
 # and with tls-creds, in turn. With --read only write-N and read-N: faults asked for, and faults
-# read by RDMA READ (x-rdma-postcopy-read), in turn, between the floors of each.
+# read by RDMA READ (x-rdma-postcopy-read), in turn, between the floors of each; --tls: both
+# authenticated.
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -128,11 +129,21 @@ if [ "$auth" = 1 ]; then  # plain, verify-ram and authenticated postcopy over rd
     report_failures
     exit 0
 fi
-if [ "$read" = 1 ]; then  # faults asked for, and faults read, in turn
+if [ "$read" = 1 ]; then  # faults asked for, and faults read, in turn (--tls: both authenticated)
+    name=bench-postcopy-rdma-read
+    if [ "$tls" = 1 ]; then
+        "$ROOT/scripts/make-test-pki.sh" "$work/pki" --server "$addr" >/dev/null ||
+            die "make-test-pki.sh failed (needs certtool: apt-get install gnutls-bin)"
+        creds=$work/pki name=bench-postcopy-rdma-read-tls
+    fi
     kept lat-before lat- read_latencies before
     for i in $(seq 1 "$runs"); do
         reads= attempt postcopy rdma "write-$i"
         reads=1 attempt postcopy rdma "read-$i"
+        if [ "$tls" = 1 ] && ! jq -e .failed "$work/read-$i.json" >/dev/null; then
+            grep -q "pages read by RDMA READ tagged" "$work/postcopy-s.log" ||
+                die "read-$i: the source's log does not say its READ pages were tagged: $(grep -m1 'rdma ' "$work/postcopy-s.log")"
+        fi
         # What the source logged of its connection says whether its faults were read.
         if ! jq -e .failed "$work/read-$i.json" >/dev/null; then
             grep -q "postcopy channel (faults by RDMA READ)" "$work/postcopy-s.log" ||
@@ -146,9 +157,9 @@ if [ "$read" = 1 ]; then  # faults asked for, and faults read, in turn
     jq -n --argjson cap "$cap" --arg hot "$hot" --arg fill "$fill" --arg dev "$dev" \
         --slurpfile write "$work/write.all" --slurpfile read "$work/read.all" \
         --slurpfile lb "$work/lat-before.json" --slurpfile la "$work/lat-after.json" \
-        -f "$ROOT/scripts/lib/bench-postcopy-read.jq" >"$out/bench-postcopy-rdma-read.json"
-    jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/bench-postcopy-rdma-read.json"
-    log "wrote $out/bench-postcopy-rdma-read.json"
+        -f "$ROOT/scripts/lib/bench-postcopy-read.jq" >"$out/$name.json"
+    jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/$name.json"
+    log "wrote $out/$name.json"
     report_failures
     exit 0
 fi

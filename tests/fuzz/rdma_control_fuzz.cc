@@ -73,7 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             uint32_t v = (uint32_t{rest[0]} << 24) | (uint32_t{rest[1]} << 16) | (uint32_t{rest[2]} << 8) | rest[3];
             auto imm = decode_pc_immediate(v, 64);
             if (imm && imm->kind == PcKind::keys) {  // KEYS: regions of the source's RAM to READ
-                if (auto regions = decode_pc_regions(rest.subspan(4), imm->pages))
+                // Tagged (an authenticated channel's): the tag tables' places, and the KEYS write's tag.
+                auto regions = decode_pc_regions(rest.subspan(4), imm->pages, keys.has_value());
+                if (regions && keys) (void)open_pc_keys(rest.subspan(4), imm->pages * kPcTaggedRegionSize, keys->writes);
+                if (regions)
                     for (const PcRegion& r : *regions) (void)check_pc_range(blocks, r.block, r.offset, r.length / kPcPage);
             } else if (imm && imm->kind != PcKind::end) {
                 // The pages, then the trailer, as in a slot.

@@ -21,11 +21,45 @@ uint64_t PcTagger::next(std::initializer_list<std::span<const uint8_t>> parts) {
     return v;
 }
 
+PcPageTags::PcPageTags(std::span<const uint8_t, 16> key) { umac64_set_key(&ctx_, key.data()); }
+
+uint64_t PcPageTags::tag(uint32_t block, uint64_t offset, std::span<const uint8_t> page) {
+    std::array<uint8_t, 12> nonce{};
+    uint64_t number = offset / kPcPage;
+    for (size_t i = 0; i < 4; ++i) nonce[i] = static_cast<uint8_t>(block >> (24 - 8 * i));
+    for (size_t i = 0; i < 8; ++i) nonce[4 + i] = static_cast<uint8_t>(number >> (56 - 8 * i));
+    umac64_set_nonce(&ctx_, nonce.size(), nonce.data());
+    umac64_update(&ctx_, page.size(), page.data());
+    std::array<uint8_t, 8> tag{};
+    umac64_digest(&ctx_, tag.size(), tag.data());
+    uint64_t v = 0;
+    for (uint8_t b : tag) v = (v << 8) | b;
+    return v;
+}
+
+Status PcPageTags::check(uint32_t block, uint64_t offset, std::span<const uint8_t> pages, std::span<const uint8_t> tags,
+                         const std::string& block_name) {
+    uint64_t count = pages.size() / kPcPage;
+    if (pages.size() % kPcPage != 0 || tags.size() != count * kPcTagSize) {
+        return Error(fmt::format("internal: {} bytes of pages checked against {} bytes of tags", pages.size(), tags.size()));
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t at = offset + i * kPcPage, told = 0;
+        for (uint8_t b : tags.subspan(i * kPcTagSize, kPcTagSize)) told = (told << 8) | b;
+        if (tag(block, at, pages.subspan(i * kPcPage, kPcPage)) == told) continue;
+        return Error(fmt::format("RDMA postcopy: the page read by RDMA READ from RAM block '{}' offset {:#x} failed "
+                                 "authentication (MAC mismatch): not what the source exposed, or its tag was not; "
+                                 "nothing of the {} page(s) read was placed",
+                                 block_name, at, count));
+    }
+    return {};
+}
+
 Result<PcKeys> PcKeys::from(std::span<const uint8_t> exported) {
     if (exported.size() != kPcAuthKeySize) {
         return Error(fmt::format("internal: a postcopy key of {} bytes, where {} are needed", exported.size(), kPcAuthKeySize));
     }
-    return PcKeys{PcTagger(exported.subspan<0, 16>()), PcTagger(exported.subspan<16, 16>())};
+    return PcKeys{PcTagger(exported.subspan<0, 16>()), PcTagger(exported.subspan<16, 16>()), std::nullopt};
 }
 
 std::vector<uint8_t> seal_pc_message(const PcMessage& m, PcTagger& tagger) {
@@ -55,6 +89,21 @@ Result<PcMessage> open_pc_message(std::span<const uint8_t> bytes, PcTagger& tagg
 uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> trailer, std::span<const uint8_t> pages) {
     const uint8_t k = static_cast<uint8_t>(kind);
     return tagger.next({std::span<const uint8_t>(&k, 1), trailer, pages});
+}
+
+void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger) {
+    encode_pc_tag(regions, pc_write_tag(tagger, PcKind::keys, regions, {}));
+}
+
+Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger) {
+    uint64_t number = tagger.sequence();
+    if (bytes.size() < regions_size + kPcTagSize) return Error("internal: KEYS checked without room for its tag");
+    uint64_t expected = pc_write_tag(tagger, PcKind::keys, bytes.first(regions_size), {}), tag = 0;
+    for (uint8_t b : bytes.subspan(regions_size, kPcTagSize)) tag = (tag << 8) | b;
+    if (tag == expected) return {};
+    return Error(fmt::format("RDMA postcopy: write {} (KEYS) failed authentication (MAC mismatch): written or changed by "
+                             "someone other than the source; no region of it is read",
+                             number));
 }
 
 Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> trailer,

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,7 +28,6 @@ namespace rdma_migrate {
 
 constexpr const char* kPcAuthLabel = "EXPORTER-vmm-rdma-postcopy";
 constexpr size_t kPcAuthKeySize = 32;  // two UMAC keys of 16 bytes
-constexpr size_t kPcTagSize = 8;
 constexpr size_t kPcSealedSize = kPcMessageSize + kPcTagSize;
 
 // One direction's tags: UMAC-64 under a 16-byte key, the nonce its sequence number.
@@ -43,11 +43,35 @@ private:
     uint64_t sequence_ = 0;
 };
 
-// Both directions' taggers of one postcopy channel, from the exported key.
+// kCapPostcopyRead on an authenticated channel: a page the destination reads by RDMA READ
+// comes with no write to carry a tag, so the source tags every page it exposes, once, into a
+// table the destination reads beside the page: UMAC-64 under a key of its own (label
+// EXPORTER-vmm-rdma-postcopy-read), the nonce the page's place {block u32, page number u64}.
+// A page's bytes never change once exposed (the guest is paused for good), so each nonce is
+// used once under the key; a page or tag forged on the fabric, or a page's tag moved to another
+// place, does not match.
+constexpr const char* kPcReadLabel = "EXPORTER-vmm-rdma-postcopy-read";
+constexpr size_t kPcReadKeySize = 16;
+class PcPageTags {
+public:
+    explicit PcPageTags(std::span<const uint8_t, 16> key);
+    uint64_t tag(uint32_t block, uint64_t offset, std::span<const uint8_t> page);
+    // The destination's check of `pages` pages read from `offset` of `block`, beside their
+    // tags (`tags`: as read, network order). The error names the first page that fails.
+    Status check(uint32_t block, uint64_t offset, std::span<const uint8_t> pages, std::span<const uint8_t> tags,
+                 const std::string& block_name);
+
+private:
+    umac64_ctx ctx_;
+};
+
+// Both directions' taggers of one postcopy channel, from the exported key; `reads` with
+// kCapPostcopyRead, from its own.
 struct PcKeys {
     static Result<PcKeys> from(std::span<const uint8_t> exported);
     PcTagger messages;  // the destination's SENDs
-    PcTagger writes;    // the source's writes
+    PcTagger writes;    // the source's writes (KEYS included: their tag follows the last region)
+    std::optional<PcPageTags> reads;
 };
 
 // A message and its tag (kPcSealedSize bytes); the tagger moves on.
@@ -57,6 +81,11 @@ Result<PcMessage> open_pc_message(std::span<const uint8_t> bytes, PcTagger& tagg
 
 // A write's tag: over its kind, its trailer's encoding without the tag and its pages.
 uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> trailer, std::span<const uint8_t> pages);
+// KEYS on an authenticated channel: the regions' bytes, then the tag of {kind KEYS, those bytes}
+// under the writes' key (in the writes' order). seal appends it; open checks it (`bytes`: the
+// regions' and then the tag's) and names the write that fails.
+void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger);
+Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger);
 // The destination's check of a tagged write: `t` as decoded from `trailer` (its bytes as they
 // arrived, the tag's included), `pages` the pages as copied out of the slot. The error names the
 // range the trailer gives.

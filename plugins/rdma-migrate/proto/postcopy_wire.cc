@@ -107,14 +107,18 @@ Result<PcImmediate> decode_pc_immediate(uint32_t value, uint32_t slots) {
     return imm;
 }
 
-std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions) {
+std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions, bool tagged) {
     Out o;
-    for (const PcRegion& r : regions) o.u32(r.block), o.u32(r.rkey), o.u64(r.offset), o.u64(r.length), o.u64(r.address);
+    for (const PcRegion& r : regions) {
+        o.u32(r.block), o.u32(r.rkey), o.u64(r.offset), o.u64(r.length), o.u64(r.address);
+        if (tagged) o.u32(r.tag_rkey), o.u32(0), o.u64(r.tags);
+    }
     return std::move(o.b);
 }
 
-Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count) {
-    if (count == 0 || count > kPcMaxRegions || bytes.size() < count * kPcRegionSize) {
+Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count, bool tagged) {
+    size_t size = tagged ? kPcTaggedRegionSize : kPcRegionSize;
+    if (count == 0 || count > kPcMaxRegions || bytes.size() < count * size) {
         return Error(fmt::format("RDMA postcopy KEYS: {} regions ({} bytes of room; 1..{} regions)", count, bytes.size(),
                                  kPcMaxRegions));
     }
@@ -128,6 +132,17 @@ Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, 
             return Error(fmt::format("RDMA postcopy KEYS: region {} ({} bytes at offset {:#x}, address {:#x}) is not whole, "
                                      "aligned pages",
                                      i, r.length, r.offset, r.address));
+        }
+        if (tagged) {
+            r.tag_rkey = in.u32();
+            (void)in.u32();
+            r.tags = in.u64();
+            uint64_t table = r.length / kPcPage * kPcTagSize;
+            if (r.tags == 0 || r.tags % kPcTagSize != 0 || r.tags + table < r.tags) {
+                return Error(fmt::format("RDMA postcopy KEYS: region {}'s page tags ({} bytes at address {:#x}) are not an "
+                                         "aligned table",
+                                         i, table, r.tags));
+            }
         }
         out.push_back(r);
     }

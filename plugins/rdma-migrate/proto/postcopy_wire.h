@@ -21,6 +21,8 @@
 // With kCapPostcopyRead the source also writes KEYS into push slots (the immediate's `pages` is
 // how many regions): its RAM registered for remote read, region by region, each
 //   region {block u32, rkey u32, offset u64, length u64, address u64}
+//          [+ {tag rkey u32, 0 u32, tags u64} on an authenticated channel, and the KEYS write's
+//           tag after the last region]
 // and the destination reads a missing page straight from that address with an RDMA READ into
 // one of its request slots, instead of asking: the source's CPU never hears of that fault.
 #pragma once
@@ -106,19 +108,26 @@ struct LocalBlock;
 // Whether `pages` pages from `offset` lie inside `blocks[block]` (a peer's word, checked).
 Status check_pc_range(const std::vector<LocalBlock>& blocks, uint32_t block, uint64_t offset, uint64_t pages);
 
-// kCapPostcopyRead: a range of the source's RAM the destination may read (KEYS).
+// kCapPostcopyRead: a range of the source's RAM the destination may read (KEYS). On an
+// authenticated channel each region also names its page tags: a table of one u64 (network
+// order) per page, registered for remote read too, read beside the pages (postcopy_auth.h).
 struct PcRegion {
     uint32_t block = 0, rkey = 0;
     uint64_t offset = 0, length = 0;  // in the block: whole pages
     uint64_t address = 0;             // where the source has offset 0 of it
+    uint32_t tag_rkey = 0;            // tagged: the table's rkey
+    uint64_t tags = 0;                // tagged: where the table has the region's first page's tag
     bool operator==(const PcRegion&) const = default;
 };
 constexpr size_t kPcRegionSize = 32;
+constexpr size_t kPcTaggedRegionSize = 48;  // + {tag rkey u32, 0 u32, tags u64}
+constexpr size_t kPcTagSize = 8;
 constexpr uint32_t kPcMaxRegions = 255;  // a KEYS write's (the immediate's count is a byte)
-std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions);
+std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions, bool tagged = false);
 // `bytes`: the slot's contents; `count`: the immediate's. Checks the count, each region's
-// alignment, length and address; block and range are the caller's to check (check_pc_range).
-Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count);
+// alignment, length and address (and its tag table's); block and range are the caller's to
+// check (check_pc_range).
+Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count, bool tagged = false);
 
 // Where a write of `imm` puts its trailer in its slot.
 inline uint64_t pc_trailer_offset(const PcImmediate& imm) { return imm.kind == PcKind::data ? imm.pages * kPcPage : 0; }

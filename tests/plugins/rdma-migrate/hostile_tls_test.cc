@@ -218,6 +218,63 @@ PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
     return out;
 }
 
+// kCapPostcopyRead on an authenticated channel: after the source's first push (and the KEYS
+// before it, the region's page tags made), the destination reads page kForgedPage by RDMA READ
+// beside its tag. With `forge` the page changes at the source after it was tagged: the bytes a
+// forger answering the READ in the source's place would deliver. The tag then fails, naming the
+// page, and nothing is handed on to be placed.
+struct ReadOutcome {
+    std::string destination;  // "" when the page was handed on, else why not
+    uint64_t reads = 0;       // faults read by RDMA READ
+    bool arrived_whole = false;
+};
+
+ReadOutcome read_one_page(const std::string& creds, bool forge) {
+    Ram src_ram(kTlsSourceFill), dst_ram;
+    uint16_t port = some_port();
+    auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
+    if (!l) return {"listen: " + l.error().message()};
+    std::promise<void> pushed;
+    ReadOutcome out;
+    PeerThread destination;
+    auto reading = [&](Ram& ram) {
+        SessionConfig cfg = config(ram, creds);
+        cfg.pin_all = false, cfg.postcopy = true, cfg.postcopy_read = true;
+        return cfg;
+    };
+    destination.start([&]() -> std::string {
+        auto s = DestinationSession::accept(**l, reading(dst_ram), "");
+        if (!s) return "accept: " + s.error().message();
+        auto done = [&](std::string why) {
+            (*s)->link().abort("the test is over");
+            return why;
+        };
+        if (auto b = (*s)->begin_postcopy(); !b) return done("begin: " + b.error().message());
+        PostcopyDestination* pc = (*s)->postcopy();
+        auto push = pc->next();  // the KEYS are taken on the way to it
+        if (!push) return done("push: " + push.error().message());
+        if (auto r = pc->release(*push); !r) return done("release: " + r.error().message());
+        pushed.get_future().wait();  // and the source has forged, or not
+        if (!pc->readable(0, kForgedPage * kPage)) return done("no region told for the page");
+        if (auto r = pc->request(0, kForgedPage * kPage); !r) return done("request: " + r.error().message());
+        auto a = pc->next();
+        out.reads = pc->reads();
+        if (!a) return done(a.error().message());
+        out.arrived_whole = a->data != nullptr && a->offset == kForgedPage * kPage &&
+                            std::all_of(a->data, a->data + kPage, [](uint8_t b) { return b == kTlsSourceFill; });
+        return done("");
+    });
+    auto s = SourceSession::connect(rdma_addr(), port, reading(src_ram));
+    Status st = !s ? Status(s.error()) : (*s)->postcopy() == nullptr ? Status(Error("no postcopy channel")) : Status{};
+    if (st) st = (*s)->postcopy()->begin();
+    if (st) st = (*s)->postcopy()->send(0, 0, 1, false, {}, std::nullopt);  // KEYS, tagged, go before it
+    if (st && forge) src_ram.p[kForgedPage * kPage + 100] ^= 0xff;
+    pushed.set_value();
+    out.destination = destination.result();
+    if (!st) out.destination = "test: " + st.error().message();
+    return out;
+}
+
 struct Pki {
     static const Pki& get() {
         static Pki pki;
@@ -271,6 +328,31 @@ TEST(RdmaPostcopyForgery, ASlotWrittenOverAfterItWasCheckedChangesNothingPlaced)
     EXPECT_EQ(out.destination, "");
     EXPECT_TRUE(out.slot_forged) << "the forger's write did not land in the slot";
     EXPECT_TRUE(out.arrived_whole) << "the forged bytes reached what is placed";
+}
+
+}  // namespace rdma_migrate::test
+
+namespace rdma_migrate::test {
+
+TEST(RdmaPostcopyReadForgery, AnAuthenticatedReadPlacesThePageItsTagVouchesFor) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    ReadOutcome out = read_one_page(Pki::get().good, false);
+    EXPECT_EQ(out.destination, "");
+    EXPECT_EQ(out.reads, 1u) << "the page was asked for, not read";
+    EXPECT_TRUE(out.arrived_whole);
+}
+
+TEST(RdmaPostcopyReadForgery, APageThatIsNotWhatWasTaggedIsRefusedNamingIt) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    ReadOutcome out = read_one_page(Pki::get().good, true);
+    EXPECT_EQ(out.reads, 1u);
+    EXPECT_NE(out.destination.find("the page read by RDMA READ from RAM block 'pc.ram' offset 0x3000 failed "
+                                   "authentication"),
+              std::string::npos)
+        << out.destination;
+    EXPECT_FALSE(out.arrived_whole);
 }
 
 }  // namespace rdma_migrate::test

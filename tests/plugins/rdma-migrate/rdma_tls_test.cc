@@ -166,29 +166,42 @@ TEST(RdmaTls, PlaintextAndAuthenticatedDoNotMeet) {
 // Postcopy over an authenticated connection, as a person runs it: both sides get tls-creds and
 // postcopy-ram, the switch comes after the bulk round, migrate_pause cuts the link, and the
 // recovery's new connection runs a handshake (and so has keys) of its own. The destination
-// holds the guest paused, so the pages it lacks come by the push and by the requests its RAM
+// holds the guest paused, so the pages it lacks come by the push and by the faults its RAM
 // digest makes after the recovery; each is tagged, and it ends with exactly the source's RAM.
-TEST(RdmaTls, AnAuthenticatedPostcopyIsTaggedAndRecoversOverANewHandshake) {
-    VMM_REQUIRE_RDMA_PKI();
-    VMM_REQUIRE(need::userfaultfd());
+// With `reads` (x-rdma-postcopy-read at both ends) those faults are RDMA READs, each page
+// checked against the tag the source made of it when it exposed its region.
+namespace {
+void authenticated_postcopy(const std::string& name, bool reads) {
     const std::string& creds = RdmaPki::get().good;
     std::string uri = rdma_uri();
-    auto dst = Vm::start("rdma-tls-pc-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", "defer"});
+    auto dst = Vm::start(name + "-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", "defer"});
     ASSERT_TRUE(dst);
     EXPECT_EQ(dst->cmd("migrate_set_parameter tls-creds " + creds), "");
     EXPECT_EQ(dst->cmd("migrate_set_capability postcopy-ram on"), "");
+    if (reads) {
+        EXPECT_EQ(dst->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
+    }
     EXPECT_EQ(dst->cmd("migrate_incoming " + uri), "");
-    auto src = Vm::start("rdma-tls-pc-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=8M"});
+    auto src = Vm::start(name + "-src", {"--guest", "stress", "-m", "128M", "--smp", "1", "--append", "bytes=8M"});
     ASSERT_TRUE(src);
     ASSERT_TRUE(eventually([&] { return src->guest_value("steps") >= 1; }, 120)) << src->log();
     EXPECT_EQ(src->cmd("migrate_set_parameter tls-creds " + creds), "");
+    if (reads) {
+        EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
+    }
     migrate_switching_after_bulk(*src, uri, "0", "256k");
     auto reaches = [](Vm& vm, const char* status, int seconds) {
         return eventually([&] { return vm.migrate_status() == status; }, seconds);
     };
     ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log() << dst->log();
     ASSERT_TRUE(reaches(*dst, "postcopy-active", 60)) << dst->cmd("info migrate") << dst->log();
-    EXPECT_NE(src->log().find("the postcopy channel's messages and writes tagged"), std::string::npos) << src->log();
+    EXPECT_NE(src->log().find(reads ? "the postcopy channel's messages, writes and pages read by RDMA READ tagged"
+                                    : "the postcopy channel's messages and writes tagged"),
+              std::string::npos)
+        << src->log();
+    if (reads) {
+        EXPECT_NE(src->log().find("faults by RDMA READ"), std::string::npos) << src->log();
+    }
     std::string at_switch = src->ramhash();
     ASSERT_NO_FATAL_FAILURE(pause_and_recover(*src, *dst, rdma_uri()));
     ASSERT_TRUE(reaches(*src, "postcopy-active", 60)) << src->cmd("info migrate") << src->log() << dst->log();
@@ -197,9 +210,28 @@ TEST(RdmaTls, AnAuthenticatedPostcopyIsTaggedAndRecoversOverANewHandshake) {
     ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log() << dst->log();
     ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
     EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
-    EXPECT_GT(number(*dst, "postcopy requests"), 0u) << dst->cmd("info migrate");
+    uint64_t faults = number(*dst, "postcopy requests");
+    EXPECT_GT(faults, 0u) << dst->cmd("info migrate");
+    if (reads) {
+        EXPECT_LT(number(*src, "postcopy requests"), faults) << "every fault reached the source: none was read";
+    }
     EXPECT_EQ(dst->ramhash(), at_switch);
     EXPECT_EQ(dst->migrate_field("error"), "");
+}
+}  // namespace
+
+TEST(RdmaTls, AnAuthenticatedPostcopyIsTaggedAndRecoversOverANewHandshake) {
+    VMM_REQUIRE_RDMA_PKI();
+    VMM_REQUIRE(need::userfaultfd());
+    authenticated_postcopy("rdma-tls-pc", false);
+}
+
+// x-rdma-postcopy-read on an authenticated link (issue 64 item 2): faults read by RDMA READ,
+// each page checked against its tag, across a recovery whose new connection tags anew.
+TEST(RdmaTls, AnAuthenticatedPostcopyReadsFaultsByReadEachPageTagged) {
+    VMM_REQUIRE_RDMA_PKI();
+    VMM_REQUIRE(need::userfaultfd());
+    authenticated_postcopy("rdma-tls-pcread", true);
 }
 
 }  // namespace vmm::test

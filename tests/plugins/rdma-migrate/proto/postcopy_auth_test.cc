@@ -163,3 +163,67 @@ TEST(PostcopyAuth, TheTrailerCarriesItsTagAfterTheSums) {
 }
 
 }  // namespace rdma_migrate
+
+namespace rdma_migrate {
+namespace {
+
+// kCapPostcopyRead on an authenticated channel: the tag of each page the source exposes, read
+// beside it. The page as tagged passes; a changed page, a changed tag, a tag moved to another
+// page or block, or one made under another key names the page and places nothing.
+TEST(PostcopyAuth, PagesReadByReadPassOnlyWithTheirOwnTags) {
+    std::array<uint8_t, 16> k{}, other{};
+    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(3 * i + 1), other[i] = static_cast<uint8_t>(5 * i);
+    PcPageTags source(k), destination(k), foreign(other);
+    std::vector<uint8_t> pages(3 * kPcPage);
+    for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<uint8_t>(i * 31 + i / kPcPage);
+    auto table = [](PcPageTags& t, uint32_t block, uint64_t offset, const std::vector<uint8_t>& p) {
+        std::vector<uint8_t> out;
+        for (size_t i = 0; i < p.size() / kPcPage; ++i) {
+            uint64_t v = t.tag(block, offset + i * kPcPage, {p.data() + i * kPcPage, kPcPage});
+            for (int j = 7; j >= 0; --j) out.push_back(static_cast<uint8_t>(v >> (8 * j)));
+        }
+        return out;
+    };
+    auto tags = table(source, 0, 0x5000, pages);
+    auto refusal = [&](const std::vector<uint8_t>& p, const std::vector<uint8_t>& t, uint32_t block = 0,
+                       uint64_t offset = 0x5000) {
+        auto s = destination.check(block, offset, p, t, "pc.ram");
+        return s ? std::string() : s.error().message();
+    };
+    EXPECT_EQ(refusal(pages, tags), "");
+    auto changed = pages;
+    changed[kPcPage + 17] ^= 1;
+    EXPECT_EQ(refusal(changed, tags),
+              "RDMA postcopy: the page read by RDMA READ from RAM block 'pc.ram' offset 0x6000 failed authentication (MAC "
+              "mismatch): not what the source exposed, or its tag was not; nothing of the 3 page(s) read was placed");
+    auto bad_tag = tags;
+    bad_tag[2 * 8 + 3] ^= 0x40;
+    EXPECT_NE(refusal(pages, bad_tag).find("offset 0x7000 failed authentication"), std::string::npos);
+    EXPECT_NE(refusal(pages, tags, 0, 0x6000).find("offset 0x6000 failed"), std::string::npos) << "moved a page on";
+    EXPECT_NE(refusal(pages, tags, 1).find("failed authentication"), std::string::npos) << "another block";
+    EXPECT_NE(refusal(pages, table(foreign, 0, 0x5000, pages)).find("failed authentication"), std::string::npos);
+    EXPECT_NE(refusal(pages, std::vector<uint8_t>(tags.begin(), tags.end() - 8)).find("internal"), std::string::npos);
+}
+
+// KEYS on an authenticated channel carry the writes' tag after their regions, in the writes'
+// order: a changed region or a replayed KEYS is refused.
+TEST(PostcopyAuth, KeysAreTaggedInTheWritesOrder) {
+    PcKeys src = keys(9), dst = keys(9);
+    std::vector<PcRegion> one{{0, 0x77, 0, 1ull << 20, 0x7f0000000000, 0x99, 0x7d0000000000}};
+    auto first = encode_pc_regions(one, true);
+    seal_pc_keys(first, src.writes);
+    EXPECT_TRUE(open_pc_keys(first, kPcTaggedRegionSize, dst.writes));
+    auto second = encode_pc_regions(one, true);
+    second[4] ^= 1;  // another rkey
+    seal_pc_keys(second, src.writes);
+    auto changed = second;
+    changed[5] ^= 1;
+    auto refused = open_pc_keys(changed, kPcTaggedRegionSize, dst.writes);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message().find("write 1 (KEYS) failed authentication"), std::string::npos)
+        << refused.error().message();
+    EXPECT_FALSE(open_pc_keys(first, kPcTaggedRegionSize, dst.writes)) << "replayed";
+}
+
+}  // namespace
+}  // namespace rdma_migrate

@@ -134,6 +134,20 @@ TEST(PostcopyWire, KeysNameWholePagesInsideABlock) {
     EXPECT_TRUE(refused({0, 1, 0, 0, 0x7f0000000000}));                 // empty
     EXPECT_TRUE(refused({0, 1, 0, 4096, 0}));                           // no address
     EXPECT_TRUE(refused({0, 1, 0, 8192, 0xfffffffffffff000}));          // wraps
+    // Tagged (an authenticated channel): each region names its page tag table, which must be
+    // an aligned table of one tag a page, with an address, not wrapping.
+    std::vector<PcRegion> tagged{{0, 0x77, 0, 64ull << 20, 0x7f0000000000, 0x99, 0x7d0000000000}};
+    auto tb = encode_pc_regions(tagged, true);
+    ASSERT_EQ(tb.size(), kPcTaggedRegionSize);
+    auto tback = decode_pc_regions(tb, 1, true);
+    ASSERT_TRUE(tback) << tback.error().message();
+    EXPECT_EQ(*tback, tagged);
+    EXPECT_FALSE(decode_pc_regions(bytes, 2, true)) << "untagged regions are too short to be tagged ones";
+    auto tag_refused = [](PcRegion r) { return !decode_pc_regions(encode_pc_regions(std::vector<PcRegion>{r}, true), 1, true); };
+    EXPECT_TRUE(tag_refused({0, 1, 0, 4096, 0x7f0000000000, 2, 0}));                   // no table
+    EXPECT_TRUE(tag_refused({0, 1, 0, 4096, 0x7f0000000000, 2, 0x7d0000000003}));      // not aligned
+    EXPECT_TRUE(tag_refused({0, 1, 0, 8192, 0x7f0000000000, 2, 0xfffffffffffffff8}));  // wraps
+    EXPECT_FALSE(tag_refused({0, 1, 0, 8192, 0x7f0000000000, 2, 0x7d0000000008}));
     auto blocks = two_blocks();
     EXPECT_FALSE(check_pc_range(blocks, 1, 2ull << 20, (2ull << 20) / kPcPage)) << "past block 'high'";
     EXPECT_FALSE(check_pc_range(blocks, 2, 0, 1)) << "no block 2";
