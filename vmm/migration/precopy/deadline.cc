@@ -132,7 +132,9 @@ std::optional<uint32_t> throttle_to_ease(const DeadlineFacts& f) {
     if (f.strategy != DeadlineStrategy::throttle || f.throttle_percent == 0) return std::nullopt;
     auto rate = highest_dirty_rate(f);
     if (!rate) return std::nullopt;
-    uint32_t t = throttle_for(unthrottled_rate(f), *rate);
+    uint32_t wanted = throttle_for(unthrottled_rate(f), *rate);
+    uint32_t half = f.throttle_percent / 2;  // at most halved at once, but a small one comes off whole
+    uint32_t t = half < kThrottleEaseStep ? wanted : std::max(wanted, half);
     if (t + kThrottleEaseStep > f.throttle_percent) return std::nullopt;
     return t;
 }

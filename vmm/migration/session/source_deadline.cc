@@ -74,7 +74,7 @@ void DeadlineKeeper::watch() {
         auto a = deadline_action(f);
         if (a.kind == DeadlineAction::Kind::cancel) failure_ = Error(a.why);
         if (a.kind == DeadlineAction::Kind::throttle) throttle_now(a.throttle_percent, "x-deadline: the plan misses it");
-        if (a.kind == DeadlineAction::Kind::ease) throttle_now(a.throttle_percent, kEased);
+        // An ease waits for the round's end (deadline.h, throttle_to_ease).
         return;
     }
     if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::dirty_limit) return;
