@@ -15,12 +15,13 @@
 # than the queue pairs' retries and --io-timeout costs only time there: no pause, nothing resent.
 #
 #   scripts/bench-flap.sh [--transport tcp|rdma] [--size 1G] [--bandwidth 256m] [--cuts 1,10]
-#                         [--guest idle|stress] [--io-timeout MS]
+#                         [--guest idle|stress] [--io-timeout MS] [--pin-all]
+#   --pin-all: rdma-pin-all on both sides (rdma: the whole RAM registered before the bulk round)
 #   rdma's defaults: --size 256M --bandwidth 0 (unlimited)
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-transport=tcp size="" bandwidth="" cuts=1,10 guest=idle io_timeout=""
+transport=tcp size="" bandwidth="" cuts=1,10 guest=idle io_timeout="" pin_all=0
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
         --cuts) cuts=$2; shift 2 ;;
         --guest) guest=$2; shift 2 ;;
         --io-timeout) io_timeout=$2; shift 2 ;;
+        --pin-all) pin_all=1; shift ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -126,6 +128,9 @@ one_run() {
     if [ -n "$io_timeout" ]; then  # the destination's before it listens (rdma takes it then)
         for side in s d; do "$CTL" "unix:$work/$name-$side.sock" "migrate_set_parameter x-io-timeout $io_timeout" >/dev/null; done
     fi
+    if [ "$pin_all" = 1 ]; then
+        for side in s d; do "$CTL" "unix:$work/$name-$side.sock" "migrate_set_capability rdma-pin-all on" >/dev/null; done
+    fi
     "$CTL" "unix:$work/$name-d.sock" "migrate_incoming $DEST" >/dev/null
     "$CTL" "unix:$work/$name-s.sock" "migrate -d $SRC_URI" >/dev/null
     FLOW=-
@@ -162,7 +167,7 @@ printf '\n\033[1mvmm: a broken link in precopy\033[0m  %s  %s, %s cores\n' "$(da
 way="tcp through a forwarder"
 [ "$transport" = rdma ] && way="rdma over a SoftRoCE wire (inside the nested VM: TCG)"
 printf 'host-filled %s guest (%s), %s at max-bandwidth %s%s; cut a third of the way through the bulk round\n\n' \
-    "$size" "$guest" "$way" "$bandwidth" "${io_timeout:+, x-io-timeout $io_timeout ms}"
+    "$size" "$guest" "$way" "$bandwidth" "${io_timeout:+, x-io-timeout $io_timeout ms}$([ "$pin_all" = 1 ] && echo ", rdma-pin-all")"
 printf '%-12s %9s %10s %11s %12s %10s %16s %6s\n' link "time s" "sent MiB" "× unbroken" "pages again" "paused ms" "flowing again ms" RAM
 one_run unbroken 0
 base=$SENT_KIB
