@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <bit>
 #include <random>
 
@@ -155,11 +156,19 @@ Status SourceSession::exchange_blocks() {
     std::vector<TimedStep> steps;
     StepClock clock(steps);
     if (auto s = ctl_.exchange_send(encode_empty(Command::ram_blocks_request), ControlChannel::Sent::later); !s) return s;
+    // With rdma-pin-all the destination answers once it has pinned all of its RAM, and says
+    // nothing meanwhile: the wait allows x-io-timeout beyond twice what pinning the same RAM
+    // took here (a large guest's pinning may outlast x-io-timeout; under TCG 256 MiB did 3 s).
+    int io_timeout_ms = link_.first().io_timeout_ms;
     if (cfg_.pin_all) {
+        auto t0 = std::chrono::steady_clock::now();
         if (auto s = link_.pin_blocks(Use::pin_all_read); !s) return s;
         clock.mark("pin");  // this side's RAM, while the destination pins its own
+        auto pin_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        link_.first().io_timeout_ms = static_cast<int>(std::min<int64_t>(io_timeout_ms + 2 * pin_ms, INT32_MAX));
     }
     auto m = ctl_.answer(Command::ram_blocks_result);
+    link_.first().io_timeout_ms = io_timeout_ms;
     if (!m) return m.error();
     clock.mark("blocks");  // the destination's RAM BLOCKS RESULT (with rdma-pin-all: once pinned there)
     link_.add_steps(steps);
