@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "postcopy_channel.h"
+#include "proto/bytes.h"
 #include "trace.h"
 #include "vmm/common/log.h"
 #include "vmm/common/units.h"
@@ -190,11 +191,10 @@ Status PostcopySource::tag_region(PcRegion& r) {
                                    MAP_PRIVATE | MAP_ANONYMOUS);
     if (!table) return table.error();
     const uint8_t* ram = blocks_[r.block].host + r.offset;
+    Out tags;
+    for (uint64_t i = 0; i < pages; ++i) tags.u64(keys_->reads->tag(r.block, r.offset + i * kPcPage, {ram + i * kPcPage, kPcPage}));
     uint8_t* out = table->data();
-    for (uint64_t i = 0; i < pages; ++i) {
-        uint64_t tag = keys_->reads->tag(r.block, r.offset + i * kPcPage, {ram + i * kPcPage, kPcPage});
-        for (size_t j = 0; j < kPcTagSize; ++j) out[i * kPcTagSize + j] = static_cast<uint8_t>(tag >> (56 - 8 * j));
-    }
+    std::memcpy(out, tags.b.data(), tags.b.size());
     auto mr = ep_.memory().register_memory(out, pages * kPcTagSize, Use::postcopy_read, "the postcopy page tags");
     if (!mr) return mr.error();
     r.tag_rkey = (*mr)->rkey;

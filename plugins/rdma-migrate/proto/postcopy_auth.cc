@@ -4,37 +4,38 @@
 
 #include <array>
 
+#include "bytes.h"
+
 namespace rdma_migrate {
 
 PcTagger::PcTagger(std::span<const uint8_t, 16> key) { umac64_set_key(&ctx_, key.data()); }
 
-uint64_t PcTagger::next(std::initializer_list<std::span<const uint8_t>> parts) {
-    std::array<uint8_t, 8> nonce{};
-    for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(sequence_ >> (56 - 8 * i));
-    ++sequence_;
-    umac64_set_nonce(&ctx_, nonce.size(), nonce.data());
-    for (auto p : parts) umac64_update(&ctx_, p.size(), p.data());
+namespace {
+// The tag UMAC-64 gives `ctx` for what was fed to it since its nonce, as a number.
+uint64_t digest64(umac64_ctx& ctx) {
     std::array<uint8_t, 8> tag{};
-    umac64_digest(&ctx_, tag.size(), tag.data());
-    uint64_t v = 0;
-    for (uint8_t b : tag) v = (v << 8) | b;
-    return v;
+    umac64_digest(&ctx, tag.size(), tag.data());
+    return In(tag).u64();
+}
+}  // namespace
+
+uint64_t PcTagger::next(std::initializer_list<std::span<const uint8_t>> parts) {
+    Out nonce;
+    nonce.u64(sequence_++);
+    umac64_set_nonce(&ctx_, nonce.b.size(), nonce.b.data());
+    for (auto p : parts) umac64_update(&ctx_, p.size(), p.data());
+    return digest64(ctx_);
 }
 
 PcPageTags::PcPageTags(std::span<const uint8_t, 16> key) { umac64_set_key(&ctx_, key.data()); }
 
 uint64_t PcPageTags::tag(uint32_t block, uint64_t offset, std::span<const uint8_t> page) {
-    std::array<uint8_t, 12> nonce{};
-    uint64_t number = offset / kPcPage;
-    for (size_t i = 0; i < 4; ++i) nonce[i] = static_cast<uint8_t>(block >> (24 - 8 * i));
-    for (size_t i = 0; i < 8; ++i) nonce[4 + i] = static_cast<uint8_t>(number >> (56 - 8 * i));
-    umac64_set_nonce(&ctx_, nonce.size(), nonce.data());
+    Out nonce;  // the page's place: {block u32, page number u64}
+    nonce.u32(block);
+    nonce.u64(offset / kPcPage);
+    umac64_set_nonce(&ctx_, nonce.b.size(), nonce.b.data());
     umac64_update(&ctx_, page.size(), page.data());
-    std::array<uint8_t, 8> tag{};
-    umac64_digest(&ctx_, tag.size(), tag.data());
-    uint64_t v = 0;
-    for (uint8_t b : tag) v = (v << 8) | b;
-    return v;
+    return digest64(ctx_);
 }
 
 Status PcPageTags::check(uint32_t block, uint64_t offset, std::span<const uint8_t> pages, std::span<const uint8_t> tags,
@@ -43,10 +44,10 @@ Status PcPageTags::check(uint32_t block, uint64_t offset, std::span<const uint8_
     if (pages.size() % kPcPage != 0 || tags.size() != count * kPcTagSize) {
         return Error(fmt::format("internal: {} bytes of pages checked against {} bytes of tags", pages.size(), tags.size()));
     }
+    In told(tags);
     for (uint64_t i = 0; i < count; ++i) {
-        uint64_t at = offset + i * kPcPage, told = 0;
-        for (uint8_t b : tags.subspan(i * kPcTagSize, kPcTagSize)) told = (told << 8) | b;
-        if (tag(block, at, pages.subspan(i * kPcPage, kPcPage)) == told) continue;
+        uint64_t at = offset + i * kPcPage;
+        if (tag(block, at, pages.subspan(i * kPcPage, kPcPage)) == told.u64()) continue;
         return Error(fmt::format("RDMA postcopy: the page read by RDMA READ from RAM block '{}' offset {:#x} failed "
                                  "authentication (MAC mismatch): not what the source exposed, or its tag was not; "
                                  "nothing of the {} page(s) read was placed",
@@ -98,9 +99,8 @@ void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger) {
 Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger) {
     uint64_t number = tagger.sequence();
     if (bytes.size() < regions_size + kPcTagSize) return Error("internal: KEYS checked without room for its tag");
-    uint64_t expected = pc_write_tag(tagger, PcKind::keys, bytes.first(regions_size), {}), tag = 0;
-    for (uint8_t b : bytes.subspan(regions_size, kPcTagSize)) tag = (tag << 8) | b;
-    if (tag == expected) return {};
+    uint64_t expected = pc_write_tag(tagger, PcKind::keys, bytes.first(regions_size), {});
+    if (In(bytes.subspan(regions_size, kPcTagSize)).u64() == expected) return {};
     return Error(fmt::format("RDMA postcopy: write {} (KEYS) failed authentication (MAC mismatch): written or changed by "
                              "someone other than the source; no region of it is read",
                              number));
