@@ -48,7 +48,8 @@ private:
     // periods, so a step shows only in a whole period after it; the next waits for that.
     std::optional<std::chrono::steady_clock::time_point> throttled_at_;
     bool throttle_settling() const;
-    // throttle, during a round: the vCPUs throttled to `percent` now (never lower than before).
+    // throttle, during a round: the vCPUs throttled to `percent` now (a raise: easing waits for a
+    // round's end, act()).
     void throttle_now(uint32_t percent, const char* why);
     uint32_t throttle_ = 0;               // the throttle this set last, percent
     double planned_dirty_ = 0;            // the dirty rate (bytes/s) the last plan read
