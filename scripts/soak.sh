@@ -12,16 +12,17 @@
 # guest, a guest error, a migration without a fault that did not complete, or a migration that
 # left the domain in neither state.
 #   scripts/soak.sh [--migrations 20] [--seed N] [--mem 64] [--speed 32] [--flap 0.5-3]
-#                   [--transport tcp|rdma]
+#                   [--transport tcp|rdma] [--limit 300]
 # --flap MIN-MAX: the outage a flap holds, seconds (the issue's soak asks 0.5-20; below the
 # 30 s x-resume-window either way). --transport rdma: each migration over rdma://$VMM_RDMA_ADDR
 # (this machine's RDMA device, e.g. in scripts/softroce-run.sh's nested VM), with --rdma-pin-all
-# for half of them, drawn as the faults are.
+# for half of them, drawn as the faults are. --limit SECONDS: a migration whose virsh has not
+# returned by then is a hang: what both sides say of it is printed, and the soak stops, failed.
 # VMM_SOAK_KEEP_LOGS=DIR keeps both vmmd's logs and their domains' vmm logs there.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-migrations=20 seed=$RANDOM mem=64 speed=32 flap=0.5-3 transport=tcp
+migrations=20 seed=$RANDOM mem=64 speed=32 flap=0.5-3 transport=tcp limit=300
 while [ $# -gt 0 ]; do
     case "$1" in
         --flap) flap=$2; shift 2 ;;
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
         --seed) seed=$2; shift 2 ;;
         --mem) mem=$2; shift 2 ;;
         --speed) speed=$2; shift 2 ;;
+        --limit) limit=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -39,6 +41,7 @@ if [ -z "${VMM_SOAK_NO_BUILD:-}" ]; then  # the test of the soak runs it on the 
     build_only pkgs vmm vmmctl guest_payloads vmmd
 fi
 kvm_usable || die "$(why_no_kvm); the soak runs guests"
+[[ "$limit" =~ ^[1-9][0-9]*$ ]] || die "--limit SECONDS, a whole number above 0 (not $limit)"
 [[ "$flap" =~ ^([0-9]+(\.[0-9]+)?)-([0-9]+(\.[0-9]+)?)$ ]] || die "--flap MIN-MAX in seconds, e.g. 0.5-20 (not $flap)"
 flap_min=${BASH_REMATCH[1]} flap_max=${BASH_REMATCH[3]}
 awk -v a="$flap_min" -v b="$flap_max" 'BEGIN { exit !(a <= b && b < 30) }' ||
@@ -84,6 +87,19 @@ start_vmmd() {
 vmm_of() { pgrep -f -- "--qmp unix:$work/$1/state/run/" || true; }  # the domain's vmm on host $1
 qmp() { "$BUILD/bin/vmmctl" --qmp "unix:$(ls "$work/$1"/state/run/*.qmp 2>/dev/null | head -1)" "$2" 2>/dev/null; }
 runs_on() { [ "$(v "$1" domstate soak 2>/dev/null | head -1)" = running ]; }
+# show_sides: what each host says of the domain and its migration, and its logs' last lines
+# (a hang's or a lost guest's evidence).
+show_sides() {
+    local h
+    echo "   virsh migrate: $(tail -3 "$work/migrate.out" | tr '\n' ' ')"
+    for h in a b; do
+        echo "   $h: domstate $(v "$h" domstate soak --reason 2>&1 | head -1); vmm pid $(vmm_of "$h" | tr '\n' ' ')"
+        echo "   $h: query-migrate $(qmp "$h" query-migrate | head -c 600)"
+        v "$h" domjobinfo soak 2>&1 | grep -E 'Job type|Operation|Time elapsed|Data remaining' | sed "s/^/   $h: /"
+        tail -4 "$work/$h/log" | sed "s/^/   $h vmmd: /"
+        for f in "$work/$h"/state/log/*.log; do [ -f "$f" ] && tail -6 "$f" | sed "s/^/   $h vmm: /"; done
+    done
+}
 sample() {  # sample HOST: descriptors threads RSS-KiB of its vmmd
     local p=${vmmd_pid[$1]}
     echo "$(ls "/proc/$p/fd" | wc -l) $(awk '/^Threads:/{print $2}' "/proc/$p/status") $(awk '/^VmRSS:/{print $2}' "/proc/$p/status")"
@@ -114,7 +130,7 @@ prev=-1
 for _ in $(seq 1 50); do now=$(fds); [ "$now" = "$prev" ] && break; prev=$now; sleep 0.2; done
 for h in a b; do first[$h]=$(sample "$h"); done
 faults=(none none flap flap kill cancel vmmd)
-declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0 [unfaulted-failed]=0)
+declare -A count=([completed]=0 [failed-cleanly]=0 [lost]=0 [duplicated]=0 [guest-errors]=0 [unfaulted-failed]=0 [hung]=0)
 declare -A by_fault
 late_faults=0
 log "soak: $migrations migrations over $transport of a $mem MiB pattern guest between two vmmd at $speed MiB/s, flaps of $flap s, seed $seed"
@@ -173,14 +189,25 @@ for i in $(seq 1 "$migrations"); do
             sleep 0.5
             start_vmmd "$to" ;;
     esac
+    # virsh's end, within --limit: one that hangs is shown from both sides and ends the soak.
+    waited=0
+    while kill -0 "$mig" 2>/dev/null && [ "$waited" -lt $((limit * 10)) ]; do sleep 0.1; waited=$((waited + 1)); done
+    if kill -0 "$mig" 2>/dev/null; then
+        echo "$i  $fault: virsh migrate has not returned in $limit s: a hang; both sides now:"
+        show_sides
+        kill "$mig" 2>/dev/null; wait "$mig" 2>/dev/null
+        count[hung]=1
+        break
+    fi
     rc=0; wait "$mig" || rc=$?
     # Settled: the domain runs on exactly one side (a vmmd that restarted may take a moment).
-    settled=
-    for _ in $(seq 1 300); do
+    # Asked for 60 s at most (each virsh call takes a second in the nested VM).
+    settle_end=$(( $(date +%s) + 60 ))
+    while :; do
         a_runs=0 b_runs=0
         runs_on a && a_runs=1
         runs_on b && b_runs=1
-        [ $((a_runs + b_runs)) -eq 1 ] && { settled=1; break; }
+        [ $((a_runs + b_runs)) -eq 1 ] || [ "$(date +%s)" -ge "$settle_end" ] && break
         sleep 0.1
     done
     if [ $((a_runs + b_runs)) -eq 2 ]; then
@@ -205,8 +232,7 @@ for i in $(seq 1 "$migrations"); do
     printf '%3d  %-6s%-5s %s -> %s %-3s  %-15s virsh rc %d  %5.1f s%s\n' "$i" "$fault" "${late:+ late}" "$(other "$to")" "$to" "$mode" "$outcome" "$rc" \
         "$(awk -v a="$began" -v b="$(date +%s%N)" 'BEGIN{print (b - a) / 1e9}')" \
         "$([ "${errors:-0}" = 0 ] || echo "  guest errors $errors")"
-    [ "$outcome" = lost ] || [ "$outcome" = duplicated ] && { tail -5 "$work/migrate.out"; break; }
-    [ -n "$settled" ] || true
+    [ "$outcome" = lost ] || [ "$outcome" = duplicated ] && { tail -5 "$work/migrate.out"; show_sides; break; }
 done
 # The daemons settle first: a connection virsh has just closed, or the vmm the last fault ended,
 # is let go within moments, and a leak stays. Sampled until both vmmd hold no more descriptors
@@ -218,9 +244,9 @@ for h in a b; do last[$h]=$(sample "$h"); done
 
 printf '\n\033[1msoak over %s, seed %s\033[0m  %s  %s, %s cores\n' "$transport" "$seed" "$(date -u +%FT%TZ)" \
     "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" "$(nproc)"
-printf 'migrations %d: completed %d, failed cleanly %d, lost %d, duplicated %d, guest errors %d, failed without a fault %d\n' "$i" \
+printf 'migrations %d: completed %d, failed cleanly %d, lost %d, duplicated %d, guest errors %d, failed without a fault %d, hung %d\n' "$i" \
     "${count[completed]}" "${count[failed-cleanly]}" "${count[lost]}" "${count[duplicated]}" "${count[guest-errors]}" \
-    "${count[unfaulted-failed]}"
+    "${count[unfaulted-failed]}" "${count[hung]}"
 [ "$late_faults" = 0 ] || printf '  %d of the faults came after their migration had ended ("late")\n' "$late_faults"
 for f in "${!by_fault[@]}"; do
     printf '  %-6s %s\n' "$f" "$(tr ' ' '\n' <<<"${by_fault[$f]}" | grep . | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')"
@@ -230,4 +256,5 @@ for h in a b; do
     read -r f0 t0 r0 <<<"${first[$h]}"; read -r f1 t1 r1 <<<"${last[$h]}"
     printf '  %s        %4d -> %-4d  %3d -> %-3d  %6d -> %d\n' "$h" "$f0" "$f1" "$t0" "$t1" "$r0" "$r1"
 done
-[ "${count[lost]}" = 0 ] && [ "${count[duplicated]}" = 0 ] && [ "${count[guest-errors]}" = 0 ] && [ "${count[unfaulted-failed]}" = 0 ]
+[ "${count[lost]}" = 0 ] && [ "${count[duplicated]}" = 0 ] && [ "${count[guest-errors]}" = 0 ] && [ "${count[unfaulted-failed]}" = 0 ] &&
+    [ "${count[hung]}" = 0 ]

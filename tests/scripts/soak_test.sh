@@ -17,9 +17,13 @@ if [ "$transport" = rdma ]; then
 fi
 n=20 mem=64
 [ -z "${VMM_NESTED_TCG:-}" ] || n=6 mem=32  # the nested VM's emulated CPU: fewer and smaller
-out=$(VMM_SOAK_NO_BUILD=1 VMM_BUILD_DIR="$build" "$src/scripts/soak.sh" --migrations "$n" --mem "$mem" --seed 3 --transport "$transport" 2>&1)
-rc=$?
-echo "$out"
+# Shown as it goes (a test that runs out of time still shows how far it came), kept to be read.
+log=$(mktemp /tmp/vmm-soak-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+VMM_SOAK_NO_BUILD=1 VMM_BUILD_DIR="$build" "$src/scripts/soak.sh" --migrations "$n" --mem "$mem" --seed 3 \
+    --transport "$transport" --limit 240 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+out=$(cat "$log")
 [ "$rc" = 0 ] || fail "the soak lost, duplicated or damaged a guest, or a migration without a fault failed (exit $rc)"
 grep -q "migrations $n: " <<<"$out" || fail "the soak stopped before its $n migrations"
 # "  a  FD0 -> FD1  T0 -> T1  R0 -> R1": the domain's own descriptors move with it, so the sums count.
