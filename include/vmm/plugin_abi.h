@@ -110,6 +110,18 @@ struct vmm_pc_request {
     uint32_t pages;  /* VMM_PC_HELD's count (was reserved, 0: older plugins never send it) */
 };
 
+/* A client of a pull server (serve_clients). */
+#define VMM_PULL_CONNECTED 1u /* pulling */
+#define VMM_PULL_DONE 2u      /* said it has what it wanted, and left */
+#define VMM_PULL_GONE 3u      /* left without saying so, or was sent away (`why`) */
+struct vmm_pull_client {
+    char peer[64];   /* its address, e.g. "10.0.0.2:41234" */
+    uint64_t pulled; /* bytes it says it has read */
+    uint64_t ms;     /* since it connected (until it left) */
+    uint32_t state;  /* VMM_PULL_* */
+    char why[160];   /* VMM_PULL_GONE: why, when the server knows */
+};
+
 struct vmm_buf {
     const void *data;
     size_t len;
@@ -271,6 +283,22 @@ struct vmm_transport_ops {
      * range, and ram_send_zero's ranges are never reported (only the destination vouches for them). */
     void (*ram_on_landed)(void *conn, void (*fn)(void *ctx, uint32_t block, uint64_t offset, uint64_t length),
                           void *ctx);
+
+    /* Optional, appended to ABI 1, present together: pulling (the scheme "<scheme>-pull"). One
+     * process serves `length` bytes at `base` (a saved guest's file, mapped read-only) for remote
+     * read to every client that connects to args' host and port, on threads of its own, until
+     * serve_stop; the bytes must not change meanwhile. A client opens a pull (pull_open: the
+     * served length in *length) and reads any range of it (pull_read, whole, from any thread),
+     * without the serving process's CPU; the plugin tells the server how much it has read, so
+     * that serve_clients can say it. pull_close ends the pull (the server hears the client is
+     * done). */
+    void *(*serve)(const struct vmm_transport_args *args, const void *base, uint64_t length, struct vmm_err *err);
+    /* Up to `max` clients, in the order they came, into `out`; returns how many there are. */
+    uint32_t (*serve_clients)(void *server, struct vmm_pull_client *out, uint32_t max);
+    void (*serve_stop)(void *server);
+    void *(*pull_open)(const struct vmm_transport_args *args, uint64_t *length, struct vmm_err *err);
+    int (*pull_read)(void *pull, void *into, uint64_t length, uint64_t at, struct vmm_err *err);
+    void (*pull_close)(void *pull);
 };
 
 /* features bits. */

@@ -71,6 +71,10 @@ Status DestinationSession::check_chunk_size(const PrivateData& theirs, const Ses
 // A request this side turns down before anything else: a chunk size it was told otherwise, or
 // no authentication when tls-creds is set here.
 Status DestinationSession::admissible(const PrivateData& theirs, const SessionConfig& cfg) {
+    if ((theirs.flags & kCapPull) != 0) {
+        return Error("a clone asked to pull (rdma-pull:) from an RDMA migration destination: a clone pulls from a vmm "
+                     "that serves a saved guest (x-pull-serve)");
+    }
     if (auto s = check_chunk_size(theirs, cfg); !s) return s;
     if (cfg.tls && (theirs.flags & kCapTls) == 0) {
         return Error("the source did not offer an authenticated migration (tls-creds is set here: set it at the source "
@@ -84,7 +88,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
                                                                            bool& peer_refused, int wait_ms,
                                                                            const std::weak_ptr<Endpoint>& give_back) {
     std::unique_ptr<ControlChannel> ctl;
-    uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~kCapTls) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
+    uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~(kCapTls | kCapPull)) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
     if (!cfg.postcopy || !cfg.postcopy_read || cfg.verify) supported &= ~kCapPostcopyRead;
     if (cfg.tls) supported |= kCapTls;

@@ -14,14 +14,10 @@
 #include <optional>
 #include <vector>
 
+#include "cm.h"
 #include "trace.h"
 
 namespace rdma_migrate {
-
-namespace {
-
-// Move-only owner of a getaddrinfo() result.
-using AddrInfo = std::unique_ptr<addrinfo, Deleter<::freeaddrinfo>>;
 
 Result<AddrInfo> resolve(const std::string& host, uint16_t port, bool passive) {
     addrinfo hints{};
@@ -46,6 +42,8 @@ Result<EventChannel> make_event_channel() {
     return ec;
 }
 
+namespace {
+
 // A fresh endpoint with its own event channel and one RDMA-CM id on it, in `slot`.
 Result<std::unique_ptr<Endpoint>> new_endpoint(int cancel_fd, Timeouts t, std::string describe, CmId Endpoint::*slot) {
     auto e = std::make_unique<Endpoint>();
@@ -61,20 +59,8 @@ Result<std::unique_ptr<Endpoint>> new_endpoint(int cancel_fd, Timeouts t, std::s
     return e;
 }
 
-// One CM event, copied out and acknowledged at once (its private data lives only until the
-// ack). Every reader of an event channel takes its events through take_cm_event.
-struct CmEvent {
-    rdma_cm_event_type type{};
-    int status = 0;
-    rdma_cm_id* id = nullptr;  // for a connection request: a new id, ours to accept or refuse
-    std::vector<uint8_t> private_data;
-    // A connection request's READs that this side may issue at once: the requester's
-    // responder_resources, which the kernel reports from this side's view, as initiator_depth.
-    uint8_t reads_to_issue = 0;
-};
+}  // namespace
 
-// The next event waiting on `ch` (non-blocking), or nullopt: none waiting (errno EAGAIN), or
-// reading failed (errno says why).
 std::optional<CmEvent> take_cm_event(rdma_event_channel* ch) {
     rdma_cm_event* ev = nullptr;
     if (rdma_get_cm_event(ch, &ev) != 0) return std::nullopt;
@@ -85,11 +71,12 @@ std::optional<CmEvent> take_cm_event(rdma_event_channel* ch) {
     return out;
 }
 
-// Turns down a connection request (its id is ours to destroy), saying why in the reject data.
 void refuse(rdma_cm_id* id, const std::string& why) {
     rdma_reject(id, why.data(), static_cast<uint8_t>(std::min<size_t>(why.size(), 148)));
     rdma_destroy_id(id);
 }
+
+namespace {
 
 // Why a connection request was rejected. On IB and RoCE the event's status is the CM's reject
 // reason (InfiniBand spec, REJ message): 28 when the other side's application rejected it, and
@@ -166,7 +153,8 @@ Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char*
     }
 }
 
-// A completion channel (non-blocking, so a wait polls it) and a CQ of `depth` entries on it.
+}  // namespace
+
 Status make_cq(ibv_context* ctx, int depth, CompletionChannel& channel, CompletionQueue& cq) {
     channel.reset(ibv_create_comp_channel(ctx));
     if (!channel) return verbs_error("ibv_create_comp_channel");
@@ -177,14 +165,14 @@ Status make_cq(ibv_context* ctx, int depth, CompletionChannel& channel, Completi
     return posted(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq");
 }
 
-// READs at once on `e`'s queue pair, at most `wanted` and what its adapter allows: issued
-// (max_qp_init_rd_atom) or taken (max_qp_rd_atom); at least 1, the lanes' and QEMU's.
-uint8_t read_depth(const Endpoint& e, bool issued, uint8_t wanted) {
+uint8_t read_depth(ibv_context* ctx, bool issued, uint8_t wanted) {
     ibv_device_attr attr{};
-    if (e.id->verbs == nullptr || ibv_query_device(e.id->verbs, &attr) != 0) return 1;
+    if (ctx == nullptr || ibv_query_device(ctx, &attr) != 0) return 1;
     int most = issued ? attr.max_qp_init_rd_atom : attr.max_qp_rd_atom;
     return static_cast<uint8_t>(std::clamp<int>(std::min<int>(most, wanted), 1, 255));
 }
+
+namespace {
 
 Status create_resources(Endpoint& e, ibv_pd* shared_pd, QpShape shape) {
     ibv_context* ctx = e.id->verbs;
@@ -463,7 +451,7 @@ Result<std::unique_ptr<Endpoint>> connect_endpoint(const std::string& host, uint
     step("buffers", "control buffers registered and receives posted");
     // The postcopy channel's source serves the destination's READs (x-rdma-postcopy-read).
     if (shape.split) {
-        e->reads_taken = read_depth(*e, false, kPcReadsAtOnce);
+        e->reads_taken = read_depth(e->id->verbs, false, kPcReadsAtOnce);
         trace("{}: takes {} READs at once", name, e->reads_taken);
     }
     auto pd = encode_private_data(ours);
@@ -579,7 +567,7 @@ Result<std::unique_ptr<Endpoint>> accept_channel(Endpoint& primary, uint32_t ind
     // The postcopy channel's destination issues READs (x-rdma-postcopy-read): as many at once as
     // its adapter and the source's take.
     if (shape.split) {
-        e->reads_issued = read_depth(*e, true, std::min(kPcReadsAtOnce, peer_reads));
+        e->reads_issued = read_depth(e->id->verbs, true, std::min(kPcReadsAtOnce, peer_reads));
         trace("{}: {} READs at once (the source takes {})", e->describe, e->reads_issued, peer_reads);
     }
     PrivateData ours = theirs;

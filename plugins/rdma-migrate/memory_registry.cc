@@ -16,7 +16,9 @@ int access_for(Use use) {
         case Use::chunk_written:
         case Use::pin_all_written:
         case Use::postcopy_landing: return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-        case Use::postcopy_read: return IBV_ACCESS_REMOTE_READ;
+        case Use::postcopy_read:
+        case Use::pull_served: return IBV_ACCESS_REMOTE_READ;
+        case Use::pull_landing: return IBV_ACCESS_LOCAL_WRITE;
     }
     return 0;
 }
@@ -31,7 +33,9 @@ const char* advice_for(Use use) {
         case Use::control_send:
         case Use::control_receive:
         case Use::postcopy_staging:
-        case Use::postcopy_landing: break;
+        case Use::postcopy_landing:
+        case Use::pull_landing: break;
+        case Use::pull_served: return "raise the locked-memory limit (ulimit -l) of the serving vmm: it pins the whole save";
     }
     return "raise the locked-memory limit (ulimit -l)";
 }

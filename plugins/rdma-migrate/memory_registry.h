@@ -26,6 +26,8 @@ enum class Use {
     postcopy_staging, // source, postcopy: slots the pages are copied into for a write (local read)
     postcopy_landing, // destination, postcopy: the slots the source writes into (remote write)
     postcopy_read,    // source, kCapPostcopyRead: guest RAM the destination reads (remote read)
+    pull_served,      // a pull server: the saved guest's file, mapped read-only, that clients read (remote read)
+    pull_landing,     // a pulling client: where its READs land (local write)
 };
 
 class MemoryRegistry {

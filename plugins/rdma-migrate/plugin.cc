@@ -34,27 +34,12 @@
 #include "vmm/common/log.h"
 #include "vmm/common/units.h"
 #include "vmm/plugin_abi.h"
+#include "abi_guard.h"
+#include "plugin_pull.h"
 
 using namespace rdma_migrate;
 
 namespace {
-
-int fail(vmm_err* e, const std::string& text) {
-    std::snprintf(e->text, sizeof(e->text), "%s", text.c_str());
-    return -1;
-}
-
-template <typename F>
-int guarded(vmm_err* e, F f) {
-    try {
-        Status s = f();
-        return s ? 0 : fail(e, s.error().message());
-    } catch (const std::exception& x) {
-        return fail(e, std::string("rdma transport: ") + x.what());
-    } catch (...) {
-        return fail(e, "rdma transport: unexpected failure");
-    }
-}
 
 // tls-creds (the members vmm appends for a transport that says VMM_TRANSPORT_TLS).
 Status tls_from(const vmm_transport_args* a, SessionConfig& c) {
@@ -472,6 +457,8 @@ const vmm_transport_ops kOps = {
     ram_on_arrival, do_abort, ram_setup, ram_features, ram_sums, ram_on_sums, pc_begin, pc_next_request,
     pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut, VMM_TRANSPORT_TLS, ram_sums_key,
     setup_parts, warm_up, setting_rows(), do_link_broke, do_accept_within, ram_on_landed,
+    pull_abi::serve, pull_abi::serve_clients, pull_abi::serve_stop, pull_abi::pull_open, pull_abi::pull_read,
+    pull_abi::pull_close,
 };
 
 }  // namespace

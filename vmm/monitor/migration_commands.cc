@@ -7,6 +7,7 @@
 #include "vmm/common/units.h"
 #include "vmm/monitor/client/json_access.h"
 #include "vmm/monitor/plan_command.h"
+#include "vmm/monitor/pull_commands.h"
 
 namespace vmm::monitor {
 
@@ -507,6 +508,7 @@ void add_migration_commands(CommandTable& t, migration::MigrationManager& mgr, m
            },
            {}});
     add_plan_command(t, mgr, m);
+    add_pull_commands(t, mgr);
 }
 
 }  // namespace vmm::monitor

@@ -42,8 +42,11 @@ constexpr uint32_t kCapTls = 1u << 7;
 // ours, with kCapPostcopy (x-rdma-postcopy-read at both ends): the destination reads missing
 // pages from the source's RAM with RDMA READ (postcopy_wire.h, KEYS).
 constexpr uint32_t kCapPostcopyRead = 1u << 8;
-constexpr uint32_t kExtensionCaps =
-    kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy | kCapTls | kCapPostcopyRead;
+// ours: not a migration but a clone pulling a served saved guest (pull_wire.h): only a pull
+// server grants it, and it refuses every request without it.
+constexpr uint32_t kCapPull = 1u << 9;
+constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy |
+                                    kCapTls | kCapPostcopyRead | kCapPull;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {

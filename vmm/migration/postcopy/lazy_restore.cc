@@ -40,6 +40,7 @@ Status LazyRestore::prepare() {
 void LazyRestore::close() {
     if (faults_) faults_->stop();
     uffd_.reset();
+    file_ = LazyFileRam{};  // what it read from goes now (a pull's server hears it is done)
 }
 
 bool LazyRestore::next_request(Request& out) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
 #include "vmm/stream/tls_credentials.h"
 
@@ -281,6 +282,33 @@ Status MigrationManager::incoming(const std::string& text, bool stay_paused, Fai
 bool MigrationManager::incoming_deferred() const {
     std::lock_guard lock(mutex_);
     return deferred_;
+}
+
+Status MigrationManager::serve(const std::string& path, const std::string& uri) {
+    std::lock_guard lock(mutex_);
+    if (serving_) return Error(fmt::format("this vmm serves file:{} at {} already: x-pull-serve-stop first", serving_->path(), serving_->uri()));
+    auto settings = settings_;
+    auto s = FileServing::start(registry_, path, uri, [settings]() -> Options { return settings->get(); });
+    if (!s) return s.error();
+    serving_ = std::move(*s);
+    return {};
+}
+
+Status MigrationManager::stop_serving() {
+    std::unique_ptr<FileServing> ending;
+    {
+        std::lock_guard lock(mutex_);
+        if (!serving_) return Error("this vmm serves no saved guest (x-pull-serve FILE URI starts one)");
+        ending = std::move(serving_);
+    }
+    log::info("no longer serving file:{} at {}", ending->path(), ending->uri());
+    return {};
+}
+
+std::optional<MigrationManager::Serving> MigrationManager::serving() const {
+    std::lock_guard lock(mutex_);
+    if (!serving_) return std::nullopt;
+    return Serving{serving_->path(), serving_->uri(), serving_->size(), serving_->clients()};
 }
 
 MigrationStats MigrationManager::query() const {

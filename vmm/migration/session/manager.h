@@ -12,6 +12,7 @@
 #include "vmm/machine/machine.h"
 #include "vmm/migration/session/params.h"
 #include "vmm/migration/session/destination.h"
+#include "vmm/migration/session/file_serving.h"
 #include "vmm/migration/transport/registry.h"
 #include "vmm/migration/session/source.h"
 
@@ -49,6 +50,17 @@ public:
 
     MigrationStats query() const;
 
+    // x-pull-serve: the saved guest in `path` served for clones to pull at `uri` (one server at
+    // a time; file_serving.h); stop_serving ends it, cutting its clients off.
+    Status serve(const std::string& path, const std::string& uri);
+    Status stop_serving();
+    struct Serving {
+        std::string path, uri;
+        uint64_t size = 0;
+        std::vector<PullClient> clients;
+    };
+    std::optional<Serving> serving() const;
+
 private:
     // The rows of the transport a name belongs to (SCHEME-... or x-SCHEME-...): true once declared,
     // false when no transport has that scheme, an error when its plugin is there but cannot load.
@@ -72,6 +84,7 @@ private:
     std::optional<uint64_t> last_save_;  // the last completed file save, if no migration came after it
     std::unique_ptr<IncomingMigration> incoming_;
     bool deferred_ = false;
+    std::unique_ptr<FileServing> serving_;
     // Loads each transport plugin in the search path and warms it up (Transport::warm_up), so a
     // first migration over it does not wait for what every connection of this process needs.
     void warm_transports();

@@ -1,5 +1,6 @@
 // What the file transport's two sides share (file_save.cc, file_restore.cc): whole reads and
-// writes at an offset, and the two halves' constructors. Private to the file transport.
+// writes at an offset, and the two halves' constructors; and a restore from a server's copy
+// (pull_transport.h). The file transport's, and FileServing's (which checks a file it serves).
 #pragma once
 
 #include <cstdint>
@@ -21,5 +22,9 @@ Status read_at(int fd, std::span<uint8_t> out, uint64_t at, const std::string& w
 
 Result<std::unique_ptr<Connection>> open_save(const TransportContext& ctx);
 Result<std::unique_ptr<Listener>> open_restore(const TransportContext& ctx);
+// A saved guest a server serves (pull.h), restored as a file is: checked at once (its header,
+// this machine's shape, its stream), its RAM brought in lazily (or read whole, without
+// x-restore-lazy) through `pulled`.
+Result<std::unique_ptr<Listener>> open_pulled(const TransportContext& ctx, std::unique_ptr<PulledFile> pulled);
 
 }  // namespace vmm::migration::file

@@ -24,6 +24,7 @@
 #include "vmm/migration/transport/file_io.h"
 #include "vmm/migration/transport/file_ram.h"
 #include "vmm/migration/transport/landing.h"
+#include "vmm/migration/transport/pull.h"
 #include "vmm/migration/wire/file_format.h"
 
 namespace vmm::migration::file {
@@ -39,7 +40,9 @@ constexpr unsigned kReadThreads = 4;
 
 struct Opened {
     UniqueFd fd;
+    std::shared_ptr<PulledFile> remote;  // rdma-pull: the server's copy, read instead of fd
     std::string path;
+    std::string name;  // "file:PATH", or the server's URI
     uint64_t base = 0;  // where the save starts in the file (offset=)
     FileHeader header;
     std::vector<uint8_t> stream;
@@ -48,8 +51,14 @@ struct Opened {
 
 constexpr int kMaxChain = 64;  // saves an incremental one may build on, one over the other
 
+// Bytes [at, at + out.size()) of the save, whole: from its file, or from the server's copy.
+Status read_bytes(const Opened& f, std::span<uint8_t> out, uint64_t at) {
+    if (f.remote) return f.remote->read(out, at);
+    return read_at(f.fd.get(), out, at, f.name);
+}
+
 Error damaged(const Opened& f, uint32_t i, uint64_t offset, const char* why) {
-    return Error(fmt::format("file:{}: block '{}', page at offset {:#x}: {}: the file is damaged", f.path,
+    return Error(fmt::format("{}: block '{}', page at offset {:#x}: {}: the file is damaged", f.name,
                              f.header.blocks[i].name, offset, why));
 }
 
@@ -57,7 +66,7 @@ Error damaged(const Opened& f, uint32_t i, uint64_t offset, const char* why) {
 Result<std::vector<uint64_t>> read_slots(const Opened& f, uint32_t i) {
     const FileBlock& b = f.header.blocks[i];
     std::vector<uint8_t> raw(sums_bytes(b.size));
-    if (auto s = read_at(f.fd.get(), raw, f.base + b.sums_offset, "file:" + f.path); !s) return s.error();
+    if (auto s = read_bytes(f, raw, f.base + b.sums_offset); !s) return s.error();
     std::vector<uint64_t> slots(raw.size() / 8, 0);
     for (size_t p = 0; p < slots.size(); ++p)
         for (size_t k = 0; k < 8; ++k) slots[p] |= static_cast<uint64_t>(raw[p * 8 + k]) << (8 * k);
@@ -66,14 +75,28 @@ Result<std::vector<uint64_t>> read_slots(const Opened& f, uint32_t i) {
 
 using Range = std::function<Status(uint64_t from, uint64_t to)>;  // offsets in the block
 
+// A pulled save's block i by its slots: a run of zero pages (slot 0) is a hole, anything else
+// data (an incremental save is never pulled, so no slot says kSlotInBase).
+Status walk_slots(const std::vector<uint64_t>& slots, const Range& hole, const Range& data) {
+    for (uint64_t p = 0; p < slots.size();) {
+        bool zero = slots[p] == 0;
+        uint64_t q = p + 1;
+        while (q < slots.size() && (slots[q] == 0) == zero) ++q;
+        if (auto s = (zero ? hole : data)(p * kPage, q * kPage); !s) return s;
+        p = q;
+    }
+    return {};
+}
+
 // Walks block i's part of the file by its data and its holes (SEEK_DATA/SEEK_HOLE), in order,
-// so a sparse save reads only what it holds.
-Status walk(const Opened& f, uint32_t i, const Range& hole, const Range& data) {
+// so a sparse save reads only what it holds; a pulled one by its slots (`slots`, block i's).
+Status walk(const Opened& f, uint32_t i, const std::vector<uint64_t>& slots, const Range& hole, const Range& data) {
+    if (f.remote) return walk_slots(slots, hole, data);
     const uint64_t start = f.base + f.header.blocks[i].ram_offset, end = start + f.header.blocks[i].size;
     auto page_down = [start](uint64_t at) { return start + (at - start) / kPage * kPage; };
     for (uint64_t at = start; at < end;) {
         off_t found = ::lseek(f.fd.get(), static_cast<off_t>(at), SEEK_DATA);
-        if (found < 0 && errno != ENXIO) return Error::from_errno(fmt::format("reading file:{}", f.path));
+        if (found < 0 && errno != ENXIO) return Error::from_errno(fmt::format("reading {}", f.name));
         uint64_t from = found < 0 ? end : page_down(std::min<uint64_t>(static_cast<uint64_t>(found), end));
         if (from > at) {
             if (auto s = hole(at - start, from - start); !s) return s;
@@ -95,7 +118,7 @@ Status read_pieces(const Opened& f, uint32_t i, uint64_t from, uint64_t to, uint
     for (uint64_t at = from; at < to; at += kReadPiece) {
         uint64_t n = std::min(kReadPiece, to - at);
         uint64_t where = f.base + f.header.blocks[i].ram_offset + at;
-        if (auto s = read_at(f.fd.get(), {buffer, n}, where, "file:" + f.path); !s) return s;
+        if (auto s = read_bytes(f, {buffer, n}, where); !s) return s;
         if (auto s = then(at, buffer, n); !s) return s;
     }
     return {};
@@ -139,7 +162,7 @@ Status check_file(const Opened& f, const stream::CancelToken& cancel) {
                                    return check_pages(f, i, at, bytes, n, *slots, nullptr);
                                });
         };
-        if (auto s = walk(f, i, hole, data); !s) return s;
+        if (auto s = walk(f, i, *slots, hole, data); !s) return s;
     }
     return {};
 }
@@ -148,7 +171,7 @@ Status check_file(const Opened& f, const stream::CancelToken& cancel) {
 Result<std::vector<uint64_t>> read_slot_range(const Opened& f, uint32_t i, uint64_t first, uint64_t count) {
     std::vector<uint8_t> raw(count * 8);
     uint64_t where = f.base + f.header.blocks[i].sums_offset + first * 8;
-    if (auto s = read_at(f.fd.get(), raw, where, "file:" + f.path); !s) return s.error();
+    if (auto s = read_bytes(f, raw, where); !s) return s.error();
     std::vector<uint64_t> slots(count, 0);
     for (size_t p = 0; p < count; ++p)
         for (size_t k = 0; k < 8; ++k) slots[p] |= static_cast<uint64_t>(raw[p * 8 + k]) << (8 * k);
@@ -165,12 +188,12 @@ struct LazySource {
         const Opened& f = *file;
         if (i >= f.header.blocks.size() || offset % kPage != 0 || into.size() % kPage != 0 ||
             offset + into.size() > f.header.blocks[i].size) {
-            return Error(fmt::format("internal: a lazy read past block {} of file:{}", i, f.path));
+            return Error(fmt::format("internal: a lazy read past block {} of {}", i, f.name));
         }
         auto slots = read_slot_range(f, i, offset / kPage, into.size() / kPage);
         if (!slots) return slots.error();
         uint64_t where = f.base + f.header.blocks[i].ram_offset + offset;
-        if (auto s = read_at(f.fd.get(), into, where, "file:" + f.path); !s) return s;
+        if (auto s = read_bytes(f, into, where); !s) return s;
         for (uint64_t p = 0; p < into.size(); p += kPage) {
             if (page_slot(into.data() + p) != (*slots)[p / kPage]) {
                 return damaged(f, i, offset + p, "its contents do not match the sum saved with it");
@@ -188,7 +211,7 @@ struct LazySource {
             out.emplace_back(from, to);
             return {};
         };
-        if (auto s = walk(*file, i, hole, data); !s) return s.error();
+        if (auto s = walk(*file, i, *slots, hole, data); !s) return s.error();
         return out;
     }
 };
@@ -287,7 +310,7 @@ Status load_over_base(const Opened& f, uint32_t i, uint8_t* host, ChannelCounts&
     auto data = [&](uint64_t from, uint64_t to) {
         return read_pieces(f, i, from, to, buffer.data(), apply);
     };
-    return walk(f, i, hole, data);
+    return walk(f, i, *slots, hole, data);
 }
 
 Status RamReader::load_block(uint32_t i) {
@@ -313,7 +336,7 @@ Status RamReader::load_layer(const Opened& f, uint32_t i) {
         for (uint64_t at = from; at < to; at += kInPlacePiece) pieces.emplace_back(at, std::min(kInPlacePiece, to - at));
         return {};
     };
-    if (auto s = walk(f, i, hole, data); !s) return s;
+    if (auto s = walk(f, i, *slots, hole, data); !s) return s;
     return read_in_place(f, i, pieces, *slots);
 }
 
@@ -330,7 +353,7 @@ Status RamReader::read_in_place(const Opened& f, uint32_t i, const std::vector<s
 #ifdef MADV_POPULATE_WRITE
         ::madvise(host, n, MADV_POPULATE_WRITE);
 #endif
-        if (auto r = read_at(f.fd.get(), {host, n}, f.base + f.header.blocks[i].ram_offset + at, "file:" + f.path); !r) return r;
+        if (auto r = read_bytes(f, {host, n}, f.base + f.header.blocks[i].ram_offset + at); !r) return r;
         return check_pages(f, i, at, host, n, slots, &counts[w]);
     });
     for (const ChannelCounts& c : counts) {
@@ -344,14 +367,14 @@ Status RamReader::read_in_place(const Opened& f, uint32_t i, const std::vector<s
 class FileRestore final : public Connection {
 public:
     FileRestore(std::shared_ptr<Opened> file, std::vector<uint8_t> stream, std::vector<RamBlockView> blocks, Restore how)
-        : path_(file->path), stream_(std::move(stream)), ram_(std::move(file), std::move(blocks), how) {}
+        : name_(file->name), stream_(std::move(stream)), ram_(std::move(file), std::move(blocks), how) {}
     stream::ByteStream& stream() override { return stream_; }
     DestRamChannel* dest_ram() override { return &ram_; }
-    std::string describe() const override { return "file:" + path_; }
+    std::string describe() const override { return name_; }
     bool answers() const override { return false; }
 
 private:
-    std::string path_;
+    std::string name_;
     stream::MemoryStream stream_;  // what it answers goes nowhere
     RamReader ram_;
 };
@@ -359,9 +382,9 @@ private:
 class FileListener final : public Listener {
 public:
     FileListener(Opened file, const TransportContext& ctx)
-        : path_(file.path), file_(std::move(file)), blocks_(ctx.blocks), options_(ctx.options) {}
+        : name_(file.name), file_(std::move(file)), blocks_(ctx.blocks), options_(ctx.options) {}
     Result<std::unique_ptr<Connection>> accept() override {
-        if (!file_) return Error(fmt::format("file:{} was read already", path_));
+        if (!file_) return Error(fmt::format("{} was read already", name_));
         // The settings as they are now: x-restore-mapped set on the monitor after --incoming defer counts.
         auto how = restore_mode();
         if (!how) return how.error();
@@ -371,31 +394,37 @@ public:
         file_.reset();
         return std::unique_ptr<Connection>(std::move(conn));
     }
-    std::string describe() const override { return "file:" + path_; }
+    std::string describe() const override { return name_; }
 
 private:
     // How the settings ask for RAM to come in: mapped (asked for) over lazily (the default) over
-    // read. Mapping takes a full save; a chain asked to come in lazily is read instead.
+    // read. Mapping takes a full save; a chain asked to come in lazily is read instead. A pulled
+    // save is never mapped (the file is on the server).
     Result<Restore> restore_mode() const {
         Options o = options_ ? options_() : Options{};
+        if (o.caps.restore_mapped && file_->remote) {
+            return Error(fmt::format("{} is pulled from its server, and x-restore-mapped maps a local file: pull it "
+                                     "without x-restore-mapped (lazily, the default, or read whole before it runs)",
+                                     name_));
+        }
         if (o.caps.restore_mapped) {
             if (file_->under) {
-                return Error(fmt::format("x-restore-mapped restores a full save, and file:{} builds on {}: restore it "
+                return Error(fmt::format("x-restore-mapped restores a full save, and {} builds on {}: restore it "
                                          "without x-restore-mapped",
-                                         path_, file_->under->path));
+                                         name_, file_->under->path));
             }
             return Restore::mapped;
         }
         if (!o.caps.restore_lazy) return Restore::read;
         if (file_->under) {
-            log::info("file:{} builds on {}: read before the guest runs (a lazy restore takes a full save)", path_,
+            log::info("{} builds on {}: read before the guest runs (a lazy restore takes a full save)", name_,
                       file_->under->path);
             return Restore::read;
         }
         return Restore::lazy;
     }
 
-    std::string path_;
+    std::string name_;
     std::optional<Opened> file_;
     std::vector<RamBlockView> blocks_;
     std::function<Options()> options_;
@@ -414,28 +443,28 @@ Status check_machine(const Opened& f, const TransportContext& ctx) {
                h.blocks[i].guest_addr == ctx.blocks[i].guest_addr;
     }
     if (!same) {
-        return Error(fmt::format("file:{} holds a guest with {} of RAM; this machine has {}: start vmm with the saved "
+        return Error(fmt::format("{} holds a guest with {} of RAM; this machine has {}: start vmm with the saved "
                                  "guest's memory (-m {}M)",
-                                 f.path, shape(h.blocks.size(), saved), shape(ctx.blocks.size(), here), h.blocks[0].size >> 20));
+                                 f.name, shape(h.blocks.size(), saved), shape(ctx.blocks.size(), here), h.blocks[0].size >> 20));
     }
     if (h.vcpu_count != ctx.vcpu_count) {
-        return Error(fmt::format("file:{} holds a guest with {} vCPU(s); this machine has {}: start vmm with --smp {}",
-                                 f.path, h.vcpu_count, ctx.vcpu_count, h.vcpu_count));
+        return Error(fmt::format("{} holds a guest with {} vCPU(s); this machine has {}: start vmm with --smp {}",
+                                 f.name, h.vcpu_count, ctx.vcpu_count, h.vcpu_count));
     }
     return {};
 }
 
 Result<FileHeader> read_header(const Opened& f, uint64_t size) {
     if (size < f.base + kFileHeaderSize) {
-        return Error(fmt::format("file:{}: {} bytes from offset {}, too short to be a saved guest (truncated?)", f.path,
+        return Error(fmt::format("{}: {} bytes from offset {}, too short to be a saved guest (truncated?)", f.name,
                                  size > f.base ? size - f.base : 0, f.base));
     }
     std::vector<uint8_t> page(kFileHeaderSize);
-    if (auto s = read_at(f.fd.get(), page, f.base, "file:" + f.path); !s) return s.error();
+    if (auto s = read_bytes(f, page, f.base); !s) return s.error();
     auto h = decode_file_header(page);
-    if (!h) return h.error().context("file:" + f.path);
+    if (!h) return h.error().context(f.name);
     if (size < f.base + file_end(*h)) {
-        return Error(fmt::format("file:{} is truncated: it has {} bytes, the save needs {}", f.path, size,
+        return Error(fmt::format("{} is truncated: it has {} bytes, the save needs {}", f.name, size,
                                  f.base + file_end(*h)));
     }
     return h;
@@ -466,27 +495,50 @@ Status open_bases(Opened& f, const TransportContext& ctx, int depth) {
     return {};
 }
 
+
+// What both kinds of restore check once the header is in reach: the header, this machine's
+// shape and the stream (the device state) against its sum.
+Status open_common(Opened& f, const TransportContext& ctx, uint64_t size) {
+    auto header = read_header(f, size);
+    if (!header) return header.error();
+    f.header = std::move(*header);
+    if (auto s = check_machine(f, ctx); !s) return s;
+    f.stream.resize(f.header.stream_length);
+    if (auto s = read_bytes(f, f.stream, f.base + f.header.stream_offset); !s) return s;
+    if (XXH3_64bits(f.stream.data(), f.stream.size()) != f.header.stream_sum) {
+        return Error(fmt::format("{}: its stream (the device state) is damaged: its sum does not match", f.name));
+    }
+    return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Listener>> open_restore(const TransportContext& ctx) {
     Opened f;
     f.path = ctx.uri.path;
+    f.name = "file:" + f.path;
     f.base = ctx.uri.offset;
     f.fd.reset(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!f.fd) return Error::from_errno(fmt::format("opening file:{}", f.path));
     struct stat st {};
     if (::fstat(f.fd.get(), &st) != 0) return Error::from_errno(fmt::format("file:{}", f.path));
     if (!S_ISREG(st.st_mode)) return Error(fmt::format("file:{} is not a regular file", f.path));
-    auto header = read_header(f, static_cast<uint64_t>(st.st_size));
-    if (!header) return header.error();
-    f.header = std::move(*header);
-    if (auto s = check_machine(f, ctx); !s) return s.error();
-    f.stream.resize(f.header.stream_length);
-    if (auto s = read_at(f.fd.get(), f.stream, f.base + f.header.stream_offset, "file:" + f.path); !s) return s.error();
-    if (XXH3_64bits(f.stream.data(), f.stream.size()) != f.header.stream_sum) {
-        return Error(fmt::format("file:{}: its stream (the device state) is damaged: its sum does not match", f.path));
-    }
+    if (auto s = open_common(f, ctx, static_cast<uint64_t>(st.st_size)); !s) return s.error();
     if (auto s = open_bases(f, ctx, 1); !s) return s.error();
+    return std::unique_ptr<Listener>(std::make_unique<FileListener>(std::move(f), ctx));
+}
+
+Result<std::unique_ptr<Listener>> open_pulled(const TransportContext& ctx, std::unique_ptr<PulledFile> pulled) {
+    Opened f;
+    f.name = f.path = pulled->describe();
+    uint64_t size = pulled->size();
+    f.remote = std::move(pulled);
+    if (auto s = open_common(f, ctx, size); !s) return s.error();
+    if (f.header.base_id != 0) {
+        return Error(fmt::format("{} serves an incremental save, which builds on another file there: serve a full one "
+                                 "(vmm-snapshot merge makes one)",
+                                 f.name));
+    }
     return std::unique_ptr<Listener>(std::make_unique<FileListener>(std::move(f), ctx));
 }
 

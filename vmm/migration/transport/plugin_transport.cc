@@ -11,6 +11,7 @@
 
 #include "vmm/plugin_abi.h"
 #include "vmm/migration/transport/plugin_settings.h"
+#include "vmm/migration/transport/pull.h"
 #include "vmm/migration/transport/registry.h"
 #include "vmm/migration/wire/page_sums.h"
 
@@ -465,6 +466,65 @@ std::vector<uint64_t> pages_of(const std::vector<RamBlockView>& blocks) {
     return out;
 }
 
+// Pulling through the plugin (serve, serve_clients, serve_stop; pull_open, pull_read, pull_close).
+class PluginPulledFile final : public PulledFile {
+public:
+    PluginPulledFile(Library lib, const vmm_transport_ops* ops, void* pull, uint64_t size, std::string name)
+        : lib_(std::move(lib)), ops_(ops), pull_(pull), size_(size), name_(std::move(name)) {}
+    ~PluginPulledFile() override { ops_->pull_close(pull_); }
+    uint64_t size() const override { return size_; }
+    Status read(std::span<uint8_t> into, uint64_t at) override {
+        if (at > size_ || into.size() > size_ - at) {
+            return Error(fmt::format("{}: a read of {} bytes at {} past the {} served", name_, into.size(), at, size_));
+        }
+        return call_plugin("pull_read", [&](vmm_err* e) { return ops_->pull_read(pull_, into.data(), into.size(), at, e); });
+    }
+    std::string describe() const override { return name_; }
+
+private:
+    Library lib_;
+    const vmm_transport_ops* ops_;
+    void* pull_;
+    uint64_t size_;
+    std::string name_;
+};
+
+class PluginFileServer final : public FileServer {
+public:
+    PluginFileServer(Library lib, const vmm_transport_ops* ops, void* server)
+        : lib_(std::move(lib)), ops_(ops), server_(server) {}
+    ~PluginFileServer() override { ops_->serve_stop(server_); }
+    std::vector<PullClient> clients() const override {
+        std::vector<vmm_pull_client> raw(16);
+        for (;;) {
+            uint32_t n = ops_->serve_clients(server_, raw.data(), static_cast<uint32_t>(raw.size()));
+            if (n <= raw.size()) {
+                raw.resize(n);
+                break;
+            }
+            raw.resize(n);  // more came than room: ask again with room for them
+        }
+        std::vector<PullClient> out;
+        for (const auto& c : raw) {
+            PullClient p;
+            p.peer.assign(c.peer, strnlen(c.peer, sizeof c.peer));
+            p.pulled = c.pulled;
+            p.ms = c.ms;
+            p.state = c.state == VMM_PULL_DONE ? PullClient::State::done
+                      : c.state == VMM_PULL_GONE ? PullClient::State::gone
+                                                 : PullClient::State::pulling;
+            p.why.assign(c.why, strnlen(c.why, sizeof c.why));
+            out.push_back(std::move(p));
+        }
+        return out;
+    }
+
+private:
+    Library lib_;
+    const vmm_transport_ops* ops_;
+    void* server_;
+};
+
 class PluginTransport final : public Transport {
 public:
     PluginTransport(Library lib, const vmm_transport_ops* ops, std::vector<TransportSetting> settings)
@@ -497,6 +557,28 @@ public:
         void* l = ops_->listen(&args.a, &e);
         if (l == nullptr) return plugin_error(e, "listen");
         return std::unique_ptr<Listener>(new PluginListener(lib_, ops_, l, ctx.uri.text, pages_of(ctx.blocks)));
+    }
+    bool pulls() const override {
+        bool has = ops_->struct_size >= offsetof(vmm_transport_ops, pull_close) + sizeof ops_->pull_close;
+        return has && ops_->serve && ops_->serve_clients && ops_->serve_stop && ops_->pull_open && ops_->pull_read &&
+               ops_->pull_close;
+    }
+    Result<std::unique_ptr<FileServer>> serve(const TransportContext& ctx, const uint8_t* base, uint64_t size) override {
+        if (!pulls()) return Transport::serve(ctx, base, size);
+        Args args(ctx);
+        vmm_err e{};
+        void* s = ops_->serve(&args.a, base, size, &e);
+        if (s == nullptr) return plugin_error(e, "serve");
+        return std::unique_ptr<FileServer>(new PluginFileServer(lib_, ops_, s));
+    }
+    Result<std::unique_ptr<PulledFile>> pull(const TransportContext& ctx) override {
+        if (!pulls()) return Transport::pull(ctx);
+        Args args(ctx);
+        vmm_err e{};
+        uint64_t size = 0;
+        void* p = ops_->pull_open(&args.a, &size, &e);
+        if (p == nullptr) return plugin_error(e, "pull_open");
+        return std::unique_ptr<PulledFile>(new PluginPulledFile(lib_, ops_, p, size, ctx.uri.text));
     }
 
 private:

@@ -32,6 +32,8 @@ public:
     static std::vector<std::string> plugin_schemes();
 
 private:
+    Result<Transport*> get_locked(const std::string& scheme);  // under mutex_
+
     std::mutex mutex_;
     std::map<std::string, std::unique_ptr<Transport>> transports_;
 };

@@ -28,6 +28,8 @@ namespace vmm::migration {
 
 class FileRamSource;  // file_ram.h
 class SaveTarget;     // file_ram.h
+class PulledFile;     // pull.h
+class FileServer;     // pull.h
 
 // What a transport sees of guest RAM: name, host mapping, length (and guest address).
 struct RamBlockView {
@@ -228,6 +230,12 @@ public:
     // devices and their drivers), so that the first migration does not wait for it. vmm calls
     // it on a thread of its own soon after it starts; it never fails (a connection will say).
     virtual void warm_up() {}
+    // Pulling (pull.h), where the transport can: `size` bytes at `base` (a saved guest's file,
+    // mapped, unchanging while served) served for remote read at ctx.uri's address; and a
+    // client's reads of what a server serves there.
+    virtual bool pulls() const { return false; }
+    virtual Result<std::unique_ptr<FileServer>> serve(const TransportContext& ctx, const uint8_t* base, uint64_t size);
+    virtual Result<std::unique_ptr<PulledFile>> pull(const TransportContext& ctx);
 };
 
 }  // namespace vmm::migration

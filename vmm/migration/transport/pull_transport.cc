@@ -1,0 +1,54 @@
+#include "vmm/migration/transport/pull_transport.h"
+
+#include <fmt/format.h>
+
+#include "vmm/migration/transport/file_io.h"
+#include "vmm/migration/transport/pull.h"
+
+namespace vmm::migration {
+
+const char* pull_state_name(PullClient::State s) {
+    switch (s) {
+        case PullClient::State::pulling: return "pulling";
+        case PullClient::State::done: return "done";
+        case PullClient::State::gone: return "gone";
+    }
+    return "?";
+}
+
+Result<std::unique_ptr<FileServer>> Transport::serve(const TransportContext& ctx, const uint8_t* base, uint64_t size) {
+    (void)base, (void)size;
+    return Error(fmt::format("'{}:' cannot serve a saved guest for pulling (rdma can: x-pull-serve FILE rdma:HOST:PORT)",
+                             ctx.uri.scheme));
+}
+
+Result<std::unique_ptr<PulledFile>> Transport::pull(const TransportContext& ctx) {
+    return Error(fmt::format("'{}:' cannot pull a saved guest (rdma can: --incoming rdma-pull:HOST:PORT)", ctx.uri.scheme));
+}
+
+namespace {
+
+class PullTransport final : public Transport {
+public:
+    explicit PullTransport(Transport& base) : base_(base) {}
+    std::string scheme() const override { return base_.scheme() + "-pull"; }
+    Result<std::unique_ptr<Connection>> connect(const TransportContext& ctx) override {
+        return Error(fmt::format("{} is where a clone pulls a served guest from (vmm --incoming {}); a migration "
+                                 "goes to {}:HOST:PORT",
+                                 ctx.uri.text, ctx.uri.text, base_.scheme()));
+    }
+    Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
+        auto pulled = base_.pull(ctx);
+        if (!pulled) return pulled.error();
+        return file::open_pulled(ctx, std::move(*pulled));
+    }
+
+private:
+    Transport& base_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_pull_transport(Transport& base) { return std::make_unique<PullTransport>(base); }
+
+}  // namespace vmm::migration
