@@ -173,6 +173,8 @@ void PullServer::take_cm_event(const CmEvent& ev) {
     }
     if (ev.type == RDMA_CM_EVENT_DISCONNECTED || ev.type == RDMA_CM_EVENT_UNREACHABLE ||
         ev.type == RDMA_CM_EVENT_CONNECT_ERROR || ev.type == RDMA_CM_EVENT_REJECTED) {
+        // What it sent before it hung up (its DONE) is in the CQ already: taken first.
+        if (cq_) take_completions();
         if (!c->ended) end(*c, Client::State::gone, fmt::format("its connection ended ({}) before it said it was done",
                                                                 rdma_event_str(ev.type)));
         forget(ev.id);

@@ -14,6 +14,7 @@
 #include "vmm/migration/wire/stream_format.h"
 #include "proto/postcopy_auth.h"
 #include "proto/postcopy_wire.h"
+#include "proto/pull_wire.h"
 #include "proto/wire.h"
 
 using namespace vmm::migration;
@@ -28,6 +29,15 @@ static int rdma_seeds(const std::string& dir) {
     using namespace rdma_migrate;
     write(dir + "/private", 1, encode_private_data({1, kCapPinAll | kCapChannels | kCapChunkSize, 1, 2, 42, 16}));
     write(dir + "/private-base", 1, encode_private_data({1, kCapPinAll}));
+    write(dir + "/private-pull", 1, encode_private_data({1, kCapPull}));
+    PullMessage offer;
+    offer.length = 64ull << 20, offer.address = 0x7f0000000000, offer.rkey = 0x1234, offer.reads = 16;
+    write(dir + "/pull-offer", 16, encode_pull_message(offer));
+    PullMessage pulled;
+    pulled.type = PullType::pulled, pulled.bytes = 8ull << 20;
+    write(dir + "/pull-pulled", 16, encode_pull_message(pulled));
+    pulled.type = PullType::done;
+    write(dir + "/pull-done", 16, encode_pull_message(pulled));
     write(dir + "/blocks", 0, encode_blocks({{0x10000000, 0, 64ull << 20, 5}, {0x20000000, 64ull << 20, 3ull << 20, 0}}));
     write(dir + "/register", 0, encode_register_entries(Command::register_request, {{3 << 20, 0, 1}, {(64ull + 2) << 20, 1, 0}}));
     write(dir + "/unregister", 0, encode_register_entries(Command::unregister_request, {{3, 0, 0}}));

@@ -4,7 +4,7 @@
 // and slot trailers (first byte bit 1), with the range check every page passes (with bit 3 as
 // an authenticated channel takes them: sealed messages opened, tagged writes checked); and (bit 2)
 // an authenticated connection's control messages as its TLS session delivers them, a byte
-// stream cut into messages by their headers.
+// stream cut into messages by their headers; (bit 4) a pull's messages (OFFER, PULLED, DONE).
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -13,6 +13,7 @@
 #include "proto/chunks.h"
 #include "proto/postcopy_auth.h"
 #include "proto/postcopy_wire.h"
+#include "proto/pull_wire.h"
 #include "proto/wire.h"
 
 using namespace rdma_migrate;
@@ -59,6 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         assign_offsets(b);
         return b;
     }();
+    if (data[0] & 16) {
+        (void)decode_pull_message(rest);
+        return 0;
+    }
     if (data[0] & 1) {
         (void)decode_private_data(rest);
         return 0;

@@ -121,8 +121,9 @@ TEST(RdmaPull, FourClonesPullFromOneServerAtOnce) {
     std::filesystem::remove(path);
 }
 
-// What cannot work is one line: serving what is not a save, pulling where nothing serves, a
-// clone whose shape is not the save's, and a clone asked to map what is on another host.
+// What cannot work is one line: serving what is not a save, or over a transport that cannot,
+// serving twice, a clone whose shape is not the save's, a clone that reaches a migration
+// destination (which waits on), and a clone asked to map what is on another host.
 TEST(RdmaPull, WrongUsesAreRefusedInOneLine) {
     VMM_REQUIRE(need::kvm(), need::rdma());
     std::string path = temp_path("pull-wrong.save");
@@ -137,6 +138,15 @@ TEST(RdmaPull, WrongUsesAreRefusedInOneLine) {
     ASSERT_TRUE(other);
     EXPECT_NE(other->cmd("migrate_incoming rdma-pull:" + uri.substr(5)).find("start vmm with the saved guest's memory"),
               std::string::npos);
+    // A clone that reaches an RDMA migration destination is refused there, which waits on.
+    std::string mig = rdma_uri();
+    auto waiting = Vm::start("pull-wrong-dst", {"-m", "64M", "--smp", "1", "--incoming", mig});
+    ASSERT_TRUE(waiting);
+    auto stray = Vm::start("pull-wrong-stray", {"-m", "64M", "--smp", "1", "--incoming", "defer"});
+    ASSERT_TRUE(stray);
+    EXPECT_NE(stray->cmd("migrate_incoming rdma-pull:" + mig.substr(5)).find("a clone asked to pull"), std::string::npos);
+    EXPECT_TRUE(eventually([&] { return waiting->log().find("still waiting for the migration source") != std::string::npos; }, 30))
+        << waiting->log();
     auto mapped = Vm::start("pull-wrong-mapped", {"-m", "64M", "--smp", "1", "--incoming", "defer"});
     ASSERT_TRUE(mapped);
     EXPECT_EQ(mapped->cmd("migrate_set_capability x-restore-mapped on"), "");
