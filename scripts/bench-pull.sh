@@ -72,8 +72,18 @@ save() {
     start_vm saver "$1" --guest pattern --append "bytes=8M check=64" --prefill "$half"
     wait_for 300 bash -c "[ \"\$('$CTL' --qmp unix:$work/saver.qmp query-guest | jq -r .results)\" -ge 1 ]" ||
         die "the pattern guest did not check its memory"
-    h saver "migrate file:$2" | grep -q "Migration status: completed" || die "the save failed: $(tail -3 "$work/saver.log")"
+    h saver "migrate -d file:$2" >/dev/null
+    wait_for 1200 status_is saver completed || die "the save failed: $(tail -3 "$work/saver.log")"
     stop_vm saver
+}
+# local_lazy SIZE FILE: a lazy restore of the same file from this host's memory, under -S (the
+# yardstick for 'ready': what a restore costs here without any network); prints its ready ms.
+local_lazy() {
+    start_vm lazy "$1" -S --incoming defer
+    h lazy "migrate_incoming file:$2" >/dev/null
+    wait_for 600 status_is lazy completed || die "the local lazy restore did not complete: $(tail -3 "$work/lazy.log")"
+    field lazy "lazy restore ready" | awk '{ print $1 }'
+    stop_vm lazy
 }
 # reference SIZE FILE: the save's RAM digest, read whole from the file on this host.
 reference() {
@@ -94,7 +104,9 @@ clone() {
     wait_for 60 status_is "$1" postcopy-active || wait_for 1 status_is "$1" completed || die "clone $1 did not start: $(tail -3 "$work/$1.log")"
     wait_for 1200 status_is "$1" completed || die "clone $1 did not pull everything: $(tail -3 "$work/$1.log")"
     t2=$(now_ms)
-    echo "$(field "$1" "lazy restore ready" | awk '{ print $1 }') $((t1 - t0)) $((t2 - t0))"
+    local connect
+    connect=$(sed -n 's/.*checked, in \([0-9.]*\) ms.*/\1/p' "$work/$1.log" | tail -1)
+    echo "$(field "$1" "lazy restore ready" | awk '{ print $1 }') ${connect:-null} $((t1 - t0)) $((t2 - t0))"
 }
 
 mkdir -p "$out"
@@ -108,21 +120,29 @@ for size in ${sizes//,/ }; do
     save "$size" "$file"
     bytes=$(stat -c %s "$file")
     ref=$(reference "$size" "$file")
+    local_ready=$(local_lazy "$size" "$file")
     h server "x_pull_serve $file rdma:$uri" | grep . && die "x_pull_serve failed"
+    # The server's own CPU while nobody pulls (its threads' idle work), over 10 s: the yardstick.
+    idle0=$(cpu_ms "$pid_server"); sleep 10; idle_rate=$(awk -v a="$idle0" -v b="$(cpu_ms "$pid_server")" 'BEGIN{print (b - a) / 10}')
     cpu0=$(cpu_ms "$pid_server")
-    read -r ready cmd whole <<<"$(clone c1 "$size")"
+    read -r ready connect cmd whole <<<"$(clone c1 "$size")"
     cpu1=$(cpu_ms "$pid_server")
+    h c1 "info migrate" | grep -E "setup|ready|requests|fault latency|blocktime" | sed 's/^/    c1: /' >&2
     got=$(digest c1)
     h c1 cont >/dev/null
     wait_for 10 bash -c "[ \"\$('$CTL' --qmp unix:$work/c1.qmp query-status | jq -r .status)\" = running ]" || die "the clone did not run"
     stop_vm c1
     pulled=$(h server "info pull-clients" | awk '/ done /{ print $3, $4; exit }')
-    log "$size: ready ${ready} ms after the command (its round trip ${cmd} ms), whole after ${whole} ms; digest $([ "$got" = "$ref" ] && echo same || echo DIFFERS)"
+    log "$size: connected and checked in ${connect} ms, then ready in ${ready} ms (a local lazy restore: ${local_ready} ms); whole after ${whole} ms; digest $([ "$got" = "$ref" ] && echo same || echo DIFFERS)"
+    data=$(h server "info pull-clients" | awk '/ done /{ u = $4 == "GiB" ? 2^30 : $4 == "MiB" ? 2^20 : $4 == "KiB" ? 2^10 : 1
+                                                      printf "%d\n", $3 * u; exit }')
     results+=("$(jq -n --arg size "$size" --argjson bytes "$bytes" --argjson ready "${ready:-null}" --argjson cmd "$cmd" \
+        --argjson connect "$connect" --argjson local "${local_ready:-null}" --argjson idle "$idle_rate" --argjson data "$data" \
         --argjson whole "$whole" --argjson cpu "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN{print b - a}')" \
         --arg pulled "$pulled" --argjson same "$([ "$got" = "$ref" ] && echo true || echo false)" \
-        '{size: $size, save_bytes: $bytes, ready_ms: $ready, command_ms: $cmd, whole_ms: $whole,
-          mb_per_s: ($bytes / 1e6 / ($whole / 1000)), server_cpu_ms: $cpu, server_says: $pulled, digest_same: $same}')")
+        '{size: $size, save_bytes: $bytes, connect_ms: $connect, ready_ms: $ready, local_lazy_ready_ms: $local,
+          command_ms: $cmd, whole_ms: $whole, pulled_bytes: $data, mb_per_s: ($data / 1e6 / ($whole / 1000)),
+          server_cpu_ms: $cpu, server_idle_cpu_ms: ($idle * $whole / 1000), server_says: $pulled, digest_same: $same}')")
     if [ "$size" = "$first_size" ] && [ "$clones" -gt 1 ]; then
         log "$size: $clones clones at once"
         cpu0=$(cpu_ms "$pid_server")
@@ -153,5 +173,5 @@ printf '%s\n' "${results[@]}" | jq -s --arg when "$(date -u +%FT%TZ)" --arg cpu 
     '{when: $when, cpu: $cpu, runs: .}' >"$out/bench-pull.json"
 printf '\n\033[1mclones pulling a served save over rdma\033[0m  %s\n' "$(jq -r '.when + "  " + .cpu' "$out/bench-pull.json")"
 jq -r '.runs[] | if .clones then "  \(.size) x\(.clones) at once: whole after \(.whole_ms | map(tostring + " ms") | join(", ")); digests the save'"'"'s: \(.digests_same) of \(.clones); server CPU \(.server_cpu_ms) ms"
-       else "  \(.size) (save \(.save_bytes / 1048576 | floor) MiB): ready \(.ready_ms) ms after the command (round trip \(.command_ms) ms); whole after \(.whole_ms) ms (\(.mb_per_s * 10 | floor / 10) MB/s); server CPU \(.server_cpu_ms) ms; digest \(if .digest_same then "the save'"'"'s" else "DIFFERS" end)" end' "$out/bench-pull.json"
+       else "  \(.size) (save \(.save_bytes / 1048576 | floor) MiB, \(.pulled_bytes / 1048576 | floor) MiB of data): connected and checked in \(.connect_ms) ms, runnable \(.ready_ms) ms later (a local lazy restore of the file: \(.local_lazy_ready_ms) ms); whole after \(.whole_ms) ms (\(.mb_per_s * 10 | floor / 10) MB/s); server CPU \(.server_cpu_ms) ms (idle over as long: \(.server_idle_cpu_ms | floor) ms); digest \(if .digest_same then "the save'"'"'s" else "DIFFERS" end)" end' "$out/bench-pull.json"
 echo "(written to $out/bench-pull.json)"

@@ -35,13 +35,7 @@ Result<std::unique_ptr<PullClient>> PullClient::open(const std::string& host, ui
         auto mr = e.memory().register_memory(self->area_.data(), self->area_.size(), Use::pull_landing, "the pull's landing area");
         if (!mr) return mr.error();
         self->mr_ = std::move(*mr);
-        ibv_sge sge{reinterpret_cast<uint64_t>(self->message(0)), 64, self->mr_->lkey};
-        ibv_recv_wr wr{};
-        wr.wr_id = kOfferWr;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr* bad = nullptr;
-        return posted(ibv_post_recv(e.qp.get(), &wr, &bad), "ibv_post_recv (pull offer)");
+        return post_one_receive(e.qp.get(), kOfferWr, self->message(0), 64, self->mr_->lkey, "ibv_post_recv (pull offer)");
     };
     PrivateData ours{kProtocolVersion, kCapPull};
     auto ep = connect_endpoint(host, port, ours, cancel_fd, t, before_connect);
@@ -86,17 +80,8 @@ PullClient::~PullClient() {
 }
 
 Status PullClient::post_read(uint64_t piece, uint64_t length, uint64_t at) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(slot(piece)), static_cast<uint32_t>(length), mr_->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = kReadWr | piece;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.wr.rdma.remote_addr = offer_.address + at;
-    wr.wr.rdma.rkey = offer_.rkey;
-    ibv_send_wr* bad = nullptr;
-    return posted(ibv_post_send(ep_->qp.get(), &wr, &bad), "ibv_post_send (pull READ)");
+    return post_one_send(ep_->qp.get(), kReadWr | piece, IBV_WR_RDMA_READ, slot(piece), static_cast<uint32_t>(length),
+                         mr_->lkey, "ibv_post_send (pull READ)", offer_.address + at, offer_.rkey);
 }
 
 // A completion during a read: a READ's piece copied out (they complete in order), or a PULLED sent.
@@ -146,15 +131,10 @@ Status PullClient::tell(PullType type) {
     m.bytes = pulled_;
     auto bytes = encode_pull_message(m);
     std::memcpy(message(1), bytes.data(), bytes.size());
-    ibv_sge sge{reinterpret_cast<uint64_t>(message(1)), static_cast<uint32_t>(bytes.size()), mr_->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = kTellWr;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_send_wr* bad = nullptr;
-    if (auto s = posted(ibv_post_send(ep_->qp.get(), &wr, &bad), "ibv_post_send (pull PULLED)"); !s) return s;
+    if (auto s = post_one_send(ep_->qp.get(), kTellWr, IBV_WR_SEND, message(1), static_cast<uint32_t>(bytes.size()), mr_->lkey,
+                               "ibv_post_send (pull PULLED)");
+        !s)
+        return s;
     telling_ = true;
     told_ = pulled_;
     told_at_ = std::chrono::steady_clock::now();

@@ -243,13 +243,8 @@ Status PullServer::accept(rdma_cm_id* raw, const CmEvent& ev, uint32_t& index) {
 }
 
 Status PullServer::post_receive(Conn& c, uint32_t slot) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(c.buffer(slot)), static_cast<uint32_t>(kBufferSize), c.mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id(c.index, slot);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return posted(ibv_post_recv(c.qp.get(), &wr, &bad), "ibv_post_recv (pull)");
+    return post_one_receive(c.qp.get(), wr_id(c.index, slot), c.buffer(slot), static_cast<uint32_t>(kBufferSize), c.mr->lkey,
+                            "ibv_post_recv (pull)");
 }
 
 // The OFFER: what to read and how, once the connection is made.
@@ -262,15 +257,8 @@ Status PullServer::offer(Conn& c) {
     m.reads = reads_;
     auto bytes = encode_pull_message(m);
     std::memcpy(c.buffer(kReceives), bytes.data(), bytes.size());
-    ibv_sge sge{reinterpret_cast<uint64_t>(c.buffer(kReceives)), static_cast<uint32_t>(bytes.size()), c.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id(c.index, kReceives);
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_send_wr* bad = nullptr;
-    return posted(ibv_post_send(c.qp.get(), &wr, &bad), "ibv_post_send (pull offer)");
+    return post_one_send(c.qp.get(), wr_id(c.index, kReceives), IBV_WR_SEND, c.buffer(kReceives),
+                         static_cast<uint32_t>(bytes.size()), c.mr->lkey, "ibv_post_send (pull offer)");
 }
 
 void PullServer::take_completions() {

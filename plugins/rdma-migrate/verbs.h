@@ -63,6 +63,32 @@ inline Status posted(int rc, const char* what) {
     return {};
 }
 
+// One receive of `len` bytes into `buf` (registered with `lkey`), and one signalled send-side
+// work request (`op`: SEND, or an RDMA READ/WRITE at remote (addr, rkey)).
+inline Status post_one_receive(ibv_qp* qp, uint64_t wr_id, void* buf, uint32_t len, uint32_t lkey, const char* what) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(buf), len, lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return posted(ibv_post_recv(qp, &wr, &bad), what);
+}
+inline Status post_one_send(ibv_qp* qp, uint64_t wr_id, ibv_wr_opcode op, const void* buf, uint32_t len, uint32_t lkey,
+                            const char* what, uint64_t addr = 0, uint32_t rkey = 0) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(buf), len, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = addr;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    return posted(ibv_post_send(qp, &wr, &bad), what);
+}
+
 // The completion channel's fd is readable: takes its event (if another thread took it first,
 // nothing), acknowledges it and arms `cq` for the next. What completed before the arming is in
 // the CQ, so the caller polls it before it waits again. Every CQ wait in the plugin ends here.

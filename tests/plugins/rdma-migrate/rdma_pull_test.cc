@@ -55,6 +55,16 @@ void expect_whole_and_running(Vm& c, const std::string& hash) {
     EXPECT_EQ(c.guest_value("errors"), 0u) << c.cmd("info guest");
 }
 
+// The clones the server's 'info pull-clients' lists as done, eventually `n` (within 30 s).
+bool eventually_done(Vm& server, size_t n, std::string& served) {
+    return eventually([&] {
+        served = server.cmd("info pull-clients");
+        size_t done = 0;
+        for (size_t at = served.find(" done "); at != std::string::npos; at = served.find(" done ", at + 1)) ++done;
+        return done == n;
+    }, 30);
+}
+
 }  // namespace
 
 // One clone of a guest saved while it ran: it runs before its RAM is in, its own check passes on
@@ -81,12 +91,7 @@ TEST(RdmaPull, ACloneRunsAtOnceAndPullsWhatItTouches) {
               << text_field(info, "postcopy requests") << ", " << text_field(info, "postcopy fault latency") << "\n";
     c.reset();  // gone, having said it was done
     std::string served;
-    EXPECT_TRUE(eventually([&] {
-        served = src->cmd("info pull-clients");
-        size_t done = 0;
-        for (size_t at = served.find(" done "); at != std::string::npos; at = served.find(" done ", at + 1)) ++done;
-        return done == 1;
-    }, 30)) << served;
+    EXPECT_TRUE(eventually_done(*src, 1, served)) << served;
     std::cout << served;
     EXPECT_EQ(src->cmd("x_pull_serve_stop"), "");
     EXPECT_NE(src->cmd("info pull-clients").find("serving no saved guest"), std::string::npos);
@@ -111,12 +116,7 @@ TEST(RdmaPull, FourClonesPullFromOneServerAtOnce) {
     for (auto& c : clones) expect_whole_and_running(*c, hash);
     clones.clear();
     std::string served;
-    EXPECT_TRUE(eventually([&] {
-        served = src->cmd("info pull-clients");
-        size_t done = 0;
-        for (size_t at = served.find(" done "); at != std::string::npos; at = served.find(" done ", at + 1)) ++done;
-        return done == 4;
-    }, 30)) << served;
+    EXPECT_TRUE(eventually_done(*src, 4, served)) << served;
     std::cout << served;
     std::filesystem::remove(path);
 }

@@ -28,7 +28,7 @@ Status LazyRestore::prepare() {
     }
     missing_ = std::make_unique<MissingPages>(blocks_, hosts);
     for (uint32_t i = 0; i < blocks_.size(); ++i) missing_->add(i, 0, blocks_[i].size / kStreamPageSize);
-    buffer_.resize(std::max(kPiece, kFaultWindow));
+    buffer_.resize(std::max({piece(), kFaultWindow}));
     faults_ = std::make_unique<FaultHandler>(*uffd_, *missing_, vcpu_tids_, [this](uint32_t block, uint64_t offset, uint32_t) {
         std::lock_guard lock(requests_mutex_);
         requests_.push_back({block, offset});
@@ -75,7 +75,7 @@ Status LazyRestore::serve(const Request& r) {
     return place(r.block, r.offset, end - r.offset, false);
 }
 
-// The next piece of the fill: a hole before the cursor's extent as zero pages, else up to kPiece
+// The next piece of the fill: a hole before the cursor's extent as zero pages, else up to piece()
 // of the extent; past a block's last extent, its tail as zero pages and on to the next block.
 Status LazyRestore::fill_next() {
     Cursor& c = cursor_;
@@ -106,7 +106,7 @@ Status LazyRestore::fill_next() {
         c.at = from;
         return {};
     }
-    uint64_t n = std::min(kPiece, to - c.at);
+    uint64_t n = std::min(piece(), to - c.at);
     if (auto s = place(c.block, c.at, n, true); !s) return s;
     c.at += n;
     if (c.at == to) ++c.extent;

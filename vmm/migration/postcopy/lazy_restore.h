@@ -31,7 +31,7 @@ namespace vmm::migration {
 class LazyRestore {
 public:
     static constexpr uint64_t kFaultWindow = 64 << 10;  // read for one fault: a disk read of 64 KiB costs what 4 KiB does
-    static constexpr uint64_t kPiece = 1 << 20;         // the background fill's read
+    static constexpr uint64_t kPiece = 1 << 20;         // the background fill's read (unless the file says)
 
     // `blocks`: this machine's layout; `cancel`: the incoming migration's (run() returns at once).
     LazyRestore(const memory::GuestMemory& mem, std::vector<BlockInfo> blocks, std::vector<uint32_t> vcpu_tids,
@@ -56,6 +56,7 @@ private:
     Status fill_next();
     Status place(uint32_t block, uint64_t offset, uint64_t length, bool background);
     Status place_zero(uint32_t block, uint64_t from, uint64_t to);
+    uint64_t piece() const { return file_.piece != 0 ? file_.piece : kPiece; }
     bool next_request(Request& out);
 
     const memory::GuestMemory& mem_;

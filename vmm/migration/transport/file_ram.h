@@ -37,6 +37,9 @@ struct LazyFileRam {
     // Where the guest cannot run first (no userfaultfd here): all of RAM read in place and checked,
     // as a restore that is not lazy reads it. Only while the connection lives.
     std::function<Status()> read_all;
+    // The background fill's read, bytes (0: LazyRestore's own, 1 MiB): larger where each read
+    // costs a round trip that several reads at once hide (a pull's).
+    uint64_t piece = 0;
 };
 
 // A destination channel that leaves guest RAM in a file (a restore from file:PATH).

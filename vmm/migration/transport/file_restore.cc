@@ -37,6 +37,9 @@ constexpr uint64_t kReadPiece = 8u << 20;
 // many threads (fewer on fewer cores).
 constexpr uint64_t kInPlacePiece = 2u << 20;
 constexpr unsigned kReadThreads = 4;
+// A pulled save's background fill reads this much at a time: several READs at once (a fault
+// waits behind at most one such read).
+constexpr uint64_t kPulledPiece = 4u << 20;
 
 struct Opened {
     UniqueFd fd;
@@ -256,6 +259,7 @@ public:
         LazyFileRam l;
         l.read = [src = lazy_](uint32_t i, uint64_t offset, std::span<uint8_t> into) { return src->read(i, offset, into); };
         l.extents = [src = lazy_](uint32_t i) { return src->extents(i); };
+        if (file_->remote) l.piece = kPulledPiece;
         l.read_all = [this] {  // the connection lives until the restore is decided
             loaded_ = true;
             for (uint32_t i = 0; i < blocks_.size(); ++i)

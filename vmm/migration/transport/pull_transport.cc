@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
+#include "vmm/common/log.h"
+#include "vmm/common/units.h"
+
 #include "vmm/migration/transport/file_io.h"
 #include "vmm/migration/transport/pull.h"
 
@@ -38,9 +43,16 @@ public:
                                  ctx.uri.text, ctx.uri.text, base_.scheme()));
     }
     Result<std::unique_ptr<Listener>> listen(const TransportContext& ctx) override {
+        auto began = std::chrono::steady_clock::now();
         auto pulled = base_.pull(ctx);
         if (!pulled) return pulled.error();
-        return file::open_pulled(ctx, std::move(*pulled));
+        uint64_t size = (*pulled)->size();
+        auto l = file::open_pulled(ctx, std::move(*pulled));
+        if (l) {
+            log::info("{}: connected, and the save it serves ({}) checked, in {:.1f} ms", ctx.uri.text, format_size(size),
+                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count());
+        }
+        return l;
     }
 
 private:
