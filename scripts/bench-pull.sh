@@ -8,6 +8,8 @@
 #   whole     until every page is in (completed), and the rate
 #   server    the serving vmm's CPU time (utime + stime) during the pull, per GiB pulled
 #   digest    the clone's RAM against a restore of the same file read whole on this host
+#   ib_read_bw  1 MiB READs on the same device, before the first size and after the last: the
+#             fabric's own rate, beside the clones' pull rate
 # then --clones clones (4) of the smallest size at once: each one's time, their digests, the
 # server's CPU. Writes bench-pull.json to --out (default build/bench).
 #   scripts/bench-pull.sh [--sizes 256M,2G] [--clones 4] [--out DIR]
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 out=${out:-$BUILD/bench}
 if [ -z "${VMM_BENCH_INSIDE:-}" ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-    ensure_packages jq qemu-system-x86
+    ensure_packages jq qemu-system-x86 perftest
     build
     log "no RDMA device here: the benchmark runs inside the SoftRoCE nested VM (10 GiB of memory)"
     SOFTROCE_MEM=${SOFTROCE_MEM:-10G} exec "$ROOT/scripts/softroce-run.sh" env VMM_BENCH_INSIDE=1 \
@@ -109,8 +111,26 @@ clone() {
     echo "$(field "$1" "lazy restore ready" | awk '{ print $1 }') ${connect:-null} $((t1 - t0)) $((t2 - t0))"
 }
 
+# ib_read_bw with 1 MiB READs (the clone's), MB/s.
+read_bw() {
+    local p=$(( 20000 + RANDOM % 20000 )) dev
+    dev=$(ls /sys/class/infiniband | head -1)
+    ib_read_bw -d "$dev" -s 1048576 -n 64 -F -p "$p" >"$work/ibr-server.log" 2>&1 &
+    local server=$!
+    sleep 1
+    for _ in 1 2 3 4 5; do
+        ib_read_bw -d "$dev" -s 1048576 -n 64 -F -p "$p" "$VMM_RDMA_ADDR" >"$work/ibr-client.log" 2>&1 || true
+        grep -q "Couldn't connect" "$work/ibr-client.log" || break
+        sleep 2
+    done
+    kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true
+    awk '$1 == 1048576 && $2 > 0 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }' "$work/ibr-client.log" | tail -1
+}
+
 mkdir -p "$out"
 results=()
+ib_before=$(read_bw)
+log "ib_read_bw (1 MiB READs): ${ib_before:-?} MB/s"
 first_size=${sizes%%,*}
 uri="$VMM_RDMA_ADDR:$(( 30000 + RANDOM % 20000 ))"
 start_vm server 64M --guest pattern -S
@@ -169,9 +189,12 @@ for size in ${sizes//,/ }; do
     h server x_pull_serve_stop >/dev/null
     rm -f "$file"
 done
-printf '%s\n' "${results[@]}" | jq -s --arg when "$(date -u +%FT%TZ)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" \
-    '{when: $when, cpu: $cpu, runs: .}' >"$out/bench-pull.json"
+ib_after=$(read_bw)
+log "ib_read_bw (1 MiB READs): ${ib_after:-?} MB/s"
+printf '%s\n' "${results[@]}" | jq -s --arg before "${ib_before:-}" --arg after "${ib_after:-}" --arg when "$(date -u +%FT%TZ)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" \
+    '{when: $when, cpu: $cpu, ib_read_bw_mb_s: [$before, $after], runs: .}' >"$out/bench-pull.json"
 printf '\n\033[1mclones pulling a served save over rdma\033[0m  %s\n' "$(jq -r '.when + "  " + .cpu' "$out/bench-pull.json")"
+printf '  ib_read_bw, 1 MiB READs, before and after: %s and %s MB/s\n' "${ib_before:-?}" "${ib_after:-?}"
 jq -r '.runs[] | if .clones then "  \(.size) x\(.clones) at once: whole after \(.whole_ms | map(tostring + " ms") | join(", ")); digests the save'"'"'s: \(.digests_same) of \(.clones); server CPU \(.server_cpu_ms) ms"
        else "  \(.size) (save \(.save_bytes / 1048576 | floor) MiB, \(.pulled_bytes / 1048576 | floor) MiB of data): connected and checked in \(.connect_ms) ms, runnable \(.ready_ms) ms later (a local lazy restore of the file: \(.local_lazy_ready_ms) ms); whole after \(.whole_ms) ms (\(.mb_per_s * 10 | floor / 10) MB/s); server CPU \(.server_cpu_ms) ms (idle over as long: \(.server_idle_cpu_ms | floor) ms); digest \(if .digest_same then "the save'"'"'s" else "DIFFERS" end)" end' "$out/bench-pull.json"
 echo "(written to $out/bench-pull.json)"

@@ -1,7 +1,8 @@
 // PullClient (proto/pull_wire.h; docs/rdma-protocol.md, "Pulling a saved guest"): a connection
 // to a PullServer and reads of what it serves by RDMA READ, a piece (kPiece) at a time into a
 // landing area of its own, several at once as the server's queue pair takes them, copied out
-// in order. Now and then, and when it ends, it tells the server how much it has read.
+// in order. Now and then (each 32 MiB or second), and when it ends, it tells the server how
+// much it has read.
 #pragma once
 
 #include <chrono>
