@@ -8,7 +8,8 @@
 # answers at once, shows it paused (unknown), refuses a second start and takes it over once it
 # answers; a truncated run record is kept aside and its vmm adopted through its QMP socket; one
 # with no vmm behind it blocks a start until it is removed; the source's vmmd killed before Confirm:
-# its copy is held paused, the destination's runs.
+# its copy is held paused, the destination's runs; and a migration tried again at once after the
+# destination's vmmd was killed waits for the restarted one to end the stale incoming vmm.
 #   virsh_crash_test.sh BUILD_DIR
 set -uo pipefail
 build=$1
@@ -68,6 +69,31 @@ wait "$mpid" && fail "virsh migrate succeeded without the destination's vmmd: $(
 restart_destination
 the_source_keeps_it "destination vmmd killed during Perform"
 expect "the restarted destination says why it ended the incoming vmm" "$(cat "$dir/dlog")" "Finish never resumed it"
+
+# The client tries again at once, while the restarted destination is still ending the incoming
+# vmm an earlier Finish never resumed (here held: that vmm is stopped until the adopter has found
+# it silent): the new Prepare waits for the adoption to end it, and the migration completes,
+# instead of a refusal that the domain 'is already running here'. Then the guest comes back.
+migrate_away
+kill_hard "$dpid"
+wait "$mpid" && fail "virsh migrate succeeded without the destination's vmmd: $(cat "$dir/migrate.out")"
+stale=$(dest_vmms)
+[ -n "$stale" ] || fail "no incoming vmm was left on the destination to adopt"
+kill -STOP $stale
+wait_until 30 state_is "running (migration canceled)" || fail "the source shows $(v domstate demo --reason)"
+restart_destination
+port=$((port + 1))
+v migrate --live demo "$duri" --migrateuri "tcp://127.0.0.1:$port" >"$dir/migrate2.out" 2>&1 &
+again=$!
+silent() { grep -q "does not answer on its QMP socket" "$dir/dlog"; }
+wait_until 30 silent || fail "the restarted destination never tried the stopped vmm: $(tail -3 "$dir/dlog")"
+kill -CONT $stale
+wait "$again" || fail "a migration tried again while the destination adopted the last one's vmm: $(cat "$dir/migrate2.out")"
+[ "$(d domstate demo | head -1)" = running ] || fail "after the retry the destination shows $(d domstate demo --reason)"
+echo "ok: a migration tried again at once waits for the restarted destination to end the stale incoming vmm"
+port=$((port + 1))
+out=$(d migrate --live demo "$uri" --migrateuri "tcp://127.0.0.1:$port" 2>&1) || fail "migrating the guest back: $out"
+wait_until 30 runs || fail "back at the source the domain shows $(v domstate demo --reason)"
 
 # Stopped, then killed, while the client waits for Finish: the source has completed (its vmm
 # 'postmigrate'), and Confirm's cancel must resume it there.

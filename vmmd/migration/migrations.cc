@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+
 
 #include "vmm/common/fd.h"
 #include "vmm/common/log.h"
@@ -78,6 +80,21 @@ vmm::Status Migrations::start_incoming(const DomainDef& def, const MigrationUri&
     return r.error();
 }
 
+// An incoming domain this vmmd did not prepare (a restarted vmmd adopted it) is ended by its
+// adopter, which may still be at it when the client's next try comes, moments after the last
+// failed: the next Prepare waits for that (at most kSettleWait), as libvirt's calls wait for a
+// domain its restarted daemon is reconnecting. Returns whether it waited.
+bool Migrations::settling_incoming(const Uuid& uuid) {
+    constexpr auto kSettleWait = std::chrono::seconds(10);
+    {
+        std::lock_guard lock(mutex_);
+        if (prepared_by_.count(uuid) != 0) return false;  // an incoming of this vmmd's, under way
+    }
+    if (sup_.phase(uuid) != MigrationPhase::incoming) return false;
+    (void)sup_.wait_stopped(uuid, kSettleWait);
+    return true;
+}
+
 Reply Migrations::prepare(uint64_t connection, Reader& a) {
     auto params = rpc::decode_typed_params(a);
     auto cookie_bytes = a.opaque(kMaxCookie);
@@ -95,6 +112,7 @@ Reply Migrations::prepare(uint64_t connection, Reader& a) {
     if ((*flags & VIR_MIGRATE_POSTCOPY_RESUME) != 0) return recovery_.prepare(*def, *params);
     if (auto why = driver_.tls_refusal(*flags)) return refuse(VIR_ERR_ARGUMENT_UNSUPPORTED, *why);
     auto existing = store_.by_uuid(def->uuid);
+    if (existing && existing->active() && settling_incoming(def->uuid)) existing = store_.by_uuid(def->uuid);
     if (existing && existing->active()) {
         return refuse(VIR_ERR_OPERATION_INVALID, fmt::format("domain '{}' is already running here", existing->def.name));
     }

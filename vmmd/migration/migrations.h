@@ -76,6 +76,7 @@ private:
     // `connection`: the caller's, which owns the incoming domain until Finish.
     rpc::Reply prepare(uint64_t connection, xdr::Reader& a);
     vmm::Status start_incoming(const DomainDef& def, const MigrationUri& uri, uint32_t flags);
+    bool settling_incoming(const Uuid& uuid);  // an adopted incoming being ended: waited for
     rpc::Reply perform(const DomainView& v, xdr::Reader& a);
     // --p2p: this vmmd drives the whole sequence as the destination's client (vmmd/peer).
     rpc::Reply perform_p2p(const DomainView& v, const std::optional<std::string>& dconnuri,

@@ -92,6 +92,11 @@ public:
     // Records where a migration of the running domain stands (kept in its run record for a
     // restarted vmmd). A destination in MigrationPhase::incoming cannot be resumed by resume().
     void set_phase(const Uuid& uuid, MigrationPhase phase);
+    // Where a migration of the running domain stands; nullopt when it does not run.
+    std::optional<MigrationPhase> phase(const Uuid& uuid) const {
+        auto r = find(uuid);
+        return r ? std::optional<MigrationPhase>(r->phase.load()) : std::nullopt;
+    }
     // The CPU time the domain's vmm has used (user and system, every thread), in ns; 0 if it
     // does not run or cannot be read.
     uint64_t cpu_time_ns(const Uuid& uuid) const;
