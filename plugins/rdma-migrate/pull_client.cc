@@ -119,6 +119,11 @@ Status PullClient::read(void* into, uint64_t length, uint64_t at) {
         uint64_t before = copied;
         auto s = ep_->progress([&](const ibv_wc& wc) { return take(wc, out, length, copied); },
                                [&] { return copied > before; });
+        if (!s && (ep_->disconnected || ep_->link_lost || ep_->device_removed)) {
+            return Error(fmt::format("{}: the server's connection ended while this clone read {} bytes at {} (it stopped "
+                                     "serving, or its host or link went): the guest cannot run on without its pages ({})",
+                                     ep_->describe, length, at, s.error().message()));
+        }
         if (!s) return s.error().context(fmt::format("{}: reading {} bytes at {}", ep_->describe, length, at));
     }
     pulled_ += length;

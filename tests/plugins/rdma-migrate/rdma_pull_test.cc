@@ -121,6 +121,36 @@ TEST(RdmaPull, FourClonesPullFromOneServerAtOnce) {
     std::filesystem::remove(path);
 }
 
+// The server stops serving while a clone pulls: the clone ends (it cannot run on without its
+// pages), its last line naming the server; the server runs on, serving nothing.
+TEST(RdmaPull, AServerThatStopsServingEndsItsPullingCloneInOneLine) {
+    VMM_REQUIRE(need::kvm(), need::rdma());
+    std::string path = temp_path("pull-stop.save");
+    // 48 MiB of random bytes to pull: seconds over SoftRoCE, long enough to stop in the middle.
+    auto src = Vm::start("pull-stop-src", {"--guest", "pattern", "-m", "64M", "--smp", "1", "--append", "bytes=8M check=64",
+                                           "--prefill", "48M"});
+    ASSERT_TRUE(src);
+    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 120)) << src->cmd("info guest");
+    ASSERT_EQ(src->cmd("stop"), "");
+    ASSERT_NE(src->cmd("migrate file:" + path).find("Migration status: completed"), std::string::npos) << src->log();
+    std::string uri = rdma_uri();
+    ASSERT_EQ(src->cmd("x_pull_serve " + path + " " + uri), "");
+    auto c = clone("pull-stop-clone", uri, true);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(eventually([&] { return src->cmd("info pull-clients").find(" pulling ") != std::string::npos; }, 60))
+        << src->cmd("info pull-clients");
+    ASSERT_EQ(src->cmd("x_pull_serve_stop"), "");
+    auto ended = c->process().wait(std::chrono::seconds(60));
+    ASSERT_TRUE(ended.has_value()) << "the clone ran on without its server: " << c->cmd("info migrate");
+    EXPECT_NE(*ended, 0);
+    std::string log = c->log();
+    std::cout << log.substr(log.rfind("vmm: ", log.size() - 2) == std::string::npos ? 0 : log.rfind("vmm: ", log.size() - 2));
+    EXPECT_NE(log.find("rdma-pull:" + uri.substr(5) + ": the server's connection ended"), std::string::npos) << log;
+    EXPECT_EQ(src->cmd("info status"), "VM status: paused\n");
+    EXPECT_NE(src->cmd("info pull-clients").find("serving no saved guest"), std::string::npos);
+    std::filesystem::remove(path);
+}
+
 // What cannot work is one line: serving what is not a save, or over a transport that cannot,
 // serving twice, a clone whose shape is not the save's, a clone that reaches a migration
 // destination (which waits on), and a clone asked to map what is on another host.
