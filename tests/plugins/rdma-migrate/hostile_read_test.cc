@@ -63,17 +63,9 @@ public:
     std::string read(uint64_t address, uint32_t rkey) {
         Endpoint& ep = dst_->postcopy()->endpoint();
         std::fill(buf_.begin(), buf_.end(), 0);
-        ibv_sge sge{reinterpret_cast<uint64_t>(buf_.data()), static_cast<uint32_t>(kPcPage), buf_mr_->lkey};
-        ibv_send_wr wr{};
-        wr.wr_id = 7;
-        wr.opcode = IBV_WR_RDMA_READ;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.wr.rdma.remote_addr = address;
-        wr.wr.rdma.rkey = rkey;
-        ibv_send_wr* bad = nullptr;
-        if (ibv_post_send(ep.qp.get(), &wr, &bad) != 0) return "ibv_post_send failed";
+        if (!post_one_send(ep.qp.get(), 7, IBV_WR_RDMA_READ, buf_.data(), static_cast<uint32_t>(kPcPage), buf_mr_->lkey,
+                           "ibv_post_send", address, rkey))
+            return "ibv_post_send failed";
         bool done = false;
         auto r = wait_cq(ep, false, [&](const ibv_wc& wc) {
             done = done || wc.wr_id == 7;  // earlier completions (HELLO's SEND) pass by

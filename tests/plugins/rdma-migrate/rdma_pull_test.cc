@@ -23,8 +23,11 @@ const std::vector<std::string> kGuest{"--guest", "pattern", "-m", "64M", "--smp"
 // A pattern guest, run until its first check and saved into `path`: `stopped`, paused first (its
 // clones start paused, and the saver's RAM digest stays the save's), else while it runs (its
 // clones run at once; the saver runs on). Returns the saver, or null.
-std::unique_ptr<Vm> saved_guest(const std::string& name, const std::string& path, bool stopped) {
-    auto src = Vm::start(name, kGuest);
+std::unique_ptr<Vm> saved_guest(const std::string& name, const std::string& path, bool stopped,
+                                const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args = kGuest;
+    args.insert(args.end(), more.begin(), more.end());
+    auto src = Vm::start(name, args);
     if (!src) return nullptr;
     EXPECT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 120)) << src->cmd("info guest");
     if (stopped) {
@@ -127,12 +130,8 @@ TEST(RdmaPull, AServerThatStopsServingEndsItsPullingCloneInOneLine) {
     VMM_REQUIRE(need::kvm(), need::rdma());
     std::string path = temp_path("pull-stop.save");
     // 48 MiB of random bytes to pull: seconds over SoftRoCE, long enough to stop in the middle.
-    auto src = Vm::start("pull-stop-src", {"--guest", "pattern", "-m", "64M", "--smp", "1", "--append", "bytes=8M check=64",
-                                           "--prefill", "48M"});
+    auto src = saved_guest("pull-stop-src", path, true, {"--prefill", "48M"});
     ASSERT_TRUE(src);
-    ASSERT_TRUE(eventually([&] { return src->guest_value("results") >= 1; }, 120)) << src->cmd("info guest");
-    ASSERT_EQ(src->cmd("stop"), "");
-    ASSERT_NE(src->cmd("migrate file:" + path).find("Migration status: completed"), std::string::npos) << src->log();
     std::string uri = rdma_uri();
     ASSERT_EQ(src->cmd("x_pull_serve " + path + " " + uri), "");
     auto c = clone("pull-stop-clone", uri, true);

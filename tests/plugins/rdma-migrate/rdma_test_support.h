@@ -60,20 +60,10 @@ private:
 
 // Posts one signalled work request of `len` bytes of `buf` (registered with `lkey`) on `qp`: an
 // RDMA WRITE to (addr, rkey) or a SEND. Its completion goes to the control channel's on_other,
-// as RDMA WRITEs' do. Returns ibv_post_send's result.
+// as RDMA WRITEs' do. Returns 0 when it was posted (verbs.h's post_one_send), else -1.
 inline int post_one(ibv_qp* qp, ibv_wr_opcode op, const void* buf, uint32_t len, uint32_t lkey, uint64_t addr = 0,
                     uint32_t rkey = 0) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(buf), len, lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = make_wr_id(WrKind::write, 1);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = addr;
-    wr.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
+    return post_one_send(qp, make_wr_id(WrKind::write, 1), op, buf, len, lkey, "ibv_post_send", addr, rkey) ? 0 : -1;
 }
 
 // The plugin's own side of a test (a SourceSession or DestinationSession), on a thread of its own: its body returns "" when

@@ -57,19 +57,18 @@ Result<std::unique_ptr<FileServing>> FileServing::start(TransportRegistry& regis
     std::unique_ptr<FileServing> s(new FileServing(std::move(*cancel)));
     s->path_ = path;
     s->uri_ = uri;
-    s->fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!s->fd_) return Error::from_errno(fmt::format("opening file:{}", path));
-    auto size = check_saved(s->fd_.get(), path);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Error::from_errno(fmt::format("opening file:{}", path));
+    auto size = check_saved(fd.get(), path);
     if (!size) return size.error();
     // Read into memory of its own rather than mapped: what is served cannot change under the
     // clones whatever happens to the file, and the adapter can pin it whatever the file system
     // (a file on 9p or FUSE cannot be pinned).
     auto map = Mapping::map("the served save", *size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
     if (!map) return map.error().context("file:" + path);
-    if (auto r = file::read_at(s->fd_.get(), {map->data(), map->size()}, 0, "file:" + path); !r) return r.error();
+    if (auto r = file::read_at(fd.get(), {map->data(), map->size()}, 0, "file:" + path); !r) return r.error();
     if (::mprotect(map->data(), map->size(), PROT_READ) != 0) return Error::from_errno("mprotect (the served save)");
     s->map_ = std::move(*map);
-    s->fd_.reset();
     TransportContext ctx;
     ctx.uri = *parsed;
     ctx.options = std::move(options);

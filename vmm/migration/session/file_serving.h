@@ -36,8 +36,7 @@ private:
     FileServing(stream::CancelToken cancel) : cancel_(std::move(cancel)) {}
 
     std::string path_, uri_;
-    UniqueFd fd_;
-    Mapping map_;
+    Mapping map_;  // the save, read in: what is served
     stream::CancelToken cancel_;
     std::unique_ptr<FileServer> server_;  // last: stopped before the mapping goes
 };
