@@ -18,7 +18,13 @@ ChannelChecker::~ChannelChecker() {
     thread_.join();
 }
 
-Status ChannelChecker::add(uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
+void ChannelChecker::on_checked(CheckedFn fn) {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [this] { return !busy_; });
+    checked_ = std::move(fn);
+}
+
+Status ChannelChecker::add(uint32_t block, uint64_t offset, std::span<const uint64_t> sums, uint32_t round) {
     const auto& blocks = mem_.blocks();
     uint64_t length = sums.size() * memory::kPageSize;
     if (block >= blocks.size() || offset % memory::kPageSize != 0 || sums.empty() ||
@@ -29,7 +35,7 @@ Status ChannelChecker::add(uint32_t block, uint64_t offset, std::span<const uint
     }
     {
         std::lock_guard lock(mu_);
-        jobs_.push_back({block, offset, {sums.begin(), sums.end()}});
+        jobs_.push_back({block, offset, {sums.begin(), sums.end()}, round});
         queued_bytes_ += length;
     }
     wake_.notify_one();
@@ -39,6 +45,11 @@ Status ChannelChecker::add(uint32_t block, uint64_t offset, std::span<const uint
 void ChannelChecker::drain() {
     std::unique_lock lock(mu_);
     late_bytes_ += queued_bytes_;
+    idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
+}
+
+void ChannelChecker::finish_queued() {
+    std::unique_lock lock(mu_);
     idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
 }
 
@@ -56,13 +67,26 @@ void ChannelChecker::run() {
         jobs_.pop_front();
         busy_ = true;
         lock.unlock();
-        uint64_t length = job.sums.size() * memory::kPageSize;
-        verifier_.check(job.block, job.offset, {mem_.blocks()[job.block]->host() + job.offset, length}, job.sums);
+        check(job);
         lock.lock();
         busy_ = false;
-        queued_bytes_ -= length;
-        if (jobs_.empty()) idle_.notify_all();
+        queued_bytes_ -= job.sums.size() * memory::kPageSize;
+        idle_.notify_all();
     }
+}
+
+// The runs of pages between those that did not match are whole here as of the job's round.
+// checked_ is read here unlocked: on_checked() changes it only while no job is being checked.
+void ChannelChecker::check(const Job& job) {
+    uint64_t length = job.sums.size() * memory::kPageSize;
+    auto bad = verifier_.check(job.block, job.offset, {mem_.blocks()[job.block]->host() + job.offset, length}, job.sums);
+    if (!checked_) return;
+    uint64_t page = job.offset / memory::kPageSize, end = page + job.sums.size();
+    for (uint64_t b : bad) {
+        if (b > page) checked_(job.block, page, b - page, job.round);
+        page = b + 1;
+    }
+    if (end > page) checked_(job.block, page, end - page, job.round);
 }
 
 }  // namespace vmm::migration

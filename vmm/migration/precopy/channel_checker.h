@@ -3,11 +3,14 @@
 // known to have landed). Each delivery is checked (the XXH3 of the landed pages against the
 // source's sums, through the RamVerifier) on a thread of its own, so checking keeps pace with
 // the wire instead of following the round; at the round's end only what arrived last is left.
+// The pages that matched are whole here as of their round: a resumable precopy hears of them
+// (on_checked), so a link that breaks mid-round costs only what was not checked yet.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -26,11 +29,18 @@ public:
     ChannelChecker(const ChannelChecker&) = delete;
     ChannelChecker& operator=(const ChannelChecker&) = delete;
 
-    // Queues the check of sums.size() pages from `offset` in `block` (copied); a range outside
-    // the block, or not page-aligned, is refused (a transport's word is peer input).
-    Status add(uint32_t block, uint64_t offset, std::span<const uint64_t> sums);
-    // At the end of a round: waits until every queued check is done.
+    // (block, first page, count, round): pages whose sums matched, from the checker's thread.
+    using CheckedFn = std::function<void(uint32_t, uint64_t, uint64_t, uint32_t)>;
+    // Set between rounds (nothing queued is checked for it yet); nullptr stops it.
+    void on_checked(CheckedFn fn);
+
+    // Queues the check of sums.size() pages from `offset` in `block` (copied), sent in `round`;
+    // a range outside the block, or not page-aligned, is refused (a transport's word is peer input).
+    Status add(uint32_t block, uint64_t offset, std::span<const uint64_t> sums, uint32_t round);
+    // At the end of a round: waits until every queued check is done, counting what was left late.
     void drain();
+    // When the link broke: checks what landed before it, so that it counts as arrived.
+    void finish_queued();
     // Bytes whose check had not finished when drain() was called (what checking added to the
     // rounds' ends), over the whole migration.
     uint64_t late_bytes() const;
@@ -40,14 +50,17 @@ private:
         uint32_t block;
         uint64_t offset;
         std::vector<uint64_t> sums;
+        uint32_t round;
     };
     void run();
+    void check(const Job& job);  // outside mu_
 
     const memory::GuestMemory& mem_;
     RamVerifier& verifier_;
     mutable std::mutex mu_;
     std::condition_variable wake_, idle_;
     std::deque<Job> jobs_;
+    CheckedFn checked_;
     uint64_t queued_bytes_ = 0;  // in jobs_ and the one being checked
     uint64_t late_bytes_ = 0;
     bool busy_ = false;

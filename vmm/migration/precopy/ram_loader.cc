@@ -69,11 +69,15 @@ Status StreamLoader::listen_to_channel() {
         if (!channel_->carries_sums()) return Error("verify-ram: the new connection's RAM channel cannot deliver sums");
         channel_->on_sums([this](uint32_t block, uint64_t offset, std::span<const uint64_t> sums) {
             if (!in_round_) return Status(Error("verify-ram: the transport delivered sums outside a RAM round"));
-            return checker_->add(block, offset, sums);
+            return checker_->add(block, offset, sums, round_);
         });
     }
     if (arrivals_ != nullptr) {
         ArrivalRounds* a = arrivals_;
+        // Pages whose sums matched arrived whole in their round, before the round's end.
+        if (checker_) checker_->on_checked([a](uint32_t block, uint64_t first, uint64_t count, uint32_t round) {
+            a->landed(block, first, count, round);
+        });
         if (!channel_->on_landed([a](uint32_t block, uint64_t first, uint64_t count, uint32_t round) {
                 a->landed(block, first, count, round);
             })) {
@@ -87,7 +91,10 @@ void StreamLoader::leave_channel() {
     if (channel_ == nullptr) return;
     ChannelCounts c = channel_->counts();
     carried_.pages += c.pages, carried_.zero_pages += c.zero_pages, carried_.bytes += c.bytes;
-    if (checker_) channel_->on_sums(nullptr);
+    if (checker_) {
+        channel_->on_sums(nullptr);
+        checker_->finish_queued();  // what landed before the break counts once checked
+    }
     if (arrivals_ != nullptr) channel_->on_landed(nullptr);
     channel_ = nullptr;
 }

@@ -11,12 +11,21 @@ ArrivalRounds::ArrivalRounds(const std::vector<BlockInfo>& blocks) {
 }
 
 void ArrivalRounds::landed(uint32_t block, uint64_t first_page, uint64_t count, uint32_t round) {
-    auto& r = rounds_.at(block);
+    std::lock_guard lock(mu_);
+    if (block >= rounds_.size()) return;
+    auto& r = rounds_[block];
     uint64_t end = std::min<uint64_t>(r.size(), first_page + count);
-    for (uint64_t p = first_page; p < end; ++p) r[p] = round;
+    for (uint64_t p = first_page; p < end; ++p)
+        if (r[p] == kNeverArrived || r[p] < round) r[p] = round;
+}
+
+void ArrivalRounds::unarrived(uint32_t block, uint64_t page) {
+    std::lock_guard lock(mu_);
+    if (block < rounds_.size() && page < rounds_[block].size()) rounds_[block][page] = kNeverArrived;
 }
 
 std::vector<std::vector<uint8_t>> ArrivalRounds::encode() const {
+    std::lock_guard lock(mu_);
     std::vector<std::vector<uint8_t>> out;
     for (uint32_t b = 0; b < rounds_.size(); ++b) {
         const auto& r = rounds_[b];
@@ -88,6 +97,12 @@ uint64_t ReportedRounds::also_arrived(const ArrivalRounds& delivered) {
         }
     }
     return moved;
+}
+
+uint64_t ReportedRounds::held() const {
+    uint64_t n = 0;
+    for (const auto& r : rounds_) n += static_cast<uint64_t>(std::count_if(r.begin(), r.end(), [](uint32_t x) { return x != kNeverArrived; }));
+    return n;
 }
 
 bool ReportedRounds::complete() const {

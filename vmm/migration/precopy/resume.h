@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -27,12 +28,18 @@ class ArrivalRounds {
 public:
     explicit ArrivalRounds(const std::vector<BlockInfo>& blocks);
     // `count` pages of `block` from `first_page` arrived whole in `round` (checked ranges only).
+    // Safe from several threads at once (multifd's lanes; a RAM channel and its sums' checker);
+    // a page keeps the latest round it was said to arrive in.
     void landed(uint32_t block, uint64_t first_page, uint64_t count, uint32_t round);
+    // The page's last copy did not arrive whole after all (its check failed).
+    void unarrived(uint32_t block, uint64_t page);
     // The RECEIVED_ROUNDS messages describing every page, in order.
     std::vector<std::vector<uint8_t>> encode() const;
+    // Read only while nothing lands (between connections, or in tests).
     const std::vector<std::vector<uint32_t>>& rounds() const { return rounds_; }
 
 private:
+    mutable std::mutex mu_;
     std::vector<std::vector<uint32_t>> rounds_;  // per block, per page; kNeverArrived at first
 };
 
@@ -63,6 +70,8 @@ public:
     // pages it moved on (for the log).
     uint64_t also_arrived(const ArrivalRounds& delivered);
     const std::vector<std::vector<uint32_t>>& rounds() const { return rounds_; }
+    // Pages said to have arrived whole in some round.
+    uint64_t held() const;
 
 private:
     std::vector<std::vector<uint32_t>> rounds_;

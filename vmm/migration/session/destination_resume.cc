@@ -101,6 +101,10 @@ Status PrecopyWait::ride_out(std::unique_ptr<Connection>& conn, const Error& why
         core_.stats.error = why.message();
     }
     if (loader != nullptr) loader->leave_channel();  // before the channel goes with its connection
+    // A page whose last copy failed its check did not arrive whole, whatever vouched for its round.
+    if (verifier != nullptr && arrivals_) {
+        verifier->for_each_owed([this](uint32_t block, uint64_t page) { arrivals_->unarrived(block, page); });
+    }
     conn.reset();
     core_.set_status(MigrationStatus::precopy_paused);
     for (;;) {

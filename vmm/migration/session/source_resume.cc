@@ -159,8 +159,8 @@ Status PrecopyResumption::ride_out(SourceRun& run, Error why) {
     // A break in the last round left the rate unpaced: the guest runs again, so it follows
     // max-bandwidth again.
     run.limiter = RateLimiter(core_.live->reader(Live::max_bandwidth), RateLimiter::cancellable_sleep(core_.cancel));
-    log::info("precopy to {} resumed after {:.0f} ms: {} pages go again", core_.conn->describe(),
-              ms_between(paused_at, Clock::now()), resent_now_);
+    log::info("precopy to {} resumed after {:.0f} ms: {} pages go again (the destination holds {})",
+              core_.conn->describe(), ms_between(paused_at, Clock::now()), resent_now_, held_now_);
     return {};
 }
 
@@ -249,6 +249,7 @@ Result<std::optional<SourceCore::Bitmaps>> PrecopyResumption::what_to_resend(str
         if (delivered_) vouched = arrived.also_arrived(*delivered_);
     }
     if (vouched != 0) log::info("precopy resume: {} pages this side's transport delivered do not go again", vouched);
+    held_now_ = arrived.held();
     auto populated = populated_pages(core_.machine.memory());
     return std::optional(pages_to_resend(*sent_rounds_, arrived, [&](size_t b, uint64_t p) {
         return ((populated[b][p / 64] >> (p % 64)) & 1) != 0;

@@ -79,6 +79,7 @@ private:
     RamMode header_mode_ = RamMode::inline_pages;  // and how its RAM goes: a resumption's goes the same way
     std::string broke_because_;             // the last break's error
     uint64_t resent_now_ = 0;               // pages the last resumption sends again
+    uint64_t held_now_ = 0;                 // pages the destination held at the last resumption
     double first_connect_ms_ = 0;           // first_connect_took
     std::mutex delivered_mutex_;            // the channel reports from inside its calls, on any thread
     std::optional<ArrivalRounds> delivered_;  // listen_for_deliveries': per page, the round its write landed in

@@ -15,19 +15,28 @@ void RamVerifier::settle_range(uint32_t block, uint64_t first, uint64_t end) {
     owed.erase(from, to);
 }
 
-void RamVerifier::check(uint32_t block, uint64_t offset, std::span<const uint8_t> landed, std::span<const uint64_t> sums) {
+std::vector<uint64_t> RamVerifier::check(uint32_t block, uint64_t offset, std::span<const uint8_t> landed,
+                                         std::span<const uint64_t> sums) {
     checked_bytes_ += landed.size();
     uint64_t first = offset / memory::kPageSize;
     std::vector<uint64_t> bad;  // pages of this record that did not match (rare: usually none)
     for (size_t i = 0; i < sums.size() && (i + 1) * memory::kPageSize <= landed.size(); ++i) {
         if (summer_(landed.data() + i * memory::kPageSize) != sums[i]) bad.push_back(first + i);
     }
-    if (bad.empty() && owed_pages_.load() == 0) return;
+    if (bad.empty() && owed_pages_.load() == 0) return bad;
     std::lock_guard lock(mu_);
     settle_range(block, first, first + sums.size());
     mismatches_ += bad.size();
     owed_[block].insert(bad.begin(), bad.end());
     owed_pages_ += bad.size();
+    return bad;
+}
+
+void RamVerifier::for_each_owed(const std::function<void(uint32_t, uint64_t)>& fn) const {
+    if (owed_pages_.load() == 0) return;
+    std::lock_guard lock(mu_);
+    for (uint32_t b = 0; b < owed_.size(); ++b)
+        for (uint64_t page : owed_[b]) fn(b, page);
 }
 
 void RamVerifier::replaced(uint32_t block, uint64_t offset, uint64_t length) {

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <mutex>
 #include <span>
@@ -34,12 +35,16 @@ public:
 
     // The record's data landed at block/offset (already bounds-checked): hashes each page against
     // the source's sum for it. A matching page settles what it owed; a mismatch makes it owed.
-    // Safe from several lanes at once.
-    void check(uint32_t block, uint64_t offset, std::span<const uint8_t> landed, std::span<const uint64_t> sums);
+    // Returns the pages that did not match, in order (usually none). Safe from several lanes at once.
+    std::vector<uint64_t> check(uint32_t block, uint64_t offset, std::span<const uint8_t> landed,
+                                std::span<const uint64_t> sums);
     // A ZERO marker (no data to hash) replaced this range: its pages are owed no more.
     void replaced(uint32_t block, uint64_t offset, uint64_t length);
     // At the end of the stream: an error naming the first page whose last copy did not match.
     Status settle() const;
+    // Each page whose last copy did not match (block, page), e.g. for a resumption's report of
+    // what arrived whole: such a page did not.
+    void for_each_owed(const std::function<void(uint32_t, uint64_t)>& fn) const;
 
     uint64_t checked_bytes() const { return checked_bytes_.load(); }
     // Pages whose data did not match when they landed (a later copy may have settled them).
