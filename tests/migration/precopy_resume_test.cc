@@ -344,18 +344,19 @@ TEST(PrecopyResume, BadFallbacksAreRefusedInOneLine) {
 }
 
 // With postcopy-ram on, the precopy before the switch resumes as any other: cut in the bulk
-// round, over one connection and over multifd's lanes, both sides pause, the source's guest
+// round, over one connection, over multifd's lanes and with postcopy-preempt (whose second
+// connection comes at the switch, over the mended link), both sides pause, the source's guest
 // runs on; once the link is back and the rounds go on, migrate_start_postcopy switches over the
 // new connection, and the guest arrives whole (the destination held paused: its RAM read whole
 // is the source's).
 TEST(PrecopyResume, APostcopyMigrationsPrecopyResumesAndThenSwitches) {
     VMM_REQUIRE(need::kvm(), need::userfaultfd());
-    for (bool lanes : {false, true}) {
-        SCOPED_TRACE(lanes ? "multifd" : "one connection");
+    for (std::string with : {"", "multifd", "postcopy-preempt"}) {
+        SCOPED_TRACE(with.empty() ? "one connection" : with);
         std::vector<std::string> more;
-        if (lanes) more.push_back("multifd on");
+        if (!with.empty()) more.push_back(with + " on");
         uint16_t port = free_tcp_port();
-        std::string name = lanes ? "pr-pclanes" : "pr-pc";
+        std::string name = with.empty() ? "pr-pc" : with == "multifd" ? "pr-pclanes" : "pr-pcpre";
         auto src = filled_source(name + "-src");
         auto dst = postcopy_destination(name + "-dst", tcp_uri(port), "256M", "1", true, more);
         ASSERT_TRUE(src && dst);
