@@ -123,7 +123,8 @@ private:
     Result<uint32_t> take_push_slot();
     Status post_write(uint32_t slot, uint32_t length, uint32_t imm);
     Status expose_next_region();  // the migration thread's, before a push: kCapPostcopyRead
-    Status write_keys(const PcRegion& r);
+    std::optional<PcRegion> expose_run(uint32_t block, uint64_t offset, uint64_t length);
+    Status write_keys(std::span<const PcRegion> regions);  // at most kPcMaxRegions
     Status tag_region(PcRegion& r);  // authenticated: the region's page tags, exposed
 
     Endpoint& ep_;

@@ -9,6 +9,7 @@
 
 #include "postcopy_channel.h"
 #include "proto/bytes.h"
+#include "proto/resident_runs.h"
 #include "trace.h"
 #include "vmm/common/log.h"
 #include "vmm/common/units.h"
@@ -148,39 +149,74 @@ Result<uint32_t> PostcopySource::take_push_slot() {
     return slot;
 }
 
-// The next region of RAM registered for remote read and told to the destination. A failure to
-// register is not the migration's: the faults in what is left are asked for, as without READ.
+namespace {
+// Registrations at most a KEYS names, and the gap under which two runs of pages are joined.
+constexpr size_t kExposedRunsAtMost = 64;
+constexpr uint64_t kExposeGapPages = 256;  // 1 MiB
+
+// The runs of [host, host + length) this process has, in pages from host; all of it when the
+// kernel cannot say.
+std::vector<std::pair<uint64_t, uint64_t>> resident_pages(uint8_t* host, uint64_t length) {
+    std::vector<uint8_t> in(length / kPcPage);
+    if (::mincore(host, length, in.data()) != 0) return {{0, length / kPcPage}};
+    return resident_runs(in, kExposeGapPages, kExposedRunsAtMost);
+}
+}  // namespace
+
+// The next stretch of RAM (kPcReadRegion) with pages in it, registered for remote read, run by
+// run of the pages this process has (those it never touched are not missing at the
+// destination), and told to the destination in one KEYS. A failure to register is not the
+// migration's: the faults in what is left are asked for, as without READ.
 Status PostcopySource::expose_next_region() {
-    while (expose_block_ < blocks_.size() && expose_offset_ >= blocks_[expose_block_].size) ++expose_block_, expose_offset_ = 0;
-    if (expose_block_ == blocks_.size()) {
-        exposing_ = false;
-        trace("source: postcopy: all {} of RAM told to the destination for RDMA READ", vmm::format_size(exposed_));
-        return {};
+    std::vector<PcRegion> told;
+    while (told.empty()) {
+        while (expose_block_ < blocks_.size() && expose_offset_ >= blocks_[expose_block_].size) ++expose_block_, expose_offset_ = 0;
+        if (expose_block_ == blocks_.size()) {
+            exposing_ = false;
+            trace("source: postcopy: all {} of RAM it has told to the destination for RDMA READ", vmm::format_size(exposed_));
+            return {};
+        }
+        const LocalBlock& b = blocks_[expose_block_];
+        uint64_t from = expose_offset_, length = std::min(kPcReadRegion, b.size - from);
+        expose_offset_ += length;
+        for (auto [first, end] : resident_pages(b.host + from, length)) {
+            if (auto r = expose_run(static_cast<uint32_t>(expose_block_), from + first * kPcPage, (end - first) * kPcPage)) {
+                told.push_back(*r);
+                continue;
+            }
+            exposing_ = false;
+            return told.empty() ? Status{} : write_keys(told);
+        }
     }
-    const LocalBlock& b = blocks_[expose_block_];
-    uint64_t length = std::min(kPcReadRegion, b.size - expose_offset_);
+    return write_keys(told);
+}
+
+// One run registered for remote read (and, authenticated, its pages tagged); none when it
+// cannot be (rdma-pin-limit reached, the adapter refused), which says why in the log.
+std::optional<PcRegion> PostcopySource::expose_run(uint32_t block, uint64_t offset, uint64_t length) {
+    const LocalBlock& b = blocks_[block];
     if (reads_.pin_limit != 0 && exposed_ + length > reads_.pin_limit) {
-        exposing_ = false;
         vmm::log::info("x-rdma-postcopy-read: {} of RAM exposed for RDMA READ, as much as rdma-pin-limit allows; the "
                        "destination asks for the pages of the rest",
                        vmm::format_size(exposed_));
-        return {};
+        return std::nullopt;
     }
-    auto mr = ep_.memory().register_memory(b.host + expose_offset_, length, Use::postcopy_read,
+    auto mr = ep_.memory().register_memory(b.host + offset, length, Use::postcopy_read,
                                            fmt::format("{} of '{}' for RDMA READ", vmm::format_size(length), b.name));
     if (!mr) {
-        exposing_ = false;
         vmm::log::warn("x-rdma-postcopy-read: {}; the destination asks for the pages of the rest", mr.error().message());
-        return {};
+        return std::nullopt;
     }
-    PcRegion r{static_cast<uint32_t>(expose_block_), (*mr)->rkey, expose_offset_, length,
-               reinterpret_cast<uint64_t>(b.host + expose_offset_)};
+    PcRegion r{block, (*mr)->rkey, offset, length, reinterpret_cast<uint64_t>(b.host + offset)};
     read_mrs_.push_back(std::move(*mr));
-    if (keys_ && keys_->reads)
-        if (auto s = tag_region(r); !s) return s;
-    expose_offset_ += length;
+    if (keys_ && keys_->reads) {
+        if (auto s = tag_region(r); !s) {
+            vmm::log::warn("x-rdma-postcopy-read: {}; the destination asks for the pages of the rest", s.error().message());
+            return std::nullopt;
+        }
+    }
     exposed_ += length;
-    return write_keys(r);
+    return r;
 }
 
 // An authenticated channel's region: each page's tag (postcopy_auth.h, PcPageTags) into a
@@ -204,17 +240,18 @@ Status PostcopySource::tag_region(PcRegion& r) {
     return {};
 }
 
-Status PostcopySource::write_keys(const PcRegion& r) {
+Status PostcopySource::write_keys(std::span<const PcRegion> regions) {
     auto slot = take_push_slot();
     if (!slot) return slot.error();
     std::unique_lock writer(write_mutex_);
     if (auto s = wait_staging(writer, *slot); !s) return s;
-    PcRegion one[] = {r};
-    auto bytes = encode_pc_regions(one, keys_.has_value());
+    auto bytes = encode_pc_regions(regions, keys_.has_value());
     if (keys_) seal_pc_keys(bytes, keys_->writes);  // under write_mutex_: in the writes' order
     std::memcpy(staging_.data() + uint64_t{*slot} * kPcSlotSize, bytes.data(), bytes.size());
-    trace("source: KEYS into slot {}: block {} offset {:#x}, {} bytes", *slot, r.block, r.offset, r.length);
-    return post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(*slot), 1}));
+    trace("source: KEYS into slot {}: {} region(s) of block {} from offset {:#x}", *slot, regions.size(), regions[0].block,
+          regions[0].offset);
+    auto count = static_cast<uint8_t>(regions.size());
+    return post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(*slot), count}));
 }
 
 Status PostcopySource::write_done(const ibv_wc& wc) {

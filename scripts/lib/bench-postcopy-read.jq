@@ -11,6 +11,14 @@ def median: map(select(num)) | sort | if length == 0 then null elif length % 2 =
 def lat(r): r.destination."x-postcopy"."fault-latency";
 def figures(r): if r.failed then {failed: r.failed} else {
     total_ms: r.source."total-time",
+    precopy_ms: ((r.source."setup-time" // 0) + ((r.source."x-round-log" // []) | map(.seconds) | add // 0) * 1000) | round,
+    switch_ms: r.source."x-postcopy"."switch-ms",
+    # From GO to the end: what is left after the setup, the precopy rounds and the switch.
+    postcopy_ms: (r.source."total-time" - (r.source."setup-time" // 0) - r.source."x-postcopy"."switch-ms"
+                  - ((r.source."x-round-log" // []) | map(.seconds) | add // 0) * 1000) | round,
+    missing_pages: r.source."x-postcopy"."missing-pages",
+    pushed_pages: r.source."x-postcopy"."background-pages",
+    held_pages: r.source."x-postcopy"."x-held-pages",
     fault_p50_us: lat(r)."p50-us", fault_p99_us: lat(r)."p99-us", faults: lat(r).count,
     heard_by_source: r.source."x-postcopy".requests,
     return_cpu_ms: r.source."x-postcopy"."x-return-path-cpu-ms",
@@ -41,6 +49,10 @@ def per_run(k): [$runs[] | ratio($r[.][k]; $w[.][k])];
     "source CPU per fault, read / asked, per run (target <= 0.05)": per_run("return_cpu_us_per_fault"),
     "guest blocked, ms: asked / read (medians)": "\(col($w; "blocked_ms")) / \(col($r; "blocked_ms"))",
     "total, ms: asked / read (medians)": "\(col($w; "total_ms")) / \(col($r; "total_ms"))",
-    "total, read / asked, per run": per_run("total_ms")
+    "total, read / asked, per run": per_run("total_ms"),
+    "precopy (setup and rounds), ms: asked / read (medians)": "\(col($w; "precopy_ms")) / \(col($r; "precopy_ms"))",
+    "postcopy (from GO to the end), ms: asked / read (medians)": "\(col($w; "postcopy_ms")) / \(col($r; "postcopy_ms"))",
+    "postcopy, read / asked, per run (target <= 1)": per_run("postcopy_ms"),
+    "pages missing at the switch: asked / read (medians)": "\(col($w; "missing_pages")) / \(col($r; "missing_pages"))"
   }
 }
