@@ -124,6 +124,7 @@ private:
     Status post_write(uint32_t slot, uint32_t length, uint32_t imm);
     Status expose_next_region();  // the migration thread's, before a push: kCapPostcopyRead
     std::optional<PcRegion> expose_run(uint32_t block, uint64_t offset, uint64_t length);
+    void log_exposed(const char* what) const;  // how much of RAM was registered for READ, and why no more
     Status write_keys(std::span<const PcRegion> regions);  // at most kPcMaxRegions
     Status tag_region(PcRegion& r);  // authenticated: the region's page tags, exposed
 

@@ -173,7 +173,7 @@ Status PostcopySource::expose_next_region() {
         while (expose_block_ < blocks_.size() && expose_offset_ >= blocks_[expose_block_].size) ++expose_block_, expose_offset_ = 0;
         if (expose_block_ == blocks_.size()) {
             exposing_ = false;
-            trace("source: postcopy: all {} of RAM it has told to the destination for RDMA READ", vmm::format_size(exposed_));
+            log_exposed("the pages this side has");
             return {};
         }
         const LocalBlock& b = blocks_[expose_block_];
@@ -189,6 +189,13 @@ Status PostcopySource::expose_next_region() {
         }
     }
     return write_keys(told);
+}
+
+void PostcopySource::log_exposed(const char* what) const {
+    uint64_t ram = 0;
+    for (const auto& block : blocks_) ram += block.size;
+    vmm::log::info("x-rdma-postcopy-read: {} MiB of RAM registered for RDMA READ, of {} MiB in all: {}",
+                   (exposed_ + (1 << 20) - 1) >> 20, ram >> 20, what);
 }
 
 // One run registered for remote read (and, authenticated, its pages tagged); none when it
@@ -343,6 +350,7 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
 }
 
 Status PostcopySource::end() {
+    if (exposing_) log_exposed("every page had gone before the rest");
     std::lock_guard writer(write_mutex_);
     uint32_t end_slot = static_cast<uint32_t>(writing_.size() - 1);
     if (auto s = post_write(end_slot, 0, encode_pc_immediate({PcKind::end, 0, 0})); !s) return s;

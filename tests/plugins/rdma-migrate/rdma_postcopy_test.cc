@@ -95,8 +95,19 @@ TEST(RdmaPostcopy, FaultsAreReadByRdmaReadAndTheSourceHearsOfFew) {
     EXPECT_GT(number(*src, "postcopy pages the destination read itself (not pushed)"), 0u) << src->cmd("info migrate");
     std::string line = dst->log().substr(std::min(dst->log().size(), dst->log().find("rdma postcopy: ")));
     EXPECT_EQ(line.find("rdma postcopy: 0 faults read"), std::string::npos) << line;
+    // Only the pages the source has were registered for READ (pinning the rest would make them):
+    // the guest's 8 MiB and the little else it touched, not its 128 MiB.
+    const std::string log = src->log(), exposed = "x-rdma-postcopy-read: ";
+    size_t at = log.find(" MiB of RAM registered for RDMA READ");
+    ASSERT_NE(at, std::string::npos) << log;
+    size_t from = log.rfind(exposed, at);
+    ASSERT_NE(from, std::string::npos) << log;
+    uint64_t registered = std::strtoull(log.c_str() + from + exposed.size(), nullptr, 10);
+    EXPECT_GT(registered, 0u) << log;
+    EXPECT_LT(registered, 64u) << "the source registered RAM its guest never touched\n" << log;
     EXPECT_EQ(dst->ramhash(), source_ram);
-    std::cout << "rdma postcopy by READ: " << faults << " faults, " << heard << " heard by the source; "
+    std::cout << "rdma postcopy by READ: " << faults << " faults, " << heard << " heard by the source, " << registered
+              << " MiB registered for READ; "
               << text_field(dst->cmd("info migrate"), "postcopy fault latency") << "\n";
     expect_handover(*src, *dst);
 }
