@@ -42,14 +42,13 @@ Status ChannelChecker::add(uint32_t block, uint64_t offset, std::span<const uint
     return {};
 }
 
-void ChannelChecker::drain() {
-    std::unique_lock lock(mu_);
-    late_bytes_ += queued_bytes_;
-    idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
-}
+void ChannelChecker::drain() { wait_idle(true); }
 
-void ChannelChecker::finish_queued() {
+void ChannelChecker::finish_queued() { wait_idle(false); }
+
+void ChannelChecker::wait_idle(bool round_end) {
     std::unique_lock lock(mu_);
+    if (round_end) late_bytes_ += queued_bytes_;
     idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
 }
 

@@ -54,6 +54,7 @@ private:
     };
     void run();
     void check(const Job& job);  // outside mu_
+    void wait_idle(bool round_end);  // until nothing is queued or checked; a round's end counts what was left
 
     const memory::GuestMemory& mem_;
     RamVerifier& verifier_;

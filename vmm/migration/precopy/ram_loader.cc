@@ -73,14 +73,12 @@ Status StreamLoader::listen_to_channel() {
         });
     }
     if (arrivals_ != nullptr) {
-        ArrivalRounds* a = arrivals_;
-        // Pages whose sums matched arrived whole in their round, before the round's end.
-        if (checker_) checker_->on_checked([a](uint32_t block, uint64_t first, uint64_t count, uint32_t round) {
+        auto landed = [a = arrivals_](uint32_t block, uint64_t first, uint64_t count, uint32_t round) {
             a->landed(block, first, count, round);
-        });
-        if (!channel_->on_landed([a](uint32_t block, uint64_t first, uint64_t count, uint32_t round) {
-                a->landed(block, first, count, round);
-            })) {
+        };
+        // Pages whose sums matched arrived whole in their round, before the round's end.
+        if (checker_) checker_->on_checked(landed);
+        if (!channel_->on_landed(landed)) {
             return Error("a resumable precopy: this RAM channel cannot say which pages arrived");
         }
     }
