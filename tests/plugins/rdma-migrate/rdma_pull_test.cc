@@ -143,7 +143,8 @@ TEST(RdmaPull, AServerThatStopsServingEndsItsPullingCloneInOneLine) {
     ASSERT_TRUE(ended.has_value()) << "the clone ran on without its server: " << c->cmd("info migrate");
     EXPECT_NE(*ended, 0);
     std::string log = c->log();
-    std::cout << log.substr(log.rfind("vmm: ", log.size() - 2) == std::string::npos ? 0 : log.rfind("vmm: ", log.size() - 2));
+    size_t last = log.rfind("vmm: ", log.size() - 2);
+    std::cout << log.substr(last == std::string::npos ? 0 : last);
     EXPECT_NE(log.find("rdma-pull:" + uri.substr(5) + ": the server's connection ended"), std::string::npos) << log;
     EXPECT_EQ(src->cmd("info status"), "VM status: paused\n");
     EXPECT_NE(src->cmd("info pull-clients").find("serving no saved guest"), std::string::npos);
