@@ -77,6 +77,10 @@ struct vmm_transport_args {
      * connect puts an errno when one says what happened, ECONNREFUSED above all (the address
      * answered that nothing listens there: a precopy's resumption then gives up at once). */
     int32_t *connect_errno;
+    /* Appended (read it only when struct_size covers it): max-postcopy-bandwidth, bytes/s, 0 =
+     * unlimited, as set when the migration connected. vmm paces the pages it hands pc_send; a
+     * transport whose destination fetches pages itself (VMM_RAM_PC_PULLS) paces those with it. */
+    uint64_t max_postcopy_bandwidth;
 };
 
 #define VMM_ARGS_POSTCOPY 1u /* postcopy-ram is on at this side: offer (source) / grant (destination) pc_* */
@@ -326,6 +330,11 @@ struct vmm_transport_ops {
  * memory, a round cut short leaves what it wrote unknown (vmm sends it again), and the plugin
  * has link_broke and accept_within. */
 #define VMM_RAM_RESUMABLE 32u
+/* With VMM_RAM_POSTCOPY, source: the destination fetches pages of the push itself (rdma: by RDMA
+ * READ, from RAM the transport told it where to read). pc_send of a push (VMM_PC_PUSH) may then
+ * return 1 instead of 0: nothing was sent, the destination takes those pages itself and has
+ * them before its END. vmm counts them held, not pushed. Answers are always sent. */
+#define VMM_RAM_PC_PULLS 64u
 
 /* The table of ABI 1 before any optional member: the least struct_size vmm accepts. */
 #define VMM_TRANSPORT_OPS_V1_MIN_SIZE (offsetof(struct vmm_transport_ops, close) + sizeof(void (*)(void *)))

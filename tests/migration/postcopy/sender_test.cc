@@ -175,6 +175,7 @@ public:
         if (!answer) {
             ++pushes_;
             cv_.wait_for(lock, std::chrono::seconds(30), [&] { return !hold_push_; });  // the push's thread is stuck here
+            if (run.block == 0 && run.first_page + run.count <= fetched_below_) return kHeld;
         } else {
             answers_.push_back({*answer, run.block, run.first_page * 4096});
         }
@@ -191,6 +192,16 @@ public:
     void ask(uint32_t block, uint64_t page, uint32_t token) {
         std::lock_guard lock(mutex_);
         asks_.push_back({false, block, page, 1, token});
+        cv_.notify_all();
+    }
+    // The destination fetches block 0's pages below `page` itself: a push of them is held back.
+    void fetch_below(uint64_t page) {
+        std::lock_guard lock(mutex_);
+        fetched_below_ = page;
+    }
+    void say_done() {
+        std::lock_guard lock(mutex_);
+        asks_.push_back(PostcopyRequest::all_placed());
         cv_.notify_all();
     }
     void release_push() {
@@ -221,6 +232,7 @@ private:
     std::vector<Answer> answers_;
     uint64_t pushes_ = 0;
     bool hold_push_ = true;
+    uint64_t fetched_below_ = 0;
 };
 
 // A source whose block 0 ("pc.ram", 2048 pages) is missing on the destination, every page of
@@ -449,6 +461,19 @@ TEST_P(PostcopySenderTest, OverAChannelThatDoesNotTakeThemTheMigrationThreadAnsw
     EXPECT_FALSE(channel.answered(9, 0, 2000)) << "answered while the only thread that may send was held";
     channel.release_push();  // the migration thread serves it between the push's runs
     ASSERT_TRUE(eventually([&] { return channel.answered(9, 0, 2000); }, 10));
+}
+
+TEST_P(PostcopySenderTest, PagesTheDestinationFetchesItselfAreCountedHeldNotPushed) {
+    start_on_channel(true, {.max_bandwidth = 0, .readahead_pages = 0});
+    FakeChannel& channel = *channel_;
+    channel.fetch_below(1024);
+    channel.release_push();
+    ASSERT_TRUE(eventually([&] { return sender_->remaining_pages() == 0; }, 30));
+    channel.say_done();
+    ASSERT_TRUE(finish());
+    PostcopyStats st = sender_->stats();
+    EXPECT_EQ(st.held_pages, 1024u) << "the pages the channel held back are the destination's to fetch";
+    EXPECT_EQ(st.background_pages, kPages - 1024) << "held pages were counted as pushed";
 }
 
 TEST_P(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {

@@ -103,7 +103,8 @@ struct PostcopyStats {
     uint64_t preempt_pages = 0;     // postcopy-preempt: pages sent (source) / placed (destination) on its connection
     uint64_t postcopy_bytes = 0;    // source: bytes sent after the switch
     uint64_t recoveries = 0;        // times a broken link was recovered (migrate_recover, migrate -r)
-    uint64_t held_pages = 0;        // source: pages the destination read itself (RDMA READ) and said it holds
+    uint64_t held_pages = 0;        // source: pages the destination read itself (RDMA READ) and said it holds, or
+                                    // (a transport whose destination reads the push) left for it to read
     double return_cpu_ms = 0;       // source: CPU time its return-path threads used (reading and answering requests)
     double ready_ms = 0;            // a lazy restore's destination: from its start until the guest could run
     LatencySummary fault_latency;   // destination: a request sent until its page was placed

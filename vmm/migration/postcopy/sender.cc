@@ -137,6 +137,13 @@ Result<uint64_t> PostcopySender::send_run(Path path, uint32_t block, uint64_t fi
     auto bytes = link_->send(path, PageRun{block, first, count, zero, host}, token);
     if (!bytes) return bytes.error();
     std::lock_guard lock(mutex_);
+    if (*bytes == SourcePostcopyLink::kHeld) {  // a push the destination fetches itself
+        uint64_t before = remaining_;
+        take(block, first, count);
+        stats_.held_pages += claims() ? count : before - remaining_;  // claimed: taken before it went
+        pushed_held_ += count;
+        return uint64_t{0};
+    }
     if (path == Path::answer && answers_.own_connection) stats_.preempt_pages += count;
     if (again) {
         stats_.resent_pages += count;
@@ -279,14 +286,14 @@ Status PostcopySender::push_background() {
         if (cancel_.cancelled()) return Error("migration cancelled");
         return {};
     }
-    uint64_t serves = serves_;
+    uint64_t serves = serves_, held = pushed_held_;
     if (claims()) take(run->block, run->first, run->count);
     lock.unlock();
     auto sent = send_pages(Path::push, run->block, run->first, run->count);
     if (!sent) return sent.error();
     lock.lock();
     if (serves_ == serves) cursor_page_ = run->first + run->count;  // else an answer moved it
-    stats_.background_pages += run->count;
+    stats_.background_pages += run->count - (pushed_held_ - held);  // the rest the destination fetches
     if (ahead) stats_.readahead_pages += run->count;
     lock.unlock();
     limiter_.account(*sent);

@@ -126,6 +126,7 @@ private:
     uint32_t cursor_block_ = 0;
     uint64_t cursor_page_ = 0;
     uint64_t serves_ = 0;  // requests served: the push re-reads its cursor and window after one
+    uint64_t pushed_held_ = 0;  // push pages the link held back: the destination fetches them itself
     std::deque<Request> requests_;
     bool done_ = false;         // POSTCOPY_DONE came
     bool stop_reader_ = false;

@@ -42,8 +42,10 @@ Status call_plugin(const char* what, F f) {
 class PluginPostcopySource final : public SourcePostcopyLink {
 public:
     // `tagged`: the plugin authenticates every write (VMM_RAM_PC_TAGGED), so no sums go with them.
-    PluginPostcopySource(const vmm_transport_ops* ops, void* conn, bool beside, bool tagged, PostcopyLinkConfig config)
-        : ops_(ops), conn_(conn), beside_(beside), tagged_(tagged), config_(std::move(config)) {}
+    // `pulls`: the destination fetches pushed pages itself (VMM_RAM_PC_PULLS): pc_send may say so.
+    PluginPostcopySource(const vmm_transport_ops* ops, void* conn, bool beside, bool tagged, bool pulls,
+                         PostcopyLinkConfig config)
+        : ops_(ops), conn_(conn), beside_(beside), tagged_(tagged), pulls_(pulls), config_(std::move(config)) {}
     Status begin() override { return call_plugin("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
     Result<std::optional<PostcopyRequest>> next_request(std::chrono::milliseconds wait) override {
         vmm_pc_request r{};
@@ -68,7 +70,10 @@ public:
         vmm_pc_pages c{run.zero ? VMM_PC_ZERO : VMM_PC_DATA, run.block, run.first_page * kStreamPageSize,
                        static_cast<uint32_t>(run.count), token.value_or(VMM_PC_PUSH), nullptr,
                        sums.empty() ? nullptr : sums.data()};
-        if (auto s = call_plugin("pc_send", [&](vmm_err* e) { return ops_->pc_send(conn_, &c, e); }); !s) return s.error();
+        vmm_err e{};
+        int rc = ops_->pc_send(conn_, &c, &e);
+        if (rc == 1 && pulls_ && !token) return kHeld;
+        if (rc != 0) return rc == 1 ? Error("the transport plugin held back an answer or a push it may not") : plugin_error(e, "pc_send");
         return (run.zero ? 0 : run.count * kStreamPageSize) + sums.size() * sizeof(uint64_t);
     }
     Status flush(Path path) override {
@@ -87,6 +92,7 @@ private:
     void* conn_;
     bool beside_;
     bool tagged_;
+    bool pulls_;
     PostcopyLinkConfig config_;
 };
 
@@ -152,6 +158,7 @@ struct Args {
         a.connect_timeout_ms = options.params.connect_timeout_ms;
         a.io_timeout_ms = options.params.io_timeout_ms;
         a.max_bandwidth = options.params.max_bandwidth;
+        a.max_postcopy_bandwidth = options.params.max_postcopy_bandwidth;
         a.flags = (options.caps.postcopy_ram ? VMM_ARGS_POSTCOPY : 0u) | (options.caps.verify_ram ? VMM_ARGS_VERIFY : 0u);
         a.tls_creds = options.params.tls_creds.c_str();
         a.tls_hostname = options.params.tls_hostname.c_str();
@@ -363,7 +370,8 @@ public:
     std::unique_ptr<SourcePostcopyLink> source_postcopy(PostcopyLinkConfig config) override {
         if (!has_postcopy()) return Connection::source_postcopy(std::move(config));
         return std::make_unique<PluginPostcopySource>(plugin_.ops, plugin_.conn, plugin_.has_feature(VMM_RAM_PC_ANSWERS),
-                                                      plugin_.has_feature(VMM_RAM_PC_TAGGED), std::move(config));
+                                                      plugin_.has_feature(VMM_RAM_PC_TAGGED),
+                                                      plugin_.has_feature(VMM_RAM_PC_PULLS), std::move(config));
     }
     std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
         if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));

@@ -84,7 +84,10 @@ public:
     // Return path's thread: the next request or DONE, or nothing within `wait`.
     virtual Result<std::optional<PostcopyRequest>> next_request(std::chrono::milliseconds wait) = 0;
     // Sends `run` (at most longest_run() pages) on `path`, answering request `token` if given;
-    // returns the bytes it put on the wire. One thread per path at a time.
+    // returns the bytes it put on the wire, or kHeld: a push the destination fetches itself
+    // (a transport whose destination reads the push by RDMA READ), nothing sent. One thread per
+    // path at a time.
+    static constexpr uint64_t kHeld = UINT64_MAX;
     virtual Result<uint64_t> send(Path path, const PageRun& run, std::optional<uint32_t> token) = 0;
     // What went on `path` leaves now.
     virtual Status flush(Path path) = 0;
