@@ -61,7 +61,11 @@ void Connection::summarize(const std::string& note) {
     size_t n = channels_.count();
     summary_ = fmt::format("{}: {}, {} chunks, {} channel{}", first().describe, mode, vmm::format_size(geo_.size()), n,
                            n == 1 ? "" : "s");
-    if (channels_.has_postcopy()) summary_ += (agreed_ & kCapPostcopyRead) != 0 ? " and a postcopy channel (faults by RDMA READ)" : " and a postcopy channel";
+    if (channels_.has_postcopy()) {
+        summary_ += (agreed_ & kCapPostcopyReadPush) != 0 ? " and a postcopy channel (faults and the push by RDMA READ)"
+                    : (agreed_ & kCapPostcopyRead) != 0   ? " and a postcopy channel (faults by RDMA READ)"
+                                                          : " and a postcopy channel";
+    }
     if (authenticated()) {
         summary_ += ", authenticated (TLS 1.3 control channel, RAM sums keyed from it";
         const char* postcopy = (agreed_ & kCapPostcopyRead) != 0

@@ -43,6 +43,8 @@ struct SessionConfig {
     bool base_protocol = false;  // offer (source) / grant (destination) no extension: for tests
     bool postcopy = false;  // postcopy-ram on: offer (source) / grant (destination) a postcopy channel
     bool postcopy_read = false;  // x-rdma-postcopy-read: offer / grant kCapPostcopyRead (with postcopy)
+    bool postcopy_read_push = false;  // x-rdma-postcopy-read-push: offer kCapPostcopyReadPush (source)
+    uint64_t pull_rate = 0;  // source: max-postcopy-bandwidth at connect, bytes/s (0: unlimited), for the pulls
     bool verify = false;         // verify-ram on at this side: no READ, whose pages come without sums
     // tls-creds set: offer (source) / require (destination) kCapTls, authenticate with these (the
     // role is the side's: the source is the TLS client).

@@ -90,7 +90,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
     std::unique_ptr<ControlChannel> ctl;
     uint32_t supported = (cfg.base_protocol ? 0 : kExtensionCaps & ~(kCapTls | kCapPull)) | (pin_all_refusal.empty() ? kCapPinAll : 0u);
     if (!cfg.postcopy) supported &= ~kCapPostcopy;
-    if (!cfg.postcopy || !cfg.postcopy_read || cfg.verify) supported &= ~kCapPostcopyRead;
+    if (!cfg.postcopy || !cfg.postcopy_read || cfg.verify) supported &= ~(kCapPostcopyRead | kCapPostcopyReadPush);
     if (cfg.tls) supported |= kCapTls;
     Admit admit = [&peer_refused, &cfg](const PrivateData& theirs) -> Status {
         Status s = admissible(theirs, cfg);
@@ -159,7 +159,8 @@ Status DestinationSession::accept_channels() {
     auto ep = accept_channel(first, lanes, QpShape{true, kPcRequestSlots + kPcPushSlots + 8});
     if (!ep) return ep.error().context("the RDMA postcopy channel");
     postcopy_ = std::make_unique<PostcopyDestination>(link_.channels().set_postcopy(std::move(*ep)), cfg_.blocks,
-                                                      std::move(*keys), link_.agreed(kCapPostcopyRead));
+                                                      std::move(*keys), link_.agreed(kCapPostcopyRead),
+                                                      link_.agreed(kCapPostcopyReadPush));
     return postcopy_->post_receives();
 }
 

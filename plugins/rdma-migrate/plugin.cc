@@ -82,6 +82,9 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
         c.verify = (a->flags & VMM_ARGS_VERIFY) != 0;
     }
     c.postcopy_read = settings->postcopy_read;
+    c.postcopy_read_push = settings->postcopy_read_push;
+    if (a->struct_size >= offsetof(vmm_transport_args, max_postcopy_bandwidth) + sizeof a->max_postcopy_bandwidth)
+        c.pull_rate = a->max_postcopy_bandwidth;
     if (const char* v = std::getenv("VMM_RDMA_BASE_PROTOCOL"); v != nullptr && std::strcmp(v, "1") == 0) c.base_protocol = true;
     if (auto s = tls_from(a, c); !s) return s.error();
     if (auto g = ChunkGeometry::make(c.chunk_size); !g) return g.error();
@@ -270,7 +273,8 @@ uint32_t ram_features(void* c) {
     // (VMM_RAM_RESUMABLE: link_broke and accept_within below).
     return VMM_RAM_RESUMABLE | (C(c).carries_sums() ? VMM_RAM_SUMS : 0u) | (C(c).authenticated() ? VMM_RAM_SUMS_KEYED : 0u) |
            (C(c).channels().has_postcopy() ? VMM_RAM_POSTCOPY | VMM_RAM_PC_ANSWERS : 0u) |
-           (C(c).channels().has_postcopy() && C(c).authenticated() ? VMM_RAM_PC_TAGGED : 0u);
+           (C(c).channels().has_postcopy() && C(c).authenticated() ? VMM_RAM_PC_TAGGED : 0u) |
+           (C(c).channels().has_postcopy() && C(c).agreed(kCapPostcopyReadPush) ? VMM_RAM_PC_PULLS : 0u);
 }
 int ram_sums(void* c, uint32_t b, uint64_t off, const uint64_t* sums, uint32_t count, vmm_err* e) {
     return source_call(c, "ram_sums", e, [&](SourceSession& s) { return s.ram_sums(b, off, {sums, count}); });
@@ -326,16 +330,22 @@ int pc_next_request(void* c, uint32_t wait_ms, vmm_pc_request* out, vmm_err* e) 
     });
     return rc != 0 ? rc : got;
 }
+// 1: a push not sent, which the destination reads itself (VMM_RAM_PC_PULLS).
 int pc_send(void* c, const vmm_pc_pages* p, vmm_err* e) {
-    return guarded(e, [&]() -> Status {
+    bool sent = true;
+    int rc = guarded(e, [&]() -> Status {
         auto s = pc_source(c, "pc_send");
         if (!s) return s.error();
         if (p->kind != VMM_PC_DATA && p->kind != VMM_PC_ZERO) return Error(fmt::format("pc_send: page kind {}", p->kind));
         std::span<const uint64_t> sums(p->sums, p->sums != nullptr ? p->pages : 0);
         std::optional<uint32_t> answer;
         if (p->token != VMM_PC_PUSH) answer = p->token;
-        return (*s)->send(p->block, p->offset, p->pages, p->kind == VMM_PC_ZERO, sums, answer);
+        auto r = (*s)->send(p->block, p->offset, p->pages, p->kind == VMM_PC_ZERO, sums, answer);
+        if (!r) return r.error();
+        sent = *r;
+        return {};
     });
+    return rc != 0 ? rc : (sent ? 0 : 1);
 }
 int pc_end(void* c, vmm_err* e) {
     return guarded(e, [&]() -> Status {

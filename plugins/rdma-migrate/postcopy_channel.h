@@ -33,6 +33,7 @@
 #include "endpoint.h"
 #include "proto/chunks.h"
 #include "proto/postcopy_auth.h"
+#include "proto/pull_plan.h"
 #include "proto/postcopy_wire.h"
 #include "vmm/common/mapping.h"
 
@@ -79,13 +80,18 @@ private:
 constexpr uint32_t kPcRequestSlots = 32;  // a destination's requests in flight at once
 constexpr uint32_t kPcPushSlots = 32;     // the background push's ring
 constexpr uint32_t kPcSourceReceives = kPcRequestSlots + 32;  // requests, credit and DONE
+constexpr uint32_t kPcPullSlots = 4;  // kCapPostcopyReadPush: the destination's own push READs in flight
 
 // kCapPostcopyRead: how the source exposes its RAM to the destination's READs. It registers it
 // a region at a time, each before a push write, and tells the destination in a KEYS write, so
 // the switch waits for none of it and a fault in a region not yet told is asked for as before.
+// With kCapPostcopyReadPush its push writes no page of a region told: it names those runs in
+// PULL writes, with the pace (`pull_rate`) the destination reads them at.
 struct ReadExposure {
     bool on = false;
     uint64_t pin_limit = 0;  // rdma-pin-limit: regions stop there (the rest is asked for); 0: all
+    bool push = false;       // kCapPostcopyReadPush: the destination reads the push too
+    uint64_t pull_rate = 0;  // ... at this many bytes/s (max-postcopy-bandwidth; 0: unlimited)
 };
 constexpr uint64_t kPcReadRegion = 64ull << 20;
 
@@ -109,9 +115,10 @@ public:
     // `pages` pages of `block` from `offset` (zero: a zero run), with their sums under
     // verify-ram; `answer` is the slot of the request they answer (the return-path thread's, or
     // the migration thread's), else a push (the migration thread's). One answer and one push may
-    // run at once: they take turns only to post and to reap write completions.
-    Status send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
-                std::optional<uint32_t> answer);
+    // run at once: they take turns only to post and to reap write completions. Returns false
+    // for a push that was not sent: the destination reads those pages itself (ReadExposure::push).
+    Result<bool> send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
+                      std::optional<uint32_t> answer);
     Status end();  // the migration thread, every page gone and no answer under way: END
 
 private:
@@ -126,6 +133,9 @@ private:
     std::optional<PcRegion> expose_run(uint32_t block, uint64_t offset, uint64_t length);
     void log_exposed(const char* what) const;  // how much of RAM was registered for READ, and why no more
     Status write_keys(std::span<const PcRegion> regions);  // at most kPcMaxRegions
+    bool told(uint32_t block, uint64_t offset, uint32_t pages) const;  // inside a region a KEYS told
+    Status hold_back(uint32_t block, uint64_t offset, uint32_t pages);  // ReadExposure::push
+    Status flush_pulls();
     Status tag_region(PcRegion& r);  // authenticated: the region's page tags, exposed
 
     Endpoint& ep_;
@@ -155,6 +165,12 @@ private:
     bool exposing_ = false;
     std::vector<vmm::Mapping> tag_tables_;  // authenticated: each region's page tags
     std::vector<MemoryRegion> read_mrs_;    // the regions' (and their tag tables'): deregistered first
+    std::vector<std::map<uint64_t, uint64_t>> told_;  // per block, the regions told: offset -> length
+    // ReadExposure::push (the migration thread's): the runs held back not yet in a PULL, since when.
+    static constexpr std::chrono::milliseconds kPullWait{5};
+    std::vector<PcPullRun> pulls_out_;
+    std::chrono::steady_clock::time_point pulls_since_;
+    uint64_t held_back_ = 0;
     size_t expose_block_ = 0;
     uint64_t expose_offset_ = 0, exposed_ = 0;
 };
@@ -170,9 +186,10 @@ public:
         const uint8_t* data = nullptr;
         std::vector<uint64_t> sums;     // verify-ram's, when the source sent them
     };
-    // `reads`: kCapPostcopyRead was agreed.
-    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys, bool reads = false)
-        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)), reads_(reads) {}
+    // `reads`: kCapPostcopyRead was agreed; `pulls`: kCapPostcopyReadPush too.
+    PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys, bool reads = false,
+                        bool pulls = false)
+        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)), reads_(reads), pulls_(reads && pulls) {}
     // Before accepting: the receives the source's writes complete.
     Status post_receives();
     // Before the guest runs: registers the landing area and sends HELLO.
@@ -209,6 +226,9 @@ public:
     uint64_t reads() const { return faults_read_; }
     uint64_t reads_posted() const { return reads_posted_; }
     uint64_t asks() const { return asks_; }
+    // kCapPostcopyReadPush: pages this side read for its own push, and in how many READs.
+    uint64_t pulled_pages() const { return pulled_pages_; }
+    uint64_t pull_reads() const { return pull_reads_; }
 
 private:
     Status send_message(const PcMessage& m);
@@ -228,8 +248,25 @@ private:
     Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot, uint64_t at);
     Status check_answer(const Arrival& a);
     bool free_request_slots(const Arrival& a);  // whether `a` was a READ's
+    void free_asked(uint32_t block, uint64_t offset, uint64_t pages);
+    void free_asked_locked(uint32_t block, uint64_t offset, uint64_t pages);  // under slots_mutex_
     Status note_held(const Arrival& a);
     Status flush_held();
+    // kCapPostcopyReadPush (the receiving thread's): the pieces a KEYS's regions lack here, their
+    // READs posted as the pace allows, and END held back until the last is placed.
+    struct Pull {
+        uint32_t block = 0, pages = 0;
+        uint64_t offset = 0;
+        Remote from;
+    };
+    Status take_pulls(const PcImmediate& imm, const uint8_t* slot);
+    void trim_front_pull();
+    Status post_pulls();
+    bool pulling() const;  // a piece queued or in flight
+    void log_pulled() const;
+    std::chrono::steady_clock::time_point next_pull_at() const;
+    static bool is_pull_slot(uint32_t slot) { return slot >= kPcRequestSlots + kPcPushSlots; }
+    static uint32_t pull_slot(size_t i) { return static_cast<uint32_t>(kPcRequestSlots + kPcPushSlots + i); }
 
     Endpoint& ep_;
     std::vector<LocalBlock> blocks_;
@@ -273,9 +310,17 @@ private:
     // sleeps (a wake-up costs more than a READ takes).
     std::vector<std::chrono::steady_clock::time_point> read_posted_at_;
     double read_us_ = 0;
-    std::atomic<uint32_t> reads_in_flight_ = 0;
+    std::atomic<uint32_t> reads_in_flight_ = 0;  // faults' (and their readahead's), not the pulls'
     std::chrono::microseconds spin_budget();
     std::atomic<uint64_t> faults_read_ = 0, reads_posted_ = 0, asks_ = 0;
+    // kCapPostcopyReadPush (the receiving thread's).
+    bool pulls_ = false;
+    std::deque<Pull> pull_queue_;
+    std::vector<std::optional<Pull>> pulling_;  // per pull slot: the piece its READ brings
+    PullPace pace_;
+    bool end_held_ = false;  // END came while pieces were still to read
+    uint64_t skipped_pages_ = 0;  // pages of PULL pieces placed by then: not read
+    std::atomic<uint64_t> pulled_pages_ = 0, pull_reads_ = 0;
 };
 
 }  // namespace rdma_migrate

@@ -37,7 +37,10 @@ Status PostcopyDestination::post_receives() {
 }
 
 Status PostcopyDestination::begin() {
-    uint64_t size = uint64_t{kPcRequestSlots + kPcPushSlots} * kPcSlotSize;
+    // The pull slots (kCapPostcopyReadPush) after the request and push slots: the source's
+    // immediates name only those (HELLO tells it how many), READs alone land in these.
+    uint64_t slots = kPcRequestSlots + kPcPushSlots + (pulls_ ? kPcPullSlots : 0);
+    uint64_t size = slots * kPcSlotSize;
     auto area = vmm::Mapping::map("the postcopy landing slots", size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
     if (!area) return area.error();
     auto mr = ep_.memory().register_memory(area->data(), size, Use::postcopy_landing, "the postcopy landing slots");
@@ -55,6 +58,7 @@ Status PostcopyDestination::begin() {
     reading_.assign(kPcRequestSlots, false);
     read_pages_.assign(kPcRequestSlots, 1);
     read_posted_at_.assign(kPcRequestSlots, {});
+    pulling_.assign(pulls_ ? kPcPullSlots : 0, std::nullopt);
     regions_.assign(blocks_.size(), {});
     PcMessage hello{PcType::hello, landing_mr_->rkey, kPcRequestSlots, kPcPushSlots,
                     reinterpret_cast<uint64_t>(landing_.data()), kPcSlotSize};
@@ -202,14 +206,15 @@ Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_
         tags.next = &wr;
     }
     ibv_send_wr* bad = nullptr;
-    {
+    bool fault = slot < kPcRequestSlots;  // else a pull's: no vCPU waits on it
+    if (fault) {
         std::lock_guard cq(cq_mutex_);
         read_posted_at_[slot] = std::chrono::steady_clock::now();
+        ++reads_in_flight_;
     }
-    ++reads_in_flight_;
     std::lock_guard lock(send_mutex_);
     if (auto s = posted(ibv_post_send(ep_.qp.get(), keys_ ? &tags : &wr, &bad), "ibv_post_send (postcopy READ)"); !s) return s;
-    ++reads_posted_;
+    ++(fault ? reads_posted_ : pull_reads_);
     return {};
 }
 
@@ -240,8 +245,11 @@ Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
             return {};
         }
         uint64_t slot = wc.wr_id & ~kReadWrId;
-        if (wc.opcode != IBV_WC_RDMA_READ || slot >= kPcRequestSlots) return Error("internal: a READ completion for no request slot");
+        bool pull = slot >= kPcRequestSlots && slot - pull_slot(0) < pulling_.size();
+        if (wc.opcode != IBV_WC_RDMA_READ || (slot >= kPcRequestSlots && !pull))
+            return Error("internal: a READ completion for no request or pull slot");
         read_done_.push_back(static_cast<uint32_t>(slot));
+        if (pull) return {};
         --reads_in_flight_;
         double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - read_posted_at_[slot]).count();
         read_us_ = read_us_ == 0 ? us : read_us_ + (us - read_us_) / 8;
@@ -258,7 +266,11 @@ Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
 Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t slot) {
     Arrival a;
     a.kind = PcKind::data, a.slot = slot;
-    {
+    if (is_pull_slot(slot)) {
+        const auto& p = pulling_[slot - pull_slot(0)];
+        if (!p) return Error(fmt::format("internal: a READ done into pull slot {}, which reads nothing", slot));
+        a.pages = p->pages, a.block = p->block, a.offset = p->offset;
+    } else {
         std::lock_guard lock(slots_mutex_);
         if (!asked_[slot] || !reading_[slot]) return Error(fmt::format("internal: a READ done into request slot {}, which reads nothing", slot));
         a.pages = read_pages_[slot];
@@ -289,12 +301,21 @@ std::chrono::microseconds PostcopyDestination::spin_budget() {
 }
 
 // kCapPostcopyRead: a READ done, a write landed (KEYS taken here), or a wait on both CQs; with
-// a READ under way, the CQs are polled for spin_budget() first.
+// a fault's READ under way, the CQs are polled for spin_budget() first. With kCapPostcopyReadPush
+// the pieces of this side's own push are posted here too, and END waits for the last of them.
 Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
     using Clock = std::chrono::steady_clock;
     auto deadline = Clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
     Clock::time_point spin_until{};  // while a READ is under way; the epoch: not polling
     for (;;) {
+        if (pulls_) {
+            if (auto s = post_pulls(); !s) return s.error();
+            if (end_held_ && !pulling()) {
+                end_held_ = false;
+                log_pulled();
+                return Arrival{};  // END: every piece is placed
+            }
+        }
         {
             std::lock_guard lock(cq_mutex_);
             auto read = take_sends();
@@ -307,9 +328,13 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
             return Status{};
         }, [&] { return got.has_value(); });
         if (!landed) return landed.error();
-        if (got && (!*got || (*got)->kind != PcKind::keys)) return std::move(*got);
+        if (got && *got && (*got)->kind == PcKind::end && pulling()) {
+            end_held_ = true;  // the source's push is done; this side's is not
+            continue;
+        }
+        if (got && (!*got || ((*got)->kind != PcKind::keys && (*got)->kind != PcKind::pull))) return std::move(*got);
         if (got) {
-            if (auto s = release(**got); !s) return s.error();  // KEYS: its slot is the ring's again
+            if (auto s = release(**got); !s) return s.error();  // KEYS, PULL: its slot is the ring's again
             continue;
         }
         if (reads_in_flight_ > 0) {
@@ -317,9 +342,11 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
             if (Clock::now() < spin_until) continue;
         }
         spin_until = {};
-        auto signalled = await_either_cq(ep_, deadline);
+        // Woken by a completion, or when the pace lets the next piece go.
+        auto pull_at = pulls_ ? next_pull_at() : Clock::time_point::max();
+        auto signalled = await_either_cq(ep_, std::min(deadline, pull_at));
         if (!signalled) return signalled.error();
-        if (!*signalled) return silent(ep_);
+        if (!*signalled && Clock::now() >= deadline) return silent(ep_);
     }
 }
 
@@ -350,9 +377,9 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::arrival(const ibv_wc& 
     if (imm->kind == PcKind::end) return a;
     a.slot = imm->slot;
     const uint8_t* slot = slot_contents(*imm);
-    if (imm->kind == PcKind::keys) {
+    if (imm->kind == PcKind::keys || imm->kind == PcKind::pull) {
         if (auto s = check_answer(a); !s) return s.error();
-        if (auto s = take_keys(*imm, slot); !s) return s.error();
+        if (auto s = imm->kind == PcKind::keys ? take_keys(*imm, slot) : take_pulls(*imm, slot); !s) return s.error();
         return a;
     }
     uint64_t at = pc_trailer_offset(*imm);
@@ -378,7 +405,8 @@ const uint8_t* PostcopyDestination::slot_contents(const PcImmediate& imm) {
     const uint8_t* slot = landing_.data() + uint64_t{imm.slot} * kPcSlotSize;
     if (!keys_) return slot;
     uint8_t* copy = copies_.data() + uint64_t{imm.slot} * kPcSlotSize;
-    uint64_t n = imm.kind == PcKind::keys ? std::min<uint64_t>(kPcSlotSize, imm.pages * kPcTaggedRegionSize + kPcTagSize)
+    uint64_t n = imm.kind == PcKind::keys   ? std::min<uint64_t>(kPcSlotSize, imm.pages * kPcTaggedRegionSize + kPcTagSize)
+                 : imm.kind == PcKind::pull ? std::min<uint64_t>(kPcSlotSize, pc_pulls_size(imm.pages) + kPcTagSize)
                                           : pc_trailer_offset(imm) + kPcMaxTrailerSize;
     std::memcpy(copy, slot, n);
     return copy;
@@ -421,16 +449,25 @@ bool PostcopyDestination::free_request_slots(const Arrival& a) {
         slots_cv_.notify_all();
         return true;
     }
+    free_asked_locked(a.block, a.offset, a.pages);
+    return false;
+}
+
+// Under slots_mutex_: requests for [offset, offset + pages) of `block` that the source will not
+// answer (it sent those pages, or left them to this side's READs) are free again.
+void PostcopyDestination::free_asked_locked(uint32_t block, uint64_t offset, uint64_t pages) {
     for (size_t i = 0; i < asked_.size(); ++i) {
         auto& asked = asked_[i];
         // A READ's slot is its own until that READ is done: the adapter may still write into it.
         if (reading_[i]) continue;
-        if (asked && asked->first == a.block && asked->second >= a.offset && asked->second < a.offset + a.pages * kPcPage) {
-            asked.reset();
-        }
+        if (asked && asked->first == block && asked->second >= offset && asked->second < offset + pages * kPcPage) asked.reset();
     }
     slots_cv_.notify_all();
-    return false;
+}
+
+void PostcopyDestination::free_asked(uint32_t block, uint64_t offset, uint64_t pages) {
+    std::lock_guard lock(slots_mutex_);
+    free_asked_locked(block, offset, pages);
 }
 
 // kCapPostcopyRead: pages read and placed join the run to tell the source (HAVE), so that its
@@ -457,7 +494,13 @@ Status PostcopyDestination::flush_held() {
 
 Status PostcopyDestination::release(const Arrival& a) {
     if (a.kind == PcKind::end) return {};
-    if (free_request_slots(a)) return note_held(a);
+    if (is_pull_slot(a.slot)) {  // this side's own push: the source knows of it already
+        pulling_[a.slot - pull_slot(0)].reset();
+        pulled_pages_ += a.pages;
+        return {};
+    }
+    // Pulling the push, the source pushes nothing of a region told: it need not hear of READs.
+    if (free_request_slots(a)) return pulls_ ? Status{} : note_held(a);
     if (a.slot < kPcRequestSlots) return {};
     ++consumed_;
     if (consumed_ - credited_ < kCreditEvery) return {};

@@ -55,6 +55,7 @@ Status PostcopySource::begin() {
     staging_ = std::move(*area);
     staging_mr_ = std::move(*mr);
     writing_.assign(slots + 1, false);  // + END's
+    told_.assign(blocks_.size(), {});
     trace("source: postcopy channel open: {} request slots, {} push slots", hello_.request_slots, hello_.push_slots);
     return {};
 }
@@ -191,6 +192,15 @@ Status PostcopySource::expose_next_region() {
     return write_keys(told);
 }
 
+// Whether [offset, offset + pages) of `block` lies inside one region a KEYS told.
+bool PostcopySource::told(uint32_t block, uint64_t offset, uint32_t pages) const {
+    if (block >= told_.size()) return false;
+    auto it = told_[block].upper_bound(offset);
+    if (it == told_[block].begin()) return false;
+    --it;
+    return offset + uint64_t{pages} * kPcPage <= it->first + it->second;
+}
+
 void PostcopySource::log_exposed(const char* what) const {
     uint64_t ram = 0;
     for (const auto& block : blocks_) ram += block.size;
@@ -258,7 +268,11 @@ Status PostcopySource::write_keys(std::span<const PcRegion> regions) {
     trace("source: KEYS into slot {}: {} region(s) of block {} from offset {:#x}", *slot, regions.size(), regions[0].block,
           regions[0].offset);
     auto count = static_cast<uint8_t>(regions.size());
-    return post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(*slot), count}));
+    if (auto s = post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(*slot), count}));
+        !s)
+        return s;
+    for (const PcRegion& r : regions) told_[r.block][r.offset] = r.length;
+    return {};
 }
 
 Status PostcopySource::write_done(const ibv_wc& wc) {
@@ -310,12 +324,12 @@ Status PostcopySource::post_write(uint32_t slot, uint32_t length, uint32_t imm) 
     return {};
 }
 
-Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
-                            std::optional<uint32_t> answer) {
+Result<bool> PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, bool zero, std::span<const uint64_t> sums,
+                                  std::optional<uint32_t> answer) {
     if (pages == 0 || pages > kPcMaxPages || (!sums.empty() && sums.size() != pages)) {
         return Error(fmt::format("internal: a postcopy write of {} pages with {} sums", pages, sums.size()));
     }
-    if (auto s = check_pc_range(blocks_, block, offset, pages); !s) return s;
+    if (auto s = check_pc_range(blocks_, block, offset, pages); !s) return s.error();
     uint32_t slot = 0;
     if (answer) {
         std::lock_guard lock(mutex_);
@@ -327,13 +341,18 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
         slot = *answer;
     } else {
         if (exposing_)
-            if (auto s = expose_next_region(); !s) return s;
+            if (auto s = expose_next_region(); !s) return s.error();
+        if (reads_.push && told(block, offset, pages)) {  // the destination reads it (PULL)
+            if (auto s = hold_back(block, offset, pages); !s) return s.error();
+            return false;
+        }
+        if (auto s = flush_pulls(); !s) return s.error();  // what went before this write, first
         auto pushed = take_push_slot();
         if (!pushed) return pushed.error();
         slot = *pushed;
     }
     std::unique_lock writer(write_mutex_);  // after the wait for credit, which an answer never waits on
-    if (auto s = wait_staging(writer, slot); !s) return s;
+    if (auto s = wait_staging(writer, slot); !s) return s.error();
     PcImmediate imm{zero ? PcKind::zero : PcKind::data, static_cast<uint16_t>(slot), static_cast<uint8_t>(pages)};
     uint8_t* at = staging_.data() + uint64_t{slot} * kPcSlotSize;
     if (!zero) std::memcpy(at, blocks_[block].host + offset, pages * kPcPage);
@@ -346,10 +365,50 @@ Status PostcopySource::send(uint32_t block, uint64_t offset, uint32_t pages, boo
     std::memcpy(at + trailer_at, trailer.data(), trailer.size());
     trace("source: {} into slot {}: block {} offset {:#x}, {} pages{}", answer ? "answer" : "push", slot, block, offset,
           pages, zero ? " (zero)" : "");
-    return post_write(slot, static_cast<uint32_t>(trailer_at + trailer.size()), encode_pc_immediate(imm));
+    if (auto s = post_write(slot, static_cast<uint32_t>(trailer_at + trailer.size()), encode_pc_immediate(imm)); !s)
+        return s.error();
+    return true;
+}
+
+// ReadExposure::push: a run the push holds back joins the next PULL (the last run, when it
+// follows on), which goes once it names kPcMaxPullRuns runs or its first is kPullWait old.
+Status PostcopySource::hold_back(uint32_t block, uint64_t offset, uint32_t pages) {
+    if (pulls_out_.empty()) pulls_since_ = std::chrono::steady_clock::now();
+    PcPullRun* last = pulls_out_.empty() ? nullptr : &pulls_out_.back();
+    if (last != nullptr && last->block == block && last->offset + uint64_t{last->pages} * kPcPage == offset &&
+        last->pages + pages <= kPcMaxPullPages) {
+        last->pages += pages;
+    } else {
+        pulls_out_.push_back({block, pages, offset});
+    }
+    held_back_ += pages;
+    bool due = pulls_out_.size() == kPcMaxPullRuns || std::chrono::steady_clock::now() - pulls_since_ >= kPullWait;
+    return due ? flush_pulls() : Status{};
+}
+
+// The runs held back so far, in one PULL write into the push ring, with the pace to read them at.
+Status PostcopySource::flush_pulls() {
+    if (pulls_out_.empty()) return {};
+    auto slot = take_push_slot();
+    if (!slot) return slot.error();
+    std::unique_lock writer(write_mutex_);
+    if (auto s = wait_staging(writer, *slot); !s) return s;
+    auto bytes = encode_pc_pulls({reads_.pull_rate, pulls_out_});
+    if (keys_) seal_pc_keys(bytes, keys_->writes, PcKind::pull);  // under write_mutex_: in the writes' order
+    std::memcpy(staging_.data() + uint64_t{*slot} * kPcSlotSize, bytes.data(), bytes.size());
+    trace("source: PULL into slot {}: {} run(s) from block {} offset {:#x}", *slot, pulls_out_.size(), pulls_out_[0].block,
+          pulls_out_[0].offset);
+    auto count = static_cast<uint8_t>(pulls_out_.size());
+    pulls_out_.clear();
+    return post_write(*slot, static_cast<uint32_t>(bytes.size()), encode_pc_immediate({PcKind::pull, static_cast<uint16_t>(*slot), count}));
 }
 
 Status PostcopySource::end() {
+    if (auto s = flush_pulls(); !s) return s;
+    if (reads_.push) {
+        vmm::log::info("x-rdma-postcopy-read-push: {} pages held back for the destination to read itself",
+                       held_back_);
+    }
     if (exposing_) log_exposed("every page had gone before the rest");
     std::lock_guard writer(write_mutex_);
     uint32_t end_slot = static_cast<uint32_t>(writing_.size() - 1);

@@ -29,7 +29,8 @@ uint32_t extensions(const SessionConfig& cfg) {
     // The postcopy channel is one more connection, counted among the channels after the lanes.
     bool more = cfg.channels > 1 || cfg.postcopy;
     return kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | (more ? kCapChannels : 0u) |
-           (cfg.postcopy ? kCapPostcopy : 0u) | (reads_offered(cfg) ? kCapPostcopyRead : 0u);
+           (cfg.postcopy ? kCapPostcopy : 0u) | (reads_offered(cfg) ? kCapPostcopyRead : 0u) |
+           (reads_offered(cfg) && cfg.postcopy_read_push ? kCapPostcopyReadPush : 0u);
 }
 }  // namespace
 
@@ -89,6 +90,8 @@ Result<std::unique_ptr<SourceSession>> SourceSession::connect(const std::string&
     else if (reads_offered(cfg) && postcopy_channel && (agreed & kCapPostcopyRead) == 0)
         note("the destination does not read pages by RDMA READ (x-rdma-postcopy-read off there, or verify-ram on "
              "there): missing pages are asked for");
+    else if (reads_offered(cfg) && cfg.postcopy_read_push && postcopy_channel && (agreed & kCapPostcopyReadPush) == 0)
+        note("the destination does not read the push itself (an older vmm): the push is written");
     std::unique_ptr<SourceSession> s(new SourceSession(std::move(*ep), std::move(ctl), std::move(cfg), g, agreed));
     std::vector<TimedStep> steps;
     StepClock clock(steps);
@@ -139,7 +142,8 @@ Status SourceSession::connect_channels(const std::string& host, uint16_t port, P
     std::unique_ptr<PostcopySource> pc;
     auto ep = connect_endpoint(host, port, ours, cfg_.cancel_fd, cfg_.timeouts, [&](Endpoint& e) {
         pc = std::make_unique<PostcopySource>(e, cfg_.blocks, std::move(*keys),
-                                              ReadExposure{link_.agreed(kCapPostcopyRead), cfg_.pin_limit});
+                                              ReadExposure{link_.agreed(kCapPostcopyRead), cfg_.pin_limit,
+                                                           link_.agreed(kCapPostcopyReadPush), cfg_.pull_rate});
         return pc->post_receives();
     }, link_.channels().protection_domain(), QpShape{true, kPcSourceReceives});
     if (!ep) return ep.error().context("the RDMA postcopy channel");

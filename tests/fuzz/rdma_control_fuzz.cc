@@ -83,6 +83,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 if (regions && keys) (void)open_pc_keys(rest.subspan(4), imm->pages * kPcTaggedRegionSize, keys->writes);
                 if (regions)
                     for (const PcRegion& r : *regions) (void)check_pc_range(blocks, r.block, r.offset, r.length / kPcPage);
+            } else if (imm && imm->kind == PcKind::pull) {  // PULL: runs the destination reads itself
+                auto pulls = decode_pc_pulls(rest.subspan(4), imm->pages);
+                if (pulls && keys) (void)open_pc_keys(rest.subspan(4), pc_pulls_size(imm->pages), keys->writes, PcKind::pull);
+                if (pulls)
+                    for (const PcPullRun& r : pulls->runs) (void)check_pc_range(blocks, r.block, r.offset, r.pages);
             } else if (imm && imm->kind != PcKind::end) {
                 // The pages, then the trailer, as in a slot.
                 size_t at = std::min<size_t>(rest.size() - 4, imm->kind == PcKind::data ? imm->pages * kPcPage : 0);

@@ -92,18 +92,19 @@ uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> tr
     return tagger.next({std::span<const uint8_t>(&k, 1), trailer, pages});
 }
 
-void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger) {
-    encode_pc_tag(regions, pc_write_tag(tagger, PcKind::keys, regions, {}));
+void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger, PcKind kind) {
+    encode_pc_tag(regions, pc_write_tag(tagger, kind, regions, {}));
 }
 
-Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger) {
+Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger, PcKind kind) {
     uint64_t number = tagger.sequence();
-    if (bytes.size() < regions_size + kPcTagSize) return Error("internal: KEYS checked without room for its tag");
-    uint64_t expected = pc_write_tag(tagger, PcKind::keys, bytes.first(regions_size), {});
+    const char* what = kind == PcKind::pull ? "PULL" : "KEYS";
+    if (bytes.size() < regions_size + kPcTagSize) return Error(fmt::format("internal: {} checked without room for its tag", what));
+    uint64_t expected = pc_write_tag(tagger, kind, bytes.first(regions_size), {});
     if (In(bytes.subspan(regions_size, kPcTagSize)).u64() == expected) return {};
-    return Error(fmt::format("RDMA postcopy: write {} (KEYS) failed authentication (MAC mismatch): written or changed by "
-                             "someone other than the source; no region of it is read",
-                             number));
+    return Error(fmt::format("RDMA postcopy: write {} ({}) failed authentication (MAC mismatch): written or changed by "
+                             "someone other than the source; {}",
+                             number, what, kind == PcKind::pull ? "nothing of it is read" : "no region of it is read"));
 }
 
 Status check_pc_write(PcTagger& tagger, PcKind kind, const PcTrailer& t, std::span<const uint8_t> trailer,

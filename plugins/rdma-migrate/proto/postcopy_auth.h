@@ -81,11 +81,11 @@ Result<PcMessage> open_pc_message(std::span<const uint8_t> bytes, PcTagger& tagg
 
 // A write's tag: over its kind, its trailer's encoding without the tag and its pages.
 uint64_t pc_write_tag(PcTagger& tagger, PcKind kind, std::span<const uint8_t> trailer, std::span<const uint8_t> pages);
-// KEYS on an authenticated channel: the regions' bytes, then the tag of {kind KEYS, those bytes}
-// under the writes' key (in the writes' order). seal appends it; open checks it (`bytes`: the
-// regions' and then the tag's) and names the write that fails.
-void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger);
-Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger);
+// KEYS (and PULL, `kind`) on an authenticated channel: the regions' (runs') bytes, then the tag
+// of {kind, those bytes} under the writes' key (in the writes' order). seal appends it; open
+// checks it (`bytes`: the regions' and then the tag's) and names the write that fails.
+void seal_pc_keys(std::vector<uint8_t>& regions, PcTagger& tagger, PcKind kind = PcKind::keys);
+Status open_pc_keys(std::span<const uint8_t> bytes, size_t regions_size, PcTagger& tagger, PcKind kind = PcKind::keys);
 // The destination's check of a tagged write: `t` as decoded from `trailer` (its bytes as they
 // arrived, the tag's included), `pages` the pages as copied out of the slot. The error names the
 // range the trailer gives.

@@ -92,13 +92,13 @@ Result<PcImmediate> decode_pc_immediate(uint32_t value, uint32_t slots) {
         return imm;
     }
     if (kind != static_cast<uint32_t>(PcKind::data) && kind != static_cast<uint32_t>(PcKind::zero) &&
-        kind != static_cast<uint32_t>(PcKind::keys)) {
+        kind != static_cast<uint32_t>(PcKind::keys) && kind != static_cast<uint32_t>(PcKind::pull)) {
         return Error(fmt::format("RDMA postcopy: a write with immediate {:#x} of unknown kind {}", value, kind));
     }
     imm.kind = static_cast<PcKind>(kind);
     if (imm.slot >= slots) return Error(fmt::format("RDMA postcopy: a write into slot {}, of {}", imm.slot, slots));
-    if (imm.kind == PcKind::keys) {
-        if (imm.pages == 0) return Error("RDMA postcopy: KEYS with no region");
+    if (imm.kind == PcKind::keys || imm.kind == PcKind::pull) {
+        if (imm.pages == 0) return Error(imm.kind == PcKind::keys ? "RDMA postcopy: KEYS with no region" : "RDMA postcopy: PULL with no run");
         return imm;
     }
     if (imm.pages == 0 || imm.pages > kPcMaxPages) {
@@ -194,6 +194,33 @@ Status check_pc_range(const std::vector<LocalBlock>& blocks, uint32_t block, uin
                                  offset, b.name, b.size));
     }
     return {};
+}
+
+std::vector<uint8_t> encode_pc_pulls(const PcPulls& p) {
+    Out o;
+    o.u64(p.rate);
+    for (const PcPullRun& r : p.runs) o.u32(r.block), o.u32(r.pages), o.u64(r.offset);
+    return std::move(o.b);
+}
+
+Result<PcPulls> decode_pc_pulls(std::span<const uint8_t> bytes, uint32_t count) {
+    if (count == 0 || count > kPcMaxPullRuns || bytes.size() < pc_pulls_size(count)) {
+        return Error(fmt::format("RDMA postcopy PULL: {} runs ({} bytes of room; 1..{} runs)", count, bytes.size(),
+                                 kPcMaxPullRuns));
+    }
+    In in(bytes);
+    PcPulls out;
+    out.rate = in.u64();
+    for (uint32_t i = 0; i < count; ++i) {
+        PcPullRun r;
+        r.block = in.u32(), r.pages = in.u32(), r.offset = in.u64();
+        if (r.pages == 0 || r.pages > kPcMaxPullPages || r.offset % kPcPage != 0) {
+            return Error(fmt::format("RDMA postcopy PULL: run {} ({} pages at offset {:#x}) is not 1 to {} whole pages", i,
+                                     r.pages, r.offset, kPcMaxPullPages));
+        }
+        out.runs.push_back(r);
+    }
+    return out;
 }
 
 }  // namespace rdma_migrate

@@ -25,6 +25,8 @@
 //           tag after the last region]
 // and the destination reads a missing page straight from that address with an RDMA READ into
 // one of its request slots, instead of asking: the source's CPU never hears of that fault.
+// With kCapPostcopyReadPush the push writes no page of a region told: PULL writes (below) name
+// those runs, and the destination reads them itself.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +71,7 @@ std::vector<uint8_t> encode_pc_message(const PcMessage& m);
 // request's block and range are the receiver's to check against its blocks.
 Result<PcMessage> decode_pc_message(std::span<const uint8_t> bytes);
 
-enum class PcKind : uint8_t { data = 1, zero = 2, end = 3, keys = 4 };
+enum class PcKind : uint8_t { data = 1, zero = 2, end = 3, keys = 4, pull = 5 };
 struct PcImmediate {
     PcKind kind = PcKind::end;
     uint16_t slot = 0;
@@ -128,6 +130,30 @@ std::vector<uint8_t> encode_pc_regions(std::span<const PcRegion> regions, bool t
 // alignment, length and address (and its tag table's); block and range are the caller's to
 // check (check_pc_range).
 Result<std::vector<PcRegion>> decode_pc_regions(std::span<const uint8_t> bytes, uint32_t count, bool tagged = false);
+// kCapPostcopyReadPush: PULL, into a push slot (the immediate's `pages` is how many runs):
+//   {pull rate u64} then runs {block u32, pages u32, offset u64}
+//   [+ the writes' tag on an authenticated channel]
+// pages of regions a KEYS told that the source's push holds back: the destination reads them
+// itself, at `rate` bytes a second (0: as fast as the link goes). A page a PULL names is one
+// the source will not answer a request for (it took it for the push), as a pushed page.
+struct PcPullRun {
+    uint32_t block = 0, pages = 0;
+    uint64_t offset = 0;
+    bool operator==(const PcPullRun&) const = default;
+};
+struct PcPulls {
+    uint64_t rate = 0;
+    std::vector<PcPullRun> runs;
+};
+constexpr size_t kPcPullHeadSize = 8;
+constexpr size_t kPcPullRunSize = 16;
+constexpr uint32_t kPcMaxPullRuns = 255;        // the immediate's count is a byte
+constexpr uint32_t kPcMaxPullPages = 1u << 20;  // pages one run names (4 GiB)
+inline size_t pc_pulls_size(uint32_t runs) { return kPcPullHeadSize + runs * kPcPullRunSize; }
+std::vector<uint8_t> encode_pc_pulls(const PcPulls& p);
+// Each run: 1..kPcMaxPullPages pages from a page-aligned offset (the blocks are the caller's
+// to check, check_pc_range); `count` runs from 1 to kPcMaxPullRuns, within the bytes.
+Result<PcPulls> decode_pc_pulls(std::span<const uint8_t> bytes, uint32_t count);
 
 // Where a write of `imm` puts its trailer in its slot.
 inline uint64_t pc_trailer_offset(const PcImmediate& imm) { return imm.kind == PcKind::data ? imm.pages * kPcPage : 0; }

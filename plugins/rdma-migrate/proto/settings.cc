@@ -49,9 +49,16 @@ const Row kRows[] = {
     {{"x-rdma-postcopy-read",
       "rdma, both sides, with postcopy-ram: after the switch the destination reads each missing page from the "
       "source's RAM by RDMA READ, and the source's CPU never hears of the fault (else the destination asks with a "
-      "SEND and the source answers with a WRITE); not with verify-ram or tls-creds, whose pages must be checked",
+      "SEND and the source answers with a WRITE); not with verify-ram, whose pages come with their sums (with "
+      "tls-creds each page read is checked against a tag the source made)",
       VMM_SETTING_CAPABILITY, 0, 0, 1, 0},
      [](TransportSettings& s, uint64_t v) { s.postcopy_read = v != 0; }},
+    {{"x-rdma-postcopy-read-push",
+      "rdma, source, with x-rdma-postcopy-read: the destination also reads the background push itself, by RDMA "
+      "READ, at max-postcopy-bandwidth as set when the migration connected, and the source writes none of those "
+      "pages (else the source writes the push); the destination's side needs nothing but x-rdma-postcopy-read",
+      VMM_SETTING_CAPABILITY, 0, 0, 1, 0},
+     [](TransportSettings& s, uint64_t v) { s.postcopy_read_push = v != 0; }},
 };
 
 constexpr size_t kCount = sizeof kRows / sizeof kRows[0];

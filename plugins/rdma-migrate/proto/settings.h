@@ -22,6 +22,7 @@ struct TransportSettings {
     uint64_t pin_limit = 0;           // rdma-pin-limit, bytes (0 = unlimited)
     uint32_t channels = 1;            // rdma-channels
     bool postcopy_read = false;       // x-rdma-postcopy-read
+    bool postcopy_read_push = false;  // x-rdma-postcopy-read-push
 };
 
 // The rows, ended by a row whose name is null (vmm_transport_ops.settings).

@@ -45,8 +45,13 @@ constexpr uint32_t kCapPostcopyRead = 1u << 8;
 // ours: not a migration but a clone pulling a served saved guest (pull_wire.h): only a pull
 // server grants it, and it refuses every request without it.
 constexpr uint32_t kCapPull = 1u << 9;
+// ours, with kCapPostcopyRead (x-rdma-postcopy-read-push at the source): the destination also
+// reads the background push itself: the source names the runs of regions told that its push
+// holds back in PULL writes (postcopy_wire.h), with the pace to read them at, and writes none
+// of those pages (docs/rdma-protocol.md, "The push by READ too").
+constexpr uint32_t kCapPostcopyReadPush = 1u << 10;
 constexpr uint32_t kExtensionCaps = kCapChannels | kCapChunkSize | kCapBatch | kCapErrorText | kCapSums | kCapPostcopy |
-                                    kCapTls | kCapPostcopyRead | kCapPull;
+                                    kCapTls | kCapPostcopyRead | kCapPull | kCapPostcopyReadPush;
 constexpr uint32_t kBaseChunkShift = 20;     // QEMU's RDMA_REG_CHUNK_SHIFT: 1 MiB
 
 struct PrivateData {

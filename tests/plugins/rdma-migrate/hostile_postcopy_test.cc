@@ -64,9 +64,11 @@ struct PostcopyRogue {
     MemoryRegion buf_mr;
     PcMessage hello;
 
-    explicit PostcopyRogue(uint16_t port, bool reads = false) {
+    // `reads`: offers kCapPostcopyRead; `pulls`: kCapPostcopyReadPush too.
+    explicit PostcopyRogue(uint16_t port, bool reads = false, bool pulls = false) {
         PrivateData ours;
-        ours.flags = kCapChannels | kCapPostcopy | kCapErrorText | (reads ? kCapPostcopyRead : 0u);
+        ours.flags = kCapChannels | kCapPostcopy | kCapErrorText | (reads ? kCapPostcopyRead : 0u) |
+                     (pulls ? kCapPostcopyReadPush : 0u);
         ours.channels = 2;
         ours.session = 0x5eed;
         auto e = connect_endpoint(rdma_addr(), port, ours, -1, kTimeouts, ControlChannel::make_on(ctl));
@@ -215,6 +217,36 @@ TEST(RdmaPostcopyDestination, KeysOutsideTheProtocolAreRefused) {
         PcRegion one[] = {c.region};
         ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(slot), 1}), 0,
                                 encode_pc_regions(one)));
+        std::string why = dst.result();
+        EXPECT_NE(why.find(c.reason), std::string::npos) << why;
+        EXPECT_EQ(ram.changed(), 0u);
+    }
+}
+
+// PULL (kCapPostcopyReadPush) no honest source writes: runs in no region a KEYS told, outside
+// guest RAM, not whole pages, or PULL on a channel that did not agree to it. Each is refused
+// before any READ is aimed by it.
+TEST(RdmaPostcopyDestination, PullsOutsideTheProtocolAreRefused) {
+    VMM_REQUIRE(need::rdma());
+    struct Case {
+        bool pulls;
+        PcPullRun run;
+        const char* reason;
+    };
+    const Case cases[] = {
+        {true, {0, 1, 0}, "lies in no region a KEYS told"},
+        {true, {0, 2, kRam - kPcPage}, "fall outside RAM block 'pc.ram'"},
+        {true, {1, 1, 0}, "block 1 does not exist"},
+        {true, {0, 1, 100}, "is not 1 to"},
+        {false, {0, 1, 0}, "did not agree to the destination reading its push"},
+    };
+    for (const Case& c : cases) {
+        Ram ram;
+        DestinationUnderTest dst(ram, true);
+        PostcopyRogue rogue(dst.port(), true, c.pulls);
+        uint32_t slot = rogue.push_slot();
+        ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({PcKind::pull, static_cast<uint16_t>(slot), 1}), 0,
+                                encode_pc_pulls({0, {c.run}})));
         std::string why = dst.result();
         EXPECT_NE(why.find(c.reason), std::string::npos) << why;
         EXPECT_EQ(ram.changed(), 0u);

@@ -197,7 +197,8 @@ PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
     if (st) st = (*s)->postcopy()->begin();
     std::unique_ptr<Forger> forger;
     if (st && forge != Forge::never) forger = std::make_unique<Forger>(dst->link().channels().protection_domain());
-    if (st) st = (*s)->postcopy()->send(0, kForgedPage * kPage, 1, false, {}, std::nullopt);
+    if (st)
+        if (auto sent = (*s)->postcopy()->send(0, kForgedPage * kPage, 1, false, {}, std::nullopt); !sent) st = sent.error();
     const uint8_t* slot = dst != nullptr && dst->postcopy() != nullptr
                               ? reinterpret_cast<const uint8_t*>(dst->postcopy()->landing_slot(kPcRequestSlots))
                               : nullptr;
@@ -267,7 +268,8 @@ ReadOutcome read_one_page(const std::string& creds, bool forge) {
     auto s = SourceSession::connect(rdma_addr(), port, reading(src_ram));
     Status st = !s ? Status(s.error()) : (*s)->postcopy() == nullptr ? Status(Error("no postcopy channel")) : Status{};
     if (st) st = (*s)->postcopy()->begin();
-    if (st) st = (*s)->postcopy()->send(0, 0, 1, false, {}, std::nullopt);  // KEYS, tagged, go before it
+    if (st)  // KEYS, tagged, go before it
+        if (auto sent = (*s)->postcopy()->send(0, 0, 1, false, {}, std::nullopt); !sent) st = sent.error();
     if (st && forge) src_ram.p[kForgedPage * kPage + 100] ^= 0xff;
     pushed.set_value();
     out.destination = destination.result();

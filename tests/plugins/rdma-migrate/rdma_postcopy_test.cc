@@ -112,6 +112,40 @@ TEST(RdmaPostcopy, FaultsAreReadByRdmaReadAndTheSourceHearsOfFew) {
     expect_handover(*src, *dst);
 }
 
+// x-rdma-postcopy-read-push at the source too: the destination reads the push itself, at the
+// source's max-postcopy-bandwidth told in KEYS, and the source writes none of the missing
+// pages (they all lie in regions it told); END waits for the last piece; RAM ends equal.
+TEST(RdmaPostcopy, ThePushIsReadByTheDestinationAndTheSourceWritesNoneOfIt) {
+    VMM_REQUIRE(need::kvm(), need::userfaultfd(), need::rdma());
+    std::string uri = rdma_uri();
+    auto [src, dst] = reading_pair("rpc-pull", uri);
+    ASSERT_TRUE(src && dst);
+    EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read-push on"), "");
+    migrate_switching_after_bulk(*src, uri, "0", "2m");
+    ASSERT_TRUE(reaches(*src, "postcopy-active", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    EXPECT_NE(src->log().find("faults and the push by RDMA READ"), std::string::npos)
+        << "the source's log names no push by READ\n" << src->log();
+    std::string source_ram = src->ramhash();
+    ASSERT_TRUE(reaches(*src, "completed", 300)) << src->cmd("info migrate") << src->log() << dst->log();
+    ASSERT_TRUE(reaches(*dst, "completed", 60)) << dst->cmd("info migrate") << dst->log();
+    EXPECT_EQ(dst->ramhash(), source_ram) << "the destination's RAM, read over RDMA, differs" << dst->log();
+    uint64_t missing = number(*src, "postcopy missing pages");
+    uint64_t held = number(*src, "postcopy pages the destination read itself (not pushed)");
+    EXPECT_GT(missing, 0u) << src->cmd("info migrate");
+    EXPECT_EQ(number(*src, "postcopy pushed"), 0u) << "the source wrote pages the destination reads\n" << src->cmd("info migrate");
+    EXPECT_GT(held, 0u) << src->cmd("info migrate");
+    const std::string log = dst->log(), said = "x-rdma-postcopy-read-push: this side read ";
+    size_t at = log.find(said);
+    ASSERT_NE(at, std::string::npos) << "the destination did not say what it read\n" << log;
+    uint64_t pulled = std::strtoull(log.c_str() + at + said.size(), nullptr, 10);
+    EXPECT_GT(pulled, 0u) << log.substr(at);
+    EXPECT_NE(log.find(" at 2 MiB/s", at), std::string::npos) << "the source's pace did not reach the destination\n"
+                                                                  << log.substr(at);
+    std::cout << "rdma postcopy, push by READ: " << missing << " missing, " << held << " held by the source's count, "
+              << pulled << " read by the destination's push; " << log.substr(at, log.find('\n', at) - at) << "\n";
+    expect_handover(*src, *dst);
+}
+
 // A link cut while faults are read: both sides pause as without READ, and the new connection
 // tells its regions again (the old rkeys died with the old queue pair's registrations).
 TEST(RdmaPostcopy, ReadFaultsGoOnAfterAPausedLinkIsRecovered) {

@@ -169,9 +169,11 @@ TEST(RdmaTls, PlaintextAndAuthenticatedDoNotMeet) {
 // holds the guest paused, so the pages it lacks come by the push and by the faults its RAM
 // digest makes after the recovery; each is tagged, and it ends with exactly the source's RAM.
 // With `reads` (x-rdma-postcopy-read at both ends) those faults are RDMA READs, each page
-// checked against the tag the source made of it when it exposed its region.
+// checked against the tag the source made of it when it exposed its region; with `push`
+// (x-rdma-postcopy-read-push at the source) the destination reads the push too, each page of
+// it checked the same way.
 namespace {
-void authenticated_postcopy(const std::string& name, bool reads) {
+void authenticated_postcopy(const std::string& name, bool reads, bool push = false) {
     const std::string& creds = RdmaPki::get().good;
     std::string uri = rdma_uri();
     auto dst = Vm::start(name + "-dst", {"-m", "128M", "--smp", "1", "-S", "--incoming", "defer"});
@@ -189,6 +191,9 @@ void authenticated_postcopy(const std::string& name, bool reads) {
     if (reads) {
         EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read on"), "");
     }
+    if (push) {
+        EXPECT_EQ(src->cmd("migrate_set_capability x-rdma-postcopy-read-push on"), "");
+    }
     migrate_switching_after_bulk(*src, uri, "0", "256k");
     auto reaches = [](Vm& vm, const char* status, int seconds) {
         return eventually([&] { return vm.migrate_status() == status; }, seconds);
@@ -200,7 +205,8 @@ void authenticated_postcopy(const std::string& name, bool reads) {
               std::string::npos)
         << src->log();
     if (reads) {
-        EXPECT_NE(src->log().find("faults by RDMA READ"), std::string::npos) << src->log();
+        EXPECT_NE(src->log().find(push ? "faults and the push by RDMA READ" : "faults by RDMA READ"), std::string::npos)
+            << src->log();
     }
     std::string at_switch = src->ramhash();
     ASSERT_NO_FATAL_FAILURE(pause_and_recover(*src, *dst, rdma_uri()));
@@ -214,6 +220,10 @@ void authenticated_postcopy(const std::string& name, bool reads) {
     EXPECT_GT(faults, 0u) << dst->cmd("info migrate");
     if (reads) {
         EXPECT_LT(number(*src, "postcopy requests"), faults) << "every fault reached the source: none was read";
+    }
+    if (push) {  // every missing page lay in a region told, over both connections
+        EXPECT_EQ(number(*src, "postcopy pushed"), 0u) << src->cmd("info migrate");
+        EXPECT_NE(dst->log().find("x-rdma-postcopy-read-push: this side read "), std::string::npos) << dst->log();
     }
     EXPECT_EQ(dst->ramhash(), at_switch);
     EXPECT_EQ(dst->migrate_field("error"), "");
@@ -232,6 +242,15 @@ TEST(RdmaTls, AnAuthenticatedPostcopyReadsFaultsByReadEachPageTagged) {
     VMM_REQUIRE_RDMA_PKI();
     VMM_REQUIRE(need::userfaultfd());
     authenticated_postcopy("rdma-tls-pcread", true);
+}
+
+// x-rdma-postcopy-read-push on an authenticated link: the destination reads the push itself,
+// each page checked against its tag, across a recovery whose new connection tells its regions
+// (and their tags) anew.
+TEST(RdmaTls, AnAuthenticatedPostcopyReadsThePushEachPageTagged) {
+    VMM_REQUIRE_RDMA_PKI();
+    VMM_REQUIRE(need::userfaultfd());
+    authenticated_postcopy("rdma-tls-pcpull", true, true);
 }
 
 }  // namespace vmm::test

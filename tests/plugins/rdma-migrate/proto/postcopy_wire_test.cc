@@ -113,6 +113,31 @@ TEST(PostcopyWire, PagesOutsideGuestRamAreRefused) {
     EXPECT_NE(e.error().message().find("'high'"), std::string::npos) << e.error().message();
 }
 
+// PULL (kCapPostcopyReadPush): the pace and the runs the destination reads itself round-trip;
+// a run that is not whole pages, is empty or too long, and a count the bytes do not hold, are
+// refused.
+TEST(PostcopyWire, PullNamesTheRunsAndThePace) {
+    PcPulls p{uint64_t{2} << 20, {{0, 16, 0x10000}, {1, kPcMaxPullPages, 0}}};
+    auto bytes = encode_pc_pulls(p);
+    ASSERT_EQ(bytes.size(), pc_pulls_size(2));
+    auto back = decode_pc_pulls(bytes, 2);
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(back->rate, p.rate);
+    EXPECT_EQ(back->runs, p.runs);
+    EXPECT_FALSE(decode_pc_pulls(bytes, 3)) << "more runs than bytes";
+    EXPECT_FALSE(decode_pc_pulls(bytes, 0));
+    EXPECT_FALSE(decode_pc_pulls(std::span<const uint8_t>(bytes).first(4), 1)) << "no room for the pace";
+    auto refused = [](PcPullRun r) { return !decode_pc_pulls(encode_pc_pulls({0, {r}}), 1); };
+    EXPECT_TRUE(refused({0, 0, 0}));                    // no page
+    EXPECT_TRUE(refused({0, kPcMaxPullPages + 1, 0}));  // too long
+    EXPECT_TRUE(refused({0, 1, 0x800}));                // not a page's offset
+    EXPECT_FALSE(refused({0, 1, 0x1000}));
+    auto imm = decode_pc_immediate(encode_pc_immediate({PcKind::pull, 40, 2}), 64);
+    ASSERT_TRUE(imm);
+    EXPECT_EQ(imm->kind, PcKind::pull);
+    EXPECT_FALSE(decode_pc_immediate(encode_pc_immediate({PcKind::pull, 40, 0}), 64)) << "a PULL with no run";
+}
+
 // KEYS (kCapPostcopyRead): regions of the source's RAM round-trip, and a region that is not
 // whole aligned pages, has no address, wraps, or lies outside a block is refused.
 TEST(PostcopyWire, KeysNameWholePagesInsideABlock) {

@@ -18,7 +18,7 @@ std::vector<std::string> names() {
 
 TEST(RdmaSettings, TheRowsAreTheTransportsOnlyListOfNames) {
     EXPECT_EQ(names(), (std::vector<std::string>{"rdma-pin-all", "x-rdma-chunk-size", "rdma-pin-limit", "rdma-channels",
-                                                "x-rdma-postcopy-read"}));
+                                                "x-rdma-postcopy-read", "x-rdma-postcopy-read-push"}));
     const vmm_setting& chunk = setting_rows()[1];
     EXPECT_EQ(chunk.kind, VMM_SETTING_SIZE);
     EXPECT_EQ(chunk.flags, VMM_SETTING_F_POWER_OF_TWO);
