@@ -34,11 +34,13 @@
 # --vs-qemu: in the nested VM, only the runs beside QEMU 7.2 (ours with and without readahead,
 # QEMU's), a few minutes: writes bench-postcopy-vs-qemu.json.
 #
-# --read: in the nested VM, postcopy over rdma with faults asked for (a SEND, an RDMA WRITE back)
-# and with faults read (x-rdma-postcopy-read: one RDMA READ, the source's CPU not woken), in
-# turn, --runs times (3), between ib_read_lat (4 KiB) and ib_write_lat + ib_send_lat measured
-# before and after: fault latency p50 against each floor, the source's return-path CPU time per
-# fault, blocked and total time side by side; writes bench-postcopy-rdma-read.json. With --tls
+# --read: in the nested VM, postcopy over rdma with faults asked for (a SEND, an RDMA WRITE back),
+# with faults read (x-rdma-postcopy-read: one RDMA READ, the source's CPU not woken) and the push
+# written, and with faults and the push read (x-rdma-postcopy-read-push: the destination reads
+# the push itself at max-postcopy-bandwidth), in turn, --runs times (3), between ib_read_lat
+# (4 KiB) and ib_write_lat + ib_send_lat measured before and after: fault latency p50 against
+# each floor, the source's return-path CPU time per fault, blocked and total time side by side;
+# writes bench-postcopy-rdma-read.json. With --tls
 # both arms are authenticated (tls-creds at both ends: tagged writes against READs whose pages are
 # checked against the tags the source made when it exposed them); writes
 # bench-postcopy-rdma-read-tls.json.
@@ -194,6 +196,7 @@ bw=$cap pcbw=$cap preempt=1 readahead=  # run()'s max-bandwidth, max-postcopy-ba
                                         # default), x-postcopy-readahead (empty: the default)
 creds= verify=  # run()'s tls-creds at both ends (empty: none); verify-ram at both ends (1: on)
 reads=          # run()'s x-rdma-postcopy-read at both ends (1: on)
+pull=           # run()'s x-rdma-postcopy-read-push at the source (1: on; with reads)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
@@ -218,7 +221,8 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
             [ "$mode" != postcopy-now ] && h "$mode-s" "migrate_set_parameter x-postcopy-after-rounds 1"
             [ "$mode" != postcopy-multifd ] || h "$mode-s" "migrate_set_capability multifd on"
             h "$mode-s" "migrate_set_parameter max-postcopy-bandwidth $pcbw"
-            [ -z "$readahead" ] || h "$mode-s" "migrate_set_parameter x-postcopy-readahead $readahead" ;;
+            [ -z "$readahead" ] || h "$mode-s" "migrate_set_parameter x-postcopy-readahead $readahead"
+            [ -z "$pull" ] || h "$mode-s" "migrate_set_capability x-rdma-postcopy-read-push on" ;;
         precopy) h "$mode-s" "migrate_set_capability auto-converge on" ;;
     esac
     local before

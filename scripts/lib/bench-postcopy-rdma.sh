@@ -15,9 +15,9 @@
 #     switch within a moment, before their bulk pass ends; and ours once more without readahead
 #     (postcopy-tcp-bare-nora). Each guest counts its own stalls (guest/stress.c, stall_us)
 # With --auth only plain-N, verify-N and auth-N: postcopy over rdma as it is, with verify-ram,
-# and with tls-creds, in turn. With --read only write-N and read-N: faults asked for, and faults
-# read by RDMA READ (x-rdma-postcopy-read), in turn, between the floors of each; --tls: both
-# authenticated.
+# and with tls-creds, in turn. With --read only write-N, read-N and pull-N: faults asked for,
+# faults read by RDMA READ (x-rdma-postcopy-read) with the push written, and faults and the push
+# read (x-rdma-postcopy-read-push), in turn, between the floors of each; --tls: all authenticated.
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -129,7 +129,18 @@ if [ "$auth" = 1 ]; then  # plain, verify-ram and authenticated postcopy over rd
     report_failures
     exit 0
 fi
-if [ "$read" = 1 ]; then  # faults asked for, and faults read, in turn (--tls: both authenticated)
+# read_arm_said NAME TEXT: what the source logged of its connection says whether its faults (and
+# push) were read; --tls: that those pages were tagged.
+read_arm_said() {
+    jq -e .failed "$work/$1.json" >/dev/null && return 0
+    if [ "$tls" = 1 ]; then
+        grep -q "pages read by RDMA READ tagged" "$work/postcopy-s.log" ||
+            die "$1: the source's log does not say its READ pages were tagged: $(grep -m1 'rdma ' "$work/postcopy-s.log")"
+    fi
+    grep -q "$2" "$work/postcopy-s.log" ||
+        die "$1: the source's log does not say '$2': $(grep -m1 'rdma ' "$work/postcopy-s.log")"
+}
+if [ "$read" = 1 ]; then  # faults asked for, faults read, faults and push read, in turn (--tls: all authenticated)
     name=bench-postcopy-rdma-read
     if [ "$tls" = 1 ]; then
         "$ROOT/scripts/make-test-pki.sh" "$work/pki" --server "$addr" >/dev/null ||
@@ -138,24 +149,18 @@ if [ "$read" = 1 ]; then  # faults asked for, and faults read, in turn (--tls: b
     fi
     kept lat-before lat- read_latencies before
     for i in $(seq 1 "$runs"); do
-        reads= attempt postcopy rdma "write-$i"
-        reads=1 attempt postcopy rdma "read-$i"
-        if [ "$tls" = 1 ] && ! jq -e .failed "$work/read-$i.json" >/dev/null; then
-            grep -q "pages read by RDMA READ tagged" "$work/postcopy-s.log" ||
-                die "read-$i: the source's log does not say its READ pages were tagged: $(grep -m1 'rdma ' "$work/postcopy-s.log")"
-        fi
-        # What the source logged of its connection says whether its faults were read.
-        if ! jq -e .failed "$work/read-$i.json" >/dev/null; then
-            grep -q "postcopy channel (faults by RDMA READ)" "$work/postcopy-s.log" ||
-                die "read-$i: the source's log does not say its faults were read: $(grep -m1 'rdma ' "$work/postcopy-s.log")"
-        fi
+        reads= pull= attempt postcopy rdma "write-$i"
+        reads=1 pull= attempt postcopy rdma "read-$i"
+        read_arm_said "read-$i" "postcopy channel (faults by RDMA READ)"
+        reads=1 pull=1 attempt postcopy rdma "pull-$i"
+        read_arm_said "pull-$i" "postcopy channel (faults and the push by RDMA READ)"
     done
     kept lat-after lat- read_latencies after
     for i in $(seq 1 "$runs"); do
-        for m in write read; do cat "$work/$m-$i.json" >>"$work/$m.all"; done
+        for m in write read pull; do cat "$work/$m-$i.json" >>"$work/$m.all"; done
     done
     jq -n --argjson cap "$cap" --arg hot "$hot" --arg fill "$fill" --arg dev "$dev" \
-        --slurpfile write "$work/write.all" --slurpfile read "$work/read.all" \
+        --slurpfile write "$work/write.all" --slurpfile read "$work/read.all" --slurpfile pull "$work/pull.all" \
         --slurpfile lb "$work/lat-before.json" --slurpfile la "$work/lat-after.json" \
         -f "$ROOT/scripts/lib/bench-postcopy-read.jq" >"$out/$name.json"
     jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/$name.json"

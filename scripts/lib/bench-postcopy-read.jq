@@ -1,5 +1,6 @@
 # bench-postcopy.sh --read's report: postcopy over rdma with faults asked for ($write: a SEND,
-# an RDMA WRITE back) and read ($read: x-rdma-postcopy-read, one RDMA READ), run in turn; the
+# an RDMA WRITE back), read ($read: x-rdma-postcopy-read, one RDMA READ; the push written) and
+# read with the push read too ($pull: x-rdma-postcopy-read-push), run in turn; the
 # floors measured before and after ($lb, $la: ib_read_lat 4 KiB; ib_write_lat 4 KiB +
 # ib_send_lat 32 B); per run the READ figure over the WRITE one beside it, and the medians
 # (docs/performance.md, "Postcopy faults by RDMA READ").
@@ -26,16 +27,17 @@ def figures(r): if r.failed then {failed: r.failed} else {
         (r.source."x-postcopy"."x-return-path-cpu-ms" * 1000 / lat(r).count) | r2 else null end),
     blocked_ms: r.destination."postcopy-blocktime"
   } end;
-($write | map(figures(.))) as $w | ($read | map(figures(.))) as $r |
-[range(0; [($w | length), ($r | length)] | min)] as $runs |
+($write | map(figures(.))) as $w | ($read | map(figures(.))) as $r | ($pull | map(figures(.))) as $p |
+[range(0; [($w | length), ($r | length), ($p | length)] | min)] as $runs |
 def col(xs; k): xs | map(.[k]) | median;
 def per_run(k): [$runs[] | ratio($r[.][k]; $w[.][k])];
+def pull_run(k; base): [$runs[] | ratio($p[.][k]; base[.][k])];
 (([$lb[0].read_4k_us, $la[0].read_4k_us] | median)) as $read_floor |
 (([$lb[0].write_4k_us + $lb[0].send_32_us, $la[0].write_4k_us + $la[0].send_32_us] | median)) as $write_floor |
 {
   guest: {fill: $fill, hot: $hot, cap_mib_s: ($cap / 1048576), device: $dev},
   floors: {before: $lb[0], after: $la[0], read_us: $read_floor, send_plus_write_us: $write_floor},
-  write: $w, read: $r,
+  write: $w, read: $r, pull: $p,
   summary: {
     "runs of each (faults asked for, faults read, in turn)": ($runs | length),
     "floors, us: ib_read_lat 4 KiB / ib_write_lat 4 KiB + ib_send_lat 32 B (medians of before and after)": "\($read_floor) / \($write_floor)",
@@ -53,6 +55,14 @@ def per_run(k): [$runs[] | ratio($r[.][k]; $w[.][k])];
     "precopy (setup and rounds), ms: asked / read (medians)": "\(col($w; "precopy_ms")) / \(col($r; "precopy_ms"))",
     "postcopy (from GO to the end), ms: asked / read (medians)": "\(col($w; "postcopy_ms")) / \(col($r; "postcopy_ms"))",
     "postcopy, read / asked, per run (target <= 1)": per_run("postcopy_ms"),
-    "pages missing at the switch: asked / read (medians)": "\(col($w; "missing_pages")) / \(col($r; "missing_pages"))"
+    "pages missing at the switch: asked / read (medians)": "\(col($w; "missing_pages")) / \(col($r; "missing_pages"))",
+    "push read too: fault p50, us; faults the source heard of; return-path CPU per fault, us (medians)": "\(col($p; "fault_p50_us")); \(col($p; "heard_by_source")); \(col($p; "return_cpu_us_per_fault"))",
+    "push read too: pages pushed / held by the source's count (medians)": "\(col($p; "pushed_pages")) / \(col($p; "held_pages"))",
+    "push read too: fault p50, pull / asked, per run (target <= 0.5)": pull_run("fault_p50_us"; $w),
+    "push read too: source CPU per fault, pull / asked, per run (target <= 0.05)": pull_run("return_cpu_us_per_fault"; $w),
+    "push read too: guest blocked, ms (median)": col($p; "blocked_ms"),
+    "push read too: postcopy, pull / asked, per run (target <= 1)": pull_run("postcopy_ms"; $w),
+    "push read too: postcopy, pull / read, per run": pull_run("postcopy_ms"; $r),
+    "push read too: total, pull / asked, per run": pull_run("total_ms"; $w)
   }
 }
