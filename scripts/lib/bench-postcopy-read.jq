@@ -25,6 +25,10 @@ def figures(r): if r.failed then {failed: r.failed} else {
     return_cpu_ms: r.source."x-postcopy"."x-return-path-cpu-ms",
     return_cpu_us_per_fault: (if (lat(r).count // 0) > 0 then
         (r.source."x-postcopy"."x-return-path-cpu-ms" * 1000 / lat(r).count) | r2 else null end),
+    # The whole source process from the switch to the end: the push's cost too.
+    source_cpu_ms: r.source."x-postcopy"."x-source-cpu-ms",
+    source_cpu_us_per_fault: (if (lat(r).count // 0) > 0 and r.source."x-postcopy"."x-source-cpu-ms" then
+        (r.source."x-postcopy"."x-source-cpu-ms" * 1000 / lat(r).count) | r2 else null end),
     blocked_ms: r.destination."postcopy-blocktime"
   } end;
 ($write | map(figures(.))) as $w | ($read | map(figures(.))) as $r | ($pull | map(figures(.))) as $p |
@@ -49,6 +53,9 @@ def pull_run(k; base): [$runs[] | ratio($p[.][k]; base[.][k])];
     "faults the source heard of: asked / read (medians)": "\(col($w; "heard_by_source")) / \(col($r; "heard_by_source"))",
     "source return-path CPU per fault, us: asked / read (medians)": "\(col($w; "return_cpu_us_per_fault")) / \(col($r; "return_cpu_us_per_fault"))",
     "source CPU per fault, read / asked, per run (target <= 0.05)": per_run("return_cpu_us_per_fault"),
+    "source process CPU from the switch, ms: asked / read / pull (medians)": "\(col($w; "source_cpu_ms")) / \(col($r; "source_cpu_ms")) / \(col($p; "source_cpu_ms"))",
+    "source process CPU per fault, read / asked, per run": per_run("source_cpu_us_per_fault"),
+    "source process CPU per fault, pull / asked, per run": pull_run("source_cpu_us_per_fault"; $w),
     "guest blocked, ms: asked / read (medians)": "\(col($w; "blocked_ms")) / \(col($r; "blocked_ms"))",
     "total, ms: asked / read (medians)": "\(col($w; "total_ms")) / \(col($r; "total_ms"))",
     "total, read / asked, per run": per_run("total_ms"),

@@ -32,7 +32,7 @@ Json postcopy_json(const migration::PostcopyStats& p) {
                 {"x-resent-pages", p.resent_pages},
                 {"zero-local", p.zero_local},         {"placed", p.placed},
                 {"bytes", p.postcopy_bytes},          {"recoveries", p.recoveries},
-                {"x-return-path-cpu-ms", p.return_cpu_ms}, {"x-held-pages", p.held_pages},
+                {"x-return-path-cpu-ms", p.return_cpu_ms}, {"x-source-cpu-ms", p.source_cpu_ms}, {"x-held-pages", p.held_pages},
                 {"fault-latency", latency_json(p.fault_latency)}, {"x-serve-latency", latency_json(p.serve_latency)},
                 {"blocktime-ms", p.blocktime_ms},     {"vcpu-blocktime-us", std::move(blocktime)},
                 {"x-ready-ms", p.ready_ms}};
@@ -48,6 +48,7 @@ std::string postcopy_text(const Json& p, bool destination) {
                            u64(p, "bytes") / 1024);
         out += fmt::format("postcopy recoveries: {}\n", u64(p, "recoveries"));
         out += fmt::format("postcopy return path cpu: {:.1f} ms\n", num(p, "x-return-path-cpu-ms"));
+        out += fmt::format("postcopy source cpu: {:.1f} ms (the whole process, from the switch)\n", num(p, "x-source-cpu-ms"));
         if (u64(p, "x-held-pages") != 0) {
             out += fmt::format("postcopy pages the destination read itself (not pushed): {}\n", u64(p, "x-held-pages"));
         }

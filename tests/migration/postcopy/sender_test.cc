@@ -474,6 +474,7 @@ TEST_P(PostcopySenderTest, PagesTheDestinationFetchesItselfAreCountedHeldNotPush
     PostcopyStats st = sender_->stats();
     EXPECT_EQ(st.held_pages, 1024u) << "the pages the channel held back are the destination's to fetch";
     EXPECT_EQ(st.background_pages, kPages - 1024) << "held pages were counted as pushed";
+    EXPECT_GT(st.source_cpu_ms, 0.0) << "the source's CPU time in postcopy was not measured";
 }
 
 TEST_P(PostcopySenderTest, ANewCapAppliesToThePushUnderWay) {

@@ -106,6 +106,7 @@ struct PostcopyStats {
     uint64_t held_pages = 0;        // source: pages the destination read itself (RDMA READ) and said it holds, or
                                     // (a transport whose destination reads the push) left for it to read
     double return_cpu_ms = 0;       // source: CPU time its return-path threads used (reading and answering requests)
+    double source_cpu_ms = 0;       // source: its whole process's CPU time while postcopy ran (each connection's)
     double ready_ms = 0;            // a lazy restore's destination: from its start until the guest could run
     LatencySummary fault_latency;   // destination: a request sent until its page was placed
     LatencySummary serve_latency;   // source: a request read until its pages were written (or sent again)

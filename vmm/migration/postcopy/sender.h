@@ -63,6 +63,7 @@ public:
     void resume(std::unique_ptr<SourcePostcopyLink> link, const std::vector<std::vector<uint64_t>>& received);
 
 private:
+    Status run_once();  // run(), its process CPU time counted
     using Path = SourcePostcopyLink::Path;
     struct Request {
         uint32_t block;
