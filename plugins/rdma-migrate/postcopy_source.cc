@@ -13,6 +13,7 @@
 #include "trace.h"
 #include "vmm/common/log.h"
 #include "vmm/common/units.h"
+#include "vmm/common/zero_page.h"
 
 namespace rdma_migrate {
 
@@ -156,10 +157,15 @@ constexpr size_t kExposedRunsAtMost = 64;
 constexpr uint64_t kExposeGapPages = 256;  // 1 MiB
 
 // The runs of [host, host + length) this process has, in pages from host; all of it when the
-// kernel cannot say.
+// kernel cannot say. A page that reads as zeros is left out: mincore counts a page only ever
+// read (the shared zero page mapped) as resident, and registering it would make it; a zero
+// page missing at the destination is asked for, or pushed, as a zero run. (Looking costs a
+// read of each resident page until its first non-zero byte.)
 std::vector<std::pair<uint64_t, uint64_t>> resident_pages(uint8_t* host, uint64_t length) {
     std::vector<uint8_t> in(length / kPcPage);
     if (::mincore(host, length, in.data()) != 0) return {{0, length / kPcPage}};
+    for (size_t i = 0; i < in.size(); ++i)
+        if ((in[i] & 1) != 0 && vmm::is_zero_page(host + i * kPcPage)) in[i] = 0;
     return resident_runs(in, kExposeGapPages, kExposedRunsAtMost);
 }
 }  // namespace

@@ -164,6 +164,16 @@ TEST(RdmaPostcopy, ReadFaultsGoOnAfterAPausedLinkIsRecovered) {
     EXPECT_EQ(number(*src, "postcopy recoveries"), 1u) << src->cmd("info migrate");
     EXPECT_LT(number(*src, "postcopy requests"), number(*dst, "postcopy requests")) << dst->log();
     EXPECT_EQ(dst->ramhash(), at_switch);
+    // The recovered connection registered only what the guest wrote, though the digest before it
+    // read every page of the source's RAM (which maps the zero page where the guest never wrote).
+    const std::string log = src->log(), said = "x-rdma-postcopy-read: ";
+    size_t at = log.rfind(" MiB of RAM registered for RDMA READ");
+    ASSERT_NE(at, std::string::npos) << log;
+    ASSERT_GT(at, log.find("postcopy resumed")) << "the recovered connection did not say what it registered\n" << log;
+    size_t from = log.rfind(said, at);
+    ASSERT_NE(from, std::string::npos) << log;
+    EXPECT_LT(std::strtoull(log.c_str() + from + said.size(), nullptr, 10), 64u)
+        << "RAM the guest never wrote was registered\n" << log.substr(from, at - from + 40);
 }
 
 // The pattern guest runs at the destination from the switch on, under verify-ram: every page's
