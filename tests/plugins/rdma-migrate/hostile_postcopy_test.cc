@@ -193,6 +193,21 @@ TEST(RdmaPostcopyDestination, ImmediatesOutsideTheProtocolAreRefused) {
     }
 }
 
+// A destination with READ on (`reads`), and a rogue that offers it and the push read (`pulls`),
+// which writes one KEYS or PULL
+// (`kind`, one entry: `bytes`) into the push ring: the destination refuses it for `reason`,
+// and nothing of guest RAM changes.
+void expect_listing_refused(bool reads, bool pulls, PcKind kind, const std::vector<uint8_t>& bytes, const char* reason) {
+    Ram ram;
+    DestinationUnderTest dst(ram, reads);
+    PostcopyRogue rogue(dst.port(), reads, pulls);
+    uint32_t slot = rogue.push_slot();
+    ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({kind, static_cast<uint16_t>(slot), 1}), 0, bytes));
+    std::string why = dst.result();
+    EXPECT_NE(why.find(reason), std::string::npos) << why;
+    EXPECT_EQ(ram.changed(), 0u);
+}
+
 // KEYS (kCapPostcopyRead) no honest source writes: regions outside guest RAM, not whole pages,
 // or KEYS on a channel that did not agree to READ. Each is refused before any region is kept,
 // so no READ could be aimed by it.
@@ -210,16 +225,8 @@ TEST(RdmaPostcopyDestination, KeysOutsideTheProtocolAreRefused) {
         {false, {0, 7, 0, kPcPage, 0x7f0000000000}, "did not agree to RDMA READ"},
     };
     for (const Case& c : cases) {
-        Ram ram;
-        DestinationUnderTest dst(ram, c.reads);
-        PostcopyRogue rogue(dst.port(), c.reads);
-        uint32_t slot = rogue.push_slot();
         PcRegion one[] = {c.region};
-        ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({PcKind::keys, static_cast<uint16_t>(slot), 1}), 0,
-                                encode_pc_regions(one)));
-        std::string why = dst.result();
-        EXPECT_NE(why.find(c.reason), std::string::npos) << why;
-        EXPECT_EQ(ram.changed(), 0u);
+        expect_listing_refused(c.reads, false, PcKind::keys, encode_pc_regions(one), c.reason);
     }
 }
 
@@ -240,17 +247,7 @@ TEST(RdmaPostcopyDestination, PullsOutsideTheProtocolAreRefused) {
         {true, {0, 1, 100}, "is not 1 to"},
         {false, {0, 1, 0}, "did not agree to the destination reading its push"},
     };
-    for (const Case& c : cases) {
-        Ram ram;
-        DestinationUnderTest dst(ram, true);
-        PostcopyRogue rogue(dst.port(), true, c.pulls);
-        uint32_t slot = rogue.push_slot();
-        ASSERT_TRUE(rogue.write(slot, encode_pc_immediate({PcKind::pull, static_cast<uint16_t>(slot), 1}), 0,
-                                encode_pc_pulls({0, {c.run}})));
-        std::string why = dst.result();
-        EXPECT_NE(why.find(c.reason), std::string::npos) << why;
-        EXPECT_EQ(ram.changed(), 0u);
-    }
+    for (const Case& c : cases) expect_listing_refused(true, c.pulls, PcKind::pull, encode_pc_pulls({0, {c.run}}), c.reason);
 }
 
 // An honest push goes through, checked: its pages are where the trailer says, with their sums.
