@@ -211,6 +211,26 @@ TEST(Deadline, DowntimeRaisesTheLimitAsLittleAsMeetsIt) {
     EXPECT_NE(a.why.find("not even a downtime of 399 ms (x-deadline-max-downtime) would meet it"), std::string::npos);
 }
 
+// A 32 MB stream rewritten as fast as the link moves it (16 MB/s), read as a 21 MB hot set, 4 s
+// in with 3.8 s left. One more round and a 1,313 ms pause would just meet 7.8 s on those rates;
+// the strategy keeps a margin and pauses now, for the 2 s all 32 MB take. Where only the bet
+// meets the deadline (5 s left with the margin short of it), it takes the bet.
+TEST(Deadline, DowntimeKeepsAMarginAndPausesNowWhereOneMoreRoundOnlyJustMeetsIt) {
+    DeadlineFacts f = missing(DeadlineStrategy::downtime);
+    f.elapsed_ms = 4000;
+    f.deadline_ms = 7800;
+    f.max_downtime_ms = 7800;
+    f.eta = {32 * 1000 * 1000, 16 * MB, 16 * MB, 300, 0};
+    f.eta.hot_set_bytes = 21 * MB;
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime);
+    EXPECT_EQ(a.downtime_ms, 2000u);
+    f.max_downtime_ms = 1999;  // no pause now: the one that only just meets it
+    a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime);
+    EXPECT_EQ(a.downtime_ms, 1313u);
+}
+
 // dirty-limit: the guest held to a rate at which the plan meets the deadline, with a margin: the
 // plan at that rate meets it, at the rate the strategy found (without the margin) it just does.
 TEST(Deadline, DirtyLimitHoldsTheGuestToARateThatMeetsIt) {

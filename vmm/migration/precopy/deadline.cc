@@ -32,8 +32,12 @@ std::string predicted(const DeadlineFacts& f, const std::optional<Eta>& eta) {
                        f.elapsed_ms / 1000, f.eta.dirty_bytes_per_s / 1e6, f.eta.link_bytes_per_s / 1e6);
 }
 
+bool ends_by(const DeadlineFacts& f, const std::optional<Eta>& eta, double by_ms) {
+    return eta && eta->converges && f.elapsed_ms + eta->remaining_ms <= by_ms;
+}
+
 bool meets(const DeadlineFacts& f, const std::optional<Eta>& eta) {
-    return eta && eta->converges && f.elapsed_ms + eta->remaining_ms <= static_cast<double>(f.deadline_ms);
+    return ends_by(f, eta, static_cast<double>(f.deadline_ms));
 }
 
 DeadlineAction cancel(const DeadlineFacts& f, const std::optional<Eta>& eta, std::string_view tried) {
@@ -43,20 +47,28 @@ DeadlineAction cancel(const DeadlineFacts& f, const std::optional<Eta>& eta, std
                         static_cast<double>(f.deadline_ms) / 1000, predicted(f, eta), tried)};
 }
 
-// The least downtime limit, up to the ceiling, whose prediction meets the deadline.
-std::optional<uint64_t> least_downtime(const DeadlineFacts& f) {
+// The least downtime limit, up to the ceiling, whose prediction ends by `by_ms`.
+std::optional<uint64_t> least_downtime_by(const DeadlineFacts& f, double by_ms) {
     uint64_t lo = static_cast<uint64_t>(f.eta.downtime_limit_ms), hi = f.max_downtime_ms;
     auto at = [&](uint64_t ms) {
         EtaFacts e = f.eta;
         e.downtime_limit_ms = static_cast<double>(ms);
         return precopy_eta(e);
     };
-    if (hi <= lo || !meets(f, at(hi))) return std::nullopt;
-    while (lo + 1 < hi) {  // meets(at(hi)), and not meets(at(lo))
+    if (hi <= lo || !ends_by(f, at(hi), by_ms)) return std::nullopt;
+    while (lo + 1 < hi) {  // ends by it at hi, and not at lo
         uint64_t mid = lo + (hi - lo) / 2;
-        (meets(f, at(mid)) ? hi : lo) = mid;
+        (ends_by(f, at(mid), by_ms) ? hi : lo) = mid;
     }
     return hi;
+}
+
+// The least limit that ends the migration by kDowntimeMargin of the time left, or, when the
+// ceiling allows none, by the deadline itself.
+std::optional<uint64_t> least_downtime(const DeadlineFacts& f) {
+    double deadline = static_cast<double>(f.deadline_ms);
+    if (auto ms = least_downtime_by(f, f.elapsed_ms + kDowntimeMargin * (deadline - f.elapsed_ms))) return ms;
+    return least_downtime_by(f, deadline);
 }
 
 // Whether the postcopy push of what is left, switched to now, would itself end past the deadline:
