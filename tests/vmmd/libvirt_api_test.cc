@@ -305,8 +305,8 @@ TEST_F(TwoVmmd, ParallelConnectionsWithoutParallelAreRefusedAndTheSourceRunsOn) 
 }
 
 // When a migration must end, from each place vmmd takes it: vmmd's --migration-stall-timeout,
-// the domain's <vmm:migration-deadline> and -strategy, and the migration's own vmm.* typed
-// parameters over both. A strategy the migration cannot follow (postcopy without --postcopy) is
+// the domain's <vmm:migration-deadline> and -strategy (a list of them), and the migration's own
+// vmm.* typed parameters over both. A strategy the migration cannot follow (postcopy without --postcopy) is
 // refused by the vmm in one line, the guest running on; the vmm holds what each place said.
 TEST_F(TwoVmmd, ADeadlineFromEachPlaceReachesTheVmm) {
     static const char* kXml = R"(<domain type='vmm'>
@@ -316,7 +316,7 @@ TEST_F(TwoVmmd, ADeadlineFromEachPlaceReachesTheVmm) {
   <os><type>hvm</type><kernel>pattern</kernel></os>
   <metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'>
     <vmm:migration-deadline>10m</vmm:migration-deadline>
-    <vmm:migration-deadline-strategy>postcopy</vmm:migration-deadline-strategy>
+    <vmm:migration-deadline-strategy>downtime,postcopy</vmm:migration-deadline-strategy>
   </vmm:vmm></metadata>
 </domain>)";
     Domain d = define_and_start(kXml);
@@ -332,10 +332,10 @@ TEST_F(TwoVmmd, ADeadlineFromEachPlaceReachesTheVmm) {
     ASSERT_TRUE(q);
     auto held = q->execute("query-migrate-parameters")["return"];
     EXPECT_EQ(held["x-deadline"], "10m") << held.dump();
-    EXPECT_EQ(held["x-deadline-strategy"], "postcopy") << held.dump();
+    EXPECT_EQ(held["x-deadline-strategy"], "downtime,postcopy") << held.dump();
     EXPECT_EQ(held["x-stall-timeout"], "600000") << held.dump();
     // The migration's own parameters over the domain's: it completes.
-    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline_strategy", "cancel"), 0);
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline_strategy", "downtime,throttle"), 0);
     ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline", "1h"), 0);
     Domain arrived(virDomainMigrate3(d.get(), dst_.get(), p.list, static_cast<unsigned>(p.count), VIR_MIGRATE_LIVE));
     EXPECT_TRUE(arrived) << last_error();

@@ -81,7 +81,7 @@ std::string needs(PlanStrategy s, const migration::Settings& set, bool ring) {
     std::vector<std::string> n;
     if (s == PlanStrategy::dirty_limit) {
         if (!ring) n.push_back("the dirty ring (start vmm with --dirty-tracking ring)");
-        if (set.params.deadline == "off" || set.params.deadline_strategy != "dirty-limit")
+        if (set.params.deadline == "off" || !migration::names_strategy(set.params.deadline_strategy, migration::DeadlineStrategy::dirty_limit))
             n.push_back("an x-deadline with x-deadline-strategy dirty-limit (or set_vcpu_dirty_limit by hand)");
     }
     bool postcopy = s == PlanStrategy::postcopy_after_round || s == PlanStrategy::postcopy_now;

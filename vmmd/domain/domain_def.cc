@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string_view>
+#include <vector>
 
 namespace vmmd {
 
@@ -32,9 +35,30 @@ std::string display_devices_named(const DomainDef& d) {
 
 std::optional<std::string> deadline_strategy_refusal(const std::optional<std::string>& strategy) {
     if (!strategy) return std::nullopt;
-    for (const char* known : {"cancel", "postcopy", "downtime", "throttle", "dirty-limit"})
-        if (*strategy == known) return std::nullopt;
-    return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit", *strategy);
+    // The rules of vmm's x-deadline-strategy (vmm/migration/precopy/deadline.h), checked here so a
+    // domain's XML or a migration's parameters are refused when given, not when migrating.
+    std::vector<std::string_view> seen;
+    std::string_view text = *strategy;
+    for (size_t at = 0; at <= text.size();) {
+        size_t comma = std::min(text.find(',', at), text.size());
+        std::string_view name = text.substr(at, comma - at);
+        bool known = false;
+        for (const char* k : {"cancel", "postcopy", "downtime", "throttle", "dirty-limit"}) known = known || name == k;
+        if (!known) {
+            return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit, or "
+                               "several in the order to try them (e.g. downtime,throttle)",
+                               text);
+        }
+        if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+            return fmt::format("deadline strategy '{}': {} is named twice", text, name);
+        }
+        if (!seen.empty() && seen.back() == "cancel") {
+            return fmt::format("deadline strategy '{}': cancel gives up the migration, so it can only come last", text);
+        }
+        seen.push_back(name);
+        at = comma + 1;
+    }
+    return std::nullopt;
 }
 
 }  // namespace vmmd

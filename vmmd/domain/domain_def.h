@@ -27,7 +27,8 @@ struct MigrationDeadline {
     std::optional<uint64_t> stall_timeout_ms;
     bool operator==(const MigrationDeadline&) const = default;
 };
-// Why `strategy` is not one vmm knows (nullopt: it is, or none is given).
+// Why `strategy` is not a list vmm takes: names it knows, in the order to try them, each once and
+// cancel only last (nullopt: it is, or none is given).
 std::optional<std::string> deadline_strategy_refusal(const std::optional<std::string>& strategy);
 
 struct DomainDef {

@@ -32,8 +32,27 @@ TEST(Deadline, StrategiesByName) {
     EXPECT_STREQ(to_string(DeadlineStrategy::downtime), "downtime");
     EXPECT_TRUE(check_deadline_strategy("throttle"));
     EXPECT_EQ(check_deadline_strategy("warp").error().message(),
-              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit");
+              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit, or several in "
+              "the order to try them (e.g. downtime,throttle)");
     EXPECT_EQ(deadline_strategy_named("dirty-limit"), DeadlineStrategy::dirty_limit);
+}
+
+TEST(Deadline, SeveralStrategiesInTheOrderToTryThem) {
+    auto list = parse_deadline_strategies("downtime,throttle,cancel");
+    ASSERT_TRUE(list);
+    EXPECT_EQ(*list, (std::vector{DeadlineStrategy::downtime, DeadlineStrategy::throttle, DeadlineStrategy::cancel}));
+    EXPECT_TRUE(names_strategy("downtime,postcopy", DeadlineStrategy::postcopy));
+    EXPECT_FALSE(names_strategy("downtime,throttle", DeadlineStrategy::postcopy));
+    EXPECT_FALSE(names_strategy("warp,postcopy", DeadlineStrategy::postcopy));  // not a list vmm takes
+    EXPECT_EQ(check_deadline_strategy("cancel,throttle").error().message(),
+              "x-deadline-strategy 'cancel,throttle': cancel gives up the migration, so it can only come last (and a "
+              "list that cannot meet the deadline cancels anyway)");
+    EXPECT_EQ(check_deadline_strategy("throttle,downtime,throttle").error().message(),
+              "x-deadline-strategy 'throttle,downtime,throttle': throttle is named twice");
+    for (const char* bad : {"", ",", "downtime,", "downtime,,throttle", "downtime throttle", "Throttle"}) {
+        SCOPED_TRACE(bad);
+        EXPECT_FALSE(check_deadline_strategy(bad));
+    }
 }
 
 // 100 MB left at 10 MB/s, the guest dirtying 20 MB/s: no end at the 300 ms limit.
@@ -229,6 +248,48 @@ TEST(Deadline, DowntimeKeepsAMarginAndPausesNowWhereOneMoreRoundOnlyJustMeetsIt)
     a = deadline_action(f);
     ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime);
     EXPECT_EQ(a.downtime_ms, 1313u);
+}
+
+// downtime,throttle: a pause up to the ceiling first; where none meets it, the throttle; where
+// neither can, one cancel saying what each could not do.
+TEST(Deadline, TheNextStrategyActsWhereTheOneBeforeCannot) {
+    DeadlineFacts f = missing(DeadlineStrategy::downtime);
+    f.then = {DeadlineStrategy::throttle};
+    f.eta.remaining_bytes = 4 * 1000 * 1000;  // a 400 ms pause meets it
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::downtime);
+    f.max_downtime_ms = 399;
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle);
+    EXPECT_GT(a.throttle_percent, 0u);
+    f.throttle_at_most = true;
+    a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("; not even a downtime of 399 ms (x-deadline-max-downtime) would meet it; the vCPUs are "
+                         "throttled as far as max-cpu-throttle allows; the migration ends here"),
+              std::string::npos)
+        << a.why;
+    f.elapsed_ms = 61'000;  // passed: the list named as typed
+    EXPECT_NE(deadline_action(f).why.find("x-deadline-strategy downtime,throttle did not meet it"), std::string::npos);
+}
+
+// During a round only cancel, postcopy and throttle act; a strategy that acts at a round's end
+// holds back the ones after it until then.
+TEST(Deadline, DuringARoundTheListWaitsAtAStrategyThatActsAtARoundsEnd) {
+    DeadlineFacts f = missing(DeadlineStrategy::downtime);
+    f.then = {DeadlineStrategy::throttle};
+    f.eta.remaining_bytes = 4 * 1000 * 1000;  // a 400 ms pause meets it
+    f.during_round = true;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    f.strategy = DeadlineStrategy::throttle;
+    f.then = {DeadlineStrategy::downtime};
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::throttle);
+    f.throttle_waits = true;  // the last step not shown yet
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    f.throttle_waits = false;
+    f.throttle_at_most = true;  // the throttle can do no more: downtime's turn, at the round's end
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    f.during_round = false;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::downtime);
 }
 
 // dirty-limit: the guest held to a rate at which the plan meets the deadline, with a margin: the

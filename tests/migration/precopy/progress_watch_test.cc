@@ -60,6 +60,22 @@ TEST(ProgressWatch, EachStrategyActsOnAStall) {
               std::string::npos);
 }
 
+TEST(ProgressWatch, AStallTriesTheListInTurn) {
+    DeadlineFacts f = stuck(DeadlineStrategy::throttle);
+    f.then = {DeadlineStrategy::downtime};
+    f.throttle_at_most = true;  // the throttle can do no more: a pause that ends it
+    auto a = stall_action(f, "stalled");
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime);
+    EXPECT_EQ(a.downtime_ms, 10'000u);
+    f.max_downtime_ms = 9'999;
+    a = stall_action(f, "stalled");
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("stalled; the vCPUs are throttled as far as max-cpu-throttle allows; not even a downtime of "
+                         "9999 ms (x-deadline-max-downtime) would end it"),
+              std::string::npos)
+        << a.why;
+}
+
 // downtime: the least limit that ends the migration at these rates: 100 MB at 10 MB/s is 10 s in
 // one pause; a ceiling below it cancels, saying so.
 TEST(ProgressWatch, DowntimeRaisesTheLimitAsLittleAsEndsIt) {

@@ -210,7 +210,15 @@ TEST(DeadlineSettings, TheMigrationsOverTheDomainsOverVmmds) {
     EXPECT_EQ(*p, (vmm::monitor::Json{{"x-deadline", "90s"}, {"x-deadline-strategy", "postcopy"}, {"x-stall-timeout", 0}}));
     auto bad = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("warp")}}, vmmd);
     ASSERT_FALSE(bad);
-    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit");
+    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'warp': choose cancel, postcopy, downtime, "
+                                     "throttle or dirty-limit, or several in the order to try them (e.g. downtime,throttle)");
+    p = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("downtime,throttle")}}, vmmd);
+    ASSERT_TRUE(p);
+    EXPECT_EQ((*p)["x-deadline-strategy"], "downtime,throttle");
+    bad = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("cancel,throttle")}}, vmmd);
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'cancel,throttle': cancel gives up the "
+                                     "migration, so it can only come last");
 }
 
 }  // namespace vmmd

@@ -99,6 +99,17 @@ uint32_t throttle_for(double unthrottled, double rate) {
     return static_cast<uint32_t>(std::ceil(100.0 * (1.0 - rate / unthrottled)));
 }
 
+// x-deadline-strategy's list as the user typed it ("downtime,throttle").
+std::string list_named(const DeadlineFacts& f) {
+    std::string names = to_string(f.strategy);
+    for (auto s : f.then) names += std::string(",") + to_string(s);
+    return names;
+}
+
+bool acts_during_round(DeadlineStrategy s) {
+    return s != DeadlineStrategy::downtime && s != DeadlineStrategy::dirty_limit;
+}
+
 }  // namespace
 
 std::optional<double> highest_dirty_rate(const DeadlineFacts& f) {
@@ -141,7 +152,9 @@ std::optional<uint32_t> throttle_that_meets(const DeadlineFacts& f, std::string&
 }
 
 std::optional<uint32_t> throttle_to_ease(const DeadlineFacts& f) {
-    if (f.strategy != DeadlineStrategy::throttle || f.throttle_percent == 0) return std::nullopt;
+    bool throttles = f.strategy == DeadlineStrategy::throttle ||
+                     std::find(f.then.begin(), f.then.end(), DeadlineStrategy::throttle) != f.then.end();
+    if (!throttles || f.throttle_percent == 0) return std::nullopt;
     auto rate = highest_dirty_rate(f);
     if (!rate) return std::nullopt;
     uint32_t wanted = throttle_for(unthrottled_rate(f), *rate);
@@ -163,9 +176,39 @@ const char* to_string(DeadlineStrategy s) {
     return "?";
 }
 
-Status check_deadline_strategy(std::string_view name) {
-    if (deadline_strategy_named(name)) return {};
-    return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit", name));
+Result<std::vector<DeadlineStrategy>> parse_deadline_strategies(std::string_view text) {
+    std::vector<DeadlineStrategy> list;
+    for (size_t at = 0; at <= text.size();) {
+        size_t comma = std::min(text.find(',', at), text.size());
+        std::string_view name = text.substr(at, comma - at);
+        auto s = deadline_strategy_named(name);
+        if (!s) {
+            return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit, "
+                                     "or several in the order to try them (e.g. downtime,throttle)",
+                                     text));
+        }
+        if (std::find(list.begin(), list.end(), *s) != list.end()) {
+            return Error(fmt::format("x-deadline-strategy '{}': {} is named twice", text, name));
+        }
+        if (!list.empty() && list.back() == DeadlineStrategy::cancel) {
+            return Error(fmt::format("x-deadline-strategy '{}': cancel gives up the migration, so it can only come last "
+                                     "(and a list that cannot meet the deadline cancels anyway)",
+                                     text));
+        }
+        list.push_back(*s);
+        at = comma + 1;
+    }
+    return list;
+}
+
+Status check_deadline_strategy(std::string_view text) {
+    if (auto list = parse_deadline_strategies(text); !list) return list.error();
+    return {};
+}
+
+bool names_strategy(std::string_view text, DeadlineStrategy s) {
+    auto list = parse_deadline_strategies(text);
+    return list && std::find(list->begin(), list->end(), s) != list->end();
 }
 
 Result<uint64_t> parse_deadline_ms(std::string_view text) {
@@ -191,6 +234,58 @@ Status check_deadline(std::string_view text) {
     return {};
 }
 
+namespace {
+
+// What one strategy does about a miss; nothing, with what it could not do added to `tried`, when
+// it cannot meet the deadline (cancel never can: the list ends there).
+std::optional<DeadlineAction> one_strategy(const DeadlineFacts& f, std::string& tried) {
+    switch (f.strategy) {
+        case DeadlineStrategy::cancel: return std::nullopt;
+        case DeadlineStrategy::postcopy:
+            if (auto late = postcopy_misses(f)) {
+                tried += *late;
+                return std::nullopt;
+            }
+            return DeadlineAction{DeadlineAction::Kind::postcopy, 0, {}};
+        case DeadlineStrategy::downtime:
+            if (auto ms = least_downtime(f)) return DeadlineAction{DeadlineAction::Kind::downtime, *ms, {}};
+            tried += fmt::format("; not even a downtime of {} ms (x-deadline-max-downtime) would meet it", f.max_downtime_ms);
+            return std::nullopt;
+        case DeadlineStrategy::throttle: {
+            std::string why;
+            if (auto t = throttle_that_meets(f, why)) return DeadlineAction{DeadlineAction::Kind::throttle, 0, {}, 0, *t};
+            tried += why;
+            return std::nullopt;
+        }
+        case DeadlineStrategy::dirty_limit: {
+            if (f.dirty_limit_at_most) {
+                tried += "; the vCPUs over their dirty limit are throttled as far as they go";
+                return std::nullopt;
+            }
+            if (auto rate = highest_dirty_rate(f)) return DeadlineAction{DeadlineAction::Kind::dirty_limit, 0, {}, *rate};
+            tried += "; not even a guest that dirtied nothing would meet it";
+            return std::nullopt;
+        }
+    }
+    return std::nullopt;
+}
+
+// The list's first strategy that can meet the deadline; a cancel saying what each could not do
+// when none can; nothing yet during a round where one that acts at a round's end comes first.
+DeadlineAction on_miss(const DeadlineFacts& f, const std::optional<Eta>& eta) {
+    std::string tried;
+    DeadlineFacts one = f;
+    for (size_t i = 0; i <= f.then.size(); ++i) {
+        one.strategy = i == 0 ? f.strategy : f.then[i - 1];
+        if (f.during_round && !acts_during_round(one.strategy)) return {};
+        if (f.during_round && one.strategy == DeadlineStrategy::throttle && f.throttle_waits) return {};
+        if (auto a = one_strategy(one, tried)) return *a;
+    }
+    return cancel(f, eta, tried);
+}
+
+}  // namespace
+
 DeadlineAction deadline_passed(const DeadlineFacts& f) {
     if (f.deadline_ms == 0 || f.elapsed_ms < static_cast<double>(f.deadline_ms)) return {};
     auto eta = precopy_eta(f.eta);
@@ -201,7 +296,7 @@ DeadlineAction deadline_passed(const DeadlineFacts& f) {
             fmt::format("x-deadline {:.1f} s passed before the migration ended ({:.1f} s in, {}; x-deadline-strategy {} "
                         "did not meet it); the migration ends here and the guest runs on (raise x-deadline, or choose "
                         "another x-deadline-strategy)",
-                        static_cast<double>(f.deadline_ms) / 1000, f.elapsed_ms / 1000, more, to_string(f.strategy))};
+                        static_cast<double>(f.deadline_ms) / 1000, f.elapsed_ms / 1000, more, list_named(f))};
 }
 
 DeadlineAction deadline_action(const DeadlineFacts& f) {
@@ -213,33 +308,7 @@ DeadlineAction deadline_action(const DeadlineFacts& f) {
         if (auto t = throttle_to_ease(f)) return {DeadlineAction::Kind::ease, 0, {}, 0, *t};
         return {};
     }
-    switch (f.strategy) {
-        case DeadlineStrategy::cancel: return cancel(f, eta, "");
-        case DeadlineStrategy::postcopy:
-            if (auto late = postcopy_misses(f)) return cancel(f, eta, *late);
-            return {DeadlineAction::Kind::postcopy, 0, {}};
-        case DeadlineStrategy::downtime: {
-            auto ms = least_downtime(f);
-            if (!ms) {
-                return cancel(f, eta, fmt::format("; not even a downtime of {} ms (x-deadline-max-downtime) would meet it",
-                                                  f.max_downtime_ms));
-            }
-            return {DeadlineAction::Kind::downtime, *ms, {}};
-        }
-        case DeadlineStrategy::throttle: {
-            std::string why;
-            auto t = throttle_that_meets(f, why);
-            if (!t) return cancel(f, eta, why);
-            return {DeadlineAction::Kind::throttle, 0, {}, 0, *t};
-        }
-        case DeadlineStrategy::dirty_limit: {
-            if (f.dirty_limit_at_most) return cancel(f, eta, "; the vCPUs over their dirty limit are throttled as far as they go");
-            auto rate = highest_dirty_rate(f);
-            if (!rate) return cancel(f, eta, "; not even a guest that dirtied nothing would meet it");
-            return {DeadlineAction::Kind::dirty_limit, 0, {}, *rate};
-        }
-    }
-    return {};
+    return on_miss(f, eta);
 }
 
 }  // namespace vmm::migration

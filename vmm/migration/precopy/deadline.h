@@ -12,14 +12,17 @@
 //   dirty-limit  hold the guest to the dirty rate that meets it, by a limit per vCPU (machine/
 //             dirty_limit.h, the dirty ring): the vCPUs dirtying more than their share are
 //             throttled, the others run free
-// A strategy that cannot meet it (the downtime ceiling too low, the throttle at its ceiling)
-// cancels, saying so.
+// Several may be named, in the order to try them ("downtime,throttle": a longer pause first, up
+// to its ceiling, and the throttle where no pause allowed meets it). A strategy that cannot meet
+// it (the downtime ceiling too low, the throttle at its ceiling) hands over to the next; the
+// last cancels, saying what each could not do.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "vmm/common/result.h"
 #include "vmm/migration/core/eta.h"
@@ -29,8 +32,13 @@ namespace vmm::migration {
 enum class DeadlineStrategy { cancel, postcopy, downtime, throttle, dirty_limit };
 std::optional<DeadlineStrategy> deadline_strategy_named(std::string_view name);
 const char* to_string(DeadlineStrategy s);
-// The strategy's row check (params.cc): one of the names, or one line saying which there are.
-Status check_deadline_strategy(std::string_view name);
+// x-deadline-strategy as typed: one name, or several joined by commas in the order to try them;
+// each at most once, and cancel (which gives up the migration) only last.
+Result<std::vector<DeadlineStrategy>> parse_deadline_strategies(std::string_view text);
+// The strategy's row check (params.cc): a list as above, or one line saying what is wrong.
+Status check_deadline_strategy(std::string_view text);
+// Whether x-deadline-strategy's list holds `s` (what it needs: postcopy-ram, the dirty ring).
+bool names_strategy(std::string_view text, DeadlineStrategy s);
 
 // x-deadline as typed: "off" (none), or a duration: "30s", "90000ms", "5m", "2h", "1d" (a bare
 // number is seconds), more than 0 and at most ten years.
@@ -50,6 +58,12 @@ struct DeadlineAction {
 struct DeadlineFacts {
     uint64_t deadline_ms = 0;
     DeadlineStrategy strategy = DeadlineStrategy::cancel;
+    std::vector<DeadlineStrategy> then;  // the list's later names, tried in turn where one cannot meet it
+    // The keeper's look during a round: a strategy that acts only at a round's end (downtime,
+    // dirty-limit) makes the ones after it wait for that too; and throttle waits while the link
+    // has not been measured long enough or the last step has not shown yet.
+    bool during_round = false;
+    bool throttle_waits = false;
     uint64_t max_downtime_ms = 0;  // x-deadline-max-downtime
     double elapsed_ms = 0;         // since 'migrate'
     EtaFacts eta;                  // as measured now, at the downtime limit in force

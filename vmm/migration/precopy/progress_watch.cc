@@ -57,26 +57,40 @@ std::string ProgressWatch::describe(uint64_t remaining, double now_ms) const {
                        static_cast<double>(lowest_) / kMiB, lowest_at_ms_ / 1000);
 }
 
-DeadlineAction stall_action(const DeadlineFacts& f, const std::string& what) {
+namespace {
+
+// What one strategy does about a stall; nothing, with what it could not do added to `tried`,
+// when it cannot act (cancel never can: the list ends there).
+std::optional<DeadlineAction> one_stall_action(const DeadlineFacts& f, std::string& tried) {
     switch (f.strategy) {
-        case DeadlineStrategy::cancel: return cancel_stalled(what, "");
-        case DeadlineStrategy::postcopy: return {DeadlineAction::Kind::postcopy, 0, {}};
-        case DeadlineStrategy::downtime: {
-            auto ms = least_ending_downtime(f);
-            if (!ms) {
-                return cancel_stalled(what, fmt::format("; not even a downtime of {} ms (x-deadline-max-downtime) would end it",
-                                                f.max_downtime_ms));
-            }
-            return {DeadlineAction::Kind::downtime, *ms, {}};
-        }
+        case DeadlineStrategy::cancel: return std::nullopt;
+        case DeadlineStrategy::postcopy: return DeadlineAction{DeadlineAction::Kind::postcopy, 0, {}};
+        case DeadlineStrategy::downtime:
+            if (auto ms = least_ending_downtime(f)) return DeadlineAction{DeadlineAction::Kind::downtime, *ms, {}};
+            tried += fmt::format("; not even a downtime of {} ms (x-deadline-max-downtime) would end it", f.max_downtime_ms);
+            return std::nullopt;
         case DeadlineStrategy::throttle:
-            if (f.throttle_at_most) return cancel_stalled(what, "; the vCPUs are throttled as far as max-cpu-throttle allows");
-            return {DeadlineAction::Kind::throttle, 0, {}};
+            if (!f.throttle_at_most) return DeadlineAction{DeadlineAction::Kind::throttle, 0, {}};
+            tried += "; the vCPUs are throttled as far as max-cpu-throttle allows";
+            return std::nullopt;
         case DeadlineStrategy::dirty_limit:  // no deadline to aim at: half the rate that stalled
-            if (f.dirty_limit_at_most) return cancel_stalled(what, "; the vCPUs over their dirty limit are throttled as far as they go");
-            return {DeadlineAction::Kind::dirty_limit, 0, {}, f.eta.dirty_bytes_per_s / 2};
+            if (!f.dirty_limit_at_most) return DeadlineAction{DeadlineAction::Kind::dirty_limit, 0, {}, f.eta.dirty_bytes_per_s / 2};
+            tried += "; the vCPUs over their dirty limit are throttled as far as they go";
+            return std::nullopt;
     }
-    return {};
+    return std::nullopt;
+}
+
+}  // namespace
+
+DeadlineAction stall_action(const DeadlineFacts& f, const std::string& what) {
+    std::string tried;
+    DeadlineFacts one = f;
+    for (size_t i = 0; i <= f.then.size(); ++i) {
+        one.strategy = i == 0 ? f.strategy : f.then[i - 1];
+        if (auto a = one_stall_action(one, tried)) return *a;
+    }
+    return cancel_stalled(what, tried);
 }
 
 }  // namespace vmm::migration

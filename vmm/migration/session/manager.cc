@@ -6,6 +6,7 @@
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
+#include "vmm/migration/precopy/deadline.h"
 #include "vmm/stream/tls_credentials.h"
 
 namespace vmm::migration {
@@ -94,11 +95,11 @@ Status MigrationManager::check_tls(const Transport& t) const {
 // dirty-limit the dirty ring.
 Status MigrationManager::check_deadline_strategy_usable(const Options& o) {
     bool acts = o.params.deadline != "off" || o.params.stall_timeout_ms != 0;  // x-deadline or x-stall-timeout
-    if (acts && o.params.deadline_strategy == "dirty-limit") {
+    if (!acts) return {};
+    if (names_strategy(o.params.deadline_strategy, DeadlineStrategy::dirty_limit)) {
         if (auto l = machine_.dirty_limiter(); !l) return Error("x-deadline-strategy dirty-limit: " + l.error().message());
-        return {};
     }
-    if (!acts || o.params.deadline_strategy != "postcopy" || o.caps.postcopy_ram) return {};
+    if (!names_strategy(o.params.deadline_strategy, DeadlineStrategy::postcopy) || o.caps.postcopy_ram) return {};
     return Error("x-deadline-strategy postcopy needs postcopy-ram on both sides (migrate_set_capability postcopy-ram on; "
                  "at the destination before migrate_incoming), or another strategy");
 }

@@ -143,10 +143,11 @@ std::vector<SettingRow> tls_and_deadline_rows() {
         checked(text("x-deadline-strategy", &P::deadline_strategy,
                      "what x-deadline gives up first: cancel (end the migration now, the guest running on here; the "
                      "default), postcopy (switch now; needs postcopy-ram), downtime (raise downtime-limit as little as "
-                     "meets it, up to x-deadline-max-downtime), throttle (slow the vCPUs to the throttle that meets "
+                     "ends it within 80 % of the time left, or else by the deadline, up to x-deadline-max-downtime), throttle (slow the vCPUs to the throttle that meets "
                      "it, and ease it when the plan is well ahead), dirty-limit (limit each vCPU's dirty rate so the guest dirties what meets it: only the "
-                     "vCPUs over the limit slow down; needs --dirty-tracking ring); one that cannot meet it cancels, "
-                     "saying why"),
+                     "vCPUs over the limit slow down; needs --dirty-tracking ring); or several in the order to try "
+                     "them (downtime,throttle: the next acts where the one before cannot meet it); when none can, "
+                     "it cancels, saying why"),
                 check_deadline_strategy),
         integer("x-deadline-max-downtime", &P::deadline_max_downtime_ms, 1, 2000000,
                 "x-deadline-strategy downtime: the longest pause it may raise downtime-limit to, ms"),

@@ -34,7 +34,11 @@ DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
 DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv) const {
     DeadlineFacts f;
     f.deadline_ms = deadline_ms_;
-    f.strategy = deadline_strategy_named(core_.options.params.deadline_strategy).value_or(DeadlineStrategy::cancel);
+    // Checked when it was set: a list of strategies in the order to try them.
+    if (auto list = parse_deadline_strategies(core_.options.params.deadline_strategy); list && !list->empty()) {
+        f.strategy = list->front();
+        f.then.assign(list->begin() + 1, list->end());
+    }
     f.max_downtime_ms = core_.options.params.deadline_max_downtime_ms;
     f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     f.eta = eta;
@@ -60,30 +64,22 @@ void DeadlineKeeper::watch() {
         eta = core_.precopy_facts(core_.stats);
         active_since = core_.active_since;
     }
-    DeadlineFacts f = facts(eta, nullptr);
-    if (auto passed = deadline_passed(f); passed.kind == DeadlineAction::Kind::cancel) {
-        failure_ = Error(passed.why);
-        return;
-    }
     // throttle acts during a round too (a bulk round may be most of the time there is), once the
     // link has been measured for a while (a slow start measures it at a fraction) and the last
     // step has shown in the dirty rate. downtime and dirty-limit act at a round's end, with the
-    // round's measured bandwidth and what is dirty then; their verdict waits for it too.
-    if (f.strategy == DeadlineStrategy::throttle) {
-        if (throttle_settling() || now - active_since < kMeasuredFor) return;
-        auto a = deadline_action(f);
-        if (a.kind == DeadlineAction::Kind::cancel) failure_ = Error(a.why);
-        if (a.kind == DeadlineAction::Kind::throttle) throttle_now(a.throttle_percent, "x-deadline: the plan misses it");
-        // An ease waits for the round's end (deadline.h, throttle_to_ease).
-        return;
-    }
-    if (f.strategy == DeadlineStrategy::downtime || f.strategy == DeadlineStrategy::dirty_limit) return;
-    auto a = deadline_action(f);
-    if (a.kind == DeadlineAction::Kind::cancel) {
-        failure_ = Error(a.why);
-    } else if (a.kind == DeadlineAction::Kind::postcopy) {
-        log::info("x-deadline: the plan misses it; switching to postcopy now");
-        postcopy_.switch_soon();
+    // round's measured bandwidth and what is dirty then, and so do the strategies listed after them.
+    DeadlineFacts f = facts(eta, nullptr);
+    f.during_round = true;
+    f.throttle_waits = throttle_settling() || now - active_since < kMeasuredFor;
+    DeadlineAction a = deadline_action(f);
+    switch (a.kind) {
+        case DeadlineAction::Kind::cancel: failure_ = Error(a.why); break;
+        case DeadlineAction::Kind::throttle: throttle_now(a.throttle_percent, "x-deadline: the plan misses it"); break;
+        case DeadlineAction::Kind::postcopy:
+            log::info("x-deadline: the plan misses it; switching to postcopy now");
+            postcopy_.switch_soon();
+            break;
+        default: break;  // an ease waits for the round's end (deadline.h, throttle_to_ease)
     }
 }
 
