@@ -32,6 +32,13 @@
 #   qemu-ac  QEMU 7.2 under Nova's policy without post-copy: auto-converge on from the start, the
 #            same downtime steps, and at D the guest paused (force_complete), the destination
 #            resumed once the stop-and-copy ends
+#   vmm-dt   the same D kept by one pause: x-deadline-strategy downtime, x-deadline-max-downtime D
+#   vmm-ac-late, vmm-dt-late   where QEMU ended after D: vmm (throttle, then one pause) on a guest of
+#            its own with x-deadline D' = the time QEMU took, its last pause taken at the cap: what
+#            each costs the guest beside QEMU when both end at the same time
+# The last pause at the cap: both VMMs send their stop-and-copy uncapped, which on loopback takes
+# milliseconds whatever it carries; on a link of the cap's rate it takes downtime-bytes / cap.
+# The tables of the no-post-copy variant count it so (a pause measured shorter is raised to it).
 # Blocked time: the destination's postcopy-blocktime (both VMMs measure it the same way), and for
 # qemu-ac the time the guest stood paused (from the stop to the migration's end); throttled time:
 # cpu-throttle-percentage integrated over the samples.
@@ -165,6 +172,7 @@ summary_of() {
         first_pred(.q["x-rounds"] >= 1) as $first |
         (if $rounds >= 3 then first_pred(.q["x-rounds"] == $rounds - 2) else null end) as $last |
         {status: $fin.status, total_ms: $fin["total-time"], downtime_ms: $fin.downtime,
+         downtime_bytes: ($fin.ram["downtime-bytes"] // null),
          error: ($fin["error-desc"] // null), rounds: $rounds,
          first_s: ($s | map(select(.q.status == "failed" or .q.status == "cancelled")) | if length == 0 then null else .[0].t end),
          pred_early_ms: $early, pred_first_ms: $first, pred_last_ms: $last,
@@ -234,6 +242,10 @@ run_guest() {  # run_guest GUEST CAP
     if wants auto-converge; then
         vmm_deadline "$src_next" "$name-f" throttle "$d_ms" "$floor_ms" "$g" "$cap"
         src_next=$moved_to
+        # The same D kept by one pause instead (downtime strategy, no ceiling short of D).
+        vmm_deadline "$src_next" "$name-g" downtime "$d_ms" "$floor_ms" "$g" "$cap" vmm-dt
+        src_next=$moved_to
+        h "$src_next" "migrate_set_parameter downtime-limit 300" >/dev/null
     fi
     # 3. tight: D = half the floor, on the guest where it runs now; it must say so at once.
     vmm_start "$name-e" --incoming defer
@@ -250,7 +262,28 @@ run_guest() {  # run_guest GUEST CAP
     # 4. QEMU 7.2 under Nova's policy, D its completion timeout: each variant from a guest of its own.
     [ "$qemu" = 1 ] || return 0
     if wants postcopy; then qemu_deadline "$name-q" nova "$hot" "$stride" "$d_ms" "$floor_ms" "$g" "$cap"; fi
-    if wants auto-converge; then qemu_deadline "$name-qac" nova-ac "$hot" "$stride" "$d_ms" "$floor_ms" "$g" "$cap"; fi
+    if wants auto-converge; then
+        qemu_deadline "$name-qac" nova-ac "$hot" "$stride" "$d_ms" "$floor_ms" "$g" "$cap"
+        vmm_at_qemus_end "$name" "$hot" "$stride" "$floor_ms" "$g" "$cap"
+    fi
+}
+
+# vmm_at_qemus_end NAME HOT STRIDE FLOOR_MS GUEST CAP: where QEMU's run (the last result) completed
+# after D, vmm on a guest of its own with x-deadline = the time QEMU took: each strategy's cost to
+# the guest beside QEMU's when both end at the same time (kinds vmm-ac-late: throttle,
+# vmm-dt-late: downtime).
+vmm_at_qemus_end() {
+    local n=$1 hot=$2 stride=$3 floor_ms=$4 g=$5 cap=$6 late src
+    # QEMU's total with its last pause at the cap (its stop-and-copy goes uncapped, as vmm's does).
+    late=$(tail -1 "$results" | jq --argjson cap "$cap" 'select(.kind == "qemu-ac" and .status == "completed") |
+        (.total_ms - .downtime_ms + ([.downtime_ms, (.downtime_bytes // 0) / ($cap * 1048576) * 1000] | max)) / 100 | ceil * 100')
+    [ -n "$late" ] && [ "$late" -gt "$(tail -1 "$results" | jq .deadline_ms)" ] || return 0
+    vmm_start "$n-l" --guest stress --append "$(guest_args "$hot" "$stride")"
+    warm "$n-l"
+    vmm_deadline "$n-l" "$n-m" throttle "$late" "$floor_ms" "$g" "$cap" vmm-ac-late
+    src=$moved_to
+    vmm_deadline "$src" "$n-n" downtime "$late" "$floor_ms" "$g" "$cap" vmm-dt-late
+    stop "$moved_to"
 }
 
 # vmm_deadline SRC DST STRATEGY D_MS FLOOR_MS GUEST CAP: SRC's guest migrated to a new vmm DST with
@@ -258,8 +291,11 @@ run_guest() {  # run_guest GUEST CAP
 # run recorded as kind "vmm" (postcopy) or "vmm-ac" (throttle). Sets moved_to: where the guest
 # runs after (DST if it completed; SRC, which is then still running, if not).
 vmm_deadline() {
-    local src=$1 dst=$2 strat=$3 d_ms=$4 floor_ms=$5 g=$6 cap=$7 pc=0 kind=vmm-ac plan p uri r
+    local src=$1 dst=$2 strat=$3 d_ms=$4 floor_ms=$5 g=$6 cap=$7 pc=0 kind=${8:-vmm-ac} plan p uri r
     [ "$strat" = postcopy ] && pc=1 kind=vmm
+    # The downtime strategy's ceiling: whatever pause meets D, as Nova's force_complete pauses as
+    # long as the stop-and-copy takes.
+    [ "$strat" = downtime ] && h "$src" "migrate_set_parameter x-deadline-max-downtime $d_ms" >/dev/null
     vmm_start "$dst" --incoming defer
     vmm_settings "$src" "$dst" "$cap" "$pc"
     [ "$pc" = 1 ] || h "$src" "migrate_set_capability postcopy-ram off" >/dev/null
