@@ -18,7 +18,7 @@ def planned: if .plan.converges then (.plan["total-ms"] | s) else "never" end;
 # A plan's verdict held: it said "ends" and the run completed, or "never" and it did not.
 def verdict_held: (.plan.converges and .status == "completed") or ((.plan.converges | not) and .status != "completed");
 # A plan that says "ends" after the run's bound was not checked by it.
-def verdict_checked: (.plan.converges | not) or .plan["total-ms"] <= .bound_ms;
+def verdict_checked: (.plan.converges | not) or .bound_ms == null or .plan["total-ms"] <= .bound_ms;
 
 [.[] | select(.kind == "precopy") | with_errors] as $pre |
 . as $all |

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/lib/bench-deadline.jq over made-up runs whose verdicts are known: a prediction within
 # and one outside +-20 %, an ETA whose error halves and one whose does not, a deadline met and
-# one missed on each side, a plan's "never" that held and one that did not, a deadline refused at
-# once and one refused late. Usage: bench_deadline_summary_test.sh SOURCE_DIR
+# one missed on each side, a plan's "never" that held and one that did not, one past the run's
+# bound, a deadline refused at once and one refused late; and where post-copy is not permitted,
+# each last pause counted at the cap. Usage: bench_deadline_summary_test.sh SOURCE_DIR
 set -euo pipefail
 jqf=$1/scripts/lib/bench-deadline.jq
 command -v jq >/dev/null || { echo "SKIP: needs jq (Debian package jq)"; exit 77; }
@@ -21,6 +22,14 @@ deadline() {
         '{kind: $k, guest: $g, cap: 4, deadline_ms: $d, floor_ms: 1000, feasible: true, status: $st, total_ms: $t,
           blocked_ms: $b, throttled_ms: 0, postcopy: false, downtime_ms: 5}'
 }
+# last KIND GUEST TOTAL D THROTTLED DOWNTIME DOWNTIME_BYTES PAUSED [STATUS]: a no-post-copy run whose
+# last pause counts at the cap (4 MiB/s: 4 MiB is 1000 ms)
+last() {
+    jq -nc --arg k "$1" --arg g "$2" --argjson t "$3" --argjson d "$4" --argjson th "$5" --argjson dt "$6" \
+        --argjson db "$7" --argjson p "$8" --arg st "${9:-completed}" \
+        '{kind: $k, guest: $g, cap: 4, deadline_ms: $d, floor_ms: 1000, feasible: true, status: $st, total_ms: $t,
+          blocked_ms: $p, paused_ms: $p, throttled_ms: $th, postcopy: false, downtime_ms: $dt, downtime_bytes: $db}'
+}
 # tight GUEST STATUS FIRST_S ERROR
 tight() {
     jq -nc --arg g "$1" --arg st "$2" --argjson s "$3" --arg e "$4" \
@@ -31,23 +40,36 @@ out=$({
     precopy b true completed 10000 10500 13000 10400   # after round 1: +30 %; ETA 5 % -> 4 %: does not halve
     precopy c false cancelled 20000 null null null     # "never", and it did not end: held
     precopy d false completed 5000 null null null      # "never", but it ended: not held
+    precopy e true cancelled 3000 null null null | jq -c '. + {bound_ms: 900}'  # "ends" after its bound: not checked
     deadline vmm a 900 1000 10; deadline qemu a 1200 1000 300          # QEMU misses
     deadline vmm b 1100 1000 20; deadline qemu b 800 1000 40           # vmm misses
     deadline vmm c 0 1000 0 failed                                     # failed: missed, not a "both completed" pair
     deadline vmm-ac a 950 1000 0; deadline qemu-ac a 1400 1000 600     # post-copy not permitted: QEMU paused 600 ms
     deadline vmm-ac b 0 1000 0 cancelled; deadline qemu-ac b 1300 1000 250
+    # Guest p at D 10 s: a throttle of 2 s, and a last pause of 8 MiB measured as 5 ms (2 s at the
+    # cap), ending 1.995 s later than measured; QEMU paused 1 s, then sent 4 MiB in 3 ms (+0.997 s).
+    last vmm-ac p 9000 10000 2000 5 0 0; last vmm-dt p 8500 10000 0 5 8388608 0
+    last qemu-ac p 11000 10000 0 3 4194304 1000
+    last vmm-ac-late p 10000 12000 1500 5 0 0; last vmm-dt-late p 8500 12000 0 5 8388608 0
     tight a failed 0.3 "x-deadline 0.5 s cannot be met: ..."
     tight b failed 2.5 "x-deadline 0.5 s cannot be met: ..."
 } | jq -s -r -f "$jqf")
 expect "within +-20 % of the measured total: 1 of 2 precopy runs"
 expect "the prediction 1 s in, within +-20 %: 1 of 2"
-expect "the plan's verdict before migrating (ends / never) held: 3 of 4"
+expect "the plan's verdict before migrating (ends / never) held: 3 of 4 (1 more said \"ends\" after the run's bound: not checked)"
 expect "at most half its error 1 s in (or within 2 %): 1 of 2 runs"
 expect "post-copy permitted: vmm, feasible by its plan: 1 of 3 met the deadline"
 expect "post-copy permitted: deadlines missed: vmm 2 of 3, QEMU 7.2 1 of 2"
 expect "post-copy permitted: guest throttled + blocked, the runs both completed (2): vmm 30 ms, QEMU 7.2 340 ms"
-expect "auto-converge: vmm, feasible by its plan: 1 of 2 met the deadline"
-expect "auto-converge: deadlines missed: vmm 1 of 2, QEMU 7.2 2 of 2"
-expect "auto-converge: guest throttled + blocked, the runs both completed (1): vmm 0 ms, QEMU 7.2 600 ms"
+expect "auto-converge: vmm, feasible by its plan: 2 of 3 met the deadline"
+expect "auto-converge: deadlines missed: vmm 1 of 3, QEMU 7.2 3 of 3"
+expect "auto-converge: guest throttled + blocked, the runs both completed (2): vmm 2000 ms, QEMU 7.2 1600 ms"
+# Each last pause at the cap: guest p's one pause (measured 5 ms) misses D by 0.495 s at the cap;
+# QEMU's pause grows by what its 4 MiB completion takes there (997 ms).
+expect "at D, throttle: deadlines met (the last pause at the cap) 2 of 3; cost (throttled + blocked + pause) where both completed (2): vmm 2010 ms, QEMU 7.2 2602 ms"
+expect "at D, one pause: deadlines met (the last pause at the cap) 0 of 1; cost (throttled + blocked + pause) where both completed (1): vmm 2000 ms, QEMU 7.2 1997 ms"
+expect "at QEMU's end, throttle: deadlines met (the last pause at the cap) 1 of 1; cost (throttled + blocked + pause) where both completed (1): vmm 1505 ms, QEMU 7.2 1997 ms"
+expect "at QEMU's end, one pause: deadlines met (the last pause at the cap) 1 of 1; cost (throttled + blocked + pause) where both completed (1): vmm 2000 ms, QEMU 7.2 1997 ms"
+expect "  4  p       10 s    |     9 s yes   2005 ms     5 ms            |  10.5 s no    2000 ms  2000 ms      |    12 s no    1997 ms  1000 ms"
 expect "Deadlines, post-copy not permitted"
 expect "said at once that the deadline cannot be met (failed within 1 s saying so): 1 of 2"
