@@ -66,7 +66,7 @@ TEST(MigrationPlan, AnIdleGuestsPlanIsItsPopulatedBytesInOneRound) {
     ASSERT_EQ(plan["dirty"]["blocks"].size(), 1u) << plan.dump();
     EXPECT_EQ(plan["dirty"]["tracking"], "log");
     EXPECT_TRUE(plan["dirty"]["vcpus"].empty()) << "the dirty log cannot tell which vCPU wrote";
-    ASSERT_EQ(plan["strategies"].size(), 5u) << plan.dump();
+    ASSERT_EQ(plan["strategies"].size(), 6u) << plan.dump();
     for (const Json& r : plan["strategies"]) EXPECT_TRUE(r["converges"].get<bool>()) << r.dump();
     const Json* p = strategy(plan, "precopy");
     ASSERT_NE(p, nullptr);
@@ -102,6 +102,13 @@ TEST(MigrationPlan, WhatThePlanSaysEndsEndsAndWhatOutrunsTheLinkDoesNot) {
         ASSERT_EQ(precopy.find("\nprecopy                   no       never"), 0u) << plan;
         EXPECT_NE(precopy.find("    no end: the guest dirties "), std::string::npos) << plan;
         EXPECT_NE(precopy.find("would end it"), std::string::npos) << plan;
+        // One pause carries the hot set once: it ends, paused for the limit it needs, and says
+        // how to ask for it.
+        std::string pause = plan.substr(plan.find("\nprecopy + one pause"));
+        ASSERT_EQ(pause.find("\nprecopy + one pause       yes"), 0u) << plan;
+        EXPECT_NE(pause.find(" paused "), std::string::npos) << plan;
+        EXPECT_NE(pause.find("    needs: an x-deadline with x-deadline-strategy downtime and x-deadline-max-downtime of "), std::string::npos)
+            << plan;
     }
     std::string converge = plan.substr(plan.find("\nprecopy + auto-converge"));
     ASSERT_EQ(converge.find("\nprecopy + auto-converge   yes"), 0u) << plan;

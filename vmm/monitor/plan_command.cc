@@ -77,8 +77,19 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
 }
 
 // What a strategy needs that is not set now (empty: it runs as things are).
-std::string needs(PlanStrategy s, const migration::Settings& set, bool ring) {
+std::string needs(const PlanRow& r, const migration::Settings& set, bool ring) {
+    PlanStrategy s = r.strategy;
     std::vector<std::string> n;
+    if (s == PlanStrategy::one_pause && r.pause_limit_ms > set.params.downtime_limit_ms) {
+        bool strategy = set.params.deadline != "off" &&
+                        migration::names_strategy(set.params.deadline_strategy, migration::DeadlineStrategy::downtime) &&
+                        set.params.deadline_max_downtime_ms >= r.pause_limit_ms;
+        if (!strategy) {
+            n.push_back(fmt::format("an x-deadline with x-deadline-strategy downtime and x-deadline-max-downtime of {} ms "
+                                    "or more (or downtime-limit {} by hand)",
+                                    r.pause_limit_ms, r.pause_limit_ms));
+        }
+    }
     if (s == PlanStrategy::dirty_limit) {
         if (!ring) n.push_back("the dirty ring (start vmm with --dirty-tracking ring)");
         if (set.params.deadline == "off" || !migration::names_strategy(set.params.deadline_strategy, migration::DeadlineStrategy::dirty_limit))
@@ -99,7 +110,8 @@ Json row_json(const PlanRow& r, const migration::Settings& set, bool ring) {
            {"sent-bytes", r.sent_bytes},       {"rounds", r.rounds},
            {"throttled-ms", r.throttled_ms},   {"throttle-percent", r.throttle_percent},
            {"blocked-ms-at-most", r.blocked_ms_at_most}, {"why-no-end", r.why_no_end},
-           {"needs", needs(r.strategy, set, ring)}};
+           {"needs", needs(r, set, ring)}};
+    if (r.strategy == PlanStrategy::one_pause) j["pause-limit-ms"] = r.pause_limit_ms;
     if (r.strategy == PlanStrategy::dirty_limit) {
         j["vcpu-limit-bytes-per-second"] = r.vcpu_limit_bytes_per_s;
         j["limited-vcpus"] = r.limited_vcpus;
@@ -169,6 +181,8 @@ std::string row_text(const Json& r) {
                            rate(num(r, "vcpu-limit-bytes-per-second")), u64(r, "throttle-percent"));
     } else if (num(r, "throttled-ms") > 0) {
         cost = fmt::format("throttled {} (up to {} %)", secs(num(r, "throttled-ms")), u64(r, "throttle-percent"));
+    } else if (r.contains("pause-limit-ms") && flag(r, "converges")) {
+        cost = fmt::format("paused {} (downtime-limit {} ms)", secs(num(r, "downtime-ms")), u64(r, "pause-limit-ms"));
     } else if (num(r, "blocked-ms-at-most") > 0) {
         cost = fmt::format("blocked {} at most", secs(num(r, "blocked-ms-at-most")));
     }

@@ -29,7 +29,7 @@ const PlanRow& row(const std::vector<PlanRow>& rows, PlanStrategy s) {
 
 TEST(Plan, AnIdleGuestTakesItsPopulatedBytesAtTheLinksRate) {
     auto rows = plan_migration(facts(100, 0, 100));
-    ASSERT_EQ(rows.size(), 5u);
+    ASSERT_EQ(rows.size(), 6u);
     const PlanRow& p = row(rows, PlanStrategy::precopy);
     EXPECT_TRUE(p.converges);
     EXPECT_EQ(p.rounds, 1u);
@@ -83,6 +83,35 @@ TEST(Plan, AHotSetBiggerThanTheDowntimeMovesEndsNoPrecopyAndSaysWhatWould) {
     EXPECT_NEAR(now.total_ms, 5 + 10000, 1);
     EXPECT_NEAR(now.downtime_ms, 5, 0.01);
     EXPECT_NEAR(now.blocked_ms_at_most, 10000, 1);
+}
+
+// The same guest with one pause: downtime-limit raised to what carries the hot set once after
+// the bulk round, 2005 ms, as precopy's "what would end it" says; it costs the guest that pause,
+// far less than auto-converge's throttle past 95 % for the rounds it needs. Under x-deadline it
+// is the least that ends within 80 % of it; a deadline shorter than the bulk round and the pause
+// has none.
+TEST(Plan, OnePauseCarriesTheHotSetOnceAfterTheBulkRound) {
+    PlanFacts f = facts(100, 200, 10, 20);
+    auto rows = plan_migration(f);
+    const PlanRow& one = row(rows, PlanStrategy::one_pause);
+    EXPECT_STREQ(to_string(one.strategy), "precopy + one pause");
+    ASSERT_TRUE(one.converges) << one.why_no_end;
+    EXPECT_EQ(one.pause_limit_ms, 2005u);
+    EXPECT_EQ(one.rounds, 1u);
+    EXPECT_NEAR(one.downtime_ms, 2005, 1);
+    EXPECT_NEAR(one.total_ms, 10000 + 2005, 1);
+    EXPECT_EQ(one.throttled_ms, 0);
+    EXPECT_GT(row(rows, PlanStrategy::auto_converge).throttled_ms, one.downtime_ms);
+    f.deadline_ms = 20'000;  // 16 s with the margin: the same pause
+    EXPECT_EQ(row(plan_migration(f), PlanStrategy::one_pause).pause_limit_ms, 2005u);
+    f.deadline_ms = 11'000;
+    const PlanRow none = row(plan_migration(f), PlanStrategy::one_pause);
+    EXPECT_FALSE(none.converges);
+    EXPECT_EQ(none.why_no_end, "x-deadline 11.0 s is too short even for one pause after the bulk round");
+    // A guest whose rounds shrink ends at the limit in force: its one pause is precopy's.
+    const PlanRow calm = row(plan_migration(facts(100, 10, 100)), PlanStrategy::one_pause);
+    EXPECT_TRUE(calm.converges);
+    EXPECT_EQ(calm.pause_limit_ms, 300u);
 }
 
 TEST(Plan, ThePushHeldToMaxPostcopyBandwidthTakesLongerButFaultsDoNot) {

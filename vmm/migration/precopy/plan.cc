@@ -132,6 +132,44 @@ PlanRow dirty_limit_row(const PlanFacts& f) {
     return row;
 }
 
+// Precopy with downtime-limit raised as little as ends it (by `by_ms` when that is above 0).
+PlanRow pause_row(const PlanFacts& f, double by_ms) {
+    auto at = [&](uint64_t ms) {
+        PlanFacts g = f;
+        g.params.downtime_limit_ms = ms;
+        PlanRow row = precopy_row(g, false);
+        row.strategy = PlanStrategy::one_pause;
+        row.pause_limit_ms = ms;
+        return row;
+    };
+    auto ok = [&](const PlanRow& r) { return r.converges && (by_ms <= 0 || r.total_ms <= by_ms); };
+    uint64_t lo = f.params.downtime_limit_ms;
+    // A pause that carries all of RAM at once ends any precopy after its bulk round.
+    double all = std::max({f.dirty.ram_bytes, f.dirty.hot_bytes, static_cast<double>(f.populated_bytes)});
+    uint64_t hi = std::max(lo + 1, static_cast<uint64_t>(all / f.link_bytes_per_s * 1000.0 + f.handover_ms) + 1);
+    if (ok(at(lo))) return at(lo);
+    PlanRow most = at(hi);
+    if (!ok(most)) return most;
+    while (lo + 1 < hi) {  // ok at hi, not at lo
+        uint64_t mid = lo + (hi - lo) / 2;
+        (ok(at(mid)) ? hi : lo) = mid;
+    }
+    return at(hi);
+}
+
+PlanRow one_pause_row(const PlanFacts& f) {
+    if (f.deadline_ms == 0) return pause_row(f, 0);
+    double deadline = static_cast<double>(f.deadline_ms);
+    PlanRow row = pause_row(f, kDowntimeMargin * deadline);
+    if (row.converges && row.total_ms <= kDowntimeMargin * deadline) return row;
+    row = pause_row(f, deadline);
+    if (!row.converges || row.total_ms > deadline) {
+        row.converges = false;
+        row.why_no_end = fmt::format("x-deadline {:.1f} s is too short even for one pause after the bulk round", deadline / 1000);
+    }
+    return row;
+}
+
 // Postcopy after `bulk_bytes` went in precopy: the switch (the hand-over), then the push of
 // what is missing. A vCPU waits for a page it touches at most until the last has arrived; the
 // pages it asks for go at the link's rate whatever max-postcopy-bandwidth holds the push to.
@@ -168,6 +206,7 @@ const char* to_string(PlanStrategy s) {
         case PlanStrategy::precopy: return "precopy";
         case PlanStrategy::auto_converge: return "precopy + auto-converge";
         case PlanStrategy::dirty_limit: return "precopy + dirty limit";
+        case PlanStrategy::one_pause: return "precopy + one pause";
         case PlanStrategy::postcopy_after_round: return "postcopy after one round";
         case PlanStrategy::postcopy_now: return "postcopy at once";
     }
@@ -176,7 +215,7 @@ const char* to_string(PlanStrategy s) {
 
 std::vector<PlanRow> plan_migration(const PlanFacts& f) {
     if (f.link_bytes_per_s <= 0) return {};
-    return {precopy_row(f, false), precopy_row(f, true), dirty_limit_row(f),
+    return {precopy_row(f, false), precopy_row(f, true), dirty_limit_row(f), one_pause_row(f),
             postcopy_row(f, PlanStrategy::postcopy_after_round, std::max(static_cast<double>(f.populated_bytes), 1.0)),
             postcopy_row(f, PlanStrategy::postcopy_now, 0)};
 }

@@ -45,7 +45,7 @@ struct PlanFacts {
     uint64_t deadline_ms = 0;         // x-deadline, 0: none (the dirty limit then aims at half the link)
 };
 
-enum class PlanStrategy { precopy, auto_converge, dirty_limit, postcopy_after_round, postcopy_now };
+enum class PlanStrategy { precopy, auto_converge, dirty_limit, one_pause, postcopy_after_round, postcopy_now };
 const char* to_string(PlanStrategy s);  // "precopy", "precopy + auto-converge", …
 
 struct PlanRow {
@@ -58,6 +58,7 @@ struct PlanRow {
     double throttled_ms = 0;       // the time each vCPU is made to sleep (auto-converge)
     uint32_t throttle_percent = 0; // its highest step (dirty limit: the most held vCPU's)
     double blocked_ms_at_most = 0; // postcopy: until the last missing page has arrived
+    uint64_t pause_limit_ms = 0;   // one pause: the downtime-limit it needs (its cost is the downtime)
     // dirty limit: each vCPU's limit (bytes/s; 0 when none is needed) and how many it holds back
     double vcpu_limit_bytes_per_s = 0;
     uint32_t limited_vcpus = 0;
@@ -71,6 +72,11 @@ struct PlanRow {
 // then at most half the one before). One limit for every vCPU: those under it run free, those
 // over it are held to it (machine::common_cap). Its cost is each held vCPU's throttle, averaged
 // over the vCPUs as auto-converge's is (every vCPU sleeps there).
+// One pause (x-deadline-strategy downtime, or downtime-limit raised by hand) is precopy with
+// downtime-limit raised as little as ends it; with x-deadline, as little as ends it within
+// kDowntimeMargin of the deadline, or else by the deadline, as the strategy aims. Its cost is that
+// pause, the guest stopped while the last round crosses the link; it costs less than a throttle
+// where the guest dirties faster than the link moves (docs/performance.md, "Deadlines").
 // One row a strategy, in PlanStrategy's order. The link's rate must be above 0.
 std::vector<PlanRow> plan_migration(const PlanFacts& f);
 
