@@ -32,7 +32,8 @@
 #   qemu-ac  QEMU 7.2 under Nova's policy without post-copy: auto-converge on from the start, the
 #            same downtime steps, and at D the guest paused (force_complete), the destination
 #            resumed once the stop-and-copy ends
-#   vmm-dt   the same D kept by one pause: x-deadline-strategy downtime, x-deadline-max-downtime D
+#   vmm-dt   the same D kept by one pause: x-deadline-strategy downtime, x-deadline-max-downtime D;
+#            the plan's one-pause row, made just before, against it
 #   vmm-ac-late, vmm-dt-late   where QEMU ended after D: vmm (throttle, then one pause) on a guest of
 #            its own with x-deadline D' = the time QEMU took, its last pause taken at the cap: what
 #            each costs the guest beside QEMU when both end at the same time
@@ -308,9 +309,11 @@ vmm_deadline() {
     r=$(summary_of "$work/$dst.jsonl")
     record "$(jq -nc --arg k "$kind" --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
         --argjson plan "$plan" --argjson r "$r" --argjson b "$(blocked_ms "$dst")" \
-        --arg ok "$(if [ "$pc" = 1 ]; then echo "postcopy at once"; else echo "precopy + auto-converge"; fi)" \
+        --arg ok "$(case "$strat" in postcopy) echo "postcopy at once" ;; downtime) echo "precopy + one pause" ;;
+                    *) echo "precopy + auto-converge" ;; esac)" \
         '{kind: $k, guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor,
           feasible: ([$plan.strategies[] | select((.strategy == "precopy" or .strategy == $ok) and .converges and ."total-ms" <= $d)] | length > 0),
+          planned: ([$plan.strategies[] | select(.strategy == $ok)] | .[0] | {"total-ms", "downtime-ms", converges}),
           blocked_ms: $b} + $r')"
     if [ "$(jq -r .status <<<"$r")" = completed ]; then stop "$src"; moved_to=$dst; else stop "$dst"; moved_to=$src; fi
 }

@@ -106,6 +106,13 @@ def run3: if . == null then ("-" | pad(26)) else ((measured_at_cap | rpad(7)) + 
      select($v.status == "completed" and $q != null) | {v: ($v.blocked_ms + $v.throttled_ms), q: ($q.blocked_ms + $q.throttled_ms)}]) as $both |
     "  " + $var.name + ": guest throttled + blocked, the runs both completed (" + ($both | length | tostring) + "): vmm " +
     ($both | map(.v) | add // 0 | tostring) + " ms, QEMU 7.2 " + ($both | map(.q) | add // 0 | tostring) + " ms")),
+# The plan's one-pause row before migrating against the run, its pause at the cap.
+(([$all[] | select((.kind == "vmm-dt" or .kind == "vmm-dt-late") and .status == "completed" and .planned.converges)]) as $p |
+  select($p | length > 0) |
+  ($p | map(select((err(.planned["total-ms"]; total_at_cap) | abs) <= 0.2)) | length) as $k |
+  "  the plan's one pause, made before migrating, within +-20 % of the total (the pause at the cap): " + ($k | tostring) +
+  " of " + ($p | length | tostring) + "; its pause within +-20 %: " +
+  ($p | map(select((err(.planned["downtime-ms"]; pause_at_cap) | abs) <= 0.2)) | length | tostring) + " of " + ($p | length | tostring)),
 ("  said at once that the deadline cannot be met (failed within 1 s saying so): " +
   ($tight | map(select(.status == "failed" and (.first_s // 99) <= 1 and ((.error // "") | test("cannot be met")))) | length | tostring) +
   " of " + ($tight | length | tostring) + "; the source running on after: " + ($tight | map(select(.source_after == "running")) | length | tostring))
