@@ -112,7 +112,7 @@ qemu_start() {  # qemu_start NAME ARGS...
 # prints one every 1024 passes.)
 warm() {
     for _ in $(seq 1 600); do
-        grep -q '^stress: pass' "$work/$1.ser" 2>/dev/null && { sleep 10; return 0; }
+        grep -q '^stress: pass' "$work/$1.ser" 2>/dev/null && { sleep 10; warmed=$1; return 0; }
         sleep 0.1
     done
     die "the stress guest on $1 did not get going: $(tail -2 "$work/$1.ser" 2>/dev/null)"
@@ -297,6 +297,9 @@ vmm_deadline() {
     # The downtime strategy's ceiling: whatever pause meets D, as Nova's force_complete pauses as
     # long as the stop-and-copy takes.
     [ "$strat" = downtime ] && h "$src" "migrate_set_parameter x-deadline-max-downtime $d_ms" >/dev/null
+    # A guest that has just arrived: its new vmm's dirty sampler has not seen it yet, so neither
+    # the plan nor the strategy would know its rates; as long as warm() gives a new one.
+    [ "$src" = "${warmed:-}" ] || { sleep 10; warmed=$src; }
     vmm_start "$dst" --incoming defer
     vmm_settings "$src" "$dst" "$cap" "$pc"
     [ "$pc" = 1 ] || h "$src" "migrate_set_capability postcopy-ram off" >/dev/null
