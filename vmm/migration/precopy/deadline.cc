@@ -49,18 +49,11 @@ DeadlineAction cancel(const DeadlineFacts& f, const std::optional<Eta>& eta, std
 
 // The least downtime limit, up to the ceiling, whose prediction ends by `by_ms`.
 std::optional<uint64_t> least_downtime_by(const DeadlineFacts& f, double by_ms) {
-    uint64_t lo = static_cast<uint64_t>(f.eta.downtime_limit_ms), hi = f.max_downtime_ms;
-    auto at = [&](uint64_t ms) {
+    return least_limit_ms(static_cast<uint64_t>(f.eta.downtime_limit_ms), f.max_downtime_ms, [&](uint64_t ms) {
         EtaFacts e = f.eta;
         e.downtime_limit_ms = static_cast<double>(ms);
-        return precopy_eta(e);
-    };
-    if (hi <= lo || !ends_by(f, at(hi), by_ms)) return std::nullopt;
-    while (lo + 1 < hi) {  // ends by it at hi, and not at lo
-        uint64_t mid = lo + (hi - lo) / 2;
-        (ends_by(f, at(mid), by_ms) ? hi : lo) = mid;
-    }
-    return hi;
+        return ends_by(f, precopy_eta(e), by_ms);
+    });
 }
 
 // The least limit that ends the migration by kDowntimeMargin of the time left, or, when the

@@ -40,6 +40,18 @@ Status check_deadline_strategy(std::string_view text);
 // Whether x-deadline-strategy's list holds `s` (what it needs: postcopy-ram, the dirty ring).
 bool names_strategy(std::string_view text, DeadlineStrategy s);
 
+// The least limit in (lo, hi] at which `ok` holds, by halving; `ok` must hold from some limit on
+// (a downtime limit, ms: a longer pause ends no later). None when it does not hold at hi.
+template <typename Ok>
+std::optional<uint64_t> least_limit_ms(uint64_t lo, uint64_t hi, Ok ok) {
+    if (hi <= lo || !ok(hi)) return std::nullopt;
+    while (lo + 1 < hi) {  // ok(hi), and not ok(lo)
+        uint64_t mid = lo + (hi - lo) / 2;
+        (ok(mid) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
 // x-deadline as typed: "off" (none), or a duration: "30s", "90000ms", "5m", "2h", "1d" (a bare
 // number is seconds), more than 0 and at most ten years.
 Result<uint64_t> parse_deadline_ms(std::string_view text);

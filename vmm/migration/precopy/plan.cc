@@ -148,13 +148,8 @@ PlanRow pause_row(const PlanFacts& f, double by_ms) {
     double all = std::max({f.dirty.ram_bytes, f.dirty.hot_bytes, static_cast<double>(f.populated_bytes)});
     uint64_t hi = std::max(lo + 1, static_cast<uint64_t>(all / f.link_bytes_per_s * 1000.0 + f.handover_ms) + 1);
     if (ok(at(lo))) return at(lo);
-    PlanRow most = at(hi);
-    if (!ok(most)) return most;
-    while (lo + 1 < hi) {  // ok at hi, not at lo
-        uint64_t mid = lo + (hi - lo) / 2;
-        (ok(at(mid)) ? hi : lo) = mid;
-    }
-    return at(hi);
+    auto least = least_limit_ms(lo, hi, [&](uint64_t ms) { return ok(at(ms)); });
+    return at(least.value_or(hi));  // none: at hi it does not end (by `by_ms`) either
 }
 
 PlanRow one_pause_row(const PlanFacts& f) {

@@ -15,19 +15,12 @@ DeadlineAction cancel_stalled(const std::string& what, std::string_view tried) {
 
 // The least downtime limit, up to the ceiling, at which the plan ends at all.
 std::optional<uint64_t> least_ending_downtime(const DeadlineFacts& f) {
-    uint64_t lo = static_cast<uint64_t>(f.eta.downtime_limit_ms), hi = f.max_downtime_ms;
-    auto ends = [&](uint64_t ms) {
+    return least_limit_ms(static_cast<uint64_t>(f.eta.downtime_limit_ms), f.max_downtime_ms, [&](uint64_t ms) {
         EtaFacts e = f.eta;
         e.downtime_limit_ms = static_cast<double>(ms);
         auto eta = precopy_eta(e);
         return eta && eta->converges;
-    };
-    if (hi <= lo || !ends(hi)) return std::nullopt;
-    while (lo + 1 < hi) {  // ends(hi), and not ends(lo)
-        uint64_t mid = lo + (hi - lo) / 2;
-        (ends(mid) ? hi : lo) = mid;
-    }
-    return hi;
+    });
 }
 
 }  // namespace

@@ -29,16 +29,18 @@ DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
     : core_(core), postcopy_(postcopy), progress_(core.options.params.stall_timeout_ms) {
     // Checked when it was set: "off" or a duration.
     if (auto d = parse_deadline_ms(core_.options.params.deadline)) deadline_ms_ = *d;
+    // Checked when it was set: a list of strategies in the order to try them.
+    if (auto list = parse_deadline_strategies(core_.options.params.deadline_strategy); list && !list->empty()) {
+        strategy_ = list->front();
+        then_.assign(list->begin() + 1, list->end());
+    }
 }
 
 DeadlineFacts DeadlineKeeper::facts(const EtaFacts& eta, const Convergence* conv) const {
     DeadlineFacts f;
     f.deadline_ms = deadline_ms_;
-    // Checked when it was set: a list of strategies in the order to try them.
-    if (auto list = parse_deadline_strategies(core_.options.params.deadline_strategy); list && !list->empty()) {
-        f.strategy = list->front();
-        f.then.assign(list->begin() + 1, list->end());
-    }
+    f.strategy = strategy_;
+    f.then = then_;
     f.max_downtime_ms = core_.options.params.deadline_max_downtime_ms;
     f.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - core_.start).count();
     f.eta = eta;

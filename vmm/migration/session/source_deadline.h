@@ -41,6 +41,9 @@ private:
     SourceCore& core_;
     PostcopyPhase& postcopy_;
     uint64_t deadline_ms_ = 0;  // x-deadline, parsed (0: none)
+    // x-deadline-strategy's list, parsed: the first, and those tried after it in turn
+    DeadlineStrategy strategy_ = DeadlineStrategy::cancel;
+    std::vector<DeadlineStrategy> then_;
     ProgressWatch progress_;    // x-stall-timeout
     std::optional<Error> failure_;
     std::chrono::steady_clock::time_point checked_;  // watch()'s last look
