@@ -5,6 +5,7 @@
 #include <netdb.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,23 @@ struct CmEvent {
 std::optional<CmEvent> take_cm_event(rdma_event_channel* ch);
 // Turns down a connection request (its id is ours to destroy), saying why in the reject data.
 void refuse(rdma_cm_id* id, const std::string& why);
+// Connection requests that reached a destination while it waited for another event: the next
+// channel's request, sent by a source as soon as it saw this one established, can arrive before
+// this side's ESTABLISHED (the CM's RTU travels on its own). Kept for the next wait for a
+// request; each id is ours, and those left when the holder goes are refused.
+class EarlyRequests {
+public:
+    EarlyRequests() = default;
+    EarlyRequests(const EarlyRequests&) = delete;
+    EarlyRequests& operator=(const EarlyRequests&) = delete;
+    ~EarlyRequests() { refuse_all("this migration is over"); }
+    void keep(CmEvent ev) { kept_.push_back(std::move(ev)); }
+    std::optional<CmEvent> take();
+    void refuse_all(const std::string& why);
+
+private:
+    std::deque<CmEvent> kept_;
+};
 // A completion channel (non-blocking, so a wait polls it) and a CQ of `depth` entries on it.
 Status make_cq(ibv_context* ctx, int depth, CompletionChannel& channel, CompletionQueue& cq);
 // READs at once on a queue pair of `ctx`, at most `wanted` and what its adapter allows: issued

@@ -132,6 +132,7 @@ Result<std::unique_ptr<DestinationSession>> DestinationSession::accept_one(Endpo
         bool went = s->link_.first().device_removed || st.error().sys_errno() == ECANCELED;
         return went ? st.error() : Error::with_errno(st.error().message(), ECONNABORTED);
     }
+    s->link_.first().early_requests.refuse_all("a migration is in progress");  // every channel is here: strangers
     if (s->link_.channels().count() > 1 || s->link_.channels().has_postcopy()) clock.mark("channels");
     s->link_.add_steps(steps);
     std::string note = asked_pin_all && !s->link_.pin_all() ? pin_all_refusal : "";

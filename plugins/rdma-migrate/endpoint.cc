@@ -76,6 +76,18 @@ void refuse(rdma_cm_id* id, const std::string& why) {
     rdma_destroy_id(id);
 }
 
+std::optional<CmEvent> EarlyRequests::take() {
+    if (kept_.empty()) return std::nullopt;
+    CmEvent ev = std::move(kept_.front());
+    kept_.pop_front();
+    return ev;
+}
+
+void EarlyRequests::refuse_all(const std::string& why) {
+    for (const CmEvent& ev : kept_) refuse(ev.id, why);
+    kept_.clear();
+}
+
 namespace {
 
 // Why a connection request was rejected. On IB and RoCE the event's status is the CM's reject
@@ -125,9 +137,16 @@ Status expected_event(Endpoint& e, const CmEvent& ev, rdma_cm_event_type want, c
 Status wait_cm(Endpoint& e, rdma_cm_event_type want, int timeout_ms, const char* what, PrivateData* pd = nullptr,
                rdma_cm_id** new_id = nullptr, uint8_t* peer_reads = nullptr) {
     for (;;) {
-        if (auto ev = take_cm_event(e.events.get())) {
+        std::optional<CmEvent> ev = want == RDMA_CM_EVENT_CONNECT_REQUEST ? e.early_requests.take() : std::nullopt;
+        if (!ev) ev = take_cm_event(e.events.get());
+        if (ev) {
             trace("{}: cm event {} (status {}) while waiting for {}{}", e.describe, rdma_event_str(ev->type), ev->status,
                   rdma_event_str(want), e.listen_id && ev->id == e.listen_id.get() ? " (the listening id)" : "");
+            // A destination accepting a connection: the source's next channel may ask first.
+            if (ev->type == RDMA_CM_EVENT_CONNECT_REQUEST && want != ev->type && e.listen_id) {
+                e.early_requests.keep(std::move(*ev));
+                continue;
+            }
             // A listener waiting for its next source: a connection it had (a broken link's, now
             // ended) may still report on this channel; that is no answer to the wait.
             if (want == RDMA_CM_EVENT_CONNECT_REQUEST && ev->type != want && ev->type != RDMA_CM_EVENT_DEVICE_REMOVAL &&
@@ -231,6 +250,7 @@ void Endpoint::hang_up() {
 
 void Endpoint::give_back_listener(Endpoint& listener) {
     hang_up();  // this connection first, while its events still have a channel to go to
+    early_requests.refuse_all("the migration they belonged to is over");
     if (!listen_id) return;  // given back already
     listener.events = std::move(events);
     listener.listen_id = std::move(listen_id);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cm.h"
 #include "memory_registry.h"
 #include "pinned_ahead.h"
 #include "steps.h"
@@ -26,6 +27,7 @@ struct Endpoint {
     // Parent-first: destroyed in reverse (QP, CQ, channel, PD, ids, event channel).
     EventChannel events;  // empty on a destination's extra channel (its events go to channel 0's)
     CmId listen_id;  // destination only
+    EarlyRequests early_requests;  // destination only: destroyed (refused) before the ids above
     CmId id;
     ProtectionDomain pd;         // owned by channel 0
     // A destination's listener that pins its RAM while it waits, and the channel 0 it accepts on

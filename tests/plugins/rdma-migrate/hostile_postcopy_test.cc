@@ -32,7 +32,7 @@ public:
         cfg.postcopy = true;
         cfg.postcopy_read = reads;
         serving_.start([this, cfg]() -> std::string {
-            auto s = DestinationSession::accept(*listener_, cfg, "");
+            auto s = DestinationSession::accept(*listener_, cfg, "", kAcceptWaitMs);
             if (!s) return "accept: " + s.error().message();
             if (auto b = (*s)->begin_postcopy(); !b) return "begin: " + b.error().message();
             auto a = (*s)->postcopy()->next();

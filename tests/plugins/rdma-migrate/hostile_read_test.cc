@@ -36,7 +36,7 @@ public:
         if (!l) throw std::runtime_error(l.error().message());
         listener_ = std::move(*l);
         accepted_.start([this]() -> std::string {
-            auto s = DestinationSession::accept(*listener_, reading(dest_ram_), "");
+            auto s = DestinationSession::accept(*listener_, reading(dest_ram_), "", kAcceptWaitMs);
             if (!s) return "accept: " + s.error().message();
             dst_ = std::move(*s);
             if (auto b = dst_->begin_postcopy(); !b) return "begin: " + b.error().message();

@@ -42,7 +42,7 @@ public:
         cfg.timeouts = timeouts;
         cfg.cancel_fd = cancel_fd;
         serving_.start([this, cfg]() -> std::string {
-            auto s = DestinationSession::accept(*listener_, cfg, "");
+            auto s = DestinationSession::accept(*listener_, cfg, "", kAcceptWaitMs);
             if (!s) return "accept: " + s.error().message();
             Status round = (*s)->serve_round(1);
             served_ = true;  // the DestinationSession ends next

@@ -111,7 +111,7 @@ std::string migrate_one_chunk(const std::string& creds, bool forge) {
     std::string settled;
     PeerThread destination;
     destination.start([&]() -> std::string {
-        auto s = DestinationSession::accept(**l, config(dst_ram, creds), "");
+        auto s = DestinationSession::accept(**l, config(dst_ram, creds), "", kAcceptWaitMs);
         if (!s) {
             accepted.set_value(nullptr);
             return "accept: " + s.error().message();
@@ -173,7 +173,7 @@ PostcopyOutcome postcopy_one_page(const std::string& creds, Forge forge) {
     destination.start([&]() -> std::string {
         SessionConfig cfg = config(dst_ram, creds);
         cfg.pin_all = false, cfg.postcopy = true;
-        auto s = DestinationSession::accept(**l, cfg, "");
+        auto s = DestinationSession::accept(**l, cfg, "", kAcceptWaitMs);
         Status st = s ? (*s)->begin_postcopy() : Status(s.error());
         switched.set_value(st ? s->get() : nullptr);
         if (!st) {
@@ -244,7 +244,7 @@ ReadOutcome read_one_page(const std::string& creds, bool forge) {
         return cfg;
     };
     destination.start([&]() -> std::string {
-        auto s = DestinationSession::accept(**l, reading(dst_ram), "");
+        auto s = DestinationSession::accept(**l, reading(dst_ram), "", kAcceptWaitMs);
         if (!s) return "accept: " + s.error().message();
         auto done = [&](std::string why) {
             (*s)->link().abort("the test is over");

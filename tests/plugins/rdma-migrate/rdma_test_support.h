@@ -28,6 +28,9 @@ constexpr uint64_t kChunk = uint64_t{1} << kChunkShift;  // 1 MiB: x-rdma-chunk-
 constexpr uint64_t kRam = 16 * kChunk;  // one block of 16 chunks
 constexpr uint8_t kFill = 0xa5;
 constexpr Timeouts kTimeouts{10000, 10000};
+// How long a test's destination waits for its source before it gives up: a peer that never
+// connects fails the test in one line instead of hanging until ctest's timeout.
+constexpr int kAcceptWaitMs = 3 * kTimeouts.connect_ms;
 
 // An RDMA-CM port for one test's listener (each test runs in a process of its own).
 inline uint16_t some_port() {
