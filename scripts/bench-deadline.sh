@@ -34,6 +34,9 @@
 #            resumed once the stop-and-copy ends
 #   vmm-dt   the same D kept by one pause: x-deadline-strategy downtime, x-deadline-max-downtime D;
 #            the plan's one-pause row, made just before, against it
+#   vmm-ch   the same D by x-deadline-strategy cheapest (x-deadline-max-downtime D): the pause or
+#            the throttle, whichever the plan says costs the guest less; what it chose (its log
+#            line) against what the two arms above cost
 #   vmm-ac-late, vmm-dt-late   where QEMU ended after D: vmm (throttle, then one pause) on a guest of
 #            its own with x-deadline D' = the time QEMU took, its last pause taken at the cap: what
 #            each costs the guest beside QEMU when both end at the same time
@@ -247,6 +250,10 @@ run_guest() {  # run_guest GUEST CAP
         vmm_deadline "$src_next" "$name-g" downtime "$d_ms" "$floor_ms" "$g" "$cap" vmm-dt
         src_next=$moved_to
         h "$src_next" "migrate_set_parameter downtime-limit 300" >/dev/null
+        # And by whichever of the two the plan says costs the guest less.
+        vmm_deadline "$src_next" "$name-h" cheapest "$d_ms" "$floor_ms" "$g" "$cap" vmm-ch
+        src_next=$moved_to
+        h "$src_next" "migrate_set_parameter downtime-limit 300" >/dev/null
     fi
     # 3. tight: D = half the floor, on the guest where it runs now; it must say so at once.
     vmm_start "$name-e" --incoming defer
@@ -296,7 +303,7 @@ vmm_deadline() {
     [ "$strat" = postcopy ] && pc=1 kind=vmm
     # The downtime strategy's ceiling: whatever pause meets D, as Nova's force_complete pauses as
     # long as the stop-and-copy takes.
-    [ "$strat" = downtime ] && h "$src" "migrate_set_parameter x-deadline-max-downtime $d_ms" >/dev/null
+    case "$strat" in downtime|cheapest) h "$src" "migrate_set_parameter x-deadline-max-downtime $d_ms" >/dev/null ;; esac
     # A guest that has just arrived: its new vmm's dirty sampler has not seen it yet, so neither
     # the plan nor the strategy would know its rates; as long as warm() gives a new one.
     [ "$src" = "${warmed:-}" ] || { sleep 10; warmed=$src; }
@@ -308,16 +315,22 @@ vmm_deadline() {
     plan=$(plan_of "$src")
     p=$(port) uri=tcp:127.0.0.1:$p
     h "$dst" "migrate_incoming $uri" >/dev/null
+    local logged
+    logged=$(wc -l <"$work/$src.log")
     drive "$src" "$uri" none $((d_ms * 4)) "$work/$dst.jsonl"
     r=$(summary_of "$work/$dst.jsonl")
+    # What the deadline keeper did, as the source's log says (cheapest says what each would cost).
+    local acted
+    acted=$(tail -n +$((logged + 1)) "$work/$src.log" | { grep -o 'x-deadline[:;] .*\(downtime-limit raised\|throttled to\|eased to\).*' || true; } |
+        jq -R . | jq -sc .)
     record "$(jq -nc --arg k "$kind" --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
-        --argjson plan "$plan" --argjson r "$r" --argjson b "$(blocked_ms "$dst")" \
-        --arg ok "$(case "$strat" in postcopy) echo "postcopy at once" ;; downtime) echo "precopy + one pause" ;;
+        --argjson plan "$plan" --argjson r "$r" --argjson b "$(blocked_ms "$dst")" --argjson acted "$acted" \
+        --arg ok "$(case "$strat" in postcopy) echo "postcopy at once" ;; downtime|cheapest) echo "precopy + one pause" ;;
                     *) echo "precopy + auto-converge" ;; esac)" \
         '{kind: $k, guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor,
           feasible: ([$plan.strategies[] | select((.strategy == "precopy" or .strategy == $ok) and .converges and ."total-ms" <= $d)] | length > 0),
           planned: ([$plan.strategies[] | select(.strategy == $ok)] | .[0] | {"total-ms", "downtime-ms", converges}),
-          blocked_ms: $b} + $r')"
+          blocked_ms: $b, acted: $acted} + $r')"
     if [ "$(jq -r .status <<<"$r")" = completed ]; then stop "$src"; moved_to=$dst; else stop "$dst"; moved_to=$src; fi
 }
 

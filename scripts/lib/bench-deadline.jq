@@ -36,6 +36,9 @@ def measured_at_cap: if .status == "completed" then (total_at_cap | s) else .sta
 def cost: .blocked_ms + .throttled_ms +
           (if .status != "completed" then 0 elif (.paused_ms // 0) > 0 then pause_at_cap - .downtime_ms else pause_at_cap end);
 def cell($k; $v): [$all[] | select(.kind == $k and .cap == $v.cap and .guest == $v.guest)] | .[0];
+# What the deadline keeper did in a run, from the source's log lines: "pause", "throttle", "ease", in turn.
+def chose: [(.acted // [])[] | if test("downtime-limit raised") then "pause" elif test("eased to") then "ease" else "throttle" end] |
+           if length == 0 then "nothing" else join(",") end;
 def run3: if . == null then ("-" | pad(26)) else ((measured_at_cap | rpad(7)) + " " + (met_at_cap | yn | pad(3)) + " " + (cost | ms | rpad(9)) + " " + (pause_at_cap | ms | rpad(8))) end;
 [{name: "post-copy permitted", vmm: "vmm", qemu: "qemu",
   title: "Deadlines, post-copy permitted: vmm (x-deadline D, x-deadline-strategy postcopy) beside QEMU 7.2 under Nova's policy (downtime-limit 50 -> 500 ms in steps, post-copy at D)"},
@@ -71,6 +74,14 @@ def run3: if . == null then ("-" | pad(26)) else ((measured_at_cap | rpad(7)) + 
    "cap  guest   D       | throttle: total met cost      pause     | one pause: total met cost  pause     | QEMU: total met cost      pause",
    ($ac[] | . as $v | (.cap | rpad(3)) + "  " + (.guest | pad(6)) + "  " + (.deadline_ms | s | pad(6)) + "  | " + (run3 | pad(42)) + "| " +
      (cell("vmm-dt"; $v) | run3 | pad(36)) + "| " + (cell("qemu-ac"; $v) | run3)),
+   "",
+   "x-deadline-strategy cheapest (the same D, x-deadline-max-downtime D): what it chose, against the two above (cost, each last pause at the cap)",
+   "cap  guest   D       | cheapest: total met cost      pause    chose             | throttle cost | one pause cost | the cheaper",
+   ($all[] | select(.kind == "vmm-ch") | . as $v | cell("vmm-ac"; $v) as $t | cell("vmm-dt"; $v) as $p |
+     (.cap | rpad(3)) + "  " + (.guest | pad(6)) + "  " + (.deadline_ms | s | pad(6)) + "  | " + (run3 | pad(30)) + "  " + (chose | pad(17)) + " | " +
+     (if $t == null then "-" else ($t | cost | ms) + (if ($t | met_at_cap) then "" else " (missed)" end) end | rpad(13)) + " | " +
+     (if $p == null then "-" else ($p | cost | ms) + (if ($p | met_at_cap) then "" else " (missed)" end) end | rpad(14)) + " | " +
+     (if $t == null or $p == null then "-" elif ($t | cost) < ($p | cost) then "throttle" else "one pause" end)),
    "",
    "The same at QEMU's end: where QEMU ended after D, vmm on its own guest with x-deadline D' = the time QEMU took",
    "cap  guest   D'      | throttle: total met cost      pause     | one pause: total met cost  pause     | QEMU: total     cost      pause",
@@ -129,6 +140,16 @@ def run3: if . == null then ("-" | pad(26)) else ((measured_at_cap | rpad(7)) + 
   " of " + ($tight | length | tostring) + "; the source running on after: " + ($tight | map(select(.source_after == "running")) | length | tostring))
 ,
 # Each vmm strategy against QEMU where both completed: at D, and at QEMU's end.
+# cheapest against the cheaper of the two arms that each take one way, where all three met D (at the cap).
+(([$all[] | select(.kind == "vmm-ch")]) as $ch | select($ch | length > 0) |
+  ([$ch[] | . as $v | cell("vmm-ac"; $v) as $t | cell("vmm-dt"; $v) as $p |
+    select(($v | met_at_cap) and $t != null and $p != null and ($t | met_at_cap) and ($p | met_at_cap)) |
+    {c: ($v | cost), t: ($t | cost), p: ($p | cost)} | . + {m: ([.t, .p] | min)}]) as $all3 |
+  "  cheapest: deadlines met (the last pause at the cap) " + ($ch | map(select(met_at_cap)) | length | tostring) + " of " +
+  ($ch | length | tostring) + "; where it and both single strategies met D (" + ($all3 | length | tostring) +
+  "): cost no more than 1.2 x the cheaper of the two in " + ($all3 | map(select(.c <= 1.2 * .m + 100)) | length | tostring) +
+  "; cost " + ($all3 | map(.c) | add // 0 | tostring) + " ms, against the cheaper's " + ($all3 | map(.m) | add // 0 | tostring) +
+  " ms, throttle's " + ($all3 | map(.t) | add // 0 | tostring) + " ms, one pause's " + ($all3 | map(.p) | add // 0 | tostring) + " ms"),
 (["vmm-ac", "vmm-dt", "vmm-ac-late", "vmm-dt-late"][] as $k | ([$all[] | select(.kind == $k)]) as $runs | select($runs | length > 0) |
   ([$runs[] | . as $v | cell("qemu-ac"; $v) as $q | select($v.status == "completed" and $q != null and $q.status == "completed") |
     {v: ($v | cost), q: ($q | cost)}]) as $both |

@@ -82,3 +82,22 @@ expect "  4  p       10 s    |     9 s yes   2005 ms     5 ms            |  10.5
 expect "the plan's one pause, made before migrating, within +-20 % of the total (the pause at the cap): 1 of 2; its pause within +-20 %: 1 of 2"
 expect "Deadlines, post-copy not permitted"
 expect "said at once that the deadline cannot be met (failed within 1 s saying so): 1 of 2"
+
+# x-deadline-strategy cheapest beside the two single strategies: guest q dirties faster than the
+# link (one pause of 4 MiB, 1 s at the cap, against 3 s throttled): cheapest paused, as cheap as
+# the pause; guest r dirties under it (the throttle costs 1.005 s, the pause 2 s): cheapest paused,
+# 2 x the cheaper; guest s: cheapest missed D.
+acted() { jq -c --arg a "$1" '. + {acted: [$a]}'; }
+out=$({
+    last vmm-ac q 9000 10000 3000 5 0 0
+    last vmm-dt q 8000 10000 0 5 4194304 0
+    last vmm-ch q 8000 10000 0 5 4194304 0 | acted "x-deadline: downtime-limit raised from 300 to 1000 ms, the least that meets it; cheapest: ..."
+    last vmm-ac r 9000 10000 1000 5 0 0
+    last vmm-dt r 8000 10000 0 5 8388608 0
+    last vmm-ch r 8000 10000 0 5 8388608 0 | acted "x-deadline: downtime-limit raised from 300 to 2000 ms, the least that meets it; cheapest: ..."
+    last vmm-ac s 9000 10000 1000 5 0 0
+    last vmm-ch s 10500 10000 1000 5 0 0 | acted "x-deadline: the plan misses it; the vCPUs throttled to 30 %; cheapest: ..."
+} | jq -s -r -f "$jqf")
+expect "cheapest: deadlines met (the last pause at the cap) 2 of 3; where it and both single strategies met D (2): cost no more than 1.2 x the cheaper of the two in 1; cost 3000 ms, against the cheaper's 2005 ms, throttle's 4010 ms, one pause's 3000 ms"
+expect "  4  q       10 s    |     9 s yes   1000 ms  1000 ms  pause             |       3005 ms |        1000 ms | one pause"
+expect "  4  s       10 s    |  10.5 s no    1005 ms     5 ms  throttle          |       1005 ms |              - | -"

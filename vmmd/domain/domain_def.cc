@@ -43,14 +43,19 @@ std::optional<std::string> deadline_strategy_refusal(const std::optional<std::st
         size_t comma = std::min(text.find(',', at), text.size());
         std::string_view name = text.substr(at, comma - at);
         bool known = false;
-        for (const char* k : {"cancel", "postcopy", "downtime", "throttle", "dirty-limit"}) known = known || name == k;
+        for (const char* k : {"cancel", "postcopy", "downtime", "throttle", "dirty-limit", "cheapest"}) known = known || name == k;
         if (!known) {
-            return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit, or "
-                               "several in the order to try them (e.g. downtime,throttle)",
+            return fmt::format("deadline strategy '{}': choose cancel, postcopy, downtime, throttle, dirty-limit or "
+                               "cheapest, or several in the order to try them (e.g. downtime,throttle)",
                                text);
         }
-        if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
-            return fmt::format("deadline strategy '{}': {} is named twice", text, name);
+        // cheapest is downtime and throttle, the cheaper first.
+        auto named = [&seen](std::string_view n) { return std::find(seen.begin(), seen.end(), n) != seen.end(); };
+        bool cheapest_twice = name == "cheapest" ? named("downtime") || named("throttle")
+                                                 : (name == "downtime" || name == "throttle") && named("cheapest");
+        if (named(name) || cheapest_twice) {
+            return fmt::format("deadline strategy '{}': {} is named twice{}", text, name,
+                               cheapest_twice ? " (cheapest is downtime and throttle, the cheaper first)" : "");
         }
         if (!seen.empty() && seen.back() == "cancel") {
             return fmt::format("deadline strategy '{}': cancel gives up the migration, so it can only come last", text);

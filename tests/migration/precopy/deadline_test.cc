@@ -32,8 +32,8 @@ TEST(Deadline, StrategiesByName) {
     EXPECT_STREQ(to_string(DeadlineStrategy::downtime), "downtime");
     EXPECT_TRUE(check_deadline_strategy("throttle"));
     EXPECT_EQ(check_deadline_strategy("warp").error().message(),
-              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit, or several in "
-              "the order to try them (e.g. downtime,throttle)");
+              "x-deadline-strategy 'warp': choose cancel, postcopy, downtime, throttle, dirty-limit or cheapest, or "
+              "several in the order to try them (e.g. downtime,throttle)");
     EXPECT_EQ(deadline_strategy_named("dirty-limit"), DeadlineStrategy::dirty_limit);
 }
 
@@ -317,6 +317,88 @@ TEST(Deadline, DirtyLimitCancelsWhenNothingCouldMeetIt) {
     a = deadline_action(f);
     ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
     EXPECT_NE(a.why.find("the vCPUs over their dirty limit are throttled as far as they go"), std::string::npos) << a.why;
+}
+
+// cheapest is downtime and throttle: named beside either, it is named twice.
+TEST(Deadline, CheapestStandsForThePauseAndTheThrottle) {
+    EXPECT_EQ(deadline_strategy_named("cheapest"), DeadlineStrategy::cheapest);
+    EXPECT_TRUE(check_deadline_strategy("cheapest,postcopy,cancel"));
+    EXPECT_TRUE(names_strategy("cheapest", DeadlineStrategy::downtime));
+    EXPECT_TRUE(names_strategy("postcopy,cheapest", DeadlineStrategy::throttle));
+    EXPECT_FALSE(names_strategy("cheapest", DeadlineStrategy::dirty_limit));
+    EXPECT_EQ(check_deadline_strategy("cheapest,downtime").error().message(),
+              "x-deadline-strategy 'cheapest,downtime': downtime is named twice (cheapest is downtime and throttle, the "
+              "cheaper first)");
+    EXPECT_EQ(check_deadline_strategy("throttle,cheapest").error().message(),
+              "x-deadline-strategy 'throttle,cheapest': cheapest is named twice (cheapest is downtime and throttle, the "
+              "cheaper first)");
+}
+
+TEST(Deadline, WhatTheGuestGivesUpIsTheSleepOfTheRoundsLeftAndTheLastPause) {
+    EtaFacts e{4 * 1000 * 1000, 10 * MB, 0, 300, 0};  // 400 ms of sending, nothing dirtied: one round, then a 0 ms pause
+    auto eta = precopy_eta(e);
+    ASSERT_TRUE(eta && eta->converges);
+    EXPECT_NEAR(*guest_cost_ms(e, 50), 0.5 * (eta->remaining_ms - eta->downtime_ms) + eta->downtime_ms, 1e-9);
+    EXPECT_NEAR(*guest_cost_ms(e, 0), eta->downtime_ms, 1e-9);
+    e.dirty_bytes_per_s = 20 * MB;
+    e.remaining_bytes = 100 * 1000 * 1000;
+    EXPECT_FALSE(guest_cost_ms(e, 0)) << "no end: nothing to weigh";
+}
+
+// A guest dirtying twice what the link moves, 4 MB left: a 400 ms pause costs it less than the
+// throttle that would bring its rate under the link's (more than half its time, over two rounds).
+TEST(Deadline, CheapestPausesAGuestThatDirtiesFasterThanTheLink) {
+    DeadlineFacts f = missing(DeadlineStrategy::cheapest);
+    f.eta.remaining_bytes = 4 * 1000 * 1000;
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime) << a.why;
+    EXPECT_EQ(a.downtime_ms, 400u);
+    EXPECT_EQ(a.why.rfind("cheapest: the guest gives up 0.4 s to a downtime-limit of 400 ms, ", 0), 0u) << a.why;
+    f.max_downtime_ms = 399;  // no pause allowed meets it: the throttle
+    a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle);
+    EXPECT_GT(a.throttle_percent, 50u);
+    EXPECT_EQ(a.why, "cheapest: no pause allowed meets it; not even a downtime of 399 ms (x-deadline-max-downtime) "
+                     "would meet it");
+    f.throttle_at_most = true;  // neither can: one cancel saying what each could not do
+    a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("; not even a downtime of 399 ms (x-deadline-max-downtime) would meet it; the vCPUs are "
+                         "throttled as far as max-cpu-throttle allows; the migration ends here"),
+              std::string::npos)
+        << a.why;
+}
+
+// A guest dirtying half what the link moves, 100 MB left, with a deadline a little before its
+// precopy would end: the least throttle costs it less than the 5 s pause that would meet it.
+TEST(Deadline, CheapestThrottlesAGuestThatDirtiesUnderTheLink) {
+    DeadlineFacts f = missing(DeadlineStrategy::cheapest);
+    f.eta.dirty_bytes_per_s = 5 * MB;
+    f.max_downtime_ms = 20'000;
+    auto own = precopy_eta(f.eta);
+    ASSERT_TRUE(own && own->converges);
+    f.deadline_ms = static_cast<uint64_t>(f.elapsed_ms + own->remaining_ms - 1000);
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle) << a.why;
+    DeadlineFacts alone = f;  // what throttle and downtime alone would do: the two weighed
+    alone.strategy = DeadlineStrategy::throttle;
+    EXPECT_EQ(a.throttle_percent, deadline_action(alone).throttle_percent);
+    alone.strategy = DeadlineStrategy::downtime;
+    auto p = deadline_action(alone);
+    ASSERT_EQ(p.kind, DeadlineAction::Kind::downtime);
+    EXPECT_EQ(p.downtime_ms, 5000u) << "after the bulk round, all it dirtied in one pause";
+    // 5 s paused against a quarter of the ~16 s left throttled.
+    EXPECT_EQ(a.why, fmt::format("cheapest: the guest gives up 5.0 s to a downtime-limit of 5000 ms, 4.0 s to a {} % throttle",
+                                 a.throttle_percent));
+    // During a round the throttle acts at once; where the pause is cheaper it waits for the round's end.
+    f.during_round = true;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::throttle);
+    f.throttle_waits = true;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
+    DeadlineFacts fast = missing(DeadlineStrategy::cheapest);
+    fast.eta.remaining_bytes = 4 * 1000 * 1000;
+    fast.during_round = true;
+    EXPECT_EQ(deadline_action(fast).kind, DeadlineAction::Kind::none);
 }
 
 }  // namespace

@@ -89,5 +89,25 @@ TEST(ProgressWatch, DowntimeRaisesTheLimitAsLittleAsEndsIt) {
     EXPECT_NE(a.why.find("not even a downtime of 9999 ms (x-deadline-max-downtime) would end it"), std::string::npos);
 }
 
+// cheapest, with no deadline to weigh the two by: the pause that ends it where the ceiling allows
+// one, else a throttle step; where neither can, a cancel saying what each could not do.
+TEST(ProgressWatch, CheapestEndsAStallByThePauseElseAThrottleStep) {
+    DeadlineFacts f = stuck(DeadlineStrategy::cheapest);
+    auto a = stall_action(f, "stalled");
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::downtime);
+    EXPECT_EQ(a.downtime_ms, 10'000u);
+    f.max_downtime_ms = 9'999;
+    a = stall_action(f, "stalled");
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle);
+    EXPECT_EQ(a.throttle_percent, 0u) << "one step";
+    f.throttle_at_most = true;
+    a = stall_action(f, "stalled");
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("stalled; not even a downtime of 9999 ms (x-deadline-max-downtime) would end it; the vCPUs are "
+                         "throttled as far as max-cpu-throttle allows"),
+              std::string::npos)
+        << a.why;
+}
+
 }  // namespace
 }  // namespace vmm::migration

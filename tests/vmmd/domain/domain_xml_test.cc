@@ -101,7 +101,7 @@ TEST(DomainXml, RefusesWhatTheGuestWouldNotGetByName) {
         {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
          "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:migration-deadline-strategy>warp"
          "</vmm:migration-deadline-strategy></vmm:vmm></metadata></domain>",
-         "deadline strategy 'warp': choose cancel, postcopy, downtime, throttle or dirty-limit"},
+         "deadline strategy 'warp': choose cancel, postcopy, downtime, throttle, dirty-limit or cheapest"},
         {"<domain type='vmm'><name>a</name><memory>4096</memory><os><kernel>idle</kernel></os>"
          "<metadata><vmm:vmm xmlns:vmm='https://github.com/vmm/xmlns/domain/1'><vmm:migration-stall-timeout>-5"
          "</vmm:migration-stall-timeout></vmm:vmm></metadata></domain>", "milliseconds, at most a day"},

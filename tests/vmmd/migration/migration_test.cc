@@ -211,7 +211,8 @@ TEST(DeadlineSettings, TheMigrationsOverTheDomainsOverVmmds) {
     auto bad = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("warp")}}, vmmd);
     ASSERT_FALSE(bad);
     EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'warp': choose cancel, postcopy, downtime, "
-                                     "throttle or dirty-limit, or several in the order to try them (e.g. downtime,throttle)");
+                                     "throttle, dirty-limit or cheapest, or several in the order to try them (e.g. "
+                                     "downtime,throttle)");
     p = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("downtime,throttle")}}, vmmd);
     ASSERT_TRUE(p);
     EXPECT_EQ((*p)["x-deadline-strategy"], "downtime,throttle");
@@ -219,6 +220,13 @@ TEST(DeadlineSettings, TheMigrationsOverTheDomainsOverVmmds) {
     ASSERT_FALSE(bad);
     EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'cancel,throttle': cancel gives up the "
                                      "migration, so it can only come last");
+    p = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("cheapest,postcopy")}}, vmmd);
+    ASSERT_TRUE(p);
+    EXPECT_EQ((*p)["x-deadline-strategy"], "cheapest,postcopy");
+    bad = deadline_parameters(def, {{kParamDeadlineStrategy, std::string("cheapest,throttle")}}, vmmd);
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message(), "vmm.deadline_strategy: deadline strategy 'cheapest,throttle': throttle is named "
+                                     "twice (cheapest is downtime and throttle, the cheaper first)");
 }
 
 }  // namespace vmmd

@@ -13,12 +13,13 @@ namespace vmm::migration {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, DeadlineStrategy>, 5> kStrategies{{
+constexpr std::array<std::pair<std::string_view, DeadlineStrategy>, 6> kStrategies{{
     {"cancel", DeadlineStrategy::cancel},
     {"postcopy", DeadlineStrategy::postcopy},
     {"downtime", DeadlineStrategy::downtime},
     {"throttle", DeadlineStrategy::throttle},
     {"dirty-limit", DeadlineStrategy::dirty_limit},
+    {"cheapest", DeadlineStrategy::cheapest},
 }};
 
 constexpr uint64_t kTenYearsMs = uint64_t{10} * 366 * 24 * 3600 * 1000;
@@ -103,6 +104,16 @@ bool acts_during_round(DeadlineStrategy s) {
     return s != DeadlineStrategy::downtime && s != DeadlineStrategy::dirty_limit;
 }
 
+bool contains(const std::vector<DeadlineStrategy>& list, DeadlineStrategy s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+// Whether `s` is in the list, cheapest standing for downtime and throttle.
+bool lists(const std::vector<DeadlineStrategy>& list, DeadlineStrategy s) {
+    bool by_cheapest = s == DeadlineStrategy::downtime || s == DeadlineStrategy::throttle;
+    return contains(list, s) || (by_cheapest && contains(list, DeadlineStrategy::cheapest));
+}
+
 }  // namespace
 
 std::optional<double> highest_dirty_rate(const DeadlineFacts& f) {
@@ -144,9 +155,17 @@ std::optional<uint32_t> throttle_that_meets(const DeadlineFacts& f, std::string&
     return t;
 }
 
+std::optional<double> guest_cost_ms(const EtaFacts& e, uint32_t throttle_percent) {
+    auto eta = precopy_eta(e);
+    if (!eta || !eta->converges) return std::nullopt;
+    double rounds_ms = std::max(0.0, eta->remaining_ms - eta->downtime_ms);
+    return std::min(throttle_percent, 100u) / 100.0 * rounds_ms + eta->downtime_ms;
+}
+
 std::optional<uint32_t> throttle_to_ease(const DeadlineFacts& f) {
-    bool throttles = f.strategy == DeadlineStrategy::throttle ||
-                     std::find(f.then.begin(), f.then.end(), DeadlineStrategy::throttle) != f.then.end();
+    std::vector<DeadlineStrategy> list{f.strategy};
+    list.insert(list.end(), f.then.begin(), f.then.end());
+    bool throttles = lists(list, DeadlineStrategy::throttle);
     if (!throttles || f.throttle_percent == 0) return std::nullopt;
     auto rate = highest_dirty_rate(f);
     if (!rate) return std::nullopt;
@@ -176,12 +195,16 @@ Result<std::vector<DeadlineStrategy>> parse_deadline_strategies(std::string_view
         std::string_view name = text.substr(at, comma - at);
         auto s = deadline_strategy_named(name);
         if (!s) {
-            return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime, throttle or dirty-limit, "
-                                     "or several in the order to try them (e.g. downtime,throttle)",
+            return Error(fmt::format("x-deadline-strategy '{}': choose cancel, postcopy, downtime, throttle, dirty-limit or "
+                                     "cheapest, or several in the order to try them (e.g. downtime,throttle)",
                                      text));
         }
-        if (std::find(list.begin(), list.end(), *s) != list.end()) {
-            return Error(fmt::format("x-deadline-strategy '{}': {} is named twice", text, name));
+        bool cheapest_twice = (*s == DeadlineStrategy::cheapest && (lists(list, DeadlineStrategy::downtime) ||
+                                                                      lists(list, DeadlineStrategy::throttle))) ||
+                              (*s != DeadlineStrategy::cheapest && lists(list, *s) && !contains(list, *s));
+        if (contains(list, *s) || cheapest_twice) {
+            return Error(fmt::format("x-deadline-strategy '{}': {} is named twice{}", text, name,
+                                     cheapest_twice ? " (cheapest is downtime and throttle, the cheaper first)" : ""));
         }
         if (!list.empty() && list.back() == DeadlineStrategy::cancel) {
             return Error(fmt::format("x-deadline-strategy '{}': cancel gives up the migration, so it can only come last "
@@ -201,7 +224,7 @@ Status check_deadline_strategy(std::string_view text) {
 
 bool names_strategy(std::string_view text, DeadlineStrategy s) {
     auto list = parse_deadline_strategies(text);
-    return list && std::find(list->begin(), list->end(), s) != list->end();
+    return list && lists(*list, s);
 }
 
 Result<uint64_t> parse_deadline_ms(std::string_view text) {
@@ -228,6 +251,37 @@ Status check_deadline(std::string_view text) {
 }
 
 namespace {
+
+std::optional<DeadlineAction> one_strategy(const DeadlineFacts& f, std::string& tried);
+
+// cheapest: the longer pause and the throttle that meet the deadline, weighed by guest_cost_ms;
+// the one that can where only one can. Its `why` says what each would cost, or why the other cannot.
+std::optional<DeadlineAction> cheaper_of_two(const DeadlineFacts& f, std::string& tried) {
+    DeadlineFacts one = f;
+    std::string pause_not, throttle_not;
+    one.strategy = DeadlineStrategy::downtime;
+    auto pause = one_strategy(one, pause_not);
+    one.strategy = DeadlineStrategy::throttle;
+    auto throttle = one_strategy(one, throttle_not);
+    if (!pause && !throttle) tried += pause_not + throttle_not;
+    if (!pause || !throttle) {
+        if (pause) pause->why = "cheapest: no throttle meets it" + throttle_not;
+        if (throttle) throttle->why = "cheapest: no pause allowed meets it" + pause_not;
+        return pause ? pause : throttle;
+    }
+    EtaFacts paused = f.eta;
+    paused.downtime_limit_ms = static_cast<double>(pause->downtime_ms);
+    EtaFacts throttled = f.eta;
+    throttled.dirty_bytes_per_s = unthrottled_rate(f) * (1.0 - throttle->throttle_percent / 100.0);
+    auto pause_cost = guest_cost_ms(paused, f.throttle_percent);
+    auto throttle_cost = guest_cost_ms(throttled, throttle->throttle_percent);
+    if (!pause_cost || !throttle_cost) return pause_cost ? pause : throttle;  // each meets it: never both none
+    DeadlineAction& pick = *pause_cost <= *throttle_cost ? *pause : *throttle;
+    pick.why = fmt::format("cheapest: the guest gives up {:.1f} s to a downtime-limit of {} ms, {:.1f} s to a "
+                           "{} % throttle",
+                           *pause_cost / 1000, pause->downtime_ms, *throttle_cost / 1000, throttle->throttle_percent);
+    return pick;
+}
 
 // What one strategy does about a miss; nothing, with what it could not do added to `tried`, when
 // it cannot meet the deadline (cancel never can: the list ends there).
@@ -259,6 +313,7 @@ std::optional<DeadlineAction> one_strategy(const DeadlineFacts& f, std::string& 
             tried += "; not even a guest that dirtied nothing would meet it";
             return std::nullopt;
         }
+        case DeadlineStrategy::cheapest: return cheaper_of_two(f, tried);
     }
     return std::nullopt;
 }
@@ -272,7 +327,11 @@ DeadlineAction on_miss(const DeadlineFacts& f, const std::optional<Eta>& eta) {
         one.strategy = i == 0 ? f.strategy : f.then[i - 1];
         if (f.during_round && !acts_during_round(one.strategy)) return {};
         if (f.during_round && one.strategy == DeadlineStrategy::throttle && f.throttle_waits) return {};
-        if (auto a = one_strategy(one, tried)) return *a;
+        auto a = one_strategy(one, tried);
+        // cheapest's pause, like downtime's, is raised at the round's end; its throttle waits as throttle's.
+        bool waits = a && (a->kind == DeadlineAction::Kind::downtime || (a->kind == DeadlineAction::Kind::throttle && f.throttle_waits));
+        if (f.during_round && one.strategy == DeadlineStrategy::cheapest && waits) return {};
+        if (a) return *a;
     }
     return cancel(f, eta, tried);
 }

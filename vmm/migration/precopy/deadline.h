@@ -12,6 +12,9 @@
 //   dirty-limit  hold the guest to the dirty rate that meets it, by a limit per vCPU (machine/
 //             dirty_limit.h, the dirty ring): the vCPUs dirtying more than their share are
 //             throttled, the others run free
+//   cheapest  downtime or throttle, whichever the plan says costs the guest less until the end
+//             (a pause: its length; a throttle: the share of the time left its vCPUs sleep, and
+//             the last pause), the other where that one cannot meet it (guest_cost_ms below)
 // Several may be named, in the order to try them ("downtime,throttle": a longer pause first, up
 // to its ceiling, and the throttle where no pause allowed meets it). A strategy that cannot meet
 // it (the downtime ceiling too low, the throttle at its ceiling) hands over to the next; the
@@ -29,11 +32,12 @@
 
 namespace vmm::migration {
 
-enum class DeadlineStrategy { cancel, postcopy, downtime, throttle, dirty_limit };
+enum class DeadlineStrategy { cancel, postcopy, downtime, throttle, dirty_limit, cheapest };
 std::optional<DeadlineStrategy> deadline_strategy_named(std::string_view name);
 const char* to_string(DeadlineStrategy s);
 // x-deadline-strategy as typed: one name, or several joined by commas in the order to try them;
-// each at most once, and cancel (which gives up the migration) only last.
+// each at most once (cheapest counting as downtime and throttle), and cancel (which gives up the
+// migration) only last.
 Result<std::vector<DeadlineStrategy>> parse_deadline_strategies(std::string_view text);
 // The strategy's row check (params.cc): a list as above, or one line saying what is wrong.
 Status check_deadline_strategy(std::string_view text);
@@ -61,7 +65,7 @@ struct DeadlineAction {
     enum class Kind { none, cancel, postcopy, downtime, throttle, dirty_limit, ease };
     Kind kind = Kind::none;
     uint64_t downtime_ms = 0;  // downtime: the limit that meets the deadline
-    std::string why;           // cancel: the line the migration fails with
+    std::string why;           // cancel: the line the migration fails with; cheapest's choice: why it
     double dirty_bytes_per_s = 0;  // dirty_limit: what the whole guest may dirty
     uint32_t throttle_percent = 0; // throttle: the vCPUs' throttle that meets it (0: one step);
                                    // ease: the lower throttle that still meets it (0: none)
@@ -100,6 +104,12 @@ inline constexpr double kDowntimeMargin = 0.8;
 // The highest dirty rate (bytes/s) at which the plan meets the deadline, times the margin; none
 // when not even a guest that dirties nothing would meet it.
 std::optional<double> highest_dirty_rate(const DeadlineFacts& f);
+
+// What the guest gives up from now to the end at `e` (converging) with its vCPUs throttled by
+// `throttle_percent`: the share of the rounds left that they sleep, and the last pause; none when
+// it does not end. cheapest weighs a longer pause and a throttle by it, as the benchmark counts a
+// guest's throttled + blocked time (scripts/bench-deadline.sh).
+std::optional<double> guest_cost_ms(const EtaFacts& e, uint32_t throttle_percent);
 
 // A cancel once the deadline has passed, whatever the strategy (a deadline is kept by ending
 // the migration, the guest running on, when what the strategy gave up did not meet it); else none.

@@ -66,6 +66,13 @@ std::optional<DeadlineAction> one_stall_action(const DeadlineFacts& f, std::stri
             if (!f.throttle_at_most) return DeadlineAction{DeadlineAction::Kind::throttle, 0, {}};
             tried += "; the vCPUs are throttled as far as max-cpu-throttle allows";
             return std::nullopt;
+        case DeadlineStrategy::cheapest: {  // no deadline to weigh them by: the pause that ends it, else a step
+            DeadlineFacts one = f;
+            one.strategy = DeadlineStrategy::downtime;
+            if (auto a = one_stall_action(one, tried)) return a;
+            one.strategy = DeadlineStrategy::throttle;
+            return one_stall_action(one, tried);
+        }
         case DeadlineStrategy::dirty_limit:  // no deadline to aim at: half the rate that stalled
             if (!f.dirty_limit_at_most) return DeadlineAction{DeadlineAction::Kind::dirty_limit, 0, {}, f.eta.dirty_bytes_per_s / 2};
             tried += "; the vCPUs over their dirty limit are throttled as far as they go";

@@ -145,12 +145,14 @@ std::vector<SettingRow> tls_and_deadline_rows() {
                      "default), postcopy (switch now; needs postcopy-ram), downtime (raise downtime-limit as little as "
                      "ends it within 80 % of the time left, or else by the deadline, up to x-deadline-max-downtime), throttle (slow the vCPUs to the throttle that meets "
                      "it, and ease it when the plan is well ahead), dirty-limit (limit each vCPU's dirty rate so the guest dirties what meets it: only the "
-                     "vCPUs over the limit slow down; needs --dirty-tracking ring); or several in the order to try "
+                     "vCPUs over the limit slow down; needs --dirty-tracking ring), cheapest (downtime or throttle, whichever the "
+                     "plan says costs the guest less: a pause its length, a throttle the share of the time left it "
+                     "sleeps); or several in the order to try "
                      "them (downtime,throttle: the next acts where the one before cannot meet it); when none can, "
                      "it cancels, saying why"),
                 check_deadline_strategy),
         integer("x-deadline-max-downtime", &P::deadline_max_downtime_ms, 1, 2000000,
-                "x-deadline-strategy downtime: the longest pause it may raise downtime-limit to, ms"),
+                "x-deadline-strategy downtime (and cheapest): the longest pause it may raise downtime-limit to, ms"),
         integer("x-stall-timeout", &P::stall_timeout_ms, 0, 86400000,
                 "source, precopy: when the data left has reached no new low for this long (ms; 0 = off, the "
                 "default: vmm gives up on nothing by itself), the migration has stalled: an X_MIGRATION_STALLED "

@@ -76,7 +76,9 @@ void DeadlineKeeper::watch() {
     DeadlineAction a = deadline_action(f);
     switch (a.kind) {
         case DeadlineAction::Kind::cancel: failure_ = Error(a.why); break;
-        case DeadlineAction::Kind::throttle: throttle_now(a.throttle_percent, "x-deadline: the plan misses it"); break;
+        case DeadlineAction::Kind::throttle:
+            throttle_now(a.throttle_percent, a.why.empty() ? "x-deadline: the plan misses it" : "x-deadline: the plan misses it; " + a.why);
+            break;
         case DeadlineAction::Kind::postcopy:
             log::info("x-deadline: the plan misses it; switching to postcopy now");
             postcopy_.switch_soon();
@@ -93,7 +95,7 @@ bool DeadlineKeeper::throttle_settling() const {
     return std::chrono::steady_clock::now() - *throttled_at_ < 2 * period;
 }
 
-void DeadlineKeeper::throttle_now(uint32_t percent, const char* why) {
+void DeadlineKeeper::throttle_now(uint32_t percent, const std::string& why) {
     throttle_ = percent;
     core_.machine.vcpus().set_throttle(throttle_);
     throttled_at_ = std::chrono::steady_clock::now();
@@ -164,8 +166,9 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             postcopy_.switch_soon();
             return {};
         case DeadlineAction::Kind::downtime:
-            log::info("{}: downtime-limit raised from {} to {} ms, the least that {}", stall ? "x-stall-timeout" : "x-deadline",
-                      core_.options.params.downtime_limit_ms, a.downtime_ms, stall ? "ends it" : "meets it");
+            log::info("{}: downtime-limit raised from {} to {} ms, the least that {}{}{}", stall ? "x-stall-timeout" : "x-deadline",
+                      core_.options.params.downtime_limit_ms, a.downtime_ms, stall ? "ends it" : "meets it",
+                      a.why.empty() ? "" : "; ", a.why);
             {
                 std::lock_guard lock(core_.mutex);  // stats() reads it for the time left
                 core_.options.params.downtime_limit_ms = a.downtime_ms;
@@ -183,7 +186,7 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             d.throttle_percent = conv.throttle();
             throttle_ = d.throttle_percent;
             throttled_at_ = std::chrono::steady_clock::now();
-            log::info("{}; the vCPUs throttled to {} %", why, d.throttle_percent);
+            log::info("{}; the vCPUs throttled to {} %{}{}", why, d.throttle_percent, a.why.empty() ? "" : "; ", a.why);
             return {};
         case DeadlineAction::Kind::ease:
             if (core_.options.caps.auto_converge) return {};  // auto-converge's steps are not ours to take back

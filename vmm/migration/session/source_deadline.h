@@ -53,7 +53,7 @@ private:
     bool throttle_settling() const;
     // throttle, during a round: the vCPUs throttled to `percent` now (a raise: easing waits for a
     // round's end, act()).
-    void throttle_now(uint32_t percent, const char* why);
+    void throttle_now(uint32_t percent, const std::string& why);
     uint32_t throttle_ = 0;               // the throttle this set last, percent
     double planned_dirty_ = 0;            // the dirty rate (bytes/s) the last plan read
     std::optional<uint64_t> dirty_cap_;   // the vCPUs' dirty limit this set last, pages/s
