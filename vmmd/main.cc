@@ -144,7 +144,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
                    "(<vmm:migration-deadline>) or its parameters (vmm.deadline) say otherwise");
     app.add_option("--migration-deadline-strategy", o.deadline.strategy,
                    "what a migration gives up first when it would miss its deadline or stalls: cancel (vmm's default), "
-                   "postcopy, downtime, throttle, dirty-limit (a domain with <vmm:dirty-tracking>ring)")
+                   "postcopy, downtime, throttle, dirty-limit (a domain with <vmm:dirty-tracking>ring), cheapest (downtime or "
+                   "throttle, whichever costs the guest less), or several in the order to try them")
         ->check([](const std::string& s) { return vmmd::deadline_strategy_refusal(s).value_or(""); });
     app.add_option("--migration-stall-timeout", o.deadline.stall_timeout_ms,
                    "ms with no progress after which a migration has stalled (vmm's x-stall-timeout; 0 = off)")

@@ -250,6 +250,18 @@ TEST(Deadline, DowntimeKeepsAMarginAndPausesNowWhereOneMoreRoundOnlyJustMeetsIt)
     EXPECT_EQ(a.downtime_ms, 1313u);
 }
 
+// `f`, whose pause ceiling (399 ms) is short of what meets it, with the throttle at its most too:
+// one cancel saying what each could not do.
+void expect_neither_can(DeadlineFacts f) {
+    f.throttle_at_most = true;
+    auto a = deadline_action(f);
+    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
+    EXPECT_NE(a.why.find("; not even a downtime of 399 ms (x-deadline-max-downtime) would meet it; the vCPUs are "
+                         "throttled as far as max-cpu-throttle allows; the migration ends here"),
+              std::string::npos)
+        << a.why;
+}
+
 // downtime,throttle: a pause up to the ceiling first; where none meets it, the throttle; where
 // neither can, one cancel saying what each could not do.
 TEST(Deadline, TheNextStrategyActsWhereTheOneBeforeCannot) {
@@ -261,13 +273,8 @@ TEST(Deadline, TheNextStrategyActsWhereTheOneBeforeCannot) {
     auto a = deadline_action(f);
     ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle);
     EXPECT_GT(a.throttle_percent, 0u);
+    expect_neither_can(f);
     f.throttle_at_most = true;
-    a = deadline_action(f);
-    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
-    EXPECT_NE(a.why.find("; not even a downtime of 399 ms (x-deadline-max-downtime) would meet it; the vCPUs are "
-                         "throttled as far as max-cpu-throttle allows; the migration ends here"),
-              std::string::npos)
-        << a.why;
     f.elapsed_ms = 61'000;  // passed: the list named as typed
     EXPECT_NE(deadline_action(f).why.find("x-deadline-strategy downtime,throttle did not meet it"), std::string::npos);
 }
@@ -360,13 +367,7 @@ TEST(Deadline, CheapestPausesAGuestThatDirtiesFasterThanTheLink) {
     EXPECT_GT(a.throttle_percent, 50u);
     EXPECT_EQ(a.why, "cheapest: no pause allowed meets it; not even a downtime of 399 ms (x-deadline-max-downtime) "
                      "would meet it");
-    f.throttle_at_most = true;  // neither can: one cancel saying what each could not do
-    a = deadline_action(f);
-    ASSERT_EQ(a.kind, DeadlineAction::Kind::cancel);
-    EXPECT_NE(a.why.find("; not even a downtime of 399 ms (x-deadline-max-downtime) would meet it; the vCPUs are "
-                         "throttled as far as max-cpu-throttle allows; the migration ends here"),
-              std::string::npos)
-        << a.why;
+    expect_neither_can(f);
 }
 
 // A guest dirtying half what the link moves, 100 MB left, with a deadline a little before its
@@ -377,7 +378,7 @@ TEST(Deadline, CheapestThrottlesAGuestThatDirtiesUnderTheLink) {
     f.max_downtime_ms = 20'000;
     auto own = precopy_eta(f.eta);
     ASSERT_TRUE(own && own->converges);
-    f.deadline_ms = static_cast<uint64_t>(f.elapsed_ms + own->remaining_ms - 1000);
+    f.deadline_ms = static_cast<uint64_t>(f.elapsed_ms + own->remaining_ms - 500);
     auto a = deadline_action(f);
     ASSERT_EQ(a.kind, DeadlineAction::Kind::throttle) << a.why;
     DeadlineFacts alone = f;  // what throttle and downtime alone would do: the two weighed
@@ -387,9 +388,15 @@ TEST(Deadline, CheapestThrottlesAGuestThatDirtiesUnderTheLink) {
     auto p = deadline_action(alone);
     ASSERT_EQ(p.kind, DeadlineAction::Kind::downtime);
     EXPECT_EQ(p.downtime_ms, 5000u) << "after the bulk round, all it dirtied in one pause";
-    // 5 s paused against a quarter of the ~16 s left throttled.
-    EXPECT_EQ(a.why, fmt::format("cheapest: the guest gives up 5.0 s to a downtime-limit of 5000 ms, 4.0 s to a {} % throttle",
+    // 5 s paused against a fifth of the ~17 s left throttled.
+    EXPECT_EQ(a.why, fmt::format("cheapest: the guest gives up 5.0 s to a downtime-limit of 5000 ms, 3.8 s to a {} % throttle",
                                  a.throttle_percent));
+    // A throttle that starts higher costs more than 0.8 x the pause (kThrottleCostMargin): the pause.
+    DeadlineFacts close = f;
+    close.min_throttle_percent = 28;
+    auto c = deadline_action(close);
+    ASSERT_EQ(c.kind, DeadlineAction::Kind::downtime) << c.why;
+    EXPECT_EQ(c.why.rfind("cheapest: the guest gives up 5.0 s to a downtime-limit of 5000 ms, 4.", 0), 0u) << c.why;
     // During a round the throttle acts at once; where the pause is cheaper it waits for the round's end.
     f.during_round = true;
     EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::throttle);

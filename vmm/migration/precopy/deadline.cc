@@ -276,7 +276,7 @@ std::optional<DeadlineAction> cheaper_of_two(const DeadlineFacts& f, std::string
     auto pause_cost = guest_cost_ms(paused, f.throttle_percent);
     auto throttle_cost = guest_cost_ms(throttled, throttle->throttle_percent);
     if (!pause_cost || !throttle_cost) return pause_cost ? pause : throttle;  // each meets it: never both none
-    DeadlineAction& pick = *pause_cost <= *throttle_cost ? *pause : *throttle;
+    DeadlineAction& pick = *throttle_cost <= kThrottleCostMargin * *pause_cost ? *throttle : *pause;
     pick.why = fmt::format("cheapest: the guest gives up {:.1f} s to a downtime-limit of {} ms, {:.1f} s to a "
                            "{} % throttle",
                            *pause_cost / 1000, pause->downtime_ms, *throttle_cost / 1000, throttle->throttle_percent);
