@@ -368,6 +368,11 @@ TEST(Deadline, CheapestPausesAGuestThatDirtiesFasterThanTheLink) {
     EXPECT_EQ(a.why, "cheapest: no pause allowed meets it; not even a downtime of 399 ms (x-deadline-max-downtime) "
                      "would meet it");
     expect_neither_can(f);
+    // During a round neither can yet: like downtime, it is tried again at the round's end, with
+    // what is dirty then, before the list goes on to cancel.
+    f.throttle_at_most = true;
+    f.during_round = true;
+    EXPECT_EQ(deadline_action(f).kind, DeadlineAction::Kind::none);
 }
 
 // A guest dirtying half what the link moves, 100 MB left, with a deadline a little before its

@@ -328,8 +328,10 @@ DeadlineAction on_miss(const DeadlineFacts& f, const std::optional<Eta>& eta) {
         if (f.during_round && !acts_during_round(one.strategy)) return {};
         if (f.during_round && one.strategy == DeadlineStrategy::throttle && f.throttle_waits) return {};
         auto a = one_strategy(one, tried);
-        // cheapest's pause, like downtime's, is raised at the round's end; its throttle waits as throttle's.
-        bool waits = a && (a->kind == DeadlineAction::Kind::downtime || (a->kind == DeadlineAction::Kind::throttle && f.throttle_waits));
+        // During a round cheapest acts only by a throttle it chose, and when throttle would: its
+        // pause, like downtime's, is raised at the round's end, and so is it tried (with what is
+        // dirty then) before the list goes on.
+        bool waits = !a || a->kind == DeadlineAction::Kind::downtime || f.throttle_waits;
         if (f.during_round && one.strategy == DeadlineStrategy::cheapest && waits) return {};
         if (a) return *a;
     }
