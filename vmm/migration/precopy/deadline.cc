@@ -104,14 +104,27 @@ bool acts_during_round(DeadlineStrategy s) {
     return s != DeadlineStrategy::downtime && s != DeadlineStrategy::dirty_limit;
 }
 
-bool contains(const std::vector<DeadlineStrategy>& list, DeadlineStrategy s) {
-    return std::find(list.begin(), list.end(), s) != list.end();
+// During a round, whether what a strategy chose (`a`; none: it cannot meet it now) waits for the
+// round's end: a pause or a dirty limit acts there, with what is dirty then, and so may cheapest's
+// pause where nothing meets it now; a throttle waits while its last step shows.
+bool waits_for_rounds_end(DeadlineStrategy s, const std::optional<DeadlineAction>& a, const DeadlineFacts& f) {
+    if (!a) return s == DeadlineStrategy::cheapest;
+    using Kind = DeadlineAction::Kind;
+    return a->kind == Kind::downtime || a->kind == Kind::dirty_limit || (a->kind == Kind::throttle && f.throttle_waits);
 }
 
-// Whether `s` is in the list, cheapest standing for downtime and throttle.
+// What a name in the list stands for: cheapest is downtime and throttle, the cheaper first.
+std::vector<DeadlineStrategy> stands_for(DeadlineStrategy s) {
+    if (s == DeadlineStrategy::cheapest) return {DeadlineStrategy::downtime, DeadlineStrategy::throttle};
+    return {s};
+}
+
+// Whether the list holds `s`, by name or through cheapest.
 bool lists(const std::vector<DeadlineStrategy>& list, DeadlineStrategy s) {
-    bool by_cheapest = s == DeadlineStrategy::downtime || s == DeadlineStrategy::throttle;
-    return contains(list, s) || (by_cheapest && contains(list, DeadlineStrategy::cheapest));
+    return std::any_of(list.begin(), list.end(), [s](DeadlineStrategy named) {
+        auto covers = stands_for(named);
+        return named == s || std::find(covers.begin(), covers.end(), s) != covers.end();
+    });
 }
 
 }  // namespace
@@ -163,9 +176,7 @@ std::optional<double> guest_cost_ms(const EtaFacts& e, uint32_t throttle_percent
 }
 
 std::optional<uint32_t> throttle_to_ease(const DeadlineFacts& f) {
-    std::vector<DeadlineStrategy> list{f.strategy};
-    list.insert(list.end(), f.then.begin(), f.then.end());
-    bool throttles = lists(list, DeadlineStrategy::throttle);
+    bool throttles = lists({f.strategy}, DeadlineStrategy::throttle) || lists(f.then, DeadlineStrategy::throttle);
     if (!throttles || f.throttle_percent == 0) return std::nullopt;
     auto rate = highest_dirty_rate(f);
     if (!rate) return std::nullopt;
@@ -199,12 +210,11 @@ Result<std::vector<DeadlineStrategy>> parse_deadline_strategies(std::string_view
                                      "cheapest, or several in the order to try them (e.g. downtime,throttle)",
                                      text));
         }
-        bool cheapest_twice = (*s == DeadlineStrategy::cheapest && (lists(list, DeadlineStrategy::downtime) ||
-                                                                      lists(list, DeadlineStrategy::throttle))) ||
-                              (*s != DeadlineStrategy::cheapest && lists(list, *s) && !contains(list, *s));
-        if (contains(list, *s) || cheapest_twice) {
+        auto covers = stands_for(*s);
+        bool by_name = std::find(list.begin(), list.end(), *s) != list.end();
+        if (by_name || std::any_of(covers.begin(), covers.end(), [&list](DeadlineStrategy c) { return lists(list, c); })) {
             return Error(fmt::format("x-deadline-strategy '{}': {} is named twice{}", text, name,
-                                     cheapest_twice ? " (cheapest is downtime and throttle, the cheaper first)" : ""));
+                                     by_name ? "" : " (cheapest is downtime and throttle, the cheaper first)"));
         }
         if (!list.empty() && list.back() == DeadlineStrategy::cancel) {
             return Error(fmt::format("x-deadline-strategy '{}': cancel gives up the migration, so it can only come last "
@@ -273,13 +283,13 @@ std::optional<DeadlineAction> cheaper_of_two(const DeadlineFacts& f, std::string
     paused.downtime_limit_ms = static_cast<double>(pause->downtime_ms);
     EtaFacts throttled = f.eta;
     throttled.dirty_bytes_per_s = unthrottled_rate(f) * (1.0 - throttle->throttle_percent / 100.0);
-    auto pause_cost = guest_cost_ms(paused, f.throttle_percent);
-    auto throttle_cost = guest_cost_ms(throttled, throttle->throttle_percent);
-    if (!pause_cost || !throttle_cost) return pause_cost ? pause : throttle;  // each meets it: never both none
-    DeadlineAction& pick = *throttle_cost <= kThrottleCostMargin * *pause_cost ? *throttle : *pause;
+    // Each meets the deadline, so each ends: a cost of none is not reached.
+    double pause_cost = guest_cost_ms(paused, f.throttle_percent).value_or(HUGE_VAL);
+    double throttle_cost = guest_cost_ms(throttled, throttle->throttle_percent).value_or(HUGE_VAL);
+    DeadlineAction& pick = throttle_cost <= kThrottleCostMargin * pause_cost ? *throttle : *pause;
     pick.why = fmt::format("cheapest: the guest gives up {:.1f} s to a downtime-limit of {} ms, {:.1f} s to a "
                            "{} % throttle",
-                           *pause_cost / 1000, pause->downtime_ms, *throttle_cost / 1000, throttle->throttle_percent);
+                           pause_cost / 1000, pause->downtime_ms, throttle_cost / 1000, throttle->throttle_percent);
     return pick;
 }
 
@@ -328,11 +338,7 @@ DeadlineAction on_miss(const DeadlineFacts& f, const std::optional<Eta>& eta) {
         if (f.during_round && !acts_during_round(one.strategy)) return {};
         if (f.during_round && one.strategy == DeadlineStrategy::throttle && f.throttle_waits) return {};
         auto a = one_strategy(one, tried);
-        // During a round cheapest acts only by a throttle it chose, and when throttle would: its
-        // pause, like downtime's, is raised at the round's end, and so is it tried (with what is
-        // dirty then) before the list goes on.
-        bool waits = !a || a->kind == DeadlineAction::Kind::downtime || f.throttle_waits;
-        if (f.during_round && one.strategy == DeadlineStrategy::cheapest && waits) return {};
+        if (f.during_round && waits_for_rounds_end(one.strategy, a, f)) return {};
         if (a) return *a;
     }
     return cancel(f, eta, tried);

@@ -23,6 +23,9 @@ constexpr double kDirtyLimitStep = 0.75;
 // How long the precopy runs before watch() trusts its measured link rate enough to throttle.
 constexpr auto kMeasuredFor = std::chrono::seconds(2);
 constexpr const char* kEased = "x-deadline: the plan meets it with a lower throttle";
+
+// A log line's tail for why the strategy chose `a` (cheapest's weighing), if it says.
+std::string and_why(const DeadlineAction& a) { return a.why.empty() ? std::string() : "; " + a.why; }
 }  // namespace
 
 DeadlineKeeper::DeadlineKeeper(SourceCore& core, PostcopyPhase& postcopy)
@@ -77,7 +80,7 @@ void DeadlineKeeper::watch() {
     switch (a.kind) {
         case DeadlineAction::Kind::cancel: failure_ = Error(a.why); break;
         case DeadlineAction::Kind::throttle:
-            throttle_now(a.throttle_percent, a.why.empty() ? "x-deadline: the plan misses it" : "x-deadline: the plan misses it; " + a.why);
+            throttle_now(a.throttle_percent, "x-deadline: the plan misses it" + and_why(a));
             break;
         case DeadlineAction::Kind::postcopy:
             log::info("x-deadline: the plan misses it; switching to postcopy now");
@@ -166,9 +169,8 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             postcopy_.switch_soon();
             return {};
         case DeadlineAction::Kind::downtime:
-            log::info("{}: downtime-limit raised from {} to {} ms, the least that {}{}{}", stall ? "x-stall-timeout" : "x-deadline",
-                      core_.options.params.downtime_limit_ms, a.downtime_ms, stall ? "ends it" : "meets it",
-                      a.why.empty() ? "" : "; ", a.why);
+            log::info("{}: downtime-limit raised from {} to {} ms, the least that {}{}", stall ? "x-stall-timeout" : "x-deadline",
+                      core_.options.params.downtime_limit_ms, a.downtime_ms, stall ? "ends it" : "meets it", and_why(a));
             {
                 std::lock_guard lock(core_.mutex);  // stats() reads it for the time left
                 core_.options.params.downtime_limit_ms = a.downtime_ms;
@@ -186,7 +188,7 @@ Status DeadlineKeeper::act(const DeadlineAction& a, bool stall, Convergence& con
             d.throttle_percent = conv.throttle();
             throttle_ = d.throttle_percent;
             throttled_at_ = std::chrono::steady_clock::now();
-            log::info("{}; the vCPUs throttled to {} %{}{}", why, d.throttle_percent, a.why.empty() ? "" : "; ", a.why);
+            log::info("{}; the vCPUs throttled to {} %{}", why, d.throttle_percent, and_why(a));
             return {};
         case DeadlineAction::Kind::ease:
             if (core_.options.caps.auto_converge) return {};  // auto-converge's steps are not ours to take back
