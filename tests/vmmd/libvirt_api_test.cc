@@ -306,7 +306,7 @@ TEST_F(TwoVmmd, ParallelConnectionsWithoutParallelAreRefusedAndTheSourceRunsOn) 
 
 // When a migration must end, from each place vmmd takes it: vmmd's --migration-stall-timeout,
 // the domain's <vmm:migration-deadline> and -strategy (a list of them), and the migration's own
-// vmm.* typed parameters over both. A strategy the migration cannot follow (postcopy without --postcopy) is
+// vmm.* typed parameters over both (cheapest; refused beside throttle). A strategy the migration cannot follow (postcopy without --postcopy) is
 // refused by the vmm in one line, the guest running on; the vmm holds what each place said.
 TEST_F(TwoVmmd, ADeadlineFromEachPlaceReachesTheVmm) {
     static const char* kXml = R"(<domain type='vmm'>
@@ -334,8 +334,17 @@ TEST_F(TwoVmmd, ADeadlineFromEachPlaceReachesTheVmm) {
     EXPECT_EQ(held["x-deadline"], "10m") << held.dump();
     EXPECT_EQ(held["x-deadline-strategy"], "downtime,postcopy") << held.dump();
     EXPECT_EQ(held["x-stall-timeout"], "600000") << held.dump();
+    // A list naming a strategy twice (cheapest is downtime and throttle) is refused in one line.
+    Params twice;
+    ASSERT_EQ(virTypedParamsAddString(&twice.list, &twice.count, &twice.max, VIR_MIGRATE_PARAM_URI, uri.c_str()), 0);
+    ASSERT_EQ(virTypedParamsAddString(&twice.list, &twice.count, &twice.max, "vmm.deadline_strategy", "cheapest,throttle"), 0);
+    EXPECT_EQ(virDomainMigrate3(d.get(), dst_.get(), twice.list, static_cast<unsigned>(twice.count), VIR_MIGRATE_LIVE), nullptr);
+    EXPECT_NE(last_error().find("deadline strategy 'cheapest,throttle': throttle is named twice (cheapest is downtime and "
+                                "throttle, the cheaper first)"),
+              std::string::npos)
+        << last_error();
     // The migration's own parameters over the domain's: it completes.
-    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline_strategy", "downtime,throttle"), 0);
+    ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline_strategy", "cheapest"), 0);
     ASSERT_EQ(virTypedParamsAddString(&p.list, &p.count, &p.max, "vmm.deadline", "1h"), 0);
     Domain arrived(virDomainMigrate3(d.get(), dst_.get(), p.list, static_cast<unsigned>(p.count), VIR_MIGRATE_LIVE));
     EXPECT_TRUE(arrived) << last_error();
