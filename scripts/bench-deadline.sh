@@ -48,11 +48,14 @@
 # cpu-throttle-percentage integrated over the samples.
 #
 #   scripts/bench-deadline.sh [--quick] [--caps 4,16] [--fill 32M] [--stream 32M] [--guests idle,1/8,...]
-#                             [--variants postcopy,auto-converge] [--no-qemu] [--out DIR]
+#                             [--variants postcopy,auto-converge] [--warm 20] [--no-qemu] [--out DIR]
+# --warm S: how long each guest runs on a vmm before it is planned or migrated (20 s). vmm's
+# sampler sees working sets over windows of up to 32 s of what it has watched: a 32 MiB stream
+# rewritten every 14 s (1/2 x at 4 MiB/s) shows as a hot set only once 16 s have been watched.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
-caps=4,16 fill=32M stream=32M guests="idle 1/8 1/2 1 4 hotset" out=$PWD qemu=1 variants="postcopy auto-converge"
+caps=4,16 fill=32M stream=32M guests="idle 1/8 1/2 1 4 hotset" out=$PWD qemu=1 variants="postcopy auto-converge" warm_s=20
 while [ $# -gt 0 ]; do
     case "$1" in
         --caps) caps=$2; shift 2 ;;
@@ -61,6 +64,7 @@ while [ $# -gt 0 ]; do
         --guests) guests=${2//,/ }; shift 2 ;;
         --variants) variants=${2//,/ }; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --warm) warm_s=$2; shift 2 ;;
         --no-qemu) qemu=0; shift ;;
         --quick) caps=8 fill=16M stream=16M guests="idle 1/2 4 hotset"; shift ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
@@ -109,13 +113,13 @@ qemu_start() {  # qemu_start NAME ARGS...
     for _ in $(seq 1 100); do [ -S "$work/$name.qmp" ] && return 0; sleep 0.1; done
     die "QEMU $name did not start: $(tail -3 "$work/$name.log")"
 }
-# warm NAME: the guest filled its RAM and has rewritten its hot set for 10 s since: vmm measures
-# what a guest dirtied in 4 s windows one after another, and the plan reads the last whole one,
-# which must not hold the fill. (Its pass lines are no clock: without a TSC scale the guest
-# prints one every 1024 passes.)
+# warm NAME [S]: the guest filled its RAM and has rewritten its hot set for S s (--warm) since:
+# vmm's sampler sees the working set over windows of 4 to 32 s of what it watched, and the plan
+# reads the window where the set stops growing, which the fill (written once) must not be all of.
+# (Its pass lines are no clock: without a TSC scale the guest prints one every 1024 passes.)
 warm() {
     for _ in $(seq 1 600); do
-        grep -q '^stress: pass' "$work/$1.ser" 2>/dev/null && { sleep 10; warmed=$1; return 0; }
+        grep -q '^stress: pass' "$work/$1.ser" 2>/dev/null && { sleep "${2:-$warm_s}"; warmed=$1; return 0; }
         sleep 0.1
     done
     die "the stress guest on $1 did not get going: $(tail -2 "$work/$1.ser" 2>/dev/null)"
@@ -129,7 +133,7 @@ guest_args() { echo "fill=$fill bytes=$1 stride=$2 ctl=0"; }
 pace="[]"
 for st in 16 128 1024 4096; do
     vmm_start probe --guest stress --append "$(guest_args 64M "$st")"
-    warm probe
+    warm probe 10
     pace=$(jq -c --argjson s "$st" --argjson r "$(q probe query-dirty-rate | jq '."dirty-rate" * 1048576')" '. + [[$s, $r]]' <<<"$pace")
     stop probe
 done
@@ -306,7 +310,7 @@ vmm_deadline() {
     case "$strat" in downtime|cheapest) h "$src" "migrate_set_parameter x-deadline-max-downtime $d_ms" >/dev/null ;; esac
     # A guest that has just arrived: its new vmm's dirty sampler has not seen it yet, so neither
     # the plan nor the strategy would know its rates; as long as warm() gives a new one.
-    [ "$src" = "${warmed:-}" ] || { sleep 10; warmed=$src; }
+    [ "$src" = "${warmed:-}" ] || { sleep "$warm_s"; warmed=$src; }
     vmm_start "$dst" --incoming defer
     vmm_settings "$src" "$dst" "$cap" "$pc"
     [ "$pc" = 1 ] || h "$src" "migrate_set_capability postcopy-ram off" >/dev/null

@@ -1,7 +1,6 @@
 #include "vmm/memory/dirty_rate.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "vmm/common/log.h"
 #include "vmm/common/thread_name.h"
@@ -9,7 +8,7 @@
 namespace vmm::memory {
 
 DirtyRateSampler::DirtyRateSampler(DirtyTracker& tracker, const GuestMemory& memory, std::chrono::milliseconds period)
-    : tracker_(tracker), memory_(memory), period_(period), last_(std::chrono::steady_clock::now()), working_set_since_(last_) {
+    : tracker_(tracker), memory_(memory), period_(period), last_(std::chrono::steady_clock::now()) {
     history_.push_back(snapshot_locked(last_));
     thread_ = std::thread([this] { loop(); });
 }
@@ -57,21 +56,63 @@ DirtyRateSampler::Snapshot DirtyRateSampler::snapshot_locked(std::chrono::steady
     return s;
 }
 
-uint64_t DirtyRateSampler::take_working_set() {
-    uint64_t pages = 0;
-    for (const auto& b : memory_.blocks()) {
-        b->recent().take(scratch_);
-        pages += count_bits(scratch_.data(), scratch_.size());
+namespace {
+bool keeps_to_a_set(const DirtyRate::Window& w) {
+    return w.distinct_pages > 0 && static_cast<double>(w.distinct_pages) < kKeepsToASet * static_cast<double>(w.written_pages);
+}
+void take(DirtyRate& r, const DirtyRate::Window& w, bool hot) {
+    r.working_set_pages = w.distinct_pages;
+    r.hot_set_pages = hot ? w.distinct_pages : 0;
+    r.working_set_seconds = w.seconds;
+}
+}  // namespace
+
+// Where the set stops growing with the window, that is the set: a slow stream over a bounded area
+// grows until a window holds a whole pass. A window holding pages written once long ago (the
+// guest's boot, a file it loaded) grows past the set again: the first flat step wins, not the
+// longest window. With no flat step seen, the shortest window that kept to a set.
+void choose_working_set(DirtyRate& r) {
+    r.working_set_pages = r.hot_set_pages = 0;
+    r.working_set_seconds = 0;
+    if (r.windows.empty()) return;
+    take(r, r.windows.front(), false);
+    for (size_t i = 0; i + 1 < r.windows.size(); ++i) {
+        const auto &w = r.windows[i], &longer = r.windows[i + 1];
+        if (keeps_to_a_set(w) && keeps_to_a_set(longer) &&
+            static_cast<double>(longer.distinct_pages) <= kSetStopsGrowing * static_cast<double>(w.distinct_pages)) {
+            return take(r, longer, true);
+        }
     }
-    return pages;
+    for (const auto& w : r.windows) {
+        if (keeps_to_a_set(w)) return take(r, w, true);
+    }
+}
+
+void DirtyRateSampler::take_working_set() {
+    const auto& blocks = memory_.blocks();
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        blocks[i]->recent().take(scratch_);
+        working_set_.add(i, scratch_.data(), scratch_.size());
+    }
+    working_set_.end_period();
+}
+
+void DirtyRateSampler::update_windows_locked() {
+    rate_.windows.clear();
+    const Snapshot& last = history_.back();
+    for (uint32_t periods : kWorkingSetPeriods) {
+        if (working_set_.periods_ended() < periods || history_.size() <= periods) break;
+        const Snapshot& first = history_[history_.size() - 1 - periods];
+        rate_.windows.push_back({std::chrono::duration<double>(last.at - first.at).count(), working_set_.distinct(periods),
+                                 last.total_pages - first.total_pages});
+    }
+    choose_working_set(rate_);
 }
 
 Status DirtyRateSampler::sample(Sample kind) {
     auto n = tracker_.sync();
     if (!n) return n.error();
     bool count_as_period = kind == Sample::period;
-    std::optional<uint64_t> working_set;
-    if (count_as_period && ++periods_ % kWorkingSetPeriods == 0) working_set = take_working_set();  // the window's end
     std::lock_guard lock(mutex_);
     rate_.total_pages += *n;
     pages_since_sample_ += *n;
@@ -81,13 +122,10 @@ Status DirtyRateSampler::sample(Sample kind) {
     }
     if (count_as_period) {
         auto now = std::chrono::steady_clock::now();
+        take_working_set();
         history_.push_back(snapshot_locked(now));
-        if (working_set) {
-            rate_.working_set_pages = *working_set;
-            rate_.working_set_seconds = std::chrono::duration<double>(now - working_set_since_).count();
-            working_set_since_ = now;
-        }
         if (history_.size() > kHistory) history_.pop_front();
+        update_windows_locked();
         double secs = std::chrono::duration<double>(now - last_).count();
         last_ = now;
         rate_.pages_in_last_period = pages_since_sample_;

@@ -2,6 +2,7 @@
 // guest dirties pages, so `info ramblocks` and `info dirty-rate` show live numbers.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "vmm/memory/dirty_tracker.h"
+#include "vmm/memory/working_set.h"
 
 namespace vmm::memory {
 
@@ -21,11 +23,31 @@ struct DirtyRate {
     uint64_t total_pages = 0;  // harvested since start
     uint64_t samples = 0;
     double period_seconds = 0;
-    // Distinct pages dirtied over the last whole working-set window (kWorkingSetPeriods periods):
-    // under the pages a period times the periods when the guest keeps rewriting a hot set.
+    // What the guest dirtied over windows of kWorkingSetPeriods periods (the shortest first, those
+    // the sampler has seen whole): its distinct pages, and what it wrote (the pages harvested there,
+    // a page rewritten between two syncs counted each time).
+    struct Window {
+        double seconds = 0;
+        uint64_t distinct_pages = 0;
+        uint64_t written_pages = 0;
+    };
+    std::vector<Window> windows;
+    // The working set (choose_working_set): the distinct pages of the window where the set the
+    // guest kept to stopped growing, else of the shortest window that kept to one, else of the
+    // shortest window.
     uint64_t working_set_pages = 0;
     double working_set_seconds = 0;  // 0: no window has ended yet
+    // working_set_pages when the guest kept to a set there, 0 when it wrote new pages all the time
+    // in every window: what no round leaves more dirty than, however long.
+    uint64_t hot_set_pages = 0;
 };
+
+// Distinct pages under this share of those written over a window: the guest rewrote pages there.
+inline constexpr double kKeepsToASet = 0.9;
+// A window twice as long that adds no more than this: the set has stopped growing.
+inline constexpr double kSetStopsGrowing = 1.1;
+// The working set among `windows` (the shortest first), as DirtyRate holds it.
+void choose_working_set(DirtyRate& r);
 
 // What the guest dirtied over the last few periods (window()): in all, in each RAM block, and by
 // each vCPU where the tracker knows who wrote (the dirty ring; empty under the dirty log).
@@ -55,8 +77,10 @@ public:
     // The periods of the last `want` (at least; all it keeps when it has less: up to kHistory).
     DirtyWindow window(std::chrono::milliseconds want) const;
 
-    static constexpr size_t kHistory = 32;
-    static constexpr uint64_t kWorkingSetPeriods = 4;
+    static constexpr size_t kHistory = WorkingSet::kPeriods + 1;  // a snapshot at each end of the longest window
+    // The windows' lengths in periods: the shortest sees a hot set rewritten each few seconds
+    // soonest, the longest a stream that takes half a minute to come round.
+    static constexpr std::array<uint32_t, 4> kWorkingSetPeriods{4, 8, 16, WorkingSet::kPeriods};
 
 private:
     struct Snapshot {
@@ -71,8 +95,11 @@ private:
     void loop();
     Status sample(Sample kind);
     Snapshot snapshot_locked(std::chrono::steady_clock::time_point now) const;
-    // Takes every block's recent() bitmap: the distinct pages dirtied since the last take.
-    uint64_t take_working_set();
+    // Takes every block's recent() bitmap (the distinct pages dirtied since the last take) into
+    // working_set_ and ends its period.
+    void take_working_set();
+    // rate_'s windows, from working_set_ and history_ (the lock held).
+    void update_windows_locked();
 
     DirtyTracker& tracker_;
     const GuestMemory& memory_;
@@ -86,9 +113,8 @@ private:
     double fast_seconds_ = 0;   // those tenths' time
     std::chrono::steady_clock::time_point last_;
     std::deque<Snapshot> history_;  // one a period, the newest last
-    std::chrono::steady_clock::time_point working_set_since_;
+    WorkingSet working_set_;         // written on the sampler's thread, read under the lock
     std::vector<uint64_t> scratch_;  // take_working_set()'s, on the sampler's thread only
-    uint64_t periods_ = 0;           // periods ended, counted on the sampler's thread only
     std::thread thread_;
 };
 

@@ -59,9 +59,13 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
     double working = static_cast<double>(r.working_set_pages * memory::kPageSize);
     f.dirty.bytes_per_s = per_s(w.pages);
     f.dirty.fast_bytes_per_s = w.fast_pages_per_second() * memory::kPageSize;
-    f.dirty.hot_bytes = migration::hot_set_bytes(f.dirty.bytes_per_s, working, r.working_set_seconds);
+    f.dirty.hot_bytes = static_cast<double>(r.hot_set_pages * memory::kPageSize);
     f.dirty.ram_bytes = static_cast<double>(m.memory().total_size());
-    Json blocks = Json::array(), vcpus = Json::array();
+    Json blocks = Json::array(), vcpus = Json::array(), windows = Json::array();
+    for (const auto& ws : r.windows) {
+        windows.push_back({{"window-ms", ws.seconds * 1000.0}, {"distinct-bytes", ws.distinct_pages * memory::kPageSize},
+                           {"written-bytes", ws.written_pages * memory::kPageSize}});
+    }
     const auto& all = m.memory().blocks();
     for (size_t i = 0; i < all.size() && i < w.block_pages.size(); ++i)
         blocks.push_back({{"name", all[i]->name()}, {"bytes-per-second", per_s(w.block_pages[i])}});
@@ -72,6 +76,7 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
     return Json{{"bytes-per-second", f.dirty.bytes_per_s}, {"window-ms", w.seconds * 1000.0},
                 {"short-round-bytes-per-second", f.dirty.fast_bytes_per_s},
                 {"working-set-bytes", working}, {"working-set-window-ms", r.working_set_seconds * 1000.0},
+                {"working-set-windows", std::move(windows)},
                 {"hot-set-bytes", f.dirty.hot_bytes}, {"tracking", std::string(memory::to_string(m.spec().dirty_backend))},
                 {"blocks", std::move(blocks)}, {"vcpus", std::move(vcpus)}};
 }

@@ -15,8 +15,6 @@ namespace vmm::migration {
 namespace {
 // Rounds followed before it says "no end" (as the ETA's model: q just under 1 takes many).
 constexpr uint32_t kPlanMaxRounds = 1000;
-// A window that dirtied at least this share of rate × window streams: no hot set.
-constexpr double kPlanStreaming = 0.9;
 
 std::string no_end(const PlanFacts& f, double round_bytes, uint32_t throttle) {
     double ends_ms = f.handover_ms + round_bytes / f.link_bytes_per_s * 1000.0;
@@ -189,11 +187,6 @@ double DirtyModel::after(double seconds, uint32_t throttle_percent) const {
     double v = std::max(0.0, rate * seconds);
     double cap = hot_bytes > 0 ? hot_bytes : ram_bytes;
     return cap > 0 ? std::min(v, cap) : v;
-}
-
-double hot_set_bytes(double bytes_per_s, double window_bytes, double window_s) {
-    if (bytes_per_s <= 0 || window_s <= 0 || window_bytes <= 0) return 0;
-    return window_bytes >= kPlanStreaming * bytes_per_s * window_s ? 0 : window_bytes;
 }
 
 const char* to_string(PlanStrategy s) {

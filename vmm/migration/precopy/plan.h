@@ -6,9 +6,10 @@
 // The guest's dirtying: `bytes_per_s` distinct bytes a second (the sampler's periods), the same
 // over a tenth of a period (`fast_bytes_per_s`: a hot set rewritten several times a period is all
 // dirty again after a short round, which a period's count cannot show), and a hot set when there
-// is one: what it dirtied over a longer window, when that is well under the rate times the window,
-// is what it keeps rewriting, and no round's dirt exceeds it. A guest that writes new pages all
-// the time has none (each round's dirt grows with its length, up to the RAM).
+// is one: the distinct pages of the longest window (up to 32 periods) in which the guest wrote
+// well over them (memory::DirtyRate::hot_set_pages) are what it keeps rewriting, and no round's
+// dirt exceeds them. A guest that writes new pages all the time has none (each round's dirt
+// grows with its length, up to the RAM).
 #pragma once
 
 #include <cstdint>
@@ -27,10 +28,6 @@ struct DirtyModel {
     // What a round of `seconds` leaves dirty with the vCPUs throttled by `throttle_percent`.
     double after(double seconds, uint32_t throttle_percent = 0) const;
 };
-
-// The hot set from the two measurements: `window_bytes` distinct bytes dirtied over
-// `window_s` against `bytes_per_s` (distinct over shorter periods). 0 when it streams.
-double hot_set_bytes(double bytes_per_s, double window_bytes, double window_s);
 
 struct PlanFacts {
     uint64_t populated_bytes = 0;  // the bulk round's (pages never touched cost nothing)

@@ -137,8 +137,7 @@ EtaFacts SourceCore::precopy_facts(const MigrationStats& s) const {
     uint64_t left = s.rounds == 0 ? s.ram.bulk_to_send : s.ram.remaining;
     EtaFacts f{left, link, dirty, static_cast<double>(options.params.downtime_limit_ms), s.handover_estimate_ms};
     // A guest keeping to a hot set leaves no more than that dirty after a round (as the plan takes it).
-    f.hot_set_bytes = hot_set_bytes(dirty, static_cast<double>(rate.working_set_pages * memory::kPageSize),
-                                    rate.working_set_seconds);
+    f.hot_set_bytes = static_cast<double>(rate.hot_set_pages * memory::kPageSize);
     return f;
 }
 
