@@ -68,9 +68,10 @@ void take(DirtyRate& r, const DirtyRate::Window& w, bool hot) {
 }  // namespace
 
 // Where the set stops growing with the window, that is the set: a slow stream over a bounded area
-// grows until a window holds a whole pass. A window holding pages written once long ago (the
-// guest's boot, a file it loaded) grows past the set again: the first flat step wins, not the
-// longest window. With no flat step seen, the shortest window that kept to a set.
+// grows until a window holds a whole pass (the window twice as long then holds the same pages,
+// written twice). A window holding pages written once long ago (the guest's boot, a file it
+// loaded) grows past the set again: the first flat step wins, not the longest window. With no
+// flat step seen, the shortest window that kept to a set.
 void choose_working_set(DirtyRate& r) {
     r.working_set_pages = r.hot_set_pages = 0;
     r.working_set_seconds = 0;
@@ -78,7 +79,7 @@ void choose_working_set(DirtyRate& r) {
     take(r, r.windows.front(), false);
     for (size_t i = 0; i + 1 < r.windows.size(); ++i) {
         const auto &w = r.windows[i], &longer = r.windows[i + 1];
-        if (keeps_to_a_set(w) && keeps_to_a_set(longer) &&
+        if (keeps_to_a_set(longer) &&
             static_cast<double>(longer.distinct_pages) <= kSetStopsGrowing * static_cast<double>(w.distinct_pages)) {
             return take(r, longer, true);
         }
