@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "vmm/memory/dirty_rate.h"
 
 namespace vmm::memory {
@@ -72,48 +74,44 @@ TEST(WorkingSet, BlocksAddUp) {
     EXPECT_EQ(ws.distinct(1), 3u + 128u);
 }
 
+namespace {
+using Hot = std::pair<uint64_t, double>;
+// The hot set choose_working_set finds among these windows, and the length of the window it took.
+Hot hot_of(std::vector<DirtyRate::Window> windows) {
+    DirtyRate r;
+    r.windows = std::move(windows);
+    choose_working_set(r);
+    return {r.hot_set_pages, r.working_set_seconds};
+}
+}  // namespace
+
 // The hot set is where the set the guest keeps to stops growing as the window doubles; a guest
 // writing new pages in every window has none.
 TEST(WorkingSet, TheHotSetIsWhereTheSetStopsGrowing) {
-    DirtyRate r;
-    choose_working_set(r);
-    EXPECT_EQ(r.working_set_seconds, 0) << "no window yet";
+    EXPECT_EQ(hot_of({}), Hot(0, 0)) << "no window yet";
     // A 32 MiB stream (8192 pages) rewritten every 14 s at 585 pages a second: 4 and 8 s write
     // new pages only; 16 s writes 9360 over the 8192; 32 s goes twice round.
-    r.windows = {{4, 2340, 2340}, {8, 4680, 4680}, {16, 8192, 9360}, {32, 8192, 18720}};
-    choose_working_set(r);
-    EXPECT_EQ(r.hot_set_pages, 8192u);
-    EXPECT_EQ(r.working_set_seconds, 32);
-    r.windows.pop_back();  // watched for 20 s only: the one window that kept to a set
-    choose_working_set(r);
-    EXPECT_EQ(r.hot_set_pages, 8192u);
-    EXPECT_EQ(r.working_set_seconds, 16);
+    EXPECT_EQ(hot_of({{4, 2340, 2340}, {8, 4680, 4680}, {16, 8192, 9360}, {32, 8192, 18720}}), Hot(8192, 32));
+    // Watched for 20 s only: the one window that kept to a set.
+    EXPECT_EQ(hot_of({{4, 2340, 2340}, {8, 4680, 4680}, {16, 8192, 9360}}), Hot(8192, 16));
     // Every 15.5 s (as measured here at 2.3 MB/s): 16 s holds one pass and a little, written
     // over a share too small to tell; 32 s holds the same pages, written twice.
-    r.windows = {{4, 2221, 2228}, {8, 4364, 4379}, {16, 8193, 8747}, {32, 8194, 17663}};
-    choose_working_set(r);
-    EXPECT_EQ(r.hot_set_pages, 8194u);
-    EXPECT_EQ(r.working_set_seconds, 32);
-    // New pages all the time: the shortest window's, and no hot set.
+    EXPECT_EQ(hot_of({{4, 2221, 2228}, {8, 4364, 4379}, {16, 8193, 8747}, {32, 8194, 17663}}), Hot(8194, 32));
+    // 100 pages rewritten all the time after 5000 written once 20 s ago: the 32 s window holds
+    // those too, but the set stopped growing at 8 s; with no flat step seen, the shortest.
+    EXPECT_EQ(hot_of({{4, 100, 4000}, {8, 100, 8000}, {16, 100, 16000}, {32, 5100, 37000}}), Hot(100, 8));
+    EXPECT_EQ(hot_of({{4, 100, 4000}, {8, 5100, 13000}}), Hot(100, 4));
+    EXPECT_EQ(hot_of({{4, 0, 0}, {8, 0, 0}}), Hot(0, 4)) << "idle";
+}
+
+// With no hot set, the working set shown is the shortest window's.
+TEST(WorkingSet, AGuestWritingNewPagesAllTheTimeHasNoHotSet) {
+    DirtyRate r;
     r.windows = {{4, 2340, 2340}, {8, 4680, 4700}, {16, 9000, 9360}};
     choose_working_set(r);
     EXPECT_EQ(r.hot_set_pages, 0u);
     EXPECT_EQ(r.working_set_pages, 2340u);
     EXPECT_EQ(r.working_set_seconds, 4);
-    // 100 pages rewritten all the time after 5000 written once 20 s ago: the 32 s window holds
-    // those too, but the set stopped growing at 8 s.
-    r.windows = {{4, 100, 4000}, {8, 100, 8000}, {16, 100, 16000}, {32, 5100, 37000}};
-    choose_working_set(r);
-    EXPECT_EQ(r.hot_set_pages, 100u);
-    EXPECT_EQ(r.working_set_seconds, 8);
-    r.windows = {{4, 100, 4000}, {8, 5100, 13000}};  // and with no flat step seen: the shortest
-    choose_working_set(r);
-    EXPECT_EQ(r.hot_set_pages, 100u);
-    EXPECT_EQ(r.working_set_seconds, 4);
-    r.windows = {{4, 0, 0}, {8, 0, 0}};  // idle
-    choose_working_set(r);
-    EXPECT_EQ(r.hot_set_pages, 0u);
-    EXPECT_EQ(r.working_set_pages, 0u);
 }
 
 }  // namespace vmm::memory
