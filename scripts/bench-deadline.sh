@@ -330,12 +330,13 @@ vmm_deadline() {
         jq -R . | jq -sc .)
     record "$(jq -nc --arg k "$kind" --arg g "$g" --argjson cap "$cap" --argjson d "$d_ms" --argjson floor "$floor_ms" \
         --argjson plan "$plan" --argjson r "$r" --argjson b "$(blocked_ms "$dst")" --argjson acted "$acted" \
+        --argjson seen "$(jq -c '{dirty: (.dirty | del(.blocks, .vcpus)), "link-bytes-per-second"}' <<<"$plan")" \
         --arg ok "$(case "$strat" in postcopy) echo "postcopy at once" ;; downtime|cheapest) echo "precopy + one pause" ;;
                     *) echo "precopy + auto-converge" ;; esac)" \
         '{kind: $k, guest: $g, cap: $cap, deadline_ms: $d, floor_ms: $floor,
           feasible: ([$plan.strategies[] | select((.strategy == "precopy" or .strategy == $ok) and .converges and ."total-ms" <= $d)] | length > 0),
           planned: ([$plan.strategies[] | select(.strategy == $ok)] | .[0] | {"total-ms", "downtime-ms", converges}),
-          blocked_ms: $b, acted: $acted} + $r')"
+          plan_facts: $seen, blocked_ms: $b, acted: $acted} + $r')"
     if [ "$(jq -r .status <<<"$r")" = completed ]; then stop "$src"; moved_to=$dst; else stop "$dst"; moved_to=$src; fi
 }
 
