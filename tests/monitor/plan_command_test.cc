@@ -97,6 +97,14 @@ TEST(MigrationPlan, WhatThePlanSaysEndsEndsAndWhatOutrunsTheLinkDoesNot) {
         plan = src->cmd("info migrate-plan");
         return plan.find("a hot set of") != std::string::npos;
     }, 60)) << plan;
+    // info dirty-rate shows the windows it was found in, distinct beside written, and the set.
+    std::string rate;
+    ASSERT_TRUE(eventually([&] {
+        rate = src->cmd("info dirty-rate");
+        return rate.find("\nhot set: ") != std::string::npos && rate.find("\nhot set: none") == std::string::npos;
+    }, 60)) << rate;
+    EXPECT_NE(rate.find("\nworking set: 4 s "), std::string::npos) << rate;
+    EXPECT_NE(rate.find(" written"), std::string::npos) << rate;
     std::string precopy = plan.substr(plan.find("\nprecopy "));
     if (!nested_tcg()) {  // there the guest's steps are too slow to be sure it outruns the cap
         ASSERT_EQ(precopy.find("\nprecopy                   no       never"), 0u) << plan;

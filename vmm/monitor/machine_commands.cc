@@ -28,10 +28,20 @@ std::string ramblocks_text(const Json& r) {
 }
 
 std::string dirty_rate_text(const Json& r) {
-    return fmt::format("dirty pages rate: {:.0f} pages/s ({:.1f} MiB/s) over the last {:.2f} s\n"
-                       "pages dirtied since start: {} (dirty log read {} times)\n",
-                       num(r, "dirty-pages-rate"), num(r, "dirty-rate"),
-                       num(r, "period-ms") / 1000.0, u64(r, "total-dirty-pages"), u64(r, "samples"));
+    std::string out = fmt::format("dirty pages rate: {:.0f} pages/s ({:.1f} MiB/s) over the last {:.2f} s\n"
+                                  "pages dirtied since start: {} (dirty log read {} times)\n",
+                                  num(r, "dirty-pages-rate"), num(r, "dirty-rate"),
+                                  num(r, "period-ms") / 1000.0, u64(r, "total-dirty-pages"), u64(r, "samples"));
+    std::vector<std::string> windows;
+    for (const Json& w : child(r, "working-set-windows")) {
+        windows.push_back(fmt::format("{:.0f} s {} of {} written", num(w, "window-ms") / 1000,
+                                      format_size(u64(w, "distinct-bytes")), format_size(u64(w, "written-bytes"))));
+    }
+    if (windows.empty()) return out + "working set: no window watched whole yet\n";
+    out += fmt::format("working set: {}\n", fmt::join(windows, "; "));
+    if (u64(r, "hot-set-bytes") == 0) return out + "hot set: none (new pages in every window)\n";
+    return out + fmt::format("hot set: {} (over {:.0f} s)\n", format_size(u64(r, "hot-set-bytes")),
+                             num(r, "working-set-window-ms") / 1000);
 }
 
 // As QEMU's 'info vcpu_dirty_limit' (its MB is a MiB).
@@ -135,6 +145,19 @@ void add_run_control(CommandTable& t, Machine& m) {
            }, {}});
 }
 
+}  // namespace
+
+Json working_set_windows_json(const memory::DirtyRate& r) {
+    Json windows = Json::array();
+    for (const auto& w : r.windows) {
+        windows.push_back({{"window-ms", w.seconds * 1000.0}, {"distinct-bytes", w.distinct_pages * memory::kPageSize},
+                           {"written-bytes", w.written_pages * memory::kPageSize}});
+    }
+    return windows;
+}
+
+namespace {
+
 void add_inspection(CommandTable& t, Machine& m) {
     t.add({"info ramblocks", "query-ramblocks", {}, "RAM blocks: name, address, size, dirty pages (pending, and dirtied since start)",
            [&m](const Json&) -> Result<Json> {
@@ -149,7 +172,10 @@ void add_inspection(CommandTable& t, Machine& m) {
                            {"dirty-rate", r.pages_per_second * memory::kPageSize / (1024.0 * 1024.0)},
                            {"period-ms", r.period_seconds * 1000.0},
                            {"total-dirty-pages", r.total_pages},
-                           {"samples", r.samples}};
+                           {"samples", r.samples},
+                           {"working-set-windows", working_set_windows_json(r)},
+                           {"working-set-window-ms", r.working_set_seconds * 1000.0},
+                           {"hot-set-bytes", r.hot_set_pages * memory::kPageSize}};
            },
            dirty_rate_text});
     t.add({"info ramhash", "query-ramhash", {}, "a digest (XXH3-64) of each RAM block's contents",

@@ -9,6 +9,7 @@
 #include "vmm/migration/precopy/deadline.h"
 #include "vmm/migration/precopy/plan.h"
 #include "vmm/monitor/client/json_access.h"
+#include "vmm/monitor/machine_commands.h"
 
 namespace vmm::monitor {
 
@@ -61,11 +62,7 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
     f.dirty.fast_bytes_per_s = w.fast_pages_per_second() * memory::kPageSize;
     f.dirty.hot_bytes = static_cast<double>(r.hot_set_pages * memory::kPageSize);
     f.dirty.ram_bytes = static_cast<double>(m.memory().total_size());
-    Json blocks = Json::array(), vcpus = Json::array(), windows = Json::array();
-    for (const auto& ws : r.windows) {
-        windows.push_back({{"window-ms", ws.seconds * 1000.0}, {"distinct-bytes", ws.distinct_pages * memory::kPageSize},
-                           {"written-bytes", ws.written_pages * memory::kPageSize}});
-    }
+    Json blocks = Json::array(), vcpus = Json::array();
     const auto& all = m.memory().blocks();
     for (size_t i = 0; i < all.size() && i < w.block_pages.size(); ++i)
         blocks.push_back({{"name", all[i]->name()}, {"bytes-per-second", per_s(w.block_pages[i])}});
@@ -76,7 +73,7 @@ Result<Json> dirty_json(machine::Machine& m, PlanFacts& f) {
     return Json{{"bytes-per-second", f.dirty.bytes_per_s}, {"window-ms", w.seconds * 1000.0},
                 {"short-round-bytes-per-second", f.dirty.fast_bytes_per_s},
                 {"working-set-bytes", working}, {"working-set-window-ms", r.working_set_seconds * 1000.0},
-                {"working-set-windows", std::move(windows)},
+                {"working-set-windows", working_set_windows_json(r)},
                 {"hot-set-bytes", f.dirty.hot_bytes}, {"tracking", std::string(memory::to_string(m.spec().dirty_backend))},
                 {"blocks", std::move(blocks)}, {"vcpus", std::move(vcpus)}};
 }
