@@ -114,6 +114,7 @@ Status DirtyRateSampler::sample(Sample kind) {
     auto n = tracker_.sync();
     if (!n) return n.error();
     bool count_as_period = kind == Sample::period;
+    if (count_as_period) take_working_set();  // a period's pages, stamped outside the readers' lock
     std::lock_guard lock(mutex_);
     rate_.total_pages += *n;
     pages_since_sample_ += *n;
@@ -123,7 +124,6 @@ Status DirtyRateSampler::sample(Sample kind) {
     }
     if (count_as_period) {
         auto now = std::chrono::steady_clock::now();
-        take_working_set();
         history_.push_back(snapshot_locked(now));
         if (history_.size() > kHistory) history_.pop_front();
         update_windows_locked();

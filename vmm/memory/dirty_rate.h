@@ -113,7 +113,7 @@ private:
     double fast_seconds_ = 0;   // those tenths' time
     std::chrono::steady_clock::time_point last_;
     std::deque<Snapshot> history_;  // one a period, the newest last
-    WorkingSet working_set_;         // written on the sampler's thread, read under the lock
+    WorkingSet working_set_;         // on the sampler's thread only (periods end there alone)
     std::vector<uint64_t> scratch_;  // take_working_set()'s, on the sampler's thread only
     std::thread thread_;
 };

@@ -6,10 +6,10 @@
 // The guest's dirtying: `bytes_per_s` distinct bytes a second (the sampler's periods), the same
 // over a tenth of a period (`fast_bytes_per_s`: a hot set rewritten several times a period is all
 // dirty again after a short round, which a period's count cannot show), and a hot set when there
-// is one: the distinct pages of the longest window (up to 32 periods) in which the guest wrote
-// well over them (memory::DirtyRate::hot_set_pages) are what it keeps rewriting, and no round's
-// dirt exceeds them. A guest that writes new pages all the time has none (each round's dirt
-// grows with its length, up to the RAM).
+// is one: the pages the guest keeps rewriting, where its working set stops growing as the window
+// doubles up to 32 periods (memory::DirtyRate::hot_set_pages, memory::choose_working_set); no
+// round's dirt exceeds them. A guest that writes new pages all the time has none (each round's
+// dirt grows with its length, up to the RAM).
 #pragma once
 
 #include <cstdint>
