@@ -303,6 +303,16 @@ struct vmm_transport_ops {
     void *(*pull_open)(const struct vmm_transport_args *args, uint64_t *length, struct vmm_err *err);
     int (*pull_read)(void *pull, void *into, uint64_t length, uint64_t at, struct vmm_err *err);
     void (*pull_close)(void *pull);
+
+    /* Optional, appended to ABI 1, destination, with VMM_RAM_POSTCOPY: pc_request, from the
+     * fault thread, for a transport that can fetch the page itself (rdma: an RDMA READ from
+     * where the source told it may read). It may then wait for the page on the calling thread,
+     * briefly (a wake-up of the receiving thread can cost more than the fetch takes), and return
+     * 1 with *out filled (VMM_PC_DATA, no sums): vmm places those pages at once and hands them
+     * back with pc_release, as it does pc_next_arrival's (the token tells the plugin which).
+     * 0: asked for, or left to the receiving thread: the page comes through pc_next_arrival.
+     * -1: failed; the receiving thread's pc_next_arrival fails with the same reason. */
+    int (*pc_fetch)(void *conn, uint32_t block, uint64_t offset, struct vmm_pc_pages *out, struct vmm_err *err);
 };
 
 /* features bits. */

@@ -106,6 +106,7 @@ struct Handle {
     std::unique_ptr<SourceSession> source;
     std::unique_ptr<DestinationSession> destination;
     PostcopyDestination::Arrival arrival;  // the destination's last, until pc_release
+    PostcopyDestination::Arrival fetched;  // the fault thread's last from pc_fetch, until pc_release
     Connection& connection() const { return source ? source->link() : destination->link(); }
 };
 
@@ -152,7 +153,7 @@ void* do_connect(const vmm_transport_args* a, vmm_err* e) {
             return s.error();
         }
         (*s)->link().add_steps(checks, true);
-        out = new Handle{std::move(*s), nullptr, {}};
+        out = new Handle{std::move(*s), nullptr, {}, {}};
         return {};
     });
     return out;
@@ -188,7 +189,7 @@ void* accept_waiting(void* lp, int wait_ms, vmm_err* e, bool* timed_out = nullpt
         if (!s) trace("{}: accept: {}", l->ep->describe, s.error().message());
         if (!s && timed_out != nullptr) *timed_out = wait_ms >= 0 && s.error().sys_errno() == ETIMEDOUT;
         if (!s) return s.error();
-        out = new Handle{nullptr, std::move(*s), {}};
+        out = new Handle{nullptr, std::move(*s), {}, {}};
         return {};
     });
     return out;
@@ -373,13 +374,35 @@ int pc_next_arrival(void* c, vmm_pc_pages* out, vmm_err* e) {
         return {};
     });
 }
+// pc_fetch's pages carry this in their token, so that pc_release knows whose they are: each
+// thread touches only its own kept arrival.
+constexpr uint32_t kFetchedToken = 0x40000000u;
+
+int pc_fetch(void* c, uint32_t block, uint64_t offset, vmm_pc_pages* out, vmm_err* e) {
+    bool here = false;
+    int rc = guarded(e, [&]() -> Status {
+        auto d = pc_destination(c, "pc_fetch");
+        if (!d) return d.error();
+        auto a = (*d)->fetch(block, offset);
+        if (!a) return a.error();
+        if (!*a) return {};
+        auto& kept = H(c).fetched;
+        kept = std::move(**a);
+        *out = vmm_pc_pages{VMM_PC_DATA, kept.block, kept.offset, kept.pages, kept.slot | kFetchedToken, kept.data, nullptr};
+        here = true;
+        return {};
+    });
+    return rc != 0 ? rc : (here ? 1 : 0);
+}
 int pc_release(void* c, const vmm_pc_pages* p, vmm_err* e) {
     return guarded(e, [&]() -> Status {
         auto d = pc_destination(c, "pc_release");
         if (!d) return d.error();
-        const auto& kept = H(c).arrival;
-        if (p->token != kept.slot || p->block != kept.block || p->offset != kept.offset) {
-            return Error("pc_release: not the last arrival pc_next_arrival gave");
+        bool fetched = (p->token & kFetchedToken) != 0;
+        const auto& kept = fetched ? H(c).fetched : H(c).arrival;
+        if ((p->token & ~kFetchedToken) != kept.slot || p->block != kept.block || p->offset != kept.offset) {
+            return Error(fetched ? "pc_release: not the last pages pc_fetch gave"
+                                 : "pc_release: not the last arrival pc_next_arrival gave");
         }
         return (*d)->release(kept);
     });
@@ -468,7 +491,7 @@ const vmm_transport_ops kOps = {
     pc_send, pc_end, pc_request, pc_next_arrival, pc_release, pc_done, do_cut, VMM_TRANSPORT_TLS, ram_sums_key,
     setup_parts, warm_up, setting_rows(), do_link_broke, do_accept_within, ram_on_landed,
     pull_abi::serve, pull_abi::serve_clients, pull_abi::serve_stop, pull_abi::pull_open, pull_abi::pull_read,
-    pull_abi::pull_close,
+    pull_abi::pull_close, pc_fetch,
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -62,16 +63,23 @@ Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clo
     }
 }
 
-Result<bool> await_either_cq(Endpoint& ep, std::chrono::steady_clock::time_point deadline) {
+// `wake_fd` (an eventfd, or -1): a readable one ends the wait too, drained, as a completion would.
+Result<bool> await_either_cq(Endpoint& ep, std::chrono::steady_clock::time_point deadline, int wake_fd) {
     if (!ep.recv_cq || !ep.cq) return Error("internal: the postcopy channel has no split CQ");
     for (;;) {
         int left = ms_left(deadline);
         if (left == 0) return false;
-        pollfd fds[3] = {{ep.recv_channel->fd, POLLIN, 0}, {ep.channel->fd, POLLIN, 0}, {ep.cancel_fd, POLLIN, 0}};
-        int r = ::poll(fds, 3, left);
+        pollfd fds[4] = {{ep.recv_channel->fd, POLLIN, 0}, {ep.channel->fd, POLLIN, 0}, {ep.cancel_fd, POLLIN, 0},
+                         {wake_fd, POLLIN, 0}};
+        int r = ::poll(fds, 4, left);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return verbs_error("poll");
         if (fds[2].revents != 0) return Error("migration cancelled");
+        if (fds[3].revents != 0) {
+            uint64_t n = 0;
+            (void)::read(wake_fd, &n, sizeof n);
+            return true;
+        }
         if (fds[0].revents == 0 && fds[1].revents == 0) continue;
         if (fds[0].revents != 0)
             if (auto s = rearm_cq(ep.recv_channel.get(), ep.recv_cq.get()); !s) return s.error();

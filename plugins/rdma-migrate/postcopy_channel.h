@@ -35,6 +35,7 @@
 #include "proto/postcopy_auth.h"
 #include "proto/pull_plan.h"
 #include "proto/postcopy_wire.h"
+#include "vmm/common/fd.h"
 #include "vmm/common/mapping.h"
 
 namespace rdma_migrate {
@@ -56,7 +57,7 @@ Result<bool> take_completions(Endpoint& ep, bool receives, const std::function<S
 Result<bool> await_cq_event(Endpoint& ep, bool receives, std::chrono::steady_clock::time_point deadline);
 // Waits for an event on either CQ of `ep`'s split shape, and arms what fired again (true), or
 // `deadline` passes (false).
-Result<bool> await_either_cq(Endpoint& ep, std::chrono::steady_clock::time_point deadline);
+Result<bool> await_either_cq(Endpoint& ep, std::chrono::steady_clock::time_point deadline, int wake_fd = -1);
 // What a wait that hears nothing for x-io-timeout says.
 Error silent(const Endpoint& ep);
 
@@ -196,10 +197,14 @@ public:
     Status begin();
     // The fault thread: asks for the page at `offset` in `block`.
     Status request(uint32_t block, uint64_t offset);
+    // The fault thread, as request(); where the page comes by a READ of its own, that READ is
+    // awaited here by polling, for about what READs take, and returned checked (the caller places
+    // it, then release()). nullopt: the page comes through next(). A failure here is next()'s too.
+    Result<std::optional<Arrival>> fetch(uint32_t block, uint64_t offset);
     // The receiving thread: the next write that landed, checked, or READ that completed.
     Result<Arrival> next();
-    // The receiving thread, once the arrival's pages are placed: its slot is free again (and so
-    // is any request slot that waited for one of these pages).
+    // Once the arrival's pages are placed (the receiving thread's, or the fault thread's from
+    // fetch()): its slot is free again (and so is any request slot that waited for one of these pages).
     Status release(const Arrival& a);
     Status done();  // every page is placed: DONE
     // What a second queue pair on this side's PD needs to write into a landing slot: its
@@ -237,13 +242,19 @@ private:
     Result<Arrival> next_with_reads();
     Result<Arrival> arrival(const ibv_wc& wc);
     Status take_keys(const PcImmediate& imm, const uint8_t* slot);
-    Status post_read(uint32_t slot, const Remote& from, uint32_t pages);
-    Status read(std::unique_lock<std::mutex>& lock, uint32_t block, uint64_t offset, const Remote& from);
+    // `claim`: the fault thread awaits this READ itself (fetch()).
+    Status post_read(uint32_t slot, const Remote& from, uint32_t pages, bool claim = false);
+    Result<std::optional<uint32_t>> ask(uint32_t block, uint64_t offset, bool claim);
+    Result<std::optional<uint32_t>> read(std::unique_lock<std::mutex>& lock, uint32_t block, uint64_t offset,
+                                         const Remote& from, bool claim);
     bool read_under_way(uint32_t block, uint64_t offset) const;
     std::optional<uint32_t> free_request_slot() const;  // under slots_mutex_
     uint32_t readahead(uint32_t block, uint64_t offset, const Remote& from);  // under slots_mutex_
     Result<std::optional<uint32_t>> take_sends();  // under cq_mutex_
-    Result<Arrival> read_arrival(uint32_t slot);
+    Status poll_sends();                            // under cq_mutex_
+    Error failed_fetch(Error why);
+    std::chrono::microseconds fetch_budget() const;  // under cq_mutex_
+    Result<Arrival> read_arrival(uint32_t slot, PcPageTags* tags);  // tags: authenticated, whose checker
     const uint8_t* slot_contents(const PcImmediate& imm);
     Status check_tag(const PcImmediate& imm, const PcTrailer& t, const uint8_t* slot, uint64_t at);
     Status check_answer(const Arrival& a);
@@ -297,6 +308,7 @@ private:
         uint32_t block = 0, pages = 0;
         uint64_t offset = 0;
     } held_;
+    std::mutex held_mutex_;  // held_: the receiving thread's releases and the fault thread's
     // kCapPostcopyRead.
     bool reads_ = false;
     std::mutex regions_mutex_;  // the receiving thread adds (KEYS), the fault thread looks up
@@ -311,6 +323,13 @@ private:
     std::vector<std::chrono::steady_clock::time_point> read_posted_at_;
     double read_us_ = 0;
     std::atomic<uint32_t> reads_in_flight_ = 0;  // faults' (and their readahead's), not the pulls'
+    // fetch(), under cq_mutex_: the slot whose READ the fault thread awaits (the receiving thread
+    // leaves its completion alone), and the first failure on the send CQ or of a fetch, which
+    // both threads then fail with; `wake_` (an eventfd) wakes the receiving thread to it.
+    std::optional<uint32_t> fetching_;
+    std::optional<Error> cq_failure_;
+    vmm::UniqueFd wake_;
+    std::optional<PcPageTags> fetch_tags_;  // authenticated: the fault thread's own checker
     std::chrono::microseconds spin_budget();
     std::atomic<uint64_t> faults_read_ = 0, reads_posted_ = 0, asks_ = 0;
     // kCapPostcopyReadPush (the receiving thread's).

@@ -1,6 +1,7 @@
 // The destination's half of the postcopy channel (postcopy_channel.h).
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -58,6 +59,9 @@ Status PostcopyDestination::begin() {
     reading_.assign(kPcRequestSlots, false);
     read_pages_.assign(kPcRequestSlots, 1);
     read_posted_at_.assign(kPcRequestSlots, {});
+    wake_ = vmm::UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_) return Error::from_errno("eventfd for the postcopy receiving thread");
+    if (keys_ && keys_->reads) fetch_tags_ = keys_->reads;  // a checker of the fault thread's own
     pulling_.assign(pulls_ ? kPcPullSlots : 0, std::nullopt);
     regions_.assign(blocks_.size(), {});
     PcMessage hello{PcType::hello, landing_mr_->rkey, kPcRequestSlots, kPcPushSlots,
@@ -89,7 +93,14 @@ Status PostcopyDestination::send_message(const PcMessage& m) {
 }
 
 Status PostcopyDestination::request(uint32_t block, uint64_t offset) {
-    if (auto s = check_pc_range(blocks_, block, offset, 1); !s) return s;
+    auto slot = ask(block, offset, false);
+    return slot ? Status{} : Status(slot.error());
+}
+
+// The fault thread: a READ of the page where a KEYS told where it is, else a REQUEST; the
+// slot of the page's READ, when one was posted for it.
+Result<std::optional<uint32_t>> PostcopyDestination::ask(uint32_t block, uint64_t offset, bool claim) {
+    if (auto s = check_pc_range(blocks_, block, offset, 1); !s) return s.error();
     uint32_t slot = 0;
     {
         std::unique_lock lock(slots_mutex_);
@@ -99,7 +110,7 @@ Status PostcopyDestination::request(uint32_t block, uint64_t offset) {
                                      "answers nothing",
                                      kPcRequestSlots, ep_.io_timeout_ms));
         }
-        if (auto from = readable(block, offset)) return read(lock, block, offset, *from);
+        if (auto from = readable(block, offset)) return read(lock, block, offset, *from, claim);
         slot = *free_request_slot();
         asked_[slot] = std::pair{block, offset};
     }
@@ -107,7 +118,8 @@ Status PostcopyDestination::request(uint32_t block, uint64_t offset) {
     m.type = PcType::request, m.slot = slot, m.block = block, m.pages = 1, m.offset = offset;
     trace("destination: REQUEST slot {} block {} offset {:#x}", slot, block, offset);
     ++asks_;
-    return send_message(m);
+    if (auto s = send_message(m); !s) return s.error();
+    return std::optional<uint32_t>{};
 }
 
 // Where the source has the page at `offset` of `block` for RDMA READ, if a KEYS told it.
@@ -126,11 +138,12 @@ std::optional<PostcopyDestination::Remote> PostcopyDestination::readable(uint32_
 // the pages after it into another, when one is free. A page a READ under way already brings
 // is read again by none: the vCPU waits for that READ (a guest faulting on a readahead's next
 // page before it lands).
-Status PostcopyDestination::read(std::unique_lock<std::mutex>& lock, uint32_t block, uint64_t offset, const Remote& from) {
+Result<std::optional<uint32_t>> PostcopyDestination::read(std::unique_lock<std::mutex>& lock, uint32_t block,
+                                                           uint64_t offset, const Remote& from, bool claim) {
     ++faults_read_;
     if (read_under_way(block, offset)) {
         trace("destination: block {} offset {:#x} comes with a READ under way", block, offset);
-        return {};
+        return std::optional<uint32_t>{};
     }
     uint32_t ahead = readahead(block, offset, from);
     auto take = [&](uint64_t at, uint32_t pages) {
@@ -145,9 +158,10 @@ Status PostcopyDestination::read(std::unique_lock<std::mutex>& lock, uint32_t bl
     lock.unlock();
     trace("destination: READ into slot {}: block {} offset {:#x}{}", slot, block, offset,
           more ? fmt::format(", and {} pages after it into slot {}", ahead, *more) : "");
-    if (auto s = post_read(slot, from, 1); !s) return s;
-    if (!more) return {};
-    return post_read(*more, from.after(1), ahead);
+    if (auto s = post_read(slot, from, 1, claim); !s) return s.error();
+    if (more)
+        if (auto s = post_read(*more, from.after(1), ahead); !s) return s.error();
+    return std::optional<uint32_t>{slot};
 }
 
 // Under slots_mutex_: the first request slot nothing asks for, if any.
@@ -183,7 +197,7 @@ uint32_t PostcopyDestination::readahead(uint32_t block, uint64_t offset, const R
 // A READ of `pages` pages into the slot; on an authenticated channel their tags are read first,
 // into the slot's trailer page, by an unsignalled READ: completions come in order on one queue
 // pair, so the pages' READ done means the tags' is too.
-Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_t pages) {
+Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_t pages, bool claim) {
     ibv_sge sge{landing_slot(slot), static_cast<uint32_t>(pages * kPcPage), landing_mr_->lkey};
     ibv_send_wr wr{};
     wr.wr_id = kReadWrId | slot;
@@ -211,6 +225,7 @@ Status PostcopyDestination::post_read(uint32_t slot, const Remote& from, uint32_
         std::lock_guard cq(cq_mutex_);
         read_posted_at_[slot] = std::chrono::steady_clock::now();
         ++reads_in_flight_;
+        if (claim) fetching_ = slot;  // before it can complete: the receiving thread leaves it
     }
     std::lock_guard lock(send_mutex_);
     if (auto s = posted(ibv_post_send(ep_.qp.get(), keys_ ? &tags : &wr, &bad), "ibv_post_send (postcopy READ)"); !s) return s;
@@ -235,9 +250,10 @@ Status PostcopyDestination::take_keys(const PcImmediate& imm, const uint8_t* slo
     return {};
 }
 
-// Under cq_mutex_: takes what the send CQ holds (a SEND done, or a READ, kept for next()),
-// without waiting; returns the first READ done, if any.
-Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
+// Under cq_mutex_: takes what the send CQ holds (a SEND done, or a READ, kept in read_done_),
+// without waiting. The first failure there is kept: every later call, on either thread, fails with it.
+Status PostcopyDestination::poll_sends() {
+    if (cq_failure_) return *cq_failure_;
     auto taken = take_completions(ep_, false, [this](const ibv_wc& wc) -> Status {
         if ((wc.wr_id & kTagReadWrId) != 0) return {};  // unsignalled: only a failure comes, and ends it before this
         if ((wc.wr_id & kReadWrId) == 0) {
@@ -255,15 +271,23 @@ Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
         read_us_ = read_us_ == 0 ? us : read_us_ + (us - read_us_) / 8;
         return {};
     }, [] { return false; });
-    if (!taken) return taken.error();
     cq_cv_.notify_all();
-    if (read_done_.empty()) return std::optional<uint32_t>{};
-    uint32_t slot = read_done_.front();
-    read_done_.pop_front();
+    if (taken) return {};
+    cq_failure_ = taken.error();
+    return taken.error();
+}
+
+// Under cq_mutex_: the first READ done that the fault thread does not await, if any.
+Result<std::optional<uint32_t>> PostcopyDestination::take_sends() {
+    if (auto s = poll_sends(); !s) return s.error();
+    auto mine = std::find_if(read_done_.begin(), read_done_.end(), [&](uint32_t slot) { return slot != fetching_; });
+    if (mine == read_done_.end()) return std::optional<uint32_t>{};
+    uint32_t slot = *mine;
+    read_done_.erase(mine);
     return std::optional<uint32_t>{slot};
 }
 
-Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t slot) {
+Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t slot, PcPageTags* tags) {
     Arrival a;
     a.kind = PcKind::data, a.slot = slot;
     if (is_pull_slot(slot)) {
@@ -284,8 +308,8 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::read_arrival(uint32_t 
     uint8_t* copy = copies_.data() + uint64_t{slot} * kPcSlotSize;
     uint64_t bytes = uint64_t{a.pages} * kPcPage;
     std::memcpy(copy, a.data, bytes + a.pages * kPcTagSize);
-    if (!keys_->reads) return Error("internal: a READ on an authenticated channel without its page key");
-    if (auto s = keys_->reads->check(a.block, a.offset, {copy, bytes}, {copy + bytes, a.pages * kPcTagSize},
+    if (!tags) return Error("internal: a READ on an authenticated channel without its page key");
+    if (auto s = tags->check(a.block, a.offset, {copy, bytes}, {copy + bytes, a.pages * kPcTagSize},
                                      blocks_[a.block].name);
         !s)
         return s.error();
@@ -320,7 +344,7 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
             std::lock_guard lock(cq_mutex_);
             auto read = take_sends();
             if (!read) return read.error();
-            if (*read) return read_arrival(**read);
+            if (*read) return read_arrival(**read, keys_ && keys_->reads ? &*keys_->reads : nullptr);
         }
         std::optional<Result<Arrival>> got;
         auto landed = take_completions(ep_, true, [&](const ibv_wc& wc) {
@@ -344,7 +368,7 @@ Result<PostcopyDestination::Arrival> PostcopyDestination::next_with_reads() {
         spin_until = {};
         // Woken by a completion, or when the pace lets the next piece go.
         auto pull_at = pulls_ ? next_pull_at() : Clock::time_point::max();
-        auto signalled = await_either_cq(ep_, std::min(deadline, pull_at));
+        auto signalled = await_either_cq(ep_, std::min(deadline, pull_at), wake_.get());
         if (!signalled) return signalled.error();
         if (!*signalled && Clock::now() >= deadline) return silent(ep_);
     }
@@ -473,6 +497,7 @@ void PostcopyDestination::free_asked(uint32_t block, uint64_t offset, uint64_t p
 // kCapPostcopyRead: pages read and placed join the run to tell the source (HAVE), so that its
 // push, which knows nothing of READs, does not send them again.
 Status PostcopyDestination::note_held(const Arrival& a) {
+    std::lock_guard lock(held_mutex_);
     bool joins = held_.pages != 0 && held_.block == a.block && held_.offset + uint64_t{held_.pages} * kPcPage == a.offset;
     if (joins) {
         held_.pages += a.pages;
@@ -542,9 +567,7 @@ Status PostcopyDestination::await_sends_beside_reads(uint64_t in_flight) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ep_.io_timeout_ms);
     std::unique_lock lock(cq_mutex_);
     for (;;) {
-        auto read = take_sends();
-        if (!read) return read.error();
-        if (*read) read_done_.push_front(**read);  // next() hands it over
+        if (auto s = poll_sends(); !s) return s;  // READs done stay for next() (or fetch())
         if (sends_posted_ - sends_done_ <= in_flight) return {};
         if (std::chrono::steady_clock::now() >= deadline) return silent(ep_);
         cq_cv_.wait_for(lock, std::chrono::milliseconds(5));

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -216,6 +218,65 @@ TEST(PostcopyReceiver, AFaultOnAMissingPageIsRequestedOnceAndAZeroPageNever) {
     // The request went out before POSTCOPY_DONE: PAGE_REQUEST(block 0, offset 0x3000, 4096).
     auto request = encode_page_request(0, 3 * 4096, 4096);
     ASSERT_GE(stream.written().size(), request.size() + 1);
+    EXPECT_TRUE(std::equal(request.begin(), request.end(), stream.written().begin()));
+}
+
+// A link that fetches a faulted page itself (the rdma plugin's READ awaited on the fault
+// thread) hands it back from fetch(): it is placed there and released, the vCPU goes on, and
+// nothing is asked of the source; a page fetch() leaves to the lanes comes as an answer would.
+TEST(PostcopyReceiver, APageTheLinkFetchesItselfIsPlacedOnTheFaultThreadAndReleased) {
+    VMM_REQUIRE(need::userfaultfd());
+    struct Fetching final : DestPostcopyLink {
+        explicit Fetching(std::unique_ptr<DestPostcopyLink> l) : inner(std::move(l)) { page.fill(0x3c); }
+        Status begin() override { return inner->begin(); }
+        Status request(uint32_t block, uint64_t offset) override { return inner->request(block, offset); }
+        Result<std::optional<PostcopyPages>> fetch(uint32_t block, uint64_t offset) override {
+            if (offset != 3 * 4096) return DestPostcopyLink::fetch(block, offset);
+            PostcopyPages p;
+            p.kind = PostcopyPages::Kind::data, p.block = block, p.offset = offset, p.pages = 1, p.token = 77;
+            p.data = page.data();
+            return std::optional<PostcopyPages>{p};
+        }
+        Result<PostcopyPages> next(Lane lane) override { return inner->next(lane); }
+        Status release(const PostcopyPages& p) override {
+            if (p.token == 77) released.push_back(p.offset);
+            return inner->release(p);
+        }
+        Status done() override { return inner->done(); }
+        std::unique_ptr<DestPostcopyLink> inner;
+        std::array<uint8_t, 4096> page{};
+        std::vector<uint64_t> released;  // the fault thread's, read once it has joined
+    };
+    auto mem = make_memory();
+    uint8_t* ram = mem.blocks()[0]->host();
+    stream::MemoryStream stream(pages_record(0, 4, 1, 0x77) + end_record());
+    auto link = std::make_unique<Fetching>(on(stream, layout(mem)));
+    Fetching* fetching = link.get();
+    PostcopyReceiver rx(mem, stream, std::move(link), layout(mem), {}, false);
+    ASSERT_TRUE(rx.prepare({range(RecordType::discard, 0, 3, 2)}));
+    std::atomic<int> seen = -1;
+    std::thread toucher([&] { seen = *reinterpret_cast<volatile uint8_t*>(ram + 3 * 4096 + 9); });
+    // Woken by the fault thread's own placing: no arrival is read before run().
+    bool woke = vmm::test::wait_for([&] { return seen != -1; }, std::chrono::seconds(10));
+    if (!woke) rx.close();  // the toucher then reads the zero page
+    toucher.join();
+    ASSERT_TRUE(woke) << "the fetched page was not placed by the fault thread";
+    EXPECT_EQ(seen, 0x3c);
+    uint8_t next_seen = 0;
+    std::thread second([&] { next_seen = *reinterpret_cast<volatile uint8_t*>(ram + 4 * 4096); });
+    EXPECT_TRUE(vmm::test::wait_for([&] { return rx.stats().requests == 2; }, std::chrono::seconds(10)));
+    auto s = rx.run();
+    second.join();
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(next_seen, 0x77);
+    rx.close();
+    EXPECT_EQ(fetching->released, std::vector<uint64_t>{3 * 4096});
+    PostcopyStats st = rx.stats();
+    EXPECT_EQ(st.placed, 2u);
+    EXPECT_EQ(st.fault_latency.count, 2u);
+    // Only page 4 was asked of the source: PAGE_REQUEST(block 0, offset 0x4000), then POSTCOPY_DONE.
+    auto request = encode_page_request(0, 4 * 4096, 4096);
+    ASSERT_EQ(stream.written().size(), request.size() + 1);
     EXPECT_TRUE(std::equal(request.begin(), request.end(), stream.written().begin()));
 }
 

@@ -230,7 +230,9 @@ struct ReadOutcome {
     bool arrived_whole = false;
 };
 
-ReadOutcome read_one_page(const std::string& creds, bool forge) {
+// `fetch`: the fault thread awaits its READ itself (fetch(), as vmm's fault thread does); a
+// READ that outlasts its wait, or a failure there, then comes through next() as without it.
+ReadOutcome read_one_page(const std::string& creds, bool forge, bool fetch = false) {
     Ram src_ram(kTlsSourceFill), dst_ram;
     uint16_t port = some_port();
     auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
@@ -257,8 +259,19 @@ ReadOutcome read_one_page(const std::string& creds, bool forge) {
         if (auto r = pc->release(*push); !r) return done("release: " + r.error().message());
         pushed.get_future().wait();  // and the source has forged, or not
         if (!pc->readable(0, kForgedPage * kPage)) return done("no region told for the page");
-        if (auto r = pc->request(0, kForgedPage * kPage); !r) return done("request: " + r.error().message());
-        auto a = pc->next();
+        std::optional<PostcopyDestination::Arrival> fetched;
+        if (!fetch) {
+            if (auto r = pc->request(0, kForgedPage * kPage); !r) return done("request: " + r.error().message());
+        } else if (auto f = pc->fetch(0, kForgedPage * kPage); f) {
+            fetched = std::move(*f);
+        } else {
+            out.reads = pc->reads();
+            auto after = pc->next();
+            if (!after && after.error().message() == f.error().message()) return done(f.error().message());
+            return done("fetch failed (" + f.error().message() + "), and the receiving thread did not fail with it: " +
+                        (after ? "an arrival" : after.error().message()));
+        }
+        auto a = fetched ? Result<PostcopyDestination::Arrival>(std::move(*fetched)) : pc->next();
         out.reads = pc->reads();
         if (!a) return done(a.error().message());
         out.arrived_whole = a->data != nullptr && a->offset == kForgedPage * kPage &&
@@ -343,6 +356,30 @@ TEST(RdmaPostcopyReadForgery, AnAuthenticatedReadPlacesThePageItsTagVouchesFor) 
     EXPECT_EQ(out.destination, "");
     EXPECT_EQ(out.reads, 1u) << "the page was asked for, not read";
     EXPECT_TRUE(out.arrived_whole);
+}
+
+// The fault thread's own wait for its READ (fetch) checks the tag as the receiving thread does.
+TEST(RdmaPostcopyReadForgery, AFetchedReadPlacesThePageItsTagVouchesFor) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    ReadOutcome out = read_one_page(Pki::get().good, false, true);
+    EXPECT_EQ(out.destination, "");
+    EXPECT_EQ(out.reads, 1u) << "the page was asked for, not read";
+    EXPECT_TRUE(out.arrived_whole);
+}
+
+// A forged page fails the fetch, naming it, and the receiving thread, asleep on its CQs where
+// nothing more comes, is woken to fail with the same reason.
+TEST(RdmaPostcopyReadForgery, AFetchedPageThatIsNotWhatWasTaggedFailsTheFetchAndTheReceivingThread) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    ReadOutcome out = read_one_page(Pki::get().good, true, true);
+    EXPECT_EQ(out.reads, 1u);
+    EXPECT_NE(out.destination.find("the page read by RDMA READ from RAM block 'pc.ram' offset 0x3000 failed "
+                                   "authentication"),
+              std::string::npos)
+        << out.destination;
+    EXPECT_FALSE(out.arrived_whole);
 }
 
 TEST(RdmaPostcopyReadForgery, APageThatIsNotWhatWasTaggedIsRefusedNamingIt) {

@@ -32,11 +32,14 @@ Status PostcopyReceiver::send_locked(std::span<const uint8_t> bytes) {
     return stream_->flush();
 }
 
-// Under write_mutex_: detach() waits for a request in progress before the link goes.
+// Under write_mutex_: detach() waits for a request in progress before the link goes. A page
+// the link fetched itself while the fault thread waited is placed here, on that thread.
 Status PostcopyReceiver::request(uint32_t block, uint64_t offset) {
     std::lock_guard lock(write_mutex_);
     if (!attached_) return Error("the link to the source is down");
-    return link_->request(block, offset);
+    auto fetched = link_->fetch(block, offset);
+    if (!fetched) return fetched.error();
+    return *fetched ? place(**fetched) : Status{};
 }
 
 Status PostcopyReceiver::prepare(const std::vector<Record>& discards) {

@@ -100,17 +100,42 @@ private:
 // they landed in, released once placed.
 class PluginPostcopyDest final : public DestPostcopyLink {
 public:
-    PluginPostcopyDest(const vmm_transport_ops* ops, void* conn, bool tagged) : ops_(ops), conn_(conn), tagged_(tagged) {}
+    // `fetch_op`: the plugin's pc_fetch, when its table has one.
+    PluginPostcopyDest(const vmm_transport_ops* ops, void* conn, bool tagged, decltype(vmm_transport_ops::pc_fetch) fetch_op)
+        : ops_(ops), conn_(conn), tagged_(tagged), fetch_(fetch_op) {}
     bool authenticates_pages() const override { return tagged_; }
     Status begin() override { return call_plugin("pc_begin", [&](vmm_err* e) { return ops_->pc_begin(conn_, e); }); }
     Status request(uint32_t block, uint64_t offset) override {
         return call_plugin("pc_request", [&](vmm_err* e) { return ops_->pc_request(conn_, block, offset, e); });
+    }
+    Result<std::optional<PostcopyPages>> fetch(uint32_t block, uint64_t offset) override {
+        if (fetch_ == nullptr) return DestPostcopyLink::fetch(block, offset);
+        vmm_pc_pages c{};
+        vmm_err e{};
+        int got = fetch_(conn_, block, offset, &c, &e);
+        if (got < 0) return plugin_error(e, "pc_fetch");
+        if (got == 0) return std::optional<PostcopyPages>{};
+        auto p = pages_from(c);
+        if (!p) return p.error();
+        if (p->kind != PostcopyPages::Kind::data) return Error("the transport plugin's pc_fetch gave no pages");
+        return std::optional<PostcopyPages>{*p};
     }
     Result<PostcopyPages> next(Lane lane) override {
         if (lane != Lane::main) return Error("internal: postcopy asked the plugin's channel for a lane it lacks");
         vmm_pc_pages c{};
         if (auto s = call_plugin("pc_next_arrival", [&](vmm_err* e) { return ops_->pc_next_arrival(conn_, &c, e); }); !s)
             return s.error();
+        return pages_from(c);
+    }
+    Status release(const PostcopyPages& p) override {
+        vmm_pc_pages c{};
+        c.block = p.block, c.offset = p.offset, c.pages = p.pages, c.token = p.token;
+        return call_plugin("pc_release", [&](vmm_err* e) { return ops_->pc_release(conn_, &c, e); });
+    }
+    Status done() override { return call_plugin("pc_done", [&](vmm_err* e) { return ops_->pc_done(conn_, e); }); }
+
+private:
+    static Result<PostcopyPages> pages_from(const vmm_pc_pages& c) {
         if (c.kind != VMM_PC_DATA && c.kind != VMM_PC_ZERO && c.kind != VMM_PC_END) {
             return Error(fmt::format("the transport plugin gave postcopy pages of kind {}", c.kind));
         }
@@ -123,17 +148,11 @@ public:
         if (p.kind == PostcopyPages::Kind::data && p.data == nullptr) return Error("the transport plugin gave postcopy data without pages");
         return p;
     }
-    Status release(const PostcopyPages& p) override {
-        vmm_pc_pages c{};
-        c.block = p.block, c.offset = p.offset, c.pages = p.pages, c.token = p.token;
-        return call_plugin("pc_release", [&](vmm_err* e) { return ops_->pc_release(conn_, &c, e); });
-    }
-    Status done() override { return call_plugin("pc_done", [&](vmm_err* e) { return ops_->pc_done(conn_, e); }); }
 
-private:
     const vmm_transport_ops* ops_;
     void* conn_;
     bool tagged_;
+    decltype(vmm_transport_ops::pc_fetch) fetch_;
 };
 
 // Keeps the C strings the args struct points to alive during one call.
@@ -375,7 +394,8 @@ public:
     }
     std::unique_ptr<DestPostcopyLink> dest_postcopy(PostcopyLinkConfig config) override {
         if (!has_postcopy()) return Connection::dest_postcopy(std::move(config));
-        return std::make_unique<PluginPostcopyDest>(plugin_.ops, plugin_.conn, plugin_.has_feature(VMM_RAM_PC_TAGGED));
+        return std::make_unique<PluginPostcopyDest>(plugin_.ops, plugin_.conn, plugin_.has_feature(VMM_RAM_PC_TAGGED),
+                                                    VMM_OPTIONAL_OP(pc_fetch));
     }
     bool postcopy_channel() const override { return has_postcopy(); }
     std::string describe() const override {

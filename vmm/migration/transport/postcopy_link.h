@@ -108,6 +108,13 @@ public:
     virtual bool answers_apart() const { return false; }
     // Fault thread (one writer at a time with done(): the receiver's lock): asks for a page.
     virtual Status request(uint32_t block, uint64_t offset) = 0;
+    // Fault thread, as request(); a link that fetches the page itself (the rdma plugin's READ)
+    // may wait for it and return it here, for the caller to place and then release(). nullopt:
+    // the page comes on a lane, as an answer does.
+    virtual Result<std::optional<PostcopyPages>> fetch(uint32_t block, uint64_t offset) {
+        if (auto s = request(block, offset); !s) return s.error();
+        return std::optional<PostcopyPages>{};
+    }
     // The lane's next arrival, checked against the blocks: pages, or END. Waits as long as
     // it takes (the answers' lane is silent while the guest touches nothing missing).
     virtual Result<PostcopyPages> next(Lane lane) = 0;
