@@ -44,6 +44,7 @@ struct SessionConfig {
     bool postcopy = false;  // postcopy-ram on: offer (source) / grant (destination) a postcopy channel
     bool postcopy_read = false;  // x-rdma-postcopy-read: offer / grant kCapPostcopyRead (with postcopy)
     bool postcopy_read_push = false;  // x-rdma-postcopy-read-push: offer kCapPostcopyReadPush (source)
+    uint32_t postcopy_read_wait_us = 1000;  // x-rdma-postcopy-read-wait: the fault thread's poll for its READ (destination)
     uint64_t pull_rate = 0;  // source: max-postcopy-bandwidth at connect, bytes/s (0: unlimited), for the pulls
     bool verify = false;         // verify-ram on at this side: no READ, whose pages come without sums
     // tls-creds set: offer (source) / require (destination) kCapTls, authenticate with these (the

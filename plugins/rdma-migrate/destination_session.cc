@@ -161,7 +161,8 @@ Status DestinationSession::accept_channels() {
     if (!ep) return ep.error().context("the RDMA postcopy channel");
     postcopy_ = std::make_unique<PostcopyDestination>(link_.channels().set_postcopy(std::move(*ep)), cfg_.blocks,
                                                       std::move(*keys), link_.agreed(kCapPostcopyRead),
-                                                      link_.agreed(kCapPostcopyReadPush));
+                                                      link_.agreed(kCapPostcopyReadPush),
+                                                      std::chrono::microseconds(cfg_.postcopy_read_wait_us));
     return postcopy_->post_receives();
 }
 

@@ -83,6 +83,7 @@ Result<SessionConfig> config_from(const vmm_transport_args* a) {
     }
     c.postcopy_read = settings->postcopy_read;
     c.postcopy_read_push = settings->postcopy_read_push;
+    c.postcopy_read_wait_us = settings->postcopy_read_wait_us;
     if (a->struct_size >= offsetof(vmm_transport_args, max_postcopy_bandwidth) + sizeof a->max_postcopy_bandwidth)
         c.pull_rate = a->max_postcopy_bandwidth;
     if (const char* v = std::getenv("VMM_RDMA_BASE_PROTOCOL"); v != nullptr && std::strcmp(v, "1") == 0) c.base_protocol = true;

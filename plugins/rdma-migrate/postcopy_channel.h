@@ -187,10 +187,12 @@ public:
         const uint8_t* data = nullptr;
         std::vector<uint64_t> sums;     // verify-ram's, when the source sent them
     };
-    // `reads`: kCapPostcopyRead was agreed; `pulls`: kCapPostcopyReadPush too.
+    // `reads`: kCapPostcopyRead was agreed; `pulls`: kCapPostcopyReadPush too; `fetch_wait`: how
+    // long fetch() polls for its READ at most (x-rdma-postcopy-read-wait; 0: it only asks).
     PostcopyDestination(Endpoint& ep, std::vector<LocalBlock> blocks, std::optional<PcKeys> keys, bool reads = false,
-                        bool pulls = false)
-        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)), reads_(reads), pulls_(reads && pulls) {}
+                        bool pulls = false, std::chrono::microseconds fetch_wait = std::chrono::microseconds(1000))
+        : ep_(ep), blocks_(std::move(blocks)), keys_(std::move(keys)), reads_(reads), pulls_(reads && pulls),
+          fetch_wait_(fetch_wait) {}
     // Before accepting: the receives the source's writes complete.
     Status post_receives();
     // Before the guest runs: registers the landing area and sends HELLO.
@@ -330,6 +332,11 @@ private:
     std::optional<Error> cq_failure_;
     vmm::UniqueFd wake_;
     std::optional<PcPageTags> fetch_tags_;  // authenticated: the fault thread's own checker
+    // fetch()'s READs: taken on the fault thread, or left to the receiving thread; and each of
+    // the first's time from post to completion seen (under cq_mutex_), for done()'s line.
+    std::atomic<uint64_t> fetched_here_ = 0, fetched_late_ = 0;
+    std::vector<float> fetch_waits_us_;
+    std::pair<double, double> fetch_waits();
     std::chrono::microseconds spin_budget();
     std::atomic<uint64_t> faults_read_ = 0, reads_posted_ = 0, asks_ = 0;
     // kCapPostcopyReadPush (the receiving thread's).
@@ -340,6 +347,7 @@ private:
     bool end_held_ = false;  // END came while pieces were still to read
     uint64_t skipped_pages_ = 0;  // pages of PULL pieces placed by then: not read
     std::atomic<uint64_t> pulled_pages_ = 0, pull_reads_ = 0;
+    std::chrono::microseconds fetch_wait_;  // x-rdma-postcopy-read-wait
 };
 
 }  // namespace rdma_migrate

@@ -18,22 +18,28 @@
 namespace rdma_migrate {
 
 namespace {
-// Polled for at most this long, and this long before any READ has completed to time: a fault
-// waits no longer behind another than when the receiving thread took each.
-constexpr std::chrono::microseconds kFetchAtMost{1000};
+constexpr size_t kWaitsKept = 1 << 16;  // the READs' times done() sums up (256 KiB)
 }  // namespace
 
-// Under cq_mutex_: four times what READs have been taking (their completion times spread),
-// at most kFetchAtMost.
+// Under cq_mutex_: four times what READs have been taking (their completion times spread), at
+// most x-rdma-postcopy-read-wait (1 ms unless set), and that long before any READ has completed.
 std::chrono::microseconds PostcopyDestination::fetch_budget() const {
-    if (read_us_ == 0) return kFetchAtMost;
-    return std::min(kFetchAtMost, std::chrono::microseconds(static_cast<int64_t>(4 * read_us_) + 1));
+    if (read_us_ == 0) return fetch_wait_;
+    return std::min(fetch_wait_, std::chrono::microseconds(static_cast<int64_t>(4 * read_us_) + 1));
 }
 
 Result<std::optional<PostcopyDestination::Arrival>> PostcopyDestination::fetch(uint32_t block, uint64_t offset) {
     using Clock = std::chrono::steady_clock;
+    if (fetch_wait_.count() == 0) {  // the receiving thread places every page read
+        if (auto s = request(block, offset); !s) return s.error();
+        return std::optional<Arrival>{};
+    }
     auto slot = ask(block, offset, true);
-    if (!slot) return slot.error();
+    if (!slot) {
+        std::lock_guard lock(cq_mutex_);
+        fetching_.reset();  // a READ that failed to post claims nothing
+        return slot.error();
+    }
     if (!*slot) return std::optional<Arrival>{};  // asked for, or a READ under way brings it
     Clock::time_point until{};
     std::optional<Error> failed;
@@ -48,9 +54,12 @@ Result<std::optional<PostcopyDestination::Arrival>> PostcopyDestination::fetch(u
         if (here) read_done_.erase(it);
         waiting = polled && !here && now < until;
         if (!waiting) fetching_.reset();
+        if (here && fetch_waits_us_.size() < kWaitsKept)
+            fetch_waits_us_.push_back(std::chrono::duration<float, std::micro>(Clock::now() - read_posted_at_[**slot]).count());
         if (!polled) failed = polled.error();
     }
     if (failed) return failed_fetch(*failed);
+    ++(here ? fetched_here_ : fetched_late_);
     if (!here) {
         trace("destination: READ into slot {} outlasted the fault thread's wait: the receiving thread takes it", **slot);
         return std::optional<Arrival>{};
@@ -58,6 +67,16 @@ Result<std::optional<PostcopyDestination::Arrival>> PostcopyDestination::fetch(u
     auto a = read_arrival(**slot, fetch_tags_ ? &*fetch_tags_ : nullptr);
     if (!a) return failed_fetch(a.error());
     return std::optional<Arrival>{std::move(*a)};
+}
+
+// Under cq_mutex_: how long the fault thread's READs took from post to seen done, p50 and mean.
+std::pair<double, double> PostcopyDestination::fetch_waits() {
+    if (fetch_waits_us_.empty()) return {0, 0};
+    auto mid = fetch_waits_us_.begin() + static_cast<std::ptrdiff_t>(fetch_waits_us_.size() / 2);
+    std::nth_element(fetch_waits_us_.begin(), mid, fetch_waits_us_.end());
+    double sum = 0;
+    for (float w : fetch_waits_us_) sum += w;
+    return {*mid, sum / static_cast<double>(fetch_waits_us_.size())};
 }
 
 // A fetch that failed fails the receiving thread's next() too, with the same reason: it is

@@ -59,6 +59,12 @@ const Row kRows[] = {
       "pages (else the source writes the push); the destination's side needs nothing but x-rdma-postcopy-read",
       VMM_SETTING_CAPABILITY, 0, 0, 1, 0},
      [](TransportSettings& s, uint64_t v) { s.postcopy_read_push = v != 0; }},
+    {{"x-rdma-postcopy-read-wait",
+      "rdma, destination, with x-rdma-postcopy-read: microseconds the fault thread polls for its own READ of a "
+      "faulted page, and then places the page itself, before it leaves the READ to the receiving thread, which its "
+      "completion must wake (0: never; the wait is at most four times what READs have been taking)",
+      VMM_SETTING_INTEGER, 0, 0, 100000, 1000},
+     [](TransportSettings& s, uint64_t v) { s.postcopy_read_wait_us = static_cast<uint32_t>(v); }},
 };
 
 constexpr size_t kCount = sizeof kRows / sizeof kRows[0];

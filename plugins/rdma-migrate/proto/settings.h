@@ -23,6 +23,7 @@ struct TransportSettings {
     uint32_t channels = 1;            // rdma-channels
     bool postcopy_read = false;       // x-rdma-postcopy-read
     bool postcopy_read_push = false;  // x-rdma-postcopy-read-push
+    uint32_t postcopy_read_wait_us = 1000;  // x-rdma-postcopy-read-wait
 };
 
 // The rows, ended by a row whose name is null (vmm_transport_ops.settings).

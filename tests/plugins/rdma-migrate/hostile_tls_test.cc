@@ -228,11 +228,13 @@ struct ReadOutcome {
     std::string destination;  // "" when the page was handed on, else why not
     uint64_t reads = 0;       // faults read by RDMA READ
     bool arrived_whole = false;
+    bool fetched_here = false;  // fetch() returned the page (else next() did)
 };
 
 // `fetch`: the fault thread awaits its READ itself (fetch(), as vmm's fault thread does); a
 // READ that outlasts its wait, or a failure there, then comes through next() as without it.
-ReadOutcome read_one_page(const std::string& creds, bool forge, bool fetch = false) {
+// `wait_us`: the destination's x-rdma-postcopy-read-wait.
+ReadOutcome read_one_page(const std::string& creds, bool forge, bool fetch = false, uint32_t wait_us = 1000) {
     Ram src_ram(kTlsSourceFill), dst_ram;
     uint16_t port = some_port();
     auto l = listen_endpoint(rdma_addr(), port, -1, kTimeouts);
@@ -243,6 +245,7 @@ ReadOutcome read_one_page(const std::string& creds, bool forge, bool fetch = fal
     auto reading = [&](Ram& ram) {
         SessionConfig cfg = config(ram, creds);
         cfg.pin_all = false, cfg.postcopy = true, cfg.postcopy_read = true;
+        cfg.postcopy_read_wait_us = wait_us;
         return cfg;
     };
     destination.start([&]() -> std::string {
@@ -264,6 +267,7 @@ ReadOutcome read_one_page(const std::string& creds, bool forge, bool fetch = fal
             if (auto r = pc->request(0, kForgedPage * kPage); !r) return done("request: " + r.error().message());
         } else if (auto f = pc->fetch(0, kForgedPage * kPage); f) {
             fetched = std::move(*f);
+            out.fetched_here = fetched.has_value();
         } else {
             out.reads = pc->reads();
             auto after = pc->next();
@@ -380,6 +384,18 @@ TEST(RdmaPostcopyReadForgery, AFetchedPageThatIsNotWhatWasTaggedFailsTheFetchAnd
               std::string::npos)
         << out.destination;
     EXPECT_FALSE(out.arrived_whole);
+}
+
+// x-rdma-postcopy-read-wait 0: the fault thread posts its READ and returns at once; the
+// receiving thread, woken by the completion, checks the page and hands it on.
+TEST(RdmaPostcopyReadForgery, WithTheWaitOffTheReceivingThreadTakesTheFetchedRead) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    ReadOutcome out = read_one_page(Pki::get().good, false, true, 0);
+    EXPECT_EQ(out.destination, "");
+    EXPECT_EQ(out.reads, 1u);
+    EXPECT_FALSE(out.fetched_here) << "the fault thread waited for its READ with x-rdma-postcopy-read-wait 0";
+    EXPECT_TRUE(out.arrived_whole);
 }
 
 TEST(RdmaPostcopyReadForgery, APageThatIsNotWhatWasTaggedIsRefusedNamingIt) {

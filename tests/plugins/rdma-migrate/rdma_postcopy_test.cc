@@ -95,6 +95,12 @@ TEST(RdmaPostcopy, FaultsAreReadByRdmaReadAndTheSourceHearsOfFew) {
     EXPECT_GT(number(*src, "postcopy pages the destination read itself (not pushed)"), 0u) << src->cmd("info migrate");
     std::string line = dst->log().substr(std::min(dst->log().size(), dst->log().find("rdma postcopy: ")));
     EXPECT_EQ(line.find("rdma postcopy: 0 faults read"), std::string::npos) << line;
+    // The fault thread awaited its READs itself and placed their pages (pc_fetch), through vmm.
+    size_t awaited = line.find(" READs awaited and placed by the fault thread");
+    ASSERT_NE(awaited, std::string::npos) << line;
+    size_t count_at = line.rfind("; ", awaited);
+    ASSERT_NE(count_at, std::string::npos) << line;
+    EXPECT_GT(std::strtoull(line.c_str() + count_at + 2, nullptr, 10), 0u) << "no fault was placed by its own thread\n" << line;
     // Only the pages the source has were registered for READ (pinning the rest would make them):
     // the guest's 8 MiB and the little else it touched, not its 128 MiB.
     const std::string log = src->log(), exposed = "x-rdma-postcopy-read: ";

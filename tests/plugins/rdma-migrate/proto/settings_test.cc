@@ -18,7 +18,8 @@ std::vector<std::string> names() {
 
 TEST(RdmaSettings, TheRowsAreTheTransportsOnlyListOfNames) {
     EXPECT_EQ(names(), (std::vector<std::string>{"rdma-pin-all", "x-rdma-chunk-size", "rdma-pin-limit", "rdma-channels",
-                                                "x-rdma-postcopy-read", "x-rdma-postcopy-read-push"}));
+                                                "x-rdma-postcopy-read", "x-rdma-postcopy-read-push",
+                                                "x-rdma-postcopy-read-wait"}));
     const vmm_setting& chunk = setting_rows()[1];
     EXPECT_EQ(chunk.kind, VMM_SETTING_SIZE);
     EXPECT_EQ(chunk.flags, VMM_SETTING_F_POWER_OF_TWO);
@@ -35,6 +36,7 @@ TEST(RdmaSettings, NothingSetGivesTheFallbacksAndAChunkSizeNotTold) {
     EXPECT_FALSE(s->chunk_size_set);
     EXPECT_EQ(s->pin_limit, 0u);
     EXPECT_EQ(s->channels, 1u);
+    EXPECT_EQ(s->postcopy_read_wait_us, 1000u);
 }
 
 // vmm's own check of a plugin's rows, as it loads the plugin (a row it refuses keeps the whole
@@ -52,8 +54,9 @@ TEST(RdmaSettings, VmmTakesEveryRowWhenItLoadsThePlugin) {
 
 TEST(RdmaSettings, ValuesAsVmmPassesThemAndAsAnOlderVmmDid) {
     vmm_kv caps[] = {{"rdma-pin-all", "on"}, {"x-rdma-postcopy-read", "on"}};
-    vmm_kv params[] = {{"x-rdma-chunk-size", "2097152"}, {"rdma-pin-limit", "64M"}, {"rdma-channels", "4"}};
-    auto s = read_settings(caps, 2, params, 3);
+    vmm_kv params[] = {{"x-rdma-chunk-size", "2097152"}, {"rdma-pin-limit", "64M"}, {"rdma-channels", "4"},
+                       {"x-rdma-postcopy-read-wait", "0"}};
+    auto s = read_settings(caps, 2, params, 4);
     ASSERT_TRUE(s) << s.error().message();
     EXPECT_TRUE(s->pin_all);
     EXPECT_TRUE(s->postcopy_read);
@@ -61,6 +64,7 @@ TEST(RdmaSettings, ValuesAsVmmPassesThemAndAsAnOlderVmmDid) {
     EXPECT_TRUE(s->chunk_size_set);
     EXPECT_EQ(s->pin_limit, 64u << 20);
     EXPECT_EQ(s->channels, 4u);
+    EXPECT_EQ(s->postcopy_read_wait_us, 0u);
 }
 
 TEST(RdmaSettings, AValueOutsideItsRowOrANameNoRowHasIsRefused) {
@@ -71,6 +75,8 @@ TEST(RdmaSettings, AValueOutsideItsRowOrANameNoRowHasIsRefused) {
     EXPECT_FALSE(read_settings(nullptr, 0, odd, 1));
     vmm_kv many[] = {{"rdma-channels", "17"}};
     EXPECT_FALSE(read_settings(nullptr, 0, many, 1));
+    vmm_kv long_wait[] = {{"x-rdma-postcopy-read-wait", "100001"}};
+    EXPECT_FALSE(read_settings(nullptr, 0, long_wait, 1));
     vmm_kv old_name[] = {{"rdma-chunk-size", "1M"}};
     EXPECT_EQ(read_settings(nullptr, 0, old_name, 1).error().message(), "rdma transport: no parameter named 'rdma-chunk-size'");
     vmm_kv cap_as_param[] = {{"rdma-pin-all", "on"}};
