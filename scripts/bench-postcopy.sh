@@ -37,7 +37,10 @@
 # --read: in the nested VM, postcopy over rdma with faults asked for (a SEND, an RDMA WRITE back),
 # with faults read (x-rdma-postcopy-read: one RDMA READ, the source's CPU not woken) and the push
 # written, and with faults and the push read (x-rdma-postcopy-read-push: the destination reads
-# the push itself at max-postcopy-bandwidth), in turn, --runs times (3), between ib_read_lat
+# the push itself at max-postcopy-bandwidth), and those two again with x-rdma-postcopy-read-wait 0
+# at the destination (every READ left to the receiving thread, not awaited by the fault thread;
+# the destination's log says how long the awaited READs took), in turn, --runs times (3), without
+# the protocol trace, between ib_read_lat
 # (4 KiB) and ib_write_lat + ib_send_lat measured before and after: fault latency p50 against
 # each floor, the source's return-path CPU time per fault, blocked and total time side by side;
 # writes bench-postcopy-rdma-read.json. With --tls
@@ -197,6 +200,7 @@ bw=$cap pcbw=$cap preempt=1 readahead=  # run()'s max-bandwidth, max-postcopy-ba
 creds= verify=  # run()'s tls-creds at both ends (empty: none); verify-ram at both ends (1: on)
 reads=          # run()'s x-rdma-postcopy-read at both ends (1: on)
 pull=           # run()'s x-rdma-postcopy-read-push at the source (1: on; with reads)
+read_wait=      # run()'s x-rdma-postcopy-read-wait at the destination, us (empty: its default)
 
 run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (the source's and
          # destination's last query-migrate), NAME being MODE, or MODE-TRANSPORT with --rdma
@@ -209,6 +213,7 @@ run() {  # run MODE [TRANSPORT [NAME]]: one migration; writes $work/NAME.json (t
     case "$mode" in postcopy*) for c in "${caps[@]}"; do h "$mode-d" "migrate_set_capability $c"; done ;; esac
     [ -z "$creds" ] || h "$mode-d" "migrate_set_parameter tls-creds $creds"
     [ -z "$verify" ] || h "$mode-d" "migrate_set_capability verify-ram on"
+    [ -z "$read_wait" ] || h "$mode-d" "migrate_set_parameter x-rdma-postcopy-read-wait $read_wait"
     h "$mode-d" "migrate_incoming $uri"
     source_vm "$mode-s"
     h "$mode-s" "migrate_set_parameter max-bandwidth $bw"

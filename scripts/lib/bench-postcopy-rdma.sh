@@ -15,9 +15,10 @@
 #     switch within a moment, before their bulk pass ends; and ours once more without readahead
 #     (postcopy-tcp-bare-nora). Each guest counts its own stalls (guest/stress.c, stall_us)
 # With --auth only plain-N, verify-N and auth-N: postcopy over rdma as it is, with verify-ram,
-# and with tls-creds, in turn. With --read only write-N, read-N and pull-N: faults asked for,
-# faults read by RDMA READ (x-rdma-postcopy-read) with the push written, and faults and the push
-# read (x-rdma-postcopy-read-push), in turn, between the floors of each; --tls: all authenticated.
+# and with tls-creds, in turn. With --read only write-N, read-N, pull-N, recv-N and pullrecv-N:
+# faults asked for, faults read by RDMA READ (x-rdma-postcopy-read) with the push written, faults
+# and the push read (x-rdma-postcopy-read-push), and the last two with x-rdma-postcopy-read-wait 0
+# at the destination, in turn, between the floors of each; --tls: all authenticated.
 
 lat_once() {  # lat_once TOOL SIZE: its typical (median) latency in us, half a round trip
     local tool=$1 size=$2 p=$((20000 + RANDOM % 20000)) rc try
@@ -139,8 +140,19 @@ read_arm_said() {
     fi
     grep -q "$2" "$work/postcopy-s.log" ||
         die "$1: the source's log does not say '$2': $(grep -m1 'rdma ' "$work/postcopy-s.log")"
+    local said
+    said=$(grep -m1 -o 'rdma postcopy: [0-9]* faults read.*' "$work/postcopy-d.log" || true)
+    log "$1: ${said:-the destination said nothing of its READs}"
+    # The fault thread's own READs (pc_fetch), timed inside the run: kept beside its figures.
+    local re='([0-9]+) READs awaited.* p50 ([0-9]+) us, mean ([0-9]+) us\), ([0-9]+) outlasted'
+    [[ $said =~ $re ]] || return 0
+    jq --argjson here "${BASH_REMATCH[1]}" --argjson p50 "${BASH_REMATCH[2]}" --argjson mean "${BASH_REMATCH[3]}" \
+        --argjson late "${BASH_REMATCH[4]}" '. + {fetch: {here: $here, late: $late, read_p50_us: $p50, read_mean_us: $mean}}' \
+        "$work/$1.json" >"$work/$1.json.new" && mv "$work/$1.json.new" "$work/$1.json"
 }
 if [ "$read" = 1 ]; then  # faults asked for, faults read, faults and push read, in turn (--tls: all authenticated)
+    # No protocol trace: it writes lines on the fault path, and fault latency is what is measured.
+    export BENCH_RDMA_TRACE=0
     name=bench-postcopy-rdma-read
     if [ "$tls" = 1 ]; then
         "$ROOT/scripts/make-test-pki.sh" "$work/pki" --server "$addr" >/dev/null ||
@@ -154,13 +166,20 @@ if [ "$read" = 1 ]; then  # faults asked for, faults read, faults and push read,
         read_arm_said "read-$i" "postcopy channel (faults by RDMA READ)"
         reads=1 pull=1 attempt postcopy rdma "pull-$i"
         read_arm_said "pull-$i" "postcopy channel (faults and the push by RDMA READ)"
+        # The same two with every READ left to the receiving thread (x-rdma-postcopy-read-wait 0):
+        # what the fault thread's own wait for its READ changes.
+        reads=1 pull= read_wait=0 attempt postcopy rdma "recv-$i"
+        read_arm_said "recv-$i" "postcopy channel (faults by RDMA READ)"
+        reads=1 pull=1 read_wait=0 attempt postcopy rdma "pullrecv-$i"
+        read_arm_said "pullrecv-$i" "postcopy channel (faults and the push by RDMA READ)"
     done
     kept lat-after lat- read_latencies after
     for i in $(seq 1 "$runs"); do
-        for m in write read pull; do cat "$work/$m-$i.json" >>"$work/$m.all"; done
+        for m in write read pull recv pullrecv; do cat "$work/$m-$i.json" >>"$work/$m.all"; done
     done
     jq -n --argjson cap "$cap" --arg hot "$hot" --arg fill "$fill" --arg dev "$dev" \
         --slurpfile write "$work/write.all" --slurpfile read "$work/read.all" --slurpfile pull "$work/pull.all" \
+        --slurpfile recv "$work/recv.all" --slurpfile pullrecv "$work/pullrecv.all" \
         --slurpfile lb "$work/lat-before.json" --slurpfile la "$work/lat-after.json" \
         -f "$ROOT/scripts/lib/bench-postcopy-read.jq" >"$out/$name.json"
     jq -r '.summary | to_entries[] | "\(.key): \(.value)"' "$out/$name.json"

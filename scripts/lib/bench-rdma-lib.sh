@@ -219,7 +219,8 @@ run_vmm() {  # run_vmm MODE RUN
     [ ${#dest_setup[@]} -gt 0 ] && incoming=defer
     # Both sides trace their protocol (a line per control message, registration and write):
     # with --keep-logs, when each message left and arrived can be read off the two logs.
-    VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${dest[@]}" --incoming "$incoming" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
+    # BENCH_RDMA_TRACE=0 turns it off where the trace would be measured (a line per fault).
+    VMM_RDMA_TRACE=${BENCH_RDMA_TRACE:-1} "$VMM" -m "$size" "${dest[@]}" --incoming "$incoming" --monitor "unix:$work/$name-d.sock" --serial none >"$work/$name-d.log" 2>&1 &
     local dpid=$!; pids+=("$dpid")
     # An -idle mode runs the idle payload over RAM the host filled with incompressible data:
     # the spec's bulk-round scenario ("all of memory in active use and the VM itself is
@@ -227,7 +228,7 @@ run_vmm() {  # run_vmm MODE RUN
     local guest=(--guest "$PAYLOAD" --append "$GUEST_ARGS")
     case "$mode" in *-idle) guest=(--guest idle --prefill "$fill") ;; esac
     # Each round's registration work is read from the source's trace below.
-    VMM_RDMA_TRACE=1 "$VMM" -m "$size" "${guest[@]}" --monitor "unix:$work/$name-s.sock" \
+    VMM_RDMA_TRACE=${BENCH_RDMA_TRACE:-1} "$VMM" -m "$size" "${guest[@]}" --monitor "unix:$work/$name-s.sock" \
         --qmp "unix:$work/$name-sq.sock" --serial none >"$work/$name-s.log" 2>&1 &
     local spid=$!; pids+=("$spid")
     # The destination listens before its monitor answers: once it answers, it can be migrated to
