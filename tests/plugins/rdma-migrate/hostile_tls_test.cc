@@ -353,23 +353,34 @@ TEST(RdmaPostcopyForgery, ASlotWrittenOverAfterItWasCheckedChangesNothingPlaced)
 
 namespace rdma_migrate::test {
 
-TEST(RdmaPostcopyReadForgery, AnAuthenticatedReadPlacesThePageItsTagVouchesFor) {
-    VMM_REQUIRE(need::rdma(), need::certtool());
-    ASSERT_FALSE(Pki::get().good.empty());
-    ReadOutcome out = read_one_page(Pki::get().good, false);
+namespace {
+// What an honest READ and a forged one come to, whoever takes the READ.
+void expect_placed_whole(const ReadOutcome& out) {
     EXPECT_EQ(out.destination, "");
     EXPECT_EQ(out.reads, 1u) << "the page was asked for, not read";
     EXPECT_TRUE(out.arrived_whole);
+}
+void expect_refused_naming_it(const ReadOutcome& out) {
+    EXPECT_EQ(out.reads, 1u);
+    EXPECT_NE(out.destination.find("the page read by RDMA READ from RAM block 'pc.ram' offset 0x3000 failed "
+                                   "authentication"),
+              std::string::npos)
+        << out.destination;
+    EXPECT_FALSE(out.arrived_whole);
+}
+}  // namespace
+
+TEST(RdmaPostcopyReadForgery, AnAuthenticatedReadPlacesThePageItsTagVouchesFor) {
+    VMM_REQUIRE(need::rdma(), need::certtool());
+    ASSERT_FALSE(Pki::get().good.empty());
+    expect_placed_whole(read_one_page(Pki::get().good, false));
 }
 
 // The fault thread's own wait for its READ (fetch) checks the tag as the receiving thread does.
 TEST(RdmaPostcopyReadForgery, AFetchedReadPlacesThePageItsTagVouchesFor) {
     VMM_REQUIRE(need::rdma(), need::certtool());
     ASSERT_FALSE(Pki::get().good.empty());
-    ReadOutcome out = read_one_page(Pki::get().good, false, true);
-    EXPECT_EQ(out.destination, "");
-    EXPECT_EQ(out.reads, 1u) << "the page was asked for, not read";
-    EXPECT_TRUE(out.arrived_whole);
+    expect_placed_whole(read_one_page(Pki::get().good, false, true));
 }
 
 // A forged page fails the fetch, naming it, and the receiving thread, asleep on its CQs where
@@ -377,13 +388,7 @@ TEST(RdmaPostcopyReadForgery, AFetchedReadPlacesThePageItsTagVouchesFor) {
 TEST(RdmaPostcopyReadForgery, AFetchedPageThatIsNotWhatWasTaggedFailsTheFetchAndTheReceivingThread) {
     VMM_REQUIRE(need::rdma(), need::certtool());
     ASSERT_FALSE(Pki::get().good.empty());
-    ReadOutcome out = read_one_page(Pki::get().good, true, true);
-    EXPECT_EQ(out.reads, 1u);
-    EXPECT_NE(out.destination.find("the page read by RDMA READ from RAM block 'pc.ram' offset 0x3000 failed "
-                                   "authentication"),
-              std::string::npos)
-        << out.destination;
-    EXPECT_FALSE(out.arrived_whole);
+    expect_refused_naming_it(read_one_page(Pki::get().good, true, true));
 }
 
 // x-rdma-postcopy-read-wait 0: the fault thread posts its READ and returns at once; the
@@ -392,22 +397,14 @@ TEST(RdmaPostcopyReadForgery, WithTheWaitOffTheReceivingThreadTakesTheFetchedRea
     VMM_REQUIRE(need::rdma(), need::certtool());
     ASSERT_FALSE(Pki::get().good.empty());
     ReadOutcome out = read_one_page(Pki::get().good, false, true, 0);
-    EXPECT_EQ(out.destination, "");
-    EXPECT_EQ(out.reads, 1u);
     EXPECT_FALSE(out.fetched_here) << "the fault thread waited for its READ with x-rdma-postcopy-read-wait 0";
-    EXPECT_TRUE(out.arrived_whole);
+    expect_placed_whole(out);
 }
 
 TEST(RdmaPostcopyReadForgery, APageThatIsNotWhatWasTaggedIsRefusedNamingIt) {
     VMM_REQUIRE(need::rdma(), need::certtool());
     ASSERT_FALSE(Pki::get().good.empty());
-    ReadOutcome out = read_one_page(Pki::get().good, true);
-    EXPECT_EQ(out.reads, 1u);
-    EXPECT_NE(out.destination.find("the page read by RDMA READ from RAM block 'pc.ram' offset 0x3000 failed "
-                                   "authentication"),
-              std::string::npos)
-        << out.destination;
-    EXPECT_FALSE(out.arrived_whole);
+    expect_refused_naming_it(read_one_page(Pki::get().good, true));
 }
 
 }  // namespace rdma_migrate::test
