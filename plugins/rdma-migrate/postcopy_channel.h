@@ -36,6 +36,7 @@
 #include "proto/pull_plan.h"
 #include "proto/postcopy_wire.h"
 #include "vmm/common/fd.h"
+#include "vmm/common/latency.h"
 #include "vmm/common/mapping.h"
 
 namespace rdma_migrate {
@@ -332,11 +333,10 @@ private:
     std::optional<Error> cq_failure_;
     vmm::UniqueFd wake_;
     std::optional<PcPageTags> fetch_tags_;  // authenticated: the fault thread's own checker
-    // fetch()'s READs: taken on the fault thread, or left to the receiving thread; and each of
-    // the first's time from post to completion seen (under cq_mutex_), for done()'s line.
-    std::atomic<uint64_t> fetched_here_ = 0, fetched_late_ = 0;
-    std::vector<float> fetch_waits_us_;
-    std::pair<double, double> fetch_waits();
+    // fetch()'s READs taken on the fault thread, each timed from post to completion seen (under
+    // cq_mutex_), and those left to the receiving thread, for done()'s line.
+    std::atomic<uint64_t> fetched_late_ = 0;
+    vmm::LatencySamples fetch_waits_;
     std::chrono::microseconds spin_budget();
     std::atomic<uint64_t> faults_read_ = 0, reads_posted_ = 0, asks_ = 0;
     // kCapPostcopyReadPush (the receiving thread's).

@@ -538,16 +538,15 @@ Status PostcopyDestination::release(const Arrival& a) {
 
 Status PostcopyDestination::done() {
     if (reads_) {
-        std::pair<double, double> waits;
+        vmm::LatencySummary waits;
         {
             std::lock_guard lock(cq_mutex_);
-            waits = fetch_waits();
+            waits = fetch_waits_.summary();
         }
         vmm::log::info("rdma postcopy: {} faults read by RDMA READ ({} READs, readahead's among them), {} asked for "
                        "(before their region's KEYS came); {} READs awaited and placed by the fault thread (posted to "
-                       "seen done: p50 {:.0f} us, mean {:.0f} us), {} outlasted its wait",
-                       reads(), reads_posted(), asks(), fetched_here_.load(), waits.first, waits.second,
-                       fetched_late_.load());
+                       "seen done: p50 {:.0f} us, p99 {:.0f} us), {} outlasted its wait",
+                       reads(), reads_posted(), asks(), waits.count, waits.p50_us, waits.p99_us, fetched_late_.load());
     }
     PcMessage m;
     m.type = PcType::done;

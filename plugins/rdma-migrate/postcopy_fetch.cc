@@ -17,10 +17,6 @@
 
 namespace rdma_migrate {
 
-namespace {
-constexpr size_t kWaitsKept = 1 << 16;  // the READs' times done() sums up (256 KiB)
-}  // namespace
-
 // Under cq_mutex_: four times what READs have been taking (their completion times spread), at
 // most x-rdma-postcopy-read-wait (1 ms unless set), and that long before any READ has completed.
 std::chrono::microseconds PostcopyDestination::fetch_budget() const {
@@ -54,29 +50,18 @@ Result<std::optional<PostcopyDestination::Arrival>> PostcopyDestination::fetch(u
         if (here) read_done_.erase(it);
         waiting = polled && !here && now < until;
         if (!waiting) fetching_.reset();
-        if (here && fetch_waits_us_.size() < kWaitsKept)
-            fetch_waits_us_.push_back(std::chrono::duration<float, std::micro>(Clock::now() - read_posted_at_[**slot]).count());
+        if (here) fetch_waits_.add(std::chrono::duration<double, std::micro>(Clock::now() - read_posted_at_[**slot]).count());
         if (!polled) failed = polled.error();
     }
     if (failed) return failed_fetch(*failed);
-    ++(here ? fetched_here_ : fetched_late_);
     if (!here) {
+        ++fetched_late_;
         trace("destination: READ into slot {} outlasted the fault thread's wait: the receiving thread takes it", **slot);
         return std::optional<Arrival>{};
     }
     auto a = read_arrival(**slot, fetch_tags_ ? &*fetch_tags_ : nullptr);
     if (!a) return failed_fetch(a.error());
     return std::optional<Arrival>{std::move(*a)};
-}
-
-// Under cq_mutex_: how long the fault thread's READs took from post to seen done, p50 and mean.
-std::pair<double, double> PostcopyDestination::fetch_waits() {
-    if (fetch_waits_us_.empty()) return {0, 0};
-    auto mid = fetch_waits_us_.begin() + static_cast<std::ptrdiff_t>(fetch_waits_us_.size() / 2);
-    std::nth_element(fetch_waits_us_.begin(), mid, fetch_waits_us_.end());
-    double sum = 0;
-    for (float w : fetch_waits_us_) sum += w;
-    return {*mid, sum / static_cast<double>(fetch_waits_us_.size())};
 }
 
 // A fetch that failed fails the receiving thread's next() too, with the same reason: it is

@@ -144,10 +144,10 @@ read_arm_said() {
     said=$(grep -m1 -o 'rdma postcopy: [0-9]* faults read.*' "$work/postcopy-d.log" || true)
     log "$1: ${said:-the destination said nothing of its READs}"
     # The fault thread's own READs (pc_fetch), timed inside the run: kept beside its figures.
-    local re='([0-9]+) READs awaited.* p50 ([0-9]+) us, mean ([0-9]+) us\), ([0-9]+) outlasted'
+    local re='([0-9]+) READs awaited.* p50 ([0-9]+) us, p99 ([0-9]+) us\), ([0-9]+) outlasted'
     [[ $said =~ $re ]] || return 0
-    jq --argjson here "${BASH_REMATCH[1]}" --argjson p50 "${BASH_REMATCH[2]}" --argjson mean "${BASH_REMATCH[3]}" \
-        --argjson late "${BASH_REMATCH[4]}" '. + {fetch: {here: $here, late: $late, read_p50_us: $p50, read_mean_us: $mean}}' \
+    jq --argjson here "${BASH_REMATCH[1]}" --argjson p50 "${BASH_REMATCH[2]}" --argjson p99 "${BASH_REMATCH[3]}" \
+        --argjson late "${BASH_REMATCH[4]}" '. + {fetch: {here: $here, late: $late, read_p50_us: $p50, read_p99_us: $p99}}' \
         "$work/$1.json" >"$work/$1.json.new" && mv "$work/$1.json.new" "$work/$1.json"
 }
 if [ "$read" = 1 ]; then  # faults asked for, faults read, faults and push read, in turn (--tls: all authenticated)

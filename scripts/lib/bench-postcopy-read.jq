@@ -32,7 +32,7 @@ def figures(r): if r.failed then {failed: r.failed} else {
     blocked_ms: r.destination."postcopy-blocktime",
     # The fault thread's own READs (pc_fetch), from the destination's line: how long a READ took
     # from post to seen done inside this migration, beside ib_read_lat's on an idle VM.
-    read_in_run_p50_us: r.fetch.read_p50_us, read_in_run_mean_us: r.fetch.read_mean_us,
+    read_in_run_p50_us: r.fetch.read_p50_us, read_in_run_p99_us: r.fetch.read_p99_us,
     fetched_here: r.fetch.here, fetched_late: r.fetch.late
   } end;
 ($write | map(figures(.))) as $w | ($read | map(figures(.))) as $r | ($pull | map(figures(.))) as $p |

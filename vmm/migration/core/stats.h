@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "vmm/common/latency.h"
 #include "vmm/migration/core/eta.h"
 #include "vmm/migration/transport/setup_parts.h"
 
@@ -65,26 +66,9 @@ struct DowntimeParts {
     double pause = 0, last_round = 0, state = 0, destination = 0, go = 0;
 };
 
-// Latency figures of a set of samples, in microseconds.
-struct LatencySummary {
-    uint64_t count = 0;
-    double p50_us = 0, p99_us = 0, max_us = 0;
-};
-LatencySummary summarize(std::vector<double> samples_us);
-
-// Latencies as they come: the first kMaxSamples kept for the percentiles, the count and the
-// maximum over all of them.
-class LatencySamples {
-public:
-    void add(double us);
-    LatencySummary summary() const;
-
-private:
-    static constexpr size_t kMaxSamples = 1u << 20;
-    std::vector<double> kept_;
-    uint64_t count_ = 0;
-    double max_ = 0;
-};
+using vmm::LatencySamples;  // vmm/common/latency.h
+using vmm::LatencySummary;
+using vmm::summarize;
 
 // The postcopy phase. The source counts what it pushed and served; the destination what the
 // guest (and the VMM's own reads of guest RAM) faulted on, and how long each fault waited.
